@@ -1,0 +1,84 @@
+/* Typed configuration: libconfig files -> ht_config, validated against one schema.
+ * Every error (unknown key with a "did you mean", wrong type, missing required key,
+ * value out of range) returns HT_EINPUT with "FILE:LINE: key 'a.b': found X, expected Y".
+ * --set overrides ("a.b=value") pass through the same checks. */
+#ifndef HT_CONFIG_CONFIG_H
+#define HT_CONFIG_CONFIG_H
+
+#include <stdint.h>
+
+#define HT_PATH_MAX 1024
+#define HT_MAX_HIDDEN 16
+
+typedef struct ht_config {
+    char source[HT_PATH_MAX]; /* the file it was read from */
+
+    struct {
+        char type[16];             /* "mlp" */
+        int hidden[HT_MAX_HIDDEN]; /* hidden layer widths */
+        int nhidden;
+        char activation[16];       /* "relu" | "gelu" */
+    } model;
+
+    struct {
+        char kind[16];              /* "synthetic" | "idx" */
+        char images[HT_PATH_MAX];   /* idx: IDX image file (plain or .gz) */
+        char labels[HT_PATH_MAX];   /* idx: IDX label file */
+        double val_fraction;        /* last fraction of the samples held out (default 0.2) */
+        int samples;                /* synthetic: number of samples (default 10000) */
+        int features;               /* synthetic: input dimension (default 64) */
+        int classes;                /* synthetic: number of classes (default 10) */
+        uint64_t seed;              /* synthetic: generator seed (default 1) */
+        int shuffle;                /* shuffle training samples each epoch (default true) */
+    } data;
+
+    struct {
+        int batch;         /* global batch size (required) */
+        int steps;         /* number of optimizer steps; 0 = derive from epochs */
+        double epochs;     /* used when steps == 0 */
+        uint64_t seed;     /* init and data order (default 42) */
+        int eval_every;    /* steps between validations; 0 = only at the end */
+    } train;
+
+    struct {
+        char type[16];       /* "sgd" | "adamw" */
+        double lr;
+        double momentum;     /* sgd */
+        int nesterov;        /* sgd */
+        double beta1, beta2, eps; /* adamw */
+        double weight_decay;
+        char schedule[16];   /* "constant" | "step" | "cosine" */
+        int warmup;          /* linear warmup steps */
+        int step_size;       /* step: decay every step_size steps */
+        double gamma;        /* step: multiply by gamma */
+        double min_lr;       /* cosine: floor */
+        double clip;         /* clip global grad norm to this; 0 = off */
+    } optim;
+
+    struct {
+        char select[256];          /* selector: "" (first), index, "cpu", "gpu", or name/vendor substring */
+        int cache;                 /* program binary cache on/off (default true) */
+        char cache_dir[HT_PATH_MAX]; /* "" = $XDG_CACHE_HOME/hettrain or ~/.cache/hettrain */
+        char tuning[HT_PATH_MAX];  /* CLBlast tuning file; "" = built-in defaults */
+    } device;
+
+    struct {
+        char metrics[HT_PATH_MAX]; /* JSON Lines file; "" = none */
+        char progress[16];         /* "auto" | "bar" | "plain" | "none" */
+        int every;                 /* steps between plain progress lines / metrics records */
+    } log;
+
+    struct {
+        char path[HT_PATH_MAX]; /* checkpoint file; "" = none */
+        int every;              /* steps between checkpoints; 0 = only at the end */
+    } checkpoint;
+} ht_config;
+
+/* Fills cfg with defaults, parses path, applies the overrides ("a.b=value", nset of
+ * them), and validates. Returns HT_OK or HT_EINPUT with ht_errmsg() set. */
+int ht_config_load(ht_config *cfg, const char *path, const char *const *sets, int nset);
+
+/* Prints every key with its type, default and meaning (for --help / README). */
+void ht_config_print_schema(void *file /* FILE* */);
+
+#endif

@@ -1,0 +1,49 @@
+/* Errors: one convention for the whole project.
+ * Bad user input (config, data, checkpoint, CLI) is HT_EINPUT (exit 2); runtime
+ * failures (OpenCL, MPI, I/O, memory) are HT_ERUNTIME (exit 1). Functions that
+ * validate input return one of these codes after ht_error() recorded the message;
+ * the caller decides whether to exit (ht_exit_on_error) or test the message. */
+#ifndef HT_CORE_ERR_H
+#define HT_CORE_ERR_H
+
+#include <stddef.h>
+
+enum { HT_OK = 0, HT_ERUNTIME = 1, HT_EINPUT = 2 };
+
+#if defined(__GNUC__)
+#define HT_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define HT_NORETURN __attribute__((noreturn))
+#else
+#define HT_PRINTF(a, b)
+#define HT_NORETURN
+#endif
+
+/* Records a message (printf-style) for the last error and returns code. */
+int ht_error(int code, const char *fmt, ...) HT_PRINTF(2, 3);
+/* The message recorded by the last ht_error(), "" if none. */
+const char *ht_errmsg(void);
+/* Clears the recorded message. */
+void ht_error_clear(void);
+
+/* Prints "hettrain: error: <msg>" to stderr and exits with code. */
+HT_NORETURN void ht_die(int code, const char *fmt, ...) HT_PRINTF(2, 3);
+/* If code != HT_OK, prints the recorded message and exits with code. */
+void ht_exit_on_error(int code);
+/* Called by ht_die before exit (e.g. to MPI_Abort when several ranks run). */
+void ht_set_exit_hook(void (*hook)(int code));
+/* Name used as the prefix of error messages (default "hettrain"). */
+void ht_set_progname(const char *name);
+
+/* Allocation that never returns NULL: on failure, exits 1 naming the size and call site. */
+#define ht_xmalloc(n) ht_xmalloc_at((n), __FILE__, __LINE__)
+#define ht_xcalloc(n, s) ht_xcalloc_at((n), (s), __FILE__, __LINE__)
+#define ht_xrealloc(p, n) ht_xrealloc_at((p), (n), __FILE__, __LINE__)
+void *ht_xmalloc_at(size_t n, const char *file, int line);
+void *ht_xcalloc_at(size_t n, size_t size, const char *file, int line);
+void *ht_xrealloc_at(void *p, size_t n, const char *file, int line);
+char *ht_xstrdup(const char *s);
+
+/* Bounded string copy that always terminates; returns strlen(src) like strlcpy. */
+size_t ht_strlcpy(char *dst, const char *src, size_t size);
+
+#endif

@@ -1,0 +1,38 @@
+/* Logging and clock. */
+#include "core/log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <time.h>
+
+static int g_level = HT_LOG_INFO;
+static int g_rank = -1;
+
+void ht_log_set_level(int level) { g_level = level; }
+int ht_log_level(void) { return g_level; }
+void ht_log_set_rank(int rank) { g_rank = rank; }
+
+static void vlog(int level, const char *tag, const char *fmt, va_list ap) {
+    if (level > g_level) return;
+    if (g_rank >= 0) fprintf(stderr, "[rank %d] ", g_rank);
+    if (tag) fputs(tag, stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
+#define LOG_FN(fn, level, tag)                                                                     \
+    void fn(const char *fmt, ...) {                                                                \
+        va_list ap;                                                                                \
+        va_start(ap, fmt);                                                                         \
+        vlog(level, tag, fmt, ap);                                                                 \
+        va_end(ap);                                                                                \
+    }
+LOG_FN(ht_log_info, HT_LOG_INFO, NULL)
+LOG_FN(ht_log_warn, HT_LOG_WARN, "warning: ")
+LOG_FN(ht_log_debug, HT_LOG_DEBUG, "debug: ")
+
+double ht_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
