@@ -1,0 +1,104 @@
+/* Training data: in-memory datasets (MNIST-style IDX files or generated), the
+ * train/validation split, a deterministic epoch-by-epoch sample order that any
+ * step can be recomputed from (checkpoint resume), and data-parallel sharding. */
+#ifndef HT_DATA_DATA_H
+#define HT_DATA_DATA_H
+
+#include <stdint.h>
+
+typedef struct ht_dataset {
+    int n;          /* samples */
+    int features;   /* floats per sample */
+    int classes;
+    float *x;       /* n*features, row-major */
+    int32_t *y;     /* n labels in [0, classes) */
+} ht_dataset;
+
+/* ---------------------------------------------------------------- IDX files */
+
+/* MNIST normalisation applied to every IDX pixel p (u8):
+ *   x = (p / 255 - HT_MNIST_MEAN) / HT_MNIST_STD
+ * (the training-set mean and std used by the usual PyTorch MNIST examples), so
+ * 0 -> -0.4242 and 255 -> 2.8215. */
+#define HT_MNIST_MEAN 0.1307
+#define HT_MNIST_STD 0.3081
+
+/* Largest image set accepted: n*rows*cols <= 2^28 pixels (1 GiB as float). The
+ * header is checked against it before anything is allocated. */
+#define HT_IDX_MAX_VALUES (1ull << 28)
+
+/* Loads an MNIST-style IDX pair: images (magic 0x00000803, u8, dims n, rows, cols)
+ * and labels (magic 0x00000801, u8, n), each plain or gzip (zlib reads both).
+ * features = rows*cols; classes = 1 + the largest label (10 for MNIST).
+ * Bytes after the data are an error (a longer file is not the file its header
+ * describes). Every problem with the files returns HT_EINPUT with a message
+ * naming the file, the byte offset, what was found and what was expected; a
+ * corrupt gzip stream likewise. On error *ds is left empty (nothing to free). */
+int ht_idx_load(ht_dataset *ds, const char *images_path, const char *labels_path);
+
+/* As ht_idx_load, but when classes > 0 the class count is fixed: a label >= classes
+ * is HT_EINPUT (naming the file, offset and label) and ds->classes = classes even if
+ * the largest label is smaller. classes == 0 behaves like ht_idx_load. */
+int ht_idx_load_classes(ht_dataset *ds, const char *images_path, const char *labels_path,
+                        int classes);
+
+/* ------------------------------------------------------------ generated data */
+
+/* Generated classification data, a pure function of (n, features, classes, seed):
+ * x ~ N(0, 1); the label is the argmax of a fixed random teacher network
+ * tanh(x W1 + b1) W2 + b2 (hidden width max(2*classes, 16)); b2 is fitted so the
+ * classes come out roughly balanced, and 2% of the labels are replaced by
+ * uniformly random classes. Not linearly separable: a small MLP learns it to
+ * ~90% in a few hundred steps, a linear model stays clearly lower.
+ * Returns HT_EINPUT for n < 1, features < 1, classes < 2 or n*features above
+ * HT_IDX_MAX_VALUES. */
+int ht_synthetic_make(ht_dataset *ds, int n, int features, int classes, uint64_t seed);
+
+/* Frees x and y and zeroes *ds; safe on a zeroed or already freed dataset. */
+void ht_dataset_free(ht_dataset *ds);
+
+/* Holds out the LAST round(val_fraction*n) samples as validation (MNIST t10k with
+ * 0.2: 8,000 / 2,000); both parts are copies with all's feature and class counts.
+ * val_fraction must be in [0, 1) and leave at least one training sample
+ * (HT_EINPUT otherwise); val may get n == 0 (x, y NULL). train and val must not be
+ * `all`. On error both outputs are left empty. */
+int ht_dataset_split(const ht_dataset *all, double val_fraction, ht_dataset *train,
+                     ht_dataset *val);
+
+/* Copies the samples idx[0..count) into x_out (count*features) and y_out (count);
+ * either output may be NULL. */
+void ht_dataset_gather(const ht_dataset *ds, const int *idx, int count, float *x_out,
+                       int32_t *y_out);
+
+/* ------------------------------------------------------------- sample order */
+
+/* An infinite stream of epochs over [0, n): epoch e is a permutation that is a
+ * pure function of (seed, e) (Fisher-Yates with ht_rng_below over
+ * ht_rng_stream(seed, e)), or the identity when shuffle == 0. Global batch `step`
+ * is stream positions [step*batch, step*batch + batch), crossing epoch boundaries
+ * when n is not a multiple of batch. The permutations of two consecutive epochs
+ * are cached, so sequential use costs O(batch) per call amortised and any step
+ * can be asked for in any order with the same answer. */
+typedef struct ht_sampler {
+    int n;
+    int shuffle;
+    uint64_t seed;
+    int64_t epoch[2]; /* epoch whose permutation slot k holds (epoch e lives in slot e&1), -1 none */
+    int *perm[2];     /* n entries each, allocated on first use */
+} ht_sampler;
+
+/* n >= 1 (an empty training set is rejected before this; n < 1 is an internal error). */
+void ht_sampler_init(ht_sampler *s, int n, uint64_t seed, int shuffle);
+void ht_sampler_free(ht_sampler *s);
+/* Writes the batch sample indices of global step `step` (>= 0) to idx_out[0..batch). */
+void ht_sampler_batch(ht_sampler *s, int64_t step, int batch, int *idx_out);
+/* Epoch number that stream position `pos` (>= 0) falls in. */
+int64_t ht_sampler_epoch(const ht_sampler *s, int64_t pos);
+/* Sample index at stream position `pos` (>= 0). */
+int ht_sampler_at(ht_sampler *s, int64_t pos);
+
+/* Data-parallel sharding of one global batch: shares[0..world) are each rank's
+ * sample counts (sum = batch); rank r takes batch positions [lo, hi). */
+void ht_shard_range(const int *shares, int world, int rank, int *lo, int *hi);
+
+#endif

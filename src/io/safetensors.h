@@ -1,0 +1,53 @@
+/* Checkpoints in the safetensors format (https://github.com/huggingface/safetensors): u64 LE
+ * header length N, N bytes of JSON header, then the data buffer. We write F32 tensors atomically
+ * and read any file defensively: a hostile file yields HT_EINPUT with the byte offset, never a
+ * crash and never an allocation larger than the file. */
+#ifndef HT_IO_SAFETENSORS_H
+#define HT_IO_SAFETENSORS_H
+
+#include <stdint.h>
+
+/* Headers longer than this are refused as absurd (real ones are kilobytes). */
+#define HT_ST_MAX_HEADER 100000000u
+#define HT_ST_MAX_DIM 4
+
+/* A tensor to write: F32, ndim 0..4 (0 = scalar, one element), data contiguous row-major. */
+typedef struct ht_st_tensor {
+    const char *name;
+    int ndim;
+    int64_t shape[HT_ST_MAX_DIM];
+    const float *data;
+} ht_st_tensor;
+
+/* Writes t[0..nt) (data in that order, contiguous) and nmeta string pairs as "__metadata__".
+ * Atomic: writes <path>.tmp.<pid> in the same directory, fsyncs it, renames it over path and
+ * fsyncs the directory; on any failure path is untouched and the temp file removed.
+ * HT_EINPUT: invalid arguments (bad name/shape, duplicate name, invalid UTF-8);
+ * HT_ERUNTIME: I/O failure (message has the path and strerror). */
+int ht_st_write(const char *path, const ht_st_tensor *t, int nt, const char *const *meta_keys,
+                const char *const *meta_vals, int nmeta);
+
+typedef struct ht_st_file ht_st_file;
+
+/* Reads and validates a whole file (header and data into memory). Accepted: every dtype the
+ * format defines (F64, F32, F16, BF16, F8_*, I8..I64, U8..U64, BOOL, ...), any ndim, holes
+ * between tensors. Rejected with HT_EINPUT and "<path>: byte <offset>: <problem>": short file,
+ * absurd or too-large header length, invalid JSON or UTF-8, unknown dtype, negative or
+ * overflowing shape, data_offsets out of range / not matching shape x element size /
+ * overlapping, duplicate tensor or metadata names, non-string metadata values. */
+int ht_st_open(ht_st_file **out, const char *path);
+void ht_st_close(ht_st_file *f);
+
+/* Looks up a tensor; NULL if absent (no error recorded). F32 only with ndim <= 4: for
+ * another dtype or more dimensions it returns NULL after ht_error(HT_EINPUT, ...) naming the
+ * tensor and its dtype. ndim/shape may be NULL. The data lives until ht_st_close. */
+const float *ht_st_get(const ht_st_file *f, const char *name, int *ndim, int64_t shape[HT_ST_MAX_DIM]);
+/* The tensor's dtype string ("F32", "BF16", ...), NULL if absent. */
+const char *ht_st_dtype(const ht_st_file *f, const char *name);
+/* Metadata value for key, NULL if absent. */
+const char *ht_st_meta(const ht_st_file *f, const char *key);
+/* Tensors in the order the header lists them. */
+int ht_st_count(const ht_st_file *f);
+const char *ht_st_name(const ht_st_file *f, int i);
+
+#endif

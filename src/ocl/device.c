@@ -1,0 +1,328 @@
+/* Devices: enumeration across all platforms, selection, and opening a device
+ * (context, in-order queue, program, CLBlast tuning); buffers on an opened device. */
+#include "ocl/internal.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/log.h"
+
+/* ---------------------------------------------------------------- enumeration */
+
+static ht_devinfo *g_devs;
+static cl_device_id *g_ids;
+static cl_platform_id *g_plats;
+static int g_ndev = -1;
+
+static void str_info(cl_device_id id, cl_device_info what, char *out, size_t n) {
+    if (clGetDeviceInfo(id, what, n, out, NULL) != CL_SUCCESS) ht_strlcpy(out, "?", n);
+    out[n - 1] = 0;
+}
+
+static void fill_info(ht_devinfo *di, cl_platform_id p, cl_device_id id) {
+    clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof di->platform, di->platform, NULL);
+    clGetPlatformInfo(p, CL_PLATFORM_VERSION, sizeof di->platform_version, di->platform_version,
+                      NULL);
+    di->platform[sizeof di->platform - 1] = 0;
+    di->platform_version[sizeof di->platform_version - 1] = 0;
+    str_info(id, CL_DEVICE_VENDOR, di->vendor, sizeof di->vendor);
+    str_info(id, CL_DEVICE_NAME, di->name, sizeof di->name);
+    str_info(id, CL_DRIVER_VERSION, di->driver, sizeof di->driver);
+    str_info(id, CL_DEVICE_OPENCL_C_VERSION, di->clc_version, sizeof di->clc_version);
+    cl_device_type t = 0;
+    clGetDeviceInfo(id, CL_DEVICE_TYPE, sizeof t, &t, NULL);
+    ht_strlcpy(di->type,
+               (t & CL_DEVICE_TYPE_GPU)           ? "gpu"
+               : (t & CL_DEVICE_TYPE_CPU)         ? "cpu"
+               : (t & CL_DEVICE_TYPE_ACCELERATOR) ? "accel"
+                                                  : "other",
+               sizeof di->type);
+    cl_uint u = 0;
+    clGetDeviceInfo(id, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof u, &u, NULL);
+    di->compute_units = u;
+    u = 0;
+    clGetDeviceInfo(id, CL_DEVICE_MAX_CLOCK_FREQUENCY, sizeof u, &u, NULL);
+    di->clock_mhz = u;
+    cl_ulong l = 0;
+    clGetDeviceInfo(id, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof l, &l, NULL);
+    di->global_mem = l;
+    l = 0;
+    clGetDeviceInfo(id, CL_DEVICE_LOCAL_MEM_SIZE, sizeof l, &l, NULL);
+    di->local_mem = l;
+    l = 0;
+    clGetDeviceInfo(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof l, &l, NULL);
+    di->max_alloc = l;
+    size_t s = 0;
+    clGetDeviceInfo(id, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof s, &s, NULL);
+    di->max_wg = s;
+}
+
+int ht_ocl_devices(const ht_devinfo **list, int *n) {
+    if (g_ndev < 0) {
+        cl_uint np = 0;
+        cl_int err = clGetPlatformIDs(0, NULL, &np);
+        if (err != CL_SUCCESS && err != -1001 /* CL_PLATFORM_NOT_FOUND_KHR */)
+            return ht_error(HT_ERUNTIME, "clGetPlatformIDs failed: %s (%d)", ht_clerr_name(err),
+                            (int)err);
+        if (np == 0)
+            return ht_error(HT_ERUNTIME,
+                            "no OpenCL platform found (install an ICD, e.g. pocl-opencl-icd for "
+                            "CPUs; check /etc/OpenCL/vendors)");
+        cl_platform_id *plats = ht_xcalloc(np, sizeof *plats);
+        clGetPlatformIDs(np, plats, NULL);
+        int total = 0, cap = 8;
+        g_devs = ht_xcalloc(cap, sizeof *g_devs);
+        g_ids = ht_xcalloc(cap, sizeof *g_ids);
+        g_plats = ht_xcalloc(cap, sizeof *g_plats);
+        for (cl_uint p = 0; p < np; p++) {
+            cl_uint nd = 0;
+            if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 0, NULL, &nd) != CL_SUCCESS || !nd)
+                continue;
+            cl_device_id *ids = ht_xcalloc(nd, sizeof *ids);
+            clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, nd, ids, NULL);
+            for (cl_uint i = 0; i < nd; i++) {
+                if (total == cap) {
+                    cap *= 2;
+                    g_devs = ht_xrealloc(g_devs, cap * sizeof *g_devs);
+                    g_ids = ht_xrealloc(g_ids, cap * sizeof *g_ids);
+                    g_plats = ht_xrealloc(g_plats, cap * sizeof *g_plats);
+                }
+                memset(&g_devs[total], 0, sizeof g_devs[total]);
+                fill_info(&g_devs[total], plats[p], ids[i]);
+                g_devs[total].index = total;
+                g_devs[total].platform_index = (int)p;
+                g_ids[total] = ids[i];
+                g_plats[total] = plats[p];
+                total++;
+            }
+            free(ids);
+        }
+        free(plats);
+        if (total == 0)
+            return ht_error(HT_ERUNTIME, "OpenCL platforms found, but no devices in them");
+        g_ndev = total;
+    }
+    *list = g_devs;
+    *n = g_ndev;
+    return HT_OK;
+}
+
+cl_device_id ht_ocl_device_id(int index, cl_platform_id *platform) {
+    *platform = g_plats[index];
+    return g_ids[index];
+}
+
+static void print_table(FILE *f, const ht_devinfo *d, int n) {
+    fprintf(f, "%-3s %-28s %-16s %-32s %-5s %4s %6s %9s %6s %s\n", "idx", "platform", "vendor",
+            "device", "type", "CUs", "MHz", "mem(MiB)", "maxWG", "OpenCL C");
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%-3d %-28.28s %-16.16s %-32.32s %-5s %4u %6u %9llu %6zu %s\n", d[i].index,
+                d[i].platform, d[i].vendor, d[i].name, d[i].type, d[i].compute_units,
+                d[i].clock_mhz, (unsigned long long)(d[i].global_mem >> 20), d[i].max_wg,
+                d[i].clc_version);
+}
+
+void ht_ocl_print_devices(FILE *f) {
+    const ht_devinfo *d;
+    int n;
+    if (ht_ocl_devices(&d, &n) != HT_OK) {
+        fprintf(f, "%s\n", ht_errmsg());
+        return;
+    }
+    print_table(f, d, n);
+}
+
+/* ---------------------------------------------------------------- selection */
+
+static int icontains(const char *hay, const char *needle) {
+    size_t n = strlen(needle);
+    for (; *hay; hay++) {
+        size_t i = 0;
+        while (i < n && hay[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
+            i++;
+        if (i == n) return 1;
+    }
+    return n == 0;
+}
+
+static int all_digits(const char *s) {
+    if (!*s) return 0;
+    for (; *s; s++)
+        if (!isdigit((unsigned char)*s)) return 0;
+    return 1;
+}
+
+int ht_ocl_select(const char *selector, int *index) {
+    const ht_devinfo *d;
+    int n, rc = ht_ocl_devices(&d, &n);
+    if (rc != HT_OK) return rc;
+    char sel[256];
+    ht_strlcpy(sel, selector ? selector : "", sizeof sel);
+    int nth = 0;
+    char *colon = strrchr(sel, ':');
+    if (colon && all_digits(colon + 1)) {
+        nth = atoi(colon + 1);
+        *colon = 0;
+    }
+    if (all_digits(sel)) {
+        int i = atoi(sel);
+        if (i < n) {
+            *index = i;
+            return HT_OK;
+        }
+    } else {
+        int seen = 0;
+        for (int i = 0; i < n; i++) {
+            int match = !strcmp(sel, "cpu") || !strcmp(sel, "gpu") || !strcmp(sel, "accel")
+                            ? !strcmp(d[i].type, sel)
+                            : icontains(d[i].name, sel) || icontains(d[i].vendor, sel) ||
+                                  icontains(d[i].platform, sel);
+            if (match && seen++ == nth) {
+                *index = i;
+                return HT_OK;
+            }
+        }
+    }
+    char table[4096];
+    FILE *f = fmemopen(table, sizeof table, "w");
+    if (f) {
+        print_table(f, d, n);
+        fclose(f);
+    } else {
+        table[0] = 0;
+    }
+    table[sizeof table - 1] = 0;
+    return ht_error(HT_EINPUT,
+                    "device selector '%s' matches no device; expected an index, cpu, gpu, or a "
+                    "substring of a vendor/platform/device name (optionally :N for the N-th "
+                    "match). Devices:\n%s",
+                    selector, table);
+}
+
+const char *ht_ocl_clstd(const char *clc) {
+    /* "OpenCL C 1.1 ..." -> CL1.1; anything newer runs our 1.2 kernels as CL1.2. */
+    const char *v = strstr(clc, "OpenCL C ");
+    if (v && !strncmp(v + 9, "1.0", 3)) return "-cl-std=CL1.0";
+    if (v && !strncmp(v + 9, "1.1", 3)) return "-cl-std=CL1.1";
+    return "-cl-std=CL1.2";
+}
+
+/* ---------------------------------------------------------------- opened device */
+
+ht_dev_opts ht_dev_opts_default(void) {
+    ht_dev_opts o = {.cache = 1, .cache_dir = NULL, .tuning = NULL, .profile = 0};
+    return o;
+}
+
+int ht_dev_open(ht_dev **out, int index, const ht_dev_opts *opts) {
+    const ht_devinfo *list;
+    int n, rc = ht_ocl_devices(&list, &n);
+    if (rc != HT_OK) return rc;
+    if (index < 0 || index >= n)
+        return ht_error(HT_EINPUT, "device index %d out of range (0..%d)", index, n - 1);
+    ht_dev_opts def = ht_dev_opts_default();
+    if (!opts) opts = &def;
+    ht_dev *d = ht_xcalloc(1, sizeof *d);
+    d->info = list[index];
+    d->device = ht_ocl_device_id(index, &d->platform);
+    d->profile = opts->profile;
+    cl_int err;
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)d->platform, 0};
+    d->ctx = clCreateContext(props, 1, &d->device, NULL, NULL, &err);
+    if (err != CL_SUCCESS) ht_cl_fail(d, "clCreateContext", err, __FILE__, __LINE__);
+    d->queue = clCreateCommandQueue(d->ctx, d->device,
+                                    opts->profile ? CL_QUEUE_PROFILING_ENABLE : 0, &err);
+    if (err != CL_SUCCESS) ht_cl_fail(d, "clCreateCommandQueue", err, __FILE__, __LINE__);
+    rc = ht_program_build(d, opts);
+    if (rc == HT_OK) rc = ht_blas_tune(d, opts->tuning);
+    if (rc != HT_OK) {
+        ht_dev_close(d);
+        return rc;
+    }
+    *out = d;
+    return HT_OK;
+}
+
+void ht_dev_close(ht_dev *d) {
+    if (!d) return;
+    if (d->queue) clFinish(d->queue);
+    ht_dev_profile_reset(d);
+    free(d->pending);
+    free(d->sums);
+    for (int i = 0; i < d->nkerns; i++) clReleaseKernel(d->kerns[i].k);
+    free(d->kerns);
+    if (d->program) clReleaseProgram(d->program);
+    if (d->queue) clReleaseCommandQueue(d->queue);
+    if (d->ctx) clReleaseContext(d->ctx);
+    free(d);
+}
+
+const ht_devinfo *ht_dev_info(const ht_dev *d) { return &d->info; }
+void ht_dev_finish(ht_dev *d) { HT_CL(d, clFinish(d->queue)); }
+
+double ht_dev_build_seconds(const ht_dev *d, int *cache_hit) {
+    if (cache_hit) *cache_hit = d->cache_hit;
+    return d->build_seconds;
+}
+
+/* ---------------------------------------------------------------- buffers */
+
+ht_buf *ht_buf_new(ht_dev *d, size_t bytes, const char *what) {
+    if (bytes > d->info.max_alloc)
+        ht_die(HT_ERUNTIME,
+               "device '%s': buffer '%s' needs %zu bytes, more than CL_DEVICE_MAX_MEM_ALLOC_SIZE "
+               "(%llu); use a smaller batch or model",
+               d->info.name, what, bytes, (unsigned long long)d->info.max_alloc);
+    ht_buf *b = ht_xcalloc(1, sizeof *b);
+    cl_int err;
+    b->dev = d;
+    b->size = bytes;
+    ht_strlcpy(b->what, what, sizeof b->what);
+    b->mem = clCreateBuffer(d->ctx, CL_MEM_READ_WRITE, bytes ? bytes : 4, NULL, &err);
+    if (err != CL_SUCCESS) ht_cl_fail(d, "clCreateBuffer", err, __FILE__, __LINE__);
+    return b;
+}
+
+void ht_buf_free(ht_buf *b) {
+    if (!b) return;
+    clReleaseMemObject(b->mem);
+    free(b);
+}
+
+size_t ht_buf_size(const ht_buf *b) { return b->size; }
+
+static void check_range(const ht_buf *b, size_t off, size_t bytes, const char *op) {
+    if (off > b->size || bytes > b->size - off)
+        ht_die(HT_ERUNTIME, "device '%s': %s of %zu bytes at offset %zu outside buffer '%s' (%zu bytes)",
+               b->dev->info.name, op, bytes, off, b->what, b->size);
+}
+
+void ht_buf_write(ht_dev *d, ht_buf *b, size_t off, size_t bytes, const void *src) {
+    if (!bytes) return;
+    check_range(b, off, bytes, "write");
+    HT_CL(d, clEnqueueWriteBuffer(d->queue, b->mem, CL_TRUE, off, bytes, src, 0, NULL, NULL));
+}
+
+void ht_buf_read(ht_dev *d, const ht_buf *b, size_t off, size_t bytes, void *dst) {
+    if (!bytes) return;
+    check_range(b, off, bytes, "read");
+    HT_CL(d, clEnqueueReadBuffer(d->queue, b->mem, CL_TRUE, off, bytes, dst, 0, NULL, NULL));
+}
+
+void ht_buf_zero(ht_dev *d, ht_buf *b, size_t off, size_t bytes) {
+    if (!bytes) return;
+    check_range(b, off, bytes, "fill");
+    const cl_uchar zero = 0;
+    HT_CL(d, clEnqueueFillBuffer(d->queue, b->mem, &zero, 1, off, bytes, 0, NULL, NULL));
+}
+
+void ht_buf_copy(ht_dev *d, ht_buf *dst, size_t dst_off, const ht_buf *src, size_t src_off,
+                 size_t bytes) {
+    if (!bytes) return;
+    check_range(dst, dst_off, bytes, "copy");
+    check_range(src, src_off, bytes, "copy");
+    HT_CL(d, clEnqueueCopyBuffer(d->queue, src->mem, dst->mem, src_off, dst_off, bytes, 0, NULL,
+                                 NULL));
+}

@@ -1,0 +1,74 @@
+/* Private to src/ocl: the structs behind the opaque handles and the CL check macro. */
+#ifndef HT_OCL_INTERNAL_H
+#define HT_OCL_INTERNAL_H
+
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+
+#include "ocl/ocl.h"
+
+typedef struct ht_kern {
+    char name[64];
+    cl_kernel k;
+    size_t max_wg;
+} ht_kern;
+
+typedef struct ht_prof_rec {
+    char name[96];
+    cl_event ev;
+} ht_prof_rec;
+
+typedef struct ht_prof_sum {
+    char name[96];
+    long count;
+    double seconds;
+} ht_prof_sum;
+
+struct ht_dev {
+    ht_devinfo info;
+    cl_platform_id platform;
+    cl_device_id device;
+    cl_context ctx;
+    cl_command_queue queue;
+    cl_program program;
+    ht_kern *kerns;
+    int nkerns, capkerns;
+    double build_seconds;
+    int cache_hit;
+    int profile;
+    ht_prof_rec *pending;
+    int npending, cappending;
+    ht_prof_sum *sums;
+    int nsums, capsums;
+};
+
+struct ht_buf {
+    ht_dev *dev;
+    cl_mem mem;
+    size_t size;
+    char what[48];
+};
+
+const char *ht_clerr_name(cl_int err);
+/* Exits 1: "device 'NAME': CALL failed: CL_ERROR_NAME (-N) at FILE:LINE". */
+void ht_cl_fail(const ht_dev *d, const char *call, cl_int err, const char *file, int line);
+
+#define HT_CL(d, call)                                                                             \
+    do {                                                                                           \
+        cl_int ht_err_ = (call);                                                                   \
+        if (ht_err_ != CL_SUCCESS) ht_cl_fail((d), #call, ht_err_, __FILE__, __LINE__);            \
+    } while (0)
+
+/* Queries (implemented in device.c). */
+cl_device_id ht_ocl_device_id(int index, cl_platform_id *platform);
+
+/* Program build with the disk cache (program.c). */
+int ht_program_build(ht_dev *d, const ht_dev_opts *opts);
+
+/* Profiling: takes ownership of ev (launch.c). */
+void ht_prof_record(ht_dev *d, const char *name, cl_event ev);
+
+/* CLBlast tuning (blas.c). */
+int ht_blas_tune(ht_dev *d, const char *tuning_path);
+
+#endif

@@ -1,0 +1,133 @@
+/* The OpenCL runtime seen by the rest of hettrain: devices of every platform, one
+ * context + in-order queue per opened device, buffers, kernels launched by name from
+ * the embedded cl/ program (built once, binaries cached on disk), and CLBlast GEMM.
+ * This directory is the only code that calls OpenCL; nothing here exposes CL types.
+ * Runtime failures exit 1 naming the device, the call, the CL error and the call site. */
+#ifndef HT_OCL_OCL_H
+#define HT_OCL_OCL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* ---------------------------------------------------------------- devices */
+
+typedef struct ht_devinfo {
+    int index;                 /* position in the global list, across platforms */
+    int platform_index;
+    char platform[128];        /* platform name */
+    char platform_version[128];
+    char vendor[128];
+    char name[128];
+    char driver[64];           /* CL_DRIVER_VERSION */
+    char clc_version[64];      /* CL_DEVICE_OPENCL_C_VERSION */
+    char type[8];              /* "cpu", "gpu", "accel", "other" */
+    unsigned compute_units;
+    unsigned clock_mhz;
+    uint64_t global_mem;
+    uint64_t local_mem;
+    uint64_t max_alloc;
+    size_t max_wg;
+} ht_devinfo;
+
+/* Enumerates every device of every platform (once; later calls return the same list).
+ * Returns HT_ERUNTIME when no OpenCL platform is installed. */
+int ht_ocl_devices(const ht_devinfo **list, int *n);
+/* The table printed by --list-devices. */
+void ht_ocl_print_devices(FILE *f);
+/* Resolves a selector: "" (first device), an index ("1"), a type ("cpu", "gpu"), or a
+ * case-insensitive substring of vendor, platform or device name; "cpu:1" takes the
+ * second match. No match: HT_EINPUT with the list of devices in the message. */
+int ht_ocl_select(const char *selector, int *index);
+/* "-cl-std=CL1.x" for a CL_DEVICE_OPENCL_C_VERSION string (kernels are OpenCL C 1.2). */
+const char *ht_ocl_clstd(const char *clc_version);
+
+/* ---------------------------------------------------------------- opened device */
+
+typedef struct ht_dev ht_dev;
+typedef struct ht_buf ht_buf;
+
+typedef struct ht_dev_opts {
+    int cache;              /* program binary cache (default 1 via ht_dev_opts_default) */
+    const char *cache_dir;  /* NULL/"" = $HT_CACHE_DIR, $XDG_CACHE_HOME/hettrain, ~/.cache/hettrain */
+    const char *tuning;     /* CLBlast tuning file (libconfig); NULL/"" = built-in defaults */
+    int profile;            /* record per-kernel times with profiling events */
+} ht_dev_opts;
+
+ht_dev_opts ht_dev_opts_default(void);
+/* Opens device `index`: context, queue, the kernel program (cached), CLBlast tuning.
+ * HT_EINPUT for a bad tuning file, HT_ERUNTIME for runtime failures. */
+int ht_dev_open(ht_dev **out, int index, const ht_dev_opts *opts);
+void ht_dev_close(ht_dev *d);
+const ht_devinfo *ht_dev_info(const ht_dev *d);
+/* Waits for everything queued on the device. */
+void ht_dev_finish(ht_dev *d);
+/* Seconds spent building/loading the program in ht_dev_open, and whether the cache hit. */
+double ht_dev_build_seconds(const ht_dev *d, int *cache_hit);
+
+/* ---------------------------------------------------------------- buffers (offsets in bytes) */
+
+ht_buf *ht_buf_new(ht_dev *d, size_t bytes, const char *what);
+void ht_buf_free(ht_buf *b);
+size_t ht_buf_size(const ht_buf *b);
+void ht_buf_write(ht_dev *d, ht_buf *b, size_t off, size_t bytes, const void *src);
+void ht_buf_read(ht_dev *d, const ht_buf *b, size_t off, size_t bytes, void *dst);
+void ht_buf_zero(ht_dev *d, ht_buf *b, size_t off, size_t bytes);
+void ht_buf_copy(ht_dev *d, ht_buf *dst, size_t dst_off, const ht_buf *src, size_t src_off,
+                 size_t bytes);
+
+/* ---------------------------------------------------------------- kernels */
+
+typedef enum { HT_ARG_BUF, HT_ARG_INT, HT_ARG_FLOAT, HT_ARG_LOCAL } ht_arg_kind;
+typedef struct ht_arg {
+    ht_arg_kind kind;
+    union {
+        const ht_buf *buf;
+        int32_t i;
+        float f;
+        size_t local_bytes;
+    } v;
+} ht_arg;
+
+#define HT_BUF(b) ((ht_arg){.kind = HT_ARG_BUF, .v.buf = (b)})
+#define HT_INT(x) ((ht_arg){.kind = HT_ARG_INT, .v.i = (int32_t)(x)})
+#define HT_FLOAT(x) ((ht_arg){.kind = HT_ARG_FLOAT, .v.f = (float)(x)})
+#define HT_LOCAL(n) ((ht_arg){.kind = HT_ARG_LOCAL, .v.local_bytes = (n)})
+
+/* Launches kernel `name` over dims (1..3) with global size gws and local size lws (NULL:
+ * the runtime chooses; then gws need not be a multiple of anything). */
+void ht_launch_at(ht_dev *d, const char *name, int dims, const size_t *gws, const size_t *lws,
+                  int nargs, const ht_arg *args, const char *file, int line);
+#define HT_NARGS(...) ((int)(sizeof((ht_arg[]){__VA_ARGS__}) / sizeof(ht_arg)))
+#define ht_launch(d, name, dims, gws, lws, ...)                                                    \
+    ht_launch_at((d), (name), (dims), (gws), (lws), HT_NARGS(__VA_ARGS__),                         \
+                 (ht_arg[]){__VA_ARGS__}, __FILE__, __LINE__)
+/* One work-item per element i < n: global size rounded up to the local size; the kernel
+ * must check its index against n. */
+#define ht_launch1d(d, name, n, ...)                                                               \
+    ht_launch1d_at((d), (name), (n), HT_NARGS(__VA_ARGS__), (ht_arg[]){__VA_ARGS__}, __FILE__,     \
+                   __LINE__)
+void ht_launch1d_at(ht_dev *d, const char *name, size_t n, int nargs, const ht_arg *args,
+                    const char *file, int line);
+/* Largest work-group size usable for kernel `name` on this device. */
+size_t ht_kernel_max_wg(ht_dev *d, const char *name);
+
+/* ---------------------------------------------------------------- BLAS (CLBlast, row-major) */
+
+/* C = alpha * op(A) * op(B) + beta * C with op(X) = X or X^T; offsets and leading
+ * dimensions in floats. */
+void ht_sgemm_at(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
+                 const ht_buf *a, size_t a_off, size_t lda, const ht_buf *b, size_t b_off,
+                 size_t ldb, float beta, ht_buf *c, size_t c_off, size_t ldc, const char *file,
+                 int line);
+#define ht_sgemm(d, ta, tb, m, n, k, alpha, a, aoff, lda, b, boff, ldb, beta, c, coff, ldc)        \
+    ht_sgemm_at((d), (ta), (tb), (m), (n), (k), (alpha), (a), (aoff), (lda), (b), (boff), (ldb),   \
+                (beta), (c), (coff), (ldc), __FILE__, __LINE__)
+
+/* ---------------------------------------------------------------- profiling */
+
+/* Per-kernel totals (count, seconds) from profiling events; needs opts.profile. */
+void ht_dev_profile_report(ht_dev *d, FILE *f);
+void ht_dev_profile_reset(ht_dev *d);
+
+#endif

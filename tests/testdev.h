@@ -1,0 +1,22 @@
+/* Opens the OpenCL device the tests run on: $HT_TEST_DEVICE (a selector, as --device)
+ * or the first device. Exits 1 with the reason when none can be opened. */
+#ifndef HT_TESTS_TESTDEV_H
+#define HT_TESTS_TESTDEV_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/err.h"
+#include "ocl/ocl.h"
+
+static inline ht_dev *test_dev_open(void) {
+    const char *sel = getenv("HT_TEST_DEVICE");
+    int idx = 0;
+    ht_dev *d = NULL;
+    ht_exit_on_error(ht_ocl_select(sel ? sel : "", &idx));
+    ht_exit_on_error(ht_dev_open(&d, idx, NULL));
+    printf("# device: %s (%s)\n", ht_dev_info(d)->name, ht_dev_info(d)->platform);
+    return d;
+}
+
+#endif
