@@ -1,0 +1,198 @@
+/* The OpenCL runtime layer: enumeration, selection errors, -cl-std choice, launches,
+ * CLBlast SGEMM (all transposes, odd shapes, the MLP's real shapes) against a plain-C
+ * reference, the program binary cache (miss, hit, corrupt entry rebuilt), kernels
+ * loaded from HT_KERNEL_DIR, and a build failure reported with its build log. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ref.h"
+#include "tap.h"
+#include "testdev.h"
+
+/* C(m,n) = op(A) op(B), row-major, double accumulation. */
+static void ref_gemm(int ta, int tb, int m, int n, int k, const float *a, int lda, const float *b,
+                     int ldb, float *c, int ldc) {
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double s = 0;
+            for (int p = 0; p < k; p++)
+                s += (double)(ta ? a[p * lda + i] : a[i * lda + p]) *
+                     (double)(tb ? b[j * ldb + p] : b[p * ldb + j]);
+            c[i * ldc + j] = (float)s;
+        }
+}
+
+static void check_gemm(ht_dev *d, int ta, int tb, int m, int n, int k, float beta) {
+    int lda = ta ? m : k, ldb = tb ? k : n, ldc = n;
+    size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
+    float *a = malloc(na * 4), *b = malloc(nb * 4), *c = malloc(nc * 4), *c0 = malloc(nc * 4),
+          *r = malloc(nc * 4);
+    ref_fill_uniform(a, na, -1, 1, 11 + m);
+    ref_fill_uniform(b, nb, -1, 1, 12 + n);
+    ref_fill_uniform(c0, nc, -1, 1, 13 + k);
+    /* A at a float offset of 3 inside its buffer exercises the offset arguments. */
+    ht_buf *ba = ht_buf_new(d, (na + 3) * 4, "A"), *bb = ht_buf_new(d, nb * 4, "B"),
+           *bc = ht_buf_new(d, nc * 4, "C");
+    ht_buf_write(d, ba, 12, na * 4, a);
+    ht_buf_write(d, bb, 0, nb * 4, b);
+    ht_buf_write(d, bc, 0, nc * 4, c0);
+    ht_sgemm(d, ta, tb, m, n, k, 1.0f, ba, 3, lda, bb, 0, ldb, beta, bc, 0, ldc);
+    ht_buf_read(d, bc, 0, nc * 4, c);
+    ref_gemm(ta, tb, m, n, k, a, lda, b, ldb, r, ldc);
+    for (size_t i = 0; i < nc; i++) r[i] += beta * c0[i];
+    /* fp32 accumulation over k terms of magnitude <= 1: error grows ~sqrt(k) * eps. */
+    double err = tap_max_abserr(c, r, nc), tol = 1e-6 * k + 1e-5;
+    tap_ok(err < tol, "sgemm %c%c m=%d n=%d k=%d beta=%g: max abs err %.2e < %.1e", ta ? 'T' : 'N',
+           tb ? 'T' : 'N', m, n, k, beta, err, tol);
+    ht_buf_free(ba);
+    ht_buf_free(bb);
+    ht_buf_free(bc);
+    free(a), free(b), free(c), free(c0), free(r);
+}
+
+/* Runs fn in a child with stderr captured; returns its exit status and output. */
+static int run_child(void (*fn)(void *), void *arg, char *out, size_t n) {
+    int p[2];
+    if (pipe(p) != 0) return -1;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        dup2(p[1], 2);
+        fn(arg);
+        _exit(0);
+    }
+    close(p[1]);
+    size_t len = 0;
+    ssize_t r;
+    while (len + 1 < n && (r = read(p[0], out + len, n - 1 - len)) > 0) len += (size_t)r;
+    out[len] = 0;
+    close(p[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static void open_broken(void *dir) {
+    setenv("HT_KERNEL_DIR", (const char *)dir, 1);
+    ht_dev_opts o = ht_dev_opts_default();
+    o.cache = 0;
+    ht_dev *d;
+    ht_dev_open(&d, 0, &o);
+}
+
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+int main(void) {
+    const ht_devinfo *list;
+    int n = 0, rc = ht_ocl_devices(&list, &n);
+    tap_ok(rc == HT_OK && n >= 1, "enumerates %d device(s)", n);
+    tap_ok(list[0].max_wg >= 1 && list[0].compute_units >= 1 && list[0].clc_version[0],
+           "device 0 reports limits: max_wg %zu, CUs %u, '%s'", list[0].max_wg,
+           list[0].compute_units, list[0].clc_version);
+
+    /* selection */
+    int idx = -1;
+    tap_ok(ht_ocl_select("0", &idx) == HT_OK && idx == 0, "selector '0' -> index 0");
+    tap_ok(ht_ocl_select(list[0].type, &idx) == HT_OK && idx == 0, "selector '%s' -> index 0",
+           list[0].type);
+    tap_ok(ht_ocl_select("", &idx) == HT_OK && idx == 0, "empty selector -> first device");
+    rc = ht_ocl_select("no-such-vendor-xyz", &idx);
+    tap_ok(rc == HT_EINPUT && strstr(ht_errmsg(), "no-such-vendor-xyz") &&
+               strstr(ht_errmsg(), list[0].name),
+           "unmatched selector: HT_EINPUT naming it and listing devices");
+    rc = ht_ocl_select("99", &idx);
+    tap_ok(rc == HT_EINPUT, "index past the last device: HT_EINPUT");
+
+    /* -cl-std from CL_DEVICE_OPENCL_C_VERSION */
+    tap_ok(!strcmp(ht_ocl_clstd("OpenCL C 1.1 "), "-cl-std=CL1.1") &&
+               !strcmp(ht_ocl_clstd("OpenCL C 1.2 PoCL"), "-cl-std=CL1.2") &&
+               !strcmp(ht_ocl_clstd("OpenCL C 3.0 "), "-cl-std=CL1.2"),
+           "-cl-std follows the device's OpenCL C version (1.1, 1.2, 3.0 -> CL1.2)");
+
+    /* program cache: miss, hit, corrupt entry rebuilt */
+    char dir[] = "/tmp/ht_cacheXXXXXX";
+    if (!mkdtemp(dir)) return 1;
+    ht_dev_opts o = ht_dev_opts_default();
+    o.cache_dir = dir;
+    ht_dev *d;
+    int hit = -1;
+    ht_exit_on_error(ht_dev_open(&d, 0, &o));
+    double t_build = ht_dev_build_seconds(d, &hit);
+    tap_ok(hit == 0, "first open builds from source (%.2f s)", t_build);
+    ht_dev_close(d);
+    ht_exit_on_error(ht_dev_open(&d, 0, &o));
+    double t_hit = ht_dev_build_seconds(d, &hit);
+    tap_ok(hit == 1, "second open loads the cached binary (%.3f s)", t_hit);
+    ht_dev_close(d);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "for f in %s/*.clbin; do printf 'garbage' | dd of=$f bs=1 seek=40 "
+                              "conv=notrunc 2>/dev/null; done", dir);
+    tap_ok(system(cmd) == 0, "corrupted the cache entry");
+    ht_exit_on_error(ht_dev_open(&d, 0, &o));
+    ht_dev_build_seconds(d, &hit);
+    tap_ok(hit == 0, "corrupt cache entry is detected and rebuilt, not fatal");
+    ht_dev_close(d);
+    ht_exit_on_error(ht_dev_open(&d, 0, &o));
+    ht_dev_build_seconds(d, &hit);
+    tap_ok(hit == 1, "rebuilt entry is used next time");
+    ht_dev_close(d);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) tap_diag("could not remove %s", dir);
+
+    /* kernels from HT_KERNEL_DIR, and a build failure with its log */
+    char kdir[] = "/tmp/ht_kdirXXXXXX";
+    if (!mkdtemp(kdir)) return 1;
+    char path[256];
+    snprintf(path, sizeof path, "%s/k.cl", kdir);
+    write_file(path, "__kernel void twice(__global float *x, const int n) {\n"
+                     "  int i = get_global_id(0); if (i < n) x[i] *= 2.0f; }\n");
+    setenv("HT_KERNEL_DIR", kdir, 1);
+    o = ht_dev_opts_default();
+    o.cache = 0;
+    ht_exit_on_error(ht_dev_open(&d, 0, &o));
+    float v[5] = {1, 2, 3, 4, 5}, w[5];
+    ht_buf *b = ht_buf_new(d, sizeof v, "v");
+    ht_buf_write(d, b, 0, sizeof v, v);
+    ht_launch1d(d, "twice", 5, HT_BUF(b), HT_INT(5));
+    ht_buf_read(d, b, 0, sizeof w, w);
+    tap_ok(w[0] == 2 && w[4] == 10, "kernel loaded from HT_KERNEL_DIR runs (x*2: %g..%g)", w[0],
+           w[4]);
+    ht_buf_free(b);
+    ht_dev_close(d);
+    unsetenv("HT_KERNEL_DIR");
+    write_file(path, "__kernel void broken(__global float *x) { x[0] = undefined_name; }\n");
+    char out[8192];
+    int st = run_child(open_broken, kdir, out, sizeof out);
+    tap_ok(st == 1 && strstr(out, "clBuildProgram") && strstr(out, "CL_BUILD_PROGRAM_FAILURE") &&
+               strstr(out, "undefined_name") && strstr(out, list[0].name),
+           "build failure exits 1 with device, call, CL error name and build log (exit %d)", st);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", kdir);
+    if (system(cmd) != 0) tap_diag("could not remove %s", kdir);
+
+    /* launches and GEMM on the embedded program */
+    d = test_dev_open();
+    float f[37];
+    b = ht_buf_new(d, sizeof f, "fill");
+    ht_launch1d(d, "fill_f32", 30, HT_BUF(b), HT_INT(7), HT_INT(30), HT_FLOAT(2.5f));
+    ht_buf_read(d, b, 28, 4 * 9, f + 7);
+    tap_ok(f[7] == 2.5f && f[15] == 2.5f, "fill_f32 with an offset and n not a multiple of 64");
+    ht_buf_free(b);
+
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) check_gemm(d, ta, tb, 13, 37, 29, ta ? 1.0f : 0.0f);
+    check_gemm(d, 0, 0, 1, 10, 1, 0.0f);
+    /* The MLP's forward and weight-gradient shapes (784-1024 layer, batch 256). */
+    check_gemm(d, 0, 1, 256, 1024, 784, 0.0f);
+    check_gemm(d, 1, 0, 1024, 784, 256, 0.0f);
+    ht_dev_close(d);
+    return tap_done();
+}
