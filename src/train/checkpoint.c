@@ -1,0 +1,164 @@
+/* Checkpoint save/load over the flat parameter and optimizer-state buffers. */
+#include "train/checkpoint.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "io/safetensors.h"
+
+#define CKPT_FORMAT "hettrain-checkpoint-1"
+#define MAX_TENSORS 256
+
+void ht_model_signature(const ht_model *m, char *out, size_t n) {
+    size_t k = (size_t)snprintf(out, n, "mlp %d", m->in_features);
+    const char *act = "";
+    for (int i = 0; i < m->nlayers && k < n; i++) {
+        const ht_layer *l = &m->layers[i];
+        if (l->kind == HT_LAYER_LINEAR) k += (size_t)snprintf(out + k, n - k, "-%d", l->out);
+        else act = l->kind == HT_LAYER_RELU ? " relu" : " gelu";
+    }
+    if (k < n) snprintf(out + k, n - k, "%s", act);
+}
+
+int ht_checkpoint_save(const char *path, ht_model *m, ht_optim *o, int64_t step,
+                       const char *optim_name) {
+    ht_param_tensor pt[MAX_TENSORS];
+    int np = ht_model_param_tensors(m, pt, MAX_TENSORS);
+    int ns = ht_optim_state_count(o);
+    if (np + ns > MAX_TENSORS) return ht_error(HT_ERUNTIME, "too many tensors for a checkpoint");
+
+    /* One host copy of each flat buffer; the tensors point into it in layout order. */
+    float *params = ht_xmalloc(m->nparams * sizeof(float));
+    ht_buf_read(m->dev, m->params, 0, m->nparams * sizeof(float), params);
+    float *state[8] = {0};
+    ht_st_tensor t[MAX_TENSORS];
+    int nt = 0;
+    for (int i = 0; i < np; i++, nt++) {
+        t[nt].name = pt[i].name;
+        t[nt].ndim = pt[i].ndim;
+        for (int j = 0; j < pt[i].ndim; j++) t[nt].shape[j] = pt[i].shape[j];
+        t[nt].data = params + pt[i].off;
+    }
+    for (int i = 0; i < ns && i < 8; i++, nt++) {
+        const char *name;
+        ht_buf *buf;
+        size_t n;
+        ht_optim_state(o, i, &name, &buf, &n);
+        state[i] = ht_xmalloc(n * sizeof(float));
+        ht_buf_read(m->dev, buf, 0, n * sizeof(float), state[i]);
+        t[nt].name = name;
+        t[nt].ndim = 1;
+        t[nt].shape[0] = (int64_t)n;
+        t[nt].data = state[i];
+    }
+    char sig[256], st[32], ot[32];
+    ht_model_signature(m, sig, sizeof sig);
+    snprintf(st, sizeof st, "%" PRId64, step);
+    snprintf(ot, sizeof ot, "%" PRId64, o->t);
+    const char *keys[] = {"format", "model", "optimizer", "step", "optimizer_steps"};
+    const char *vals[] = {CKPT_FORMAT, sig, optim_name, st, ot};
+    int rc = ht_st_write(path, t, nt, keys, vals, 5);
+    free(params);
+    for (int i = 0; i < 8; i++) free(state[i]);
+    return rc;
+}
+
+static int meta_int(const ht_st_file *f, const char *path, const char *key, int64_t *out) {
+    const char *v = ht_st_meta(f, key);
+    char *end = NULL;
+    long long x = v ? strtoll(v, &end, 10) : 0;
+    if (!v || !*v || *end || x < 0)
+        return ht_error(HT_EINPUT, "%s: metadata '%s' is %s%s%s, expected a non-negative integer",
+                        path, key, v ? "'" : "missing", v ? v : "", v ? "'" : "");
+    *out = x;
+    return HT_OK;
+}
+
+/* Finds tensor name with exactly n floats in shape (ndim, shape). */
+static const float *want(const ht_st_file *f, const char *path, const char *name, int ndim,
+                         const int64_t *shape, int *rc) {
+    int fnd = 0;
+    int64_t fs[HT_ST_MAX_DIM] = {0};
+    const float *p = ht_st_get(f, name, &fnd, fs);
+    if (!p) {
+        *rc = ht_st_dtype(f, name) ? HT_EINPUT
+                                   : ht_error(HT_EINPUT, "%s: tensor '%s' is missing", path, name);
+        return NULL;
+    }
+    int same = fnd == ndim;
+    for (int i = 0; same && i < ndim; i++) same = fs[i] == shape[i];
+    if (!same) {
+        char a[64] = "", b[64] = "";
+        for (int i = 0; i < ndim; i++)
+            snprintf(a + strlen(a), sizeof a - strlen(a), "%s%lld", i ? "," : "", (long long)shape[i]);
+        for (int i = 0; i < fnd; i++)
+            snprintf(b + strlen(b), sizeof b - strlen(b), "%s%lld", i ? "," : "", (long long)fs[i]);
+        *rc = ht_error(HT_EINPUT, "%s: tensor '%s' has shape [%s], expected [%s]", path, name, b, a);
+        return NULL;
+    }
+    return p;
+}
+
+int ht_checkpoint_load(const char *path, ht_model *m, ht_optim *o, int64_t *step,
+                       const char *optim_name) {
+    ht_st_file *f = NULL;
+    int rc = ht_st_open(&f, path);
+    if (rc != HT_OK) return rc;
+    char sig[256];
+    ht_model_signature(m, sig, sizeof sig);
+    const char *fmt = ht_st_meta(f, "format"), *fsig = ht_st_meta(f, "model"),
+               *fopt = ht_st_meta(f, "optimizer");
+    int64_t fstep = 0, ot = 0;
+    if (!fmt || strcmp(fmt, CKPT_FORMAT))
+        rc = ht_error(HT_EINPUT, "%s: metadata 'format' is '%s', expected '%s'", path,
+                      fmt ? fmt : "(missing)", CKPT_FORMAT);
+    else if (!fsig || strcmp(fsig, sig))
+        rc = ht_error(HT_EINPUT,
+                      "%s: checkpoint is for model '%s', but the config describes '%s'", path,
+                      fsig ? fsig : "(missing)", sig);
+    else if (!fopt || strcmp(fopt, optim_name))
+        rc = ht_error(HT_EINPUT,
+                      "%s: checkpoint holds state for optimizer '%s', but the config uses '%s'",
+                      path, fopt ? fopt : "(missing)", optim_name);
+    if (rc == HT_OK) rc = meta_int(f, path, "step", &fstep);
+    if (rc == HT_OK) rc = meta_int(f, path, "optimizer_steps", &ot);
+
+    ht_param_tensor pt[MAX_TENSORS];
+    int np = rc == HT_OK ? ht_model_param_tensors(m, pt, MAX_TENSORS) : 0;
+    float *params = rc == HT_OK ? ht_xmalloc(m->nparams * sizeof(float)) : NULL;
+    for (int i = 0; rc == HT_OK && i < np; i++) {
+        const float *p = want(f, path, pt[i].name, pt[i].ndim, pt[i].shape, &rc);
+        size_t n = 1;
+        for (int j = 0; j < pt[i].ndim; j++) n *= (size_t)pt[i].shape[j];
+        if (p) memcpy(params + pt[i].off, p, n * sizeof(float));
+    }
+    /* Everything is validated before any device buffer changes. */
+    int ns = ht_optim_state_count(o);
+    const float *sp[8] = {0};
+    for (int i = 0; rc == HT_OK && i < ns && i < 8; i++) {
+        const char *name;
+        ht_buf *buf;
+        size_t n;
+        ht_optim_state(o, i, &name, &buf, &n);
+        int64_t shape[1] = {(int64_t)n};
+        sp[i] = want(f, path, name, 1, shape, &rc);
+    }
+    if (rc == HT_OK) {
+        ht_buf_write(m->dev, m->params, 0, m->nparams * sizeof(float), params);
+        for (int i = 0; i < ns && i < 8; i++) {
+            const char *name;
+            ht_buf *buf;
+            size_t n;
+            ht_optim_state(o, i, &name, &buf, &n);
+            ht_buf_write(m->dev, buf, 0, n * sizeof(float), sp[i]);
+        }
+        o->t = ot;
+        *step = fstep;
+    }
+    free(params);
+    ht_st_close(f);
+    return rc;
+}

@@ -1,0 +1,22 @@
+/* Checkpoints: model parameters (one named tensor per layer weight/bias, so NumPy and
+ * PyTorch users can read them with safetensors) and optimizer state (flat tensors),
+ * with the step and a model signature in the metadata. Written atomically. */
+#ifndef HT_TRAIN_CHECKPOINT_H
+#define HT_TRAIN_CHECKPOINT_H
+
+#include <stdint.h>
+
+#include "nn/model.h"
+#include "optim/optim.h"
+
+/* Identifies what a checkpoint belongs to, e.g. "mlp 784-1024-1024-10 relu". */
+void ht_model_signature(const ht_model *m, char *out, size_t n);
+
+int ht_checkpoint_save(const char *path, ht_model *m, ht_optim *o, int64_t step,
+                       const char *optim_name);
+/* Loads parameters and optimizer state into device buffers; *step is the step to resume at.
+ * HT_EINPUT naming the file and what differs when it does not match the model/optimizer. */
+int ht_checkpoint_load(const char *path, ht_model *m, ht_optim *o, int64_t *step,
+                       const char *optim_name);
+
+#endif

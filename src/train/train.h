@@ -1,0 +1,32 @@
+/* The single-device training run: config -> device, data, model, optimizer -> steps with
+ * evaluation, metrics, progress and checkpoints. The CLI (src/hettrain.c) only parses
+ * arguments and calls ht_train(). */
+#ifndef HT_TRAIN_TRAIN_H
+#define HT_TRAIN_TRAIN_H
+
+#include <stdint.h>
+
+#include "config/config.h"
+
+typedef struct ht_train_opts {
+    const char *device; /* --device selector; overrides device.select when set */
+    int resume;         /* --resume: continue from checkpoint.path if it exists */
+    int profile;        /* --profile: per-kernel times at the end */
+} ht_train_opts;
+
+typedef struct ht_train_result {
+    int64_t steps;         /* optimizer steps taken in total (including resumed ones) */
+    double val_loss;       /* final evaluation */
+    double val_acc;
+    double samples_per_s;  /* training throughput of this process */
+    double first_step_s;   /* process start -> first step done */
+} ht_train_result;
+
+/* Runs the job. Returns HT_OK, HT_EINPUT (bad data/checkpoint: message set) or
+ * HT_ERUNTIME; OpenCL failures exit 1 directly. */
+int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *res);
+
+/* Set by SIGINT/SIGTERM: the loop stops after the current step and saves a checkpoint. */
+void ht_train_install_signal_handlers(void);
+
+#endif
