@@ -35,7 +35,7 @@ expect_fail 2 "missing.cfg.*missing required key 'train.batch'" "missing require
 printf 'train = { batch = 16; steps = 3; };\n\noptim = { lr = -1.0; };\n' >"$TMP/range.cfg"
 expect_fail 2 "range.cfg:3: .*optim.lr.*found -1.*expected" "out-of-range value names file:line" -- -c "$TMP/range.cfg"
 
-printf 'train = { batch = 16; steps = 3 };\n' >"$TMP/syntax.cfg"
+printf 'train = { batch = 16; steps = ; };\n' >"$TMP/syntax.cfg"
 expect_fail 2 "syntax.cfg:1: .*syntax error" "syntax error names file:line" -- -c "$TMP/syntax.cfg"
 
 expect_fail 2 "train.batch=abc.*expected an integer" "bad --set value" -- -c "$TMP/good.cfg" --set train.batch=abc

@@ -33,7 +33,8 @@ static int line_of(const char *text, const char *needle) {
     const char *hit = strstr(text, needle);
     if (!hit) return 0;
     int line = 1;
-    for (const char *p = text; p < hit; p++) line += *p == '\n';
+    for (const char *p = text; p < hit; p++)
+        line += *p == '\n';
     return line;
 }
 
@@ -43,7 +44,8 @@ static int load(ht_config *c, const char *path, ...) {
     int n = 0;
     va_list ap;
     va_start(ap, path);
-    for (const char *s; (s = va_arg(ap, const char *)) && n < 16;) sets[n++] = s;
+    for (const char *s; (s = va_arg(ap, const char *)) && n < 16;)
+        sets[n++] = s;
     va_end(ap);
     ht_error_clear();
     return ht_config_load(c, path, sets, n);
@@ -164,7 +166,8 @@ static void test_numbers(void) {
            "lr = 1, epochs = 3 read as numbers");
     tap_ok(c.train.seed == 5000000000ULL && c.data.seed == 9, "seeds as int64 (42L) and int");
 
-    const char *t = "train = { batch = 8; steps = 10;\n  seed = 5000000000; };\noptim = { lr = 1; };\n";
+    const char *t =
+        "train = { batch = 8; steps = 10;\n  seed = 5000000000; };\noptim = { lr = 1; };\n";
     p = put("wrap.cfg", t);
     is_err(load(&c, p, NULL), "64-bit seed without L is refused, not wrapped", at(p, t, "seed"),
            "found 5000000000", "5000000000L");
@@ -188,8 +191,8 @@ static void test_file_errors(void) {
 
     t = "train = {\n  batch = 32;\n  steps = 10;\n};\nmodel = {\n  activation = relu;\n};\n";
     p = put("syntax.cfg", t);
-    is_err(load(&c, p, NULL), "syntax error (unquoted string) names file:line",
-           at(p, t, "relu"), "syntax error", "strings in double quotes");
+    is_err(load(&c, p, NULL), "syntax error (unquoted string) names file:line", at(p, t, "relu"),
+           "syntax error", "strings in double quotes");
     t = "train = { batch = 32; steps = 10; };\noptim = { lr = 0.1;\n  lr = 0.2; };\n";
     p = put("dup.cfg", t);
     is_err(load(&c, p, NULL), "duplicate key is a syntax error with libconfig's text",
@@ -200,8 +203,8 @@ static void test_file_errors(void) {
     is_err(load(&c, p, NULL), "unknown key: file:line and did-you-mean", at(p, t, "lrr"),
            "unknown key 'optim.lrr' (did you mean 'optim.lr'?)", NULL);
     p = with_base("moved.cfg", "model = {\n  lr = 3;\n};\n");
-    is_err(load(&c, p, NULL), "key in the wrong group suggests the right one", ":4:",
-           "unknown key 'model.lr' (did you mean 'optim.lr'?)", NULL);
+    is_err(load(&c, p, NULL), "key in the wrong group suggests the right one",
+           ":4:", "unknown key 'model.lr' (did you mean 'optim.lr'?)", NULL);
     p = with_base("nosugg.cfg", "model = { zzzzzz = 1; };\n");
     is_err(load(&c, p, NULL), "unknown key far from all lists the group's keys",
            "unknown key 'model.zzzzzz'", "keys in 'model': type, hidden, activation", NULL);
@@ -210,12 +213,12 @@ static void test_file_errors(void) {
     is_err(load(&c, p, NULL), "unknown group: did-you-mean", at(p, t, "trian"),
            "unknown group 'trian' (did you mean 'train'?)", NULL);
     p = with_base("group2.cfg", "\noptimizer = { lr = 0.1; };\n");
-    is_err(load(&c, p, NULL), "unknown group by prefix", ":4:",
-           "unknown group 'optimizer' (did you mean 'optim'?)", NULL);
+    is_err(load(&c, p, NULL), "unknown group by prefix",
+           ":4:", "unknown group 'optimizer' (did you mean 'optim'?)", NULL);
     t = "batch = 32;\n";
     p = put("top.cfg", t);
-    is_err(load(&c, p, NULL), "top-level key suggests its group", ":1:",
-           "unknown key 'batch' (did you mean 'train.batch'?)", NULL);
+    is_err(load(&c, p, NULL), "top-level key suggests its group",
+           ":1:", "unknown key 'batch' (did you mean 'train.batch'?)", NULL);
 
     t = "optim = { lr = 0.1; };\ntrain = {\n  batch = \"64\";\n  steps = 10;\n};\n";
     p = put("type.cfg", t);
@@ -226,28 +229,29 @@ static void test_file_errors(void) {
     is_err(load(&c, p, NULL), "wrong type: float for integer", at(p, t, "batch"),
            "key 'train.batch': found a float (0.5), expected an integer", NULL);
     p = with_base("type3.cfg", "data = {\n  shuffle = 1;\n};\n");
-    is_err(load(&c, p, NULL), "wrong type: integer for boolean", ":4:",
-           "key 'data.shuffle': found an integer (1), expected a boolean", NULL);
+    is_err(load(&c, p, NULL), "wrong type: integer for boolean",
+           ":4:", "key 'data.shuffle': found an integer (1), expected a boolean", NULL);
     p = with_base("type4.cfg", "model = { type = \"mlp\";\n  hidden = 128; };\n");
-    is_err(load(&c, p, NULL), "wrong type: scalar for int array", ":4:",
-           "key 'model.hidden': found an integer (128), expected an array of integers", NULL);
+    is_err(load(&c, p, NULL), "wrong type: scalar for int array",
+           ":4:", "key 'model.hidden': found an integer (128), expected an array of integers",
+           NULL);
     p = with_base("type5.cfg", "model = { hidden = (64,\n  32.5); };\n");
-    is_err(load(&c, p, NULL), "wrong element type names the element and its line", ":4:",
-           "key 'model.hidden[1]': found a float (32.5), expected an integer", NULL);
+    is_err(load(&c, p, NULL), "wrong element type names the element and its line",
+           ":4:", "key 'model.hidden[1]': found a float (32.5), expected an integer", NULL);
     p = put("type6.cfg", "train = 5;\n");
-    is_err(load(&c, p, NULL), "group given as a scalar", ":1:",
-           "key 'train': found an integer (5), expected a group", NULL);
+    is_err(load(&c, p, NULL), "group given as a scalar",
+           ":1:", "key 'train': found an integer (5), expected a group", NULL);
 
     t = "train = {\n  steps = 10;\n};\noptim = { lr = 0.1; };\n";
     p = put("missing.cfg", t);
     char want[HT_PATH_MAX + 100];
-    snprintf(want, sizeof want, "%s: missing required key 'train.batch' (integer, global batch size)",
-             p);
+    snprintf(want, sizeof want,
+             "%s: missing required key 'train.batch' (integer, global batch size)", p);
     tap_ok(load(&c, p, NULL) == HT_EINPUT && strcmp(ht_errmsg(), want) == 0,
            "missing train.batch: exact message");
     p = put("missing2.cfg", "train = { batch = 4; steps = 10; };\n");
-    is_err(load(&c, p, NULL), "missing optim.lr", "missing required key 'optim.lr' (number,",
-           NULL, NULL);
+    is_err(load(&c, p, NULL), "missing optim.lr", "missing required key 'optim.lr' (number,", NULL,
+           NULL);
     p = put("missing3.cfg", "train = { batch = 4; };\noptim = { lr = 0.1; };\n");
     is_err(load(&c, p, NULL), "neither steps nor epochs",
            "missing required key 'train.steps' or 'train.epochs'", NULL, NULL);
@@ -261,8 +265,8 @@ static void test_file_errors(void) {
     tap_ok(load(&c, p, NULL) == HT_EINPUT && strcmp(ht_errmsg(), want) == 0,
            "out of range: exact message with line");
     p = with_base("range2.cfg", "data = {\n  val_fraction = 1.0;\n};\n");
-    is_err(load(&c, p, NULL), "val_fraction = 1 refused", ":4:",
-           "key 'data.val_fraction': found 1, expected a number >= 0 and < 1", NULL);
+    is_err(load(&c, p, NULL), "val_fraction = 1 refused",
+           ":4:", "key 'data.val_fraction': found 1, expected a number >= 0 and < 1", NULL);
     p = with_base("range3.cfg", "model = { hidden = [64, 0]; };\n");
     is_err(load(&c, p, NULL), "hidden width 0 refused", "key 'model.hidden[1]': found 0",
            "expected an integer >= 1", NULL);
@@ -281,8 +285,9 @@ static void test_file_errors(void) {
     big[2000] = 0;
     snprintf(text, sizeof text, "%sdata = {\n  images = \"/%s\";\n};\n", BASE, big);
     p = put("long.cfg", text);
-    is_err(load(&c, p, NULL), "string longer than its buffer is refused", ":4:",
-           "key 'data.images': found a string of 2001 characters, expected at most 1023", NULL);
+    is_err(load(&c, p, NULL), "string longer than its buffer is refused",
+           ":4:", "key 'data.images': found a string of 2001 characters, expected at most 1023",
+           NULL);
     big[256] = 0;
     snprintf(text, sizeof text, "%sdevice = { select = \"%s\"; };\n", BASE, big);
     is_err(load(&c, put("long2.cfg", text), NULL), "device.select of 256 refused",
@@ -291,21 +296,21 @@ static void test_file_errors(void) {
     snprintf(text, sizeof text, "%sdevice = { select = \"%s\"; };\n", BASE, big);
     is_ok(load(&c, put("long3.cfg", text), NULL), "device.select of 255 fits");
     tap_ok(strlen(c.device.select) == 255, "and is kept whole");
-    p = with_base("many.cfg", "model = { hidden = [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]; };\n");
+    p = with_base("many.cfg",
+                  "model = { hidden = [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]; };\n");
     is_err(load(&c, p, NULL), "more than HT_MAX_HIDDEN widths refused",
            "key 'model.hidden': found 17 values, expected at most 16", NULL, NULL);
-    p = with_base("sixteen.cfg", "model = { hidden = [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]; };\n");
+    p = with_base("sixteen.cfg",
+                  "model = { hidden = [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]; };\n");
     is_ok(load(&c, p, NULL), "16 widths fit");
     tap_ok(c.model.nhidden == 16 && c.model.hidden[15] == 16, "all 16 kept");
     is_ok(load(&c, with_base("empty.cfg", "model = { hidden = []; };\n"), NULL), "[] loads");
     tap_ok(c.model.nhidden == 0, "hidden = [] gives no hidden layer");
 
     p = with_base("idx.cfg", "data = {\n  kind = \"idx\";\n  images = \"a.gz\";\n};\n");
-    is_err(load(&c, p, NULL), "idx needs labels", "missing required key 'data.labels'", NULL,
-           NULL);
+    is_err(load(&c, p, NULL), "idx needs labels", "missing required key 'data.labels'", NULL, NULL);
     p = with_base("idx2.cfg", "data = { kind = \"idx\"; };\n");
-    is_err(load(&c, p, NULL), "idx needs images", "missing required key 'data.images'", NULL,
-           NULL);
+    is_err(load(&c, p, NULL), "idx needs images", "missing required key 'data.images'", NULL, NULL);
     p = with_base("cos.cfg", "model = {};\n");
     is_err(load(&c, p, "optim.schedule=cosine", "optim.min_lr=0.5", NULL),
            "cosine min_lr above lr refused", "--set optim.min_lr=0.5: key 'optim.min_lr'",
@@ -371,8 +376,8 @@ static void test_overrides(void) {
            "unknown key 'batch' (did you mean 'train.batch'?)", NULL, NULL);
     is_err(load(&c, p, "train.batch", NULL), "--set without '='",
            "--set train.batch: malformed override, expected KEY=VALUE", NULL, NULL);
-    is_err(load(&c, p, "=3", NULL), "--set with an empty key", "--set =3: malformed override",
-           NULL, NULL);
+    is_err(load(&c, p, "=3", NULL), "--set with an empty key", "--set =3: malformed override", NULL,
+           NULL);
     is_err(load(&c, p, "optim.lr=-0.5", NULL), "--set out of range",
            "--set optim.lr=-0.5: key 'optim.lr': found -0.5, expected a number > 0", NULL, NULL);
     is_err(load(&c, p, "optim.type=adam", NULL), "--set enum",
@@ -406,14 +411,16 @@ static char *read_all(FILE *f) {
 }
 
 static const char *const ALL_KEYS[] = {
-    "model.type", "model.hidden", "model.activation", "data.kind", "data.images",
-    "data.labels", "data.val_fraction", "data.samples", "data.features", "data.classes",
-    "data.seed", "data.shuffle", "train.batch", "train.steps", "train.epochs", "train.seed",
-    "train.eval_every", "optim.type", "optim.lr", "optim.momentum", "optim.nesterov",
-    "optim.beta1", "optim.beta2", "optim.eps", "optim.weight_decay", "optim.schedule",
-    "optim.warmup", "optim.step_size", "optim.gamma", "optim.min_lr", "optim.clip",
-    "device.select", "device.cache", "device.cache_dir", "device.tuning", "log.metrics",
-    "log.progress", "log.every", "checkpoint.path", "checkpoint.every"};
+    "model.type",         "model.hidden",     "model.activation",  "data.kind",
+    "data.images",        "data.labels",      "data.val_fraction", "data.samples",
+    "data.features",      "data.classes",     "data.seed",         "data.shuffle",
+    "train.batch",        "train.steps",      "train.epochs",      "train.seed",
+    "train.eval_every",   "optim.type",       "optim.lr",          "optim.momentum",
+    "optim.nesterov",     "optim.beta1",      "optim.beta2",       "optim.eps",
+    "optim.weight_decay", "optim.schedule",   "optim.warmup",      "optim.step_size",
+    "optim.gamma",        "optim.min_lr",     "optim.clip",        "device.select",
+    "device.cache",       "device.cache_dir", "device.tuning",     "log.metrics",
+    "log.progress",       "log.every",        "checkpoint.path",   "checkpoint.every"};
 #define NKEYS (int)(sizeof ALL_KEYS / sizeof ALL_KEYS[0])
 
 static void test_schema_and_write(void) {
@@ -422,7 +429,8 @@ static void test_schema_and_write(void) {
     char *s = read_all(f);
     fclose(f);
     int lines = 0, found = 0;
-    for (char *p = s; p && *p; p++) lines += *p == '\n';
+    for (char *p = s; p && *p; p++)
+        lines += *p == '\n';
     for (int i = 0; s && i < NKEYS; i++) {
         char pat[64];
         snprintf(pat, sizeof pat, "\n%s ", ALL_KEYS[i]);
@@ -457,8 +465,9 @@ static void test_schema_and_write(void) {
 
     ht_config a, b;
     const char *p = put("rt.cfg", BASE);
-    is_ok(load(&a, p, "model.hidden=[300, 7]", "optim.lr=0.1234567890123", "data.seed=9000000000",
-               "device.select=say \"hi\"\\", "optim.eps=3e-9", "train.epochs=0.3", NULL),
+    is_ok(load(&a, p, "model.hidden=[300, 7]", "optim.lr=0.30000000000000004",
+               "data.seed=9000000000", "device.select=say \"hi\"\\", "optim.eps=3e-9",
+               "train.epochs=0.3", NULL),
           "config for the round trip");
     char out[HT_PATH_MAX];
     snprintf(out, sizeof out, "%s/written.cfg", g_dir);

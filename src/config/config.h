@@ -75,10 +75,19 @@ typedef struct ht_config {
 } ht_config;
 
 /* Fills cfg with defaults, parses path, applies the overrides ("a.b=value", nset of
- * them), and validates. Returns HT_OK or HT_EINPUT with ht_errmsg() set. */
+ * them), and validates. Returns HT_OK or HT_EINPUT with ht_errmsg() set.
+ * path may be NULL: defaults plus overrides only (the required keys must then come
+ * from --set). Overrides take libconfig values (64, 0.1, true, [512, 256], "adamw");
+ * string keys also take the bare text (optim.type=adamw, device.select=1).
+ * Relative @include paths in the file are taken relative to the file's folder.
+ * On error cfg is left half-filled and must not be used. */
 int ht_config_load(ht_config *cfg, const char *path, const char *const *sets, int nset);
 
 /* Prints every key with its type, default and meaning (for --help / README). */
 void ht_config_print_schema(void *file /* FILE* */);
+
+/* Writes cfg as a complete libconfig file (every key, exact values) that
+ * ht_config_load reads back to the same ht_config: for logs and reproducing a run. */
+void ht_config_write(void *file /* FILE* */, const ht_config *cfg);
 
 #endif

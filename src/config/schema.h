@@ -26,7 +26,7 @@ enum {
 };
 
 typedef struct {
-    const char *path;           /* "group.key" */
+    const char *path; /* "group.key" */
     ht_ckind kind;
     int flags;                  /* HT_CF_* */
     const char *def;            /* default in libconfig syntax ("\"mlp\"", "[128]"); NULL: none */
@@ -48,6 +48,8 @@ const char *ht_ckey_type_name(ht_ckind kind);
 /* What a valid value looks like, e.g. "a number > 0", "an integer >= 0 and < 10",
  * "one of \"sgd\", \"adamw\"". For HT_CK_INTS, describes one element. */
 void ht_ckey_expect(const ht_ckey *k, char *buf, size_t n);
+/* A double in the fewest digits that read back to the same value (%.15g or %.17g). */
+void ht_fmt_num(double v, char *buf, size_t n);
 /* Optimal-string-alignment edit distance (a swap of neighbours counts 1). */
 int ht_edit_distance(const char *a, const char *b);
 /* The candidate closest to name, or NULL when none is close enough to suggest. */

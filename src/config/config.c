@@ -1,0 +1,515 @@
+/* Loading a configuration: defaults from the schema, then the libconfig file, then the
+ * --set overrides, each value checked against its schema row (type, range, choices,
+ * length), then the checks that span keys. Errors name file:line (or the override). */
+#include "config/config.h"
+
+#include "config/schema.h"
+#include "core/err.h"
+
+#include <errno.h>
+#include <libconfig.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define MAX_KEYS 64
+
+/* Where a value came from: a file line, a --set override, or the schema default. */
+typedef struct {
+    const char *file; /* as libconfig names it (an @include'd file is relative to dir) */
+    int line;
+    const char *set; /* the whole "a.b=value" text */
+} origin;
+
+typedef struct {
+    ht_config *cfg;
+    const char *path;       /* the main file, NULL when none */
+    char dir[HT_PATH_MAX];  /* its folder ("" = the working directory) */
+    int given[MAX_KEYS];    /* set by the file or an override, not by the default */
+    origin where[MAX_KEYS]; /* the last place each key was set */
+} loader;
+
+/* ------------------------------------------------------------------------------------ */
+/* Error messages                                                                       */
+
+/* The file as the user can find it: libconfig names included files as written. */
+static void resolve_file(const loader *L, const char *file, char *buf, size_t n) {
+    if (!file) file = L->path ? L->path : "configuration";
+    if (file[0] == '/' || !L->dir[0] || (L->path && strcmp(file, L->path) == 0))
+        snprintf(buf, n, "%s", file);
+    else
+        snprintf(buf, n, "%s/%s", L->dir, file);
+}
+
+HT_PRINTF(3, 4)
+static int fail(const loader *L, const origin *o, const char *fmt, ...) {
+    char msg[2048], file[HT_PATH_MAX + 32];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (o->set) return ht_error(HT_EINPUT, "--set %s: %s", o->set, msg);
+    resolve_file(L, o->file, file, sizeof file);
+    if (o->line > 0) return ht_error(HT_EINPUT, "%s:%d: %s", file, o->line, msg);
+    return ht_error(HT_EINPUT, "%s: %s", file, msg);
+}
+
+/* "a string", "a float (0.5)", ... for "found X". */
+static void describe(const config_setting_t *s, char *buf, size_t n) {
+    char num[40];
+    switch (config_setting_type(s)) {
+    case CONFIG_TYPE_INT:
+    case CONFIG_TYPE_INT64:
+        snprintf(buf, n, "an integer (%lld)", config_setting_get_int64(s));
+        break;
+    case CONFIG_TYPE_FLOAT:
+        ht_fmt_num(config_setting_get_float(s), num, sizeof num);
+        snprintf(buf, n, "a float (%s)", num);
+        break;
+    case CONFIG_TYPE_BOOL:
+        snprintf(buf, n, "a boolean (%s)", config_setting_get_bool(s) ? "true" : "false");
+        break;
+    case CONFIG_TYPE_STRING:
+        snprintf(buf, n, "a string");
+        break;
+    case CONFIG_TYPE_GROUP:
+        snprintf(buf, n, "a group");
+        break;
+    case CONFIG_TYPE_ARRAY:
+        snprintf(buf, n, "an array");
+        break;
+    case CONFIG_TYPE_LIST:
+        snprintf(buf, n, "a list");
+        break;
+    default:
+        snprintf(buf, n, "nothing");
+        break;
+    }
+}
+
+static int wrong_type(const loader *L, const origin *o, const char *key, const config_setting_t *s,
+                      const char *expect) {
+    char found[64];
+    describe(s, found, sizeof found);
+    return fail(L, o, "key '%s': found %s, expected %s", key, found, expect);
+}
+
+/* Unknown group.leaf (group "" at top level): suggest the closest key, or list the
+ * group's keys when nothing is close. */
+static int unknown_key(const loader *L, const origin *o, const char *group, const char *leaf) {
+    char full[256], keys[1024];
+    snprintf(full, sizeof full, "%s%s%s", group, group[0] ? "." : "", leaf);
+    const char *best = ht_closest_key(group, leaf);
+    if (best) return fail(L, o, "unknown key '%s' (did you mean '%s'?)", full, best);
+    size_t glen = strlen(group), len = 0;
+    keys[0] = 0;
+    for (int i = 0; i < ht_config_nkeys && glen; i++) {
+        const char *p = ht_config_keys[i].path;
+        if (strncmp(p, group, glen) == 0 && p[glen] == '.' && len < sizeof keys)
+            len += (size_t)snprintf(keys + len, sizeof keys - len, "%s%s", len ? ", " : "",
+                                    p + glen + 1);
+    }
+    if (len) return fail(L, o, "unknown key '%s' (keys in '%s': %s)", full, group, keys);
+    return fail(L, o,
+                "unknown key '%s' (settings go in a group: model, data, train, optim, "
+                "device, log, checkpoint)",
+                full);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* 32-bit integer literals                                                              */
+
+/* libconfig 1.5 reads an integer literal without the L suffix into an int and silently
+ * wraps values past 2^31. To refuse them rather than use a wrapped number, look at the
+ * literal on the setting's line: returns 1 and its value if "name = <int>" there is out
+ * of int range. */
+static int wrapped_literal(const loader *L, const origin *o, const char *name, long long *v) {
+    char path[HT_PATH_MAX + 32], buf[4096];
+    resolve_file(L, o->file, path, sizeof path);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    int line = 1, c = 0;
+    while (line < o->line && (c = fgetc(f)) != EOF)
+        if (c == '\n') line++;
+    char *got = fgets(buf, sizeof buf, f);
+    fclose(f);
+    if (!got) return 0;
+    size_t nlen = strlen(name);
+    for (char *p = strstr(buf, name); p; p = strstr(p + 1, name)) {
+        char prev = p > buf ? p[-1] : ' ', *q = p + nlen, *end;
+        if (prev == '_' || prev == '-' || prev == '*' || (prev >= '0' && prev <= '9') ||
+            (prev >= 'a' && prev <= 'z') || (prev >= 'A' && prev <= 'Z'))
+            continue;
+        while (*q == ' ' || *q == '\t')
+            q++;
+        if (*q != '=' && *q != ':') continue;
+        q++;
+        while (*q == ' ' || *q == '\t')
+            q++;
+        errno = 0;
+        long long x = strtoll(q, &end, 0);
+        if (end == q || *end == 'L' || *end == '.' || *end == 'e' || *end == 'E') continue;
+        if (errno == ERANGE || x > INT_MAX || x < INT_MIN) {
+            *v = x;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Applying one value                                                                   */
+
+static int in_range(const ht_ckey *k, double v) {
+    if ((k->flags & HT_CF_GE) && !(v >= k->min)) return 0;
+    if ((k->flags & HT_CF_GT) && !(v > k->min)) return 0;
+    if ((k->flags & HT_CF_LE) && !(v <= k->max)) return 0;
+    if ((k->flags & HT_CF_LT) && !(v < k->max)) return 0;
+    return 1;
+}
+
+static int is_int(const config_setting_t *s) {
+    int t = config_setting_type(s);
+    return t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64;
+}
+
+/* An integer for k (or for one element of it): type, width and range. */
+static int get_int(const loader *L, const ht_ckey *k, const char *key, const config_setting_t *s,
+                   const origin *o, long long *out) {
+    char expect[256];
+    ht_ckey_expect(k, expect, sizeof expect);
+    if (!is_int(s)) return wrong_type(L, o, key, s, expect);
+    long long v = config_setting_get_int64(s);
+    const char *name = config_setting_name(s);
+    if (o->file && name && config_setting_type(s) == CONFIG_TYPE_INT &&
+        wrapped_literal(L, o, name, &v)) {
+        if (k->kind == HT_CK_U64)
+            return fail(L, o,
+                        "key '%s': found %lld, which libconfig reads as a 32-bit integer; "
+                        "write it as %lldL",
+                        key, v, v);
+    }
+    if (!in_range(k, (double)v) || (k->kind != HT_CK_U64 && (v > INT_MAX || v < INT_MIN))) {
+        if (k->kind != HT_CK_U64 && !(k->flags & (HT_CF_LE | HT_CF_LT)) && v > INT_MAX)
+            snprintf(expect + strlen(expect), sizeof expect - strlen(expect), " and <= %d",
+                     INT_MAX);
+        return fail(L, o, "key '%s': found %lld, expected %s", key, v, expect);
+    }
+    *out = v;
+    return HT_OK;
+}
+
+static int set_string(const loader *L, const ht_ckey *k, const char *v, const origin *o) {
+    char expect[512];
+    if (k->choices) {
+        int i = 0;
+        while (k->choices[i] && strcmp(k->choices[i], v) != 0)
+            i++;
+        if (!k->choices[i]) {
+            const char *best = ht_closest(v, k->choices, i);
+            ht_ckey_expect(k, expect, sizeof expect);
+            if (best)
+                return fail(L, o, "key '%s': found \"%.200s\", expected %s (did you mean \"%s\"?)",
+                            k->path, v, expect, best);
+            return fail(L, o, "key '%s': found \"%.200s\", expected %s", k->path, v, expect);
+        }
+    }
+    size_t len = strlen(v);
+    if (len >= k->size)
+        return fail(L, o, "key '%s': found a string of %zu characters, expected at most %zu",
+                    k->path, len, k->size - 1);
+    char *dst = (char *)L->cfg + k->off;
+    memset(dst, 0, k->size);
+    memcpy(dst, v, len);
+    return HT_OK;
+}
+
+/* Checks s against row k and stores it into the config; records where it came from. */
+static int apply(loader *L, int ki, const config_setting_t *s, const origin *o) {
+    const ht_ckey *k = &ht_config_keys[ki];
+    char *field = (char *)L->cfg + k->off, expect[256], num[40];
+    long long iv;
+    int rc = HT_OK;
+    ht_ckey_expect(k, expect, sizeof expect);
+    switch (k->kind) {
+    case HT_CK_INT:
+        rc = get_int(L, k, k->path, s, o, &iv);
+        if (rc == HT_OK) *(int *)field = (int)iv;
+        break;
+    case HT_CK_U64:
+        rc = get_int(L, k, k->path, s, o, &iv);
+        if (rc == HT_OK) *(uint64_t *)field = (uint64_t)iv;
+        break;
+    case HT_CK_NUM: {
+        int t = config_setting_type(s);
+        if (t != CONFIG_TYPE_FLOAT && !is_int(s)) return wrong_type(L, o, k->path, s, expect);
+        double v = t == CONFIG_TYPE_FLOAT ? config_setting_get_float(s)
+                                          : (double)config_setting_get_int64(s);
+        ht_fmt_num(v, num, sizeof num);
+        if (!isfinite(v))
+            return fail(L, o, "key '%s': found %s, expected a finite number", k->path, num);
+        if (!in_range(k, v))
+            return fail(L, o, "key '%s': found %s, expected %s", k->path, num, expect);
+        *(double *)field = v;
+        break;
+    }
+    case HT_CK_BOOL:
+        if (config_setting_type(s) != CONFIG_TYPE_BOOL) return wrong_type(L, o, k->path, s, expect);
+        *(int *)field = config_setting_get_bool(s) != 0;
+        break;
+    case HT_CK_STR:
+        if (config_setting_type(s) != CONFIG_TYPE_STRING)
+            return wrong_type(L, o, k->path, s, expect);
+        rc = set_string(L, k, config_setting_get_string(s), o);
+        break;
+    case HT_CK_INTS: {
+        int t = config_setting_type(s), n = config_setting_length(s);
+        int max = (int)(k->size / sizeof(int)), *vals = (int *)field;
+        if (t != CONFIG_TYPE_ARRAY && t != CONFIG_TYPE_LIST)
+            return wrong_type(L, o, k->path, s, "an array of integers, e.g. [512, 256]");
+        if (n > max)
+            return fail(L, o, "key '%s': found %d values, expected at most %d", k->path, n, max);
+        for (int i = 0; i < n; i++) {
+            const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+            char key[128];
+            origin eo = *o;
+            if (o->file) eo.line = config_setting_source_line(e);
+            snprintf(key, sizeof key, "%s[%d]", k->path, i);
+            rc = get_int(L, k, key, e, &eo, &iv);
+            if (rc != HT_OK) return rc;
+            vals[i] = (int)iv;
+        }
+        *(int *)((char *)L->cfg + k->off_count) = n;
+        break;
+    }
+    }
+    if (rc == HT_OK) L->where[ki] = *o;
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Defaults, the file, the overrides                                                    */
+
+/* Parses "v = <text>" with libconfig into c; the single setting, or NULL. */
+static config_setting_t *parse_value(config_t *c, const char *text) {
+    size_t n = strlen(text) + 16;
+    char *doc = ht_xmalloc(n);
+    snprintf(doc, n, "v = %s\n;", text);
+    int ok = config_read_string(c, doc);
+    free(doc);
+    config_setting_t *root = config_root_setting(c);
+    if (!ok || config_setting_length(root) != 1) return NULL;
+    config_setting_t *s = config_setting_get_elem(root, 0);
+    return strcmp(config_setting_name(s), "v") == 0 ? s : NULL;
+}
+
+static int apply_defaults(loader *L) {
+    for (int i = 0; i < ht_config_nkeys; i++) {
+        if (!ht_config_keys[i].def) continue;
+        config_t c;
+        config_init(&c);
+        origin o = {NULL, 0, NULL};
+        config_setting_t *s = parse_value(&c, ht_config_keys[i].def);
+        int rc = s ? apply(L, i, s, &o)
+                   : ht_error(HT_EINPUT, "bad default for '%s' in the schema: %s",
+                              ht_config_keys[i].path, ht_config_keys[i].def);
+        config_destroy(&c);
+        if (rc != HT_OK) return rc;
+    }
+    memset(L->given, 0, sizeof L->given);
+    return HT_OK;
+}
+
+static int read_file(loader *L, config_t *c, const char *path) {
+    struct stat st;
+    FILE *f;
+    if (stat(path, &st) != 0 || !(f = fopen(path, "r")))
+        return ht_error(HT_EINPUT, "cannot open config '%s': %s", path, strerror(errno));
+    fclose(f);
+    if (S_ISDIR(st.st_mode))
+        return ht_error(HT_EINPUT, "cannot open config '%s': %s", path, strerror(EISDIR));
+    const char *slash = strrchr(path, '/');
+    if (slash) {
+        snprintf(L->dir, sizeof L->dir, "%.*s", (int)(slash - path), path);
+        if (!L->dir[0]) snprintf(L->dir, sizeof L->dir, "/");
+        config_set_include_dir(c, L->dir);
+    }
+    if (config_read_file(c, path)) return HT_OK;
+    if (config_error_type(c) == CONFIG_ERR_FILE_IO)
+        return ht_error(HT_EINPUT, "cannot read config '%s': %s", path, strerror(errno));
+    origin o = {config_error_file(c), config_error_line(c), NULL};
+    const char *text = config_error_text(c);
+    if (strcmp(text, "syntax error") == 0)
+        return fail(L, &o,
+                    "syntax error: expected 'name = value;' (strings in double quotes, "
+                    "lists in [ ], groups as name = { ... };) on this line or the one "
+                    "before");
+    return fail(L, &o, "syntax error: %s", text);
+}
+
+static int walk_file(loader *L, const config_setting_t *root) {
+    int ngroups = 0;
+    while (ht_config_groups[ngroups])
+        ngroups++;
+    for (int i = 0; i < config_setting_length(root); i++) {
+        const config_setting_t *g = config_setting_get_elem(root, (unsigned)i);
+        const char *gname = config_setting_name(g);
+        origin o = {config_setting_source_file(g), config_setting_source_line(g), NULL};
+        int known = 0;
+        for (int j = 0; j < ngroups; j++)
+            known |= strcmp(gname, ht_config_groups[j]) == 0;
+        if (!known && config_setting_is_group(g)) {
+            const char *best = ht_closest(gname, ht_config_groups, ngroups);
+            if (best) return fail(L, &o, "unknown group '%s' (did you mean '%s'?)", gname, best);
+            return fail(L, &o,
+                        "unknown group '%s' (groups: model, data, train, optim, device, "
+                        "log, checkpoint)",
+                        gname);
+        }
+        if (!known) return unknown_key(L, &o, "", gname);
+        if (!config_setting_is_group(g))
+            return wrong_type(L, &o, gname, g, "a group (name = { key = value; ... };)");
+        for (int j = 0; j < config_setting_length(g); j++) {
+            const config_setting_t *s = config_setting_get_elem(g, (unsigned)j);
+            char path[256];
+            origin so = {config_setting_source_file(s), config_setting_source_line(s), NULL};
+            snprintf(path, sizeof path, "%s.%s", gname, config_setting_name(s));
+            int ki = ht_ckey_find(path);
+            if (ki < 0) return unknown_key(L, &so, gname, config_setting_name(s));
+            int rc = apply(L, ki, s, &so);
+            if (rc != HT_OK) return rc;
+            L->given[ki] = 1;
+        }
+    }
+    return HT_OK;
+}
+
+/* Copies s[0..n) without surrounding blanks into buf. */
+static void trim_copy(char *buf, size_t size, const char *s, size_t n) {
+    while (n && (*s == ' ' || *s == '\t'))
+        s++, n--;
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n'))
+        n--;
+    snprintf(buf, size, "%.*s", (int)n, s);
+}
+
+static int apply_set(loader *L, const char *text) {
+    origin o = {NULL, 0, text};
+    const char *eq = strchr(text, '=');
+    char key[128], expect[256];
+    if (eq) trim_copy(key, sizeof key, text, (size_t)(eq - text));
+    if (!eq || !key[0])
+        return fail(L, &o, "malformed override, expected KEY=VALUE (e.g. train.batch=64)");
+    int ki = ht_ckey_find(key);
+    if (ki < 0) {
+        char *dot = strchr(key, '.');
+        if (!dot) return unknown_key(L, &o, "", key);
+        *dot = 0;
+        return unknown_key(L, &o, key, dot + 1);
+    }
+    const ht_ckey *k = &ht_config_keys[ki];
+    size_t vlen = strlen(eq + 1);
+    char *value = ht_xmalloc(vlen + 2);
+    trim_copy(value, vlen + 2, eq + 1, vlen);
+    int rc;
+    if (k->kind == HT_CK_STR && value[0] != '"') {
+        rc = set_string(L, k, value, &o); /* bare text: optim.type=adamw, device.select=1 */
+        if (rc == HT_OK) L->where[ki] = o;
+    } else {
+        /* an integer past 32 bits would be wrapped by libconfig: make it 64-bit */
+        char *end;
+        errno = 0;
+        long long x = strtoll(value, &end, 10);
+        if (end != value && !*end && (errno == ERANGE || x > INT_MAX || x < INT_MIN))
+            strcat(value, "L");
+        config_t c;
+        config_init(&c);
+        config_setting_t *s = parse_value(&c, value);
+        ht_ckey_expect(k, expect, sizeof expect);
+        if (k->kind == HT_CK_INTS) snprintf(expect, sizeof expect, "an array of integers");
+        if (s)
+            rc = apply(L, ki, s, &o);
+        else if (!value[0])
+            rc = fail(L, &o, "key '%s': found nothing, expected %s", key, expect);
+        else if (value[0] == '[' || value[0] == '(' || value[0] == '"')
+            rc = fail(L, &o, "key '%s': found a malformed %s (%s), expected %s", key,
+                      value[0] == '"' ? "string" : "array", config_error_text(&c), expect);
+        else
+            rc = fail(L, &o, "key '%s': found a string, expected %s", key, expect);
+        config_destroy(&c);
+    }
+    free(value);
+    if (rc == HT_OK) L->given[ki] = 1;
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Checks across keys                                                                   */
+
+static int missing(const loader *L, int ki) {
+    const ht_ckey *k = &ht_config_keys[ki];
+    origin o = {NULL, 0, NULL};
+    return fail(L, &o, "missing required key '%s' (%s, %s)", k->path, ht_ckey_type_name(k->kind),
+                k->doc);
+}
+
+static int check_all(const loader *L) {
+    const ht_config *c = L->cfg;
+    for (int i = 0; i < ht_config_nkeys; i++)
+        if ((ht_config_keys[i].flags & HT_CF_REQ) && !L->given[i]) return missing(L, i);
+    if (c->train.steps == 0 && c->train.epochs == 0) {
+        origin o = {NULL, 0, NULL};
+        return fail(L, &o,
+                    "missing required key 'train.steps' or 'train.epochs' (one of them "
+                    "must be > 0: integer steps, or a number of epochs)");
+    }
+    if (strcmp(c->data.kind, "idx") == 0) {
+        if (!c->data.images[0]) return missing(L, ht_ckey_find("data.images"));
+        if (!c->data.labels[0]) return missing(L, ht_ckey_find("data.labels"));
+    }
+    if (strcmp(c->optim.schedule, "cosine") == 0 && c->optim.min_lr > c->optim.lr) {
+        char a[40], b[40];
+        ht_fmt_num(c->optim.min_lr, a, sizeof a);
+        ht_fmt_num(c->optim.lr, b, sizeof b);
+        return fail(L, &L->where[ht_ckey_find("optim.min_lr")],
+                    "key 'optim.min_lr': found %s, expected a number <= optim.lr (%s) for the "
+                    "cosine schedule",
+                    a, b);
+    }
+    return HT_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+
+int ht_config_load(ht_config *cfg, const char *path, const char *const *sets, int nset) {
+    if (ht_config_nkeys > MAX_KEYS)
+        return ht_error(HT_ERUNTIME, "config schema has %d keys, loader holds %d", ht_config_nkeys,
+                        MAX_KEYS);
+    loader *L = ht_xcalloc(1, sizeof *L);
+    memset(cfg, 0, sizeof *cfg);
+    L->cfg = cfg;
+    L->path = path;
+    int rc = apply_defaults(L);
+    config_t c;
+    config_init(&c);
+    if (rc == HT_OK && path) {
+        if (strlen(path) >= sizeof cfg->source)
+            rc = ht_error(HT_EINPUT, "config path too long (%zu characters, at most %zu): %.80s...",
+                          strlen(path), sizeof cfg->source - 1, path);
+        else {
+            memcpy(cfg->source, path, strlen(path));
+            rc = read_file(L, &c, path);
+            if (rc == HT_OK) rc = walk_file(L, config_root_setting(&c));
+        }
+    }
+    for (int i = 0; rc == HT_OK && i < nset; i++)
+        rc = apply_set(L, sets[i]);
+    if (rc == HT_OK) rc = check_all(L);
+    config_destroy(&c); /* after check_all: L->where points into it */
+    free(L);
+    return rc;
+}

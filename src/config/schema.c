@@ -1,0 +1,339 @@
+/* The configuration schema: one row per key, read by the loader (config.c) to parse and
+ * validate, and here to print the key reference (--help-config, conf/README.md) and to
+ * write a configuration back out in libconfig syntax. */
+#include "config/schema.h"
+
+#include "config/config.h"
+
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------------------ */
+/* The table                                                                            */
+
+static const char *const MODEL_TYPES[] = {"mlp", NULL};
+static const char *const ACTIVATIONS[] = {"relu", "gelu", NULL};
+static const char *const DATA_KINDS[] = {"synthetic", "idx", NULL};
+static const char *const OPTIMIZERS[] = {"sgd", "adamw", NULL};
+static const char *const SCHEDULES[] = {"constant", "step", "cosine", NULL};
+static const char *const PROGRESS[] = {"auto", "bar", "plain", "none", NULL};
+
+const char *const ht_config_groups[] = {"model",  "data", "train",      "optim",
+                                        "device", "log",  "checkpoint", NULL};
+
+/* offset, size and (unused) count offset of a scalar or string field */
+#define FIELD(f) offsetof(ht_config, f), sizeof(((ht_config *)0)->f), 0
+#define GE HT_CF_GE
+#define GT HT_CF_GT
+#define LT HT_CF_LT
+#define REQ HT_CF_REQ
+
+/* path, kind, flags, default (libconfig syntax), min, max, choices, field, doc */
+const ht_ckey ht_config_keys[] = {
+    {"model.type", HT_CK_STR, 0, "\"mlp\"", 0, 0, MODEL_TYPES, FIELD(model.type), "model family"},
+    {"model.hidden", HT_CK_INTS, GE, "[128]", 1, 0, NULL, offsetof(ht_config, model.hidden),
+     sizeof(((ht_config *)0)->model.hidden), offsetof(ht_config, model.nhidden),
+     "hidden layer widths, input side first; [] = no hidden layer"},
+    {"model.activation", HT_CK_STR, 0, "\"relu\"", 0, 0, ACTIVATIONS, FIELD(model.activation),
+     "activation after each hidden layer"},
+
+    {"data.kind", HT_CK_STR, 0, "\"synthetic\"", 0, 0, DATA_KINDS, FIELD(data.kind),
+     "data source: generated samples, or IDX files (MNIST)"},
+    {"data.images", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(data.images),
+     "IDX image file, plain or .gz; required when kind = \"idx\""},
+    {"data.labels", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(data.labels),
+     "IDX label file, plain or .gz; required when kind = \"idx\""},
+    {"data.val_fraction", HT_CK_NUM, GE | LT, "0.2", 0, 1, NULL, FIELD(data.val_fraction),
+     "last fraction of the samples held out for validation"},
+    {"data.samples", HT_CK_INT, GE, "10000", 1, 0, NULL, FIELD(data.samples),
+     "synthetic: number of samples"},
+    {"data.features", HT_CK_INT, GE, "64", 1, 0, NULL, FIELD(data.features),
+     "synthetic: input dimension"},
+    {"data.classes", HT_CK_INT, GE, "10", 2, 0, NULL, FIELD(data.classes),
+     "synthetic: number of classes"},
+    {"data.seed", HT_CK_U64, GE, "1", 0, 0, NULL, FIELD(data.seed), "synthetic: generator seed"},
+    {"data.shuffle", HT_CK_BOOL, 0, "true", 0, 0, NULL, FIELD(data.shuffle),
+     "shuffle the training samples each epoch"},
+
+    {"train.batch", HT_CK_INT, REQ | GE, NULL, 1, 0, NULL, FIELD(train.batch), "global batch size"},
+    {"train.steps", HT_CK_INT, GE, "0", 0, 0, NULL, FIELD(train.steps),
+     "optimizer steps; 0 = derive from epochs (steps or epochs must be > 0)"},
+    {"train.epochs", HT_CK_NUM, GE, "0", 0, 0, NULL, FIELD(train.epochs),
+     "passes over the training set, used when steps = 0"},
+    {"train.seed", HT_CK_U64, GE, "42", 0, 0, NULL, FIELD(train.seed),
+     "seed for initialisation and data order"},
+    {"train.eval_every", HT_CK_INT, GE, "0", 0, 0, NULL, FIELD(train.eval_every),
+     "steps between validations; 0 = only at the end"},
+
+    {"optim.type", HT_CK_STR, 0, "\"sgd\"", 0, 0, OPTIMIZERS, FIELD(optim.type), "optimizer"},
+    {"optim.lr", HT_CK_NUM, REQ | GT, NULL, 0, 0, NULL, FIELD(optim.lr),
+     "learning rate: the peak value, reached after warmup"},
+    {"optim.momentum", HT_CK_NUM, GE | LT, "0.9", 0, 1, NULL, FIELD(optim.momentum),
+     "sgd: momentum"},
+    {"optim.nesterov", HT_CK_BOOL, 0, "false", 0, 0, NULL, FIELD(optim.nesterov),
+     "sgd: Nesterov momentum"},
+    {"optim.beta1", HT_CK_NUM, GE | LT, "0.9", 0, 1, NULL, FIELD(optim.beta1),
+     "adamw: decay of the first moment"},
+    {"optim.beta2", HT_CK_NUM, GE | LT, "0.999", 0, 1, NULL, FIELD(optim.beta2),
+     "adamw: decay of the second moment"},
+    {"optim.eps", HT_CK_NUM, GT, "1e-8", 0, 0, NULL, FIELD(optim.eps),
+     "adamw: added to the denominator"},
+    {"optim.weight_decay", HT_CK_NUM, GE, "0", 0, 0, NULL, FIELD(optim.weight_decay),
+     "weight decay coefficient"},
+    {"optim.schedule", HT_CK_STR, 0, "\"constant\"", 0, 0, SCHEDULES, FIELD(optim.schedule),
+     "learning-rate schedule after warmup"},
+    {"optim.warmup", HT_CK_INT, GE, "0", 0, 0, NULL, FIELD(optim.warmup),
+     "linear warmup steps from 0 to lr"},
+    {"optim.step_size", HT_CK_INT, GE, "1000", 1, 0, NULL, FIELD(optim.step_size),
+     "step: decay the rate every step_size steps"},
+    {"optim.gamma", HT_CK_NUM, GT, "0.1", 0, 0, NULL, FIELD(optim.gamma),
+     "step: factor applied at each decay"},
+    {"optim.min_lr", HT_CK_NUM, GE, "0", 0, 0, NULL, FIELD(optim.min_lr),
+     "cosine: floor of the rate (at most lr)"},
+    {"optim.clip", HT_CK_NUM, GE, "0", 0, 0, NULL, FIELD(optim.clip),
+     "clip the global gradient norm to this; 0 = off"},
+
+    {"device.select", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(device.select),
+     "device: \"\" (first), an index, \"cpu\", \"gpu\", or a name/vendor substring"},
+    {"device.cache", HT_CK_BOOL, 0, "true", 0, 0, NULL, FIELD(device.cache),
+     "cache compiled OpenCL programs on disk"},
+    {"device.cache_dir", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(device.cache_dir),
+     "program cache folder; \"\" = $XDG_CACHE_HOME/hettrain or ~/.cache/hettrain"},
+    {"device.tuning", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(device.tuning),
+     "CLBlast tuning file; \"\" = built-in defaults"},
+
+    {"log.metrics", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(log.metrics),
+     "JSON Lines metrics file; \"\" = none"},
+    {"log.progress", HT_CK_STR, 0, "\"auto\"", 0, 0, PROGRESS, FIELD(log.progress),
+     "progress display; auto = bar on a terminal, plain lines otherwise"},
+    {"log.every", HT_CK_INT, GE, "10", 1, 0, NULL, FIELD(log.every),
+     "steps between plain progress lines and metrics records"},
+
+    {"checkpoint.path", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(checkpoint.path),
+     "checkpoint file (safetensors); \"\" = none"},
+    {"checkpoint.every", HT_CK_INT, GE, "0", 0, 0, NULL, FIELD(checkpoint.every),
+     "steps between checkpoints; 0 = only at the end"},
+};
+const int ht_config_nkeys = (int)(sizeof ht_config_keys / sizeof ht_config_keys[0]);
+
+/* ------------------------------------------------------------------------------------ */
+/* Lookups and descriptions                                                             */
+
+int ht_ckey_find(const char *path) {
+    for (int i = 0; i < ht_config_nkeys; i++)
+        if (strcmp(ht_config_keys[i].path, path) == 0) return i;
+    return -1;
+}
+
+const char *ht_ckey_type_name(ht_ckind kind) {
+    switch (kind) {
+    case HT_CK_INT:
+    case HT_CK_U64:
+        return "integer";
+    case HT_CK_NUM:
+        return "number";
+    case HT_CK_BOOL:
+        return "boolean";
+    case HT_CK_STR:
+        return "string";
+    case HT_CK_INTS:
+        return "int array";
+    }
+    return "?";
+}
+
+void ht_fmt_num(double v, char *buf, size_t n) {
+    /* shortest of %.15g / %.17g that reads back as the same double */
+    snprintf(buf, n, "%.15g", v);
+    if (strtod(buf, NULL) != v) snprintf(buf, n, "%.17g", v);
+}
+
+void ht_ckey_expect(const ht_ckey *k, char *buf, size_t n) {
+    char lo[32], hi[32];
+    size_t len;
+    if (k->choices) {
+        len = (size_t)snprintf(buf, n, "one of");
+        for (int i = 0; k->choices[i] && len < n; i++)
+            len += (size_t)snprintf(buf + len, n - len, "%s \"%s\"", i ? "," : "", k->choices[i]);
+        return;
+    }
+    switch (k->kind) {
+    case HT_CK_NUM:
+        len = (size_t)snprintf(buf, n, "a number");
+        break;
+    case HT_CK_BOOL:
+        snprintf(buf, n, "a boolean (true or false)");
+        return;
+    case HT_CK_STR:
+        snprintf(buf, n, "a string");
+        return;
+    default:
+        len = (size_t)snprintf(buf, n, "an integer");
+        break;
+    }
+    ht_fmt_num(k->min, lo, sizeof lo);
+    ht_fmt_num(k->max, hi, sizeof hi);
+    const char *lop = k->flags & HT_CF_GT ? ">" : ">=", *hip = k->flags & HT_CF_LT ? "<" : "<=";
+    int has_lo = (k->flags & (HT_CF_GE | HT_CF_GT)) != 0;
+    int has_hi = (k->flags & (HT_CF_LE | HT_CF_LT)) != 0;
+    if (has_lo && len < n) len += (size_t)snprintf(buf + len, n - len, " %s %s", lop, lo);
+    if (has_hi && len < n) snprintf(buf + len, n - len, "%s %s %s", has_lo ? " and" : "", hip, hi);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Did you mean                                                                         */
+
+int ht_edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63) return (int)(la > lb ? la : lb); /* names are short */
+    int d[64][64];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        for (size_t j = 1; j <= lb; j++) {
+            int cost = a[i - 1] != b[j - 1];
+            int v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+            if (d[i - 1][j - 1] + cost < v) v = d[i - 1][j - 1] + cost;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    }
+    return d[la][lb];
+}
+
+/* Distance, counting "one is a prefix of the other" (optimizer/optim) as 1. */
+static int name_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b), m = la < lb ? la : lb;
+    int d = ht_edit_distance(a, b);
+    if (d > 1 && m >= 3 && strncmp(a, b, m) == 0) d = 1;
+    return d;
+}
+
+static int close_enough(int dist, const char *name) {
+    size_t len = strlen(name);
+    int limit = len <= 3 ? 1 : len <= 6 ? 2 : 3;
+    return dist <= limit;
+}
+
+const char *ht_closest(const char *name, const char *const *cand, int ncand) {
+    const char *best = NULL;
+    int bestd = INT_MAX;
+    for (int i = 0; i < ncand; i++) {
+        int d = name_distance(name, cand[i]);
+        if (d < bestd) bestd = d, best = cand[i];
+    }
+    return best && close_enough(bestd, name) ? best : NULL;
+}
+
+const char *ht_closest_key(const char *group, const char *leaf) {
+    char full[256];
+    snprintf(full, sizeof full, "%s%s%s", group, group[0] ? "." : "", leaf);
+    const char *best = NULL;
+    int bestd = INT_MAX;
+    for (int i = 0; i < ht_config_nkeys; i++) {
+        const char *path = ht_config_keys[i].path, *dot = strchr(path, '.');
+        int same_group = strlen(group) == (size_t)(dot - path) &&
+                         strncmp(group, path, (size_t)(dot - path)) == 0;
+        int d = ht_edit_distance(full, path);
+        int dleaf = name_distance(leaf, dot + 1) + !same_group;
+        if (dleaf < d) d = dleaf;
+        if (d < bestd) bestd = d, best = path;
+    }
+    return best && close_enough(bestd, leaf) ? best : NULL;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Printing the schema and writing a configuration                                     */
+
+void ht_config_print_schema(void *file) {
+    FILE *f = file;
+    char expect[256];
+    fprintf(f, "# %-24s %-10s %-12s %s\n", "key", "type", "default", "meaning");
+    for (int i = 0; i < ht_config_nkeys; i++) {
+        const ht_ckey *k = &ht_config_keys[i];
+        fprintf(f, "%-26s %-10s %-12s %s", k->path, ht_ckey_type_name(k->kind),
+                k->def ? k->def : "(required)", k->doc);
+        int ranged = (k->flags & (HT_CF_GE | HT_CF_GT | HT_CF_LE | HT_CF_LT)) != 0;
+        if (k->choices || ranged) {
+            ht_ckey_expect(k, expect, sizeof expect);
+            fprintf(f, "; %s%s", k->kind == HT_CK_INTS ? "each " : "", expect);
+        }
+        fputc('\n', f);
+    }
+}
+
+static void write_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", f);
+        else if (c == '\t')
+            fputs("\\t", f);
+        else if (c < 0x20)
+            fprintf(f, "\\x%02x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+void ht_config_write(void *file, const ht_config *cfg) {
+    FILE *f = file;
+    const char *base = (const char *)cfg;
+    char num[40];
+    fprintf(f, "# hettrain configuration%s%s\n", cfg->source[0] ? ", read from " : "", cfg->source);
+    size_t glen = 0;
+    for (int i = 0; i < ht_config_nkeys; i++) {
+        const ht_ckey *k = &ht_config_keys[i];
+        const char *dot = strchr(k->path, '.');
+        const void *p = base + k->off;
+        if (i == 0 || strncmp(k->path, ht_config_keys[i - 1].path, glen + 1) != 0) {
+            if (i) fputs("};\n", f);
+            glen = (size_t)(dot - k->path);
+            fprintf(f, "%.*s = {\n", (int)glen, k->path);
+        }
+        fprintf(f, "    %s = ", dot + 1);
+        switch (k->kind) {
+        case HT_CK_INT:
+            fprintf(f, "%d", *(const int *)p);
+            break;
+        case HT_CK_U64: {
+            unsigned long long v = *(const uint64_t *)p;
+            fprintf(f, "%llu%s", v, v > INT_MAX ? "L" : "");
+            break;
+        }
+        case HT_CK_NUM:
+            ht_fmt_num(*(const double *)p, num, sizeof num);
+            fputs(num, f);
+            break;
+        case HT_CK_BOOL:
+            fputs(*(const int *)p ? "true" : "false", f);
+            break;
+        case HT_CK_STR:
+            write_string(f, p);
+            break;
+        case HT_CK_INTS: {
+            int count = *(const int *)(base + k->off_count);
+            fputc('[', f);
+            for (int j = 0; j < count; j++)
+                fprintf(f, "%s%d", j ? ", " : "", ((const int *)p)[j]);
+            fputc(']', f);
+            break;
+        }
+        }
+        fputs(";\n", f);
+    }
+    fputs("};\n", f);
+}
