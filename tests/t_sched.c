@@ -9,8 +9,9 @@
 static void expect(const ht_lr_sched *s, int64_t step, int64_t total, double want,
                    const char *what) {
     double got = ht_lr_at(s, step, total);
-    tap_ok(fabs(got - want) <= 1e-12 * (fabs(want) + 1e-12), "%s: step %lld of %lld -> %.15g (want %.15g)",
-           what, (long long)step, (long long)total, got, want);
+    tap_ok(fabs(got - want) <= 1e-12 * (fabs(want) + 1e-12),
+           "%s: step %lld of %lld -> %.15g (want %.15g)", what, (long long)step, (long long)total,
+           got, want);
 }
 
 int main(void) {
