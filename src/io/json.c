@@ -20,7 +20,8 @@ void ht_jbuf_free(ht_jbuf *b) {
 static void jbuf_reserve(ht_jbuf *b, size_t extra) {
     if (b->len + extra + 1 <= b->cap) return;
     size_t cap = b->cap ? b->cap : 64;
-    while (cap < b->len + extra + 1) cap *= 2;
+    while (cap < b->len + extra + 1)
+        cap *= 2;
     b->s = ht_xrealloc(b->s, cap);
     b->cap = cap;
 }
@@ -54,10 +55,14 @@ static size_t utf8_seq(const unsigned char *s, size_t n) {
     if (c < 0x80) return 1;
     size_t len;
     unsigned cp, min;
-    if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F, min = 0x80;
-    else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F, min = 0x800;
-    else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07, min = 0x10000;
-    else return 0;
+    if ((c & 0xE0) == 0xC0)
+        len = 2, cp = c & 0x1F, min = 0x80;
+    else if ((c & 0xF0) == 0xE0)
+        len = 3, cp = c & 0x0F, min = 0x800;
+    else if ((c & 0xF8) == 0xF0)
+        len = 4, cp = c & 0x07, min = 0x10000;
+    else
+        return 0;
     if (n < len) return 0;
     for (size_t k = 1; k < len; k++) {
         if ((s[k] & 0xC0) != 0x80) return 0;
@@ -143,8 +148,10 @@ int ht_json_fail(ht_json *j, size_t off, const char *fmt, ...) {
 static const char *found(const ht_json *j, size_t i, char *buf, size_t size) {
     if (i >= j->n) return "end of text";
     unsigned char c = (unsigned char)j->s[i];
-    if (c > 0x20 && c < 0x7F) snprintf(buf, size, "'%c'", c);
-    else snprintf(buf, size, "byte 0x%02x", c);
+    if (c > 0x20 && c < 0x7F)
+        snprintf(buf, size, "'%c'", c);
+    else
+        snprintf(buf, size, "byte 0x%02x", c);
     return buf;
 }
 
@@ -163,7 +170,8 @@ int ht_json_expect(ht_json *j, char c, const char *context) {
         j->i++;
         return 0;
     }
-    return ht_json_fail(j, j->i, "expected '%c' %s, found %s", c, context, found(j, j->i, fb, sizeof fb));
+    return ht_json_fail(j, j->i, "expected '%c' %s, found %s", c, context,
+                        found(j, j->i, fb, sizeof fb));
 }
 
 int ht_json_more(ht_json *j, char close, int *count) {
@@ -189,10 +197,14 @@ static int hex4(ht_json *j, size_t at, unsigned *out) {
     for (int k = 0; k < 4; k++) {
         char c = j->s[at + k];
         unsigned d;
-        if (c >= '0' && c <= '9') d = (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f') d = (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F') d = (unsigned)(c - 'A' + 10);
-        else return ht_json_fail(j, at + k, "expected a hex digit in \\u escape");
+        if (c >= '0' && c <= '9')
+            d = (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            d = (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            d = (unsigned)(c - 'A' + 10);
+        else
+            return ht_json_fail(j, at + k, "expected a hex digit in \\u escape");
         v = v * 16 + d;
     }
     *out = v;
@@ -202,8 +214,10 @@ static int hex4(ht_json *j, size_t at, unsigned *out) {
 static void put_utf8(ht_jbuf *b, unsigned cp) {
     char t[4];
     size_t n;
-    if (cp < 0x80) t[0] = (char)cp, n = 1;
-    else if (cp < 0x800) t[0] = (char)(0xC0 | cp >> 6), t[1] = (char)(0x80 | (cp & 0x3F)), n = 2;
+    if (cp < 0x80)
+        t[0] = (char)cp, n = 1;
+    else if (cp < 0x800)
+        t[0] = (char)(0xC0 | cp >> 6), t[1] = (char)(0x80 | (cp & 0x3F)), n = 2;
     else if (cp < 0x10000)
         t[0] = (char)(0xE0 | cp >> 12), t[1] = (char)(0x80 | ((cp >> 6) & 0x3F)),
         t[2] = (char)(0x80 | (cp & 0x3F)), n = 3;
@@ -227,7 +241,8 @@ static int parse_string(ht_json *j, ht_jbuf *dst) {
             j->i++;
             return 0;
         }
-        if (c < 0x20) return ht_json_fail(j, j->i, "control byte 0x%02x in string (must be escaped)", c);
+        if (c < 0x20)
+            return ht_json_fail(j, j->i, "control byte 0x%02x in string (must be escaped)", c);
         if (c >= 0x80) {
             size_t k = utf8_seq(u + j->i, j->n - j->i);
             if (!k) return ht_json_fail(j, j->i, "invalid UTF-8 in string");
@@ -245,22 +260,40 @@ static int parse_string(ht_json *j, ht_jbuf *dst) {
         char e = j->s[j->i++];
         unsigned cp;
         switch (e) {
-        case '"': cp = '"'; break;
-        case '\\': cp = '\\'; break;
-        case '/': cp = '/'; break;
-        case 'b': cp = '\b'; break;
-        case 'f': cp = '\f'; break;
-        case 'n': cp = '\n'; break;
-        case 'r': cp = '\r'; break;
-        case 't': cp = '\t'; break;
+        case '"':
+            cp = '"';
+            break;
+        case '\\':
+            cp = '\\';
+            break;
+        case '/':
+            cp = '/';
+            break;
+        case 'b':
+            cp = '\b';
+            break;
+        case 'f':
+            cp = '\f';
+            break;
+        case 'n':
+            cp = '\n';
+            break;
+        case 'r':
+            cp = '\r';
+            break;
+        case 't':
+            cp = '\t';
+            break;
         case 'u':
             if (hex4(j, j->i, &cp)) return -1;
             j->i += 4;
-            if (cp >= 0xDC00 && cp <= 0xDFFF) return ht_json_fail(j, esc, "unpaired low surrogate in \\u escape");
+            if (cp >= 0xDC00 && cp <= 0xDFFF)
+                return ht_json_fail(j, esc, "unpaired low surrogate in \\u escape");
             if (cp >= 0xD800 && cp <= 0xDBFF) {
                 unsigned lo;
                 if (j->i + 2 > j->n || j->s[j->i] != '\\' || j->s[j->i + 1] != 'u')
-                    return ht_json_fail(j, esc, "high surrogate not followed by a \\u low surrogate");
+                    return ht_json_fail(j, esc,
+                                        "high surrogate not followed by a \\u low surrogate");
                 if (hex4(j, j->i + 2, &lo)) return -1;
                 if (lo < 0xDC00 || lo > 0xDFFF)
                     return ht_json_fail(j, j->i, "high surrogate not followed by a low surrogate");
@@ -270,10 +303,17 @@ static int parse_string(ht_json *j, ht_jbuf *dst) {
             if (cp == 0 && dst) return ht_json_fail(j, esc, "\\u0000 in string is not supported");
             break;
         default:
-            return ht_json_fail(j, esc, "invalid escape '\\%c' in string", (e > 0x20 && e < 0x7F) ? e : '?');
+            return ht_json_fail(j, esc, "invalid escape '\\%c' in string",
+                                (e > 0x20 && e < 0x7F) ? e : '?');
         }
         if (dst) put_utf8(dst, cp);
     }
+}
+
+int ht_json_string_append(ht_json *j, ht_jbuf *dst) {
+    if (parse_string(j, dst)) return -1;
+    ht_jbuf_putc(dst, 0);
+    return 0;
 }
 
 int ht_json_string(ht_json *j, char **out) {
@@ -299,7 +339,8 @@ static int scan_number(ht_json *j, size_t *start, size_t *len, int *is_int) {
     if (i < j->n && p[i] == '0') {
         i++;
     } else if (i < j->n && p[i] >= '1' && p[i] <= '9') {
-        while (i < j->n && p[i] >= '0' && p[i] <= '9') i++;
+        while (i < j->n && p[i] >= '0' && p[i] <= '9')
+            i++;
     } else {
         return ht_json_fail(j, i, "expected a number, found %s", found(j, i, fb, sizeof fb));
     }
@@ -307,16 +348,20 @@ static int scan_number(ht_json *j, size_t *start, size_t *len, int *is_int) {
         *is_int = 0;
         i++;
         if (i >= j->n || p[i] < '0' || p[i] > '9')
-            return ht_json_fail(j, i, "expected a digit after '.', found %s", found(j, i, fb, sizeof fb));
-        while (i < j->n && p[i] >= '0' && p[i] <= '9') i++;
+            return ht_json_fail(j, i, "expected a digit after '.', found %s",
+                                found(j, i, fb, sizeof fb));
+        while (i < j->n && p[i] >= '0' && p[i] <= '9')
+            i++;
     }
     if (i < j->n && (p[i] == 'e' || p[i] == 'E')) {
         *is_int = 0;
         i++;
         if (i < j->n && (p[i] == '+' || p[i] == '-')) i++;
         if (i >= j->n || p[i] < '0' || p[i] > '9')
-            return ht_json_fail(j, i, "expected a digit in exponent, found %s", found(j, i, fb, sizeof fb));
-        while (i < j->n && p[i] >= '0' && p[i] <= '9') i++;
+            return ht_json_fail(j, i, "expected a digit in exponent, found %s",
+                                found(j, i, fb, sizeof fb));
+        while (i < j->n && p[i] >= '0' && p[i] <= '9')
+            i++;
     }
     *start = s;
     *len = i - s;
@@ -342,12 +387,15 @@ int ht_json_int64(ht_json *j, int64_t *out) {
     size_t s, n;
     int is_int;
     if (scan_number(j, &s, &n, &is_int)) return -1;
-    if (!is_int) return ht_json_fail(j, s, "expected an integer, found %.*s", (int)(n < 24 ? n : 24), j->s + s);
+    if (!is_int)
+        return ht_json_fail(j, s, "expected an integer, found %.*s", (int)(n < 24 ? n : 24),
+                            j->s + s);
     int neg = j->s[s] == '-';
     uint64_t v = 0, lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
     for (size_t k = s + (size_t)neg; k < s + n; k++) {
         unsigned d = (unsigned)(j->s[k] - '0');
-        if (v > (lim - d) / 10) return ht_json_fail(j, s, "integer out of range (more than 64 bits)");
+        if (v > (lim - d) / 10)
+            return ht_json_fail(j, s, "integer out of range (more than 64 bits)");
         v = v * 10 + d;
     }
     *out = neg ? (v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v) : (int64_t)v;

@@ -13,7 +13,7 @@
 /* ---- output ---------------------------------------------------------------------------- */
 
 typedef struct ht_jbuf {
-    char *s;     /* always NUL-terminated once anything was written */
+    char *s; /* always NUL-terminated once anything was written */
     size_t len;
     size_t cap;
 } ht_jbuf;
@@ -37,12 +37,12 @@ int ht_utf8_valid(const char *s, size_t n);
 enum { HT_JSON_MAX_DEPTH = 64 };
 
 typedef struct ht_json {
-    const char *s;   /* text, not necessarily NUL-terminated */
+    const char *s; /* text, not necessarily NUL-terminated */
     size_t n;
-    size_t i;        /* current position */
+    size_t i; /* current position */
     int depth;
-    size_t err_off;  /* offset of the first error in s */
-    char err[200];   /* what was found and what was expected */
+    size_t err_off; /* offset of the first error in s */
+    char err[200];  /* what was found and what was expected */
 } ht_json;
 
 void ht_json_init(ht_json *j, const char *s, size_t n);
@@ -59,6 +59,9 @@ int ht_json_more(ht_json *j, char close, int *count);
 /* A string; *out is malloc'd, decoded UTF-8 (escapes incl. \uXXXX surrogate pairs). Strings
  * that decode to a NUL byte are refused: every caller here keeps C strings. */
 int ht_json_string(ht_json *j, char **out);
+/* Same, appended to dst with its terminating NUL counted in dst->len (a string pool:
+ * callers keep offsets, since dst->s moves as it grows). */
+int ht_json_string_append(ht_json *j, ht_jbuf *dst);
 /* A number token as a double; or as an exact int64 (no fraction/exponent, no overflow). */
 int ht_json_number(ht_json *j, double *out);
 int ht_json_int64(ht_json *j, int64_t *out);

@@ -1,7 +1,7 @@
 /* Checkpoints in the safetensors format (https://github.com/huggingface/safetensors): u64 LE
  * header length N, N bytes of JSON header, then the data buffer. We write F32 tensors atomically
  * and read any file defensively: a hostile file yields HT_EINPUT with the byte offset, never a
- * crash and never an allocation larger than the file. */
+ * crash and never an allocation sized by a length the file merely claims. */
 #ifndef HT_IO_SAFETENSORS_H
 #define HT_IO_SAFETENSORS_H
 
@@ -34,14 +34,17 @@ typedef struct ht_st_file ht_st_file;
  * between tensors. Rejected with HT_EINPUT and "<path>: byte <offset>: <problem>": short file,
  * absurd or too-large header length, invalid JSON or UTF-8, unknown dtype, negative or
  * overflowing shape, data_offsets out of range / not matching shape x element size /
- * overlapping, duplicate tensor or metadata names, non-string metadata values. */
+ * overlapping, duplicate tensor or metadata names, non-string metadata values; also a missing
+ * or non-regular file. HT_ERUNTIME: a read that fails mid-file. Memory: the file's data plus
+ * a small multiple of the header's actual size. */
 int ht_st_open(ht_st_file **out, const char *path);
 void ht_st_close(ht_st_file *f);
 
 /* Looks up a tensor; NULL if absent (no error recorded). F32 only with ndim <= 4: for
  * another dtype or more dimensions it returns NULL after ht_error(HT_EINPUT, ...) naming the
  * tensor and its dtype. ndim/shape may be NULL. The data lives until ht_st_close. */
-const float *ht_st_get(const ht_st_file *f, const char *name, int *ndim, int64_t shape[HT_ST_MAX_DIM]);
+const float *ht_st_get(const ht_st_file *f, const char *name, int *ndim,
+                       int64_t shape[HT_ST_MAX_DIM]);
 /* The tensor's dtype string ("F32", "BF16", ...), NULL if absent. */
 const char *ht_st_dtype(const ht_st_file *f, const char *name);
 /* Metadata value for key, NULL if absent. */

@@ -1,0 +1,151 @@
+/* JSON Lines metrics writer. Records are built in memory and written with one fwrite + fflush,
+ * so a reader tailing the file sees whole lines, and a malformed format never reaches disk. */
+#include "io/metrics.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/json.h"
+
+struct ht_metrics {
+    FILE *fp;
+    char *path; /* NULL when the stream belongs to the caller */
+    ht_jbuf line;
+};
+
+int ht_metrics_open(ht_metrics **out, const char *path, int append) {
+    *out = NULL;
+    FILE *fp = fopen(path, append ? "a" : "w");
+    if (!fp)
+        return ht_error(HT_ERUNTIME, "cannot open metrics file '%s': %s", path, strerror(errno));
+    ht_metrics *m = ht_xcalloc(1, sizeof *m);
+    m->fp = fp;
+    m->path = ht_xstrdup(path);
+    *out = m;
+    return HT_OK;
+}
+
+ht_metrics *ht_metrics_from_stream(FILE *fp) {
+    ht_metrics *m = ht_xcalloc(1, sizeof *m);
+    m->fp = fp;
+    return m;
+}
+
+int ht_metrics_close(ht_metrics *m) {
+    int rc = HT_OK;
+    if (!m) return rc;
+    if (m->path && fclose(m->fp) != 0)
+        rc = ht_error(HT_ERUNTIME, "closing metrics file '%s': %s", m->path, strerror(errno));
+    free(m->path);
+    ht_jbuf_free(&m->line);
+    free(m);
+    return rc;
+}
+
+static int is_key_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.' || c == '-';
+}
+
+/* Formats one value from a conversion spec starting after '%'; returns chars consumed or -1. */
+static int put_value(ht_jbuf *b, const char *f, va_list *ap) {
+    if (f[0] == 's') {
+        const char *s = va_arg(*ap, const char *);
+        if (s)
+            ht_jbuf_put_str(b, s);
+        else
+            ht_jbuf_puts(b, "null");
+        return 1;
+    }
+    if (f[0] == 'f' || f[0] == 'g' || f[0] == 'e') {
+        ht_jbuf_put_num(b, va_arg(*ap, double));
+        return 1;
+    }
+    int len = 0; /* 0: int, 1: long, 2: long long, 3: size_t */
+    int n = 0;
+    if (f[0] == 'z')
+        len = 3, n = 1;
+    else if (f[0] == 'l' && f[1] == 'l')
+        len = 2, n = 2;
+    else if (f[0] == 'l')
+        len = 1, n = 1;
+    char c = f[n];
+    if (c == 'd' || c == 'i') {
+        long long v = len == 0   ? va_arg(*ap, int)
+                      : len == 1 ? va_arg(*ap, long)
+                      : len == 2 ? va_arg(*ap, long long)
+                                 : (long long)va_arg(*ap, size_t);
+        ht_jbuf_printf(b, "%lld", v);
+    } else if (c == 'u') {
+        unsigned long long v = len == 0   ? va_arg(*ap, unsigned)
+                               : len == 1 ? va_arg(*ap, unsigned long)
+                               : len == 2 ? va_arg(*ap, unsigned long long)
+                                          : va_arg(*ap, size_t);
+        ht_jbuf_printf(b, "%llu", v);
+    } else {
+        return -1;
+    }
+    return n + 1;
+}
+
+static int build(ht_jbuf *b, const char *fmt, va_list *ap) {
+    const char *p = fmt;
+    int first = 1;
+    b->len = 0;
+    ht_jbuf_putc(b, '{');
+    for (;;) {
+        while (*p == ' ')
+            p++;
+        if (!*p) break;
+        const char *k = p;
+        while (is_key_char(*p))
+            p++;
+        if (p == k || p[0] != '=' || p[1] != '%')
+            return ht_error(HT_ERUNTIME, "metrics format \"%s\": expected key=%%conv at offset %d",
+                            fmt, (int)(k - fmt));
+        if (!first) ht_jbuf_putc(b, ',');
+        first = 0;
+        ht_jbuf_putc(b, '"');
+        ht_jbuf_put(b, k, (size_t)(p - k));
+        ht_jbuf_puts(b, "\":");
+        int used = put_value(b, p + 2, ap);
+        if (used < 0)
+            return ht_error(HT_ERUNTIME,
+                            "metrics format \"%s\": unsupported conversion at offset %d", fmt,
+                            (int)(p + 1 - fmt));
+        p += 2 + used;
+        if (*p && *p != ' ')
+            return ht_error(HT_ERUNTIME, "metrics format \"%s\": expected a space at offset %d",
+                            fmt, (int)(p - fmt));
+    }
+    ht_jbuf_puts(b, "}\n");
+    return HT_OK;
+}
+
+int ht_metrics_write(ht_metrics *m, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = build(&m->line, fmt, &ap);
+    va_end(ap);
+    if (rc) return rc;
+    errno = 0;
+    if (fwrite(m->line.s, 1, m->line.len, m->fp) != m->line.len || fflush(m->fp) != 0) {
+        int e = errno;
+        clearerr(m->fp);
+        return ht_error(HT_ERUNTIME, "writing metrics file '%s': %s",
+                        m->path ? m->path : "(stream)", e ? strerror(e) : "write failed");
+    }
+    return HT_OK;
+}
+
+int ht_metrics_train(ht_metrics *m, int64_t step, double loss, double lr, double samples_per_s) {
+    return ht_metrics_write(m, "type=%s step=%lld loss=%f lr=%f samples_per_s=%f", "train",
+                            (long long)step, loss, lr, samples_per_s);
+}
+
+int ht_metrics_eval(ht_metrics *m, int64_t step, double val_loss, double val_acc) {
+    return ht_metrics_write(m, "type=%s step=%lld val_loss=%f val_acc=%f", "eval", (long long)step,
+                            val_loss, val_acc);
+}

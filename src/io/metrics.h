@@ -1,0 +1,38 @@
+/* Metrics as JSON Lines: one object per line, flushed as written, so a crashed or running job
+ * can be plotted with any JSON reader. Non-finite numbers are written as null.
+ *
+ * Record shapes (fields may be added later, never renamed):
+ *   {"type":"train","step":<int>,"loss":<num|null>,"lr":<num>,"samples_per_s":<num>}
+ *   {"type":"eval","step":<int>,"val_loss":<num|null>,"val_acc":<num|null>}
+ * Other record types use ht_metrics_write with their own "type". */
+#ifndef HT_IO_METRICS_H
+#define HT_IO_METRICS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/err.h"
+
+typedef struct ht_metrics ht_metrics;
+
+/* Opens path for writing: truncates it, or appends when append != 0 (resuming a run).
+ * HT_ERUNTIME with strerror when the file cannot be opened. */
+int ht_metrics_open(ht_metrics **out, const char *path, int append);
+/* Writes to an open stream the caller keeps owning (stdout, a test's tmpfile()). */
+ht_metrics *ht_metrics_from_stream(FILE *fp);
+/* Closes (reporting a failed final write as HT_ERUNTIME); NULL is a no-op. */
+int ht_metrics_close(ht_metrics *m);
+
+/* Writes one record from "key=%conv key=%conv ..." pairs separated by spaces, e.g.
+ *   ht_metrics_write(m, "type=%s step=%lld loss=%f", "train", (long long)step, loss);
+ * emits {"type":"train","step":12,"loss":2.5}. Keys are [A-Za-z0-9_.-]+. Conversions:
+ * %s (escaped string, NULL -> null), %d %ld %lld %u %lu %llu %zu (integers), %f %g %e (doubles:
+ * round-trip precision, NaN/Inf -> null). The format is type-checked like printf.
+ * Returns HT_ERUNTIME on a write failure or a malformed format (message says which). */
+int ht_metrics_write(ht_metrics *m, const char *fmt, ...) HT_PRINTF(2, 3);
+
+/* The two documented record shapes. */
+int ht_metrics_train(ht_metrics *m, int64_t step, double loss, double lr, double samples_per_s);
+int ht_metrics_eval(ht_metrics *m, int64_t step, double val_loss, double val_acc);
+
+#endif

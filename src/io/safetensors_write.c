@@ -1,0 +1,185 @@
+/* Atomic safetensors writer for F32 tensors: the whole file goes to <path>.tmp.<pid>, is
+ * fsynced and renamed over path, so a crash or a full disk never leaves a torn checkpoint. */
+#include "io/safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/err.h"
+#include "io/json.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "safetensors data is little-endian; this code writes floats unswapped"
+#endif
+
+/* ---- writer ----------------------------------------------------------------------------- */
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A name that occurs twice in names[0..n), or NULL (sorted copy: n may be large). */
+static const char *find_dup(const char *const *names, int n) {
+    if (n < 2) return NULL;
+    const char **s = ht_xmalloc((size_t)n * sizeof *s);
+    const char *dup = NULL;
+    memcpy(s, names, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, cmp_str);
+    for (int i = 1; i < n && !dup; i++)
+        if (!strcmp(s[i], s[i - 1])) dup = s[i];
+    free(s);
+    return dup;
+}
+
+static int write_full(int fd, const void *buf, size_t n) {
+    const char *p = buf;
+    while (n) {
+        ssize_t w = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w == 0) errno = EIO;
+        if (w <= 0) return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int check_args(const ht_st_tensor *t, int nt, const char *const *mk, const char *const *mv,
+                      int nmeta, int64_t *nbytes) {
+    if (nt < 0 || nmeta < 0 || (nt && !t) || (nmeta && (!mk || !mv)))
+        return ht_error(HT_EINPUT, "safetensors write: bad tensor or metadata count");
+    for (int i = 0; i < nmeta; i++)
+        if (!mk[i] || !mv[i] || !ht_utf8_valid(mk[i], strlen(mk[i])) ||
+            !ht_utf8_valid(mv[i], strlen(mv[i])))
+            return ht_error(HT_EINPUT, "safetensors write: metadata pair %d is NULL or not UTF-8",
+                            i);
+    const char *dup = find_dup(mk, nmeta);
+    if (dup) return ht_error(HT_EINPUT, "safetensors write: duplicate metadata key '%s'", dup);
+    const char **names = ht_xmalloc((size_t)(nt ? nt : 1) * sizeof *names);
+    int64_t total = 0;
+    for (int i = 0; i < nt; i++) {
+        const char *nm = t[i].name;
+        names[i] = nm ? nm : "";
+        if (!nm || !*nm || !strcmp(nm, "__metadata__") || !ht_utf8_valid(nm, strlen(nm))) {
+            free(names);
+            return ht_error(HT_EINPUT,
+                            "safetensors write: tensor %d has an empty, reserved or non-UTF-8 name",
+                            i);
+        }
+        if (t[i].ndim < 0 || t[i].ndim > HT_ST_MAX_DIM) {
+            free(names);
+            return ht_error(HT_EINPUT,
+                            "safetensors write: tensor '%s' has ndim %d (expected 0..%d)", nm,
+                            t[i].ndim, HT_ST_MAX_DIM);
+        }
+        int64_t n = 1;
+        for (int d = 0; d < t[i].ndim; d++) {
+            int64_t s = t[i].shape[d];
+            if (s < 0 || (s && n > INT64_MAX / 4 / s)) {
+                free(names);
+                return ht_error(HT_EINPUT,
+                                "safetensors write: tensor '%s' has a negative or huge shape", nm);
+            }
+            n *= s;
+        }
+        if (n && !t[i].data) {
+            free(names);
+            return ht_error(HT_EINPUT, "safetensors write: tensor '%s' has no data", nm);
+        }
+        nbytes[i] = 4 * n;
+        if (total > INT64_MAX - nbytes[i]) {
+            free(names);
+            return ht_error(HT_EINPUT, "safetensors write: total size overflows");
+        }
+        total += nbytes[i];
+    }
+    dup = find_dup(names, nt);
+    free(names);
+    if (dup) return ht_error(HT_EINPUT, "safetensors write: duplicate tensor name '%s'", dup);
+    return HT_OK;
+}
+
+int ht_st_write(const char *path, const ht_st_tensor *t, int nt, const char *const *meta_keys,
+                const char *const *meta_vals, int nmeta) {
+    int64_t *nbytes = ht_xmalloc((size_t)(nt > 0 ? nt : 1) * sizeof *nbytes);
+    int rc = check_args(t, nt, meta_keys, meta_vals, nmeta, nbytes);
+    if (rc) {
+        free(nbytes);
+        return rc;
+    }
+    ht_jbuf h = {0};
+    ht_jbuf_putc(&h, '{');
+    if (nmeta) {
+        ht_jbuf_puts(&h, "\"__metadata__\":{");
+        for (int i = 0; i < nmeta; i++) {
+            if (i) ht_jbuf_putc(&h, ',');
+            ht_jbuf_put_str(&h, meta_keys[i]);
+            ht_jbuf_putc(&h, ':');
+            ht_jbuf_put_str(&h, meta_vals[i]);
+        }
+        ht_jbuf_putc(&h, '}');
+    }
+    int64_t off = 0;
+    for (int i = 0; i < nt; i++) {
+        if (i || nmeta) ht_jbuf_putc(&h, ',');
+        ht_jbuf_put_str(&h, t[i].name);
+        ht_jbuf_puts(&h, ":{\"dtype\":\"F32\",\"shape\":[");
+        for (int d = 0; d < t[i].ndim; d++)
+            ht_jbuf_printf(&h, "%s%lld", d ? "," : "", (long long)t[i].shape[d]);
+        ht_jbuf_printf(&h, "],\"data_offsets\":[%lld,%lld]}", (long long)off,
+                       (long long)(off + nbytes[i]));
+        off += nbytes[i];
+    }
+    ht_jbuf_putc(&h, '}');
+    while (h.len % 8)
+        ht_jbuf_putc(&h, ' '); /* data starts 8-aligned, as the reference writer does */
+    unsigned char lenb[8];
+    for (int i = 0; i < 8; i++)
+        lenb[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
+
+    size_t plen = strlen(path) + 32;
+    char *tmp = ht_xmalloc(plen);
+    snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
+    const char *what = "create";
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) goto fail;
+    what = "write";
+    if (write_full(fd, lenb, 8) || write_full(fd, h.s, h.len)) goto fail;
+    for (int i = 0; i < nt; i++)
+        if (nbytes[i] && write_full(fd, t[i].data, (size_t)nbytes[i])) goto fail;
+    what = "fsync";
+    if (fsync(fd) != 0) goto fail;
+    what = "close";
+    int cr = close(fd);
+    fd = -1;
+    if (cr != 0) goto fail;
+    what = "rename";
+    if (rename(tmp, path) != 0) goto fail;
+    /* Make the rename itself durable; a failure here loses nothing already on disk. */
+    char *dir = ht_xstrdup(path), *slash = strrchr(dir, '/');
+    if (slash) slash[slash == dir ? 1 : 0] = 0;
+    int dfd = open(slash ? dir : ".", O_RDONLY);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    free(dir);
+    free(tmp);
+    free(nbytes);
+    ht_jbuf_free(&h);
+    return HT_OK;
+fail:
+    rc = errno;
+    if (fd >= 0) close(fd);
+    unlink(tmp);
+    ht_error(HT_ERUNTIME, "checkpoint '%s': cannot %s temp file '%s': %s", path, what, tmp,
+             strerror(rc));
+    free(tmp);
+    free(nbytes);
+    ht_jbuf_free(&h);
+    return HT_ERUNTIME;
+}
