@@ -35,14 +35,17 @@ int ht_dataset_split(const ht_dataset *all, double val_fraction, ht_dataset *tra
     memset(train, 0, sizeof *train);
     memset(val, 0, sizeof *val);
     if (!(val_fraction >= 0.0 && val_fraction < 1.0))
-        return ht_error(HT_EINPUT, "data.val_fraction: found %g, expected a value in [0, 1)", val_fraction);
+        return ht_error(HT_EINPUT, "data.val_fraction: found %g, expected a value in [0, 1)",
+                        val_fraction);
     /* round half up, computed in double so 0.2 * 10000 is exactly 2000 */
     int nval = (int)floor(val_fraction * all->n + 0.5);
     if (nval > all->n) nval = all->n;
     int ntrain = all->n - nval;
     if (ntrain < 1)
-        return ht_error(HT_EINPUT, "data.val_fraction: %g of %d samples leaves %d for training, expected at least 1",
-                        val_fraction, all->n, ntrain);
+        return ht_error(
+            HT_EINPUT,
+            "data.val_fraction: %g of %d samples leaves %d for training, expected at least 1",
+            val_fraction, all->n, ntrain);
     copy_rows(all, 0, ntrain, train);
     copy_rows(all, ntrain, nval, val);
     return HT_OK;

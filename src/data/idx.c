@@ -23,16 +23,16 @@ typedef unsigned long long ull;
  * the byte offset every message reports (equal to the file offset for plain files). */
 typedef struct idx_file {
     const char *path;
-    const char *kind;   /* "images" or "labels", for messages */
-    const char *unit;   /* "pixel data" or "labels", for messages */
+    const char *kind; /* "images" or "labels", for messages */
+    const char *unit; /* "pixel data" or "labels", for messages */
     gzFile gz;
-    long long size;     /* on-disk size, -1 when not a regular file */
-    int direct;         /* 1: plain file, so `size` bounds what can arrive */
-    int gz_short;       /* the gzip stream ended before its end marker */
+    long long size; /* on-disk size, -1 when not a regular file */
+    int direct;     /* 1: plain file, so `size` bounds what can arrive */
+    int gz_short;   /* the gzip stream ended before its end marker */
     ull off;
     int ndims;
-    uint32_t dims[3];   /* n, rows, cols (images) or n (labels) */
-    ull values;         /* bytes of data after the header */
+    uint32_t dims[3]; /* n, rows, cols (images) or n (labels) */
+    ull values;       /* bytes of data after the header */
 } idx_file;
 
 /* ------------------------------------------------------------------ reading */
@@ -53,11 +53,14 @@ static long long idx_read(idx_file *f, unsigned char *buf, size_t len) {
         if (r < 0) {
             int errnum = 0;
             const char *msg = gzerror(f->gz, &errnum);
-            if (errnum == Z_ERRNO)
-                ht_error(HT_EINPUT, "%s: read error at byte offset %llu: %s", f->path, f->off,
-                         strerror(errno));
+            /* gzerror prefixes the path, which our message already starts with */
+            size_t plen = strlen(f->path);
+            if (!strncmp(msg, f->path, plen) && !strncmp(msg + plen, ": ", 2)) msg += plen + 2;
+            if (errnum == Z_ERRNO) /* zlib put strerror() in msg */
+                ht_error(HT_EINPUT, "%s: read error at byte offset %llu: %s", f->path, f->off, msg);
             else
-                ht_error(HT_EINPUT, "%s: corrupt gzip stream at decompressed byte offset %llu: %s "
+                ht_error(HT_EINPUT,
+                         "%s: corrupt gzip stream at decompressed byte offset %llu: %s "
                          "(expected a valid gzip or plain IDX file)",
                          f->path, f->off, msg);
             return -1;
@@ -87,8 +90,9 @@ static const char *magic_hint(uint32_t found, uint32_t expected) {
     if (found == IDX_MAGIC_IMAGES && expected == IDX_MAGIC_LABELS)
         return "; this is an IDX3 images file: are the images and labels paths swapped?";
     if (found >> 16) return "; not an IDX file (IDX files start with two zero bytes)";
-    if ((found >> 8 & 0xff) != 0x08) return "; an IDX file of another element type (only unsigned bytes are read)";
-    return "";
+    if ((found >> 8 & 0xff) != 0x08)
+        return "; an IDX file of another element type (only unsigned bytes are read)";
+    return "; an IDX file of unsigned bytes with another number of dimensions";
 }
 
 /* Opens the file and reads and checks its header: magic, dimensions, the size cap
@@ -104,8 +108,10 @@ static int idx_open(idx_file *f, const char *path, int images) {
 
     struct stat st;
     if (stat(path, &st) != 0)
-        return ht_error(HT_EINPUT, "%s: cannot open IDX %s file: %s (expected an MNIST-style IDX file, plain or .gz)",
-                        path, f->kind, strerror(errno));
+        return ht_error(
+            HT_EINPUT,
+            "%s: cannot open IDX %s file: %s (expected an MNIST-style IDX file, plain or .gz)",
+            path, f->kind, strerror(errno));
     if (S_ISDIR(st.st_mode))
         return ht_error(HT_EINPUT, "%s: is a directory, expected an IDX %s file", path, f->kind);
     f->size = S_ISREG(st.st_mode) ? (long long)st.st_size : -1;
@@ -121,28 +127,35 @@ static int idx_open(idx_file *f, const char *path, int images) {
     if (got < 0) return HT_EINPUT;
     f->direct = gzdirect(f->gz);
     if (got >= 4 && be32(h) != magic)
-        return ht_error(HT_EINPUT, "%s: byte offset 0: found magic 0x%08x, expected 0x%08x (%s)%s", path,
-                        be32(h), magic, magic_desc, magic_hint(be32(h), magic));
+        return ht_error(HT_EINPUT, "%s: byte offset 0: found magic 0x%08x, expected 0x%08x (%s)%s",
+                        path, be32(h), magic, magic_desc, magic_hint(be32(h), magic));
     if (got < (long long)hlen)
-        return ht_error(HT_EINPUT, "%s: truncated at byte offset %lld: expected a %zu-byte %s header, found %lld byte%s",
-                        path, got, hlen, magic_desc, got, got == 1 ? "" : "s");
-    for (int d = 0; d < f->ndims; d++) f->dims[d] = be32(h + 4 + 4 * d);
+        return ht_error(
+            HT_EINPUT,
+            "%s: truncated at byte offset %lld: expected the %zu-byte %s header, found %lld byte%s",
+            path, got, hlen, magic_desc, got, got == 1 ? "" : "s");
+    for (int d = 0; d < f->ndims; d++)
+        f->dims[d] = be32(h + 4 + 4 * d);
 
     uint32_t n = f->dims[0];
     if (images) {
         uint32_t rows = f->dims[1], cols = f->dims[2];
         if (n == 0 || rows == 0 || cols == 0)
-            return ht_error(HT_EINPUT, "%s: byte offset 4: found dimensions %u images x %u rows x %u cols, expected each at least 1",
+            return ht_error(HT_EINPUT,
+                            "%s: byte offset 4: found dimensions %u images x %u rows x %u cols, "
+                            "expected each at least 1",
                             path, n, rows, cols);
         ull per = (ull)rows * cols; /* < 2^64: both factors < 2^32 */
         if (n > INT_MAX || per > HT_IDX_MAX_VALUES || (ull)n * per > HT_IDX_MAX_VALUES)
-            return ht_error(HT_EINPUT, "%s: byte offset 4: found %u images of %u x %u pixels (%.4g values), "
+            return ht_error(HT_EINPUT,
+                            "%s: byte offset 4: found %u images of %u x %u pixels (%.4g values), "
                             "expected at most %llu values (2^28, 1 GiB as float)",
                             path, n, rows, cols, (double)n * (double)per, (ull)HT_IDX_MAX_VALUES);
         f->values = (ull)n * per;
     } else {
         if (n == 0)
-            return ht_error(HT_EINPUT, "%s: byte offset 4: found 0 labels, expected at least 1", path);
+            return ht_error(HT_EINPUT, "%s: byte offset 4: found 0 labels, expected at least 1",
+                            path);
         if (n > INT_MAX || n > HT_IDX_MAX_VALUES)
             return ht_error(HT_EINPUT, "%s: byte offset 4: found %u labels, expected at most %llu",
                             path, n, (ull)HT_IDX_MAX_VALUES);
@@ -153,12 +166,16 @@ static int idx_open(idx_file *f, const char *path, int images) {
     if (f->direct && f->size >= 0) {
         ull want = hlen + f->values;
         if ((ull)f->size < want)
-            return ht_error(HT_EINPUT, "%s: truncated at byte offset %lld: expected %llu bytes of %s, found %llu",
-                            path, f->size, f->values, f->unit, (ull)f->size - hlen);
+            return ht_error(
+                HT_EINPUT,
+                "%s: truncated at byte offset %lld: expected %llu bytes of %s, found %llu", path,
+                f->size, f->values, f->unit, (ull)f->size - hlen);
         if ((ull)f->size > want)
-            return ht_error(HT_EINPUT, "%s: trailing data at byte offset %llu: expected end of file after %llu bytes of %s, "
-                            "found %llu more bytes",
-                            path, want, f->values, f->unit, (ull)f->size - want);
+            return ht_error(HT_EINPUT,
+                            "%s: trailing data at byte offset %llu: expected end of file after "
+                            "%llu bytes of %s, found %llu more byte%s",
+                            path, want, f->values, f->unit, (ull)f->size - want,
+                            (ull)f->size - want == 1 ? "" : "s");
     }
     return HT_OK;
 }
@@ -169,7 +186,9 @@ static int idx_open(idx_file *f, const char *path, int images) {
  * stream ends right there. */
 static int idx_read_data(idx_file *f, unsigned char **out) {
     *out = NULL;
-    ull cap = f->direct ? f->values : (f->values < IDX_CHUNK ? f->values : IDX_CHUNK);
+    /* Exact size only when idx_open already matched it against the file on disk. */
+    int checked = f->direct && f->size >= 0;
+    ull cap = checked ? f->values : (f->values < IDX_CHUNK ? f->values : IDX_CHUNK);
     unsigned char *buf = ht_xmalloc((size_t)cap);
     ull have = 0;
     ull start = f->off;
@@ -189,9 +208,10 @@ static int idx_read_data(idx_file *f, unsigned char **out) {
     }
     if (have < f->values) {
         free(buf);
-        return ht_error(HT_EINPUT, "%s: truncated at byte offset %llu: expected %llu bytes of %s, found %llu%s",
-                        f->path, f->off, f->values, f->unit, f->off - start,
-                        f->gz_short ? " (the gzip stream ends early)" : "");
+        return ht_error(
+            HT_EINPUT, "%s: truncated at byte offset %llu: expected %llu bytes of %s, found %llu%s",
+            f->path, f->off, f->values, f->unit, f->off - start,
+            f->gz_short ? " (the gzip stream ends early)" : "");
     }
 
     unsigned char extra[4096];
@@ -202,17 +222,21 @@ static int idx_read_data(idx_file *f, unsigned char **out) {
     }
     if (r > 0) {
         free(buf);
-        return ht_error(HT_EINPUT, "%s: trailing data at byte offset %llu: expected end of file after %llu bytes of %s, "
-                        "found %s%lld more bytes",
-                        f->path, f->off - (ull)r, f->values, f->unit,
-                        r == (long long)sizeof extra ? "at least " : "", r);
+        return ht_error(
+            HT_EINPUT,
+            "%s: trailing data at byte offset %llu: expected end of file after %llu bytes of %s, "
+            "found %s%lld more byte%s",
+            f->path, f->off - (ull)r, f->values, f->unit,
+            r == (long long)sizeof extra ? "at least " : "", r, r == 1 ? "" : "s");
     }
     if (f->gz_short) {
         /* All data arrived but the gzip trailer (CRC and length) did not. */
         free(buf);
-        return ht_error(HT_EINPUT, "%s: truncated gzip stream after byte offset %llu: found the data but not the gzip "
-                        "trailer, expected a complete .gz file",
-                        f->path, f->off);
+        return ht_error(
+            HT_EINPUT,
+            "%s: truncated gzip stream after byte offset %llu: found the data but not the gzip "
+            "trailer, expected a complete .gz file",
+            f->path, f->off);
     }
     *out = buf;
     return HT_OK;
@@ -224,16 +248,21 @@ int ht_idx_load_classes(ht_dataset *ds, const char *images_path, const char *lab
                         int classes) {
     memset(ds, 0, sizeof *ds);
     if (classes < 0 || classes > 256)
-        return ht_error(HT_EINPUT, "IDX labels: class count %d, expected 0 (from the labels) or 1..256", classes);
+        return ht_error(HT_EINPUT,
+                        "IDX labels: class count %d, expected 0 (from the labels) or 1..256",
+                        classes);
 
     idx_file fi, fl;
     unsigned char *pix = NULL, *lab = NULL;
     int rc = idx_open(&fi, images_path, 1);
-    if (rc == HT_OK) rc = idx_open(&fl, labels_path, 0);
-    else memset(&fl, 0, sizeof fl);
+    if (rc == HT_OK)
+        rc = idx_open(&fl, labels_path, 0);
+    else
+        memset(&fl, 0, sizeof fl);
     /* Compare counts before reading any data: a mismatch is a pairing mistake. */
     if (rc == HT_OK && fi.dims[0] != fl.dims[0])
-        rc = ht_error(HT_EINPUT, "%s: byte offset 4: found %u labels, expected %u to match the images in %s "
+        rc = ht_error(HT_EINPUT,
+                      "%s: byte offset 4: found %u labels, expected %u to match the images in %s "
                       "(label/image count mismatch)",
                       labels_path, fl.dims[0], fi.dims[0], images_path);
     if (rc == HT_OK) rc = idx_read_data(&fi, &pix);
@@ -245,7 +274,8 @@ int ht_idx_load_classes(ht_dataset *ds, const char *images_path, const char *lab
     int maxlab = 0;
     for (int i = 0; rc == HT_OK && i < n; i++) {
         if (classes > 0 && lab[i] >= classes)
-            rc = ht_error(HT_EINPUT, "%s: byte offset %d: found label %d, expected a class in [0, %d)",
+            rc = ht_error(HT_EINPUT,
+                          "%s: byte offset %d: found label %d, expected a class in [0, %d)",
                           labels_path, 8 + i, lab[i], classes);
         if (lab[i] > maxlab) maxlab = lab[i];
     }
@@ -258,12 +288,15 @@ int ht_idx_load_classes(ht_dataset *ds, const char *images_path, const char *lab
     /* One table lookup per pixel; computed in double so every value is the
      * correctly rounded float of the documented formula. */
     float lut[256];
-    for (int p = 0; p < 256; p++) lut[p] = (float)((p / 255.0 - HT_MNIST_MEAN) / HT_MNIST_STD);
+    for (int p = 0; p < 256; p++)
+        lut[p] = (float)((p / 255.0 - HT_MNIST_MEAN) / HT_MNIST_STD);
     size_t values = (size_t)fi.values;
     ds->x = ht_xmalloc(values * sizeof *ds->x);
-    for (size_t i = 0; i < values; i++) ds->x[i] = lut[pix[i]];
+    for (size_t i = 0; i < values; i++)
+        ds->x[i] = lut[pix[i]];
     ds->y = ht_xmalloc((size_t)n * sizeof *ds->y);
-    for (int i = 0; i < n; i++) ds->y[i] = lab[i];
+    for (int i = 0; i < n; i++)
+        ds->y[i] = lab[i];
     ds->n = n;
     ds->features = (int)(fi.dims[1] * fi.dims[2]);
     ds->classes = classes > 0 ? classes : maxlab + 1;

@@ -10,7 +10,8 @@
 #include <string.h>
 
 void ht_sampler_init(ht_sampler *s, int n, uint64_t seed, int shuffle) {
-    if (n < 1) ht_die(HT_ERUNTIME, "ht_sampler_init: n = %d, expected at least 1 (internal error)", n);
+    if (n < 1)
+        ht_die(HT_ERUNTIME, "ht_sampler_init: n = %d, expected at least 1 (internal error)", n);
     memset(s, 0, sizeof *s);
     s->n = n;
     s->seed = seed;
@@ -35,7 +36,8 @@ static const int *epoch_perm(ht_sampler *s, int64_t e) {
     if (s->epoch[k] == e) return s->perm[k];
     if (!s->perm[k]) s->perm[k] = ht_xmalloc((size_t)s->n * sizeof(int));
     int *p = s->perm[k];
-    for (int i = 0; i < s->n; i++) p[i] = i;
+    for (int i = 0; i < s->n; i++)
+        p[i] = i;
     if (s->shuffle) {
         /* Fisher-Yates; draw i uses counter i of the epoch's own stream. */
         uint64_t st = ht_rng_stream(s->seed, (uint64_t)e);
@@ -65,7 +67,8 @@ void ht_sampler_batch(ht_sampler *s, int64_t step, int batch, int *idx_out) {
         if (s->shuffle) {
             memcpy(idx_out + done, epoch_perm(s, e) + i, (size_t)run * sizeof *idx_out);
         } else {
-            for (int k = 0; k < run; k++) idx_out[done + k] = i + k;
+            for (int k = 0; k < run; k++)
+                idx_out[done + k] = i + k;
         }
         done += run;
         pos += run;
@@ -74,7 +77,8 @@ void ht_sampler_batch(ht_sampler *s, int64_t step, int batch, int *idx_out) {
 
 void ht_shard_range(const int *shares, int world, int rank, int *lo, int *hi) {
     int start = 0;
-    for (int r = 0; r < rank && r < world; r++) start += shares[r];
+    for (int r = 0; r < rank && r < world; r++)
+        start += shares[r];
     *lo = start;
     *hi = start + (rank < world ? shares[rank] : 0);
 }

@@ -1,6 +1,7 @@
-/* Generated classification data for the default job and the tests: labels come
- * from a fixed random tanh teacher network, so the task is learnable by an MLP
- * but not linearly separable, and everything is a pure function of the seed. */
+/* Generated classification data for the default job and the tests: a mixture of
+ * Gaussian clusters in a small latent space, several clusters per class, mixed
+ * into all features. An MLP learns it in a few hundred steps; a linear model
+ * cannot, because each class is a union of distant clusters. Pure function of the seed. */
 #include "data/data.h"
 
 #include "core/err.h"
@@ -10,105 +11,97 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef SYN_GAIN
-#define SYN_GAIN 2.0
-#endif
-#ifndef SYN_NOISE
-#define SYN_NOISE 0.02
-#endif
-#ifndef SYN_HMIN
-#define SYN_HMIN 16
-#endif
+/* Chosen by measurement (features 20..784, 4 or 10 classes, 8,000 train / 2,000 val,
+ * a 128-unit ReLU MLP with Adam, batch 64): with 10 classes the MLP reaches ~90%
+ * validation accuracy in 300 steps while softmax regression stays at 67-75% after
+ * 1,000 (4 classes: 96% vs 84%; 2 classes are nearly linearly separable). The
+ * quickstart shape (12,000 x 32, 8 classes, batch 128) gives 86-93% vs 67-73%
+ * over seeds 1-3.
+ * A random tanh teacher over x ~ N(0, I) (the first design) was tried and dropped:
+ * its class boundaries run through the dense middle of the data, and the MLP did
+ * no better than a linear model in that budget. */
+#define SYN_LATENT 8          /* latent dimensions the clusters live in */
+#define SYN_PER_CLASS 2       /* clusters per class: what makes it non-linear */
+#define SYN_SEP 2.0           /* std of the cluster centres, in units of the cluster std */
+#define SYN_FEATURE_NOISE 0.5 /* isotropic noise added per feature, relative to the signal */
+#define SYN_FLIP 0.02         /* fraction of labels replaced by a random class */
 
 /* Independent streams per quantity, so changing one never shifts another. */
-enum { SYN_X = 1, SYN_W1, SYN_B1, SYN_W2, SYN_FLIP, SYN_FLIPCLASS };
-
-/* The teacher's class scores for every sample (n*classes, double). */
-static double *teacher_logits(const ht_dataset *ds, int hidden, uint64_t seed) {
-    int n = ds->n, f = ds->features, c = ds->classes;
-    uint64_t s1 = ht_rng_stream(seed, SYN_W1), sb = ht_rng_stream(seed, SYN_B1);
-    uint64_t s2 = ht_rng_stream(seed, SYN_W2);
-    double *w1 = ht_xmalloc((size_t)f * hidden * sizeof *w1);
-    double *b1 = ht_xmalloc((size_t)hidden * sizeof *b1);
-    double *w2 = ht_xmalloc((size_t)hidden * c * sizeof *w2);
-    double *h = ht_xmalloc((size_t)hidden * sizeof *h);
-    /* Gain > 1 drives tanh into its curved range: that is what defeats a linear model. */
-    for (size_t k = 0; k < (size_t)f * hidden; k++) w1[k] = SYN_GAIN / sqrt(f) * ht_rng_normal(s1, k);
-    for (int k = 0; k < hidden; k++) b1[k] = 0.5 * ht_rng_normal(sb, (uint64_t)k);
-    for (size_t k = 0; k < (size_t)hidden * c; k++) w2[k] = ht_rng_normal(s2, k) / sqrt(hidden);
-
-    double *z = ht_xmalloc((size_t)n * c * sizeof *z);
-    for (int i = 0; i < n; i++) {
-        const float *x = ds->x + (size_t)i * f;
-        for (int k = 0; k < hidden; k++) h[k] = b1[k];
-        for (int j = 0; j < f; j++)
-            for (int k = 0; k < hidden; k++) h[k] += x[j] * w1[(size_t)j * hidden + k];
-        double *zi = z + (size_t)i * c;
-        for (int m = 0; m < c; m++) zi[m] = 0;
-        for (int k = 0; k < hidden; k++) {
-            double t = tanh(h[k]);
-            for (int m = 0; m < c; m++) zi[m] += t * w2[(size_t)k * c + m];
-        }
-    }
-    free(w1);
-    free(b1);
-    free(w2);
-    free(h);
-    return z;
-}
-
-static int argmax_biased(const double *z, const double *b, int c) {
-    int best = 0;
-    for (int m = 1; m < c; m++)
-        if (z[m] + b[m] > z[best] + b[best]) best = m;
-    return best;
-}
-
-/* Output biases that make the classes roughly equally frequent: a random teacher
- * otherwise favours a few classes. Multiplicative-weights style updates on the
- * log frequency ratio; a fixed number of rounds keeps it deterministic. */
-static void balance_biases(const double *z, int n, int c, double *b) {
-    int *count = ht_xmalloc((size_t)c * sizeof *count);
-    for (int m = 0; m < c; m++) b[m] = 0;
-    for (int round = 0; round < 60; round++) {
-        memset(count, 0, (size_t)c * sizeof *count);
-        for (int i = 0; i < n; i++) count[argmax_biased(z + (size_t)i * c, b, c)]++;
-        double target = (double)n / c, step = 0.5 / (1.0 + round / 10.0);
-        for (int m = 0; m < c; m++) b[m] += step * log((target + 1.0) / (count[m] + 1.0));
-    }
-    free(count);
-}
+enum {
+    SYN_CENTRES = 1,
+    SYN_MIXING,
+    SYN_CLASS,
+    SYN_CLUSTER,
+    SYN_LATENT_NOISE,
+    SYN_NOISE,
+    SYN_FLIP_WHICH,
+    SYN_FLIP_CLASS
+};
 
 int ht_synthetic_make(ht_dataset *ds, int n, int features, int classes, uint64_t seed) {
     memset(ds, 0, sizeof *ds);
     if (n < 1) return ht_error(HT_EINPUT, "synthetic data: samples = %d, expected at least 1", n);
-    if (features < 1) return ht_error(HT_EINPUT, "synthetic data: features = %d, expected at least 1", features);
-    if (classes < 2) return ht_error(HT_EINPUT, "synthetic data: classes = %d, expected at least 2", classes);
+    if (features < 1)
+        return ht_error(HT_EINPUT, "synthetic data: features = %d, expected at least 1", features);
+    if (classes < 2)
+        return ht_error(HT_EINPUT, "synthetic data: classes = %d, expected at least 2", classes);
+    if (classes > 1 << 20)
+        return ht_error(HT_EINPUT, "synthetic data: classes = %d, expected at most %d", classes,
+                        1 << 20);
     if ((unsigned long long)n * (unsigned long long)features > HT_IDX_MAX_VALUES)
-        return ht_error(HT_EINPUT, "synthetic data: %d samples x %d features, expected at most %llu values",
-                        n, features, (unsigned long long)HT_IDX_MAX_VALUES);
+        return ht_error(HT_EINPUT,
+                        "synthetic data: %d samples x %d features, expected at most %llu values", n,
+                        features, (unsigned long long)HT_IDX_MAX_VALUES);
+
+    const int d = SYN_LATENT, nclust = classes * SYN_PER_CLASS;
+    const double s2 = SYN_SEP * SYN_SEP, e2 = SYN_FEATURE_NOISE * SYN_FEATURE_NOISE;
+
+    double *centre = ht_xmalloc((size_t)nclust * d * sizeof *centre);
+    uint64_t st = ht_rng_stream(seed, SYN_CENTRES);
+    for (size_t k = 0; k < (size_t)nclust * d; k++)
+        centre[k] = SYN_SEP * ht_rng_normal(st, k);
+
+    /* Every feature is a random mix of the latent coordinates (so no feature is
+     * pure noise and the input width does not change the difficulty), scaled so
+     * each feature, noise included, has variance ~1 like normalised real data. */
+    double *mix = ht_xmalloc((size_t)features * d * sizeof *mix);
+    double mix_scale = 1.0 / sqrt(d * (1.0 + s2) * (1.0 + e2));
+    st = ht_rng_stream(seed, SYN_MIXING);
+    for (size_t k = 0; k < (size_t)features * d; k++)
+        mix[k] = mix_scale * ht_rng_normal(st, k);
+    double noise_scale = SYN_FEATURE_NOISE / sqrt(1.0 + e2);
 
     ds->n = n;
     ds->features = features;
     ds->classes = classes;
-    size_t nx = (size_t)n * features;
-    ds->x = ht_xmalloc(nx * sizeof *ds->x);
+    ds->x = ht_xmalloc((size_t)n * features * sizeof *ds->x);
     ds->y = ht_xmalloc((size_t)n * sizeof *ds->y);
-    uint64_t sx = ht_rng_stream(seed, SYN_X);
-    for (size_t k = 0; k < nx; k++) ds->x[k] = ht_rng_normal(sx, k);
 
-    int hidden = 2 * classes > SYN_HMIN ? 2 * classes : SYN_HMIN;
-    double *z = teacher_logits(ds, hidden, seed);
-    double *b = ht_xmalloc((size_t)classes * sizeof *b);
-    balance_biases(z, n, classes, b);
-    /* A little label noise keeps 100% out of reach, as in real data. */
-    uint64_t sf = ht_rng_stream(seed, SYN_FLIP), sc = ht_rng_stream(seed, SYN_FLIPCLASS);
+    /* Sample i uses counter i (or i*width + j) of each stream: a larger n only
+     * appends samples, and any sample can be regenerated on its own. */
+    uint64_t s_class = ht_rng_stream(seed, SYN_CLASS), s_clust = ht_rng_stream(seed, SYN_CLUSTER);
+    uint64_t s_lat = ht_rng_stream(seed, SYN_LATENT_NOISE),
+             s_noise = ht_rng_stream(seed, SYN_NOISE);
+    uint64_t s_fw = ht_rng_stream(seed, SYN_FLIP_WHICH), s_fc = ht_rng_stream(seed, SYN_FLIP_CLASS);
+    double u[SYN_LATENT];
     for (int i = 0; i < n; i++) {
-        ds->y[i] = argmax_biased(z + (size_t)i * classes, b, classes);
-        if (ht_rng_uniform(sf, (uint64_t)i) < SYN_NOISE)
-            ds->y[i] = (int32_t)ht_rng_below(sc, (uint64_t)i, (uint32_t)classes);
+        int y = (int)ht_rng_below(s_class, (uint64_t)i, (uint32_t)classes);
+        int c = y * SYN_PER_CLASS + (int)ht_rng_below(s_clust, (uint64_t)i, SYN_PER_CLASS);
+        for (int r = 0; r < d; r++)
+            u[r] = centre[(size_t)c * d + r] + ht_rng_normal(s_lat, (uint64_t)i * d + r);
+        float *x = ds->x + (size_t)i * features;
+        for (int j = 0; j < features; j++) {
+            double t = noise_scale * ht_rng_normal(s_noise, (uint64_t)i * features + j);
+            for (int r = 0; r < d; r++)
+                t += mix[(size_t)j * d + r] * u[r];
+            x[j] = (float)t;
+        }
+        /* A little label noise keeps 100% out of reach, as in real data. */
+        if (ht_rng_uniform(s_fw, (uint64_t)i) < SYN_FLIP)
+            y = (int)ht_rng_below(s_fc, (uint64_t)i, (uint32_t)classes);
+        ds->y[i] = y;
     }
-    free(z);
-    free(b);
+    free(centre);
+    free(mix);
     return HT_OK;
 }
