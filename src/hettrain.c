@@ -15,6 +15,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: hettrain -c FILE [--set KEY=VALUE]... [--device SEL] [--resume] [--profile]\n"
+            "                [--stop-after N]\n"
             "       hettrain --list-devices | --help-config | --help | --version\n"
             "\n"
             "Trains the model described by the libconfig FILE on one OpenCL device.\n"
@@ -23,6 +24,7 @@ static void usage(FILE *f) {
             "  --device SEL        device: index, cpu, gpu, or vendor/name substring (:N = N-th)\n"
             "  --resume            continue from checkpoint.path when it exists\n"
             "  --profile           print per-kernel device times at the end\n"
+            "  --stop-after N      run at most N steps now, save the checkpoint, exit 0\n"
             "  -q, --quiet         only errors and the final summary\n"
             "  -v, --verbose       debug messages\n"
             "  --list-devices      list every OpenCL device of every platform\n"
@@ -40,6 +42,7 @@ int main(int argc, char **argv) {
     const char *cfg_path = NULL, *device = NULL;
     const char *sets[MAX_SETS];
     int nset = 0, resume = 0, profile = 0;
+    long long stop_after = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-c") || !strcmp(a, "--config")) cfg_path = need_arg(argc, argv, &i);
@@ -54,6 +57,13 @@ int main(int argc, char **argv) {
         else if (!strncmp(a, "--device=", 9)) device = a + 9;
         else if (!strcmp(a, "--resume")) resume = 1;
         else if (!strcmp(a, "--profile")) profile = 1;
+        else if (!strcmp(a, "--stop-after")) {
+            const char *v = need_arg(argc, argv, &i);
+            char *e;
+            stop_after = strtoll(v, &e, 10);
+            if (!*v || *e || stop_after < 1)
+                ht_die(HT_EINPUT, "--stop-after %s: expected a positive number of steps", v);
+        }
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) ht_log_set_level(HT_LOG_WARN);
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) ht_log_set_level(HT_LOG_DEBUG);
         else if (!strcmp(a, "--list-devices")) {
@@ -82,7 +92,8 @@ int main(int argc, char **argv) {
 
     ht_config cfg;
     ht_exit_on_error(ht_config_load(&cfg, cfg_path, sets, nset));
-    ht_train_opts opts = {.device = device, .resume = resume, .profile = profile};
+    ht_train_opts opts = {.device = device, .resume = resume, .profile = profile,
+                          .stop_after = stop_after};
     ht_train_result res;
     ht_train_install_signal_handlers();
     ht_exit_on_error(ht_train(&cfg, &opts, &res));

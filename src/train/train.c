@@ -152,9 +152,11 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
     ht_progress prog;
     ht_progress_init(&prog, stderr, total, cfg->log.progress, cfg->log.every);
 
-    double vloss = NAN, vacc = NAN, t_loop = ht_now(), t_mark = t_loop;
+    double vloss = NAN, vacc = NAN, t_loop = ht_now(), t_mark = t_loop, t_eval = 0;
     int64_t mark_step = step, start_step = step;
-    for (; step < total && !g_stop; step++) {
+    int64_t end = total;
+    if (opts->stop_after > 0 && step + opts->stop_after < total) end = step + opts->stop_after;
+    for (; step < end && !g_stop; step++) {
         float lr = (float)ht_lr_at(&sched, step, total);
         ht_sampler_batch(&sampler, step, B, idx);
         ht_dataset_gather(&train, idx, B, x, y);
@@ -188,22 +190,29 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
             mark_step = done;
         }
         if (cfg->train.eval_every > 0 && done % cfg->train.eval_every == 0 && done != total) {
+            double t0 = ht_now();
             evaluate(&model, &val, x, y, idx, &vloss, &vacc);
+            t_eval += ht_now() - t0;
             if (metrics) ht_metrics_eval(metrics, done, vloss, vacc);
             ht_progress_note(&prog, "step %lld: val_loss %.4f val_acc %.2f%%", (long long)done,
                              vloss, 100 * vacc);
             t_mark = ht_now(); /* evaluation time is not training throughput */
+            mark_step = done;
         }
         if (*ckpt && cfg->checkpoint.every > 0 && done % cfg->checkpoint.every == 0 &&
             (rc = ht_checkpoint_save(ckpt, &model, &opt, done, cfg->optim.type)) != HT_OK)
             goto out_loop;
     }
     ht_dev_finish(dev);
-    double t_train = ht_now() - t_loop;
+    double t_train = ht_now() - t_loop - t_eval;
     ht_progress_finish(&prog);
     if (*ckpt && step > start_step &&
         (rc = ht_checkpoint_save(ckpt, &model, &opt, step, cfg->optim.type)) != HT_OK)
         goto out_loop;
+    if (step < total) {
+        ht_log_info("stopped at step %lld of %lld%s%s", (long long)step, (long long)total,
+                    *ckpt ? "; checkpoint saved to " : " (no checkpoint.path set)", ckpt);
+    }
     if (g_stop) {
         rc = ht_error(HT_ERUNTIME, "interrupted at step %lld%s%s", (long long)step,
                       *ckpt ? "; checkpoint saved to " : " (no checkpoint.path set)", ckpt);

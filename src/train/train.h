@@ -12,6 +12,7 @@ typedef struct ht_train_opts {
     const char *device; /* --device selector; overrides device.select when set */
     int resume;         /* --resume: continue from checkpoint.path if it exists */
     int profile;        /* --profile: per-kernel times at the end */
+    int64_t stop_after; /* --stop-after N: at most N steps in this run, then checkpoint (0 = no limit) */
 } ht_train_opts;
 
 typedef struct ht_train_result {
