@@ -40,7 +40,8 @@ expect_fail 2 "syntax.cfg:1: .*syntax error" "syntax error names file:line" -- -
 
 expect_fail 2 "train.batch=abc.*expected an integer" "bad --set value" -- -c "$TMP/good.cfg" --set train.batch=abc
 expect_fail 2 "train.bach.*did you mean 'train.batch'" "unknown --set key suggests" -- -c "$TMP/good.cfg" --set train.bach=3
-expect_fail 2 "matches no device.*OpenCL C" "unmatched --device lists devices" -- -c "$TMP/good.cfg" --device no-such-device
+expect_fail 2 "selector 'no-such-device' matches no device" "unmatched --device exits 2" -- -c "$TMP/good.cfg" --device no-such-device
+printf '%s' "$ERR" | grep -q "OpenCL C"; ok $? "... and lists the devices that exist"
 expect_fail 2 "nonexistent-images" "missing data file" -- -c "$TMP/good.cfg" --set data.kind=idx --set data.images="$TMP/nonexistent-images" --set data.labels="$TMP/nonexistent-labels"
 
 printf 'not a safetensors file at all' >"$TMP/bad.safetensors"

@@ -6,7 +6,7 @@ if [ ! -f ../shared/data/mnist/t10k-images-idx3-ubyte.gz ]; then
     echo "1..0 # SKIP ../shared/data/mnist not present"
     exit 0
 fi
-run_ht -c conf/mnist-mlp.cfg -q --set log.metrics="$TMP/m.jsonl" --set checkpoint.path="" --set train.epochs=4
+run_ht -c conf/mnist-mlp.cfg -q --set log.metrics="$TMP/m.jsonl" --set checkpoint.path=""
 acc=$(printf '%s' "$OUT" | sed -nE 's/.*val_acc ([0-9.]+)%.*/\1/p')
 diag "$OUT"
 [ $RC -eq 0 ] && awk -v a="$acc" 'BEGIN { exit !(a >= 95.0) }'
