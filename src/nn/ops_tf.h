@@ -1,0 +1,119 @@
+/* Transformer ops for a byte-level GPT, llm.c style (encoder, layernorm, residual, attention
+ * forward/backward) plus counter-based dropout, over flat device buffers as ht_views. Layout
+ * is (B,T,C) row-major; kernels in cl/embed.cl, norm.cl, dropout.cl, attn.cl. Like ops.h:
+ * ops only enqueue work, and every reduction has a fixed order (no float atomics). */
+#ifndef HT_NN_OPS_TF_H
+#define HT_NN_OPS_TF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn/ops.h"
+
+/* ---------------------------------------------------------------- embedding */
+
+/* out[b,t] = wte[tokens[b,t]] + wpe[t]. A token outside [0,V) reads nothing out of bounds
+ * and turns its output row into NaN, so it cannot train silently (hosts should reject it). */
+void ht_embed_forward(ht_dev *d, ht_view out, /* (B,T,C) */
+                      ht_view tokens,         /* (B,T) int32 */
+                      ht_view wte,            /* (V,C) token embeddings */
+                      ht_view wpe,            /* (>=T,C) position embeddings */
+                      int B, int T, int C, int V);
+
+/* dwte[v] = sum of dout over the positions holding token v (rows of tokens that do not occur
+ * get 0), dwpe[t] = sum over b of dout[b,t] (rows >= T untouched). accumulate: add into
+ * dwte/dwpe instead (micro-batches; weight tying with the LM head's dW). Each output element
+ * is summed by one work-item in position order: deterministic, no atomics. */
+void ht_embed_backward(ht_dev *d, ht_view dwte, /* (V,C) */
+                       ht_view dwpe,            /* (>=T,C) */
+                       ht_view dout,            /* (B,T,C) */
+                       ht_view tokens,          /* (B,T) int32 */
+                       int B, int T, int C, int V, int accumulate);
+
+/* ---------------------------------------------------------------- layernorm */
+
+#define HT_LN_EPS 1e-5f
+
+/* Over the last dimension, biased variance, eps HT_LN_EPS (PyTorch's nn.LayerNorm):
+ * out = (x - mean) * rstd * w + b, with mean and rstd = 1/sqrt(var + eps) saved. */
+void ht_layernorm_forward(ht_dev *d, ht_view out, /* (N,C), N = B*T */
+                          ht_view mean,           /* (N) saved for backward */
+                          ht_view rstd,           /* (N) saved for backward */
+                          ht_view inp,            /* (N,C) */
+                          ht_view w,              /* (C) */
+                          ht_view b,              /* (C) */
+                          int N, int C);
+
+/* dinp is overwritten, or added to with add_dinp (a pre-LN block adds it to the residual
+ * stream's gradient); dw, db are overwritten, or added to with accumulate. The dw/db sums run
+ * over the N rows in order. dinp may alias dout. */
+void ht_layernorm_backward(ht_dev *d, ht_view dinp, /* (N,C) */
+                           ht_view dw,              /* (C) */
+                           ht_view db,              /* (C) */
+                           ht_view dout,            /* (N,C) */
+                           ht_view inp,             /* (N,C) saved input */
+                           ht_view w,               /* (C) */
+                           ht_view mean,            /* (N) from forward */
+                           ht_view rstd,            /* (N) from forward */
+                           int N, int C, int add_dinp, int accumulate);
+
+/* ---------------------------------------------------------------- residual */
+
+/* out = a + b; out may alias a or b. */
+void ht_residual_forward(ht_dev *d, ht_view out, /* (n) */
+                         ht_view a,              /* (n) */
+                         ht_view b,              /* (n) */
+                         size_t n);
+
+/* da = [da +] dout and db = [db +] dout; either may be none. Often no call is needed at all:
+ * both branches can read dout where it is. */
+void ht_residual_backward(ht_dev *d, ht_view da, /* (n) */
+                          ht_view db,            /* (n) */
+                          ht_view dout,          /* (n) */
+                          size_t n, int accumulate);
+
+/* ---------------------------------------------------------------- dropout */
+
+/* out = inp * keep / (1 - p) with keep(i) = ht_rng_uniform(ht_rng_stream(seed, step), i) >= p
+ * (src/core/rng.h, the same bits on the device): the mask is a pure function of (seed, step,
+ * i), nothing is stored, backward recomputes it. Give each dropout site its own seed (e.g.
+ * ht_rng_stream(run_seed, site)) and each training step its own step. p = 0: an exact copy
+ * (nothing when out aliases inp). p = 1: zeros. p outside [0, 1]: exits. out may alias inp. */
+void ht_dropout_forward(ht_dev *d, ht_view out, /* (n) */
+                        ht_view inp,            /* (n) */
+                        size_t n, float p, uint64_t seed, uint64_t step);
+/* dinp = dout * keep / (1 - p) with the same mask; dinp may alias dout. */
+void ht_dropout_backward(ht_dev *d, ht_view dinp, /* (n) */
+                         ht_view dout,            /* (n) */
+                         size_t n, float p, uint64_t seed, uint64_t step);
+/* The mask on the host: 1 if element i is kept. */
+int ht_dropout_keep(uint64_t seed, uint64_t step, uint64_t i, float p);
+
+/* ---------------------------------------------------------------- attention */
+
+/* Causal self-attention core, NH heads of size hs = C/NH (C % NH == 0): qkv holds q, k, v of
+ * each position side by side (the QKV linear layer's output; the projections are ordinary
+ * ht_linear_* ops). Per (b, head): att = softmax(q k^T / sqrt(hs)) with keys t2 <= t only
+ * (zeros above the diagonal), out = att v, heads concatenated along C. */
+void ht_attention_forward(ht_dev *d, ht_view out, /* (B,T,C) */
+                          ht_view att,            /* (B,NH,T,T) probabilities, for backward */
+                          ht_view qkv,            /* (B,T,3C) */
+                          int B, int T, int C, int NH);
+
+/* dqkv is overwritten (every element). scratch holds the pre-softmax gradient between the
+ * two passes; its contents are undefined afterwards (may be shared across layers). */
+void ht_attention_backward(ht_dev *d, ht_view dqkv, /* (B,T,3C) */
+                           ht_view scratch,         /* (B,NH,T,T) workspace */
+                           ht_view dout,            /* (B,T,C) */
+                           ht_view qkv,             /* (B,T,3C) saved input */
+                           ht_view att,             /* (B,NH,T,T) from forward */
+                           int B, int T, int C, int NH);
+
+/* Kernels: HT_ATTN_AUTO (default) uses one work-group per (b, head) when its tiles fit in
+ * local memory (forward (hs + L) * T floats, backward (hs + T) * T, T rounded up to 8),
+ * else one work-item per row; HT_ATTN_ROWS forces the latter. Process-wide; for tests and
+ * benchmarks. */
+typedef enum { HT_ATTN_AUTO, HT_ATTN_ROWS } ht_attn_kernels;
+void ht_attention_force(ht_attn_kernels k);
+
+#endif
