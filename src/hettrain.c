@@ -1,5 +1,8 @@
-/* hettrain: the command line. Parses arguments, loads the config, and runs the trainer;
- * exit 0 on success, 2 on bad input (CLI, config, data, checkpoint), 1 on runtime failure. */
+/* hettrain: the command line. Parses arguments, loads the config, and runs the trainer (or,
+ * with `generate`, samples text from a GPT checkpoint); exit 0 on success, 2 on bad input
+ * (CLI, config, data, checkpoint), 1 on runtime failure. */
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +11,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "ocl/ocl.h"
+#include "train/generate.h"
 #include "train/train.h"
 
 #define MAX_SETS 128
@@ -16,6 +20,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: hettrain -c FILE [--set KEY=VALUE]... [--device SEL] [--resume] [--profile]\n"
             "                [--stop-after N]\n"
+            "       hettrain generate -c FILE [--checkpoint PATH] --prompt TEXT --tokens N\n"
+            "                [--temperature T] [--seed S] [--set KEY=VALUE]... [--device SEL]\n"
             "       hettrain --list-devices | --help-config | --help | --version\n"
             "\n"
             "Trains the model described by the libconfig FILE on one OpenCL device.\n"
@@ -29,6 +35,9 @@ static void usage(FILE *f) {
             "  -v, --verbose       debug messages\n"
             "  --list-devices      list every OpenCL device of every platform\n"
             "  --help-config       list every config key with its type and default\n"
+            "generate: continues TEXT by N bytes with the GPT of FILE (model.type \"gpt\") and the\n"
+            "parameters of the checkpoint (default: checkpoint.path); --temperature 0 is greedy\n"
+            "(default 1), --seed S (default 1) makes the sampling repeatable.\n"
             "Environment: HT_KERNEL_DIR (load cl/*.cl from a directory), HT_CACHE_DIR (program\n"
             "cache directory), HT_NO_CACHE=1 (do not use the program cache).\n");
 }
@@ -38,7 +47,67 @@ static const char *need_arg(int argc, char **argv, int *i) {
     return argv[++*i];
 }
 
+/* A whole decimal number in [lo, hi] for option `opt`, else exit 2. */
+static long long parse_count(const char *opt, const char *v, long long lo, long long hi) {
+    char *e;
+    errno = 0;
+    long long x = strtoll(v, &e, 10);
+    if (!*v || *e || errno == ERANGE || x < lo || x > hi)
+        ht_die(HT_EINPUT, "%s %s: expected an integer in [%lld, %lld]", opt, v, lo, hi);
+    return x;
+}
+
+static int add_set(const char **sets, int *nset, const char *v) {
+    if (*nset == MAX_SETS) ht_die(HT_EINPUT, "more than %d --set options", MAX_SETS);
+    sets[(*nset)++] = v;
+    return 1;
+}
+
+/* hettrain generate ...: argv[0] is "generate". */
+static int generate_main(int argc, char **argv) {
+    const char *cfg_path = NULL, *sets[MAX_SETS];
+    int nset = 0, have_prompt = 0, have_tokens = 0;
+    ht_generate_opts o = {.temperature = 1.0, .seed = 1};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-c") || !strcmp(a, "--config")) cfg_path = need_arg(argc, argv, &i);
+        else if (!strcmp(a, "--checkpoint")) o.checkpoint = need_arg(argc, argv, &i);
+        else if (!strcmp(a, "--prompt")) o.prompt = need_arg(argc, argv, &i), have_prompt = 1;
+        else if (!strcmp(a, "--tokens"))
+            o.tokens = (int)parse_count(a, need_arg(argc, argv, &i), 1, 1 << 24), have_tokens = 1;
+        else if (!strcmp(a, "--seed"))
+            o.seed = (uint64_t)parse_count(a, need_arg(argc, argv, &i), 0, INT64_MAX);
+        else if (!strcmp(a, "--temperature")) {
+            const char *v = need_arg(argc, argv, &i);
+            char *e;
+            o.temperature = strtod(v, &e);
+            if (!*v || *e || !(o.temperature >= 0) || !isfinite(o.temperature))
+                ht_die(HT_EINPUT, "--temperature %s: expected a number >= 0 (0 = greedy)", v);
+        } else if (!strcmp(a, "--set")) add_set(sets, &nset, need_arg(argc, argv, &i));
+        else if (!strcmp(a, "--device")) o.device = need_arg(argc, argv, &i);
+        else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) ht_log_set_level(HT_LOG_WARN);
+        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) ht_log_set_level(HT_LOG_DEBUG);
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "hettrain: error: unknown argument '%s' for generate\n", a);
+            usage(stderr);
+            return HT_EINPUT;
+        }
+    }
+    if (!cfg_path)
+        ht_die(HT_EINPUT, "generate: no config given; expected -c FILE (the GPT's training config)");
+    if (!have_prompt) ht_die(HT_EINPUT, "generate: no --prompt given; expected --prompt TEXT");
+    if (!have_tokens) ht_die(HT_EINPUT, "generate: no --tokens given; expected --tokens N (N >= 1)");
+    ht_config cfg;
+    ht_exit_on_error(ht_config_load(&cfg, cfg_path, sets, nset));
+    ht_exit_on_error(ht_generate(&cfg, &o, stdout));
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "generate")) return generate_main(argc - 1, argv + 1);
     const char *cfg_path = NULL, *device = NULL;
     const char *sets[MAX_SETS];
     int nset = 0, resume = 0, profile = 0;

@@ -400,6 +400,118 @@ static void test_overrides(void) {
 }
 
 /* ------------------------------------------------------------------------------------ */
+/* CNN and GPT keys                                                                     */
+
+static void test_models(void) {
+    ht_config c;
+    const char *p = put("cnn0.cfg", BASE);
+    is_ok(load(&c, p, "model.type=cnn", NULL), "model.type cnn with the default layers");
+    const char *mnist[] = {
+        "conv 5 32 pad=2", "relu",       "maxpool 2", "conv 5 64 pad=2", "relu", "maxpool 2",
+        "flatten",         "linear 512", "relu",      "linear 10"};
+    int ok = c.model.nlayers == 10;
+    for (int i = 0; ok && i < 10; i++)
+        ok &= strcmp(c.model.layers[i], mnist[i]) == 0;
+    tap_ok(ok && c.model.ninput_shape == 0,
+           "the default model.layers is the MNIST CNN; input shape from the data");
+    tap_ok(c.model.n_layer == 4 && c.model.d_model == 128 && c.model.n_head == 4 &&
+               c.model.context == 64 && c.model.dropout == 0 && c.train.eval_batches == 20 &&
+               !c.data.path[0],
+           "GPT defaults: L4 C128 H4 T64, dropout 0; eval_batches 20");
+
+    /* a list of groups would read worse; a list of strings errors per element */
+    const char *text = "model = {\n  type = \"cnn\";\n  layers = [\n    \"conv 3 8 stride=2\",\n"
+                       "    \"relu\",\n    \"maxpool 2 stride=1\",\n    \"flatten\",\n"
+                       "    \"linear 10\"\n  ];\n  input_shape = [3, 32, 32];\n};\n";
+    p = with_base("cnn1.cfg", text);
+    is_ok(load(&c, p, NULL), "a CNN layer list and input shape load");
+    tap_ok(c.model.nlayers == 5 && strcmp(c.model.layers[2], "maxpool 2 stride=1") == 0 &&
+               c.model.ninput_shape == 3 && c.model.input_shape[0] == 3,
+           "5 layers kept as written; input [3, 32, 32]");
+
+    const struct {
+        const char *elem, *want;
+    } bad[] = {
+        {"\"conv 5\"", "expected \"conv K N [stride=S] [pad=P]\""},
+        {"\"conv 5 32 pad=-1\"", "expected \"conv K N"},
+        {"\"conv 5 32 padding=2\"", "expected \"conv K N"},
+        {"\"maxpool 2 pad=1\"", "expected \"maxpool K [stride=S]\""},
+        {"\"maxpol 2\"", "(did you mean \"maxpool\"?)"},
+        {"\"relu 3\"", "expected \"relu\" (no arguments)"},
+        {"\"linear\"", "expected \"linear N\""},
+        {"\"linear 0\"", "expected \"linear N\""},
+        {"\"\"", "expected a layer: conv, maxpool, relu, gelu, flatten or linear"},
+        {"5", "key 'model.layers[2]': found an integer (5), expected a string"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char t[512], full[1024], what[160];
+        /* a list ( ), which libconfig lets hold mixed types, unlike an array [ ] */
+        snprintf(t, sizeof t,
+                 "model = {\n  layers = (\"flatten\",\n    \"relu\",\n    %s,\n"
+                 "    \"linear 10\");\n};\n",
+                 bad[i].elem);
+        p = with_base("cnn2.cfg", t);
+        snprintf(full, sizeof full, "%s%s", BASE, t);
+        snprintf(what, sizeof what, "model.layers element %s: file:line of the element, %s",
+                 bad[i].elem, bad[i].want);
+        is_err(load(&c, p, NULL), what, at(p, full, bad[i].elem), "key 'model.layers[2]'",
+               bad[i].want);
+    }
+    p = with_base("cnn4.cfg", "model = { type = \"cnn\"; layers = []; };\n");
+    is_err(load(&c, p, NULL), "cnn with no layers", "found no layers", NULL, NULL);
+    p = with_base("cnn5.cfg", "model = { layers = \"relu\"; };\n");
+    is_err(load(&c, p, NULL), "model.layers as a string", "expected an array of strings", NULL,
+           NULL);
+    p = with_base("cnn6.cfg", "model = {\n input_shape = [28, 28];\n};\n");
+    is_err(load(&c, p, NULL), "input_shape of 2 values", "found 2 values, expected 3 ([C, H, W])",
+           NULL, NULL);
+    char many[4096] = "model = { layers = [";
+    for (int i = 0; i < 33; i++)
+        strcat(many, i ? ", \"relu\"" : "\"relu\"");
+    strcat(many, "]; };\n");
+    p = with_base("cnn7.cfg", many);
+    is_err(load(&c, p, NULL), "33 layers", "found 33 values, expected at most 32", NULL, NULL);
+    p = put("cnn8.cfg", BASE);
+    is_ok(load(&c, p, "model.layers=[\"conv 3 4\", \"relu\", \"flatten\", \"linear 2\"]", NULL),
+          "--set model.layers=[...]");
+    tap_ok(c.model.nlayers == 4 && strcmp(c.model.layers[0], "conv 3 4") == 0, "override kept");
+    is_err(load(&c, p, "model.layers=relu", NULL), "--set model.layers=relu",
+           "--set model.layers=relu", "expected an array of strings", NULL);
+    is_err(load(&c, p, "model.layers=[\"conv 3\"]", NULL), "--set with a bad element",
+           "--set model.layers=", "key 'model.layers[0]': found \"conv 3\"", NULL);
+
+    /* GPT */
+    text = "model = {\n  type = \"gpt\";\n  n_layer = 2;\n  d_model = 96;\n  n_head = 5;\n};\n"
+           "data = { kind = \"text\"; path = \"in.txt\"; };\n";
+    p = with_base("gpt1.cfg", text);
+    char full[1024];
+    snprintf(full, sizeof full, "%s%s", BASE, text);
+    is_err(load(&c, p, NULL), "n_head must divide d_model (file:line of n_head)",
+           at(p, full, "n_head"),
+           "key 'model.n_head': found 5, expected a divisor of model.d_model (96)", NULL);
+    is_ok(load(&c, p, "model.n_head=6", "model.dropout=0.1", "model.context=256",
+               "train.eval_batches=4", NULL),
+          "a GPT on text loads");
+    tap_ok(!strcmp(c.model.type, "gpt") && c.model.n_head == 6 && c.model.dropout == 0.1 &&
+               c.model.context == 256 && !strcmp(c.data.path, "in.txt") &&
+               c.train.eval_batches == 4,
+           "GPT keys and data.path kept");
+    is_err(load(&c, p, "model.dropout=1", NULL), "dropout 1", "key 'model.dropout': found 1",
+           "expected a number >= 0 and < 1", NULL);
+    is_err(load(&c, p, "model.n_head=6", "data.kind=synthetic", NULL), "gpt needs text",
+           "key 'data.kind': found \"synthetic\", expected \"text\" for model.type \"gpt\"", NULL,
+           NULL);
+    is_err(load(&c, p, "model.n_head=6", "model.type=mlp", NULL), "text needs gpt",
+           "key 'model.type': found \"mlp\", expected \"gpt\" for data.kind \"text\"", NULL, NULL);
+    is_err(load(&c, p, "model.n_head=6", "data.path=", NULL), "text needs data.path",
+           "missing required key 'data.path'", NULL, NULL);
+    is_err(load(&c, p, "model.type=gtp", NULL), "a misspelt model type",
+           "expected one of \"mlp\", \"cnn\", \"gpt\" (did you mean \"gpt\"?)", NULL, NULL);
+    is_err(load(&c, p, "model.n_heads=6", NULL), "a misspelt GPT key",
+           "did you mean 'model.n_head'", NULL, NULL);
+}
+
+/* ------------------------------------------------------------------------------------ */
 
 static char *read_all(FILE *f) {
     long n;
@@ -411,16 +523,19 @@ static char *read_all(FILE *f) {
 }
 
 static const char *const ALL_KEYS[] = {
-    "model.type",         "model.hidden",     "model.activation",  "data.kind",
-    "data.images",        "data.labels",      "data.val_fraction", "data.samples",
-    "data.features",      "data.classes",     "data.seed",         "data.shuffle",
-    "train.batch",        "train.steps",      "train.epochs",      "train.seed",
-    "train.eval_every",   "optim.type",       "optim.lr",          "optim.momentum",
-    "optim.nesterov",     "optim.beta1",      "optim.beta2",       "optim.eps",
-    "optim.weight_decay", "optim.schedule",   "optim.warmup",      "optim.step_size",
-    "optim.gamma",        "optim.min_lr",     "optim.clip",        "device.select",
-    "device.cache",       "device.cache_dir", "device.tuning",     "log.metrics",
-    "log.progress",       "log.every",        "checkpoint.path",   "checkpoint.every"};
+    "model.type",        "model.hidden",       "model.activation",  "model.layers",
+    "model.input_shape", "model.n_layer",      "model.d_model",     "model.n_head",
+    "model.context",     "model.dropout",      "data.kind",         "data.path",
+    "data.images",       "data.labels",        "data.val_fraction", "data.samples",
+    "data.features",     "data.classes",       "data.seed",         "data.shuffle",
+    "train.batch",       "train.steps",        "train.epochs",      "train.seed",
+    "train.eval_every",  "train.eval_batches", "optim.type",        "optim.lr",
+    "optim.momentum",    "optim.nesterov",     "optim.beta1",       "optim.beta2",
+    "optim.eps",         "optim.weight_decay", "optim.schedule",    "optim.warmup",
+    "optim.step_size",   "optim.gamma",        "optim.min_lr",      "optim.clip",
+    "device.select",     "device.cache",       "device.cache_dir",  "device.tuning",
+    "log.metrics",       "log.progress",       "log.every",         "checkpoint.path",
+    "checkpoint.every"};
 #define NKEYS (int)(sizeof ALL_KEYS / sizeof ALL_KEYS[0])
 
 static void test_schema_and_write(void) {
@@ -466,8 +581,9 @@ static void test_schema_and_write(void) {
     ht_config a, b;
     const char *p = put("rt.cfg", BASE);
     is_ok(load(&a, p, "model.hidden=[300, 7]", "optim.lr=0.30000000000000004",
-               "data.seed=9000000000", "device.select=say \"hi\"\\", "optim.eps=3e-9",
-               "train.epochs=0.3", NULL),
+               "model.layers=[\"conv 3 4 pad=1\", \"maxpool 2 stride=1\"]",
+               "model.input_shape=[1, 2, 3]", "data.seed=9000000000", "device.select=say \"hi\"\\",
+               "optim.eps=3e-9", "train.epochs=0.3", NULL),
           "config for the round trip");
     char out[HT_PATH_MAX];
     snprintf(out, sizeof out, "%s/written.cfg", g_dir);
@@ -504,6 +620,7 @@ int main(void) {
     test_file_errors();
     test_include();
     test_overrides();
+    test_models();
     test_schema_and_write();
     if (!getenv("HT_KEEP_TMP")) remove_dir(g_dir);
     return tap_done();

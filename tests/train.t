@@ -2,6 +2,7 @@
 # End-to-end training on generated data: the default job learns; the same seed gives the
 # same loss sequence bit for bit; a run stopped and resumed from its checkpoint continues
 # exactly the loss sequence of an uninterrupted run; a checkpoint for another model is refused.
+# The same for a CNN on generated 8x8 images and a byte-level GPT with dropout on a text.
 . "$(dirname "$0")/lib.sh"
 
 cat >"$TMP/job.cfg" <<'CFG'
@@ -57,4 +58,45 @@ PY
 else
     echo "ok $((T_N += 1)) # SKIP numpy not installed for /usr/bin/python3"
 fi
+# resume_exact NAME CONFIG STEPS STOP: an uninterrupted run and a run stopped at STOP and
+# resumed give the same loss sequence bit for bit.
+resume_exact() {
+    local name=$1 cfg=$2 steps=$3 stop=$4
+    run_ht -c "$cfg" -q --set log.metrics="$TMP/$name-a.jsonl" --set checkpoint.path="$TMP/$name-a.ckpt"
+    ok $RC "$name: uninterrupted run of $steps steps exits 0"
+    [ $RC -eq 0 ] || diag "$ERR"
+    run_ht -c "$cfg" -q --stop-after "$stop" --set log.metrics="$TMP/$name-r.jsonl" --set checkpoint.path="$TMP/$name-r.ckpt"
+    run_ht -c "$cfg" -q --resume --set log.metrics="$TMP/$name-r.jsonl" --set checkpoint.path="$TMP/$name-r.ckpt"
+    losses "$TMP/$name-a.jsonl" >"$TMP/$name-a.loss"; losses "$TMP/$name-r.jsonl" >"$TMP/$name-r.loss"
+    [ "$(wc -l <"$TMP/$name-a.loss")" -eq "$steps" ] && cmp -s "$TMP/$name-a.loss" "$TMP/$name-r.loss"
+    ok $? "$name: stopped at $stop + resumed: the same $steps losses bit for bit"
+    first=$(head -1 "$TMP/$name-a.loss" | cut -d' ' -f2); last=$(tail -1 "$TMP/$name-a.loss" | cut -d' ' -f2)
+    [ -n "$first" ] && [ -n "$last" ] && awk -v f="$first" -v l="$last" 'BEGIN { exit !(l + 0 < 0.8 * f) }'
+    ok $? "$name: loss falls: $first -> $last"
+}
+
+cat >"$TMP/cnn.cfg" <<'CFG'
+model = { type = "cnn"; layers = ["conv 3 8 pad=1", "relu", "maxpool 2", "conv 3 8", "relu", "flatten", "linear 5"]; };
+data = { kind = "synthetic"; samples = 1000; features = 64; classes = 5; seed = 3; };
+train = { batch = 24; steps = 30; seed = 7; };
+optim = { type = "adamw"; lr = 0.003; };
+log = { every = 1; progress = "none"; };
+CFG
+resume_exact cnn "$TMP/cnn.cfg" 30 11
+expect_fail 2 "checkpoint is for model 'cnn 1x8x8 conv3x8p1-relu-maxpool2-conv3x8-relu-flatten-linear5', but the config describes 'cnn 1x8x8 conv3x8p1-relu-maxpool2-conv3x9-relu-flatten-linear5'" \
+    "cnn: a checkpoint of another layer list is refused" -- -c "$TMP/cnn.cfg" --set 'model.layers=["conv 3 8 pad=1", "relu", "maxpool 2", "conv 3 9", "relu", "flatten", "linear 5"]' --set checkpoint.path="$TMP/cnn-a.ckpt" --resume
+
+for i in $(seq 300); do printf 'line %d: the %s sat on the mat.\n' "$i" "$( [ $((i % 3)) -eq 0 ] && echo cat || echo dog)"; done >"$TMP/text.txt"
+cat >"$TMP/gpt.cfg" <<CFG
+model = { type = "gpt"; n_layer = 2; d_model = 32; n_head = 4; context = 16; dropout = 0.1; };
+data = { kind = "text"; path = "$TMP/text.txt"; val_fraction = 0.1; };
+train = { batch = 8; steps = 40; seed = 5; eval_every = 20; eval_batches = 3; };
+optim = { type = "adamw"; lr = 0.01; clip = 1.0; };
+log = { every = 1; progress = "none"; };
+CFG
+resume_exact gpt "$TMP/gpt.cfg" 40 17
+printf '%s' "$OUT" | grep -Eq '^final: step 40, val_loss [0-9.]+, val_acc [0-9.]+%'; ok $? "gpt: reports val_loss (nats per byte) and next-byte accuracy"
+expect_fail 2 "data.kind': found \"synthetic\", expected \"text\" for model.type \"gpt\"" \
+    "gpt on non-text data is refused" -- -c "$TMP/gpt.cfg" --set data.kind=synthetic
+
 done_testing

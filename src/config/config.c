@@ -228,6 +228,41 @@ static int set_string(const loader *L, const ht_ckey *k, const char *v, const or
     return HT_OK;
 }
 
+/* An array or list of strings, each checked by k->check, each element's error naming its
+ * own line: "x.cfg:12: key 'model.layers[3]': found \"conv 5\", expected ...". */
+static int apply_strings(const loader *L, const ht_ckey *k, const config_setting_t *s,
+                         const origin *o) {
+    int t = config_setting_type(s), n = config_setting_length(s);
+    size_t elem = ht_ckey_elem(k);
+    int max = (int)k->max;
+    char *field = (char *)L->cfg + k->off, err[512];
+    if (t != CONFIG_TYPE_ARRAY && t != CONFIG_TYPE_LIST)
+        return wrong_type(L, o, k->path, s, "an array of strings, e.g. [\"relu\", \"linear 10\"]");
+    if (n > max)
+        return fail(L, o, "key '%s': found %d values, expected at most %d", k->path, n, max);
+    for (int i = 0; i < n; i++) {
+        const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+        origin eo = *o;
+        char key[128];
+        if (o->file) eo.line = config_setting_source_line(e);
+        snprintf(key, sizeof key, "%s[%d]", k->path, i);
+        if (config_setting_type(e) != CONFIG_TYPE_STRING)
+            return wrong_type(L, &eo, key, e, "a string");
+        const char *v = config_setting_get_string(e);
+        if (strlen(v) >= elem)
+            return fail(L, &eo, "key '%s': found a string of %zu characters, expected at most %zu",
+                        key, strlen(v), elem - 1);
+        if (ht_ckey_check_elem(k, v, err, sizeof err) != HT_OK)
+            return fail(L, &eo, "key '%s': found \"%.200s\", expected %s", key, v, err);
+    }
+    memset(field, 0, k->size);
+    for (int i = 0; i < n; i++)
+        strcpy(field + (size_t)i * elem,
+               config_setting_get_string(config_setting_get_elem(s, (unsigned)i)));
+    *(int *)((char *)L->cfg + k->off_count) = n;
+    return HT_OK;
+}
+
 /* Checks s against row k and stores it into the config; records where it came from. */
 static int apply(loader *L, int ki, const config_setting_t *s, const origin *o) {
     const ht_ckey *k = &ht_config_keys[ki];
@@ -286,6 +321,9 @@ static int apply(loader *L, int ki, const config_setting_t *s, const origin *o) 
         *(int *)((char *)L->cfg + k->off_count) = n;
         break;
     }
+    case HT_CK_STRS:
+        rc = apply_strings(L, k, s, o);
+        break;
     }
     if (rc == HT_OK) L->where[ki] = *o;
     return rc;
@@ -431,6 +469,7 @@ static int apply_set(loader *L, const char *text) {
         config_setting_t *s = parse_value(&c, value);
         ht_ckey_expect(k, expect, sizeof expect);
         if (k->kind == HT_CK_INTS) snprintf(expect, sizeof expect, "an array of integers");
+        if (k->kind == HT_CK_STRS) snprintf(expect, sizeof expect, "an array of strings");
         if (s)
             rc = apply(L, ki, s, &o);
         else if (!value[0])
@@ -471,6 +510,32 @@ static int check_all(const loader *L) {
         if (!c->data.images[0]) return missing(L, ht_ckey_find("data.images"));
         if (!c->data.labels[0]) return missing(L, ht_ckey_find("data.labels"));
     }
+    if (strcmp(c->data.kind, "text") == 0 && !c->data.path[0])
+        return missing(L, ht_ckey_find("data.path"));
+    int gpt = strcmp(c->model.type, "gpt") == 0, text = strcmp(c->data.kind, "text") == 0;
+    if (gpt && !text)
+        return fail(L, &L->where[ht_ckey_find("data.kind")],
+                    "key 'data.kind': found \"%s\", expected \"text\" for model.type \"gpt\" "
+                    "(a byte-level language model trains on a text file)",
+                    c->data.kind);
+    if (text && !gpt)
+        return fail(L, &L->where[ht_ckey_find("model.type")],
+                    "key 'model.type': found \"%s\", expected \"gpt\" for data.kind \"text\" "
+                    "(only the language model reads text)",
+                    c->model.type);
+    if (gpt && c->model.d_model % c->model.n_head)
+        return fail(L, &L->where[ht_ckey_find("model.n_head")],
+                    "key 'model.n_head': found %d, expected a divisor of model.d_model (%d)",
+                    c->model.n_head, c->model.d_model);
+    if (c->model.ninput_shape != 0 && c->model.ninput_shape != 3)
+        return fail(L, &L->where[ht_ckey_find("model.input_shape")],
+                    "key 'model.input_shape': found %d values, expected 3 ([C, H, W]) or [] "
+                    "(from the data)",
+                    c->model.ninput_shape);
+    if (strcmp(c->model.type, "cnn") == 0 && c->model.nlayers == 0)
+        return fail(L, &L->where[ht_ckey_find("model.layers")],
+                    "key 'model.layers': found no layers, expected at least one for model.type "
+                    "\"cnn\" (e.g. [\"flatten\", \"linear 10\"])");
     if (strcmp(c->optim.schedule, "cosine") == 0 && c->optim.min_lr > c->optim.lr) {
         char a[40], b[40];
         ht_fmt_num(c->optim.min_lr, a, sizeof a);

@@ -9,22 +9,34 @@
 
 #define HT_PATH_MAX 1024
 #define HT_MAX_HIDDEN 16
+#define HT_MAX_LAYERS 32 /* model.layers elements */
+#define HT_LAYER_TEXT 64 /* characters per model.layers element, with the terminator */
 
 typedef struct ht_config {
     char source[HT_PATH_MAX]; /* the file it was read from */
 
     struct {
-        char type[16];             /* "mlp" */
-        int hidden[HT_MAX_HIDDEN]; /* hidden layer widths */
+        char type[16];             /* "mlp" | "cnn" | "gpt" */
+        int hidden[HT_MAX_HIDDEN]; /* mlp: hidden layer widths */
         int nhidden;
-        char activation[16];       /* "relu" | "gelu" */
+        char activation[16];       /* mlp: "relu" | "gelu" */
+        char layers[HT_MAX_LAYERS][HT_LAYER_TEXT]; /* cnn: "conv 5 32 pad=2", "relu", ... */
+        int nlayers;
+        int input_shape[3];        /* cnn: (C,H,W); ninput_shape == 0: from the data */
+        int ninput_shape;
+        int n_layer;               /* gpt: transformer blocks */
+        int d_model;               /* gpt: channels */
+        int n_head;                /* gpt: attention heads (divides d_model) */
+        int context;               /* gpt: context length T in bytes */
+        double dropout;            /* gpt: dropout probability, [0, 1) */
     } model;
 
     struct {
-        char kind[16];              /* "synthetic" | "idx" */
+        char kind[16];              /* "synthetic" | "idx" | "text" */
+        char path[HT_PATH_MAX];     /* text: any file, read as bytes (vocabulary 256) */
         char images[HT_PATH_MAX];   /* idx: IDX image file (plain or .gz) */
         char labels[HT_PATH_MAX];   /* idx: IDX label file */
-        double val_fraction;        /* last fraction of the samples held out (default 0.2) */
+        double val_fraction;        /* last fraction of the samples (text: of the bytes) held out */
         int samples;                /* synthetic: number of samples (default 10000) */
         int features;               /* synthetic: input dimension (default 64) */
         int classes;                /* synthetic: number of classes (default 10) */
@@ -38,6 +50,7 @@ typedef struct ht_config {
         double epochs;     /* used when steps == 0 */
         uint64_t seed;     /* init and data order (default 42) */
         int eval_every;    /* steps between validations; 0 = only at the end */
+        int eval_batches;  /* text: batches of fixed validation windows per evaluation */
     } train;
 
     struct {

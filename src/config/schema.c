@@ -4,6 +4,8 @@
 #include "config/schema.h"
 
 #include "config/config.h"
+#include "core/err.h"
+#include "nn/layer_spec.h"
 
 #include <float.h>
 #include <limits.h>
@@ -15,15 +17,37 @@
 /* ------------------------------------------------------------------------------------ */
 /* The table                                                                            */
 
-static const char *const MODEL_TYPES[] = {"mlp", NULL};
+static const char *const MODEL_TYPES[] = {"mlp", "cnn", "gpt", NULL};
 static const char *const ACTIVATIONS[] = {"relu", "gelu", NULL};
-static const char *const DATA_KINDS[] = {"synthetic", "idx", NULL};
+static const char *const DATA_KINDS[] = {"synthetic", "idx", "text", NULL};
 static const char *const OPTIMIZERS[] = {"sgd", "adamw", NULL};
 static const char *const SCHEDULES[] = {"constant", "step", "cosine", NULL};
 static const char *const PROGRESS[] = {"auto", "bar", "plain", "none", NULL};
 
 const char *const ht_config_groups[] = {"model",  "data", "train",      "optim",
                                         "device", "log",  "checkpoint", NULL};
+
+/* One model.layers element: the layer grammar of nn/layer_spec.h, with a suggestion
+ * when the first word is a misspelt layer kind. */
+static int check_layer(const char *v, char *err, size_t n) {
+    ht_layer_spec spec;
+    if (ht_layer_spec_parse(v, &spec, err, n) == HT_OK) return HT_OK;
+    char word[32] = "";
+    sscanf(v, " %31s", word);
+    int nk = 0, known = 0;
+    for (; ht_layer_spec_kinds[nk]; nk++)
+        known |= !strcmp(word, ht_layer_spec_kinds[nk]);
+    const char *best = known || !word[0] ? NULL : ht_closest(word, ht_layer_spec_kinds, nk);
+    size_t len = strlen(err);
+    if (best && len < n) snprintf(err + len, n - len, " (did you mean \"%s\"?)", best);
+    return HT_EINPUT;
+}
+
+/* The MNIST CNN: 28x28x1 -> conv 5x5 32 -> ReLU -> max-pool 2 -> conv 5x5 64 -> ReLU ->
+ * max-pool 2 -> linear 512 -> ReLU -> linear 10 (the PyTorch / TensorFlow tutorial net). */
+#define DEFAULT_CNN                                                                                \
+    "[\"conv 5 32 pad=2\", \"relu\", \"maxpool 2\", \"conv 5 64 pad=2\", \"relu\", "               \
+    "\"maxpool 2\", \"flatten\", \"linear 512\", \"relu\", \"linear 10\"]"
 
 /* offset, size and (unused) count offset of a scalar or string field */
 #define FIELD(f) offsetof(ht_config, f), sizeof(((ht_config *)0)->f), 0
@@ -40,15 +64,35 @@ const ht_ckey ht_config_keys[] = {
      "hidden layer widths, input side first; [] = no hidden layer"},
     {"model.activation", HT_CK_STR, 0, "\"relu\"", 0, 0, ACTIVATIONS, FIELD(model.activation),
      "activation after each hidden layer"},
+    {"model.layers", HT_CK_STRS, 0, DEFAULT_CNN, 0, HT_MAX_LAYERS, NULL,
+     offsetof(ht_config, model.layers), sizeof(((ht_config *)0)->model.layers),
+     offsetof(ht_config, model.nlayers),
+     "cnn: layers, input side first: \"conv K N [stride=S] [pad=P]\", \"maxpool K [stride=S]\", "
+     "\"relu\", \"gelu\", \"flatten\", \"linear N\"; the default is the MNIST CNN"},
+    {"model.input_shape", HT_CK_INTS, GE, "[]", 1, 0, NULL, offsetof(ht_config, model.input_shape),
+     sizeof(((ht_config *)0)->model.input_shape), offsetof(ht_config, model.ninput_shape),
+     "cnn: input [C, H, W]; [] = from the data (1 x S x S for S*S features, as MNIST)"},
+    {"model.n_layer", HT_CK_INT, GE, "4", 0, 0, NULL, FIELD(model.n_layer),
+     "gpt: transformer blocks"},
+    {"model.d_model", HT_CK_INT, GE, "128", 1, 0, NULL, FIELD(model.d_model),
+     "gpt: channels of the residual stream"},
+    {"model.n_head", HT_CK_INT, GE, "4", 1, 0, NULL, FIELD(model.n_head),
+     "gpt: attention heads; must divide d_model"},
+    {"model.context", HT_CK_INT, GE, "64", 1, 0, NULL, FIELD(model.context),
+     "gpt: context length in bytes (T)"},
+    {"model.dropout", HT_CK_NUM, GE | LT, "0", 0, 1, NULL, FIELD(model.dropout),
+     "gpt: dropout on the embedding and the residual branches while training"},
 
     {"data.kind", HT_CK_STR, 0, "\"synthetic\"", 0, 0, DATA_KINDS, FIELD(data.kind),
-     "data source: generated samples, or IDX files (MNIST)"},
+     "data source: generated samples, IDX files (MNIST), or a text file (model.type gpt)"},
     {"data.images", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(data.images),
      "IDX image file, plain or .gz; required when kind = \"idx\""},
     {"data.labels", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(data.labels),
      "IDX label file, plain or .gz; required when kind = \"idx\""},
+    {"data.path", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(data.path),
+     "text file, read as bytes (vocabulary 256); required when kind = \"text\""},
     {"data.val_fraction", HT_CK_NUM, GE | LT, "0.2", 0, 1, NULL, FIELD(data.val_fraction),
-     "last fraction of the samples held out for validation"},
+     "last fraction of the samples (text: of the bytes) held out for validation"},
     {"data.samples", HT_CK_INT, GE, "10000", 1, 0, NULL, FIELD(data.samples),
      "synthetic: number of samples"},
     {"data.features", HT_CK_INT, GE, "64", 1, 0, NULL, FIELD(data.features),
@@ -68,6 +112,8 @@ const ht_ckey ht_config_keys[] = {
      "seed for initialisation and data order"},
     {"train.eval_every", HT_CK_INT, GE, "0", 0, 0, NULL, FIELD(train.eval_every),
      "steps between validations; 0 = only at the end"},
+    {"train.eval_batches", HT_CK_INT, GE, "20", 1, 0, NULL, FIELD(train.eval_batches),
+     "text: batches of fixed validation windows per evaluation"},
 
     {"optim.type", HT_CK_STR, 0, "\"sgd\"", 0, 0, OPTIMIZERS, FIELD(optim.type), "optimizer"},
     {"optim.lr", HT_CK_NUM, REQ | GT, NULL, 0, 0, NULL, FIELD(optim.lr),
@@ -123,6 +169,13 @@ const int ht_config_nkeys = (int)(sizeof ht_config_keys / sizeof ht_config_keys[
 /* ------------------------------------------------------------------------------------ */
 /* Lookups and descriptions                                                             */
 
+size_t ht_ckey_elem(const ht_ckey *k) { return k->size / (size_t)k->max; }
+
+int ht_ckey_check_elem(const ht_ckey *k, const char *value, char *err, size_t n) {
+    if (!strcmp(k->path, "model.layers")) return check_layer(value, err, n);
+    return HT_OK;
+}
+
 int ht_ckey_find(const char *path) {
     for (int i = 0; i < ht_config_nkeys; i++)
         if (strcmp(ht_config_keys[i].path, path) == 0) return i;
@@ -142,6 +195,8 @@ const char *ht_ckey_type_name(ht_ckind kind) {
         return "string";
     case HT_CK_INTS:
         return "int array";
+    case HT_CK_STRS:
+        return "string array";
     }
     return "?";
 }
@@ -169,6 +224,7 @@ void ht_ckey_expect(const ht_ckey *k, char *buf, size_t n) {
         snprintf(buf, n, "a boolean (true or false)");
         return;
     case HT_CK_STR:
+    case HT_CK_STRS:
         snprintf(buf, n, "a string");
         return;
     default:
@@ -329,6 +385,16 @@ void ht_config_write(void *file, const ht_config *cfg) {
             fputc('[', f);
             for (int j = 0; j < count; j++)
                 fprintf(f, "%s%d", j ? ", " : "", ((const int *)p)[j]);
+            fputc(']', f);
+            break;
+        }
+        case HT_CK_STRS: {
+            int count = *(const int *)(base + k->off_count);
+            fputc('[', f);
+            for (int j = 0; j < count; j++) {
+                if (j) fputs(", ", f);
+                write_string(f, (const char *)p + (size_t)j * ht_ckey_elem(k));
+            }
             fputc(']', f);
             break;
         }

@@ -13,6 +13,8 @@ typedef enum {
     HT_CK_BOOL, /* int 0/1; libconfig true/false */
     HT_CK_STR,  /* char[size]; longer values are errors, never truncated */
     HT_CK_INTS, /* int[size / sizeof(int)] plus a count at off_count; array or list */
+    HT_CK_STRS, /* char[max][size / max] plus a count at off_count; array or list; each
+                   element checked by ht_ckey_check_elem */
 } ht_ckind;
 
 /* Flags: required, and the range [min, max] with each bound optional and either
@@ -41,9 +43,15 @@ extern const ht_ckey ht_config_keys[];
 extern const int ht_config_nkeys;
 extern const char *const ht_config_groups[]; /* NULL-terminated, in table order */
 
+/* HT_CK_STRS: bytes per element. */
+size_t ht_ckey_elem(const ht_ckey *k);
+/* HT_CK_STRS: checks one element against the key's grammar (model.layers: nn/layer_spec.h);
+ * HT_OK, or HT_EINPUT with what was expected written into err. */
+int ht_ckey_check_elem(const ht_ckey *k, const char *value, char *err, size_t n);
+
 /* The key with this "group.key" path, or -1. */
 int ht_ckey_find(const char *path);
-/* "integer", "number", "boolean", "string", "int array". */
+/* "integer", "number", "boolean", "string", "int array", "string array". */
 const char *ht_ckey_type_name(ht_ckind kind);
 /* What a valid value looks like, e.g. "a number > 0", "an integer >= 0 and < 10",
  * "one of \"sgd\", \"adamw\"". For HT_CK_INTS, describes one element. */

@@ -4,6 +4,7 @@
 #ifndef HT_DATA_DATA_H
 #define HT_DATA_DATA_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct ht_dataset {
@@ -72,6 +73,41 @@ int ht_dataset_split(const ht_dataset *all, double val_fraction, ht_dataset *tra
  * either output may be NULL. */
 void ht_dataset_gather(const ht_dataset *ds, const int *idx, int count, float *x_out,
                        int32_t *y_out);
+
+/* ------------------------------------------------------ text (byte-level LM) */
+
+/* Bytes of a text file, each a token in [0, 256). A loaded text owns its bytes; the
+ * parts ht_text_split makes are views into it (they must not outlive it). */
+typedef struct ht_text {
+    uint8_t *bytes;
+    size_t n;
+    int owned;
+} ht_text;
+
+/* Largest text accepted (window starts are drawn below 2^32). */
+#define HT_TEXT_MAX_BYTES ((size_t)1 << 30)
+
+/* Reads the whole file. HT_EINPUT naming the path for a missing or unreadable file, a
+ * directory, an empty file, or one past HT_TEXT_MAX_BYTES. On error *t is left empty. */
+int ht_text_load(ht_text *t, const char *path);
+/* Frees an owned text and zeroes *t; safe on a zeroed text and on views (no-op free). */
+void ht_text_free(ht_text *t);
+
+/* Splits BY POSITION: val is the last round(val_fraction * n) bytes, train the rest (views
+ * into all). Each part is sampled in windows of T+1 bytes, so train must hold at least
+ * T+1 bytes, and val too unless it is empty (val_fraction 0): HT_EINPUT otherwise, naming
+ * `path`, the sizes and the context. */
+int ht_text_split(const ht_text *all, double val_fraction, int T, const char *path, ht_text *train,
+                  ht_text *val);
+
+/* Start of window b of batch `step`: uniform in [0, n - T), a pure function of (seed, step,
+ * b) (counter b of stream ht_rng_stream(seed, step)), so any step can be redrawn on resume.
+ * Needs n >= T + 1. */
+size_t ht_text_window(const ht_text *t, int T, uint64_t seed, int64_t step, int b);
+/* Batch `step`: for b < B, tokens[b*T + j] = bytes[s + j] and targets[b*T + j] =
+ * bytes[s + j + 1], s = ht_text_window(t, T, seed, step, b). targets may be NULL. */
+void ht_text_batch(const ht_text *t, uint64_t seed, int64_t step, int B, int T, int32_t *tokens,
+                   int32_t *targets);
 
 /* ------------------------------------------------------------- sample order */
 

@@ -1,7 +1,7 @@
-/* Models as chains of layers: construction (MLP), parameter layout and initialisation,
- * and forward/backward over any contiguous range of layers. A linear layer followed by
- * its activation runs fused (bias + activation in one pass; activation backward + bias
- * gradient in one pass) when both are in the range. */
+/* The core of a model as a chain of layers: building the chain (parameter layout,
+ * activation, saved-state and workspace regions), initialisation, batches, and
+ * forward/backward over any contiguous range of layers, pairing a layer with a following
+ * activation it can fuse. What a layer does is its kind's business (layer_*.c). */
 #include "nn/model.h"
 
 #include <math.h>
@@ -11,8 +11,95 @@
 
 #include "core/err.h"
 #include "core/rng.h"
+#include "nn/layer.h"
 
-/* ---------------------------------------------------------------- layers */
+/* ---------------------------------------------------------------- shapes */
+
+int ht_shape_count(const ht_shape *s) {
+    int n = 1;
+    for (int i = 0; i < s->ndim; i++)
+        n *= s->d[i];
+    return n;
+}
+
+ht_shape ht_shape1(int n) { return (ht_shape){1, {n, 0, 0}}; }
+
+void ht_shape_str(const ht_shape *s, char *buf, size_t n) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (int i = 0; i < s->ndim && len < n; i++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%d", i ? "x" : "", s->d[i]);
+}
+
+/* ---------------------------------------------------------------- layer metadata */
+
+double ht_layer_flops_forward(const ht_layer *l) { return l->ops->flops_forward(l); }
+
+double ht_layer_flops_backward(const ht_layer *l, int with_dx) {
+    return l->ops->flops_backward(l, with_dx);
+}
+
+size_t ht_layer_act_bytes(const ht_layer *l) {
+    return ((l->ops->aliases ? 0 : (size_t)l->out) + l->save) * sizeof(float);
+}
+
+size_t ht_layer_work_floats(const ht_layer *l, int B) {
+    return l->ops->work_floats ? l->ops->work_floats(l, B) : 0;
+}
+
+/* ---------------------------------------------------------------- building the chain */
+
+void ht_chain_begin(ht_model *m, ht_shape in, int input_tokens) {
+    memset(m, 0, sizeof *m);
+    m->in_shape = in;
+    m->input_tokens = input_tokens;
+    m->in_features = ht_shape_count(&in);
+    m->rows = 1;
+}
+
+ht_shape ht_chain_shape(const ht_model *m) {
+    return m->nlayers ? m->layers[m->nlayers - 1].out_shape : m->in_shape;
+}
+
+ht_layer *ht_chain_add(ht_model *m, ht_layer_kind kind, const ht_layer_ops *ops, const char *name) {
+    if (m->nlayers == m->cap) {
+        m->cap = m->cap ? 2 * m->cap : 8;
+        m->layers = ht_xrealloc(m->layers, (size_t)m->cap * sizeof *m->layers);
+    }
+    ht_shape in = ht_chain_shape(m);
+    ht_layer *l = &m->layers[m->nlayers++];
+    memset(l, 0, sizeof *l);
+    l->kind = kind;
+    l->ops = ops;
+    ht_strlcpy(l->name, name, sizeof l->name);
+    l->in_shape = l->out_shape = in;
+    l->in = l->out = ht_shape_count(&in);
+    l->woff = l->boff = m->nparams;
+    return l;
+}
+
+size_t ht_layer_tensor(ht_model *m, ht_layer *l, const char *name, int ndim, const int64_t *shape,
+                       ht_init_kind init, float a) {
+    if (l->ntensors == HT_LAYER_MAX_TENSORS)
+        ht_die(HT_ERUNTIME, "layer %s: more than %d parameter tensors", l->name,
+               HT_LAYER_MAX_TENSORS);
+    ht_param_tensor *t = &l->t[l->ntensors++];
+    memset(t, 0, sizeof *t);
+    ht_strlcpy(t->name, name, sizeof t->name);
+    t->off = m->nparams;
+    t->ndim = ndim;
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        t->shape[i] = shape[i];
+        n *= (size_t)shape[i];
+    }
+    t->init = init;
+    t->init_a = a;
+    if (l->ntensors == 1) l->woff = t->off;
+    l->nparams += n;
+    m->nparams += n;
+    return t->off;
+}
 
 static ht_act layer_act(const ht_layer *l) {
     return l->kind == HT_LAYER_RELU   ? HT_ACT_RELU
@@ -20,103 +107,73 @@ static ht_act layer_act(const ht_layer *l) {
                                       : HT_ACT_NONE;
 }
 
-double ht_layer_flops_forward(const ht_layer *l) {
-    if (l->kind == HT_LAYER_LINEAR) return 2.0 * l->in * l->out + l->out;
-    return (double)l->out;
-}
-
-double ht_layer_flops_backward(const ht_layer *l, int with_dx) {
-    if (l->kind == HT_LAYER_LINEAR) /* dW GEMM, db sums, dx GEMM */
-        return 2.0 * l->in * l->out + l->out + (with_dx ? 2.0 * l->in * l->out : 0.0);
-    return with_dx ? (double)l->out : 0.0;
-}
-
-size_t ht_layer_act_bytes(const ht_layer *l) { return (size_t)l->out * sizeof(float); }
-
-/* ---------------------------------------------------------------- construction */
-
-static void add_layer(ht_model *m, ht_layer_kind kind, const char *name, int in, int out) {
-    ht_layer *l = &m->layers[m->nlayers++];
-    memset(l, 0, sizeof *l);
-    l->kind = kind;
-    ht_strlcpy(l->name, name, sizeof l->name);
-    l->in = in;
-    l->out = out;
-    if (kind == HT_LAYER_LINEAR) {
-        l->woff = m->nparams;
-        l->boff = l->woff + (size_t)out * (size_t)in;
-        l->nparams = (size_t)out * (size_t)in + (size_t)out;
-        m->nparams += l->nparams;
-    }
-}
-
-int ht_model_mlp(ht_model *m, ht_dev *d, int in_features, const int *hidden, int nhidden,
-                 int classes, const char *activation, int max_batch) {
-    memset(m, 0, sizeof *m);
-    int act = ht_act_parse(activation);
-    if (act <= HT_ACT_NONE && nhidden > 0)
-        return ht_error(HT_EINPUT, "model: activation '%s' is not one of relu, gelu",
-                        activation ? activation : "");
-    if (in_features <= 0 || classes <= 0 || max_batch <= 0 || nhidden < 0 || (nhidden && !hidden))
-        return ht_error(HT_EINPUT,
-                        "model: need in_features > 0, classes > 0, batch > 0 (got %d, %d, %d)",
-                        in_features, classes, max_batch);
-    for (int i = 0; i < nhidden; i++)
-        if (hidden[i] <= 0)
-            return ht_error(HT_EINPUT, "model: hidden layer %d has width %d (must be > 0)", i + 1,
-                            hidden[i]);
-    m->dev = d;
-    m->in_features = in_features;
+int ht_chain_finish(ht_model *m, ht_dev *d, int classes, int rows, int max_batch) {
     m->classes = classes;
+    m->rows = rows;
     m->max_batch = max_batch;
-    m->layers = ht_xcalloc((size_t)(2 * nhidden + 1), sizeof *m->layers);
-    char name[32];
-    int in = in_features;
-    for (int i = 0; i < nhidden; i++) {
-        snprintf(name, sizeof name, "fc%d", i + 1);
-        add_layer(m, HT_LAYER_LINEAR, name, in, hidden[i]);
-        snprintf(name, sizeof name, "%s%d", ht_act_name((ht_act)act), i + 1);
-        add_layer(m, act == HT_ACT_RELU ? HT_LAYER_RELU : HT_LAYER_GELU, name, hidden[i],
-                  hidden[i]);
-        in = hidden[i];
-    }
-    snprintf(name, sizeof name, "fc%d", nhidden + 1);
-    add_layer(m, HT_LAYER_LINEAR, name, in, classes);
+    if (d)
+        for (int i = 0; i < m->nlayers; i++)
+            if (m->layers[i].ops->needs) {
+                int rc = ht_error(HT_EINPUT, "model.type '%s' needs %s (not built yet)", m->type,
+                                  m->layers[i].ops->needs);
+                ht_model_free(m);
+                return rc;
+            }
 
-    /* activations: width[i] is the input width of layer i, width[nlayers] the logits' */
-    m->width = ht_xcalloc((size_t)m->nlayers + 1, sizeof *m->width);
-    m->act_off = ht_xcalloc((size_t)m->nlayers + 1, sizeof *m->act_off);
-    m->width[0] = in_features;
-    for (int i = 0; i < m->nlayers; i++)
-        m->width[i + 1] = m->layers[i].out;
-    for (int i = 0; i <= m->nlayers; i++) {
-        m->act_off[i] = m->act_floats;
-        m->act_floats += (size_t)max_batch * (size_t)m->width[i];
+    /* activation i: the input of layer i; width[nlayers] is the logits' */
+    int n = m->nlayers;
+    size_t B = (size_t)max_batch, widest = 0;
+    m->width = ht_xcalloc((size_t)n + 1, sizeof *m->width);
+    m->act_off = ht_xcalloc((size_t)n + 1, sizeof *m->act_off);
+    m->width[0] = m->in_features;
+    m->act_floats = B * (size_t)m->width[0];
+    for (int i = 0; i < n; i++) {
+        ht_layer *l = &m->layers[i];
+        m->width[i + 1] = l->out;
+        if (l->ops->aliases) {
+            m->act_off[i + 1] = m->act_off[i];
+        } else {
+            m->act_off[i + 1] = m->act_floats;
+            m->act_floats += B * (size_t)l->out;
+        }
+        l->save_off = m->save_floats;
+        m->save_floats += B * l->save;
+        size_t w = ht_layer_work_floats(l, max_batch);
+        if (w > m->work_floats) m->work_floats = w;
+        if (!l->ops->scales && B * (size_t)l->out > widest) widest = B * (size_t)l->out;
     }
+    /* a range whose top layer cannot fold grad_scale in scales its gradient via the work */
+    if (widest > m->work_floats) m->work_floats = widest;
+    if (!d) return HT_OK;
 
+    m->dev = d;
     size_t pbytes = m->nparams * sizeof(float), abytes = m->act_floats * sizeof(float);
-    m->params = ht_buf_new(d, pbytes, "parameters");
-    m->grads = ht_buf_new(d, pbytes, "gradients");
+    size_t nrows = B * (size_t)rows;
+    m->params = ht_buf_new(d, pbytes ? pbytes : sizeof(float), "parameters");
+    m->grads = ht_buf_new(d, pbytes ? pbytes : sizeof(float), "gradients");
     m->acts = ht_buf_new(d, abytes, "activations");
     m->dacts = ht_buf_new(d, abytes, "activation gradients");
-    m->labels = ht_buf_new(d, (size_t)max_batch * sizeof(int32_t), "labels");
-    m->losses = ht_buf_new(d, (size_t)max_batch * sizeof(float), "losses");
-    m->correct = ht_buf_new(d, (size_t)max_batch * sizeof(int32_t), "correct flags");
-    ht_buf_zero(d, m->grads, 0, pbytes);
-    m->host_loss = ht_xmalloc((size_t)max_batch * sizeof(float));
-    m->host_correct = ht_xmalloc((size_t)max_batch * sizeof(int32_t));
+    m->saved = ht_buf_new(d, (m->save_floats ? m->save_floats : 1) * sizeof(float), "saved state");
+    m->work = ht_buf_new(d, (m->work_floats ? m->work_floats : 1) * sizeof(float), "workspace");
+    m->labels = ht_buf_new(d, nrows * sizeof(int32_t), "labels");
+    m->losses = ht_buf_new(d, nrows * sizeof(float), "losses");
+    m->correct = ht_buf_new(d, nrows * sizeof(int32_t), "correct flags");
+    m->one = ht_buf_new(d, sizeof(float), "constant 1");
+    const float one = 1.0f;
+    ht_buf_write(d, m->one, 0, sizeof one, &one);
+    if (pbytes) ht_buf_zero(d, m->grads, 0, pbytes);
+    m->host_loss = ht_xmalloc(nrows * sizeof(float));
+    m->host_correct = ht_xmalloc(nrows * sizeof(int32_t));
     return HT_OK;
 }
 
 void ht_model_free(ht_model *m) {
-    if (!m->dev) return;
-    ht_buf_free(m->params);
-    ht_buf_free(m->grads);
-    ht_buf_free(m->acts);
-    ht_buf_free(m->dacts);
-    ht_buf_free(m->labels);
-    ht_buf_free(m->losses);
-    ht_buf_free(m->correct);
+    if (m->dev) {
+        ht_buf *bufs[] = {m->params, m->grads,  m->acts,   m->dacts,   m->saved,
+                          m->work,   m->labels, m->losses, m->correct, m->one};
+        for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+            if (bufs[i]) ht_buf_free(bufs[i]);
+    }
     free(m->layers);
     free(m->width);
     free(m->act_off);
@@ -126,14 +183,25 @@ void ht_model_free(ht_model *m) {
 }
 
 void ht_model_init_params(ht_model *m, uint64_t seed) {
+    if (!m->nparams) return;
     float *p = ht_xmalloc(m->nparams * sizeof(float));
     uint64_t stream = ht_rng_stream(seed, 0x1a17 /* "init" */);
     for (int i = 0; i < m->nlayers; i++) {
         const ht_layer *l = &m->layers[i];
-        if (l->kind != HT_LAYER_LINEAR) continue;
-        float bound = 1.0f / sqrtf((float)l->in);
-        for (size_t k = l->woff; k < l->woff + l->nparams; k++)
-            p[k] = (2.0f * ht_rng_uniform(stream, k) - 1.0f) * bound;
+        for (int j = 0; j < l->ntensors; j++) {
+            const ht_param_tensor *t = &l->t[j];
+            size_t n = 1;
+            for (int k = 0; k < t->ndim; k++)
+                n *= (size_t)t->shape[k];
+            for (size_t k = t->off; k < t->off + n; k++) {
+                if (t->init == HT_INIT_UNIFORM)
+                    p[k] = (2.0f * ht_rng_uniform(stream, k) - 1.0f) * t->init_a;
+                else if (t->init == HT_INIT_NORMAL)
+                    p[k] = ht_rng_normal(stream, k) * t->init_a;
+                else
+                    p[k] = t->init_a;
+            }
+        }
     }
     ht_buf_write(m->dev, m->params, 0, m->nparams * sizeof(float), p);
     free(p);
@@ -147,16 +215,61 @@ static void check_batch(const ht_model *m, int B, const char *what) {
                m->max_batch);
 }
 
+static void check_labels(const ht_model *m, const int32_t *y, int B, const char *what) {
+    size_t n = (size_t)B * (size_t)m->rows;
+    for (size_t i = 0; i < n; i++)
+        if (y[i] < 0 || y[i] >= m->classes) {
+            if (m->rows == 1)
+                ht_die(HT_EINPUT, "label %d of sample %zu in the batch is outside [0, %d)",
+                       (int)y[i], i, m->classes);
+            ht_die(HT_EINPUT, "%s %d at sample %zu, position %zu of the batch is outside [0, %d)",
+                   what, (int)y[i], i / (size_t)m->rows, i % (size_t)m->rows, m->classes);
+        }
+}
+
 void ht_model_set_batch(ht_model *m, const float *x, const int32_t *y, int B) {
     check_batch(m, B, "ht_model_set_batch");
-    for (int i = 0; i < B; i++)
-        if (y[i] < 0 || y[i] >= m->classes)
-            ht_die(HT_EINPUT, "label %d of sample %d in the batch is outside [0, %d)", (int)y[i], i,
-                   m->classes);
+    if (m->input_tokens)
+        ht_die(HT_ERUNTIME,
+               "ht_model_set_batch: this %s model reads tokens "
+               "(ht_model_set_batch_tokens)",
+               m->type);
+    check_labels(m, y, B, "label");
     ht_buf_write(m->dev, m->acts, m->act_off[0] * sizeof(float),
                  (size_t)B * (size_t)m->in_features * sizeof(float), x);
-    ht_buf_write(m->dev, m->labels, 0, (size_t)B * sizeof(int32_t), y);
+    ht_buf_write(m->dev, m->labels, 0, (size_t)B * (size_t)m->rows * sizeof(int32_t), y);
 }
+
+void ht_model_set_batch_tokens(ht_model *m, const int32_t *tokens, const int32_t *targets, int B) {
+    check_batch(m, B, "ht_model_set_batch_tokens");
+    if (!m->input_tokens)
+        ht_die(HT_ERUNTIME, "ht_model_set_batch_tokens: this %s model reads floats", m->type);
+    size_t n = (size_t)B * (size_t)m->in_features;
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= m->classes)
+            ht_die(HT_EINPUT,
+                   "token %d at sample %zu, position %zu of the batch is outside "
+                   "[0, %d)",
+                   (int)tokens[i], i / (size_t)m->in_features, i % (size_t)m->in_features,
+                   m->classes);
+    /* int32 bits in the float activation buffer: the embedding reads them as int */
+    ht_buf_write(m->dev, m->acts, m->act_off[0] * sizeof(float), n * sizeof(int32_t), tokens);
+    if (!targets) return;
+    check_labels(m, targets, B, "target");
+    ht_buf_write(m->dev, m->labels, 0, (size_t)B * (size_t)m->rows * sizeof(int32_t), targets);
+}
+
+void ht_model_set_training(ht_model *m, int on, uint64_t seed, int64_t step) {
+    m->training = on;
+    m->dropout_seed = seed;
+    m->dropout_step = (uint64_t)step;
+}
+
+uint64_t ht_model_dropout_seed(const ht_model *m, int i, int site) {
+    return ht_rng_stream(m->dropout_seed, 0xd0000000ull + 16ull * (uint64_t)i + (uint64_t)site);
+}
+
+/* ---------------------------------------------------------------- views */
 
 static void check_range(const ht_model *m, int lo, int hi, const char *what) {
     if (lo < 0 || lo > hi || hi > m->nlayers)
@@ -165,33 +278,38 @@ static void check_range(const ht_model *m, int lo, int hi, const char *what) {
 
 ht_view ht_model_act(const ht_model *m, int i) { return ht_view_at(m->acts, m->act_off[i]); }
 ht_view ht_model_dact(const ht_model *m, int i) { return ht_view_at(m->dacts, m->act_off[i]); }
+ht_view ht_model_saved(const ht_model *m, int i) {
+    return ht_view_at(m->saved, m->layers[i].save_off);
+}
+ht_view ht_model_work(const ht_model *m) { return ht_view_at(m->work, 0); }
+
+ht_view ht_layer_param(const ht_model *m, const ht_layer *l, int j) {
+    return ht_view_at(m->params, l->t[j].off);
+}
+ht_view ht_layer_grad(const ht_model *m, const ht_layer *l, int j) {
+    return ht_view_at(m->grads, l->t[j].off);
+}
+
+/* x = s * x for n floats: a GEMM (n,1) = s * (n,1) x (1,1) of the constant 1 into the
+ * workspace, then copied back (no scale kernel of our own; rare: only a range whose top
+ * layer cannot fold the scale into its GEMMs). */
+static void scale_in_place(ht_model *m, ht_view x, size_t n, float s) {
+    if (n > m->work_floats)
+        ht_die(HT_ERUNTIME, "scale_in_place: %zu floats exceed the workspace", n);
+    ht_sgemm(m->dev, 0, 0, n, 1, 1, s, x.buf, x.off, 1, m->one, 0, 1, 0.0f, m->work, 0, 1);
+    ht_buf_copy(m->dev, x.buf, x.off * sizeof(float), m->work, 0, n * sizeof(float));
+}
 
 /* ---------------------------------------------------------------- forward */
-
-static int is_act(const ht_layer *l) { return l->kind != HT_LAYER_LINEAR; }
 
 void ht_model_forward_range(ht_model *m, int lo, int hi, int B) {
     check_batch(m, B, "ht_model_forward_range");
     check_range(m, lo, hi, "ht_model_forward_range");
     for (int i = lo; i < hi;) {
         const ht_layer *l = &m->layers[i];
-        if (!is_act(l)) {
-            ht_view w = ht_view_at(m->params, l->woff), b = ht_view_at(m->params, l->boff);
-            if (i + 1 < hi && is_act(&m->layers[i + 1])) {
-                ht_linear_act_forward(m->dev, ht_model_act(m, i + 1), ht_model_act(m, i + 2),
-                                      ht_model_act(m, i), w, b, B, l->in, l->out,
-                                      layer_act(&m->layers[i + 1]));
-                i += 2;
-            } else {
-                ht_linear_forward(m->dev, ht_model_act(m, i + 1), ht_model_act(m, i), w, b, B,
-                                  l->in, l->out);
-                i++;
-            }
-        } else {
-            ht_act_forward(m->dev, layer_act(l), ht_model_act(m, i + 1), ht_model_act(m, i),
-                           (size_t)B * (size_t)l->out);
-            i++;
-        }
+        ht_act a = l->ops->fuses_act && i + 1 < hi ? layer_act(&m->layers[i + 1]) : HT_ACT_NONE;
+        l->ops->forward(m, i, B, a);
+        i += a != HT_ACT_NONE ? 2 : 1;
     }
 }
 
@@ -201,7 +319,7 @@ void ht_model_loss_forward(ht_model *m, int B, int with_grad) {
     /* grad_scale 1 here: the caller's scale is applied by backward on the GEMM alpha */
     ht_softmax_xent(m->dev, ht_view_at(m->losses, 0), ht_view_at(m->correct, 0),
                     with_grad ? ht_model_dact(m, n) : ht_view_none(), ht_model_act(m, n),
-                    ht_view_at(m->labels, 0), B, m->classes, 1.0f);
+                    ht_view_at(m->labels, 0), B * m->rows, m->classes, 1.0f);
 }
 
 void ht_model_forward(ht_model *m, int B, int with_grad) {
@@ -216,30 +334,20 @@ void ht_model_backward_range(ht_model *m, int lo, int hi, int B, float grad_scal
     check_range(m, lo, hi, "ht_model_backward_range");
     float s = grad_scale;
     for (int i = hi - 1; i >= lo; s = 1.0f) {
-        const ht_layer *l = &m->layers[i];
-        if (is_act(l) && i - 1 >= lo && !is_act(&m->layers[i - 1])) {
-            /* activation i after linear i-1: one pass for act' and the bias sums */
-            const ht_layer *f = &m->layers[i - 1];
-            ht_view dx = i - 1 > 0 ? ht_model_dact(m, i - 1) : ht_view_none();
-            ht_linear_act_backward(m->dev, dx, ht_view_at(m->grads, f->woff),
-                                   ht_view_at(m->grads, f->boff), ht_model_dact(m, i),
-                                   ht_model_dact(m, i + 1), ht_model_act(m, i),
-                                   ht_model_act(m, i - 1), ht_view_at(m->params, f->woff), B, f->in,
-                                   f->out, layer_act(l), s, accumulate);
-            i -= 2;
-        } else if (!is_act(l)) {
-            ht_view dx = i > 0 ? ht_model_dact(m, i) : ht_view_none();
-            ht_linear_backward(m->dev, dx, ht_view_at(m->grads, l->woff),
-                               ht_view_at(m->grads, l->boff), ht_model_dact(m, i + 1),
-                               ht_model_act(m, i), ht_view_at(m->params, l->woff), B, l->in, l->out,
-                               s, accumulate);
-            i--;
-        } else {
-            if (i > 0)
-                ht_act_backward(m->dev, layer_act(l), ht_model_dact(m, i), ht_model_dact(m, i + 1),
-                                ht_model_act(m, i), (size_t)B * (size_t)l->out, s);
-            i--;
+        /* an activation whose producer is in the range runs inside the producer's backward */
+        int j = i;
+        ht_act a = layer_act(&m->layers[i]);
+        if (a != HT_ACT_NONE && i - 1 >= lo && m->layers[i - 1].ops->fuses_act)
+            j = i - 1;
+        else
+            a = HT_ACT_NONE;
+        const ht_layer *l = &m->layers[j];
+        if (s != 1.0f && !l->ops->scales) {
+            scale_in_place(m, ht_model_dact(m, i + 1), (size_t)B * (size_t)m->width[i + 1], s);
+            s = 1.0f;
         }
+        l->ops->backward(m, j, B, a, s, accumulate);
+        i = j - 1;
     }
 }
 
@@ -251,11 +359,12 @@ void ht_model_backward(ht_model *m, int B, float grad_scale) {
 
 void ht_model_loss(ht_model *m, int B, double *loss_sum, int *correct) {
     check_batch(m, B, "ht_model_loss");
-    ht_buf_read(m->dev, m->losses, 0, (size_t)B * sizeof(float), m->host_loss);
-    ht_buf_read(m->dev, m->correct, 0, (size_t)B * sizeof(int32_t), m->host_correct);
+    size_t n = (size_t)B * (size_t)m->rows;
+    ht_buf_read(m->dev, m->losses, 0, n * sizeof(float), m->host_loss);
+    ht_buf_read(m->dev, m->correct, 0, n * sizeof(int32_t), m->host_correct);
     double s = 0;
     int c = 0;
-    for (int i = 0; i < B; i++) {
+    for (size_t i = 0; i < n; i++) {
         s += m->host_loss[i];
         c += m->host_correct[i] == 1;
     }
@@ -267,25 +376,11 @@ int ht_model_param_tensors(const ht_model *m, ht_param_tensor *out, int max) {
     int n = 0;
     for (int i = 0; i < m->nlayers; i++) {
         const ht_layer *l = &m->layers[i];
-        if (l->kind != HT_LAYER_LINEAR) continue;
-        if (n < max) {
-            ht_param_tensor *t = &out[n];
-            snprintf(t->name, sizeof t->name, "%s.weight", l->name);
-            t->off = l->woff;
-            t->ndim = 2;
-            t->shape[0] = l->out;
-            t->shape[1] = l->in;
+        for (int j = 0; j < l->ntensors; j++, n++) {
+            if (n >= max) continue;
+            out[n] = l->t[j];
+            snprintf(out[n].name, sizeof out[n].name, "%s.%s", l->name, l->t[j].name);
         }
-        n++;
-        if (n < max) {
-            ht_param_tensor *t = &out[n];
-            snprintf(t->name, sizeof t->name, "%s.bias", l->name);
-            t->off = l->boff;
-            t->ndim = 1;
-            t->shape[0] = l->out;
-            t->shape[1] = 0;
-        }
-        n++;
     }
     return n;
 }
@@ -295,4 +390,19 @@ double ht_model_flops_per_sample(const ht_model *m) {
     for (int i = 0; i < m->nlayers; i++)
         f += ht_layer_flops_forward(&m->layers[i]) + ht_layer_flops_backward(&m->layers[i], i > 0);
     return f;
+}
+
+void ht_model_print(const ht_model *m, FILE *f) {
+    char in[32], out[32];
+    ht_shape_str(&m->in_shape, in, sizeof in);
+    fprintf(f, "model %s: input %s%s, %zu parameters, %.3g FLOPs per sample (fwd+bwd)\n", m->desc,
+            in, m->input_tokens ? " tokens" : "", m->nparams, ht_model_flops_per_sample(m));
+    fprintf(f, "  %-3s %-10s %-9s %-14s %12s %12s %12s\n", "#", "name", "kind", "output", "params",
+            "fwd FLOPs", "act bytes");
+    for (int i = 0; i < m->nlayers; i++) {
+        const ht_layer *l = &m->layers[i];
+        ht_shape_str(&l->out_shape, out, sizeof out);
+        fprintf(f, "  %-3d %-10s %-9s %-14s %12zu %12.4g %12zu\n", i, l->name, l->ops->kind, out,
+                l->nparams, ht_layer_flops_forward(l), ht_layer_act_bytes(l));
+    }
 }

@@ -1,40 +1,94 @@
 /* A model is a chain of layers over flat device buffers: parameters in one buffer, their
  * gradients in another of the same layout (layers hold offsets), activations and their
- * gradients likewise. Any contiguous range of layers can run forward/backward on its own
- * (a pipeline stage); the whole chain ends in softmax cross-entropy. Only MLPs for now. */
+ * gradients per layer boundary, a saved-state region per layer, one shared workspace.
+ * Any contiguous range of layers can run forward/backward on its own (a pipeline stage);
+ * the chain ends in softmax cross-entropy over B x rows_per_sample rows. Layer kinds (MLP,
+ * CNN, GPT) plug in through ht_layer_ops (src/nn/layer.h); builders are in model_build.c. */
 #ifndef HT_NN_MODEL_H
 #define HT_NN_MODEL_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "nn/ops.h"
 #include "ocl/ocl.h"
 
-typedef enum { HT_LAYER_LINEAR, HT_LAYER_RELU, HT_LAYER_GELU } ht_layer_kind;
+typedef enum {
+    HT_LAYER_LINEAR, /* y = x W^T + b over the last dimension (per row: per position) */
+    HT_LAYER_RELU,
+    HT_LAYER_GELU,
+    HT_LAYER_CONV,    /* 2-D convolution, NCHW, square kernel, with bias */
+    HT_LAYER_MAXPOOL, /* 2-D max pooling, square window */
+    HT_LAYER_FLATTEN, /* (C,H,W) -> (C*H*W): a no-op on the data */
+    HT_LAYER_EMBED,   /* int32 tokens (T) -> wte[token] + wpe[position] (T,C) */
+    HT_LAYER_BLOCK,   /* pre-LN transformer block: x + attn(ln1(x)), then + mlp(ln2(x)) */
+    HT_LAYER_LAYERNORM,
+} ht_layer_kind;
 
-/* Linear: W (out,in) at woff, b (out) at boff, nparams = out*in + out (floats, in the
- * model's flat buffers). Activations: in == out, no parameters. */
-typedef struct ht_layer {
-    ht_layer_kind kind;
-    char name[32]; /* "fc1", "relu1", ... */
-    int in, out;
-    size_t woff, boff, nparams;
-} ht_layer;
+/* Per-sample shape, outermost first: (F), (T,C) or (C,H,W). */
+typedef struct ht_shape {
+    int ndim;
+    int d[3];
+} ht_shape;
 
-/* A named parameter tensor for checkpoints: "fc1.weight" (out,in), "fc1.bias" (out). */
+/* How a parameter tensor is initialised: element k of the flat buffer draws counter k of
+ * the init stream, so a value depends on the seed and its offset alone. */
+typedef enum {
+    HT_INIT_UNIFORM, /* U(-a, a) */
+    HT_INIT_NORMAL,  /* N(0, a^2) */
+    HT_INIT_CONST,   /* a */
+} ht_init_kind;
+
+#define HT_TENSOR_MAX_DIM 4
+
+/* A named parameter tensor for checkpoints: "fc1.weight" (out,in), "fc1.bias" (out),
+ * "conv1.weight" (out,in,k,k), "h0.attn.qkv.weight" (3C,C). Unused shape entries are 0. */
 typedef struct ht_param_tensor {
     char name[64];
     size_t off; /* floats into params/grads */
     int ndim;
-    int64_t shape[2];
+    int64_t shape[HT_TENSOR_MAX_DIM];
+    ht_init_kind init;
+    float init_a;
 } ht_param_tensor;
 
+#define HT_LAYER_MAX_TENSORS 12
+
+struct ht_layer_ops;
+
+/* One layer of the chain. in/out are floats per sample (int32 tokens for an embedding's
+ * input); the shapes say how they are laid out. Parameters are the tensors t[0..ntensors),
+ * contiguous from woff (nparams floats); linear and conv keep their bias offset in boff.
+ * save is floats per sample the layer keeps for backward besides its output (in the
+ * model's saved region at save_off). Kind-specific sizes: k, stride, pad (conv, pool),
+ * heads and dropout (block). */
+typedef struct ht_layer {
+    ht_layer_kind kind;
+    const struct ht_layer_ops *ops;
+    char name[32]; /* "fc1", "relu1", "conv2", "h0", ... */
+    int in, out;
+    ht_shape in_shape, out_shape;
+    size_t woff, boff, nparams;
+    int ntensors;
+    ht_param_tensor t[HT_LAYER_MAX_TENSORS]; /* names relative to the layer ("weight") */
+    size_t save, save_off;
+    int k, stride, pad, heads;
+    float dropout;
+} ht_layer;
+
 typedef struct ht_model {
-    ht_dev *dev;
-    int nlayers;
+    ht_dev *dev;    /* NULL: a description only (shapes, layout, FLOPs), no buffers */
+    char type[8];   /* "mlp" | "cnn" | "gpt" */
+    char desc[256]; /* architecture signature, e.g. "gpt L4 C128 H4 T64 V256" */
+    int nlayers, cap;
     ht_layer *layers;
-    int in_features, classes, max_batch;
+    ht_shape in_shape; /* per sample; (T) tokens when input_tokens */
+    int input_tokens;  /* 1: activation 0 holds int32 tokens (bitwise, in the float buffer) */
+    int in_features;   /* floats (or tokens) per sample in activation 0 */
+    int classes;       /* width of a logits row (vocabulary for a language model) */
+    int rows;          /* loss rows per sample: T for a language model, 1 for a classifier */
+    int max_batch;
     size_t nparams;
     ht_buf *params, *grads; /* (nparams) each, same layout */
     /* Activation i (i = 0..nlayers) is the input of layer i; activation nlayers holds the
@@ -44,11 +98,19 @@ typedef struct ht_model {
     size_t *act_off;
     size_t act_floats;
     ht_buf *acts, *dacts;
-    ht_buf *labels;  /* (max_batch) int32 */
-    ht_buf *losses;  /* (max_batch) float per-sample loss */
-    ht_buf *correct; /* (max_batch) int32 1/0, -1 for a label out of range */
+    size_t save_floats; /* max_batch * sum of the layers' save */
+    ht_buf *saved;      /* per-layer saved state, layer i at layers[i].save_off */
+    size_t work_floats; /* max over layers of the workspace a layer needs for max_batch */
+    ht_buf *work;       /* shared scratch, valid only inside one layer's forward/backward */
+    ht_buf *labels;     /* (max_batch * rows) int32 */
+    ht_buf *losses;     /* (max_batch * rows) float per-row loss */
+    ht_buf *correct;    /* (max_batch * rows) int32 1/0, -1 for a label out of range */
     float *host_loss;
     int32_t *host_correct;
+    ht_buf *one;           /* (1) 1.0f: the B operand of scaled copies done as GEMMs */
+    int training;          /* dropout on (ht_model_set_training) */
+    uint64_t dropout_seed; /* dropout masks are a pure function of (seed, step, site, i) */
+    uint64_t dropout_step;
 } ht_model;
 
 /* ---------------------------------------------------------------- layers */
@@ -57,53 +119,97 @@ typedef struct ht_model {
 double ht_layer_flops_forward(const ht_layer *l);
 /* Backward FLOPs per sample; with_dx = 0 for a first layer (no input gradient). */
 double ht_layer_flops_backward(const ht_layer *l, int with_dx);
-/* Bytes per sample of the layer's output, kept for backward (its gradient takes as much). */
+/* Bytes per sample kept for backward: the layer's output plus its saved state (the
+ * output's gradient takes as much again during backward). */
 size_t ht_layer_act_bytes(const ht_layer *l);
+/* Workspace floats the layer needs for a batch of B (shared by all layers). */
+size_t ht_layer_work_floats(const ht_layer *l, int B);
+/* "1x28x28", "64x128", "784". */
+void ht_shape_str(const ht_shape *s, char *buf, size_t n);
 
-/* ---------------------------------------------------------------- model */
+/* ---------------------------------------------------------------- building */
 
 /* Builds in -> hidden[0] -> ... -> classes with `activation` ("relu" | "gelu") after every
  * hidden linear layer; allocates params, grads (zeroed) and buffers for max_batch samples.
- * Bad sizes or activation: HT_EINPUT with a message (nothing allocated). */
+ * Bad sizes or activation: HT_EINPUT with a message (nothing allocated). d == NULL builds
+ * the description only (every builder): enough for planning, not for running. */
 int ht_model_mlp(ht_model *m, ht_dev *d, int in_features, const int *hidden, int nhidden,
                  int classes, const char *activation, int max_batch);
+
+/* A CNN from layer specs ("conv 5 32 pad=2", "relu", "maxpool 2", "flatten", "linear 10";
+ * grammar in nn/layer_spec.h) on (C,H,W) inputs; the last layer must give `classes`
+ * outputs. Shape errors name the element: "model.layers[3] \"maxpool 2\": ...". */
+int ht_model_cnn(ht_model *m, ht_dev *d, ht_shape in, const char *const *specs, int nspecs,
+                 int classes, int max_batch);
+
+/* A byte-level GPT-2 style model: embed (wte (vocab,C), wpe (T,C)) -> n_layer pre-LN blocks
+ * of n_head heads, MLP 4C with GELU -> final LayerNorm -> linear head (vocab). Input: int32
+ * tokens (B,T); loss over B*T rows (next-token targets). */
+int ht_model_gpt(ht_model *m, ht_dev *d, int vocab, int T, int n_layer, int d_model, int n_head,
+                 float dropout, int max_batch);
+
 void ht_model_free(ht_model *m);
 
-/* PyTorch nn.Linear's default: W, b ~ U(-1/sqrt(in), 1/sqrt(in)); parameter k of the flat
- * buffer draws counter k of a stream derived from seed, so it is deterministic for the
- * seed and independent of anything else. Uploaded once. */
+/* Initialises every parameter tensor by its rule (ht_param_tensor.init): linear and conv
+ * as PyTorch's defaults, W, b ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)); GPT weights N(0, 0.02),
+ * residual projections N(0, 0.02/sqrt(2 n_layer)), biases 0, LayerNorm weight 1. Parameter
+ * k of the flat buffer draws counter k of a stream derived from seed, so it is
+ * deterministic for the seed and independent of anything else. Uploaded once. */
 void ht_model_init_params(ht_model *m, uint64_t seed);
 
-/* Uploads x (B, in_features) and labels (B). 1 <= B <= max_batch. A label outside
+/* ---------------------------------------------------------------- batches */
+
+/* Uploads x (B, in_features) and labels (B, rows). 1 <= B <= max_batch. A label outside
  * [0, classes) is bad input: exits 2 naming the sample (the kernels would only flag it). */
 void ht_model_set_batch(ht_model *m, const float *x, const int32_t *y, int B);
+/* For a token model: tokens (B,T) int32 in [0, classes), targets (B,T) (the next tokens).
+ * targets may be NULL (generation: no loss). Out-of-range values exit 2. */
+void ht_model_set_batch_tokens(ht_model *m, const int32_t *tokens, const int32_t *targets, int B);
+/* Dropout: on for training steps, with a key that is a pure function of (seed, step) so a
+ * resumed run draws the same masks; off (the default) for evaluation and generation. */
+void ht_model_set_training(ht_model *m, int on, uint64_t seed, int64_t step);
 
-/* All layers forward, then the loss (per-sample loss and correct flag on the device);
- * with_grad also writes dlogits for backward. Enqueues only: no host synchronisation. */
+/* ---------------------------------------------------------------- running */
+
+/* All layers forward, then the loss (per-row loss and correct flag on the device); with_grad
+ * also writes dlogits for backward. Enqueues only: no host synchronisation. */
 void ht_model_forward(ht_model *m, int B, int with_grad);
-/* grads = d(grad_scale * sum of losses)/dparams, overwriting grads. Needs a forward with
+/* grads = d(grad_scale * sum of row losses)/dparams, overwriting grads. Needs a forward with
  * with_grad = 1 on the same batch. Layer 0's input gradient is not computed. */
 void ht_model_backward(ht_model *m, int B, float grad_scale);
-/* Reads the per-sample values back and sums them in double in sample order. A flagged
- * label makes loss_sum NaN and does not count as correct. */
+/* Reads the per-row values back and sums them in double in row order (B * rows rows). A
+ * flagged label makes loss_sum NaN and does not count as correct. */
 void ht_model_loss(ht_model *m, int B, double *loss_sum, int *correct);
 
-/* Layers [lo, hi) forward from activation lo to activation hi (no loss). */
+/* Layers [lo, hi) forward from activation lo to activation hi (no loss). A layer followed
+ * by an activation it can fuse with (linear, conv + relu/gelu) runs fused when both are in
+ * the range. */
 void ht_model_forward_range(ht_model *m, int lo, int hi, int B);
 /* The loss on activation nlayers (the logits); with_grad writes its gradient. */
 void ht_model_loss_forward(ht_model *m, int B, int with_grad);
 /* Layers hi-1 down to lo: from the gradient of activation hi to that of activation lo
  * (not computed when lo == 0). The gradient arriving at activation hi is multiplied by
- * grad_scale (free: it rides on GEMM alpha). accumulate adds into grads (micro-batches). */
+ * grad_scale: free on GEMM alpha when layer hi-1 is linear, conv or an activation;
+ * otherwise (block, LayerNorm, pool, flatten, embedding) dact(hi) is scaled in place first.
+ * accumulate adds into grads (micro-batches). Dropout masks follow the current
+ * ht_model_set_training state, which must be the one of the forward. */
 void ht_model_backward_range(ht_model *m, int lo, int hi, int B, float grad_scale, int accumulate);
 /* Activation i (B, width[i]) and its gradient as views. */
 ht_view ht_model_act(const ht_model *m, int i);
 ht_view ht_model_dact(const ht_model *m, int i);
+/* Layer i's saved state (B, layers[i].save) and the shared workspace. */
+ht_view ht_model_saved(const ht_model *m, int i);
+ht_view ht_model_work(const ht_model *m);
 
-/* Fills out[0..max) with the parameter tensors in buffer order; returns how many there
- * are (may exceed max: then only max were written). */
+/* ---------------------------------------------------------------- metadata */
+
+/* Fills out[0..max) with the parameter tensors in buffer order, names prefixed by their
+ * layer ("fc1.weight"); returns how many there are (may exceed max: then only max were
+ * written; out may be NULL with max 0 to count). */
 int ht_model_param_tensors(const ht_model *m, ht_param_tensor *out, int max);
 /* Forward + backward FLOPs per sample (layer 0 without its input gradient). */
 double ht_model_flops_per_sample(const ht_model *m);
+/* One line per layer: name, kind, output shape, parameters, FLOPs, activation bytes. */
+void ht_model_print(const ht_model *m, FILE *f);
 
 #endif

@@ -10,31 +10,24 @@
 #include "io/safetensors.h"
 
 #define CKPT_FORMAT "hettrain-checkpoint-1"
-#define MAX_TENSORS 256
+#define MAX_STATES 8 /* optimizer state tensors */
 
-void ht_model_signature(const ht_model *m, char *out, size_t n) {
-    size_t k = (size_t)snprintf(out, n, "mlp %d", m->in_features);
-    const char *act = "";
-    for (int i = 0; i < m->nlayers && k < n; i++) {
-        const ht_layer *l = &m->layers[i];
-        if (l->kind == HT_LAYER_LINEAR) k += (size_t)snprintf(out + k, n - k, "-%d", l->out);
-        else act = l->kind == HT_LAYER_RELU ? " relu" : " gelu";
-    }
-    if (k < n) snprintf(out + k, n - k, "%s", act);
-}
+/* The builders write the signature (nn/model_build.c): "mlp 784-1024-10 relu",
+ * "cnn 1x28x28 conv5x32p2-relu-maxpool2-...", "gpt L4 C128 H4 T64 V256". */
+void ht_model_signature(const ht_model *m, char *out, size_t n) { snprintf(out, n, "%s", m->desc); }
 
 int ht_checkpoint_save(const char *path, ht_model *m, ht_optim *o, int64_t step,
                        const char *optim_name) {
-    ht_param_tensor pt[MAX_TENSORS];
-    int np = ht_model_param_tensors(m, pt, MAX_TENSORS);
-    int ns = ht_optim_state_count(o);
-    if (np + ns > MAX_TENSORS) return ht_error(HT_ERUNTIME, "too many tensors for a checkpoint");
+    int np = ht_model_param_tensors(m, NULL, 0), ns = ht_optim_state_count(o);
+    if (ns > MAX_STATES) return ht_error(HT_ERUNTIME, "too many optimizer state tensors");
+    ht_param_tensor *pt = ht_xmalloc((size_t)np * sizeof *pt);
+    ht_model_param_tensors(m, pt, np);
 
     /* One host copy of each flat buffer; the tensors point into it in layout order. */
     float *params = ht_xmalloc(m->nparams * sizeof(float));
     ht_buf_read(m->dev, m->params, 0, m->nparams * sizeof(float), params);
-    float *state[8] = {0};
-    ht_st_tensor t[MAX_TENSORS];
+    float *state[MAX_STATES] = {0};
+    ht_st_tensor *t = ht_xmalloc((size_t)(np + ns) * sizeof *t);
     int nt = 0;
     for (int i = 0; i < np; i++, nt++) {
         t[nt].name = pt[i].name;
@@ -42,7 +35,7 @@ int ht_checkpoint_save(const char *path, ht_model *m, ht_optim *o, int64_t step,
         for (int j = 0; j < pt[i].ndim; j++) t[nt].shape[j] = pt[i].shape[j];
         t[nt].data = params + pt[i].off;
     }
-    for (int i = 0; i < ns && i < 8; i++, nt++) {
+    for (int i = 0; i < ns; i++, nt++) {
         const char *name;
         ht_buf *buf;
         size_t n;
@@ -62,7 +55,9 @@ int ht_checkpoint_save(const char *path, ht_model *m, ht_optim *o, int64_t step,
     const char *vals[] = {CKPT_FORMAT, sig, optim_name, st, ot};
     int rc = ht_st_write(path, t, nt, keys, vals, 5);
     free(params);
-    for (int i = 0; i < 8; i++) free(state[i]);
+    for (int i = 0; i < MAX_STATES; i++) free(state[i]);
+    free(t);
+    free(pt);
     return rc;
 }
 
@@ -102,43 +97,55 @@ static const float *want(const ht_st_file *f, const char *path, const char *name
     return p;
 }
 
+/* Checks format and model signature, then reads every parameter tensor into a host copy
+ * of the flat buffer (*params, to free). */
+static int read_params(ht_st_file *f, const char *path, const ht_model *m, float **params) {
+    char sig[256];
+    ht_model_signature(m, sig, sizeof sig);
+    const char *fmt = ht_st_meta(f, "format"), *fsig = ht_st_meta(f, "model");
+    *params = NULL;
+    if (!fmt || strcmp(fmt, CKPT_FORMAT))
+        return ht_error(HT_EINPUT, "%s: metadata 'format' is '%s', expected '%s'", path,
+                        fmt ? fmt : "(missing)", CKPT_FORMAT);
+    if (!fsig || strcmp(fsig, sig))
+        return ht_error(HT_EINPUT, "%s: checkpoint is for model '%s', but the config describes '%s'",
+                        path, fsig ? fsig : "(missing)", sig);
+    int np = ht_model_param_tensors(m, NULL, 0), rc = HT_OK;
+    ht_param_tensor *pt = ht_xmalloc((size_t)np * sizeof *pt);
+    ht_model_param_tensors(m, pt, np);
+    float *p = ht_xmalloc((m->nparams ? m->nparams : 1) * sizeof(float));
+    for (int i = 0; rc == HT_OK && i < np; i++) {
+        const float *src = want(f, path, pt[i].name, pt[i].ndim, pt[i].shape, &rc);
+        size_t n = 1;
+        for (int j = 0; j < pt[i].ndim; j++) n *= (size_t)pt[i].shape[j];
+        if (src) memcpy(p + pt[i].off, src, n * sizeof(float));
+    }
+    free(pt);
+    if (rc != HT_OK) free(p);
+    else *params = p;
+    return rc;
+}
+
 int ht_checkpoint_load(const char *path, ht_model *m, ht_optim *o, int64_t *step,
                        const char *optim_name) {
     ht_st_file *f = NULL;
     int rc = ht_st_open(&f, path);
     if (rc != HT_OK) return rc;
-    char sig[256];
-    ht_model_signature(m, sig, sizeof sig);
-    const char *fmt = ht_st_meta(f, "format"), *fsig = ht_st_meta(f, "model"),
-               *fopt = ht_st_meta(f, "optimizer");
+    float *params = NULL;
+    const char *fopt = ht_st_meta(f, "optimizer");
     int64_t fstep = 0, ot = 0;
-    if (!fmt || strcmp(fmt, CKPT_FORMAT))
-        rc = ht_error(HT_EINPUT, "%s: metadata 'format' is '%s', expected '%s'", path,
-                      fmt ? fmt : "(missing)", CKPT_FORMAT);
-    else if (!fsig || strcmp(fsig, sig))
-        rc = ht_error(HT_EINPUT,
-                      "%s: checkpoint is for model '%s', but the config describes '%s'", path,
-                      fsig ? fsig : "(missing)", sig);
-    else if (!fopt || strcmp(fopt, optim_name))
+    rc = read_params(f, path, m, &params);
+    if (rc == HT_OK && (!fopt || strcmp(fopt, optim_name)))
         rc = ht_error(HT_EINPUT,
                       "%s: checkpoint holds state for optimizer '%s', but the config uses '%s'",
                       path, fopt ? fopt : "(missing)", optim_name);
     if (rc == HT_OK) rc = meta_int(f, path, "step", &fstep);
     if (rc == HT_OK) rc = meta_int(f, path, "optimizer_steps", &ot);
-
-    ht_param_tensor pt[MAX_TENSORS];
-    int np = rc == HT_OK ? ht_model_param_tensors(m, pt, MAX_TENSORS) : 0;
-    float *params = rc == HT_OK ? ht_xmalloc(m->nparams * sizeof(float)) : NULL;
-    for (int i = 0; rc == HT_OK && i < np; i++) {
-        const float *p = want(f, path, pt[i].name, pt[i].ndim, pt[i].shape, &rc);
-        size_t n = 1;
-        for (int j = 0; j < pt[i].ndim; j++) n *= (size_t)pt[i].shape[j];
-        if (p) memcpy(params + pt[i].off, p, n * sizeof(float));
-    }
     /* Everything is validated before any device buffer changes. */
     int ns = ht_optim_state_count(o);
-    const float *sp[8] = {0};
-    for (int i = 0; rc == HT_OK && i < ns && i < 8; i++) {
+    const float *sp[MAX_STATES] = {0};
+    if (rc == HT_OK && ns > MAX_STATES) rc = ht_error(HT_ERUNTIME, "too many optimizer states");
+    for (int i = 0; rc == HT_OK && i < ns; i++) {
         const char *name;
         ht_buf *buf;
         size_t n;
@@ -148,7 +155,7 @@ int ht_checkpoint_load(const char *path, ht_model *m, ht_optim *o, int64_t *step
     }
     if (rc == HT_OK) {
         ht_buf_write(m->dev, m->params, 0, m->nparams * sizeof(float), params);
-        for (int i = 0; i < ns && i < 8; i++) {
+        for (int i = 0; i < ns; i++) {
             const char *name;
             ht_buf *buf;
             size_t n;
@@ -157,6 +164,23 @@ int ht_checkpoint_load(const char *path, ht_model *m, ht_optim *o, int64_t *step
         }
         o->t = ot;
         *step = fstep;
+    }
+    free(params);
+    ht_st_close(f);
+    return rc;
+}
+
+int ht_checkpoint_load_params(const char *path, ht_model *m, int64_t *step) {
+    ht_st_file *f = NULL;
+    int rc = ht_st_open(&f, path);
+    if (rc != HT_OK) return rc;
+    float *params = NULL;
+    int64_t fstep = 0;
+    rc = read_params(f, path, m, &params);
+    if (rc == HT_OK) rc = meta_int(f, path, "step", &fstep);
+    if (rc == HT_OK) {
+        ht_buf_write(m->dev, m->params, 0, m->nparams * sizeof(float), params);
+        if (step) *step = fstep;
     }
     free(params);
     ht_st_close(f);

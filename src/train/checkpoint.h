@@ -9,7 +9,9 @@
 #include "nn/model.h"
 #include "optim/optim.h"
 
-/* Identifies what a checkpoint belongs to, e.g. "mlp 784-1024-1024-10 relu". */
+/* Identifies what a checkpoint belongs to (the builder's m->desc), e.g. "mlp
+ * 784-1024-1024-10 relu", "cnn 1x28x28 conv5x32p2-relu-maxpool2-...", "gpt L4 C128 H4 T64
+ * V256". */
 void ht_model_signature(const ht_model *m, char *out, size_t n);
 
 int ht_checkpoint_save(const char *path, ht_model *m, ht_optim *o, int64_t step,
@@ -18,5 +20,8 @@ int ht_checkpoint_save(const char *path, ht_model *m, ht_optim *o, int64_t step,
  * HT_EINPUT naming the file and what differs when it does not match the model/optimizer. */
 int ht_checkpoint_load(const char *path, ht_model *m, ht_optim *o, int64_t *step,
                        const char *optim_name);
+/* Only the parameters (inference: generation), after the same format and model checks;
+ * *step (may be NULL) is the step it was saved at. */
+int ht_checkpoint_load_params(const char *path, ht_model *m, int64_t *step);
 
 #endif

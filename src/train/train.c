@@ -13,6 +13,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "core/rng.h"
 #include "data/data.h"
 #include "io/metrics.h"
 #include "io/progress.h"
@@ -36,42 +37,130 @@ void ht_train_install_signal_handlers(void) {
 
 /* ---------------------------------------------------------------- data */
 
-static int load_data(const ht_config *cfg, ht_dataset *train, ht_dataset *val) {
+/* Where batches come from: samples of a dataset (MLP, CNN) in the sampler's order, or
+ * random windows of a text (GPT). Either way batch `step` is a pure function of the seed
+ * and the step, which is what makes a resumed run continue exactly. */
+typedef struct source {
+    int text;
+    ht_dataset train, val;    /* samples */
+    ht_sampler sampler;
+    ht_text all, ttrain, tval; /* text: the file and two views into it */
+    int T;
+    uint64_t seed, eval_seed;
+    int eval_batches;
+    float *x;         /* (emax, features) */
+    int32_t *y, *tok; /* (emax * rows) labels or targets; (B, T) tokens */
+    int *idx;
+} source;
+
+static int load_data(const ht_config *cfg, source *src) {
     ht_dataset all = {0};
     int rc;
+    if (!strcmp(cfg->data.kind, "text")) {
+        src->text = 1;
+        src->T = cfg->model.context;
+        if ((rc = ht_text_load(&src->all, cfg->data.path)) != HT_OK) return rc;
+        rc = ht_text_split(&src->all, cfg->data.val_fraction, src->T, cfg->data.path,
+                           &src->ttrain, &src->tval);
+        if (rc == HT_OK)
+            ht_log_info("data: %s, %zu bytes: %zu training, %zu validation (by position)",
+                        cfg->data.path, src->all.n, src->ttrain.n, src->tval.n);
+        return rc;
+    }
     if (!strcmp(cfg->data.kind, "idx"))
         rc = ht_idx_load(&all, cfg->data.images, cfg->data.labels);
     else
         rc = ht_synthetic_make(&all, cfg->data.samples, cfg->data.features, cfg->data.classes,
                                cfg->data.seed);
     if (rc != HT_OK) return rc;
-    rc = ht_dataset_split(&all, cfg->data.val_fraction, train, val);
+    rc = ht_dataset_split(&all, cfg->data.val_fraction, &src->train, &src->val);
     ht_dataset_free(&all);
-    if (rc == HT_OK && train->n < 1)
+    if (rc == HT_OK && src->train.n < 1)
         rc = ht_error(HT_EINPUT, "%s: data.val_fraction %.3g leaves no training samples",
                       cfg->source, cfg->data.val_fraction);
+    if (rc == HT_OK)
+        ht_log_info("data: %d training, %d validation samples, %d features, %d classes",
+                    src->train.n, src->val.n, src->train.features, src->train.classes);
     return rc;
 }
 
-/* Mean loss and accuracy over a whole dataset, forward only, in batches of max_batch. */
-static void evaluate(ht_model *m, const ht_dataset *ds, float *x, int32_t *y, int *idx,
-                     double *loss, double *acc) {
-    double lsum = 0;
-    long correct = 0;
-    for (int s = 0; s < ds->n; s += m->max_batch) {
-        int b = ds->n - s < m->max_batch ? ds->n - s : m->max_batch;
-        for (int i = 0; i < b; i++) idx[i] = s + i;
-        ht_dataset_gather(ds, idx, b, x, y);
-        ht_model_set_batch(m, x, y, b);
-        ht_model_forward(m, b, 0);
-        double l;
-        int c;
-        ht_model_loss(m, b, &l, &c);
-        lsum += l;
-        correct += c;
+/* Host staging for batches of B (evaluation of a dataset goes in batches of B too). */
+static void source_start(source *src, const ht_config *cfg, int B) {
+    src->seed = cfg->train.seed;
+    src->eval_seed = ht_rng_stream(cfg->train.seed, 0xe7a1 /* "eval" */);
+    src->eval_batches = cfg->train.eval_batches;
+    if (src->text) {
+        src->tok = ht_xmalloc((size_t)B * src->T * sizeof(int32_t));
+        src->y = ht_xmalloc((size_t)B * src->T * sizeof(int32_t));
+        return;
     }
-    *loss = ds->n ? lsum / ds->n : NAN;
-    *acc = ds->n ? (double)correct / ds->n : NAN;
+    ht_sampler_init(&src->sampler, src->train.n, cfg->train.seed, cfg->data.shuffle);
+    src->x = ht_xmalloc((size_t)B * src->train.features * sizeof(float));
+    src->y = ht_xmalloc((size_t)B * sizeof(int32_t));
+    src->idx = ht_xmalloc((size_t)B * sizeof(int));
+}
+
+static void source_free(source *src) {
+    if (!src->text && src->idx) ht_sampler_free(&src->sampler);
+    free(src->x);
+    free(src->y);
+    free(src->tok);
+    free(src->idx);
+    ht_dataset_free(&src->train);
+    ht_dataset_free(&src->val);
+    ht_text_free(&src->all);
+}
+
+/* Uploads training batch `step`. */
+static void source_batch(source *src, ht_model *m, int64_t step, int B) {
+    if (src->text) {
+        ht_text_batch(&src->ttrain, src->seed, step, B, src->T, src->tok, src->y);
+        ht_model_set_batch_tokens(m, src->tok, src->y, B);
+        return;
+    }
+    ht_sampler_batch(&src->sampler, step, B, src->idx);
+    ht_dataset_gather(&src->train, src->idx, B, src->x, src->y);
+    ht_model_set_batch(m, src->x, src->y, B);
+}
+
+/* Runs a forward-only batch already uploaded and adds its loss and correct rows. */
+static void eval_batch(ht_model *m, int b, double *lsum, long *correct) {
+    ht_model_forward(m, b, 0);
+    double l;
+    int c;
+    ht_model_loss(m, b, &l, &c);
+    *lsum += l;
+    *correct += c;
+}
+
+/* Mean loss per row and accuracy, forward only, dropout off: the whole validation set in
+ * batches of max_batch, or for text eval_batches batches of fixed validation windows (the
+ * same windows at every evaluation, so the numbers compare). */
+static void evaluate(ht_model *m, source *src, double *loss, double *acc) {
+    double lsum = 0;
+    long correct = 0, rows = 0;
+    int B = m->max_batch;
+    ht_model_set_training(m, 0, 0, 0);
+    if (src->text) {
+        for (int j = 0; src->tval.n && j < src->eval_batches; j++) {
+            ht_text_batch(&src->tval, src->eval_seed, j, B, src->T, src->tok, src->y);
+            ht_model_set_batch_tokens(m, src->tok, src->y, B);
+            eval_batch(m, B, &lsum, &correct);
+            rows += (long)B * src->T;
+        }
+    } else {
+        for (int s = 0; s < src->val.n; s += B) {
+            int b = src->val.n - s < B ? src->val.n - s : B;
+            for (int i = 0; i < b; i++)
+                src->idx[i] = s + i;
+            ht_dataset_gather(&src->val, src->idx, b, src->x, src->y);
+            ht_model_set_batch(m, src->x, src->y, b);
+            eval_batch(m, b, &lsum, &correct);
+            rows += b;
+        }
+    }
+    *loss = rows ? lsum / rows : NAN;
+    *acc = rows ? (double)correct / rows : NAN;
 }
 
 static int file_exists(const char *path) {
@@ -88,10 +177,8 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
     const char *sel = opts->device ? opts->device : cfg->device.select;
     if ((rc = ht_ocl_select(sel, &dev_index)) != HT_OK) return rc;
 
-    ht_dataset train = {0}, val = {0};
-    if ((rc = load_data(cfg, &train, &val)) != HT_OK) return rc;
-    ht_log_info("data: %d training, %d validation samples, %d features, %d classes", train.n,
-                val.n, train.features, train.classes);
+    source src = {0};
+    if ((rc = load_data(cfg, &src)) != HT_OK) goto out_data;
 
     ht_dev_opts dopts = ht_dev_opts_default();
     dopts.cache = cfg->device.cache;
@@ -107,18 +194,22 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
 
     const int B = cfg->train.batch;
     ht_model model;
-    if ((rc = ht_model_mlp(&model, dev, train.features, cfg->model.hidden, cfg->model.nhidden,
-                           train.classes, cfg->model.activation, B)) != HT_OK)
+    if ((rc = ht_train_build_model(&model, dev, cfg, src.train.features, src.train.classes, B)) !=
+        HT_OK)
         goto out_dev;
+    if (ht_log_level() >= HT_LOG_DEBUG) ht_model_print(&model, stderr);
     ht_model_init_params(&model, cfg->train.seed);
     ht_optim_cfg ocfg = ht_optim_cfg_from(cfg);
     ht_optim opt;
     ht_optim_init(&opt, dev, &ocfg, model.nparams);
     ht_lr_sched sched = ht_lr_sched_from(cfg);
-    int64_t total = cfg->train.steps > 0
-                        ? cfg->train.steps
-                        : (int64_t)ceil(cfg->train.epochs * (double)train.n / (double)B);
+    /* an epoch: every training sample, or as many windows as the text has bytes */
+    double per_epoch = src.text ? (double)src.ttrain.n / src.T : (double)src.train.n;
+    int64_t total = cfg->train.steps > 0 ? cfg->train.steps
+                                         : (int64_t)ceil(cfg->train.epochs * per_epoch / (double)B);
     if (total < 1) total = 1;
+    /* the loss is the mean over B x rows rows (a GPT: every position of every window) */
+    const double rows = (double)B * model.rows;
 
     int64_t step = 0;
     const char *ckpt = cfg->checkpoint.path;
@@ -135,20 +226,15 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
             ht_log_info("no checkpoint at %s yet; starting from step 0", ckpt);
         }
     }
-    ht_log_info("model: %s, %zu parameters; %lld steps of batch %d, optimizer %s",
-                cfg->model.type, model.nparams, (long long)total, B, cfg->optim.type);
+    ht_log_info("model: %s, %zu parameters; %lld steps of batch %d, optimizer %s", model.desc,
+                model.nparams, (long long)total, B, cfg->optim.type);
 
     ht_metrics *metrics = NULL;
     if (*cfg->log.metrics &&
         (rc = ht_metrics_open(&metrics, cfg->log.metrics, opts->resume && step > 0)) != HT_OK)
         goto out_model;
 
-    ht_sampler sampler;
-    ht_sampler_init(&sampler, train.n, cfg->train.seed, cfg->data.shuffle);
-    int emax = B > val.n ? B : val.n;
-    float *x = ht_xmalloc((size_t)emax * train.features * sizeof(float));
-    int32_t *y = ht_xmalloc((size_t)emax * sizeof(int32_t));
-    int *idx = ht_xmalloc((size_t)emax * sizeof(int));
+    source_start(&src, cfg, B);
     ht_progress prog;
     ht_progress_init(&prog, stderr, total, cfg->log.progress, cfg->log.every);
 
@@ -158,11 +244,10 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
     if (opts->stop_after > 0 && step + opts->stop_after < total) end = step + opts->stop_after;
     for (; step < end && !g_stop; step++) {
         float lr = (float)ht_lr_at(&sched, step, total);
-        ht_sampler_batch(&sampler, step, B, idx);
-        ht_dataset_gather(&train, idx, B, x, y);
-        ht_model_set_batch(&model, x, y, B);
+        source_batch(&src, &model, step, B);
+        ht_model_set_training(&model, 1, cfg->train.seed, step);
         ht_model_forward(&model, B, 1);
-        ht_model_backward(&model, B, 1.0f / (float)B);
+        ht_model_backward(&model, B, (float)(1.0 / rows));
         ht_optim_step(&opt, model.params, model.grads, lr);
         int64_t done = step + 1;
         if (step == start_step) {
@@ -184,14 +269,14 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
                               lsum, (long long)done, lr);
                 goto out_loop;
             }
-            if (metrics) ht_metrics_train(metrics, done, lsum / B, lr, sps);
-            ht_progress_update(&prog, done, lsum / B, lr, sps);
+            if (metrics) ht_metrics_train(metrics, done, lsum / rows, lr, sps);
+            ht_progress_update(&prog, done, lsum / rows, lr, sps);
             t_mark = now;
             mark_step = done;
         }
         if (cfg->train.eval_every > 0 && done % cfg->train.eval_every == 0 && done != total) {
             double t0 = ht_now();
-            evaluate(&model, &val, x, y, idx, &vloss, &vacc);
+            evaluate(&model, &src, &vloss, &vacc);
             t_eval += ht_now() - t0;
             if (metrics) ht_metrics_eval(metrics, done, vloss, vacc);
             ht_progress_note(&prog, "step %lld: val_loss %.4f val_acc %.2f%%", (long long)done,
@@ -218,7 +303,7 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
                       *ckpt ? "; checkpoint saved to " : " (no checkpoint.path set)", ckpt);
         goto out_loop;
     }
-    evaluate(&model, &val, x, y, idx, &vloss, &vacc);
+    evaluate(&model, &src, &vloss, &vacc);
     if (metrics) ht_metrics_eval(metrics, step, vloss, vacc);
     res->steps = step;
     res->val_loss = vloss;
@@ -228,10 +313,6 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
     rc = HT_OK;
 
 out_loop:
-    free(x);
-    free(y);
-    free(idx);
-    ht_sampler_free(&sampler);
     if (metrics && ht_metrics_close(metrics) != HT_OK && rc == HT_OK) rc = HT_ERUNTIME;
 out_model:
     ht_optim_free(&opt);
@@ -239,7 +320,6 @@ out_model:
 out_dev:
     ht_dev_close(dev);
 out_data:
-    ht_dataset_free(&train);
-    ht_dataset_free(&val);
+    source_free(&src);
     return rc;
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "config/config.h"
+#include "nn/model.h"
 
 typedef struct ht_train_opts {
     const char *device; /* --device selector; overrides device.select when set */
@@ -17,8 +18,8 @@ typedef struct ht_train_opts {
 
 typedef struct ht_train_result {
     int64_t steps;         /* optimizer steps taken in total (including resumed ones) */
-    double val_loss;       /* final evaluation */
-    double val_acc;
+    double val_loss;       /* final evaluation (a language model: nats per byte) */
+    double val_acc;        /* a language model: next-byte accuracy */
     double samples_per_s;  /* training throughput of this process */
     double first_step_s;   /* process start -> first step done */
 } ht_train_result;
@@ -26,6 +27,12 @@ typedef struct ht_train_result {
 /* Runs the job. Returns HT_OK, HT_EINPUT (bad data/checkpoint: message set) or
  * HT_ERUNTIME; OpenCL failures exit 1 directly. */
 int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *res);
+
+/* Builds the model cfg describes for data of `features` per sample (a GPT ignores it: it
+ * reads model.context bytes) and `classes`; d == NULL describes it only. HT_EINPUT naming
+ * the config for sizes that do not fit the data. */
+int ht_train_build_model(ht_model *m, ht_dev *d, const ht_config *cfg, int features, int classes,
+                         int max_batch);
 
 /* Set by SIGINT/SIGTERM: the loop stops after the current step and saves a checkpoint. */
 void ht_train_install_signal_handlers(void);

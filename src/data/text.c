@@ -1,0 +1,109 @@
+/* Byte-level text for the GPT: a whole file in memory, a train/validation split by
+ * position (the end of the file is validation, so no window straddles both), and batches of
+ * random windows whose starts are a pure function of (seed, step, b): resume is exact. */
+#include "data/data.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/err.h"
+#include "core/rng.h"
+
+int ht_text_load(ht_text *t, const char *path) {
+    memset(t, 0, sizeof *t);
+    struct stat st;
+    if (!path || !*path) return ht_error(HT_EINPUT, "data.path is empty: expected a text file");
+    if (stat(path, &st) != 0)
+        return ht_error(HT_EINPUT, "cannot open text '%s': %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        return ht_error(HT_EINPUT, "cannot read text '%s': it is a directory, expected a file",
+                        path);
+    FILE *f = fopen(path, "rb");
+    if (!f) return ht_error(HT_EINPUT, "cannot open text '%s': %s", path, strerror(errno));
+    /* read in chunks rather than trust st_size (pipes, files that change underneath) */
+    size_t cap = S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size + 1 : 1 << 16, n = 0;
+    if (cap > HT_TEXT_MAX_BYTES + 1) cap = HT_TEXT_MAX_BYTES + 1;
+    uint8_t *buf = ht_xmalloc(cap);
+    for (;;) {
+        if (n == cap) {
+            if (cap > HT_TEXT_MAX_BYTES) break;
+            cap = cap * 2 > HT_TEXT_MAX_BYTES + 1 ? HT_TEXT_MAX_BYTES + 1 : cap * 2;
+            buf = ht_xrealloc(buf, cap);
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    int err = ferror(f), errnum = errno;
+    fclose(f);
+    int rc = HT_OK;
+    if (err)
+        rc = ht_error(HT_EINPUT, "cannot read text '%s' (after %zu bytes): %s", path, n,
+                      strerror(errnum));
+    else if (n > HT_TEXT_MAX_BYTES)
+        rc = ht_error(HT_EINPUT, "text '%s' is larger than %zu bytes, the most accepted", path,
+                      HT_TEXT_MAX_BYTES);
+    else if (n == 0)
+        rc = ht_error(HT_EINPUT, "text '%s' is empty: expected some text to train on", path);
+    if (rc != HT_OK) {
+        free(buf);
+        return rc;
+    }
+    t->bytes = buf;
+    t->n = n;
+    t->owned = 1;
+    return HT_OK;
+}
+
+void ht_text_free(ht_text *t) {
+    if (t->owned) free(t->bytes);
+    memset(t, 0, sizeof *t);
+}
+
+int ht_text_split(const ht_text *all, double val_fraction, int T, const char *path, ht_text *train,
+                  ht_text *val) {
+    memset(train, 0, sizeof *train);
+    memset(val, 0, sizeof *val);
+    if (!(val_fraction >= 0 && val_fraction < 1))
+        return ht_error(HT_EINPUT, "data.val_fraction: found %g, expected a value in [0, 1)",
+                        val_fraction);
+    if (T < 1) return ht_error(HT_EINPUT, "text: context %d must be >= 1", T);
+    size_t nval = (size_t)llround(val_fraction * (double)all->n), ntrain = all->n - nval;
+    size_t need = (size_t)T + 1;
+    if (ntrain < need)
+        return ht_error(HT_EINPUT,
+                        "text '%s' is too short: %zu bytes leave %zu for training, fewer than "
+                        "one window of model.context + 1 = %zu bytes",
+                        path, all->n, ntrain, need);
+    if (nval > 0 && nval < need)
+        return ht_error(HT_EINPUT,
+                        "text '%s' is too short: data.val_fraction %g holds out %zu bytes for "
+                        "validation, fewer than one window of model.context + 1 = %zu bytes "
+                        "(use a longer text, a larger val_fraction, or 0 for none)",
+                        path, val_fraction, nval, need);
+    *train = (ht_text){all->bytes, ntrain, 0};
+    *val = (ht_text){all->bytes + ntrain, nval, 0};
+    return HT_OK;
+}
+
+size_t ht_text_window(const ht_text *t, int T, uint64_t seed, int64_t step, int b) {
+    size_t starts = t->n - (size_t)T; /* s + T + 1 <= n */
+    return ht_rng_below(ht_rng_stream(seed, (uint64_t)step), (uint64_t)b, (uint32_t)starts);
+}
+
+void ht_text_batch(const ht_text *t, uint64_t seed, int64_t step, int B, int T, int32_t *tokens,
+                   int32_t *targets) {
+    for (int b = 0; b < B; b++) {
+        const uint8_t *w = t->bytes + ht_text_window(t, T, seed, step, b);
+        int32_t *tok = tokens + (size_t)b * T;
+        for (int j = 0; j < T; j++)
+            tok[j] = w[j];
+        if (targets)
+            for (int j = 0; j < T; j++)
+                targets[(size_t)b * T + j] = w[j + 1];
+    }
+}

@@ -1,0 +1,159 @@
+/* Layer kinds of an MLP: linear (over the last dimension, so a GPT head applies it per
+ * position), ReLU/GELU, and flatten (a reinterpretation that shares its input's region).
+ * A linear layer runs a following activation in its own bias pass (fuses_act). */
+#include <math.h>
+#include <stdio.h>
+
+#include "core/err.h"
+#include "nn/layer.h"
+
+/* ---------------------------------------------------------------- linear */
+
+/* Features per row in and out, and rows per sample (1 for an MLP, T for a GPT head). */
+static int lin_fin(const ht_layer *l) { return l->in_shape.d[l->in_shape.ndim - 1]; }
+static int lin_fout(const ht_layer *l) { return l->out_shape.d[l->out_shape.ndim - 1]; }
+static int lin_rows(const ht_layer *l) { return l->in / lin_fin(l); }
+
+static double linear_flops_fwd(const ht_layer *l) {
+    double fin = lin_fin(l), fout = lin_fout(l);
+    return lin_rows(l) * (2.0 * fin * fout + fout);
+}
+
+static double linear_flops_bwd(const ht_layer *l, int with_dx) {
+    double fin = lin_fin(l), fout = lin_fout(l); /* dW GEMM, db sums, dx GEMM */
+    return lin_rows(l) * (2.0 * fin * fout + fout + (with_dx ? 2.0 * fin * fout : 0.0));
+}
+
+static void linear_fwd(ht_model *m, int i, int B, ht_act act) {
+    const ht_layer *l = &m->layers[i];
+    int rows = B * lin_rows(l);
+    ht_view w = ht_layer_param(m, l, 0), b = ht_layer_param(m, l, 1);
+    if (act != HT_ACT_NONE)
+        ht_linear_act_forward(m->dev, ht_model_act(m, i + 1), ht_model_act(m, i + 2),
+                              ht_model_act(m, i), w, b, rows, lin_fin(l), lin_fout(l), act);
+    else
+        ht_linear_forward(m->dev, ht_model_act(m, i + 1), ht_model_act(m, i), w, b, rows,
+                          lin_fin(l), lin_fout(l));
+}
+
+static void linear_bwd(ht_model *m, int i, int B, ht_act act, float scale, int accumulate) {
+    const ht_layer *l = &m->layers[i];
+    int rows = B * lin_rows(l);
+    ht_view dx = i > 0 ? ht_model_dact(m, i) : ht_view_none();
+    ht_view w = ht_layer_param(m, l, 0), dw = ht_layer_grad(m, l, 0), db = ht_layer_grad(m, l, 1);
+    if (act != HT_ACT_NONE) /* act' and the bias sums in one pass, then the GEMMs */
+        ht_linear_act_backward(m->dev, dx, dw, db, ht_model_dact(m, i + 1), ht_model_dact(m, i + 2),
+                               ht_model_act(m, i + 1), ht_model_act(m, i), w, rows, lin_fin(l),
+                               lin_fout(l), act, scale, accumulate);
+    else
+        ht_linear_backward(m->dev, dx, dw, db, ht_model_dact(m, i + 1), ht_model_act(m, i), w, rows,
+                           lin_fin(l), lin_fout(l), scale, accumulate);
+}
+
+const ht_layer_ops ht_ops_linear = {
+    .kind = "linear",
+    .flops_forward = linear_flops_fwd,
+    .flops_backward = linear_flops_bwd,
+    .forward = linear_fwd,
+    .backward = linear_bwd,
+    .fuses_act = 1,
+    .scales = 1,
+};
+
+int ht_layer_add_linear(ht_model *m, const char *name, int out, int gpt_init, float std,
+                        const char *what) {
+    ht_shape in = ht_chain_shape(m);
+    char s[32];
+    ht_shape_str(&in, s, sizeof s);
+    if (in.ndim > 2)
+        return ht_error(HT_EINPUT,
+                        "%s: the input is %s (C,H,W); add \"flatten\" before a linear "
+                        "layer",
+                        what, s);
+    if (out < 1) return ht_error(HT_EINPUT, "%s: %d outputs (must be >= 1)", what, out);
+    ht_layer *l = ht_chain_add(m, HT_LAYER_LINEAR, &ht_ops_linear, name);
+    int fin = in.d[in.ndim - 1];
+    l->out_shape.d[in.ndim - 1] = out;
+    l->out = ht_shape_count(&l->out_shape);
+    int64_t ws[2] = {out, fin}, bs[1] = {out};
+    /* PyTorch's nn.Linear: kaiming_uniform(a = sqrt(5)) gives bound 1/sqrt(fan_in), and
+     * the bias takes the same bound; GPT-2: N(0, std), bias 0 */
+    float bound = 1.0f / sqrtf((float)fin);
+    ht_layer_tensor(m, l, "weight", 2, ws, gpt_init ? HT_INIT_NORMAL : HT_INIT_UNIFORM,
+                    gpt_init ? std : bound);
+    l->boff = ht_layer_tensor(m, l, "bias", 1, bs, gpt_init ? HT_INIT_CONST : HT_INIT_UNIFORM,
+                              gpt_init ? 0.0f : bound);
+    return HT_OK;
+}
+
+/* ---------------------------------------------------------------- activations */
+
+static ht_act act_of(const ht_layer *l) {
+    return l->kind == HT_LAYER_RELU ? HT_ACT_RELU : HT_ACT_GELU;
+}
+
+static double act_flops_fwd(const ht_layer *l) { return (double)l->out; }
+static double act_flops_bwd(const ht_layer *l, int with_dx) {
+    return with_dx ? (double)l->out : 0.0;
+}
+
+static void act_fwd(ht_model *m, int i, int B, ht_act unused) {
+    const ht_layer *l = &m->layers[i];
+    ht_act_forward(m->dev, act_of(l), ht_model_act(m, i + 1), ht_model_act(m, i),
+                   (size_t)B * (size_t)l->out);
+}
+
+static void act_bwd(ht_model *m, int i, int B, ht_act unused, float scale, int accumulate) {
+    const ht_layer *l = &m->layers[i];
+    if (i > 0)
+        ht_act_backward(m->dev, act_of(l), ht_model_dact(m, i), ht_model_dact(m, i + 1),
+                        ht_model_act(m, i), (size_t)B * (size_t)l->out, scale);
+}
+
+const ht_layer_ops ht_ops_relu = {
+    .kind = "relu",
+    .flops_forward = act_flops_fwd,
+    .flops_backward = act_flops_bwd,
+    .forward = act_fwd,
+    .backward = act_bwd,
+    .scales = 1,
+};
+const ht_layer_ops ht_ops_gelu = {
+    .kind = "gelu",
+    .flops_forward = act_flops_fwd,
+    .flops_backward = act_flops_bwd,
+    .forward = act_fwd,
+    .backward = act_bwd,
+    .scales = 1,
+};
+
+int ht_layer_add_act(ht_model *m, const char *name, ht_act act, const char *what) {
+    if (act != HT_ACT_RELU && act != HT_ACT_GELU)
+        return ht_error(HT_EINPUT, "%s: activation must be relu or gelu", what);
+    ht_chain_add(m, act == HT_ACT_RELU ? HT_LAYER_RELU : HT_LAYER_GELU,
+                 act == HT_ACT_RELU ? &ht_ops_relu : &ht_ops_gelu, name);
+    return HT_OK;
+}
+
+/* ---------------------------------------------------------------- flatten */
+
+static double zero_flops_fwd(const ht_layer *l) { return 0.0; }
+static double zero_flops_bwd(const ht_layer *l, int with_dx) { return 0.0; }
+/* NCHW (B,C,H,W) already is the (B, C*H*W) matrix: the output shares the input's region */
+static void flatten_fwd(ht_model *m, int i, int B, ht_act a) {}
+static void flatten_bwd(ht_model *m, int i, int B, ht_act a, float s, int acc) {}
+
+const ht_layer_ops ht_ops_flatten = {
+    .kind = "flatten",
+    .flops_forward = zero_flops_fwd,
+    .flops_backward = zero_flops_bwd,
+    .forward = flatten_fwd,
+    .backward = flatten_bwd,
+    .aliases = 1,
+};
+
+int ht_layer_add_flatten(ht_model *m, const char *name, const char *what) {
+    ht_layer *l = ht_chain_add(m, HT_LAYER_FLATTEN, &ht_ops_flatten, name);
+    l->out_shape = ht_shape1(l->in);
+    return HT_OK;
+}

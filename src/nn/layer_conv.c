@@ -1,0 +1,162 @@
+/* Layer kinds of a CNN over NCHW activations: 2-D convolution (im2col + GEMM in
+ * nn/ops_conv.h; fuses a following ReLU/GELU like linear) and max pooling. Shapes are
+ * checked when the layer is added, naming the config element that asked for it. */
+#include <math.h>
+#include <stdio.h>
+
+#include "core/err.h"
+#include "nn/layer.h"
+#include "nn/ops_conv.h"
+
+/* (C,H,W) input or an error naming `what` and the shape found. */
+static int need_chw(const ht_model *m, const char *what, const char *kind) {
+    ht_shape in = ht_chain_shape(m);
+    if (in.ndim == 3) return HT_OK;
+    char s[32];
+    ht_shape_str(&in, s, sizeof s);
+    return ht_error(HT_EINPUT, "%s: %s needs a (C,H,W) input, but the input here is %s%s", what,
+                    kind, s, in.ndim == 1 ? " (after flatten or linear)" : "");
+}
+
+/* ---------------------------------------------------------------- conv */
+
+static ht_conv2d_shape conv_shape(const ht_layer *l, int B) {
+    return (ht_conv2d_shape){.B = B,
+                             .cin = l->in_shape.d[0],
+                             .h = l->in_shape.d[1],
+                             .w = l->in_shape.d[2],
+                             .cout = l->out_shape.d[0],
+                             .k = l->k,
+                             .stride = l->stride,
+                             .pad = l->pad};
+}
+
+/* per sample: K = cin*k*k column rows, P = Ho*Wo output pixels */
+static double conv_gemm_flops(const ht_layer *l) {
+    double K = (double)l->in_shape.d[0] * l->k * l->k;
+    return 2.0 * K * l->out; /* l->out = cout * P */
+}
+
+static double conv_flops_fwd(const ht_layer *l) { return conv_gemm_flops(l) + l->out; }
+
+static double conv_flops_bwd(const ht_layer *l, int with_dx) { /* dW GEMM, db sums, dx GEMM */
+    return conv_gemm_flops(l) + l->out + (with_dx ? conv_gemm_flops(l) : 0.0);
+}
+
+static size_t conv_work(const ht_layer *l, int B) {
+    ht_conv2d_shape s = conv_shape(l, B);
+    return ht_conv2d_workspace_floats(&s);
+}
+
+static void conv_fwd(ht_model *m, int i, int B, ht_act act) {
+    const ht_layer *l = &m->layers[i];
+    ht_conv2d_shape s = conv_shape(l, B);
+    ht_conv2d_forward(m->dev, ht_model_act(m, i + 1),
+                      act != HT_ACT_NONE ? ht_model_act(m, i + 2) : ht_view_none(),
+                      ht_model_act(m, i), ht_layer_param(m, l, 0), ht_layer_param(m, l, 1),
+                      ht_model_work(m), &s, act);
+}
+
+static void conv_bwd(ht_model *m, int i, int B, ht_act act, float scale, int accumulate) {
+    const ht_layer *l = &m->layers[i];
+    ht_conv2d_shape s = conv_shape(l, B);
+    /* fused: the activation's output gradient, act' applied inside (dact i+1 not written) */
+    ht_view da = ht_model_dact(m, act != HT_ACT_NONE ? i + 2 : i + 1);
+    ht_conv2d_backward(m->dev, i > 0 ? ht_model_dact(m, i) : ht_view_none(), ht_layer_grad(m, l, 0),
+                       ht_layer_grad(m, l, 1), da, ht_model_act(m, i + 1), ht_model_act(m, i),
+                       ht_layer_param(m, l, 0), ht_model_work(m), &s, act, scale, accumulate);
+}
+
+const ht_layer_ops ht_ops_conv = {
+    .kind = "conv",
+    .flops_forward = conv_flops_fwd,
+    .flops_backward = conv_flops_bwd,
+    .work_floats = conv_work,
+    .forward = conv_fwd,
+    .backward = conv_bwd,
+    .fuses_act = 1,
+    .scales = 1,
+};
+
+int ht_layer_add_conv(ht_model *m, const char *name, int out_ch, int k, int stride, int pad,
+                      const char *what) {
+    int rc = need_chw(m, what, "conv");
+    if (rc != HT_OK) return rc;
+    ht_shape in = ht_chain_shape(m);
+    ht_conv2d_shape s = {1, in.d[0], in.d[1], in.d[2], out_ch, k, stride, pad};
+    if (ht_conv2d_check(&s) != HT_OK) {
+        char shape[32], why[256];
+        ht_shape_str(&in, shape, sizeof shape);
+        snprintf(why, sizeof why, "%s", ht_errmsg()); /* ht_error rewrites the message */
+        return ht_error(HT_EINPUT, "%s: on the %s input: %s", what, shape, why);
+    }
+    ht_layer *l = ht_chain_add(m, HT_LAYER_CONV, &ht_ops_conv, name);
+    l->k = k;
+    l->stride = stride;
+    l->pad = pad;
+    l->out_shape = (ht_shape){3, {out_ch, ht_conv2d_oh(&s), ht_conv2d_ow(&s)}};
+    l->out = ht_shape_count(&l->out_shape);
+    /* PyTorch's nn.Conv2d default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = cin*k*k */
+    float bound = 1.0f / sqrtf((float)in.d[0] * (float)k * (float)k);
+    int64_t ws[4] = {out_ch, in.d[0], k, k}, bs[1] = {out_ch};
+    ht_layer_tensor(m, l, "weight", 4, ws, HT_INIT_UNIFORM, bound);
+    l->boff = ht_layer_tensor(m, l, "bias", 1, bs, HT_INIT_UNIFORM, bound);
+    return HT_OK;
+}
+
+/* ---------------------------------------------------------------- max pooling */
+
+static ht_pool2d_shape pool_shape(const ht_layer *l, int B) {
+    return (ht_pool2d_shape){.B = B,
+                             .c = l->in_shape.d[0],
+                             .h = l->in_shape.d[1],
+                             .w = l->in_shape.d[2],
+                             .k = l->k,
+                             .stride = l->stride,
+                             .pad = 0};
+}
+
+/* a comparison per window element; backward recomputes the argmax (as many) and routes */
+static double pool_flops_fwd(const ht_layer *l) { return (double)l->out * l->k * l->k; }
+static double pool_flops_bwd(const ht_layer *l, int with_dx) {
+    return with_dx ? (double)l->out * l->k * l->k : 0.0;
+}
+
+static void pool_fwd(ht_model *m, int i, int B, ht_act unused) {
+    ht_pool2d_shape s = pool_shape(&m->layers[i], B);
+    ht_maxpool2d_forward(m->dev, ht_model_act(m, i + 1), ht_model_act(m, i), &s);
+}
+
+static void pool_bwd(ht_model *m, int i, int B, ht_act unused, float scale, int accumulate) {
+    ht_pool2d_shape s = pool_shape(&m->layers[i], B);
+    if (i > 0)
+        ht_maxpool2d_backward(m->dev, ht_model_dact(m, i), ht_model_dact(m, i + 1),
+                              ht_model_act(m, i), &s);
+}
+
+const ht_layer_ops ht_ops_maxpool = {
+    .kind = "maxpool",
+    .flops_forward = pool_flops_fwd,
+    .flops_backward = pool_flops_bwd,
+    .forward = pool_fwd,
+    .backward = pool_bwd,
+};
+
+int ht_layer_add_maxpool(ht_model *m, const char *name, int k, int stride, const char *what) {
+    int rc = need_chw(m, what, "maxpool");
+    if (rc != HT_OK) return rc;
+    ht_shape in = ht_chain_shape(m);
+    ht_pool2d_shape s = {1, in.d[0], in.d[1], in.d[2], k, stride, 0};
+    if (ht_pool2d_check(&s) != HT_OK) {
+        char shape[32], why[256];
+        ht_shape_str(&in, shape, sizeof shape);
+        snprintf(why, sizeof why, "%s", ht_errmsg()); /* ht_error rewrites the message */
+        return ht_error(HT_EINPUT, "%s: on the %s input: %s", what, shape, why);
+    }
+    ht_layer *l = ht_chain_add(m, HT_LAYER_MAXPOOL, &ht_ops_maxpool, name);
+    l->k = k;
+    l->stride = stride;
+    l->out_shape = (ht_shape){3, {in.d[0], ht_pool2d_oh(&s), ht_pool2d_ow(&s)}};
+    l->out = ht_shape_count(&l->out_shape);
+    return HT_OK;
+}

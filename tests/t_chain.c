@@ -1,0 +1,469 @@
+/* Models as chains of layers: the MNIST CNN's and a GPT's per-layer parameters, FLOPs and
+ * activation bytes checked by hand (descriptions, no device); on the device, for an MLP,
+ * a CNN and a GPT, every split [0,k) + [k,n) gives the logits and the gradients of the
+ * whole chain bit for bit, a range whose top layer cannot fold grad_scale in still scales
+ * exactly, finite differences agree with the composed backward (conv, pool, embedding,
+ * transformer block), and dropout masks are a pure function of (seed, step). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "nn/model.h"
+#include "ref.h"
+#include "tap.h"
+#include "testdev.h"
+
+static ht_dev *D;
+
+static const char *const MNIST_CNN[] = {
+    "conv 5 32 pad=2", "relu",       "maxpool 2", "conv 5 64 pad=2", "relu", "maxpool 2",
+    "flatten",         "linear 512", "relu",      "linear 10"};
+
+/* ---------------------------------------------------------------- descriptions */
+
+static void test_cnn_layout(void) {
+    ht_model m;
+    ht_shape in = {3, {1, 28, 28}};
+    int rc = ht_model_cnn(&m, NULL, in, MNIST_CNN, 10, 10, 64);
+    if (!tap_ok(rc == HT_OK, "MNIST CNN describes without a device: %s", rc ? ht_errmsg() : ""))
+        return;
+    /* params: conv (cout, cin, 5, 5) + cout; linear out*in + out */
+    size_t p1 = 32 * 1 * 25 + 32, p2 = 64 * 32 * 25 + 64, p3 = 3136 * 512 + 512, p4 = 512 * 10 + 10;
+    const size_t want_p[10] = {p1, 0, 0, p2, 0, 0, 0, p3, 0, p4};
+    const char *want_out[10] = {"32x28x28", "32x28x28", "32x14x14", "64x14x14", "64x14x14",
+                                "64x7x7",   "3136",     "512",      "512",      "10"};
+    int ok = m.nlayers == 10;
+    char s[32];
+    for (int i = 0; ok && i < 10; i++) {
+        ht_shape_str(&m.layers[i].out_shape, s, sizeof s);
+        ok &= m.layers[i].nparams == want_p[i] && !strcmp(s, want_out[i]);
+        if (!ok)
+            tap_diag("layer %d %s: %zu params, output %s", i, m.layers[i].name, m.layers[i].nparams,
+                     s);
+    }
+    tap_ok(ok && m.nparams == p1 + p2 + p3 + p4 && m.nparams == 1663370,
+           "params conv1 832, conv2 51264, fc1 1606144, fc2 5130 = %zu; shapes 32x28x28 ... 10",
+           m.nparams);
+    tap_ok(!strcmp(m.desc, "cnn 1x28x28 conv5x32p2-relu-maxpool2-conv5x64p2-relu-maxpool2-"
+                           "flatten-linear512-relu-linear10"),
+           "signature: %s", m.desc);
+
+    /* FLOPs per sample: conv 2*(cin*k*k)*cout*Ho*Wo + bias; backward adds dW (+ dx) */
+    double c1 = 2.0 * 25 * 32 * 784, c2 = 2.0 * 800 * 64 * 196, f1 = 2.0 * 3136 * 512,
+           f2 = 2.0 * 512 * 10;
+    const double fwd[10] = {c1 + 32 * 784, 32 * 784, 32 * 196 * 4, c2 + 64 * 196, 64 * 196,
+                            64 * 49 * 4,   0,        f1 + 512,     512,           f2 + 10};
+    const double bwd[10] = {c1 + 32 * 784 /* no dx: first layer */,
+                            32 * 784,
+                            32 * 196 * 4,
+                            2 * c2 + 64 * 196,
+                            64 * 196,
+                            64 * 49 * 4,
+                            0,
+                            2 * f1 + 512,
+                            512,
+                            2 * f2 + 10};
+    ok = 1;
+    double total = 0;
+    for (int i = 0; i < 10; i++) {
+        double f = ht_layer_flops_forward(&m.layers[i]),
+               b = ht_layer_flops_backward(&m.layers[i], i > 0);
+        ok &= f == fwd[i] && b == bwd[i];
+        if (f != fwd[i] || b != bwd[i])
+            tap_diag("layer %d: fwd %.0f (want %.0f), bwd %.0f (want %.0f)", i, f, fwd[i], b,
+                     bwd[i]);
+        total += fwd[i] + bwd[i];
+    }
+    tap_ok(ok && ht_model_flops_per_sample(&m) == total,
+           "FLOPs per layer by hand (conv1 fwd %.0f, conv2 fwd %.0f), total %.4g per sample",
+           fwd[0], fwd[3], total);
+    /* activation bytes: the output (flatten shares its input's), nothing else saved */
+    const size_t bytes[10] = {32 * 784 * 4,
+                              32 * 784 * 4,
+                              32 * 196 * 4,
+                              64 * 196 * 4,
+                              64 * 196 * 4,
+                              64 * 49 * 4,
+                              0,
+                              512 * 4,
+                              512 * 4,
+                              40};
+    ok = 1;
+    for (int i = 0; i < 10; i++)
+        ok &= ht_layer_act_bytes(&m.layers[i]) == bytes[i];
+    tap_ok(ok, "activation bytes per sample: conv1 100352, pool2 12544, flatten 0, fc2 40");
+
+    ht_param_tensor t[8];
+    int n = ht_model_param_tensors(&m, t, 8);
+    tap_ok(n == 8 && !strcmp(t[0].name, "conv1.weight") && t[0].ndim == 4 && t[0].shape[0] == 32 &&
+               t[0].shape[1] == 1 && t[0].shape[2] == 5 && t[0].shape[3] == 5 &&
+               !strcmp(t[3].name, "conv2.bias") && t[4].shape[0] == 512 && t[4].shape[1] == 3136,
+           "tensors conv1.weight (32,1,5,5) ... fc1.weight (512,3136): 4-dim shapes");
+    ht_model_free(&m);
+
+    /* shape errors name the element */
+    const char *bad[] = {"conv 5 8", "maxpool 2", "maxpool 2", "maxpool 2", "flatten", "linear 3"};
+    rc = ht_model_cnn(&m, NULL, (ht_shape){3, {1, 10, 10}}, bad, 6, 3, 4); /* 6, 3, 1, - */
+    tap_ok(rc == HT_EINPUT && strstr(ht_errmsg(), "model.layers[3] \"maxpool 2\"") &&
+               strstr(ht_errmsg(), "does not fit"),
+           "a window too large for its input names the element: %s", ht_errmsg());
+    const char *noflat[] = {"conv 3 4", "linear 3"};
+    rc = ht_model_cnn(&m, NULL, (ht_shape){3, {1, 6, 6}}, noflat, 2, 3, 4);
+    tap_ok(rc == HT_EINPUT && strstr(ht_errmsg(), "model.layers[1]") &&
+               strstr(ht_errmsg(), "flatten"),
+           "linear on (C,H,W) asks for flatten: %s", ht_errmsg());
+    const char *classes[] = {"flatten", "linear 7"};
+    rc = ht_model_cnn(&m, NULL, (ht_shape){3, {1, 6, 6}}, classes, 2, 3, 4);
+    tap_ok(rc == HT_EINPUT && strstr(ht_errmsg(), "3 classes"),
+           "a last layer that does not give the class count: %s", ht_errmsg());
+}
+
+static void test_gpt_layout(void) {
+    enum { L = 4, C = 128, H = 4, T = 64, V = 256 };
+    ht_model m;
+    int rc = ht_model_gpt(&m, NULL, V, T, L, C, H, 0.0f, 8);
+    if (!tap_ok(rc == HT_OK, "GPT L4 C128 H4 T64 describes: %s", rc ? ht_errmsg() : "")) return;
+    size_t block =
+        12 * C * C + 13 * C; /* qkv 3C^2+3C, proj C^2+C, fc 4C^2+4C, fcproj 4C^2+C, 2 LN 4C */
+    size_t want = (size_t)V * C + (size_t)T * C + L * block + 2 * C + (size_t)V * C + V;
+    int ok = m.nlayers == L + 3 && m.layers[0].nparams == (size_t)(V + T) * C &&
+             m.layers[L + 1].nparams == 2 * C && m.layers[L + 2].nparams == (size_t)V * C + V;
+    for (int i = 1; i <= L; i++)
+        ok &= m.layers[i].nparams == block;
+    tap_ok(ok && block == 198272 && m.nparams == want && want == 867328,
+           "params: embed %d, block 12C^2+13C = %zu (x4), lnf %d, head %d: total %zu", (V + T) * C,
+           block, 2 * C, V * C + V, m.nparams);
+    tap_ok(!strcmp(m.desc, "gpt L4 C128 H4 T64 V256") && m.rows == T && m.input_tokens &&
+               m.classes == V,
+           "signature '%s', loss over T rows per sample, token input", m.desc);
+
+    double Td = T, Cd = C;
+    /* block forward: GEMMs 24 T C^2, attention 4 T^2 C + softmax 3 H T^2, and 31 per (t, c):
+     * 2 LayerNorms 8+8, biases 3+1+4+1, GELU 4, two residual adds */
+    double bf = 24 * Td * Cd * Cd + 4 * Td * Td * Cd + 3 * H * Td * Td + 31 * Td * Cd;
+    /* backward: every GEMM twice (dW, dx) 48 T C^2, biases 9, GELU' 4, LN 13+13,
+     * attention 8 T^2 C + 5 H T^2 */
+    double bb = 48 * Td * Cd * Cd + 8 * Td * Td * Cd + 5 * H * Td * Td + (9 + 4 + 26) * Td * Cd;
+    const ht_layer *b0 = &m.layers[1];
+    tap_ok(ht_layer_flops_forward(b0) == bf && ht_layer_flops_backward(b0, 1) == bb,
+           "block FLOPs by hand: fwd %.6g (got %.6g), bwd %.6g (got %.6g)", bf,
+           ht_layer_flops_forward(b0), bb, ht_layer_flops_backward(b0, 1));
+    double head = 2.0 * T * C * V + (double)T * V;
+    tap_ok(ht_layer_flops_forward(&m.layers[L + 2]) == head &&
+               ht_layer_flops_backward(&m.layers[L + 2], 1) == head + 2.0 * T * C * V,
+           "head FLOPs: fwd T (2 C V + V) = %.0f, bwd adds dx 2 T C V", head);
+    /* saved: ln1, qkv (3), atty, res2, ln2 (1 each), fch + gelu (4 + 4) = 15 T C; 4 T for
+     * LayerNorm statistics; H T^2 attention probabilities */
+    size_t save = 15 * (size_t)T * C + 4 * T + (size_t)H * T * T;
+    tap_ok(b0->save == save && ht_layer_act_bytes(b0) == ((size_t)T * C + save) * 4 &&
+               ht_layer_act_bytes(&m.layers[L + 1]) == ((size_t)T * C + 2 * T) * 4,
+           "activation bytes per sample: block %zu (output + %zu saved floats), lnf %zu",
+           ht_layer_act_bytes(b0), save, ht_layer_act_bytes(&m.layers[L + 1]));
+
+    int n = ht_model_param_tensors(&m, NULL, 0);
+    ht_param_tensor *t = malloc((size_t)n * sizeof *t);
+    ht_model_param_tensors(&m, t, n);
+    size_t end = 0;
+    ok = n == 2 + 12 * L + 2 + 2;
+    for (int i = 0; ok && i < n; i++) {
+        size_t c = 1;
+        for (int j = 0; j < t[i].ndim; j++)
+            c *= (size_t)t[i].shape[j];
+        ok &= t[i].off == end;
+        end += c;
+    }
+    ok &= !strcmp(t[0].name, "embed.wte") && !strcmp(t[4].name, "h0.attn.qkv.weight") &&
+          t[4].shape[0] == 3 * C && t[4].shape[1] == C && !strcmp(t[n - 1].name, "head.bias");
+    tap_ok(ok && end == m.nparams,
+           "%d tensors embed.wte ... h0.attn.qkv.weight (384,128) ... "
+           "head.bias tile the buffer in order",
+           n);
+    /* init rules: LayerNorm 1/0, residual projections scaled by 1/sqrt(2 L) */
+    const ht_param_tensor *ln1 = &t[2], *proj = &t[6], *qkv = &t[4];
+    tap_ok(ln1->init == HT_INIT_CONST && ln1->init_a == 1.0f && qkv->init == HT_INIT_NORMAL &&
+               qkv->init_a == 0.02f && proj->init == HT_INIT_NORMAL &&
+               fabsf(proj->init_a - 0.02f / sqrtf(8.0f)) < 1e-9f,
+           "init: ln weight 1, qkv N(0, 0.02), attn.proj N(0, 0.02/sqrt(2L))");
+    free(t);
+    ht_model_free(&m);
+
+    tap_ok(ht_model_gpt(&m, NULL, V, T, L, 130, 4, 0.0f, 8) == HT_EINPUT &&
+               strstr(ht_errmsg(), "n_head 4 does not divide d_model 130"),
+           "heads must divide d_model: %s", ht_errmsg());
+}
+
+/* ---------------------------------------------------------------- on the device */
+
+typedef struct run {
+    float *logits, *grads;
+    double loss;
+} run;
+
+static void read_run(ht_model *m, int B, run *r) {
+    size_t nl = (size_t)B * m->width[m->nlayers];
+    r->logits = malloc(nl * sizeof(float));
+    r->grads = malloc(m->nparams * sizeof(float));
+    ht_buf_read(D, m->acts, m->act_off[m->nlayers] * sizeof(float), nl * sizeof(float), r->logits);
+    ht_buf_read(D, m->grads, 0, m->nparams * sizeof(float), r->grads);
+    ht_model_loss(m, B, &r->loss, NULL);
+}
+
+static void free_run(run *r) {
+    free(r->logits);
+    free(r->grads);
+}
+
+/* Whole chain vs every split point k, forward and backward, bit for bit. */
+static void check_splits(ht_model *m, int B, const char *what) {
+    float scale = 1.0f / (float)(B * m->rows);
+    run whole, part;
+    ht_model_forward(m, B, 1);
+    ht_model_backward(m, B, scale);
+    read_run(m, B, &whole);
+    size_t nl = (size_t)B * m->width[m->nlayers];
+    int bad = -1;
+    for (int k = 1; k < m->nlayers; k++) {
+        ht_buf_zero(D, m->acts, m->act_off[m->nlayers] * sizeof(float), nl * sizeof(float));
+        ht_model_forward_range(m, 0, k, B);
+        ht_model_forward_range(m, k, m->nlayers, B);
+        ht_model_loss_forward(m, B, 1);
+        ht_model_backward_range(m, k, m->nlayers, B, scale, 0);
+        ht_model_backward_range(m, 0, k, B, 1.0f, 0);
+        read_run(m, B, &part);
+        int same = part.loss == whole.loss &&
+                   !memcmp(part.logits, whole.logits, nl * sizeof(float)) &&
+                   !memcmp(part.grads, whole.grads, m->nparams * sizeof(float));
+        if (!same && bad < 0) {
+            bad = k;
+            tap_diag("%s: split at %d (%s | %s): loss %.9g vs %.9g, grad max rel err %.2e", what, k,
+                     m->layers[k - 1].name, m->layers[k].name, part.loss, whole.loss,
+                     tap_max_relerr(part.grads, whole.grads, m->nparams, 1e-12));
+        }
+        free_run(&part);
+    }
+    tap_ok(bad < 0,
+           "%s: [0,k) + [k,%d) equal the whole chain bit for bit for every k (logits, "
+           "loss, gradients)",
+           what, m->nlayers);
+    free_run(&whole);
+}
+
+/* Backward [0,k) with grad_scale s equals backward with dact(k) pre-multiplied by s, for
+ * k whose top layer folds the scale into a GEMM or not (then the core scales in place). */
+static void check_scaled_ranges(ht_model *m, int B, const char *what) {
+    int bad = -1, nonfold = 0;
+    size_t np = m->nparams;
+    float *g1 = malloc(np * sizeof(float)), *g2 = malloc(np * sizeof(float));
+    for (int k = 1; k <= m->nlayers; k++) {
+        size_t n = (size_t)B * m->width[k];
+        float *dy = malloc(n * sizeof(float)), *dy2 = malloc(n * sizeof(float));
+        ref_fill_uniform(dy, n, -1, 1, 100 + (uint64_t)k);
+        for (size_t i = 0; i < n; i++)
+            dy2[i] = 0.5f * dy[i]; /* exact */
+        ht_model_forward(m, B, 0);
+        ht_buf_write(D, m->dacts, m->act_off[k] * sizeof(float), n * sizeof(float), dy);
+        ht_model_backward_range(m, 0, k, B, 0.5f, 0);
+        ht_buf_read(D, m->grads, 0, np * sizeof(float), g1);
+        ht_buf_write(D, m->dacts, m->act_off[k] * sizeof(float), n * sizeof(float), dy2);
+        ht_model_backward_range(m, 0, k, B, 1.0f, 0);
+        ht_buf_read(D, m->grads, 0, np * sizeof(float), g2);
+        double e = tap_max_relerr(g1, g2, np, 1e-6);
+        /* a folded scale multiplies inside the GEMM (rounding may differ by an ulp); the
+         * in-place scale is exact */
+        if (e > 1e-5 && bad < 0) bad = k;
+        nonfold +=
+            k < m->nlayers + 1 && k > 0 &&
+            (m->layers[k - 1].kind == HT_LAYER_FLATTEN ||
+             m->layers[k - 1].kind == HT_LAYER_MAXPOOL || m->layers[k - 1].kind == HT_LAYER_BLOCK ||
+             m->layers[k - 1].kind == HT_LAYER_LAYERNORM);
+        if (bad == k) tap_diag("%s: scaled range [0,%d): rel err %.2e", what, k, e);
+        free(dy);
+        free(dy2);
+    }
+    tap_ok(bad < 0,
+           "%s: backward [0,k) with grad_scale 0.5 = with the incoming gradient halved, "
+           "every k (%d with a top layer that cannot fold the scale)",
+           what, nonfold);
+    free(g1);
+    free(g2);
+}
+
+/* Central differences of the mean loss against the analytic gradient on `count` parameters
+ * spread over every tensor. */
+static void check_fd(ht_model *m, int B, const char *what, float h, double tol) {
+    size_t np = m->nparams;
+    float *p = malloc(np * sizeof(float)), *g = malloc(np * sizeof(float));
+    ht_buf_read(D, m->params, 0, np * sizeof(float), p);
+    double rows = (double)B * m->rows;
+    ht_model_forward(m, B, 1);
+    ht_model_backward(m, B, (float)(1.0 / rows));
+    ht_buf_read(D, m->grads, 0, np * sizeof(float), g);
+    int nt = ht_model_param_tensors(m, NULL, 0), checked = 0;
+    ht_param_tensor *t = malloc((size_t)nt * sizeof *t);
+    ht_model_param_tensors(m, t, nt);
+    double worst = 0, gmax = 0;
+    const char *worst_name = "";
+    for (int i = 0; i < nt; i++) {
+        size_t c = 1;
+        for (int j = 0; j < t[i].ndim; j++)
+            c *= (size_t)t[i].shape[j];
+        for (int s = 0; s < 3; s++) {
+            size_t k = t[i].off + (s == 0 ? 0 : s == 1 ? c / 2 : c - 1);
+            float v = p[k];
+            double lp, lm;
+            p[k] = v + h;
+            ht_buf_write(D, m->params, 0, np * sizeof(float), p);
+            ht_model_forward(m, B, 0);
+            ht_model_loss(m, B, &lp, NULL);
+            p[k] = v - h;
+            ht_buf_write(D, m->params, 0, np * sizeof(float), p);
+            ht_model_forward(m, B, 0);
+            ht_model_loss(m, B, &lm, NULL);
+            p[k] = v;
+            double fd = (lp - lm) / rows / ((double)(v + h) - (double)(v - h));
+            double e = fabs(fd - g[k]) / fmax(0.05, fabs(g[k]));
+            if (e > worst) worst = e, worst_name = t[i].name;
+            if (fabs(g[k]) > gmax) gmax = fabs(g[k]);
+            checked++;
+        }
+    }
+    ht_buf_write(D, m->params, 0, np * sizeof(float), p);
+    tap_ok(worst < tol && gmax > 1e-3,
+           "%s: finite differences on %d parameters of all %d tensors (largest |grad| %.3f): worst "
+           "err %.2e (%s)",
+           what, checked, nt, gmax, worst, worst_name);
+    free(t);
+    free(p);
+    free(g);
+}
+
+static void test_mlp_chain(void) {
+    enum { B = 5 };
+    const int hidden[] = {9, 7, 6};
+    ht_model m;
+    ht_exit_on_error(ht_model_mlp(&m, D, 6, hidden, 3, 4, "gelu", B));
+    ht_model_init_params(&m, 3);
+    float x[B * 6];
+    int32_t y[B];
+    ref_fill_uniform(x, B * 6, -2, 2, 5);
+    for (int i = 0; i < B; i++)
+        y[i] = (int32_t)ht_rng_below(6, i, 4);
+    ht_model_set_batch(&m, x, y, B);
+    check_splits(&m, B, "mlp 6-9-7-6-4 gelu");
+    check_scaled_ranges(&m, B, "mlp");
+    ht_model_free(&m);
+}
+
+static void test_cnn_chain(void) {
+    enum { B = 3, CLS = 4 };
+    const char *specs[] = {"conv 3 4 pad=1", "relu",     "maxpool 2", "conv 3 5", "gelu",
+                           "flatten",        "linear 6", "relu",      "linear 4"};
+    ht_model m;
+    int rc = ht_model_cnn(&m, D, (ht_shape){3, {2, 8, 8}}, specs, 9, CLS, B);
+    if (!tap_ok(rc == HT_OK, "small CNN 2x8x8 builds on the device: %s", rc ? ht_errmsg() : ""))
+        return;
+    ht_model_init_params(&m, 11);
+    float x[B * 128];
+    int32_t y[B];
+    ref_fill_uniform(x, B * 128, -2, 2, 7);
+    for (int i = 0; i < B; i++)
+        y[i] = (int32_t)ht_rng_below(8, i, CLS);
+    ht_model_set_batch(&m, x, y, B);
+    check_splits(&m, B, "cnn conv-relu-pool-conv-gelu-flatten-linear-relu-linear");
+    check_scaled_ranges(&m, B, "cnn");
+    ht_model_free(&m);
+
+    /* finite differences on the GELU variant with a small step: a step across a ReLU kink
+     * or a max-pool argmax switch is not a derivative (at 1e-2 the pools switch often) */
+    specs[1] = "gelu";
+    specs[7] = "gelu";
+    ht_exit_on_error(ht_model_cnn(&m, D, (ht_shape){3, {2, 8, 8}}, specs, 9, CLS, B));
+    ht_model_init_params(&m, 11);
+    ht_model_set_batch(&m, x, y, B);
+    check_fd(&m, B, "cnn (gelu)", 2e-3f, 5e-3);
+    ht_model_free(&m);
+}
+
+static void gpt_batch(ht_model *m, int B, int T, int V, uint64_t seed) {
+    int32_t *tok = malloc((size_t)B * T * sizeof(int32_t)),
+            *tgt = malloc((size_t)B * T * sizeof(int32_t));
+    for (int i = 0; i < B * T; i++) {
+        tok[i] = (int32_t)ht_rng_below(seed, (uint64_t)i, (uint32_t)V);
+        tgt[i] = (int32_t)ht_rng_below(seed + 1, (uint64_t)i, (uint32_t)V);
+    }
+    ht_model_set_batch_tokens(m, tok, tgt, B);
+    free(tok);
+    free(tgt);
+}
+
+static void test_gpt_chain(void) {
+    enum { B = 3, T = 5, V = 11, L = 2, C = 8, H = 2 };
+    ht_model m;
+    int rc = ht_model_gpt(&m, D, V, T, L, C, H, 0.0f, B);
+    if (!tap_ok(rc == HT_OK, "small GPT L2 C8 H2 T5 V11 builds on the device: %s",
+                rc ? ht_errmsg() : ""))
+        return;
+    ht_model_init_params(&m, 5);
+    /* GPT-2's init makes the logits nearly uniform; larger weights exercise more */
+    size_t np = m.nparams;
+    float *p = malloc(np * sizeof(float));
+    ref_fill_uniform(p, np, -0.5f, 0.5f, 17);
+    ht_buf_write(D, m.params, 0, np * sizeof(float), p);
+    gpt_batch(&m, B, T, V, 21);
+    double l;
+    int c;
+    ht_model_forward(&m, B, 0);
+    ht_model_loss(&m, B, &l, &c);
+    tap_ok(isfinite(l) && c >= 0 && c <= B * T, "loss over %d rows %.4f per row, %d correct", B * T,
+           l / (B * T), c);
+    check_splits(&m, B, "gpt embed-h0-h1-lnf-head");
+    check_scaled_ranges(&m, B, "gpt");
+    check_fd(&m, B, "gpt", 1e-2f, 5e-3);
+
+    /* dropout: the same (seed, step) twice gives the same loss and gradients; another
+     * step other masks; off again gives the dropout-free loss */
+    ht_model_free(&m);
+    ht_exit_on_error(ht_model_gpt(&m, D, V, T, L, C, H, 0.25f, B));
+    ht_buf_write(D, m.params, 0, np * sizeof(float), p);
+    gpt_batch(&m, B, T, V, 21);
+    run a, b, e;
+    ht_model_set_training(&m, 1, 99, 7);
+    ht_model_forward(&m, B, 1);
+    ht_model_backward(&m, B, 1.0f);
+    read_run(&m, B, &a);
+    ht_model_forward(&m, B, 1);
+    ht_model_backward(&m, B, 1.0f);
+    read_run(&m, B, &b);
+    int same = a.loss == b.loss && !memcmp(a.grads, b.grads, np * sizeof(float));
+    free_run(&b);
+    ht_model_set_training(&m, 1, 99, 8);
+    ht_model_forward(&m, B, 1);
+    read_run(&m, B, &b);
+    ht_model_set_training(&m, 0, 0, 0);
+    ht_model_forward(&m, B, 1);
+    read_run(&m, B, &e);
+    tap_ok(same && b.loss != a.loss && e.loss == l && a.loss != l,
+           "dropout 0.25: (seed, step) repeats bit for bit (%.5f), step 8 differs (%.5f), off "
+           "equals no dropout (%.5f)",
+           a.loss, b.loss, e.loss);
+    free_run(&a);
+    free_run(&b);
+    free_run(&e);
+    ht_model_set_training(&m, 1, 99, 7);
+    check_splits(&m, B, "gpt with dropout (training)");
+    free(p);
+    ht_model_free(&m);
+}
+
+int main(void) {
+    test_cnn_layout();
+    test_gpt_layout();
+    D = test_dev_open();
+    test_mlp_chain();
+    test_cnn_chain();
+    test_gpt_chain();
+    ht_dev_close(D);
+    return tap_done();
+}
