@@ -1,7 +1,14 @@
 /* SGEMM GFLOP/s through hettrain's CLBlast path (with the parameters ht_dev_open
- * applies) beside OpenBLAS's cblas_sgemm on the same host, at 1024^3 and at the MLP's
- * real shapes (784-1024-1024-10, batch 256: forward, input-gradient, weight-gradient).
- * usage: bench_sgemm [--device SEL] [--reps N] */
+ * applies, or those of --tuning FILE) beside OpenBLAS's cblas_sgemm on the same host, at
+ * 1024^3 and at the MLP's real shapes (784-1024-1024-10, batch 256: forward,
+ * input-gradient, weight-gradient).
+ * Each repetition times one call of each library back to back (ours waits for the
+ * device), and the best of N is printed: on a shared machine the minimum is the figure
+ * least disturbed by other processes; the load average is printed before and after.
+ * --offset F places every operand F floats into its buffer, as the model's views into
+ * its parameter and activation arenas are (0: operands at the start of their buffers).
+ * usage: bench_sgemm [--device SEL] [--reps N] [--offset F] [--tuning FILE] */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,70 +35,112 @@ static const shape SHAPES[] = {
     {"fc3 dW   dy^T.h", 1, 0, 10, 1024, 256},
 };
 
-static double time_ours(ht_dev *d, const shape *s, ht_buf *a, ht_buf *b, ht_buf *c, int reps) {
+static void loadavg(const char *when) {
+    FILE *f = fopen("/proc/loadavg", "r");
+    char line[128] = "?";
+    if (f) {
+        if (!fgets(line, sizeof line, f)) ht_strlcpy(line, "?\n", sizeof line);
+        fclose(f);
+    }
+    printf("load average %s: %s", when, line);
+}
+
+static double time_ours(ht_dev *d, const shape *s, ht_buf *a, ht_buf *b, ht_buf *c, size_t off) {
     size_t lda = s->ta ? s->m : s->k, ldb = s->tb ? s->k : s->n;
-    ht_sgemm(d, s->ta, s->tb, s->m, s->n, s->k, 1, a, 0, lda, b, 0, ldb, 0, c, 0, s->n); /* warm-up */
-    ht_dev_finish(d);
     double t0 = ht_now();
-    for (int r = 0; r < reps; r++)
-        ht_sgemm(d, s->ta, s->tb, s->m, s->n, s->k, 1, a, 0, lda, b, 0, ldb, 0, c, 0, s->n);
+    ht_sgemm(d, s->ta, s->tb, s->m, s->n, s->k, 1, a, off, lda, b, off, ldb, 0, c, off, s->n);
     ht_dev_finish(d);
-    return (ht_now() - t0) / reps;
+    return ht_now() - t0;
 }
 
 #ifdef HT_HAVE_OPENBLAS
-static double time_blas(const shape *s, const float *a, const float *b, float *c, int reps) {
+static double time_blas(const shape *s, const float *a, const float *b, float *c) {
     int lda = s->ta ? s->m : s->k, ldb = s->tb ? s->k : s->n;
     enum CBLAS_TRANSPOSE ta = s->ta ? CblasTrans : CblasNoTrans, tb = s->tb ? CblasTrans : CblasNoTrans;
-    cblas_sgemm(CblasRowMajor, ta, tb, s->m, s->n, s->k, 1, a, lda, b, ldb, 0, c, s->n);
     double t0 = ht_now();
-    for (int r = 0; r < reps; r++)
-        cblas_sgemm(CblasRowMajor, ta, tb, s->m, s->n, s->k, 1, a, lda, b, ldb, 0, c, s->n);
-    return (ht_now() - t0) / reps;
+    cblas_sgemm(CblasRowMajor, ta, tb, s->m, s->n, s->k, 1, a, lda, b, ldb, 0, c, s->n);
+    return ht_now() - t0;
 }
 #endif
 
 int main(int argc, char **argv) {
-    const char *sel = "";
-    int reps = 20;
+    const char *sel = "", *tuning = NULL;
+    int reps = 10;
+    long offset = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc) sel = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-        else ht_die(HT_EINPUT, "usage: bench_sgemm [--device SEL] [--reps N]");
+        else if (!strcmp(argv[i], "--offset") && i + 1 < argc) offset = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--tuning") && i + 1 < argc) tuning = argv[++i];
+        else ht_die(HT_EINPUT, "usage: bench_sgemm [--device SEL] [--reps N] [--offset F] "
+                               "[--tuning FILE]");
     }
+    if (reps < 1 || offset < 0 || offset > (1L << 24))
+        ht_die(HT_EINPUT, "--reps must be >= 1 and --offset in 0..16777216 floats");
     int idx;
     ht_exit_on_error(ht_ocl_select(sel, &idx));
+    ht_dev_opts opts = ht_dev_opts_default();
+    opts.tuning = tuning;
     ht_dev *d;
-    ht_exit_on_error(ht_dev_open(&d, idx, NULL));
-    size_t maxn = 1024 * 1024;
-    float *ha = malloc(maxn * 4), *hb = malloc(maxn * 4), *hc = malloc(maxn * 4);
+    ht_exit_on_error(ht_dev_open(&d, idx, &opts));
+    size_t off = (size_t)offset, maxn = 1024 * 1024, total = maxn + off;
+    float *ha = ht_xcalloc(total, 4), *hb = ht_xcalloc(total, 4), *hc = ht_xcalloc(total, 4);
+    float *got = ht_xmalloc(total * 4);
     for (size_t i = 0; i < maxn; i++) {
-        ha[i] = ht_rng_uniform(1, i) - 0.5f;
-        hb[i] = ht_rng_uniform(2, i) - 0.5f;
+        ha[off + i] = ht_rng_uniform(1, i) - 0.5f;
+        hb[off + i] = ht_rng_uniform(2, i) - 0.5f;
     }
-    ht_buf *a = ht_buf_new(d, maxn * 4, "A"), *b = ht_buf_new(d, maxn * 4, "B"),
-           *c = ht_buf_new(d, maxn * 4, "C");
-    ht_buf_write(d, a, 0, maxn * 4, ha);
-    ht_buf_write(d, b, 0, maxn * 4, hb);
-    printf("device: %s (%s)\n", ht_dev_info(d)->name, ht_dev_info(d)->platform);
-    printf("%-18s %2s %5s %5s %5s %12s %12s %7s\n", "shape", "op", "M", "N", "K",
-           "hettrain GF/s", "OpenBLAS GF/s", "ratio");
+    ht_buf *a = ht_buf_new(d, total * 4, "A"), *b = ht_buf_new(d, total * 4, "B"),
+           *c = ht_buf_new(d, total * 4, "C");
+    ht_buf_write(d, a, 0, total * 4, ha);
+    ht_buf_write(d, b, 0, total * 4, hb);
+    printf("device: %s (%s)%s%s, operands at offset %zu floats, best of %d\n",
+           ht_dev_info(d)->name, ht_dev_info(d)->platform, tuning ? ", tuning " : "",
+           tuning ? tuning : "", off, reps);
+    loadavg("before");
+    printf("%-18s %2s %5s %5s %5s %9s %12s %12s %7s %9s\n", "shape", "op", "M", "N", "K",
+           "ours ms", "hettrain GF/s", "OpenBLAS GF/s", "ratio", "max err");
     for (size_t i = 0; i < sizeof SHAPES / sizeof *SHAPES; i++) {
         const shape *s = &SHAPES[i];
         double flop = 2.0 * s->m * s->n * s->k;
-        int r = flop > 1e9 ? reps / 4 + 1 : reps;
-        double ours = flop / time_ours(d, s, a, b, c, r) * 1e-9;
+        /* warm-up (CLBlast compiles its kernels on first use) */
+        time_ours(d, s, a, b, c, off);
+        double best = 1e30, best_blas = 1e30, err = 0;
 #ifdef HT_HAVE_OPENBLAS
-        double blas = flop / time_blas(s, ha, hb, hc, r) * 1e-9;
+        time_blas(s, ha + off, hb + off, hc + off);
+#endif
+        for (int r = 0; r < reps; r++) {
+            double t = time_ours(d, s, a, b, c, off);
+            if (t < best) best = t;
+#ifdef HT_HAVE_OPENBLAS
+            t = time_blas(s, ha + off, hb + off, hc + off);
+            if (t < best_blas) best_blas = t;
+#endif
+        }
+#ifdef HT_HAVE_OPENBLAS
+        /* largest difference to OpenBLAS, relative to the largest |C| entry */
+        size_t nc = (size_t)s->m * s->n;
+        ht_buf_read(d, c, off * 4, nc * 4, got);
+        double cmax = 0;
+        for (size_t j = 0; j < nc; j++) {
+            double e = fabs((double)got[j] - hc[off + j]);
+            if (e > err) err = e;
+            if (fabs(hc[off + j]) > cmax) cmax = fabs(hc[off + j]);
+        }
+        err = cmax > 0 ? err / cmax : err;
+        double blas = flop / best_blas * 1e-9;
 #else
         double blas = 0;
 #endif
-        printf("%-18s %c%c %5d %5d %5d %12.1f %12.1f %7.2f\n", s->what, s->ta ? 'T' : 'N',
-               s->tb ? 'T' : 'N', s->m, s->n, s->k, ours, blas, blas > 0 ? ours / blas : 0);
+        double ours = flop / best * 1e-9;
+        printf("%-18s %c%c %5d %5d %5d %9.3f %12.1f %12.1f %7.2f %9.1e\n", s->what,
+               s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->m, s->n, s->k, best * 1e3, ours, blas,
+               blas > 0 ? ours / blas : 0, err);
         fflush(stdout);
     }
+    loadavg("after");
     ht_buf_free(a), ht_buf_free(b), ht_buf_free(c);
     ht_dev_close(d);
-    free(ha), free(hb), free(hc);
+    free(ha), free(hb), free(hc), free(got);
     return 0;
 }

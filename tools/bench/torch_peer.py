@@ -1,0 +1,95 @@
+#!/usr/bin/python3
+"""The peer of bench_train.sh: the same models, batch and optimizer as hettrain's configs,
+in PyTorch on the CPU (Debian's python3-torch), timed over training steps after warm-up.
+  mlp: 784-1024-1024-10 ReLU, batch 256, SGD momentum 0.9 Nesterov, weight decay 5e-4
+  cnn: conv5x5 32 p2, ReLU, maxpool 2, conv5x5 64 p2, ReLU, maxpool 2, 3136-512 ReLU, 512-10; batch 64, AdamW
+  gpt: byte-level, 4 pre-LN blocks, d_model 128, 4 heads, context 64, batch 16, AdamW, clip 1.0
+Prints 'peer_per_s N' (samples/s for mlp and cnn, tokens/s for gpt)."""
+import argparse
+import math
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+p = argparse.ArgumentParser()
+p.add_argument("model", choices=["mlp", "cnn", "gpt"])
+p.add_argument("--threads", type=int, default=2)
+p.add_argument("--steps", type=int, default=30)
+a = p.parse_args()
+torch.set_num_threads(a.threads)
+torch.manual_seed(0)
+
+
+class Block(nn.Module):
+    def __init__(self, c, nh):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(c), nn.LayerNorm(c)
+        self.qkv, self.proj = nn.Linear(c, 3 * c), nn.Linear(c, c)
+        self.fc, self.fc2 = nn.Linear(c, 4 * c), nn.Linear(4 * c, c)
+        self.nh = nh
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.nh, C // self.nh).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(C // self.nh)
+        att = att.masked_fill(torch.ones(T, T).tril() == 0, float("-inf")).softmax(-1)
+        x = x + self.proj((att @ v).transpose(1, 2).reshape(B, T, C))
+        return x + self.fc2(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self, L=4, C=128, nh=4, T=64, V=256):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(T, C)
+        self.blocks = nn.Sequential(*[Block(C, nh) for _ in range(L)])
+        self.ln, self.head = nn.LayerNorm(C), nn.Linear(C, V)
+
+    def forward(self, idx):
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+        return self.head(self.ln(self.blocks(x)))
+
+
+if a.model == "mlp":
+    model = nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, nesterov=True, weight_decay=5e-4)
+    B, per = 256, 256
+    batch = lambda: (torch.randn(B, 784), torch.randint(0, 10, (B,)))
+    loss_of = lambda x, y: F.cross_entropy(model(x), y)
+elif a.model == "cnn":
+    model = nn.Sequential(nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                          nn.Linear(3136, 512), nn.ReLU(), nn.Linear(512, 10))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    B, per = 64, 64
+    batch = lambda: (torch.randn(B, 1, 28, 28), torch.randint(0, 10, (B,)))
+    loss_of = lambda x, y: F.cross_entropy(model(x), y)
+else:
+    model = GPT()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.99), weight_decay=0.1)
+    B, per = 16, 16 * 64
+    batch = lambda: (torch.randint(0, 256, (B, 64)), torch.randint(0, 256, (B, 64)))
+    loss_of = lambda x, y: F.cross_entropy(model(x).view(-1, 256), y.view(-1))
+
+
+def step():
+    x, y = batch()
+    opt.zero_grad(set_to_none=True)
+    loss = loss_of(x, y)
+    loss.backward()
+    if a.model == "gpt":
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return loss.item()
+
+
+for _ in range(3):
+    step()
+t0 = time.perf_counter()
+for _ in range(a.steps):
+    step()
+dt = time.perf_counter() - t0
+print(f"torch {torch.__version__}, {a.threads} threads, {a.steps} steps")
+print(f"peer_per_s {a.steps * per / dt:.1f}")
