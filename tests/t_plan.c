@@ -1,0 +1,465 @@
+/* Batch planning (pure, no device): hand-computed splits, exact sums and bounds over many seeded
+ * random inputs, optimality against brute force on small cases, memory caps, infeasible inputs,
+ * and the online rebalancer under noise, a real slowdown, hysteresis, min_interval and warmup. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/rng.h"
+#include "plan/plan.h"
+#include "tap.h"
+
+#define MAXN 64
+
+static double unif(uint64_t seed, uint64_t k) { /* [0, 1) with 53 bits */
+    return (double)(ht_rng_u64(seed, k) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static int64_t sum_of(int n, const int *b) {
+    int64_t s = 0;
+    for (int i = 0; i < n; i++)
+        s += b[i];
+    return s;
+}
+
+static int same(int n, const int *a, const int *b) { return !memcmp(a, b, (size_t)n * sizeof *a); }
+
+static const char *fmt_shares(int n, const int *b) {
+    static char buf[512];
+    size_t k = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && k + 16 < sizeof buf; i++)
+        k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%d", i ? "," : "", b[i]);
+    return buf;
+}
+
+/* Largest-remainder rounding, lowest rank on ties; only for inputs where every floor is >= 1. */
+static void largest_remainder(int B, int n, const double *s, int *b) {
+    double S = 0, frac[MAXN];
+    for (int i = 0; i < n; i++)
+        S += s[i];
+    int left = B;
+    for (int i = 0; i < n; i++) {
+        double q = B * s[i] / S;
+        b[i] = (int)floor(q);
+        frac[i] = q - b[i];
+        left -= b[i];
+    }
+    for (; left > 0; left--) {
+        int best = 0;
+        for (int i = 1; i < n; i++)
+            if (frac[i] > frac[best]) best = i;
+        b[best]++;
+        frac[best] = -1;
+    }
+}
+
+/* Smallest step time over every integer split of `left` samples over ranks i..n-1, each share
+ * in [1, cap] (n <= 3 keeps it small); b[0..i-1] already chosen. */
+static double brute_force(int left, int i, int n, const double *s, const int *cap, int *b) {
+    if (i == n) return left == 0 ? ht_plan_step_time(n, b, s) : INFINITY;
+    double best = INFINITY;
+    for (b[i] = 1; b[i] <= left; b[i]++) {
+        if (cap && cap[i] >= 0 && b[i] > cap[i]) break;
+        double t = brute_force(left - b[i], i + 1, n, s, cap, b);
+        if (t < best) best = t;
+    }
+    return best;
+}
+
+/* ---------------------------------------------------------------- hand-computed splits */
+
+static void expect_split(int B, int n, const double *s, const int *cap, const int *want,
+                         const char *what) {
+    int got[MAXN];
+    int rc = ht_plan_batch_split(B, n, s, cap, got);
+    tap_ok(rc == HT_OK && same(n, got, want), "%s: B=%d -> %s (%s)", what, B,
+           rc == HT_OK ? fmt_shares(n, got) : "error", rc == HT_OK ? "ok" : ht_errmsg());
+}
+
+static void test_hand(void) {
+    expect_split(256, 4, (double[]){1, 1, 2, 4}, NULL, (int[]){32, 32, 64, 128},
+                 "speeds 1,1,2,4 exactly proportional");
+    expect_split(10, 3, (double[]){1, 1, 1}, NULL, (int[]){4, 3, 3},
+                 "speeds 1,1,1: the leftover sample goes to the lowest rank");
+    expect_split(11, 3, (double[]){1, 1, 1}, NULL, (int[]){4, 4, 3}, "speeds 1,1,1, two left");
+    expect_split(9, 3, (double[]){1, 1, 4}, NULL, (int[]){1, 1, 7},
+                 "speeds 1,1,4: 1,1,7 (1.75 s) beats largest remainder's 2,1,6 (2 s)");
+    expect_split(5, 5, (double[]){1, 7, 3, 1000, 0.5}, NULL, (int[]){1, 1, 1, 1, 1},
+                 "B == n: all ones");
+    expect_split(16, 2, (double[]){1, 1000}, NULL, (int[]){1, 15},
+                 "speeds 1:1000: the slow rank still gets one sample");
+    expect_split(1000, 2, (double[]){1000, 1}, NULL, (int[]){999, 1},
+                 "speeds 1000:1, B=1000: slow rank 1 (quota 0.999)");
+    expect_split(4, 4, (double[]){1, 1, 1, 1000}, NULL, (int[]){1, 1, 1, 1},
+                 "three slow ranks forced to 1 take samples from the fast one");
+    expect_split(7, 1, (double[]){3}, NULL, (int[]){7}, "one rank takes the batch");
+    expect_split(100, 4, (double[]){1, 1, 1, 1}, (int[]){10, -1, -1, -1}, (int[]){10, 30, 30, 30},
+                 "cap 10 on rank 0: its excess spread evenly");
+    expect_split(60, 3, (double[]){4, 1, 1}, (int[]){20, HT_PLAN_NO_CAP, HT_PLAN_NO_CAP},
+                 (int[]){20, 20, 20}, "speeds 4,1,1, fast rank capped at 20");
+    expect_split(60, 3, (double[]){1, 2, 3}, (int[]){-1, -1, 10}, (int[]){17, 33, 10},
+                 "speeds 1,2,3, rank 2 capped at 10: 50 left split 1:2, tie to the lowest rank");
+    expect_split(12, 3, (double[]){1, 2, 3}, (int[]){-1, -1, 1000}, (int[]){2, 4, 6},
+                 "caps above the quota do nothing");
+    expect_split(6, 3, (double[]){1, 1, 1}, (int[]){2, 2, 2}, (int[]){2, 2, 2},
+                 "caps summing exactly to B");
+}
+
+/* ---------------------------------------------------------------- random inputs */
+
+static void test_random(void) {
+    const uint64_t seed = 0x91a2b3c4d5e6f701ull;
+    int bad_sum = 0, bad_min = 0, bad_cap = 0, bad_floor = 0, bad_upper = 0, bad_lr = 0,
+        bad_equal = 0, errors = 0, runs = 0, off_by_one_or_more = 0, cap_runs = 0;
+    uint64_t k = 0;
+    for (int trial = 0; trial < 20000; trial++) {
+        int n = 1 + (int)(unif(seed, k++) * 16);
+        int kind = trial % 4; /* 0: log-uniform 1..1000, 1: 1..4, 2: all equal, 3: with caps */
+        double s[MAXN];
+        int cap[MAXN], b[MAXN];
+        for (int i = 0; i < n; i++)
+            s[i] = kind == 1   ? 1 + floor(unif(seed, k++) * 4)
+                   : kind == 2 ? 2.5
+                               : pow(1000.0, unif(seed, k++));
+        int B = n + (int)(unif(seed, k++) * (trial % 10 == 0 ? 4 : 2000));
+        int *capp = NULL;
+        if (kind == 3) {
+            /* caps around the quota, some absent; raised until they hold B */
+            double S = 0;
+            for (int i = 0; i < n; i++)
+                S += s[i];
+            int64_t room = 0;
+            for (int i = 0; i < n; i++) {
+                double u = unif(seed, k++);
+                cap[i] = u < 0.3 ? HT_PLAN_NO_CAP : 1 + (int)(B * s[i] / S * 2 * u);
+                room += cap[i] < 0 ? B : cap[i];
+            }
+            for (int i = 0; room < B; i = (i + 1) % n)
+                if (cap[i] >= 0) cap[i]++, room++;
+            capp = cap;
+            cap_runs++;
+        }
+        if (ht_plan_batch_split(B, n, s, capp, b) != HT_OK) {
+            if (errors++ < 3) tap_diag("unexpected error: %s", ht_errmsg());
+            continue;
+        }
+        runs++;
+        if (sum_of(n, b) != B) bad_sum++;
+        double S = 0, smin = s[0];
+        int all_floor_pos = 1;
+        for (int i = 0; i < n; i++) {
+            S += s[i];
+            if (s[i] < smin) smin = s[i];
+        }
+        for (int i = 0; i < n; i++) {
+            if (b[i] < 1) bad_min++;
+            if (capp && cap[i] >= 0 && b[i] > cap[i]) bad_cap++;
+            if (B * s[i] / S < 1) all_floor_pos = 0;
+        }
+        if (capp || !all_floor_pos) continue;
+        int lr[MAXN];
+        largest_remainder(B, n, s, lr);
+        int off = 0;
+        for (int i = 0; i < n; i++) {
+            double q = B * s[i] / S;
+            if (b[i] < floor(q)) bad_floor++;
+            if (!(b[i] < q + s[i] / smin + 1e-9)) bad_upper++;
+            if (fabs(b[i] - q) >= 1) off = 1;
+        }
+        off_by_one_or_more += off;
+        if (kind == 2 && off) bad_equal++;
+        if (ht_plan_step_time(n, b, s) > ht_plan_step_time(n, lr, s) * (1 + 1e-12)) bad_lr++;
+    }
+    tap_ok(errors == 0 && runs == 20000, "20000 random splits (n 1..16, B n..n+2000) succeed");
+    tap_ok(bad_sum == 0, "shares sum exactly to B (%d bad)", bad_sum);
+    tap_ok(bad_min == 0, "every share >= 1 (%d bad)", bad_min);
+    tap_ok(bad_cap == 0, "caps respected in %d capped splits (%d bad)", cap_runs, bad_cap);
+    tap_ok(bad_floor == 0, "uncapped: share_i >= floor(B*s_i/sum s) (%d bad)", bad_floor);
+    tap_ok(bad_upper == 0, "uncapped: share_i < B*s_i/sum s + s_i/s_min (%d bad)", bad_upper);
+    tap_ok(bad_equal == 0, "equal speeds: |share_i - B/n| < 1 (%d bad)", bad_equal);
+    tap_ok(bad_lr == 0, "step time never worse than largest-remainder rounding (%d worse)", bad_lr);
+    tap_diag(
+        "%d uncapped splits have some |share_i - B*s_i/sum s| >= 1 (each one to finish sooner)",
+        off_by_one_or_more);
+
+    /* Two ranks have either no fractions or two, and one leftover: always within one sample. */
+    int bad_prop = 0;
+    for (int trial = 0; trial < 2000; trial++) {
+        double s[2] = {1, pow(1000.0, unif(seed, k++))};
+        int B = 2 + (int)(unif(seed, k++) * 500), b[2];
+        ht_plan_batch_split(B, 2, s, NULL, b);
+        for (int i = 0; i < 2; i++)
+            if (B * s[i] / (s[0] + s[1]) >= 1 && fabs(b[i] - B * s[i] / (s[0] + s[1])) >= 1)
+                bad_prop++;
+    }
+    tap_ok(bad_prop == 0, "two ranks: |share_i - B*s_i/sum s| < 1 (%d bad)", bad_prop);
+}
+
+/* ---------------------------------------------------------------- brute force */
+
+static void test_brute_force(void) {
+    const uint64_t seed = 0x5eed0fb7u;
+    uint64_t k = 0;
+    int cases = 0, worse = 0, errors = 0;
+    for (int n = 1; n <= 3; n++)
+        for (int B = n; B <= 12; B++)
+            for (int rep = 0; rep < 60; rep++) {
+                double s[3];
+                int cap[3], b[3];
+                for (int i = 0; i < n; i++)
+                    s[i] =
+                        rep % 3 == 0 ? 1 + floor(unif(seed, k++) * 5) : pow(100, unif(seed, k++));
+                int *capp = NULL;
+                if (rep % 2) {
+                    int room = 0;
+                    for (int i = 0; i < n; i++) {
+                        cap[i] = unif(seed, k++) < 0.3 ? -1 : 1 + (int)(unif(seed, k++) * B);
+                        room += cap[i] < 0 ? B : cap[i];
+                    }
+                    if (room < B) continue;
+                    capp = cap;
+                }
+                cases++;
+                if (ht_plan_batch_split(B, n, s, capp, b) != HT_OK) {
+                    errors++;
+                    continue;
+                }
+                int tmp[3];
+                double want = brute_force(B, 0, n, s, capp, tmp), got = ht_plan_step_time(n, b, s);
+                if (got > want * (1 + 1e-12)) {
+                    if (worse++ < 5)
+                        tap_diag("n=%d B=%d: %s takes %.17g, best %.17g", n, B, fmt_shares(n, b),
+                                 got, want);
+                }
+            }
+    tap_ok(errors == 0 && worse == 0,
+           "n <= 3, B <= 12, %d cases with and without caps: step time equals the brute-force "
+           "minimum (%d worse, %d errors)",
+           cases, worse, errors);
+}
+
+/* ---------------------------------------------------------------- infeasible inputs */
+
+static void expect_einput(int B, int n, const double *s, const int *cap, const char *needle,
+                          const char *what) {
+    int b[8] = {-7, -7, -7, -7, -7, -7, -7, -7};
+    ht_error_clear();
+    int rc = ht_plan_batch_split(B, n, s, cap, b);
+    int untouched = 1;
+    for (int i = 0; i < 8; i++)
+        if (b[i] != -7) untouched = 0;
+    tap_ok(rc == HT_EINPUT && strstr(ht_errmsg(), needle) && untouched, "%s: \"%s\"", what,
+           ht_errmsg());
+}
+
+static void test_infeasible(void) {
+    double ones[4] = {1, 1, 1, 1};
+    expect_einput(3, 4, ones, NULL, "raise the batch size to at least 4", "B < n");
+    expect_einput(3, 0, ones, NULL, "0 ranks", "no ranks");
+    expect_einput(8, 3, (double[]){1, 0, 1}, NULL, "rank 1 has speed 0", "zero speed");
+    expect_einput(8, 3, (double[]){1, 1, -2}, NULL, "rank 2 has speed -2", "negative speed");
+    expect_einput(8, 2, (double[]){NAN, 1}, NULL, "rank 0 has speed nan", "NaN speed");
+    expect_einput(8, 2, (double[]){1, INFINITY}, NULL, "rank 1 has speed inf", "infinite speed");
+    expect_einput(100, 4, ones, (int[]){10, 20, 30, 39}, "holds 99 samples in all",
+                  "caps summing to less than B");
+    expect_einput(100, 4, ones, (int[]){10, 20, 30, 39}, "lower the batch size to at most 99",
+                  "the cap message says what to do");
+    expect_einput(8, 2, ones, (int[]){0, -1}, "rank 0's device memory holds 0 samples",
+                  "a cap of 0 (device too small)");
+}
+
+/* ---------------------------------------------------------------- memory cap, step time */
+
+static void test_memory_cap(void) {
+    const uint64_t GiB = 1ull << 30, MiB = 1ull << 20;
+    tap_ok(ht_plan_max_share(16 * GiB, 0.9, 2 * GiB, 64 * MiB) == 198,
+           "16 GiB * 0.9 - 2 GiB over 64 MiB/sample = 198 (got %d)",
+           ht_plan_max_share(16 * GiB, 0.9, 2 * GiB, 64 * MiB));
+    tap_ok(ht_plan_max_share(1000, 1.0, 100, 300) == 3, "floor(900/300) = 3");
+    tap_ok(ht_plan_max_share(1000, 1.0, 100, 301) == 2, "floor(900/301) = 2");
+    tap_ok(ht_plan_max_share(1000, 0.5, 600, 1) == 0, "fixed part larger than usable -> 0");
+    tap_ok(ht_plan_max_share(1000, 1.0, 1000, 1) == 0, "nothing left -> 0");
+    tap_ok(ht_plan_max_share(1000, 1.0, 0, 0) == INT32_MAX, "0 bytes per sample -> INT32_MAX");
+    tap_ok(ht_plan_max_share(UINT64_MAX, 1.0, 0, 1) == INT32_MAX,
+           "huge device clamps to INT32_MAX");
+    tap_ok(ht_plan_max_share(1000, NAN, 0, 1) == 0 && ht_plan_max_share(1000, -1, 0, 1) == 0,
+           "NaN or negative usable fraction -> 0");
+    tap_ok(ht_plan_max_share(1000, 7.0, 0, 10) == 100, "usable fraction above 1 clamps to 1");
+
+    tap_ok(ht_plan_step_time(4, (int[]){32, 32, 64, 128}, (double[]){1, 1, 2, 4}) == 32,
+           "step time of a proportional split");
+    tap_ok(ht_plan_step_time(3, (int[]){2, 1, 6}, (double[]){1, 1, 4}) == 2,
+           "step time is the slowest rank's");
+    tap_ok(ht_plan_step_time(0, NULL, NULL) == 0, "no ranks: 0");
+}
+
+/* ---------------------------------------------------------------- rebalancer */
+
+typedef struct sim {
+    ht_rebalancer r;
+    int n, B, share[MAXN], changes;
+    int64_t first_change, last_change_step;
+    uint64_t seed, k;
+} sim;
+
+/* One step: rank i computes share[i] samples at speed[i], times off by up to +-noise. */
+static int sim_step(sim *m, int64_t step, const double *speed, double noise) {
+    double t[MAXN];
+    for (int i = 0; i < m->n; i++)
+        t[i] = m->share[i] / speed[i] * (1 + noise * (2 * unif(m->seed, m->k++) - 1));
+    int rc = ht_rebalancer_update(&m->r, step, m->B, t, NULL, m->share);
+    if (rc == 1) {
+        if (m->changes++ == 0) m->first_change = step;
+        m->last_change_step = step;
+    }
+    return rc;
+}
+
+static void sim_init(sim *m, int n, int B, double alpha, double hyst, int min_interval,
+                     int warmup) {
+    memset(m, 0, sizeof *m);
+    m->n = n;
+    m->B = B;
+    m->seed = 0xc0ffee12345ull;
+    m->first_change = m->last_change_step = -1;
+    ht_rebalancer_init(&m->r, n, alpha, hyst, min_interval, warmup);
+    for (int i = 0; i < n; i++)
+        m->share[i] = B / n + (i < B % n);
+}
+
+static int near_split(int n, const int *b, const int *want, double tol) {
+    for (int i = 0; i < n; i++)
+        if (abs(b[i] - want[i]) > tol * want[i]) return 0;
+    return 1;
+}
+
+static void test_rebalancer(void) {
+    const double speed[4] = {100, 200, 300, 400};
+    sim m;
+
+    /* Stable speeds with +-3% noise: one adoption (from the even start), then nothing. */
+    sim_init(&m, 4, 1000, 0.1, 0.05, 10, 5);
+    for (int64_t step = 0; step < 1000; step++)
+        sim_step(&m, step, speed, 0.03);
+    tap_ok(m.changes == 1, "stable speeds, +-3%% noise, 1000 steps: %d change(s), want 1",
+           m.changes);
+    tap_ok(m.first_change == 5 + 10, "first adoption at step %lld (warmup 5 + min_interval 10)",
+           (long long)m.first_change);
+    tap_ok(near_split(4, m.share, (int[]){100, 200, 300, 400}, 0.05),
+           "shares near 100,200,300,400: %s", fmt_shares(4, m.share));
+
+    ht_rebalancer_free(&m.r);
+
+    /* One rank becomes 2x slower at step 300: followed within a few steps, then settles. */
+    sim_init(&m, 4, 1000, 0.3, 0.05, 3, 5);
+    double slow[4] = {100, 200, 300, 200};
+    int64_t first_after = -1;
+    int changes_before = 0, late_changes = 0;
+    for (int64_t step = 0; step < 700; step++) {
+        int rc = sim_step(&m, step, step < 300 ? speed : slow, 0.03);
+        if (step == 299) changes_before = m.changes;
+        if (rc == 1 && step >= 300 && first_after < 0) first_after = step;
+        if (rc == 1 && step >= 500) late_changes++;
+    }
+    tap_ok(first_after >= 300 && first_after <= 305,
+           "rank 3 2x slower at step 300: first change at step %lld", (long long)first_after);
+    tap_ok(near_split(4, m.share, (int[]){125, 250, 375, 250}, 0.05),
+           "shares follow to near 125,250,375,250: %s (%d changes before, %d after)",
+           fmt_shares(4, m.share), changes_before, m.changes - changes_before);
+    tap_ok(late_changes == 0, "settled: %d changes in steps 500..699", late_changes);
+
+    ht_rebalancer_free(&m.r);
+
+    /* Caps hold through rebalancing: rank 3 (the fastest) may take at most 300. */
+    sim_init(&m, 4, 1000, 0.3, 0.05, 3, 0);
+    const int caps[4] = {-1, -1, -1, 300};
+    int over = 0;
+    for (int64_t step = 0; step < 200; step++) {
+        double t[4];
+        for (int i = 0; i < 4; i++)
+            t[i] = m.share[i] / speed[i] * (1 + 0.03 * (2 * unif(m.seed, m.k++) - 1));
+        if (ht_rebalancer_update(&m.r, step, 1000, t, caps, m.share) == 1) m.changes++;
+        if (m.share[3] > 300) over++;
+    }
+    tap_ok(over == 0 && m.changes >= 1 && near_split(4, m.share, (int[]){117, 233, 350, 300}, 0.05),
+           "cap 300 on the fastest rank held over 200 steps (%d over): %s", over,
+           fmt_shares(4, m.share));
+    ht_rebalancer_free(&m.r);
+
+    /* Hysteresis: a 3% slower rank improves the step by ~2.3%, below 5%: never adopted; with a
+     * 1% hysteresis it is. Noise-free so that only the threshold decides. */
+    const double even[4] = {100, 100, 100, 100}, bit_slow[4] = {97, 100, 100, 100};
+    sim_init(&m, 4, 1000, 0.2, 0.05, 2, 0);
+    for (int64_t step = 0; step < 500; step++)
+        sim_step(&m, step, step < 50 ? even : bit_slow, 0);
+    tap_ok(m.changes == 0, "hysteresis 0.05 blocks a 2.3%% improvement: %d changes", m.changes);
+    ht_rebalancer_free(&m.r);
+    sim_init(&m, 4, 1000, 0.2, 0.01, 2, 0);
+    for (int64_t step = 0; step < 500; step++)
+        sim_step(&m, step, step < 50 ? even : bit_slow, 0);
+    tap_ok(m.changes >= 1 && m.first_change >= 50 && m.first_change < 60,
+           "hysteresis 0.01 adopts it: %d change(s), first at step %lld, shares %s", m.changes,
+           (long long)m.first_change, fmt_shares(4, m.share));
+
+    /* min_interval: after a change, none for min_interval steps even if speeds keep moving. */
+    ht_rebalancer_free(&m.r);
+    sim_init(&m, 2, 1000, 1.0, 0.0, 20, 0);
+    int64_t prev = -1, min_gap = INT64_MAX;
+    for (int64_t step = 0; step < 400; step++) {
+        double sp[2] = {100, 100 + (double)step}; /* keeps drifting */
+        if (sim_step(&m, step, sp, 0) == 1) {
+            if (prev >= 0 && step - prev < min_gap) min_gap = step - prev;
+            prev = step;
+        }
+    }
+    tap_ok(m.changes >= 5 && min_gap >= 20,
+           "drifting speeds, min_interval 20: %d changes, smallest gap %lld steps", m.changes,
+           (long long)min_gap);
+
+    /* Warmup: the first observations are ignored, however wild. */
+    ht_rebalancer_free(&m.r);
+    ht_rebalancer r;
+    ht_rebalancer_init(&r, 2, 0.5, 0.05, 0, 3);
+    int sh[2] = {50, 50}, rc;
+    for (int64_t step = 0; step < 3; step++)
+        tap_ok(ht_rebalancer_update(&r, step, 100, (double[]){100.0, 0.5}, NULL, sh) == 0,
+               "warmup step %lld ignored", (long long)step);
+    rc = ht_rebalancer_update(&r, 3, 100, (double[]){0.5, 0.5}, NULL, sh);
+    tap_ok(rc == 0 && r.ema_speed[0] == 100 && r.ema_speed[1] == 100 && sh[0] == 50,
+           "first counted observation seeds the EMA (100, 100 samples/s): %g, %g", r.ema_speed[0],
+           r.ema_speed[1]);
+    tap_ok(ht_rebalancer_update(&r, 4, 100, (double[]){0.5, NAN}, NULL, sh) == 0 && r.seen == 4,
+           "an observation with a NaN time is skipped whole");
+    tap_ok(ht_rebalancer_update(&r, 5, 99, (double[]){0.5, 0.5}, NULL, sh) == -HT_EINPUT &&
+               strstr(ht_errmsg(), "sum to 100, not the global batch 99"),
+           "shares not summing to B: \"%s\"", ht_errmsg());
+    tap_ok(ht_rebalancer_update(&r, 6, 100, (double[]){0.5, 0.5}, (int[]){10, 20}, sh) ==
+                   -HT_EINPUT &&
+               strstr(ht_errmsg(), "holds 30 samples"),
+           "infeasible caps reported: \"%s\"", ht_errmsg());
+    /* Rank 1 now 3x slower (33 samples/s): its EMA (weight 1/2) drops to 67, a 20% gain. */
+    rc = ht_rebalancer_update(&r, 7, 100, (double[]){0.5, 1.5}, NULL, sh);
+    tap_ok(rc == 1 && sh[0] + sh[1] == 100 && sh[0] > sh[1], "a clear imbalance is adopted: %s",
+           fmt_shares(2, sh));
+    ht_rebalancer_free(&r);
+
+    tap_ok(ht_rebalancer_init(&r, 2, 0, 0.05, 1, 0) == HT_EINPUT && strstr(ht_errmsg(), "alpha"),
+           "alpha 0 rejected: \"%s\"", ht_errmsg());
+    tap_ok(ht_rebalancer_init(&r, 2, 0.5, -0.1, 1, 0) == HT_EINPUT, "negative hysteresis rejected");
+    tap_ok(ht_rebalancer_init(&r, 0, 0.5, 0.1, 1, 0) == HT_EINPUT, "0 ranks rejected");
+    tap_ok(ht_rebalancer_init(&r, 2, 0.5, 0.1, -1, 0) == HT_EINPUT, "negative interval rejected");
+}
+
+int main(void) {
+    test_hand();
+    test_random();
+    test_brute_force();
+    test_infeasible();
+    test_memory_cap();
+    test_rebalancer();
+    return tap_done();
+}
