@@ -1,15 +1,17 @@
-/* Models as chains of layers: the MNIST CNN's and a GPT's per-layer parameters, FLOPs and
- * activation bytes checked by hand (descriptions, no device); on the device, for an MLP,
- * a CNN and a GPT, every split [0,k) + [k,n) gives the logits and the gradients of the
- * whole chain bit for bit, a range whose top layer cannot fold grad_scale in still scales
- * exactly, finite differences agree with the composed backward (conv, pool, embedding,
- * transformer block), and dropout masks are a pure function of (seed, step). */
+/* Models as chains of layers: the MNIST CNN's, an average-pooling CNN's and a GPT's
+ * per-layer parameters, FLOPs and activation bytes checked by hand (descriptions, no
+ * device); on the device, for an MLP, CNNs (max and average pooling) and a GPT, every split
+ * [0,k) + [k,n) gives the logits and the gradients of the whole chain bit for bit, a range
+ * whose top layer cannot fold grad_scale in still scales exactly, finite differences agree
+ * with the composed backward (conv, pools, embedding, transformer block), and dropout masks
+ * are a pure function of (seed, step). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/rng.h"
+#include "nn/layer_spec.h"
 #include "nn/model.h"
 #include "ref.h"
 #include "tap.h"
@@ -118,6 +120,73 @@ static void test_cnn_layout(void) {
     rc = ht_model_cnn(&m, NULL, (ht_shape){3, {1, 6, 6}}, classes, 2, 3, 4);
     tap_ok(rc == HT_EINPUT && strstr(ht_errmsg(), "3 classes"),
            "a last layer that does not give the class count: %s", ht_errmsg());
+}
+
+/* avgpool: the layer-spec grammar, shapes, FLOPs (k*k per output forward, k*k + 1
+ * backward: a divide per window, an add per window element), signature, errors. */
+static void test_avgpool_layout(void) {
+    ht_layer_spec sp;
+    char err[256], str[48];
+    int ok = ht_layer_spec_parse("avgpool 3 stride=2", &sp, err, sizeof err) == HT_OK &&
+             sp.kind == HT_SPEC_AVGPOOL && sp.k == 3 && sp.stride == 2;
+    ht_layer_spec_str(&sp, str, sizeof str);
+    ok &= !strcmp(str, "avgpool3s2");
+    ok &= ht_layer_spec_parse("avgpool 2", &sp, err, sizeof err) == HT_OK && sp.stride == 2;
+    ht_layer_spec_str(&sp, str, sizeof str);
+    tap_ok(ok && !strcmp(str, "avgpool2"),
+           "\"avgpool 3 stride=2\" parses (k 3, stride 2; signature avgpool3s2), stride "
+           "defaults to K (avgpool2)");
+    int bad_pad = ht_layer_spec_parse("avgpool 2 pad=1", &sp, err, sizeof err) == HT_EINPUT &&
+                  strstr(err, "\"avgpool K [stride=S]\"");
+    int bad_k = ht_layer_spec_parse("avgpool", &sp, err, sizeof err) == HT_EINPUT &&
+                strstr(err, "\"avgpool K [stride=S]\"");
+    int unknown = ht_layer_spec_parse("meanpool 2", &sp, err, sizeof err) == HT_EINPUT &&
+                  strstr(err, "maxpool, avgpool,");
+    tap_ok(bad_pad && bad_k && unknown,
+           "avgpool with pad= or without K shows its form; an unknown word lists avgpool: %s", err);
+
+    /* 2x9x9 -> conv 4x9x9 -> avgpool3 4x3x3 -> relu -> avgpool2s1 4x2x2 -> 16 -> 3 */
+    const char *specs[] = {"conv 3 4 pad=1",     "avgpool 3", "relu",
+                           "avgpool 2 stride=1", "flatten",   "linear 3"};
+    ht_model m;
+    int rc = ht_model_cnn(&m, NULL, (ht_shape){3, {2, 9, 9}}, specs, 6, 3, 5);
+    if (!tap_ok(rc == HT_OK, "CNN with avgpool describes: %s", rc ? ht_errmsg() : "")) return;
+    const char *want_out[6] = {"4x9x9", "4x3x3", "4x3x3", "4x2x2", "16", "3"};
+    const char *want_name[6] = {"conv1", "avgpool1", "relu1", "avgpool2", "flatten1", "fc1"};
+    ok = m.nlayers == 6 && m.layers[1].kind == HT_LAYER_AVGPOOL &&
+         m.layers[3].kind == HT_LAYER_AVGPOOL;
+    char s[32];
+    for (int i = 0; ok && i < 6; i++) {
+        ht_shape_str(&m.layers[i].out_shape, s, sizeof s);
+        ok &= !strcmp(s, want_out[i]) && !strcmp(m.layers[i].name, want_name[i]);
+        if (!ok) tap_diag("layer %d %s: output %s", i, m.layers[i].name, s);
+    }
+    ok &= m.layers[1].nparams == 0 && m.layers[3].nparams == 0 &&
+          m.nparams == 4 * 2 * 9 + 4 + 16 * 3 + 3;
+    tap_ok(ok, "avgpool shapes 4x9x9 -> 4x3x3 (k 3) -> 4x2x2 (k 2, stride 1), no parameters");
+    tap_ok(!strcmp(m.desc, "cnn 2x9x9 conv3x4p1-avgpool3-relu-avgpool2s1-flatten-linear3"),
+           "signature: %s", m.desc);
+    double f1 = ht_layer_flops_forward(&m.layers[1]), b1 = ht_layer_flops_backward(&m.layers[1], 1),
+           f3 = ht_layer_flops_forward(&m.layers[3]), b3 = ht_layer_flops_backward(&m.layers[3], 1),
+           b0 = ht_layer_flops_backward(&m.layers[3], 0);
+    tap_ok(f1 == 36 * 9 && b1 == 36 * 10 && f3 == 16 * 4 && b3 == 16 * 5 && b0 == 0 &&
+               ht_layer_act_bytes(&m.layers[1]) == 36 * 4 &&
+               ht_layer_act_bytes(&m.layers[3]) == 16 * 4,
+           "avgpool FLOPs by hand: 3x3 fwd %.0f bwd %.0f (36 x 9, 36 x 10), 2x2 fwd %.0f bwd "
+           "%.0f (16 x 4, 16 x 5), none without dx; activation bytes 144, 64",
+           f1, b1, f3, b3);
+    ht_model_free(&m);
+
+    const char *big[] = {"conv 3 4", "avgpool 2", "avgpool 4", "flatten", "linear 3"};
+    rc = ht_model_cnn(&m, NULL, (ht_shape){3, {1, 8, 8}}, big, 5, 3, 4); /* 6, 3, - */
+    tap_ok(rc == HT_EINPUT && strstr(ht_errmsg(), "model.layers[2] \"avgpool 4\"") &&
+               strstr(ht_errmsg(), "does not fit"),
+           "an avgpool window too large for its input names the element: %s", ht_errmsg());
+    const char *flat[] = {"flatten", "avgpool 2", "linear 3"};
+    rc = ht_model_cnn(&m, NULL, (ht_shape){3, {1, 8, 8}}, flat, 3, 3, 4);
+    tap_ok(rc == HT_EINPUT && strstr(ht_errmsg(), "model.layers[1]") &&
+               strstr(ht_errmsg(), "avgpool needs a (C,H,W) input"),
+           "avgpool after flatten: %s", ht_errmsg());
 }
 
 static void test_gpt_layout(void) {
@@ -251,7 +320,8 @@ static void check_splits(ht_model *m, int B, const char *what) {
 }
 
 /* Backward [0,k) with grad_scale s equals backward with dact(k) pre-multiplied by s, for
- * k whose top layer folds the scale into a GEMM or not (then the core scales in place). */
+ * k whose top layer folds the scale into a GEMM or not (then the core scales in place with
+ * ht_scale, and the gradients match bit for bit). */
 static void check_scaled_ranges(ht_model *m, int B, const char *what) {
     int bad = -1, nonfold = 0;
     size_t np = m->nparams;
@@ -269,22 +339,25 @@ static void check_scaled_ranges(ht_model *m, int B, const char *what) {
         ht_buf_write(D, m->dacts, m->act_off[k] * sizeof(float), n * sizeof(float), dy2);
         ht_model_backward_range(m, 0, k, B, 1.0f, 0);
         ht_buf_read(D, m->grads, 0, np * sizeof(float), g2);
-        double e = tap_max_relerr(g1, g2, np, 1e-6);
+        ht_layer_kind top = m->layers[k - 1].kind;
+        int folds =
+            !(top == HT_LAYER_FLATTEN || top == HT_LAYER_MAXPOOL || top == HT_LAYER_AVGPOOL ||
+              top == HT_LAYER_BLOCK || top == HT_LAYER_LAYERNORM || top == HT_LAYER_EMBED);
         /* a folded scale multiplies inside the GEMM (rounding may differ by an ulp); the
-         * in-place scale is exact */
-        if (e > 1e-5 && bad < 0) bad = k;
-        nonfold +=
-            k < m->nlayers + 1 && k > 0 &&
-            (m->layers[k - 1].kind == HT_LAYER_FLATTEN ||
-             m->layers[k - 1].kind == HT_LAYER_MAXPOOL || m->layers[k - 1].kind == HT_LAYER_BLOCK ||
-             m->layers[k - 1].kind == HT_LAYER_LAYERNORM);
-        if (bad == k) tap_diag("%s: scaled range [0,%d): rel err %.2e", what, k, e);
+         * in-place scale (ht_scale by 0.5) is exact, so everything after it is bit for bit */
+        double e = tap_max_relerr(g1, g2, np, 1e-6);
+        int same = !memcmp(g1, g2, np * sizeof(float));
+        if ((folds ? e > 1e-5 : !same) && bad < 0) bad = k;
+        nonfold += !folds;
+        if (bad == k)
+            tap_diag("%s: scaled range [0,%d): rel err %.2e%s", what, k, e,
+                     folds ? "" : " (in-place scale: want bit for bit)");
         free(dy);
         free(dy2);
     }
     tap_ok(bad < 0,
            "%s: backward [0,k) with grad_scale 0.5 = with the incoming gradient halved, "
-           "every k (%d with a top layer that cannot fold the scale)",
+           "every k (%d with a top layer that cannot fold the scale: bit for bit)",
            what, nonfold);
     free(g1);
     free(g2);
@@ -386,6 +459,57 @@ static void test_cnn_chain(void) {
     ht_model_free(&m);
 }
 
+/* A CNN with two average pools (k 2 stride 2, k 2 stride 1): the pool's output against
+ * the host's window means, splits bit for bit, scaled ranges (avgpool cannot fold the
+ * scale), finite differences through both pools into conv1. */
+static void test_avgpool_chain(void) {
+    enum { B = 3, CLS = 4 };
+    /* 2x8x8 -> conv 4x8x8 -> avgpool 4x4x4 -> conv 5x2x2 -> avgpool s1 5x1x1 -> 5 -> 6 -> 4 */
+    const char *specs[] = {"conv 3 4 pad=1",     "gelu",    "avgpool 2", "conv 3 5", "relu",
+                           "avgpool 2 stride=1", "flatten", "linear 6",  "relu",     "linear 4"};
+    ht_model m;
+    int rc = ht_model_cnn(&m, D, (ht_shape){3, {2, 8, 8}}, specs, 10, CLS, B);
+    if (!tap_ok(rc == HT_OK, "CNN 2x8x8 with avgpool builds on the device: %s",
+                rc ? ht_errmsg() : ""))
+        return;
+    ht_model_init_params(&m, 13);
+    float x[B * 128];
+    int32_t y[B];
+    ref_fill_uniform(x, B * 128, -2, 2, 9);
+    for (int i = 0; i < B; i++)
+        y[i] = (int32_t)ht_rng_below(10, i, CLS);
+    ht_model_set_batch(&m, x, y, B);
+
+    /* layer 2: (B,4,8,8) -> (B,4,4,4), each output the mean of its 2x2 window */
+    ht_model_forward(&m, B, 0);
+    float in[B * 256], out[B * 64], want[B * 64];
+    ht_buf_read(D, m.acts, m.act_off[2] * sizeof(float), sizeof in, in);
+    ht_buf_read(D, m.acts, m.act_off[3] * sizeof(float), sizeof out, out);
+    for (int p = 0; p < B * 4; p++)
+        for (int oh = 0; oh < 4; oh++)
+            for (int ow = 0; ow < 4; ow++) {
+                const float *w = in + p * 64 + 2 * oh * 8 + 2 * ow;
+                float sum = 0.0f; /* the kernel's order: row-major over the window */
+                sum += w[0], sum += w[1], sum += w[8], sum += w[9];
+                want[p * 16 + oh * 4 + ow] = sum / 4.0f;
+            }
+    double e = tap_max_relerr(out, want, B * 64, 1e-6);
+    tap_ok(e < 1e-6, "avgpool 2 output = the host's 2x2 window sums / 4 (rel err %.2e)", e);
+
+    check_splits(&m, B, "cnn conv-gelu-avgpool-conv-relu-avgpool-flatten-linear-relu-linear");
+    check_scaled_ranges(&m, B, "cnn with avgpool");
+    ht_model_free(&m);
+
+    /* finite differences with GELU everywhere (no kinks; the pools are linear) */
+    specs[4] = "gelu";
+    specs[8] = "gelu";
+    ht_exit_on_error(ht_model_cnn(&m, D, (ht_shape){3, {2, 8, 8}}, specs, 10, CLS, B));
+    ht_model_init_params(&m, 13);
+    ht_model_set_batch(&m, x, y, B);
+    check_fd(&m, B, "cnn with avgpool (gelu)", 2e-3f, 5e-3);
+    ht_model_free(&m);
+}
+
 static void gpt_batch(ht_model *m, int B, int T, int V, uint64_t seed) {
     int32_t *tok = malloc((size_t)B * T * sizeof(int32_t)),
             *tgt = malloc((size_t)B * T * sizeof(int32_t));
@@ -459,10 +583,12 @@ static void test_gpt_chain(void) {
 
 int main(void) {
     test_cnn_layout();
+    test_avgpool_layout();
     test_gpt_layout();
     D = test_dev_open();
     test_mlp_chain();
     test_cnn_chain();
+    test_avgpool_chain();
     test_gpt_chain();
     ht_dev_close(D);
     return tap_done();

@@ -440,7 +440,7 @@ static void test_models(void) {
         {"\"relu 3\"", "expected \"relu\" (no arguments)"},
         {"\"linear\"", "expected \"linear N\""},
         {"\"linear 0\"", "expected \"linear N\""},
-        {"\"\"", "expected a layer: conv, maxpool, relu, gelu, flatten or linear"},
+        {"\"\"", "expected a layer: conv, maxpool, avgpool, relu, gelu, flatten or linear"},
         {"5", "key 'model.layers[2]': found an integer (5), expected a string"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -1,6 +1,7 @@
 /* Every nn op forward and backward on the device against the double-accumulation CPU
  * references of tests/ref.c, on odd shapes, at odd buffer offsets with guard cells around
- * every tensor, plus finite-difference checks of each backward (as ggml's test-backend-ops). */
+ * every tensor, plus finite-difference checks of each backward (as ggml's test-backend-ops);
+ * the in-place scale bit for bit against the host's product. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -333,6 +334,35 @@ static void test_xent_cases(int C) {
     free(z), free(o.loss), free(o.dl), free(o.correct);
 }
 
+/* ---------------------------------------------------------------- scale */
+
+/* ht_scale on [lo, lo+n) of a tensor of `len` floats (odd offset, guard cells): inside,
+ * bit for bit the host's float product alpha * x (one IEEE multiply; the sign of a zero
+ * included), outside the range and in the guards nothing changes. Special values lead x. */
+static void test_scale(size_t len, size_t lo, size_t n, float alpha, uint64_t seed) {
+    float *x = hnew(len, -3, 3, seed), *y = malloc(len * sizeof(float));
+    const float special[] = {0.0f, -0.0f, 1.0f, -1.0f, 1e-30f, -3e38f, 3e38f};
+    for (size_t i = 0; i < sizeof special / sizeof *special && lo + i < len; i++)
+        x[lo + i] = special[i];
+    dt t = dt_new(len, x);
+    ht_scale(D, VAT(t, lo), n, alpha);
+    dt_get(t, y);
+    size_t bad = len;
+    for (size_t i = 0; i < len && bad == len; i++) {
+        float want = i >= lo && i < lo + n ? alpha * x[i] : x[i];
+        if (memcmp(&want, &y[i], sizeof want)) bad = i;
+    }
+    if (bad < len)
+        tap_diag("element %zu: %a * %a gave %a", bad, (double)alpha, (double)x[bad],
+                 (double)y[bad]);
+    tap_ok(bad == len && dt_guards_ok(t),
+           "scale alpha=%g on [%zu,%zu) of %zu: bit for bit alpha*x (signed zeros, +-3e38), "
+           "the rest and the guard cells untouched",
+           alpha, lo, lo + n, len);
+    dt_free(t);
+    free(x), free(y);
+}
+
 /* ---------------------------------------------------------------- finite differences */
 
 /* L = sum_i r_i * out_i in double over the float outputs of one device forward. */
@@ -523,6 +553,18 @@ int main(void) {
 
     test_act(HT_ACT_RELU);
     test_act(HT_ACT_GELU);
+
+    /* odd n: the last work-item runs the scalar tail; 1 and 15: only a tail; 160: none */
+    test_scale(1003, 0, 1003, 0.5f, 41);
+    test_scale(1003, 0, 1003, -1.0f, 42);
+    test_scale(1003, 0, 1003, 0.0f, 43);
+    test_scale(1003, 0, 1003, 0.3f, 44);
+    test_scale(1003, 0, 1003, 1.0f, 45);
+    test_scale(1003, 5, 997, 0.5f, 46); /* a range inside the tensor, at an odd offset */
+    test_scale(160, 0, 160, -1.0f, 47);
+    test_scale(20, 3, 1, 0.0f, 48);
+    test_scale(20, 2, 15, 0.5f, 49);
+    test_scale(20, 7, 0, 0.0f, 50);
 
     test_xent(7, 10, -5, 5, XENT_SEPARATE, 31);
     test_xent(7, 3, -5, 5, XENT_SEPARATE, 32);

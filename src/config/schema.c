@@ -68,7 +68,8 @@ const ht_ckey ht_config_keys[] = {
      offsetof(ht_config, model.layers), sizeof(((ht_config *)0)->model.layers),
      offsetof(ht_config, model.nlayers),
      "cnn: layers, input side first: \"conv K N [stride=S] [pad=P]\", \"maxpool K [stride=S]\", "
-     "\"relu\", \"gelu\", \"flatten\", \"linear N\"; the default is the MNIST CNN"},
+     "\"avgpool K [stride=S]\", \"relu\", \"gelu\", \"flatten\", \"linear N\"; the default is "
+     "the MNIST CNN"},
     {"model.input_shape", HT_CK_INTS, GE, "[]", 1, 0, NULL, offsetof(ht_config, model.input_shape),
      sizeof(((ht_config *)0)->model.input_shape), offsetof(ht_config, model.ninput_shape),
      "cnn: input [C, H, W]; [] = from the data (1 x S x S for S*S features, as MNIST)"},

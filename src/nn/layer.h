@@ -28,7 +28,7 @@ typedef struct ht_layer_ops {
 } ht_layer_ops;
 
 extern const ht_layer_ops ht_ops_linear, ht_ops_relu, ht_ops_gelu, ht_ops_flatten;
-extern const ht_layer_ops ht_ops_conv, ht_ops_maxpool;
+extern const ht_layer_ops ht_ops_conv, ht_ops_maxpool, ht_ops_avgpool;
 extern const ht_layer_ops ht_ops_embed, ht_ops_layernorm, ht_ops_block;
 
 /* ---------------------------------------------------------------- building (model.c) */
@@ -64,6 +64,8 @@ int ht_layer_add_flatten(ht_model *m, const char *name, const char *what);
 int ht_layer_add_conv(ht_model *m, const char *name, int out_ch, int k, int stride, int pad,
                       const char *what);
 int ht_layer_add_maxpool(ht_model *m, const char *name, int k, int stride, const char *what);
+/* Average pooling without padding (PyTorch's nn.AvgPool2d defaults: divides by k*k). */
+int ht_layer_add_avgpool(ht_model *m, const char *name, int k, int stride, const char *what);
 int ht_layer_add_embed(ht_model *m, const char *name, int vocab, int C, float dropout);
 int ht_layer_add_layernorm(ht_model *m, const char *name);
 int ht_layer_add_block(ht_model *m, const char *name, int heads, int n_layer, float dropout);

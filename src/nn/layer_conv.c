@@ -1,5 +1,5 @@
 /* Layer kinds of a CNN over NCHW activations: 2-D convolution (im2col + GEMM in
- * nn/ops_conv.h; fuses a following ReLU/GELU like linear) and max pooling. Shapes are
+ * nn/ops_conv.h; fuses a following ReLU/GELU like linear), max and average pooling. Shapes are
  * checked when the layer is added, naming the config element that asked for it. */
 #include <math.h>
 #include <stdio.h>
@@ -104,7 +104,7 @@ int ht_layer_add_conv(ht_model *m, const char *name, int out_ch, int k, int stri
     return HT_OK;
 }
 
-/* ---------------------------------------------------------------- max pooling */
+/* ---------------------------------------------------------------- pooling */
 
 static ht_pool2d_shape pool_shape(const ht_layer *l, int B) {
     return (ht_pool2d_shape){.B = B,
@@ -116,34 +116,61 @@ static ht_pool2d_shape pool_shape(const ht_layer *l, int B) {
                              .pad = 0};
 }
 
-/* a comparison per window element; backward recomputes the argmax (as many) and routes */
-static double pool_flops_fwd(const ht_layer *l) { return (double)l->out * l->k * l->k; }
-static double pool_flops_bwd(const ht_layer *l, int with_dx) {
+/* Max: a comparison per window element; backward recomputes the argmax (as many) and
+ * routes. Average: k*k - 1 adds and a divide per window; backward a divide per window and
+ * an add per window element into dx. */
+static double maxpool_flops_fwd(const ht_layer *l) { return (double)l->out * l->k * l->k; }
+static double maxpool_flops_bwd(const ht_layer *l, int with_dx) {
     return with_dx ? (double)l->out * l->k * l->k : 0.0;
 }
+static double avgpool_flops_fwd(const ht_layer *l) { return (double)l->out * l->k * l->k; }
+static double avgpool_flops_bwd(const ht_layer *l, int with_dx) {
+    return with_dx ? (double)l->out * (l->k * l->k + 1) : 0.0;
+}
 
-static void pool_fwd(ht_model *m, int i, int B, ht_act unused) {
+static void maxpool_fwd(ht_model *m, int i, int B, ht_act unused) {
     ht_pool2d_shape s = pool_shape(&m->layers[i], B);
     ht_maxpool2d_forward(m->dev, ht_model_act(m, i + 1), ht_model_act(m, i), &s);
 }
 
-static void pool_bwd(ht_model *m, int i, int B, ht_act unused, float scale, int accumulate) {
+static void maxpool_bwd(ht_model *m, int i, int B, ht_act unused, float scale, int accumulate) {
     ht_pool2d_shape s = pool_shape(&m->layers[i], B);
     if (i > 0)
         ht_maxpool2d_backward(m->dev, ht_model_dact(m, i), ht_model_dact(m, i + 1),
                               ht_model_act(m, i), &s);
 }
 
+/* No padding (the layer has no pad option), so include_pad = 1, PyTorch's default
+ * count_include_pad=True, divides by k*k like include_pad = 0 would. */
+static void avgpool_fwd(ht_model *m, int i, int B, ht_act unused) {
+    ht_pool2d_shape s = pool_shape(&m->layers[i], B);
+    ht_avgpool2d_forward(m->dev, ht_model_act(m, i + 1), ht_model_act(m, i), &s, 1);
+}
+
+static void avgpool_bwd(ht_model *m, int i, int B, ht_act unused, float scale, int accumulate) {
+    ht_pool2d_shape s = pool_shape(&m->layers[i], B);
+    if (i > 0) ht_avgpool2d_backward(m->dev, ht_model_dact(m, i), ht_model_dact(m, i + 1), &s, 1);
+}
+
 const ht_layer_ops ht_ops_maxpool = {
     .kind = "maxpool",
-    .flops_forward = pool_flops_fwd,
-    .flops_backward = pool_flops_bwd,
-    .forward = pool_fwd,
-    .backward = pool_bwd,
+    .flops_forward = maxpool_flops_fwd,
+    .flops_backward = maxpool_flops_bwd,
+    .forward = maxpool_fwd,
+    .backward = maxpool_bwd,
 };
 
-int ht_layer_add_maxpool(ht_model *m, const char *name, int k, int stride, const char *what) {
-    int rc = need_chw(m, what, "maxpool");
+const ht_layer_ops ht_ops_avgpool = {
+    .kind = "avgpool",
+    .flops_forward = avgpool_flops_fwd,
+    .flops_backward = avgpool_flops_bwd,
+    .forward = avgpool_fwd,
+    .backward = avgpool_bwd,
+};
+
+static int add_pool(ht_model *m, ht_layer_kind kind, const ht_layer_ops *ops, const char *name,
+                    int k, int stride, const char *what) {
+    int rc = need_chw(m, what, ops->kind);
     if (rc != HT_OK) return rc;
     ht_shape in = ht_chain_shape(m);
     ht_pool2d_shape s = {1, in.d[0], in.d[1], in.d[2], k, stride, 0};
@@ -153,10 +180,18 @@ int ht_layer_add_maxpool(ht_model *m, const char *name, int k, int stride, const
         snprintf(why, sizeof why, "%s", ht_errmsg()); /* ht_error rewrites the message */
         return ht_error(HT_EINPUT, "%s: on the %s input: %s", what, shape, why);
     }
-    ht_layer *l = ht_chain_add(m, HT_LAYER_MAXPOOL, &ht_ops_maxpool, name);
+    ht_layer *l = ht_chain_add(m, kind, ops, name);
     l->k = k;
     l->stride = stride;
     l->out_shape = (ht_shape){3, {in.d[0], ht_pool2d_oh(&s), ht_pool2d_ow(&s)}};
     l->out = ht_shape_count(&l->out_shape);
     return HT_OK;
+}
+
+int ht_layer_add_maxpool(ht_model *m, const char *name, int k, int stride, const char *what) {
+    return add_pool(m, HT_LAYER_MAXPOOL, &ht_ops_maxpool, name, k, stride, what);
+}
+
+int ht_layer_add_avgpool(ht_model *m, const char *name, int k, int stride, const char *what) {
+    return add_pool(m, HT_LAYER_AVGPOOL, &ht_ops_avgpool, name, k, stride, what);
 }

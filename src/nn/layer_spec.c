@@ -10,21 +10,26 @@
 
 #include "core/err.h"
 
-const char *const ht_layer_spec_kinds[] = {"conv",    "maxpool", "relu", "gelu",
-                                           "flatten", "linear",  NULL};
+const char *const ht_layer_spec_kinds[] = {"conv", "maxpool", "avgpool", "relu",
+                                           "gelu", "flatten", "linear",  NULL};
 
 /* The expected form of each kind, indexed by ht_spec_kind. */
 static const char *const FORMS[] = {
     "\"conv K N [stride=S] [pad=P]\" (K: kernel size, N: output channels, integers >= 1; "
     "pad >= 0)",
     "\"maxpool K [stride=S]\" (K: window size >= 1; stride defaults to K)",
+    "\"avgpool K [stride=S]\" (K: window size >= 1; stride defaults to K)",
     "\"relu\" (no arguments)",
     "\"gelu\" (no arguments)",
     "\"flatten\" (no arguments)",
     "\"linear N\" (N: outputs, an integer >= 1)",
 };
-/* positional integers each kind takes; options: stride (conv, maxpool), pad (conv) */
-static const int NPOS[] = {2, 1, 0, 0, 0, 1};
+/* positional integers each kind takes; options: stride (conv, pools), pad (conv) */
+static const int NPOS[] = {2, 1, 1, 0, 0, 0, 1};
+_Static_assert(sizeof FORMS / sizeof *FORMS == HT_SPEC_LINEAR + 1 &&
+                   sizeof NPOS / sizeof *NPOS == HT_SPEC_LINEAR + 1 &&
+                   sizeof ht_layer_spec_kinds / sizeof *ht_layer_spec_kinds == HT_SPEC_LINEAR + 2,
+               "a form, a positional count and a word per ht_spec_kind");
 
 #define MAX_WORDS 8
 
@@ -55,7 +60,7 @@ int ht_layer_spec_parse(const char *text, ht_layer_spec *out, char *err, size_t 
         if (!strcmp(words[0], ht_layer_spec_kinds[i])) kind = i;
     if (kind < 0) {
         snprintf(err, errn,
-                 "a layer: conv, maxpool, relu, gelu, flatten or linear, with "
+                 "a layer: conv, maxpool, avgpool, relu, gelu, flatten or linear, with "
                  "arguments (e.g. \"conv 5 32 pad=2\", \"linear 10\")");
         return HT_EINPUT;
     }
@@ -72,7 +77,7 @@ int ht_layer_spec_parse(const char *text, ht_layer_spec *out, char *err, size_t 
         }
         *eq = 0;
         const char *key = words[i], *val = eq + 1;
-        int is_stride = !strcmp(key, "stride") && kind <= HT_SPEC_MAXPOOL;
+        int is_stride = !strcmp(key, "stride") && kind <= HT_SPEC_AVGPOOL;
         int is_pad = !strcmp(key, "pad") && kind == HT_SPEC_CONV, v = 0;
         if (!(is_stride || is_pad) || !parse_int(val, is_pad ? 0 : 1, &v))
             bad = 1;
@@ -92,6 +97,7 @@ int ht_layer_spec_parse(const char *text, ht_layer_spec *out, char *err, size_t 
         if (out->stride < 0) out->stride = 1;
         break;
     case HT_SPEC_MAXPOOL:
+    case HT_SPEC_AVGPOOL:
         out->k = vals[0];
         if (out->stride < 0) out->stride = out->k;
         break;
@@ -117,10 +123,11 @@ void ht_layer_spec_str(const ht_layer_spec *s, char *buf, size_t n) {
         break;
     }
     case HT_SPEC_MAXPOOL:
+    case HT_SPEC_AVGPOOL:
         if (s->stride != s->k)
-            snprintf(buf, n, "maxpool%ds%d", s->k, s->stride);
+            snprintf(buf, n, "%s%ds%d", name, s->k, s->stride);
         else
-            snprintf(buf, n, "maxpool%d", s->k);
+            snprintf(buf, n, "%s%d", name, s->k);
         break;
     case HT_SPEC_LINEAR:
         snprintf(buf, n, "linear%d", s->n);

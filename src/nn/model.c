@@ -122,7 +122,7 @@ int ht_chain_finish(ht_model *m, ht_dev *d, int classes, int rows, int max_batch
 
     /* activation i: the input of layer i; width[nlayers] is the logits' */
     int n = m->nlayers;
-    size_t B = (size_t)max_batch, widest = 0;
+    size_t B = (size_t)max_batch;
     m->width = ht_xcalloc((size_t)n + 1, sizeof *m->width);
     m->act_off = ht_xcalloc((size_t)n + 1, sizeof *m->act_off);
     m->width[0] = m->in_features;
@@ -140,10 +140,7 @@ int ht_chain_finish(ht_model *m, ht_dev *d, int classes, int rows, int max_batch
         m->save_floats += B * l->save;
         size_t w = ht_layer_work_floats(l, max_batch);
         if (w > m->work_floats) m->work_floats = w;
-        if (!l->ops->scales && B * (size_t)l->out > widest) widest = B * (size_t)l->out;
     }
-    /* a range whose top layer cannot fold grad_scale in scales its gradient via the work */
-    if (widest > m->work_floats) m->work_floats = widest;
     if (!d) return HT_OK;
 
     m->dev = d;
@@ -158,9 +155,6 @@ int ht_chain_finish(ht_model *m, ht_dev *d, int classes, int rows, int max_batch
     m->labels = ht_buf_new(d, nrows * sizeof(int32_t), "labels");
     m->losses = ht_buf_new(d, nrows * sizeof(float), "losses");
     m->correct = ht_buf_new(d, nrows * sizeof(int32_t), "correct flags");
-    m->one = ht_buf_new(d, sizeof(float), "constant 1");
-    const float one = 1.0f;
-    ht_buf_write(d, m->one, 0, sizeof one, &one);
     if (pbytes) ht_buf_zero(d, m->grads, 0, pbytes);
     m->host_loss = ht_xmalloc(nrows * sizeof(float));
     m->host_correct = ht_xmalloc(nrows * sizeof(int32_t));
@@ -169,8 +163,8 @@ int ht_chain_finish(ht_model *m, ht_dev *d, int classes, int rows, int max_batch
 
 void ht_model_free(ht_model *m) {
     if (m->dev) {
-        ht_buf *bufs[] = {m->params, m->grads,  m->acts,   m->dacts,   m->saved,
-                          m->work,   m->labels, m->losses, m->correct, m->one};
+        ht_buf *bufs[] = {m->params, m->grads,  m->acts,   m->dacts,  m->saved,
+                          m->work,   m->labels, m->losses, m->correct};
         for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
             if (bufs[i]) ht_buf_free(bufs[i]);
     }
@@ -290,16 +284,6 @@ ht_view ht_layer_grad(const ht_model *m, const ht_layer *l, int j) {
     return ht_view_at(m->grads, l->t[j].off);
 }
 
-/* x = s * x for n floats: a GEMM (n,1) = s * (n,1) x (1,1) of the constant 1 into the
- * workspace, then copied back (no scale kernel of our own; rare: only a range whose top
- * layer cannot fold the scale into its GEMMs). */
-static void scale_in_place(ht_model *m, ht_view x, size_t n, float s) {
-    if (n > m->work_floats)
-        ht_die(HT_ERUNTIME, "scale_in_place: %zu floats exceed the workspace", n);
-    ht_sgemm(m->dev, 0, 0, n, 1, 1, s, x.buf, x.off, 1, m->one, 0, 1, 0.0f, m->work, 0, 1);
-    ht_buf_copy(m->dev, x.buf, x.off * sizeof(float), m->work, 0, n * sizeof(float));
-}
-
 /* ---------------------------------------------------------------- forward */
 
 void ht_model_forward_range(ht_model *m, int lo, int hi, int B) {
@@ -343,7 +327,8 @@ void ht_model_backward_range(ht_model *m, int lo, int hi, int B, float grad_scal
             a = HT_ACT_NONE;
         const ht_layer *l = &m->layers[j];
         if (s != 1.0f && !l->ops->scales) {
-            scale_in_place(m, ht_model_dact(m, i + 1), (size_t)B * (size_t)m->width[i + 1], s);
+            /* the top layer cannot fold the scale in: scale its incoming gradient in place */
+            ht_scale(m->dev, ht_model_dact(m, i + 1), (size_t)B * (size_t)m->width[i + 1], s);
             s = 1.0f;
         }
         l->ops->backward(m, j, B, a, s, accumulate);

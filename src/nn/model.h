@@ -20,6 +20,7 @@ typedef enum {
     HT_LAYER_GELU,
     HT_LAYER_CONV,    /* 2-D convolution, NCHW, square kernel, with bias */
     HT_LAYER_MAXPOOL, /* 2-D max pooling, square window */
+    HT_LAYER_AVGPOOL, /* 2-D average pooling, square window, no padding */
     HT_LAYER_FLATTEN, /* (C,H,W) -> (C*H*W): a no-op on the data */
     HT_LAYER_EMBED,   /* int32 tokens (T) -> wte[token] + wpe[position] (T,C) */
     HT_LAYER_BLOCK,   /* pre-LN transformer block: x + attn(ln1(x)), then + mlp(ln2(x)) */
@@ -107,7 +108,6 @@ typedef struct ht_model {
     ht_buf *correct;    /* (max_batch * rows) int32 1/0, -1 for a label out of range */
     float *host_loss;
     int32_t *host_correct;
-    ht_buf *one;           /* (1) 1.0f: the B operand of scaled copies done as GEMMs */
     int training;          /* dropout on (ht_model_set_training) */
     uint64_t dropout_seed; /* dropout masks are a pure function of (seed, step, site, i) */
     uint64_t dropout_step;
@@ -136,9 +136,9 @@ void ht_shape_str(const ht_shape *s, char *buf, size_t n);
 int ht_model_mlp(ht_model *m, ht_dev *d, int in_features, const int *hidden, int nhidden,
                  int classes, const char *activation, int max_batch);
 
-/* A CNN from layer specs ("conv 5 32 pad=2", "relu", "maxpool 2", "flatten", "linear 10";
- * grammar in nn/layer_spec.h) on (C,H,W) inputs; the last layer must give `classes`
- * outputs. Shape errors name the element: "model.layers[3] \"maxpool 2\": ...". */
+/* A CNN from layer specs ("conv 5 32 pad=2", "relu", "maxpool 2", "avgpool 2", "flatten",
+ * "linear 10"; grammar in nn/layer_spec.h) on (C,H,W) inputs; the last layer must give
+ * `classes` outputs. Shape errors name the element: "model.layers[3] \"maxpool 2\": ...". */
 int ht_model_cnn(ht_model *m, ht_dev *d, ht_shape in, const char *const *specs, int nspecs,
                  int classes, int max_batch);
 
@@ -190,7 +190,8 @@ void ht_model_loss_forward(ht_model *m, int B, int with_grad);
 /* Layers hi-1 down to lo: from the gradient of activation hi to that of activation lo
  * (not computed when lo == 0). The gradient arriving at activation hi is multiplied by
  * grad_scale: free on GEMM alpha when layer hi-1 is linear, conv or an activation;
- * otherwise (block, LayerNorm, pool, flatten, embedding) dact(hi) is scaled in place first.
+ * otherwise (block, LayerNorm, pool, flatten, embedding) dact(hi) is scaled in place first
+ * (ht_scale).
  * accumulate adds into grads (micro-batches). Dropout masks follow the current
  * ht_model_set_training state, which must be the one of the forward. */
 void ht_model_backward_range(ht_model *m, int lo, int hi, int B, float grad_scale, int accumulate);

@@ -74,7 +74,7 @@ int ht_model_cnn(ht_model *m, ht_dev *d, ht_shape in, const char *const *specs, 
     ht_chain_begin(m, in, 0);
     snprintf(m->type, sizeof m->type, "cnn");
     snprintf(m->desc, sizeof m->desc, "cnn %dx%dx%d ", in.d[0], in.d[1], in.d[2]);
-    int count[6] = {0};
+    int count[HT_SPEC_LINEAR + 1] = {0}; /* per kind, for the names (conv1, maxpool2, ...) */
     for (int i = 0; i < nspecs; i++) {
         ht_layer_spec s;
         char what[128], err[256], name[32], str[48];
@@ -93,6 +93,9 @@ int ht_model_cnn(ht_model *m, ht_dev *d, ht_shape in, const char *const *specs, 
             break;
         case HT_SPEC_MAXPOOL:
             rc = ht_layer_add_maxpool(m, name, s.k, s.stride, what);
+            break;
+        case HT_SPEC_AVGPOOL:
+            rc = ht_layer_add_avgpool(m, name, s.k, s.stride, what);
             break;
         case HT_SPEC_RELU:
             rc = ht_layer_add_act(m, name, HT_ACT_RELU, what);

@@ -53,7 +53,8 @@ static size_t pow2_at_most(size_t n) {
     return p;
 }
 
-/* Kernels in cl/act.cl give each work-item 16 consecutive floats (a float16). */
+/* Kernels in cl/act.cl (and scale_f32 in cl/util.cl) give each work-item 16 consecutive
+ * floats (a float16). */
 enum { VEC = 16 };
 static size_t vec_items(size_t n) { return (n + VEC - 1) / VEC; }
 
@@ -197,6 +198,14 @@ void ht_act_backward(ht_dev *d, ht_act act, ht_view dx, ht_view dy, ht_view x, s
                 HT_INT(ioff(dx.off, "dx")), HT_BUF(dy.buf), HT_INT(ioff(dy.off, "dy")),
                 HT_BUF(x.buf), HT_INT(ioff(x.off, "x")), HT_INT(isize(n, "activation")),
                 HT_FLOAT(scale));
+}
+
+/* ---------------------------------------------------------------- elementwise */
+
+void ht_scale(ht_dev *d, ht_view x, size_t n, float alpha) {
+    if (n == 0 || alpha == 1.0f) return;
+    ht_launch1d(d, "scale_f32", vec_items(n), HT_BUF(x.buf), HT_INT(ioff(x.off, "x")),
+                HT_INT(isize(n, "scale")), HT_FLOAT(alpha));
 }
 
 /* ---------------------------------------------------------------- loss */

@@ -1,7 +1,7 @@
 /* Neural-network ops over flat device buffers, llm.c style: one forward and one backward
  * function per op, tensors passed as views (buffer + offset in elements), shapes as ints.
- * Ops only enqueue work (kernels from cl/act.cl, cl/loss.cl; GEMMs through CLBlast): none
- * reads back or waits, so a whole step runs without host synchronisation. */
+ * Ops only enqueue work (kernels from cl/act.cl, cl/loss.cl, cl/util.cl; GEMMs through
+ * CLBlast): none reads back or waits, so a whole step runs without host synchronisation. */
 #ifndef HT_NN_OPS_H
 #define HT_NN_OPS_H
 
@@ -83,6 +83,15 @@ void ht_act_backward(ht_dev *d, ht_act act, ht_view dx, /* (n) scale * dy * act'
                      ht_view dy,                        /* (n) */
                      ht_view x,                         /* (n) saved input (pre-activation) */
                      size_t n, float scale);
+
+/* ---------------------------------------------------------------- elementwise */
+
+/* x = alpha * x for n floats in place: one float multiply per element, so a power-of-two
+ * alpha scales exactly and alpha = 0 gives +-0 for finite x (NaN and inf give NaN, as
+ * PyTorch's mul_; not BLAS sscal's zero fill). alpha = 1 enqueues nothing. The model uses
+ * it for grad_scale when the top layer of a backward range cannot fold it into a GEMM. */
+void ht_scale(ht_dev *d, ht_view x, /* (n) scaled in place */
+              size_t n, float alpha);
 
 /* ---------------------------------------------------------------- loss */
 
