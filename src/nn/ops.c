@@ -7,19 +7,9 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "nn/ops_util.h"
 
 /* ---------------------------------------------------------------- helpers */
-
-static int ioff(size_t off, const char *what) {
-    if (off > (size_t)INT_MAX)
-        ht_die(HT_ERUNTIME, "nn: %s offset %zu exceeds 2^31 elements", what, off);
-    return (int)off;
-}
-
-static int isize(size_t n, const char *what) {
-    if (n > (size_t)INT_MAX) ht_die(HT_ERUNTIME, "nn: %s size %zu exceeds 2^31 elements", what, n);
-    return (int)n;
-}
 
 int ht_act_parse(const char *name) {
     if (!name || !*name || !strcmp(name, "none")) return HT_ACT_NONE;
@@ -37,20 +27,6 @@ const char *ht_act_name(ht_act act) {
     default:
         return "none";
     }
-}
-
-static size_t pow2_at_least(size_t n) {
-    size_t p = 1;
-    while (p < n)
-        p *= 2;
-    return p;
-}
-
-static size_t pow2_at_most(size_t n) {
-    size_t p = 1;
-    while (p * 2 <= n)
-        p *= 2;
-    return p;
 }
 
 /* Kernels in cl/act.cl (and scale_f32 in cl/util.cl) give each work-item 16 consecutive

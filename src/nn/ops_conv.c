@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "nn/ops_util.h"
 
 /* ---------------------------------------------------------------- shapes */
 
@@ -76,20 +77,6 @@ static int fits(ht_view v, size_t n, const char *op, const char *what) {
     if (v.off + n > (size_t)INT_MAX)
         ht_die(HT_ERUNTIME, "nn: %s: tensor '%s' ends past 2^31 floats of its buffer", op, what);
     return (int)v.off;
-}
-
-static size_t pow2_at_least(size_t n) {
-    size_t p = 1;
-    while (p < n)
-        p *= 2;
-    return p;
-}
-
-static size_t pow2_at_most(size_t n) {
-    size_t p = 1;
-    while (p * 2 <= n)
-        p *= 2;
-    return p;
 }
 
 /* 2-D range g0 x g1 in work-groups of up to 64 items (the kernel's and device's limit

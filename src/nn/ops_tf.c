@@ -8,27 +8,10 @@
 #include <math.h>
 
 #include "core/err.h"
+#include "nn/ops_util.h"
 #include "core/rng.h"
 
 /* ---------------------------------------------------------------- helpers */
-
-static int ioff(size_t off, const char *what) {
-    if (off > (size_t)INT_MAX)
-        ht_die(HT_ERUNTIME, "nn: %s offset %zu exceeds 2^31 elements", what, off);
-    return (int)off;
-}
-
-static int isize(size_t n, const char *what) {
-    if (n > (size_t)INT_MAX) ht_die(HT_ERUNTIME, "nn: %s size %zu exceeds 2^31 elements", what, n);
-    return (int)n;
-}
-
-static size_t pow2_at_most(size_t n) {
-    size_t p = 1;
-    while (p * 2 <= n)
-        p *= 2;
-    return p;
-}
 
 static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
