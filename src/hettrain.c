@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm.h"
 #include "config/config.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -24,7 +25,8 @@ static void usage(FILE *f) {
             "                [--temperature T] [--seed S] [--set KEY=VALUE]... [--device SEL]\n"
             "       hettrain --list-devices | --help-config | --help | --version\n"
             "\n"
-            "Trains the model described by the libconfig FILE on one OpenCL device.\n"
+            "Trains the model described by the libconfig FILE on one OpenCL device; under\n"
+            "mpirun -np N, data parallel over N ranks, one device each (cluster.* keys).\n"
             "  -c, --config FILE   job description (see conf/README.md; conf/quickstart.cfg)\n"
             "  --set KEY=VALUE     override a config key, e.g. --set train.steps=100\n"
             "  --device SEL        device: index, cpu, gpu, or vendor/name substring (:N = N-th)\n"
@@ -159,6 +161,9 @@ int main(int argc, char **argv) {
     if (!cfg_path)
         ht_die(HT_EINPUT, "no config given; expected -c FILE (e.g. hettrain -c conf/quickstart.cfg)");
 
+    /* MPI only for a training run, and only under mpirun (see comm.h): any error after this
+     * on any rank aborts the whole job with the error's exit code */
+    ht_comm_init(&argc, &argv);
     ht_config cfg;
     ht_exit_on_error(ht_config_load(&cfg, cfg_path, sets, nset));
     ht_train_opts opts = {.device = device, .resume = resume, .profile = profile,
@@ -166,9 +171,12 @@ int main(int argc, char **argv) {
     ht_train_result res;
     ht_train_install_signal_handlers();
     ht_exit_on_error(ht_train(&cfg, &opts, &res));
-    printf("final: step %lld, val_loss %.4f, val_acc %.2f%%, %.0f samples/s, first step after "
+    if (ht_comm_rank() == 0)
+        printf("final: step %lld, val_loss %.4f, val_acc %.2f%%, %.0f samples/s, first step after "
            "%.2f s\n",
            (long long)res.steps, res.val_loss, 100.0 * res.val_acc, res.samples_per_s,
            res.first_step_s);
+    fflush(stdout);
+    ht_comm_finalize();
     return 0;
 }

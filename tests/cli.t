@@ -49,4 +49,5 @@ expect_fail 2 "bad.safetensors" "corrupt checkpoint on --resume" -- -c "$TMP/goo
 
 run_ht -c "$TMP/good.cfg" -q
 printf '%s' "$OUT" | grep -Eq '^final: step 3, .*val_acc [0-9.]+%'; ok $? "a valid tiny job runs and prints the final summary (exit $RC)"
+[ -z "$ERR" ]; ok $? "-q: nothing on stderr (no progress lines)"
 done_testing

@@ -535,7 +535,8 @@ static const char *const ALL_KEYS[] = {
     "optim.step_size",   "optim.gamma",        "optim.min_lr",      "optim.clip",
     "device.select",     "device.cache",       "device.cache_dir",  "device.tuning",
     "log.metrics",       "log.progress",       "log.every",         "checkpoint.path",
-    "checkpoint.every"};
+    "checkpoint.every",  "cluster.shares",     "cluster.split",     "cluster.devices",
+    "cluster.slowdown",  "cluster.allreduce"};
 #define NKEYS (int)(sizeof ALL_KEYS / sizeof ALL_KEYS[0])
 
 static void test_schema_and_write(void) {

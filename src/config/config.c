@@ -116,7 +116,7 @@ static int unknown_key(const loader *L, const origin *o, const char *group, cons
     if (len) return fail(L, o, "unknown key '%s' (keys in '%s': %s)", full, group, keys);
     return fail(L, o,
                 "unknown key '%s' (settings go in a group: model, data, train, optim, "
-                "device, log, checkpoint)",
+                "device, log, checkpoint, cluster)",
                 full);
 }
 
@@ -321,6 +321,32 @@ static int apply(loader *L, int ki, const config_setting_t *s, const origin *o) 
         *(int *)((char *)L->cfg + k->off_count) = n;
         break;
     }
+    case HT_CK_NUMS: {
+        int t = config_setting_type(s), n = config_setting_length(s);
+        int max = (int)(k->size / sizeof(double));
+        double *vals = (double *)field;
+        if (t != CONFIG_TYPE_ARRAY && t != CONFIG_TYPE_LIST)
+            return wrong_type(L, o, k->path, s, "an array of numbers, e.g. [1.0, 2.5]");
+        if (n > max)
+            return fail(L, o, "key '%s': found %d values, expected at most %d", k->path, n, max);
+        for (int i = 0; i < n; i++) {
+            const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+            char key[128];
+            origin eo = *o;
+            if (o->file) eo.line = config_setting_source_line(e);
+            snprintf(key, sizeof key, "%s[%d]", k->path, i);
+            int et = config_setting_type(e);
+            if (et != CONFIG_TYPE_FLOAT && !is_int(e)) return wrong_type(L, &eo, key, e, expect);
+            double v = et == CONFIG_TYPE_FLOAT ? config_setting_get_float(e)
+                                               : (double)config_setting_get_int64(e);
+            ht_fmt_num(v, num, sizeof num);
+            if (!isfinite(v) || !in_range(k, v))
+                return fail(L, &eo, "key '%s': found %s, expected %s", key, num, expect);
+            vals[i] = v;
+        }
+        *(int *)((char *)L->cfg + k->off_count) = n;
+        break;
+    }
     case HT_CK_STRS:
         rc = apply_strings(L, k, s, o);
         break;
@@ -405,7 +431,7 @@ static int walk_file(loader *L, const config_setting_t *root) {
             if (best) return fail(L, &o, "unknown group '%s' (did you mean '%s'?)", gname, best);
             return fail(L, &o,
                         "unknown group '%s' (groups: model, data, train, optim, device, "
-                        "log, checkpoint)",
+                        "log, checkpoint, cluster)",
                         gname);
         }
         if (!known) return unknown_key(L, &o, "", gname);
@@ -469,6 +495,7 @@ static int apply_set(loader *L, const char *text) {
         config_setting_t *s = parse_value(&c, value);
         ht_ckey_expect(k, expect, sizeof expect);
         if (k->kind == HT_CK_INTS) snprintf(expect, sizeof expect, "an array of integers");
+        if (k->kind == HT_CK_NUMS) snprintf(expect, sizeof expect, "an array of numbers");
         if (k->kind == HT_CK_STRS) snprintf(expect, sizeof expect, "an array of strings");
         if (s)
             rc = apply(L, ki, s, &o);
@@ -494,6 +521,52 @@ static int missing(const loader *L, int ki) {
     origin o = {NULL, 0, NULL};
     return fail(L, &o, "missing required key '%s' (%s, %s)", k->path, ht_ckey_type_name(k->kind),
                 k->doc);
+}
+
+/* "file:line" or "--set a.b=v" for where key ki was set; "" for its default. */
+static void origin_text(const loader *L, int ki, char *buf, size_t n) {
+    const origin *o = &L->where[ki];
+    char file[HT_PATH_MAX];
+    buf[0] = 0;
+    if (o->set) {
+        snprintf(buf, n, "--set %s", o->set);
+    } else if (o->file || (L->given[ki] && L->path)) {
+        resolve_file(L, o->file, file, sizeof file);
+        if (o->line > 0) snprintf(buf, n, "%s:%d", file, o->line);
+        else snprintf(buf, n, "%s", file);
+    }
+}
+
+/* cluster.*: the shares fill the batch; remember where the per-rank lists came from for
+ * the checks against the world size (ht_config_check_world), made after mpirun started. */
+static int check_cluster(const loader *L) {
+    ht_config *c = L->cfg;
+    /* only a non-empty list can be wrong for the world size; an empty one keeps "" so a
+     * config written out and read back compares equal */
+    int ks = ht_ckey_find("cluster.shares");
+    if (c->cluster.nshares) origin_text(L, ks, c->cluster.at_shares, sizeof c->cluster.at_shares);
+    if (c->cluster.ndevices)
+        origin_text(L, ht_ckey_find("cluster.devices"), c->cluster.at_devices,
+                    sizeof c->cluster.at_devices);
+    if (c->cluster.nslowdown)
+        origin_text(L, ht_ckey_find("cluster.slowdown"), c->cluster.at_slowdown,
+                    sizeof c->cluster.at_slowdown);
+    if (c->cluster.nshares == 0) return HT_OK;
+    long long sum = 0;
+    char list[512];
+    size_t len = 0;
+    for (int i = 0; i < c->cluster.nshares; i++) {
+        sum += c->cluster.shares[i];
+        if (len < sizeof list)
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s%d", i ? " + " : "",
+                                    c->cluster.shares[i]);
+    }
+    if (sum != c->train.batch)
+        return fail(L, &L->where[ks],
+                    "key 'cluster.shares': found %s = %lld samples, expected a sum equal to "
+                    "train.batch (%d): each rank's share of the global batch",
+                    list, sum, c->train.batch);
+    return HT_OK;
 }
 
 static int check_all(const loader *L) {
@@ -545,6 +618,38 @@ static int check_all(const loader *L) {
                     "cosine schedule",
                     a, b);
     }
+    return check_cluster(L);
+}
+
+/* "where: " for a message about a value set at `at` (a default has no place). */
+static int world_fail(const ht_config *cfg, const char *at, const char *fmt, int a, int b,
+                      int world) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, fmt, a, b);
+    return ht_error(HT_EINPUT, "%s: %s (the job runs %d rank%s under mpirun)",
+                    at[0] ? at : (cfg->source[0] ? cfg->source : "configuration"), msg, world,
+                    world == 1 ? "" : "s");
+}
+
+int ht_config_check_world(const ht_config *cfg, int world) {
+    if (cfg->cluster.nshares && cfg->cluster.nshares != world)
+        return world_fail(cfg, cfg->cluster.at_shares,
+                          "key 'cluster.shares': found %d values, expected %d (one per rank)",
+                          cfg->cluster.nshares, world, world);
+    if (cfg->cluster.nslowdown && cfg->cluster.nslowdown != world)
+        return world_fail(cfg, cfg->cluster.at_slowdown,
+                          "key 'cluster.slowdown': found %d values, expected %d (one per rank)",
+                          cfg->cluster.nslowdown, world, world);
+    if (cfg->cluster.ndevices > 1 && cfg->cluster.ndevices != world)
+        return world_fail(cfg, cfg->cluster.at_devices,
+                          "key 'cluster.devices': found %d values, expected 1 (for all ranks) "
+                          "or %d (one per rank)",
+                          cfg->cluster.ndevices, world, world);
+    if (!cfg->cluster.nshares && cfg->train.batch < world)
+        return world_fail(cfg, "",
+                          "key 'train.batch': found %d, expected at least %d so that every "
+                          "rank gets a sample",
+                          cfg->train.batch, world, world);
     return HT_OK;
 }
 

@@ -11,6 +11,8 @@
 #define HT_MAX_HIDDEN 16
 #define HT_MAX_LAYERS 32 /* model.layers elements */
 #define HT_LAYER_TEXT 64 /* characters per model.layers element, with the terminator */
+#define HT_MAX_RANKS 64  /* cluster.* per-rank lists */
+#define HT_SEL_TEXT 64   /* characters per cluster.devices element, with the terminator */
 
 typedef struct ht_config {
     char source[HT_PATH_MAX]; /* the file it was read from */
@@ -85,6 +87,22 @@ typedef struct ht_config {
         char path[HT_PATH_MAX]; /* checkpoint file; "" = none */
         int every;              /* steps between checkpoints; 0 = only at the end */
     } checkpoint;
+
+    /* Data parallelism under mpirun (one OpenCL device per rank); ignored by one process. */
+    struct {
+        int shares[HT_MAX_RANKS]; /* samples of train.batch per rank; nshares == 0: by split */
+        int nshares;
+        char split[16];           /* "equal" | "speed": shares when none are given */
+        char devices[HT_MAX_RANKS][HT_SEL_TEXT]; /* device selector per rank, or one for all */
+        int ndevices;
+        double slowdown[HT_MAX_RANKS]; /* emulated slowdown per rank (>= 1); 0 values: none */
+        int nslowdown;
+        char allreduce[16];       /* "ring" | "mpi" */
+        /* where the per-rank lists were set ("job.cfg:12", "--set cluster.shares=[..]", ""
+         * for the default), for errors that need the world size: ht_config_check_world */
+        char at_shares[HT_PATH_MAX + 32], at_devices[HT_PATH_MAX + 32],
+            at_slowdown[HT_PATH_MAX + 32];
+    } cluster;
 } ht_config;
 
 /* Fills cfg with defaults, parses path, applies the overrides ("a.b=value", nset of
@@ -95,6 +113,12 @@ typedef struct ht_config {
  * Relative @include paths in the file are taken relative to the file's folder.
  * On error cfg is left half-filled and must not be used. */
 int ht_config_load(ht_config *cfg, const char *path, const char *const *sets, int nset);
+
+/* The checks that need the number of ranks: cluster.shares and cluster.slowdown hold one
+ * value per rank (or none), cluster.devices one per rank or one for all (or none), and
+ * without shares train.batch must give every rank a sample. HT_EINPUT naming file:line
+ * (or the --set) of the key. */
+int ht_config_check_world(const ht_config *cfg, int world);
 
 /* Prints every key with its type, default and meaning (for --help / README). */
 void ht_config_print_schema(void *file /* FILE* */);

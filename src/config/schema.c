@@ -23,9 +23,11 @@ static const char *const DATA_KINDS[] = {"synthetic", "idx", "text", NULL};
 static const char *const OPTIMIZERS[] = {"sgd", "adamw", NULL};
 static const char *const SCHEDULES[] = {"constant", "step", "cosine", NULL};
 static const char *const PROGRESS[] = {"auto", "bar", "plain", "none", NULL};
+static const char *const SPLITS[] = {"equal", "speed", NULL};
+static const char *const ALLREDUCES[] = {"ring", "mpi", NULL};
 
-const char *const ht_config_groups[] = {"model",  "data", "train",      "optim",
-                                        "device", "log",  "checkpoint", NULL};
+const char *const ht_config_groups[] = {"model", "data",       "train",   "optim", "device",
+                                        "log",   "checkpoint", "cluster", NULL};
 
 /* One model.layers element: the layer grammar of nn/layer_spec.h, with a suggestion
  * when the first word is a misspelt layer kind. */
@@ -164,6 +166,23 @@ const ht_ckey ht_config_keys[] = {
      "checkpoint file (safetensors); \"\" = none"},
     {"checkpoint.every", HT_CK_INT, GE, "0", 0, 0, NULL, FIELD(checkpoint.every),
      "steps between checkpoints; 0 = only at the end"},
+
+    {"cluster.shares", HT_CK_INTS, GE, "[]", 1, 0, NULL, offsetof(ht_config, cluster.shares),
+     sizeof(((ht_config *)0)->cluster.shares), offsetof(ht_config, cluster.nshares),
+     "mpirun: samples of train.batch per rank, one per rank, summing to train.batch; [] = by "
+     "cluster.split"},
+    {"cluster.split", HT_CK_STR, 0, "\"equal\"", 0, 0, SPLITS, FIELD(cluster.split),
+     "mpirun, no shares: equal shares, or proportional to a quick measured speed per rank"},
+    {"cluster.devices", HT_CK_STRS, 0, "[]", 0, HT_MAX_RANKS, NULL,
+     offsetof(ht_config, cluster.devices), sizeof(((ht_config *)0)->cluster.devices),
+     offsetof(ht_config, cluster.ndevices),
+     "mpirun: device selector per rank (as device.select), or one for all; [] = device.select"},
+    {"cluster.slowdown", HT_CK_NUMS, GE, "[]", 1, 0, NULL, offsetof(ht_config, cluster.slowdown),
+     sizeof(((ht_config *)0)->cluster.slowdown), offsetof(ht_config, cluster.nslowdown),
+     "mpirun: emulated heterogeneity, one factor per rank: a rank idles (f-1) x its compute "
+     "time after each compute phase; [] = none"},
+    {"cluster.allreduce", HT_CK_STR, 0, "\"ring\"", 0, 0, ALLREDUCES, FIELD(cluster.allreduce),
+     "mpirun: gradient all-reduce: our ring (deterministic) or MPI_Allreduce"},
 };
 const int ht_config_nkeys = (int)(sizeof ht_config_keys / sizeof ht_config_keys[0]);
 
@@ -196,6 +215,8 @@ const char *ht_ckey_type_name(ht_ckind kind) {
         return "string";
     case HT_CK_INTS:
         return "int array";
+    case HT_CK_NUMS:
+        return "number array";
     case HT_CK_STRS:
         return "string array";
     }
@@ -219,6 +240,7 @@ void ht_ckey_expect(const ht_ckey *k, char *buf, size_t n) {
     }
     switch (k->kind) {
     case HT_CK_NUM:
+    case HT_CK_NUMS:
         len = (size_t)snprintf(buf, n, "a number");
         break;
     case HT_CK_BOOL:
@@ -322,7 +344,8 @@ void ht_config_print_schema(void *file) {
         int ranged = (k->flags & (HT_CF_GE | HT_CF_GT | HT_CF_LE | HT_CF_LT)) != 0;
         if (k->choices || ranged) {
             ht_ckey_expect(k, expect, sizeof expect);
-            fprintf(f, "; %s%s", k->kind == HT_CK_INTS ? "each " : "", expect);
+            fprintf(f, "; %s%s", k->kind == HT_CK_INTS || k->kind == HT_CK_NUMS ? "each " : "",
+                    expect);
         }
         fputc('\n', f);
     }
@@ -386,6 +409,17 @@ void ht_config_write(void *file, const ht_config *cfg) {
             fputc('[', f);
             for (int j = 0; j < count; j++)
                 fprintf(f, "%s%d", j ? ", " : "", ((const int *)p)[j]);
+            fputc(']', f);
+            break;
+        }
+        case HT_CK_NUMS: {
+            int count = *(const int *)(base + k->off_count);
+            fputc('[', f);
+            for (int j = 0; j < count; j++) {
+                ht_fmt_num(((const double *)p)[j], num, sizeof num);
+                /* an integral value gets a ".0": libconfig arrays hold one type */
+                fprintf(f, "%s%s%s", j ? ", " : "", num, strpbrk(num, ".eEn") ? "" : ".0");
+            }
             fputc(']', f);
             break;
         }

@@ -13,12 +13,13 @@ typedef enum {
     HT_CK_BOOL, /* int 0/1; libconfig true/false */
     HT_CK_STR,  /* char[size]; longer values are errors, never truncated */
     HT_CK_INTS, /* int[size / sizeof(int)] plus a count at off_count; array or list */
+    HT_CK_NUMS, /* double[size / sizeof(double)] plus a count at off_count; array or list */
     HT_CK_STRS, /* char[max][size / max] plus a count at off_count; array or list; each
                    element checked by ht_ckey_check_elem */
 } ht_ckind;
 
 /* Flags: required, and the range [min, max] with each bound optional and either
- * inclusive (GE/LE) or exclusive (GT/LT). For HT_CK_INTS the range is per element. */
+ * inclusive (GE/LE) or exclusive (GT/LT). For HT_CK_INTS and HT_CK_NUMS the range is per element. */
 enum {
     HT_CF_REQ = 1 << 0,
     HT_CF_GE = 1 << 1,

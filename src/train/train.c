@@ -22,6 +22,7 @@
 #include "optim/optim.h"
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
+#include "train/cluster.h"
 
 static volatile sig_atomic_t g_stop;
 
@@ -111,16 +112,19 @@ static void source_free(source *src) {
     ht_text_free(&src->all);
 }
 
-/* Uploads training batch `step`. */
-static void source_batch(source *src, ht_model *m, int64_t step, int B) {
+/* Uploads rows [lo, hi) of global training batch `step` (of B): every rank draws the same
+ * global batch and takes its own slice, so the ranks together see exactly the batch one
+ * process would. */
+static void source_batch(source *src, ht_model *m, int64_t step, int B, int lo, int hi) {
     if (src->text) {
         ht_text_batch(&src->ttrain, src->seed, step, B, src->T, src->tok, src->y);
-        ht_model_set_batch_tokens(m, src->tok, src->y, B);
+        ht_model_set_batch_tokens(m, src->tok + (size_t)lo * src->T, src->y + (size_t)lo * src->T,
+                                  hi - lo);
         return;
     }
     ht_sampler_batch(&src->sampler, step, B, src->idx);
-    ht_dataset_gather(&src->train, src->idx, B, src->x, src->y);
-    ht_model_set_batch(m, src->x, src->y, B);
+    ht_dataset_gather(&src->train, src->idx + lo, hi - lo, src->x, src->y);
+    ht_model_set_batch(m, src->x, src->y, hi - lo);
 }
 
 /* Runs a forward-only batch already uploaded and adds its loss and correct rows. */
@@ -174,8 +178,16 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
     double t_start = ht_now();
     memset(res, 0, sizeof *res);
     int rc, dev_index = 0;
-    const char *sel = opts->device ? opts->device : cfg->device.select;
-    if ((rc = ht_ocl_select(sel, &dev_index)) != HT_OK) return rc;
+    ht_cluster cl;
+    if ((rc = ht_cluster_init(&cl, cfg)) != HT_OK) return rc;
+    const int dp = cl.world > 1; /* data parallel under mpirun */
+    if (dp) {
+        ht_log_set_rank(cl.rank);
+        /* one voice: rank 0 reports, the others only warn */
+        if (cl.rank != 0 && ht_log_level() == HT_LOG_INFO) ht_log_set_level(HT_LOG_WARN);
+    }
+    const char *sel = ht_cluster_selector(cfg, opts->device, cl.rank);
+    if ((rc = ht_ocl_select(sel, &dev_index)) != HT_OK) goto out_cluster;
 
     source src = {0};
     if ((rc = load_data(cfg, &src)) != HT_OK) goto out_data;
@@ -191,6 +203,7 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
     double tb = ht_dev_build_seconds(dev, &hit);
     ht_log_info("device %d: %s (%s), kernels %s in %.2f s", dev_index, ht_dev_info(dev)->name,
                 ht_dev_info(dev)->platform, hit ? "loaded from cache" : "built", tb);
+    if (dp) ht_cluster_announce(&cl, ht_dev_info(dev)->name);
 
     const int B = cfg->train.batch;
     ht_model model;
@@ -228,26 +241,58 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
     }
     ht_log_info("model: %s, %zu parameters; %lld steps of batch %d, optimizer %s", model.desc,
                 model.nparams, (long long)total, B, cfg->optim.type);
+    /* rank 0's parameters everywhere (after a resume every rank loaded the same file) */
+    if (dp) ht_cluster_bcast_params(&cl, &model);
 
     ht_metrics *metrics = NULL;
-    if (*cfg->log.metrics &&
+    if (cl.rank == 0 && *cfg->log.metrics &&
         (rc = ht_metrics_open(&metrics, cfg->log.metrics, opts->resume && step > 0)) != HT_OK)
         goto out_model;
 
     source_start(&src, cfg, B);
+    if (dp && !cfg->cluster.nshares && !strcmp(cfg->cluster.split, "speed")) {
+        /* a quick speed per rank: the second of two forward/backward passes on an equal
+         * share (the first compiles and allocates), emulated slowdown included */
+        source_batch(&src, &model, 0, B, cl.lo, cl.hi);
+        ht_model_set_training(&model, 1, cfg->train.seed, 0);
+        double t0 = 0;
+        for (int k = 0; k < 2; k++) {
+            t0 = ht_now();
+            ht_model_forward(&model, cl.hi - cl.lo, 1);
+            ht_model_backward(&model, cl.hi - cl.lo, (float)(1.0 / rows));
+            ht_dev_finish(dev);
+        }
+        double t = (ht_now() - t0) * cl.slowdown;
+        if ((rc = ht_cluster_split_by_speed(&cl, (cl.hi - cl.lo) / (t > 1e-9 ? t : 1e-9))) !=
+            HT_OK)
+            goto out_loop;
+    }
+    const int b = cl.hi - cl.lo; /* this rank's share of every global batch */
     ht_progress prog;
-    ht_progress_init(&prog, stderr, total, cfg->log.progress, cfg->log.every);
+    /* -q (log level below info) silences progress too; only rank 0 reports. */
+    int show = cl.rank == 0 && ht_log_level() >= HT_LOG_INFO;
+    ht_progress_init(&prog, stderr, total, show ? cfg->log.progress : "none",
+                     cfg->log.every);
 
     double vloss = NAN, vacc = NAN, t_loop = ht_now(), t_mark = t_loop, t_eval = 0;
     int64_t mark_step = step, start_step = step;
     int64_t end = total;
     if (opts->stop_after > 0 && step + opts->stop_after < total) end = step + opts->stop_after;
-    for (; step < end && !g_stop; step++) {
+    int stop = g_stop;
+    for (; step < end && !stop; step++) {
         float lr = (float)ht_lr_at(&sched, step, total);
-        source_batch(&src, &model, step, B);
+        double tc = ht_now();
+        source_batch(&src, &model, step, B, cl.lo, cl.hi);
         ht_model_set_training(&model, 1, cfg->train.seed, step);
-        ht_model_forward(&model, B, 1);
-        ht_model_backward(&model, B, (float)(1.0 / rows));
+        ht_model_forward(&model, b, 1);
+        /* 1/rows with the GLOBAL batch: each rank's gradient is its part of the full-batch
+         * mean, so the plain sum over ranks is exact whatever the shares */
+        ht_model_backward(&model, b, (float)(1.0 / rows));
+        stop = g_stop;
+        if (dp || cl.slowdown != 1) {
+            ht_dev_finish(dev);
+            ht_cluster_reduce(&cl, &model, ht_now() - tc, &stop);
+        }
         ht_optim_step(&opt, model.params, model.grads, lr);
         int64_t done = step + 1;
         if (step == start_step) {
@@ -258,7 +303,14 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
         if (done % cfg->log.every == 0 || done == total) {
             double lsum;
             int correct;
-            ht_model_loss(&model, B, &lsum, &correct);
+            ht_model_loss(&model, b, &lsum, &correct);
+            if (dp) { /* global sums: every rank gets the same numbers */
+                double v[2] = {lsum, correct};
+                ht_cluster_sum(v, 2);
+                lsum = v[0];
+                correct = (int)v[1];
+                if ((rc = ht_cluster_record(&cl, metrics, done)) != HT_OK) goto out_loop;
+            }
             double now = ht_now();
             double sps = (double)(done - mark_step) * B / (now - t_mark);
             if (!isfinite(lsum)) {
@@ -274,7 +326,8 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
             t_mark = now;
             mark_step = done;
         }
-        if (cfg->train.eval_every > 0 && done % cfg->train.eval_every == 0 && done != total) {
+        if (cl.rank == 0 && cfg->train.eval_every > 0 && done % cfg->train.eval_every == 0 &&
+            done != total) {
             double t0 = ht_now();
             evaluate(&model, &src, &vloss, &vacc);
             t_eval += ht_now() - t0;
@@ -284,26 +337,27 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
             t_mark = ht_now(); /* evaluation time is not training throughput */
             mark_step = done;
         }
-        if (*ckpt && cfg->checkpoint.every > 0 && done % cfg->checkpoint.every == 0 &&
+        if (cl.rank == 0 && *ckpt && cfg->checkpoint.every > 0 && done % cfg->checkpoint.every == 0 &&
             (rc = ht_checkpoint_save(ckpt, &model, &opt, done, cfg->optim.type)) != HT_OK)
             goto out_loop;
     }
     ht_dev_finish(dev);
     double t_train = ht_now() - t_loop - t_eval;
     ht_progress_finish(&prog);
-    if (*ckpt && step > start_step &&
+    if (cl.rank == 0 && *ckpt && step > start_step &&
         (rc = ht_checkpoint_save(ckpt, &model, &opt, step, cfg->optim.type)) != HT_OK)
         goto out_loop;
     if (step < total) {
         ht_log_info("stopped at step %lld of %lld%s%s", (long long)step, (long long)total,
                     *ckpt ? "; checkpoint saved to " : " (no checkpoint.path set)", ckpt);
     }
-    if (g_stop) {
+    if (stop) {
         rc = ht_error(HT_ERUNTIME, "interrupted at step %lld%s%s", (long long)step,
                       *ckpt ? "; checkpoint saved to " : " (no checkpoint.path set)", ckpt);
         goto out_loop;
     }
-    evaluate(&model, &src, &vloss, &vacc);
+    /* rank 0 evaluates for everyone (the others' models are identical) */
+    if (cl.rank == 0) evaluate(&model, &src, &vloss, &vacc);
     if (metrics) ht_metrics_eval(metrics, step, vloss, vacc);
     res->steps = step;
     res->val_loss = vloss;
@@ -321,5 +375,7 @@ out_dev:
     ht_dev_close(dev);
 out_data:
     source_free(&src);
+out_cluster:
+    ht_cluster_free(&cl);
     return rc;
 }

@@ -1,0 +1,41 @@
+/* Communication between ranks: the only code that calls MPI. One world (MPI_COMM_WORLD) of
+ * ranks; collectives over host buffers, and our own ring all-reduce. A process started
+ * without mpirun does not initialise MPI at all (size 1, every collective a local no-op),
+ * so the single-device trainer starts as fast as before. Every MPI failure exits 1 naming
+ * the call and MPI's error string; ht_die on any rank aborts the whole job with its code. */
+#ifndef HT_COMM_COMM_H
+#define HT_COMM_COMM_H
+
+#include <stddef.h>
+
+/* Initialises MPI (MPI_Init_thread, funneled) when the process was started by mpirun (or
+ * HT_MPI=1 is set: a singleton world), installs the abort-on-error exit hook and makes MPI
+ * return errors instead of aborting silently. Safe to call once per process. */
+void ht_comm_init(int *argc, char ***argv);
+/* Finalises MPI when ht_comm_init started it (after a barrier); no-op otherwise. */
+void ht_comm_finalize(void);
+
+int ht_comm_rank(void); /* 0 without MPI */
+int ht_comm_size(void); /* 1 without MPI */
+/* 1 when MPI is initialised (even with one rank). */
+int ht_comm_active(void);
+
+void ht_comm_barrier(void);
+/* Broadcasts bytes from root to every rank. */
+void ht_comm_bcast(void *buf, size_t bytes, int root);
+/* Rank r's `bytes` from send go to recv + r*bytes on every rank (recv: size*bytes). */
+void ht_comm_allgather(const void *send, size_t bytes, void *recv);
+/* In-place sum over ranks with MPI_Allreduce: float and double. */
+void ht_comm_allreduce_sum(float *buf, size_t n);
+void ht_comm_allreduce_sum_f64(double *buf, size_t n);
+
+/* In-place sum over ranks by our own ring: a reduce-scatter then an all-gather over p
+ * chunks, each rank sending 2(p-1)/p * n floats to its right neighbour. Any n >= 0 (chunks
+ * may be empty when n < p). Each chunk is summed on one rank in a fixed order and then
+ * copied, so every rank ends with bitwise identical values, the same on every run. */
+void ht_comm_ring_allreduce(float *buf, size_t n);
+
+/* Chunk c of the ring's p chunks over n values: [lo, hi). Pure (exposed for tests). */
+void ht_comm_ring_chunk(size_t n, int p, int c, size_t *lo, size_t *hi);
+
+#endif

@@ -1,0 +1,435 @@
+/* Profile files: libconfig <-> ht_profile with every value checked (errors name the file,
+ * line and key path, e.g. "p.cfg:7: devices[0].mem_bw_gbs: found -3, expected a number
+ * > 0"), and the per-device speed model the partitioner reads. */
+#include "prof/profile.h"
+
+#include <errno.h>
+#include <libconfig.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/err.h"
+
+/* ---------------------------------------------------------------- reading */
+
+typedef struct {
+    const char *path;
+    int rc;
+} reader;
+
+static int line_of(const config_setting_t *s) {
+    for (; s; s = config_setting_parent(s)) {
+        int l = config_setting_source_line(s);
+        if (l > 0) return l;
+    }
+    return 1;
+}
+
+static int fail(reader *r, const config_setting_t *at, const char *fmt, ...) HT_PRINTF(3, 4);
+static int fail(reader *r, const config_setting_t *at, const char *fmt, ...) {
+    if (r->rc != HT_OK) return r->rc; /* keep the first error */
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    r->rc = ht_error(HT_EINPUT, "%s:%d: %s", r->path, line_of(at), msg);
+    return r->rc;
+}
+
+static const char *type_name(const config_setting_t *s) {
+    switch (config_setting_type(s)) {
+    case CONFIG_TYPE_INT:
+    case CONFIG_TYPE_INT64:
+        return "an integer";
+    case CONFIG_TYPE_FLOAT:
+        return "a float";
+    case CONFIG_TYPE_STRING:
+        return "a string";
+    case CONFIG_TYPE_BOOL:
+        return "a boolean";
+    case CONFIG_TYPE_ARRAY:
+        return "an array";
+    case CONFIG_TYPE_LIST:
+        return "a list";
+    case CONFIG_TYPE_GROUP:
+        return "a group";
+    default:
+        return "something else";
+    }
+}
+
+/* Member `key` of group g; missing: an error at g unless optional. */
+static config_setting_t *member(reader *r, const config_setting_t *g, const char *where,
+                                const char *key, const char *expected, int optional) {
+    config_setting_t *s = config_setting_get_member(g, key);
+    if (!s && !optional)
+        fail(r, g, "%s%s%s: missing required key, expected %s", where, *where ? "." : "", key,
+             expected);
+    return s;
+}
+
+/* A number (integer or float) >= lo, or > lo when strict. */
+static double get_num(reader *r, const config_setting_t *g, const char *where, const char *key,
+                      double lo, int strict) {
+    const char *exp = strict ? "a number > 0" : "a number >= 0";
+    config_setting_t *s = member(r, g, where, key, exp, 0);
+    if (!s) return 0;
+    int t = config_setting_type(s);
+    double v;
+    if (t == CONFIG_TYPE_FLOAT)
+        v = config_setting_get_float(s);
+    else if (t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64)
+        v = (double)config_setting_get_int64(s);
+    else {
+        fail(r, s, "%s.%s: found %s, expected %s", where, key, type_name(s), exp);
+        return 0;
+    }
+    if (!(v > lo || (!strict && v == lo)))
+        fail(r, s, "%s.%s: found %g, expected %s", where, key, v, exp);
+    return v;
+}
+
+static int get_int(reader *r, const config_setting_t *g, const char *where, const char *key, int lo,
+                   int hi) {
+    char exp[64];
+    snprintf(exp, sizeof exp, "an integer in [%d, %d]", lo, hi);
+    config_setting_t *s = member(r, g, where, key, exp, 0);
+    if (!s) return lo;
+    if (config_setting_type(s) != CONFIG_TYPE_INT && config_setting_type(s) != CONFIG_TYPE_INT64) {
+        fail(r, s, "%s.%s: found %s, expected %s", where, key, type_name(s), exp);
+        return lo;
+    }
+    long long v = config_setting_get_int64(s);
+    if (v < lo || v > hi) fail(r, s, "%s.%s: found %lld, expected %s", where, key, v, exp);
+    return (int)v;
+}
+
+static void get_str(reader *r, const config_setting_t *g, const char *where, const char *key,
+                    char *dst, size_t n, int optional) {
+    config_setting_t *s = member(r, g, where, key, "a string", optional);
+    if (!s) return;
+    if (config_setting_type(s) != CONFIG_TYPE_STRING) {
+        fail(r, s, "%s.%s: found %s, expected a string", where, key, type_name(s));
+        return;
+    }
+    const char *v = config_setting_get_string(s);
+    if (strlen(v) >= n) fail(r, s, "%s.%s: longer than %zu characters", where, key, n - 1);
+    ht_strlcpy(dst, v, n);
+}
+
+/* A list (or an empty array: libconfig writes "()" and "[]" alike for nothing) of at most
+ * max groups; returns its length. */
+static int get_list(reader *r, const config_setting_t *g, const char *where, const char *key,
+                    int max, config_setting_t **out) {
+    *out = member(r, g, where, key, "a list ( { ... }, ... )", 0);
+    if (!*out) return 0;
+    int t = config_setting_type(*out), n = config_setting_length(*out);
+    if (t != CONFIG_TYPE_LIST && !(t == CONFIG_TYPE_ARRAY && n == 0)) {
+        fail(r, *out, "%s.%s: found %s, expected a list ( { ... }, ... )", where, key,
+             type_name(*out));
+        return 0;
+    }
+    if (n > max) {
+        fail(r, *out, "%s.%s: %d entries, at most %d supported", where, key, n, max);
+        return 0;
+    }
+    for (int i = 0; i < n; i++) {
+        config_setting_t *e = config_setting_get_elem(*out, i);
+        if (!config_setting_is_group(e)) {
+            fail(r, e, "%s.%s[%d]: found %s, expected a group { ... }", where, key, i,
+                 type_name(e));
+            return 0;
+        }
+    }
+    return n;
+}
+
+static void read_clblast(reader *r, const config_setting_t *g, const char *where, ht_prof_dev *d) {
+    int n = config_setting_length(g);
+    if (!config_setting_is_group(g) || n > HT_PROF_MAX_KERNELS) {
+        fail(r, g, "%s.clblast: expected a group of at most %d kernel groups", where,
+             HT_PROF_MAX_KERNELS);
+        return;
+    }
+    for (int i = 0; i < n && r->rc == HT_OK; i++) {
+        config_setting_t *k = config_setting_get_elem(g, i);
+        ht_prof_kparams *kp = &d->clblast[d->nclblast++];
+        memset(kp, 0, sizeof *kp);
+        ht_strlcpy(kp->kernel, config_setting_name(k), sizeof kp->kernel);
+        int np = config_setting_length(k);
+        if (!config_setting_is_group(k) || np > HT_PROF_MAX_PARAMS) {
+            fail(r, k, "%s.clblast.%s: expected a group of at most %d integer parameters", where,
+                 kp->kernel, HT_PROF_MAX_PARAMS);
+            return;
+        }
+        for (int j = 0; j < np; j++) {
+            config_setting_t *p = config_setting_get_elem(k, j);
+            if (config_setting_type(p) != CONFIG_TYPE_INT || config_setting_get_int(p) < 0) {
+                fail(r, p, "%s.clblast.%s.%s: expected a non-negative integer", where, kp->kernel,
+                     config_setting_name(p));
+                return;
+            }
+            ht_strlcpy(kp->names[j], config_setting_name(p), sizeof kp->names[j]);
+            kp->values[j] = config_setting_get_int(p);
+        }
+        kp->n = np;
+    }
+}
+
+static void read_dev(reader *r, const config_setting_t *g, int idx, ht_prof_dev *d) {
+    char w[64], e[96];
+    snprintf(w, sizeof w, "devices[%d]", idx);
+    memset(d, 0, sizeof *d);
+    get_str(r, g, w, "name", d->name, sizeof d->name, 0);
+    get_str(r, g, w, "platform", d->platform, sizeof d->platform, 0);
+    get_str(r, g, w, "driver", d->driver, sizeof d->driver, 0);
+    get_str(r, g, w, "type", d->type, sizeof d->type, 1);
+    d->mem_bw_gbs = get_num(r, g, w, "mem_bw_gbs", 0, 1);
+    d->h2d_gbs = get_num(r, g, w, "h2d_gbs", 0, 1);
+    d->d2h_gbs = get_num(r, g, w, "d2h_gbs", 0, 1);
+    d->launch_us = get_num(r, g, w, "launch_us", 0, 1);
+    config_setting_t *l;
+    d->ngemm = get_list(r, g, w, "gemm", HT_PROF_MAX_GEMM, &l);
+    for (int i = 0; i < d->ngemm && r->rc == HT_OK; i++) {
+        config_setting_t *x = config_setting_get_elem(l, i);
+        ht_prof_gemm *q = &d->gemm[i];
+        snprintf(e, sizeof e, "%s.gemm[%d]", w, i);
+        q->m = get_int(r, x, e, "m", 1, 1 << 30);
+        q->n = get_int(r, x, e, "n", 1, 1 << 30);
+        q->k = get_int(r, x, e, "k", 1, 1 << 30);
+        q->ta = get_int(r, x, e, "ta", 0, 1);
+        q->tb = get_int(r, x, e, "tb", 0, 1);
+        q->gflops = get_num(r, x, e, "gflops", 0, 1);
+    }
+    d->nlayers = get_list(r, g, w, "layers", HT_PROF_MAX_LAYERS, &l);
+    for (int i = 0; i < d->nlayers && r->rc == HT_OK; i++) {
+        config_setting_t *x = config_setting_get_elem(l, i);
+        ht_prof_layer *q = &d->layers[i];
+        snprintf(e, sizeof e, "%s.layers[%d]", w, i);
+        get_str(r, x, e, "name", q->name, sizeof q->name, 0);
+        q->batch = get_int(r, x, e, "batch", 1, 1 << 24);
+        q->fwd_ms = get_num(r, x, e, "fwd_ms", 0, 0);
+        q->bwd_ms = get_num(r, x, e, "bwd_ms", 0, 0);
+    }
+    d->nrates = get_list(r, g, w, "samples_per_s", HT_PROF_MAX_BATCHES, &l);
+    for (int i = 0; i < d->nrates && r->rc == HT_OK; i++) {
+        config_setting_t *x = config_setting_get_elem(l, i);
+        snprintf(e, sizeof e, "%s.samples_per_s[%d]", w, i);
+        d->rates[i].batch = get_int(r, x, e, "batch", 1, 1 << 24);
+        d->rates[i].value = get_num(r, x, e, "value", 0, 1);
+    }
+    get_str(r, g, w, "tuning", d->tuning, sizeof d->tuning, 1);
+    config_setting_t *c = config_setting_get_member(g, "clblast");
+    if (c && r->rc == HT_OK) read_clblast(r, c, w, d);
+}
+
+int ht_profile_load(const char *path, ht_profile *p) {
+    config_t cf;
+    config_init(&cf);
+    memset(p, 0, sizeof *p);
+    reader r = {path, HT_OK};
+    if (config_read_file(&cf, path) != CONFIG_TRUE) {
+        if (config_error_type(&cf) == CONFIG_ERR_FILE_IO)
+            r.rc = ht_error(HT_EINPUT, "cannot read profile '%s': %s", path, strerror(errno));
+        else
+            r.rc = ht_error(HT_EINPUT, "%s:%d: %s", path, config_error_line(&cf),
+                            config_error_text(&cf));
+        config_destroy(&cf);
+        return r.rc;
+    }
+    config_setting_t *root = config_root_setting(&cf), *s;
+    int version = get_int(&r, root, "", "version", 1, 1);
+    (void)version;
+    get_str(&r, root, "", "model", p->model, sizeof p->model, 1);
+    if ((s = config_setting_get_member(root, "batches"))) {
+        int n = config_setting_length(s);
+        if (config_setting_type(s) != CONFIG_TYPE_ARRAY || n > HT_PROF_MAX_BATCHES)
+            fail(&r, s, "batches: found %s, expected an array of at most %d integers", type_name(s),
+                 HT_PROF_MAX_BATCHES);
+        for (int i = 0; i < n && r.rc == HT_OK; i++) {
+            config_setting_t *e = config_setting_get_elem(s, i);
+            if (config_setting_type(e) != CONFIG_TYPE_INT || config_setting_get_int(e) < 1)
+                fail(&r, e, "batches[%d]: expected an integer >= 1", i);
+            p->batches[p->nbatches++] = config_setting_get_int(e);
+        }
+    }
+    config_setting_t *devs;
+    p->ndev = get_list(&r, root, "", "devices", HT_PROF_MAX_DEVS, &devs);
+    if (r.rc == HT_OK && p->ndev == 0)
+        fail(&r, devs, "devices: empty, expected at least one device");
+    for (int i = 0; i < p->ndev && r.rc == HT_OK; i++)
+        read_dev(&r, config_setting_get_elem(devs, i), i, &p->dev[i]);
+    config_destroy(&cf);
+    return r.rc;
+}
+
+/* ---------------------------------------------------------------- writing */
+
+/* A libconfig string literal: quotes and backslashes escaped, control characters dropped. */
+static void put_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fputc('\\', f);
+        if ((unsigned char)*s >= 0x20) fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+/* A float libconfig reads back as a float (never as an integer: "93" -> "93.0"). */
+static void put_num(FILE *f, double v) {
+    char b[64];
+    snprintf(b, sizeof b, "%.9g", v);
+    fputs(b, f);
+    if (!strpbrk(b, ".eEn")) fputs(".0", f);
+}
+
+static void put_clblast(FILE *f, const ht_prof_kparams *k, int nk, const char *indent) {
+    fprintf(f, "%sclblast = {\n", indent);
+    for (int i = 0; i < nk; i++) {
+        fprintf(f, "%s    %s = {", indent, k[i].kernel);
+        for (int j = 0; j < k[i].n; j++)
+            fprintf(f, " %s = %ld;", k[i].names[j], k[i].values[j]);
+        fprintf(f, " };\n");
+    }
+    fprintf(f, "%s};\n", indent);
+}
+
+void ht_profile_write(FILE *f, const ht_profile *p) {
+    fprintf(f, "# hettrain device profile (hetprof); format: src/prof/profile.h\nversion = 1;\n");
+    fprintf(f, "model = "), put_str(f, p->model), fprintf(f, ";\nbatches = [");
+    for (int i = 0; i < p->nbatches; i++)
+        fprintf(f, "%s%d", i ? ", " : "", p->batches[i]);
+    fprintf(f, "];\ndevices = (\n");
+    for (int i = 0; i < p->ndev; i++) {
+        const ht_prof_dev *d = &p->dev[i];
+        fprintf(f, "  {\n    name = "), put_str(f, d->name);
+        fprintf(f, ";\n    platform = "), put_str(f, d->platform);
+        fprintf(f, ";\n    driver = "), put_str(f, d->driver);
+        fprintf(f, ";\n    type = "), put_str(f, d->type);
+        fprintf(f, ";\n    mem_bw_gbs = "), put_num(f, d->mem_bw_gbs);
+        fprintf(f, ";\n    h2d_gbs = "), put_num(f, d->h2d_gbs);
+        fprintf(f, ";\n    d2h_gbs = "), put_num(f, d->d2h_gbs);
+        fprintf(f, ";\n    launch_us = "), put_num(f, d->launch_us);
+        fprintf(f, ";\n    gemm = (");
+        for (int j = 0; j < d->ngemm; j++) {
+            const ht_prof_gemm *g = &d->gemm[j];
+            fprintf(f,
+                    "%s\n      { m = %d; n = %d; k = %d; ta = %d; tb = %d; gflops = ", j ? "," : "",
+                    g->m, g->n, g->k, g->ta, g->tb);
+            put_num(f, g->gflops), fprintf(f, "; }");
+        }
+        fprintf(f, " );\n    layers = (");
+        for (int j = 0; j < d->nlayers; j++) {
+            const ht_prof_layer *l = &d->layers[j];
+            fprintf(f, "%s\n      { name = ", j ? "," : ""), put_str(f, l->name);
+            fprintf(f, "; batch = %d; fwd_ms = ", l->batch), put_num(f, l->fwd_ms);
+            fprintf(f, "; bwd_ms = "), put_num(f, l->bwd_ms), fprintf(f, "; }");
+        }
+        fprintf(f, " );\n    samples_per_s = (");
+        for (int j = 0; j < d->nrates; j++) {
+            fprintf(f, "%s\n      { batch = %d; value = ", j ? "," : "", d->rates[j].batch);
+            put_num(f, d->rates[j].value), fprintf(f, "; }");
+        }
+        fprintf(f, " );\n");
+        if (d->tuning[0]) fprintf(f, "    tuning = "), put_str(f, d->tuning), fprintf(f, ";\n");
+        if (d->nclblast) put_clblast(f, d->clblast, d->nclblast, "    ");
+        fprintf(f, "  }%s\n", i + 1 < p->ndev ? "," : "");
+    }
+    fprintf(f, ");\n");
+}
+
+int ht_profile_save(const char *path, const ht_profile *p) {
+    FILE *f = fopen(path, "w");
+    if (!f) return ht_error(HT_ERUNTIME, "cannot write profile '%s': %s", path, strerror(errno));
+    ht_profile_write(f, p);
+    if (ferror(f) | (fclose(f) != 0))
+        return ht_error(HT_ERUNTIME, "cannot write profile '%s': %s", path, strerror(errno));
+    return HT_OK;
+}
+
+int ht_profile_write_tuning(const ht_profile *p, int dev, const char *path) {
+    if (dev < 0 || dev >= p->ndev || !p->dev[dev].nclblast)
+        return ht_error(HT_EINPUT, "profile device %d has no CLBlast parameters", dev);
+    FILE *f = fopen(path, "w");
+    if (!f) return ht_error(HT_ERUNTIME, "cannot write '%s': %s", path, strerror(errno));
+    fprintf(f, "# CLBlast parameters for '%s' (%s), from hetprof; use as device.tuning\n",
+            p->dev[dev].name, p->dev[dev].platform);
+    put_clblast(f, p->dev[dev].clblast, p->dev[dev].nclblast, "");
+    if (ferror(f) | (fclose(f) != 0))
+        return ht_error(HT_ERUNTIME, "cannot write '%s': %s", path, strerror(errno));
+    return HT_OK;
+}
+
+/* ---------------------------------------------------------------- speed model */
+
+/* Time at batch b from points (bs[i], ts[i]), i < n, sorted by batch: linear between the
+ * two around b, proportional to b from the nearest one outside. */
+static double time_at(const int *bs, const double *ts, int n, int b) {
+    if (b <= bs[0]) return ts[0] * b / bs[0];
+    for (int i = 1; i < n; i++)
+        if (b <= bs[i])
+            return ts[i - 1] + (ts[i] - ts[i - 1]) * (b - bs[i - 1]) / (double)(bs[i] - bs[i - 1]);
+    return ts[n - 1] * b / bs[n - 1];
+}
+
+/* Adds (b, t) to the sorted point set, summing t into an existing batch. */
+static void add_point(int *bs, double *ts, int *n, int b, double t) {
+    int i = 0;
+    while (i < *n && bs[i] < b)
+        i++;
+    if (i < *n && bs[i] == b) {
+        ts[i] += t;
+        return;
+    }
+    if (*n == HT_PROF_MAX_BATCHES) return;
+    memmove(bs + i + 1, bs + i, (size_t)(*n - i) * sizeof *bs);
+    memmove(ts + i + 1, ts + i, (size_t)(*n - i) * sizeof *ts);
+    bs[i] = b, ts[i] = t, (*n)++;
+}
+
+double ht_profile_speed(const ht_profile *p, int dev, int batch) {
+    if (!p || dev < 0 || dev >= p->ndev || batch < 1) return 0;
+    const ht_prof_dev *d = &p->dev[dev];
+    int bs[HT_PROF_MAX_BATCHES], n = 0;
+    double ts[HT_PROF_MAX_BATCHES];
+    /* the model's step time per batch size is the sum of its layers' times: interpolating
+     * the sums is the same as summing the interpolated layer times */
+    for (int i = 0; i < d->nlayers; i++)
+        add_point(bs, ts, &n, d->layers[i].batch,
+                  (d->layers[i].fwd_ms + d->layers[i].bwd_ms) * 1e-3);
+    if (n == 0)
+        for (int i = 0; i < d->nrates; i++)
+            add_point(bs, ts, &n, d->rates[i].batch, d->rates[i].batch / d->rates[i].value);
+    if (n == 0) return 0;
+    double t = time_at(bs, ts, n, batch);
+    return t > 0 ? batch / t : 0;
+}
+
+/* ---------------------------------------------------------------- table */
+
+void ht_profile_print(FILE *f, const ht_profile *p) {
+    for (int i = 0; i < p->ndev; i++) {
+        const ht_prof_dev *d = &p->dev[i];
+        fprintf(f, "device %d: %s (%s, driver %s)%s\n", i, d->name, d->platform, d->driver,
+                d->nclblast ? ", CLBlast tuned" : "");
+        fprintf(f,
+                "  memory %.2f GB/s   host->device %.2f GB/s   device->host %.2f GB/s   "
+                "launch %.1f us\n",
+                d->mem_bw_gbs, d->h2d_gbs, d->d2h_gbs, d->launch_us);
+        if (d->ngemm) fprintf(f, "  %-4s %7s %7s %7s %9s\n", "op", "M", "N", "K", "GFLOP/s");
+        for (int j = 0; j < d->ngemm; j++) {
+            const ht_prof_gemm *g = &d->gemm[j];
+            fprintf(f, "  %c%c   %7d %7d %7d %9.2f\n", g->ta ? 'T' : 'N', g->tb ? 'T' : 'N', g->m,
+                    g->n, g->k, g->gflops);
+        }
+        if (d->nlayers) fprintf(f, "  %-16s %6s %10s %10s\n", "layer", "batch", "fwd ms", "bwd ms");
+        for (int j = 0; j < d->nlayers; j++) {
+            const ht_prof_layer *l = &d->layers[j];
+            fprintf(f, "  %-16s %6d %10.4f %10.4f\n", l->name, l->batch, l->fwd_ms, l->bwd_ms);
+        }
+        for (int j = 0; j < d->nrates; j++)
+            fprintf(f, "  batch %-6d %12.1f samples/s\n", d->rates[j].batch, d->rates[j].value);
+    }
+}

@@ -1,0 +1,105 @@
+/* Device profiles: what hetprof measured per OpenCL device (SGEMM GFLOP/s at the model's
+ * shapes, memory and host-link bandwidth, launch latency, per-layer forward/backward time
+ * per batch size, tuned CLBlast parameters), their libconfig file format, and the speed
+ * model the partitioner reads from them. Pure C: no OpenCL here.
+ *
+ * File format (libconfig; every figure a float, every count an integer):
+ *
+ *   version = 1;
+ *   model = "mlp 32-128-128-8";        # architecture the layer times are for ("" = none)
+ *   batches = [64, 128, 256];          # batch sizes the layer times were taken at
+ *   devices = (
+ *     { name = "pthread-haswell-AMD EPYC"; platform = "Portable Computing Language";
+ *       driver = "3.1"; type = "cpu";  # strings; type "cpu" | "gpu" | "accel" | "other"
+ *       gemm = ( { m = 256; n = 1024; k = 784; ta = 0; tb = 1; gflops = 93.1; } );
+ *       mem_bw_gbs = 12.3;             # device copy kernel, (read + write bytes) / s / 1e9
+ *       h2d_gbs = 5.1; d2h_gbs = 4.9;  # host <-> device, blocking write/read
+ *       launch_us = 8.2;               # mean enqueue-to-finish time of an empty kernel
+ *       layers = ( { name = "fc1"; batch = 256; fwd_ms = 0.41; bwd_ms = 0.83; } );
+ *       samples_per_s = ( { batch = 256; value = 12345.0; } );  # whole model fwd + bwd
+ *       tuning = "p.0.tuning.cfg";     # optional: a device.tuning file of the clblast group
+ *       clblast = { Xgemm = { GEMMK = 0; KWG = 16; ... }; GemmRoutine = { ... }; };  # optional
+ *     } );
+ *
+ * gemm, layers and samples_per_s may be empty lists; every bandwidth, latency, time and
+ * rate must be > 0 (times >= 0). A device's clblast group has the shape of the top-level
+ * group of a device.tuning file (src/ocl/blas.c); ht_profile_write_tuning writes one. */
+#ifndef HT_PROF_PROFILE_H
+#define HT_PROF_PROFILE_H
+
+#include <stdio.h>
+
+#define HT_PROF_MAX_DEVS 16
+#define HT_PROF_MAX_GEMM 64
+#define HT_PROF_MAX_LAYERS 512 /* layer x batch entries per device */
+#define HT_PROF_MAX_BATCHES 16
+#define HT_PROF_MAX_KERNELS 8
+#define HT_PROF_MAX_PARAMS 16
+
+typedef struct ht_prof_gemm {
+    int m, n, k, ta, tb; /* row-major C(m,n) = op(A)(m,k) op(B)(k,n) */
+    double gflops;
+} ht_prof_gemm;
+
+typedef struct ht_prof_layer {
+    char name[32];
+    int batch;
+    double fwd_ms, bwd_ms;
+} ht_prof_layer;
+
+typedef struct ht_prof_rate {
+    int batch;
+    double value; /* samples per second */
+} ht_prof_rate;
+
+/* One CLBlast kernel's parameters ("Xgemm": GEMMK = 0, KWG = 16, ...). */
+typedef struct ht_prof_kparams {
+    char kernel[32];
+    int n;
+    char names[HT_PROF_MAX_PARAMS][32];
+    long values[HT_PROF_MAX_PARAMS];
+} ht_prof_kparams;
+
+typedef struct ht_prof_dev {
+    char name[128], platform[128], driver[64], type[8];
+    ht_prof_gemm gemm[HT_PROF_MAX_GEMM];
+    int ngemm;
+    double mem_bw_gbs, h2d_gbs, d2h_gbs, launch_us;
+    ht_prof_layer layers[HT_PROF_MAX_LAYERS];
+    int nlayers;
+    ht_prof_rate rates[HT_PROF_MAX_BATCHES];
+    int nrates;
+    char tuning[1024]; /* "" = none */
+    ht_prof_kparams clblast[HT_PROF_MAX_KERNELS];
+    int nclblast; /* 0 = not tuned */
+} ht_prof_dev;
+
+typedef struct ht_profile {
+    char model[256];
+    int batches[HT_PROF_MAX_BATCHES];
+    int nbatches;
+    ht_prof_dev dev[HT_PROF_MAX_DEVS];
+    int ndev;
+} ht_profile;
+
+/* Reads and validates a profile. HT_EINPUT with "FILE:LINE: what, expected what" for a
+ * syntax error, a missing key, a wrong type or a value out of range; *p is then undefined. */
+int ht_profile_load(const char *path, ht_profile *p);
+/* Writes p in the format above (readable by ht_profile_load). HT_ERUNTIME on I/O errors. */
+int ht_profile_save(const char *path, const ht_profile *p);
+void ht_profile_write(FILE *f, const ht_profile *p);
+/* Writes device dev's clblast group as a device.tuning file; HT_EINPUT when it has none. */
+int ht_profile_write_tuning(const ht_profile *p, int dev, const char *path);
+
+/* Samples per second of the profiled model on device dev at batch size `batch`, from its
+ * per-layer times: batch / sum over layers of (fwd_ms + bwd_ms) / 1e3, with each layer's
+ * time linearly interpolated between the two measured batch sizes around `batch`, and
+ * scaled in proportion (t * batch / b) from the nearest one outside the measured range.
+ * Without layer times: the samples_per_s entries, the same way. 0 when neither exists
+ * (or dev / batch is out of range). */
+double ht_profile_speed(const ht_profile *p, int dev, int batch);
+
+/* Human-readable table of every device's figures. */
+void ht_profile_print(FILE *f, const ht_profile *p);
+
+#endif

@@ -1,0 +1,57 @@
+/* Synchronous data parallelism for the trainer: one OpenCL device per rank, the global batch
+ * split into per-rank shares, gradients summed over ranks on the host (our ring or
+ * MPI_Allreduce) between backward and the optimizer step. Internal to src/train. */
+#ifndef HT_TRAIN_CLUSTER_H
+#define HT_TRAIN_CLUSTER_H
+
+#include <stdint.h>
+
+#include "config/config.h"
+#include "io/metrics.h"
+#include "nn/model.h"
+
+#define HT_HOST_TEXT 64
+#define HT_DEVNAME_TEXT 96
+
+typedef struct ht_cluster {
+    int rank, world;
+    int B;           /* global batch */
+    int *shares;     /* [world] samples per rank, sum B */
+    int lo, hi;      /* this rank's slice [lo, hi) of the global batch */
+    double slowdown; /* this rank's emulated slowdown (1 = none) */
+    int ring;        /* 1: ht_comm_ring_allreduce, 0: MPI_Allreduce */
+    float *host;     /* nparams + 1 floats: gradients, then the stop flag */
+    size_t n;
+    /* per-rank identity, gathered at start: world * HT_HOST_TEXT, world * HT_DEVNAME_TEXT */
+    char *hosts, *devnames;
+    /* seconds since the last record: compute (+ emulated idle), wait, communication */
+    double t_compute, t_wait, t_comm;
+    int64_t nsteps;
+} ht_cluster;
+
+/* The device selector of this rank: --device, else cluster.devices[rank] (or [0] for all),
+ * else device.select. */
+const char *ht_cluster_selector(const ht_config *cfg, const char *cli_device, int rank);
+
+/* Rank and world from src/comm; checks the per-rank lists against the world size (exit 2
+ * on mismatch is the caller's: returns HT_EINPUT); explicit or equal shares. */
+int ht_cluster_init(ht_cluster *c, const ht_config *cfg);
+/* Re-splits the batch in proportion to speeds (samples/s, one per rank, gathered here from
+ * each rank's `my_speed`) with src/plan; every rank computes the same split. */
+int ht_cluster_split_by_speed(ht_cluster *c, double my_speed);
+/* Gathers host and device names; rank 0 logs the rank -> host -> device -> share table. */
+void ht_cluster_announce(ht_cluster *c, const char *devname);
+void ht_cluster_free(ht_cluster *c);
+
+/* Makes every rank start from rank 0's parameters (identical even across device kinds). */
+void ht_cluster_bcast_params(ht_cluster *c, ht_model *m);
+/* After backward on this rank's share: emulated slowdown idle for `compute_s`, then sums the
+ * gradients over ranks into m->grads; *stop becomes 1 on every rank when any rank's was set. */
+void ht_cluster_reduce(ht_cluster *c, ht_model *m, double compute_s, int *stop);
+/* Sums per-rank loss sums and correct counts (double, in place, n values). */
+void ht_cluster_sum(double *v, int n);
+/* Collective (every rank, same steps): rank 0 writes one "rank" metrics record per rank with
+ * the mean per-step compute/wait/comm seconds since the last call; the counters restart. */
+int ht_cluster_record(ht_cluster *c, ht_metrics *metrics, int64_t step);
+
+#endif
