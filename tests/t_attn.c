@@ -10,6 +10,7 @@
 #include "nn/ops_tf.h"
 #include "ref.h"
 #include "ref_tf.h"
+#include "devtensor.h"
 #include "tap.h"
 #include "testdev.h"
 
@@ -27,64 +28,6 @@ static ht_dev *D;
 
 /* ---------------------------------------------------------------- device tensors */
 
-/* A tensor at an odd offset in its own buffer, with GUARD sentinel cells on both sides. */
-enum { GUARD = 3 };
-static const float SENT = 1234.5f;
-typedef struct dt {
-    ht_buf *buf;
-    size_t n;
-} dt;
-
-static dt dt_new(size_t n, const float *init) {
-    dt t = {ht_buf_new(D, (n + 2 * GUARD) * sizeof(float), "test tensor"), n};
-    float *h = malloc((n + 2 * GUARD) * sizeof(float));
-    for (size_t i = 0; i < n + 2 * GUARD; i++)
-        h[i] = SENT;
-    if (init) memcpy(h + GUARD, init, n * sizeof(float));
-    ht_buf_write(D, t.buf, 0, (n + 2 * GUARD) * sizeof(float), h);
-    free(h);
-    return t;
-}
-static void dt_set(dt t, const float *h) {
-    ht_buf_write(D, t.buf, GUARD * sizeof(float), t.n * sizeof(float), h);
-}
-static void dt_get(dt t, float *h) {
-    ht_buf_read(D, t.buf, GUARD * sizeof(float), t.n * sizeof(float), h);
-}
-static int dt_guards_ok(dt t) {
-    float g[2 * GUARD];
-    ht_buf_read(D, t.buf, 0, GUARD * sizeof(float), g);
-    ht_buf_read(D, t.buf, (GUARD + t.n) * sizeof(float), GUARD * sizeof(float), g + GUARD);
-    for (int i = 0; i < 2 * GUARD; i++)
-        if (g[i] != SENT) return 0;
-    return 1;
-}
-static ht_view VW(dt t) { return ht_view_at(t.buf, GUARD); }
-static void dt_free(dt t) { ht_buf_free(t.buf); }
-
-static float *hnew(size_t n, float lo, float hi, uint64_t seed) {
-    float *h = malloc((n ? n : 1) * sizeof(float));
-    ref_fill_uniform(h, n, lo, hi, seed);
-    return h;
-}
-static float *hnan(size_t n) {
-    float *h = malloc((n ? n : 1) * sizeof(float));
-    for (size_t i = 0; i < n; i++)
-        h[i] = NAN;
-    return h;
-}
-
-/* max |a-b| / max |b| (NaN propagates as a failure). */
-static double nerr(const float *a, const float *b, size_t n) {
-    double worst = 0, scale = 1e-30;
-    for (size_t i = 0; i < n; i++)
-        if (fabs(b[i]) > scale) scale = fabs(b[i]);
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs((double)a[i] - b[i]) / scale;
-        if (!(e <= worst)) worst = e;
-    }
-    return worst;
-}
 
 /* One problem on the device: qkv, out, att, dout, dqkv, scratch (NaN-filled: must be
  * written before it is read; dqkv NaN-filled: must be fully overwritten). */
@@ -111,10 +54,10 @@ static void prob_free(prob *p) {
     free(p->qkv), free(p->dout);
 }
 static void prob_forward(prob *p) {
-    ht_attention_forward(D, VW(p->tout), VW(p->tatt), VW(p->tqkv), p->B, p->T, p->C, p->NH);
+    ht_attention_forward(D, dt_view(p->tout), dt_view(p->tatt), dt_view(p->tqkv), p->B, p->T, p->C, p->NH);
 }
 static void prob_backward(prob *p) {
-    ht_attention_backward(D, VW(p->tdqkv), VW(p->tscr), VW(p->tdout), VW(p->tqkv), VW(p->tatt),
+    ht_attention_backward(D, dt_view(p->tdqkv), dt_view(p->tscr), dt_view(p->tdout), dt_view(p->tqkv), dt_view(p->tatt),
                           p->B, p->T, p->C, p->NH);
 }
 static int prob_guards_ok(prob *p) {
@@ -264,6 +207,7 @@ static void test_causality(int B, int T, int C, int NH, int b, int t) {
 
 int main(void) {
     D = test_dev_open();
+    dt_use(D);
     /* both kernel sets: per-head work-groups (chosen by default where they fit), per-row */
     for (int pass = 0; pass < 2; pass++) {
         ht_attention_force(pass ? HT_ATTN_ROWS : HT_ATTN_AUTO);

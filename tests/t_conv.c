@@ -12,6 +12,7 @@
 #include "nn/ops_conv.h"
 #include "ref.h"
 #include "ref_conv.h"
+#include "devtensor.h"
 #include "tap.h"
 #include "testdev.h"
 
@@ -30,65 +31,6 @@ static const char *IMPL = ""; /* "tiled" or "clblast": which GEMMs the conv test
 
 /* ---------------------------------------------------------------- device tensors */
 
-/* A tensor at an odd offset in its own buffer, with GUARD sentinel cells on both sides. */
-enum { GUARD = 3 };
-static const float SENT = 1234.5f;
-typedef struct dt {
-    ht_buf *buf;
-    size_t n;
-} dt;
-
-static dt dt_new(size_t n, const float *init) {
-    dt t = {ht_buf_new(D, (n + 2 * GUARD) * sizeof(float), "test tensor"), n};
-    float *h = malloc((n + 2 * GUARD) * sizeof(float));
-    for (size_t i = 0; i < n + 2 * GUARD; i++)
-        h[i] = SENT;
-    if (init) memcpy(h + GUARD, init, n * sizeof(float));
-    ht_buf_write(D, t.buf, 0, (n + 2 * GUARD) * sizeof(float), h);
-    free(h);
-    return t;
-}
-static void dt_set(dt t, const float *h) {
-    ht_buf_write(D, t.buf, GUARD * sizeof(float), t.n * sizeof(float), h);
-}
-static void dt_get(dt t, float *h) {
-    ht_buf_read(D, t.buf, GUARD * sizeof(float), t.n * sizeof(float), h);
-}
-static int dt_guards_ok(dt t) {
-    float g[2 * GUARD];
-    ht_buf_read(D, t.buf, 0, GUARD * sizeof(float), g);
-    ht_buf_read(D, t.buf, (GUARD + t.n) * sizeof(float), GUARD * sizeof(float), g + GUARD);
-    for (int i = 0; i < 2 * GUARD; i++)
-        if (g[i] != SENT) return 0;
-    return 1;
-}
-static ht_view V(dt t) { return ht_view_at(t.buf, GUARD); }
-static ht_view VAT(dt t, size_t off) { return ht_view_at(t.buf, GUARD + off); }
-static void dt_free(dt t) { ht_buf_free(t.buf); }
-
-static float *hnew(size_t n, float lo, float hi, uint64_t seed) {
-    float *h = malloc((n ? n : 1) * sizeof(float));
-    ref_fill_uniform(h, n, lo, hi, seed);
-    return h;
-}
-static float *hnan(size_t n) {
-    float *h = malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++)
-        h[i] = NAN;
-    return h;
-}
-
-/* max |a-b| / max |b| (NaN propagates as a failure). */
-static double nerr(const float *a, const float *b, size_t n) {
-    double worst = 0, scale = 1e-30;
-    for (size_t i = 0; i < n; i++)
-        if (fabs(b[i]) > scale) scale = fabs(b[i]);
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs((double)a[i] - b[i]) / scale;
-        if (!(e <= worst)) worst = e;
-    }
-    return worst;
-}
 
 /* ---------------------------------------------------------------- conv configurations */
 
@@ -130,8 +72,8 @@ static void test_conv_forward(conv_cfg c, uint64_t seed) {
     float *a = malloc(ny * sizeof(float)), *ar = malloc(ny * sizeof(float));
     dt tx = dt_new(nx, x), tp = dt_new(np, p), ty = dt_new(ny, NULL), ta = dt_new(ny, NULL);
     dt tws = ws_new(s);
-    ht_view b = c.bias ? VAT(tp, 5 + nw) : ht_view_none();
-    ht_conv2d_forward(D, V(ty), V(ta), V(tx), VAT(tp, 5), b, V(tws), s, c.act);
+    ht_view b = c.bias ? dt_view_at(tp, 5 + nw) : ht_view_none();
+    ht_conv2d_forward(D, dt_view(ty), dt_view(ta), dt_view(tx), dt_view_at(tp, 5), b, dt_view(tws), s, c.act);
     ref_conv2d_forward(yr, x, p + 5, c.bias ? p + 5 + nw : NULL, geom_of(s));
     dt_get(ty, y);
     dt_get(ta, a);
@@ -171,9 +113,9 @@ static int conv_backward_case(conv_cfg c, float scale, int accumulate, int with_
     float *dyr = malloc(ny * sizeof(float)), *chk = malloc(ny * sizeof(float));
     dt tx = dt_new(nx, x), tp = dt_new(np, p), tda = dt_new(ny, da), ty = dt_new(ny, ypre),
        tg = dt_new(np, g0), tdx = dt_new(nx, with_dx ? dx0 : NULL), tws = ws_new(s);
-    ht_view vdx = with_dx ? V(tdx) : ht_view_none();
-    ht_view vdb = c.bias ? VAT(tg, 5 + nw) : ht_view_none();
-    ht_conv2d_backward(D, vdx, VAT(tg, 5), vdb, V(tda), V(ty), V(tx), VAT(tp, 5), V(tws), s, c.act,
+    ht_view vdx = with_dx ? dt_view(tdx) : ht_view_none();
+    ht_view vdb = c.bias ? dt_view_at(tg, 5 + nw) : ht_view_none();
+    ht_conv2d_backward(D, vdx, dt_view_at(tg, 5), vdb, dt_view(tda), dt_view(ty), dt_view(tx), dt_view_at(tp, 5), dt_view(tws), s, c.act,
                        scale, accumulate);
     /* reference: the pre-activation gradient in float as the device holds it */
     for (size_t i = 0; i < ny; i++)
@@ -252,7 +194,7 @@ static void test_conv_deterministic(void) {
     dt tx = dt_new(nx, x), tp = dt_new(np, p), tda = dt_new(ny, da), ty = dt_new(ny, y);
     dt tg = dt_new(np, NULL), tdx = dt_new(nx, NULL), tws = ws_new(s);
     for (int k = 0; k < 2; k++) {
-        ht_conv2d_backward(D, V(tdx), V(tg), VAT(tg, nw), V(tda), V(ty), V(tx), V(tp), V(tws), s,
+        ht_conv2d_backward(D, dt_view(tdx), dt_view(tg), dt_view_at(tg, nw), dt_view(tda), dt_view(ty), dt_view(tx), dt_view(tp), dt_view(tws), s,
                            c.act, 1.0f, 0);
         r[k][0] = malloc(np * sizeof(float)), r[k][1] = malloc(nx * sizeof(float));
         dt_get(tg, r[k][0]);
@@ -277,9 +219,9 @@ static ref_geom pgeom(const ht_pool2d_shape *s) {
 
 static void pool_run_fwd(int kind, dt ty, dt tx, const ht_pool2d_shape *s, int inc) {
     if (kind == POOL_MAX)
-        ht_maxpool2d_forward(D, V(ty), V(tx), s);
+        ht_maxpool2d_forward(D, dt_view(ty), dt_view(tx), s);
     else
-        ht_avgpool2d_forward(D, V(ty), V(tx), s, inc);
+        ht_avgpool2d_forward(D, dt_view(ty), dt_view(tx), s, inc);
 }
 
 /* Forward and backward against the reference. ties: inputs drawn from {0, 1, 2}, so most
@@ -296,11 +238,11 @@ static void test_pool(int kind, ht_pool2d_shape s, int inc, int ties, uint64_t s
     dt tx = dt_new(nx, x), ty = dt_new(ny, NULL), tdy = dt_new(ny, dy), tdx = dt_new(nx, dx0);
     pool_run_fwd(kind, ty, tx, &s, inc);
     if (kind == POOL_MAX) {
-        ht_maxpool2d_backward(D, V(tdx), V(tdy), V(tx), &s);
+        ht_maxpool2d_backward(D, dt_view(tdx), dt_view(tdy), dt_view(tx), &s);
         ref_maxpool2d_forward(yr, NULL, x, pgeom(&s));
         ref_maxpool2d_backward(dxr, dy, x, pgeom(&s));
     } else {
-        ht_avgpool2d_backward(D, V(tdx), V(tdy), &s, inc);
+        ht_avgpool2d_backward(D, dt_view(tdx), dt_view(tdy), &s, inc);
         ref_avgpool2d_forward(yr, x, pgeom(&s), inc);
         ref_avgpool2d_backward(dxr, dy, pgeom(&s), inc);
     }
@@ -328,8 +270,8 @@ static void test_maxpool_cases(void) {
     const float dy[4] = {1, 10, 100, 1000};
     float y[4], dx[16];
     dt tx = dt_new(16, x), ty = dt_new(4, NULL), tdy = dt_new(4, dy), tdx = dt_new(16, NULL);
-    ht_maxpool2d_forward(D, V(ty), V(tx), &s);
-    ht_maxpool2d_backward(D, V(tdx), V(tdy), V(tx), &s);
+    ht_maxpool2d_forward(D, dt_view(ty), dt_view(tx), &s);
+    ht_maxpool2d_backward(D, dt_view(tdx), dt_view(tdy), dt_view(tx), &s);
     dt_get(ty, y);
     dt_get(tdx, dx);
     int ok = y[0] == 5 && isnan(y[1]) && y[2] == -2 && y[3] == 7;
@@ -370,8 +312,8 @@ static void test_maxpool2_vector_cases(void) {
     }
     dt tx = dt_new(2 * WD, x), ty = dt_new(NW, NULL), tdy = dt_new(NW, dy),
        tdx = dt_new(2 * WD, NULL);
-    ht_maxpool2d_forward(D, V(ty), V(tx), &s);
-    ht_maxpool2d_backward(D, V(tdx), V(tdy), V(tx), &s);
+    ht_maxpool2d_forward(D, dt_view(ty), dt_view(tx), &s);
+    ht_maxpool2d_backward(D, dt_view(tdx), dt_view(tdy), dt_view(tx), &s);
     dt_get(ty, y);
     dt_get(tdx, dx);
     int ok = !memcmp(dx, want_dx, sizeof want_dx);
@@ -404,8 +346,8 @@ static double fd_loss(fd_ctx *c) {
     if (c->op == 0) {
         size_t nw = nw_of(&c->c.s);
         dt_set(c->tp, c->p);
-        ht_conv2d_forward(D, V(c->ty), V(c->ta), V(c->tx), V(c->tp),
-                          c->c.bias ? VAT(c->tp, nw) : ht_view_none(), V(c->tws), &c->c.s,
+        ht_conv2d_forward(D, dt_view(c->ty), dt_view(c->ta), dt_view(c->tx), dt_view(c->tp),
+                          c->c.bias ? dt_view_at(c->tp, nw) : ht_view_none(), dt_view(c->tws), &c->c.s,
                           c->c.act);
     } else {
         pool_run_fwd(c->op == 1 ? POOL_MAX : POOL_AVG, c->ty, c->tx, &c->ps, c->inc);
@@ -465,8 +407,8 @@ static void test_fd_conv(conv_cfg cc) {
     c.ta = dt_new(c.ny, NULL), c.tws = ws_new(s);
     dt tdx = dt_new(nx, NULL), tg = dt_new(np, NULL), tr = dt_new(c.ny, c.r);
     fd_loss(&c); /* forward at the unperturbed point for the saved pre-activation */
-    ht_conv2d_backward(D, V(tdx), V(tg), cc.bias ? VAT(tg, nw) : ht_view_none(), V(tr), V(c.ty),
-                       V(c.tx), V(c.tp), V(c.tws), s, cc.act, 1.0f, 0);
+    ht_conv2d_backward(D, dt_view(tdx), dt_view(tg), cc.bias ? dt_view_at(tg, nw) : ht_view_none(), dt_view(tr), dt_view(c.ty),
+                       dt_view(c.tx), dt_view(c.tp), dt_view(c.tws), s, cc.act, 1.0f, 0);
     float *gx = malloc(nx * sizeof(float)), *gp = malloc(np * sizeof(float));
     dt_get(tdx, gx);
     dt_get(tg, gp);
@@ -499,9 +441,9 @@ static void test_fd_pool(int kind, ht_pool2d_shape s, int inc) {
     c.tx = dt_new(nx, c.x), c.ty = dt_new(c.ny, NULL);
     dt tdx = dt_new(nx, NULL), tr = dt_new(c.ny, c.r);
     if (kind == POOL_MAX)
-        ht_maxpool2d_backward(D, V(tdx), V(tr), V(c.tx), &s);
+        ht_maxpool2d_backward(D, dt_view(tdx), dt_view(tr), dt_view(c.tx), &s);
     else
-        ht_avgpool2d_backward(D, V(tdx), V(tr), &s, inc);
+        ht_avgpool2d_backward(D, dt_view(tdx), dt_view(tr), &s, inc);
     float *gx = malloc(nx * sizeof(float));
     dt_get(tdx, gx);
     int checked = 0;
@@ -592,6 +534,7 @@ static void conv_suite(ht_conv_impl impl, const char *name) {
 
 int main(void) {
     D = test_dev_open();
+    dt_use(D);
     test_shapes();
     conv_suite(HT_CONV_TILED, "tiled");
     conv_suite(HT_CONV_CLBLAST, "clblast");

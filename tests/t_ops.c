@@ -10,6 +10,7 @@
 #include "core/rng.h"
 #include "nn/ops.h"
 #include "ref.h"
+#include "devtensor.h"
 #include "tap.h"
 #include "testdev.h"
 
@@ -31,65 +32,6 @@ static ht_dev *D;
 
 /* ---------------------------------------------------------------- device tensors */
 
-/* A tensor at an odd offset in its own buffer, with GUARD sentinel cells on both sides. */
-enum { GUARD = 3 };
-static const float SENT = 1234.5f;
-typedef struct dt {
-    ht_buf *buf;
-    size_t n;
-} dt;
-
-static dt dt_new(size_t n, const float *init) {
-    dt t = {ht_buf_new(D, (n + 2 * GUARD) * sizeof(float), "test tensor"), n};
-    float *h = malloc((n + 2 * GUARD) * sizeof(float));
-    for (size_t i = 0; i < n + 2 * GUARD; i++)
-        h[i] = SENT;
-    if (init) memcpy(h + GUARD, init, n * sizeof(float));
-    ht_buf_write(D, t.buf, 0, (n + 2 * GUARD) * sizeof(float), h);
-    free(h);
-    return t;
-}
-static void dt_set(dt t, const float *h) {
-    ht_buf_write(D, t.buf, GUARD * sizeof(float), t.n * sizeof(float), h);
-}
-static void dt_get(dt t, float *h) {
-    ht_buf_read(D, t.buf, GUARD * sizeof(float), t.n * sizeof(float), h);
-}
-static int dt_guards_ok(dt t) {
-    float g[2 * GUARD];
-    ht_buf_read(D, t.buf, 0, GUARD * sizeof(float), g);
-    ht_buf_read(D, t.buf, (GUARD + t.n) * sizeof(float), GUARD * sizeof(float), g + GUARD);
-    for (int i = 0; i < 2 * GUARD; i++)
-        if (g[i] != SENT) return 0;
-    return 1;
-}
-static ht_view V(dt t) { return ht_view_at(t.buf, GUARD); }
-static ht_view VAT(dt t, size_t off) { return ht_view_at(t.buf, GUARD + off); }
-static void dt_free(dt t) { ht_buf_free(t.buf); }
-
-static float *hnew(size_t n, float lo, float hi, uint64_t seed) {
-    float *h = malloc((n ? n : 1) * sizeof(float));
-    ref_fill_uniform(h, n, lo, hi, seed);
-    return h;
-}
-static float *hnan(size_t n) {
-    float *h = malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++)
-        h[i] = NAN;
-    return h;
-}
-
-/* max |a-b| / max |b| (NaN propagates as a failure). */
-static double nerr(const float *a, const float *b, size_t n) {
-    double worst = 0, scale = 1e-30;
-    for (size_t i = 0; i < n; i++)
-        if (fabs(b[i]) > scale) scale = fabs(b[i]);
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs((double)a[i] - b[i]) / scale;
-        if (!(e <= worst)) worst = e;
-    }
-    return worst;
-}
 
 /* ---------------------------------------------------------------- linear forward */
 
@@ -101,7 +43,7 @@ static void test_linear_forward(int B, int in, int out, ht_act act, uint64_t see
     float *y = malloc(sizeof(float) * B * out), *a = malloc(sizeof(float) * B * out);
     dt tx = dt_new((size_t)B * in, x), tp = dt_new(np, p), ty = dt_new((size_t)B * out, NULL),
        ta = dt_new((size_t)B * out, NULL);
-    ht_linear_act_forward(D, V(ty), V(ta), V(tx), VAT(tp, 5), VAT(tp, 5 + nw), B, in, out, act);
+    ht_linear_act_forward(D, dt_view(ty), dt_view(ta), dt_view(tx), dt_view_at(tp, 5), dt_view_at(tp, 5 + nw), B, in, out, act);
     dt_get(ty, y);
     ref_linear_forward(yr, x, p + 5, p + 5 + nw, B, in, out);
     double ey = nerr(y, yr, (size_t)B * out);
@@ -136,13 +78,13 @@ static void test_linear_backward(int B, int in, int out, ht_act act, float scale
     float *dyr = malloc(ny * sizeof(float)), *dy = malloc(ny * sizeof(float));
     dt tx = dt_new(nx, x), tp = dt_new(np, p), tda = dt_new(ny, da), ty = dt_new(ny, ypre),
        tg = dt_new(np, g0), tdx = dt_new(nx, with_dx ? dx0 : NULL), tdy = dt_new(ny, NULL);
-    ht_view vdx = with_dx ? V(tdx) : ht_view_none();
+    ht_view vdx = with_dx ? dt_view(tdx) : ht_view_none();
     if (act == HT_ACT_NONE)
-        ht_linear_backward(D, vdx, VAT(tg, 5), VAT(tg, 5 + nw), V(tda), V(tx), VAT(tp, 5), B, in,
+        ht_linear_backward(D, vdx, dt_view_at(tg, 5), dt_view_at(tg, 5 + nw), dt_view(tda), dt_view(tx), dt_view_at(tp, 5), B, in,
                            out, scale, accumulate);
     else
-        ht_linear_act_backward(D, vdx, VAT(tg, 5), VAT(tg, 5 + nw), V(tdy), V(tda), V(ty), V(tx),
-                               VAT(tp, 5), B, in, out, act, scale, accumulate);
+        ht_linear_act_backward(D, vdx, dt_view_at(tg, 5), dt_view_at(tg, 5 + nw), dt_view(tdy), dt_view(tda), dt_view(ty), dt_view(tx),
+                               dt_view_at(tp, 5), B, in, out, act, scale, accumulate);
     /* reference: the pre-activation gradient in float as the device holds it */
     double s = scale;
     if (act != HT_ACT_NONE) {
@@ -191,8 +133,8 @@ static void test_act(ht_act act) {
         dxr[i] = (float)(0.5 * dyv[i] * ref_act_grad(act, x[i]));
     }
     dt tx = dt_new(N, x), ty = dt_new(N, NULL), tdy = dt_new(N, dyv), tdx = dt_new(N, NULL);
-    ht_act_forward(D, act, V(ty), V(tx), N);
-    ht_act_backward(D, act, V(tdx), V(tdy), V(tx), N, 0.5f);
+    ht_act_forward(D, act, dt_view(ty), dt_view(tx), N);
+    ht_act_backward(D, act, dt_view(tdx), dt_view(tdy), dt_view(tx), N, 0.5f);
     dt_get(ty, y);
     dt_get(tdx, dx);
     double ef = tap_max_relerr(y, yr, N, 1e-30), eb = tap_max_relerr(dx, dxr, N, GRAD_FLOOR);
@@ -213,8 +155,8 @@ static void test_act(ht_act act) {
                0.25 * dyv[0]);
     }
     /* in place: y aliases x, dx aliases dy */
-    ht_act_forward(D, act, V(tx), V(tx), N);
-    ht_act_backward(D, act, V(tdy), V(tdy), V(ty), N, 1.0f);
+    ht_act_forward(D, act, dt_view(tx), dt_view(tx), N);
+    ht_act_backward(D, act, dt_view(tdy), dt_view(tdy), dt_view(ty), N, 1.0f);
     float yi[N], dxi[N];
     dt_get(tx, yi);
     dt_get(tdy, dxi);
@@ -243,8 +185,8 @@ static void run_xent(const float *z, const int32_t *lab, int B, int C, float gs,
        td = dt_new(n, NULL);
     dt tlab = dt_new((size_t)B, NULL);
     ht_buf_write(D, tlab.buf, GUARD * sizeof(float), (size_t)B * sizeof(int32_t), lab);
-    ht_view dl = mode == XENT_SEPARATE ? V(td) : mode == XENT_INPLACE ? V(tz) : ht_view_none();
-    ht_softmax_xent(D, V(tl), V(tc), dl, V(tz), V(tlab), B, C, gs);
+    ht_view dl = mode == XENT_SEPARATE ? dt_view(td) : mode == XENT_INPLACE ? dt_view(tz) : ht_view_none();
+    ht_softmax_xent(D, dt_view(tl), dt_view(tc), dl, dt_view(tz), dt_view(tlab), B, C, gs);
     dt_get(tl, o->loss);
     ht_buf_read(D, tc.buf, GUARD * sizeof(float), (size_t)B * sizeof(int), o->correct);
     dt_get(mode == XENT_INPLACE ? tz : td, o->dl);
@@ -345,7 +287,7 @@ static void test_scale(size_t len, size_t lo, size_t n, float alpha, uint64_t se
     for (size_t i = 0; i < sizeof special / sizeof *special && lo + i < len; i++)
         x[lo + i] = special[i];
     dt t = dt_new(len, x);
-    ht_scale(D, VAT(t, lo), n, alpha);
+    ht_scale(D, dt_view_at(t, lo), n, alpha);
     dt_get(t, y);
     size_t bad = len;
     for (size_t i = 0; i < len && bad == len; i++) {
@@ -383,7 +325,7 @@ static double fd_loss(fd_ctx *c) {
     if (c->kind == 0) {
         size_t nw = (size_t)c->out * c->in;
         dt_set(c->tp, c->p);
-        ht_linear_act_forward(D, V(c->ty), V(c->ta), V(c->tx), V(c->tp), VAT(c->tp, nw), c->B,
+        ht_linear_act_forward(D, dt_view(c->ty), dt_view(c->ta), dt_view(c->tx), dt_view(c->tp), dt_view_at(c->tp, nw), c->B,
                               c->in, c->out, c->act);
         float *a = malloc(ny * sizeof(float));
         dt_get(c->ty, c->y);
@@ -393,7 +335,7 @@ static double fd_loss(fd_ctx *c) {
         free(a);
     } else {
         float *l = malloc(c->B * sizeof(float));
-        ht_softmax_xent(D, V(c->tl), V(c->tc), ht_view_none(), V(c->tx), V(c->tlab), c->B, c->out,
+        ht_softmax_xent(D, dt_view(c->tl), dt_view(c->tc), ht_view_none(), dt_view(c->tx), dt_view(c->tlab), c->B, c->out,
                         1.0f);
         dt_get(c->tl, l);
         for (int b = 0; b < c->B; b++)
@@ -449,7 +391,7 @@ static void test_fd_linear(ht_act act) {
     c.ta = dt_new(ny, NULL);
     dt tdx = dt_new(nx, NULL), tg = dt_new(np, NULL), tdy = dt_new(ny, NULL), tr = dt_new(ny, c.r);
     fd_loss(&c); /* forward at the unperturbed point for the saved pre-activation */
-    ht_linear_act_backward(D, V(tdx), V(tg), VAT(tg, nw), V(tdy), V(tr), V(c.ty), V(c.tx), V(c.tp),
+    ht_linear_act_backward(D, dt_view(tdx), dt_view(tg), dt_view_at(tg, nw), dt_view(tdy), dt_view(tr), dt_view(c.ty), dt_view(c.tx), dt_view(c.tp),
                            c.B, c.in, c.out, act, 1.0f, 0);
     float *gx = malloc(nx * sizeof(float)), *gp = malloc(np * sizeof(float));
     dt_get(tdx, gx);
@@ -488,7 +430,7 @@ static void test_fd_xent(int B, int C) {
     c.tlab = dt_new((size_t)B, NULL);
     ht_buf_write(D, c.tlab.buf, GUARD * sizeof(float), (size_t)B * sizeof(int32_t), c.lab);
     dt td = dt_new(n, NULL);
-    ht_softmax_xent(D, V(c.tl), V(c.tc), V(td), V(c.tx), V(c.tlab), B, C, 1.0f / (float)B);
+    ht_softmax_xent(D, dt_view(c.tl), dt_view(c.tc), dt_view(td), dt_view(c.tx), dt_view(c.tlab), B, C, 1.0f / (float)B);
     float *g = malloc(n * sizeof(float));
     dt_get(td, g);
     int checked = 0;
@@ -505,7 +447,7 @@ static void test_fd_act(ht_act act) {
     enum { N = 257 };
     float *x = hnew(N, -3, 3, 701), *r = hnew(N, -1, 1, 702), y[N], g[N];
     dt tx = dt_new(N, x), ty = dt_new(N, NULL), tr = dt_new(N, r), tg = dt_new(N, NULL);
-    ht_act_backward(D, act, V(tg), V(tr), V(tx), N, 1.0f);
+    ht_act_backward(D, act, dt_view(tg), dt_view(tr), dt_view(tx), N, 1.0f);
     dt_get(tg, g);
     double worst = 0;
     int checked = 0;
@@ -517,7 +459,7 @@ static void test_fd_act(ht_act act) {
             x[i] = s ? v - FD_STEP : v + FD_STEP;
             dt_set(tx, x);
             x[i] = v;
-            ht_act_forward(D, act, V(ty), V(tx), N);
+            ht_act_forward(D, act, dt_view(ty), dt_view(tx), N);
             dt_get(ty, y);
             L[s] = 0;
             for (int k = 0; k < N; k++)
@@ -538,6 +480,7 @@ static void test_fd_act(ht_act act) {
 
 int main(void) {
     D = test_dev_open();
+    dt_use(D);
     /* GEMM shapes are limited to B in {1, 7} x (13, 37): CLBlast compiles per process */
     test_linear_forward(7, 13, 37, HT_ACT_NONE, 11);
     test_linear_forward(1, 13, 37, HT_ACT_NONE, 12);

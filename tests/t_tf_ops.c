@@ -10,6 +10,7 @@
 #include "nn/ops_tf.h"
 #include "ref.h"
 #include "ref_tf.h"
+#include "devtensor.h"
 #include "tap.h"
 #include "testdev.h"
 
@@ -26,46 +27,6 @@ static ht_dev *D;
 
 /* ---------------------------------------------------------------- device tensors */
 
-/* A tensor at an odd offset in its own buffer, with GUARD sentinel cells on both sides. */
-enum { GUARD = 3 };
-static const float SENT = 1234.5f;
-typedef struct dt {
-    ht_buf *buf;
-    size_t n;
-} dt;
-
-static dt dt_new(size_t n, const void *init) { /* init: n floats or int32s, or NULL */
-    dt t = {ht_buf_new(D, (n + 2 * GUARD) * sizeof(float), "test tensor"), n};
-    float *h = malloc((n + 2 * GUARD) * sizeof(float));
-    for (size_t i = 0; i < n + 2 * GUARD; i++)
-        h[i] = SENT;
-    if (init) memcpy(h + GUARD, init, n * sizeof(float));
-    ht_buf_write(D, t.buf, 0, (n + 2 * GUARD) * sizeof(float), h);
-    free(h);
-    return t;
-}
-static void dt_set(dt t, const void *h) {
-    ht_buf_write(D, t.buf, GUARD * sizeof(float), t.n * sizeof(float), h);
-}
-static void dt_get(dt t, void *h) {
-    ht_buf_read(D, t.buf, GUARD * sizeof(float), t.n * sizeof(float), h);
-}
-static int dt_guards_ok(dt t) {
-    float g[2 * GUARD];
-    ht_buf_read(D, t.buf, 0, GUARD * sizeof(float), g);
-    ht_buf_read(D, t.buf, (GUARD + t.n) * sizeof(float), GUARD * sizeof(float), g + GUARD);
-    for (int i = 0; i < 2 * GUARD; i++)
-        if (g[i] != SENT) return 0;
-    return 1;
-}
-static ht_view VW(dt t) { return ht_view_at(t.buf, GUARD); }
-static void dt_free(dt t) { ht_buf_free(t.buf); }
-
-static float *hnew(size_t n, float lo, float hi, uint64_t seed) {
-    float *h = malloc((n ? n : 1) * sizeof(float));
-    ref_fill_uniform(h, n, lo, hi, seed);
-    return h;
-}
 static float *hfill(size_t n, float v) {
     float *h = malloc((n ? n : 1) * sizeof(float));
     for (size_t i = 0; i < n; i++)
@@ -76,18 +37,6 @@ static float *hcopy(const float *x, size_t n) {
     float *h = malloc((n ? n : 1) * sizeof(float));
     memcpy(h, x, n * sizeof(float));
     return h;
-}
-
-/* max |a-b| / max |b| (NaN propagates as a failure). */
-static double nerr(const float *a, const float *b, size_t n) {
-    double worst = 0, scale = 1e-30;
-    for (size_t i = 0; i < n; i++)
-        if (fabs(b[i]) > scale) scale = fabs(b[i]);
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs((double)a[i] - b[i]) / scale;
-        if (!(e <= worst)) worst = e;
-    }
-    return worst;
 }
 
 static double dot_d(const float *r, const float *y, size_t n) {
@@ -118,7 +67,7 @@ static void test_embed(int B, int T, int C, int V, uint64_t seed) {
     float *dout = hnew(no, -1, 1, seed + 3), *out = malloc(no * 4), *outr = malloc(no * 4);
     dt ttok = dt_new((size_t)BT, tok), twte = dt_new(nw, wte), twpe = dt_new(np, wpe),
        tout = dt_new(no, NULL), tdout = dt_new(no, dout);
-    ht_embed_forward(D, VW(tout), VW(ttok), VW(twte), VW(twpe), B, T, C, V);
+    ht_embed_forward(D, dt_view(tout), dt_view(ttok), dt_view(twte), dt_view(twpe), B, T, C, V);
     dt_get(tout, out);
     ref_embed_forward(outr, tok, wte, wpe, B, T, C);
     int exact = !memcmp(out, outr, no * 4);
@@ -130,7 +79,7 @@ static void test_embed(int B, int T, int C, int V, uint64_t seed) {
         float *gwr = hcopy(gw0, nw), *gpr = hcopy(gp0, np), *gw = malloc(nw * 4),
               *gp = malloc(np * 4);
         dt tgw = dt_new(nw, gw0), tgp = dt_new(np, gp0);
-        ht_embed_backward(D, VW(tgw), VW(tgp), VW(tdout), VW(ttok), B, T, C, V, acc);
+        ht_embed_backward(D, dt_view(tgw), dt_view(tgp), dt_view(tdout), dt_view(ttok), B, T, C, V, acc);
         dt_get(tgw, gw);
         dt_get(tgp, gp);
         ref_embed_backward(gwr, gpr, dout, tok, B, T, C, V, acc);
@@ -167,8 +116,8 @@ static void test_embed_bad_tokens(void) {
     dt ttok = dt_new(BT, tok), twte = dt_new(V * C, wte), twpe = dt_new(T * C, wpe),
        tout = dt_new(BT * C, NULL), tdout = dt_new(BT * C, dout), tgw = dt_new(V * C, NULL),
        tgp = dt_new(T * C, NULL);
-    ht_embed_forward(D, VW(tout), VW(ttok), VW(twte), VW(twpe), B, T, C, V);
-    ht_embed_backward(D, VW(tgw), VW(tgp), VW(tdout), VW(ttok), B, T, C, V, 0);
+    ht_embed_forward(D, dt_view(tout), dt_view(ttok), dt_view(twte), dt_view(twpe), B, T, C, V);
+    ht_embed_backward(D, dt_view(tgw), dt_view(tgp), dt_view(tdout), dt_view(ttok), B, T, C, V, 0);
     dt_get(tout, out), dt_get(tgw, gw), dt_get(tgp, gp);
     int nan_rows = 1, finite = 1;
     for (int r = 0; r < BT; r++)
@@ -210,7 +159,7 @@ static void test_fd_embed(void) {
     dt ttok = dt_new(BT, tok), twte = dt_new(V * C, wte), twpe = dt_new(T * C, wpe),
        tout = dt_new(BT * C, NULL), tr = dt_new(BT * C, r), tgw = dt_new(V * C, NULL),
        tgp = dt_new(T * C, NULL);
-    ht_embed_backward(D, VW(tgw), VW(tgp), VW(tr), VW(ttok), B, T, C, V, 0);
+    ht_embed_backward(D, dt_view(tgw), dt_view(tgp), dt_view(tr), dt_view(ttok), B, T, C, V, 0);
     dt_get(tgw, gw), dt_get(tgp, gp);
     double worst = 0;
     int checked = 0, zero_unused = 1, nunused = 0;
@@ -223,7 +172,7 @@ static void test_fd_embed(void) {
         for (int s = 0; s < 2; s++) {
             h[i] = s ? v - FD_STEP : v + FD_STEP;
             dt_set(which ? twpe : twte, h);
-            ht_embed_forward(D, VW(tout), VW(ttok), VW(twte), VW(twpe), B, T, C, V);
+            ht_embed_forward(D, dt_view(tout), dt_view(ttok), dt_view(twte), dt_view(twpe), B, T, C, V);
             dt_get(tout, out);
             L[s] = dot_d(r, out, BT * C);
         }
@@ -259,7 +208,7 @@ static void test_layernorm(int N, int C, uint64_t seed) {
           *rs = malloc(N * 4), *rsr = malloc(N * 4);
     dt tx = dt_new(n, x), tw = dt_new(C, w), tb = dt_new(C, b), tout = dt_new(n, NULL),
        tm = dt_new(N, NULL), trs = dt_new(N, NULL), tdout = dt_new(n, dout);
-    ht_layernorm_forward(D, VW(tout), VW(tm), VW(trs), VW(tx), VW(tw), VW(tb), N, C);
+    ht_layernorm_forward(D, dt_view(tout), dt_view(tm), dt_view(trs), dt_view(tx), dt_view(tw), dt_view(tb), N, C);
     dt_get(tout, out), dt_get(tm, m), dt_get(trs, rs);
     ref_layernorm_forward(outr, mr, rsr, x, w, b, N, C);
     /* row 0: the float mean is off by ~1e-6 of 100, i.e. ~1e-5 of the std: its own tolerance */
@@ -278,8 +227,8 @@ static void test_layernorm(int N, int C, uint64_t seed) {
         float *dxr = hcopy(dx0, n), *gr = hcopy(g0, 2 * C), *dx = malloc(n * 4),
               *g = malloc(2 * C * 4);
         dt tdx = dt_new(n, dx0), tg = dt_new(2 * C, g0);
-        ht_layernorm_backward(D, VW(tdx), VW(tg), ht_view_at(tg.buf, GUARD + C), VW(tdout), VW(tx),
-                              VW(tw), VW(tm), VW(trs), N, C, add, acc);
+        ht_layernorm_backward(D, dt_view(tdx), dt_view(tg), ht_view_at(tg.buf, GUARD + C), dt_view(tdout), dt_view(tx),
+                              dt_view(tw), dt_view(tm), dt_view(trs), N, C, add, acc);
         dt_get(tdx, dx), dt_get(tg, g);
         ref_layernorm_backward(dxr, gr, gr + C, dout, x, w, N, C, add, acc);
         /* row 0 (rstd ~ 9) has larger gradients and the float mean's error: its own scale;
@@ -293,8 +242,8 @@ static void test_layernorm(int N, int C, uint64_t seed) {
                N, C, add, acc, ex, ex0, ew, eb);
         if (mode == 0) { /* in place, dinp aliasing dout: the same values */
             float *dx2 = malloc(n * 4);
-            ht_layernorm_backward(D, VW(tdout), VW(tg), ht_view_at(tg.buf, GUARD + C), VW(tdout),
-                                  VW(tx), VW(tw), VW(tm), VW(trs), N, C, 0, 0);
+            ht_layernorm_backward(D, dt_view(tdout), dt_view(tg), ht_view_at(tg.buf, GUARD + C), dt_view(tdout),
+                                  dt_view(tx), dt_view(tw), dt_view(tm), dt_view(trs), N, C, 0, 0);
             dt_get(tdout, dx2);
             tap_ok(!memcmp(dx, dx2, n * 4) && dt_guards_ok(tdout),
                    "layernorm backward N=%d C=%d with dinp aliasing dout: identical", N, C);
@@ -318,9 +267,9 @@ static void test_fd_layernorm(int N, int C) {
     dt tx = dt_new(n, x), tw = dt_new(C, w), tb = dt_new(C, b), tout = dt_new(n, NULL),
        tm = dt_new(N, NULL), trs = dt_new(N, NULL), tr = dt_new(n, r), tdx = dt_new(n, NULL),
        tg = dt_new(2 * C, NULL);
-    ht_layernorm_forward(D, VW(tout), VW(tm), VW(trs), VW(tx), VW(tw), VW(tb), N, C);
-    ht_layernorm_backward(D, VW(tdx), VW(tg), ht_view_at(tg.buf, GUARD + C), VW(tr), VW(tx), VW(tw),
-                          VW(tm), VW(trs), N, C, 0, 0);
+    ht_layernorm_forward(D, dt_view(tout), dt_view(tm), dt_view(trs), dt_view(tx), dt_view(tw), dt_view(tb), N, C);
+    ht_layernorm_backward(D, dt_view(tdx), dt_view(tg), ht_view_at(tg.buf, GUARD + C), dt_view(tr), dt_view(tx), dt_view(tw),
+                          dt_view(tm), dt_view(trs), N, C, 0, 0);
     dt_get(tdx, dx), dt_get(tg, g);
     double worst[3] = {0, 0, 0};
     for (int k = 0; k < 36; k++) {
@@ -333,7 +282,7 @@ static void test_fd_layernorm(int N, int C) {
         for (int s = 0; s < 2; s++) {
             h[i] = s ? v - FD_STEP : v + FD_STEP;
             dt_set(th, h);
-            ht_layernorm_forward(D, VW(tout), VW(tm), VW(trs), VW(tx), VW(tw), VW(tb), N, C);
+            ht_layernorm_forward(D, dt_view(tout), dt_view(tm), dt_view(trs), dt_view(tx), dt_view(tw), dt_view(tb), N, C);
             dt_get(tout, out);
             L[s] = dot_d(r, out, n);
         }
@@ -357,22 +306,22 @@ static void test_residual(size_t n) {
     float *a = hnew(n, -1, 1, 71), *b = hnew(n, -1, 1, 72), *d = hnew(n, -1, 1, 73);
     float *y = malloc(n * 4), *want = malloc(n * 4), *ga = malloc(n * 4), *gb = malloc(n * 4);
     dt ta = dt_new(n, a), tb = dt_new(n, b), to = dt_new(n, NULL), td = dt_new(n, d);
-    ht_residual_forward(D, VW(to), VW(ta), VW(tb), n);
+    ht_residual_forward(D, dt_view(to), dt_view(ta), dt_view(tb), n);
     dt_get(to, y);
     for (size_t i = 0; i < n; i++)
         want[i] = a[i] + b[i];
     int fwd = !memcmp(y, want, n * 4) && dt_guards_ok(to);
-    ht_residual_forward(D, VW(ta), VW(ta), VW(tb), n); /* in place */
+    ht_residual_forward(D, dt_view(ta), dt_view(ta), dt_view(tb), n); /* in place */
     dt_get(ta, y);
     fwd &= !memcmp(y, want, n * 4);
     tap_ok(fwd, "residual forward n=%zu: exact, also in place", n);
 
     dt_set(ta, a); /* backward: overwrite, then accumulate, db absent */
-    ht_residual_backward(D, VW(ta), VW(tb), VW(td), n, 0);
+    ht_residual_backward(D, dt_view(ta), dt_view(tb), dt_view(td), n, 0);
     dt_get(ta, ga), dt_get(tb, gb);
     int ok = !memcmp(ga, d, n * 4) && !memcmp(gb, d, n * 4);
     dt_set(ta, a), dt_set(tb, b);
-    ht_residual_backward(D, VW(ta), ht_view_none(), VW(td), n, 1);
+    ht_residual_backward(D, dt_view(ta), ht_view_none(), dt_view(td), n, 1);
     dt_get(ta, ga), dt_get(tb, gb);
     for (size_t i = 0; i < n; i++)
         want[i] = a[i] + d[i];
@@ -386,7 +335,7 @@ static void test_residual(size_t n) {
 /* ---------------------------------------------------------------- dropout */
 
 static void run_dropout(dt out, dt in, size_t n, float p, uint64_t seed, uint64_t step, float *h) {
-    ht_dropout_forward(D, VW(out), VW(in), n, p, seed, step);
+    ht_dropout_forward(D, dt_view(out), dt_view(in), n, p, seed, step);
     dt_get(out, h);
 }
 
@@ -435,12 +384,12 @@ static void test_dropout(void) {
     float *ones = hfill(N, 1.0f);
     dt tones = dt_new(N, ones);
     run_dropout(ty, tx, N, 0.3f, seed, step, y);
-    ht_dropout_backward(D, VW(tg), VW(tones), N, 0.3f, seed, step);
+    ht_dropout_backward(D, dt_view(tg), dt_view(tones), N, 0.3f, seed, step);
     dt_get(tg, g);
     size_t bad = 0;
     for (size_t i = 0; i < N; i++)
         bad += y[i] != x[i] * g[i] || (g[i] != 0.0f && g[i] != 1.0f / 0.7f);
-    ht_dropout_backward(D, VW(tones), VW(tones), N, 0.3f, seed, step);
+    ht_dropout_backward(D, dt_view(tones), dt_view(tones), N, 0.3f, seed, step);
     dt_get(tones, y2);
     bad += memcmp(g, y2, N * 4) != 0;
     tap_ok(bad == 0 && dt_guards_ok(tg) && dt_guards_ok(tones),
@@ -451,10 +400,10 @@ static void test_dropout(void) {
     /* p = 0: bit-exact identity, separate and in place; p = 1: zeros */
     run_dropout(ty, tx, N, 0.0f, seed, step, y);
     int ident = !memcmp(y, x, N * 4);
-    ht_dropout_forward(D, VW(tx), VW(tx), N, 0.0f, seed, step);
+    ht_dropout_forward(D, dt_view(tx), dt_view(tx), N, 0.0f, seed, step);
     dt_get(tx, y);
     ident &= !memcmp(y, x, N * 4);
-    ht_dropout_backward(D, VW(tg), VW(tx), N, 0.0f, seed, step);
+    ht_dropout_backward(D, dt_view(tg), dt_view(tx), N, 0.0f, seed, step);
     dt_get(tg, g);
     ident &= !memcmp(g, x, N * 4);
     run_dropout(ty, tx, N, 1.0f, seed, step, y);
@@ -471,6 +420,7 @@ static void test_dropout(void) {
 
 int main(void) {
     D = test_dev_open();
+    dt_use(D);
     test_embed(1, 5, 12, 256, 11);
     test_embed(2, 7, 15, 256, 12);
     test_embed(2, 7, 40, 256, 13); /* float16 blocks plus a tail of 8 */
