@@ -20,7 +20,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: hettrain -c FILE [--set KEY=VALUE]... [--device SEL] [--resume] [--profile]\n"
-            "                [--stop-after N]\n"
+            "                [--stop-after N] [--trace FILE]\n"
             "       hettrain generate -c FILE [--checkpoint PATH] --prompt TEXT --tokens N\n"
             "                [--temperature T] [--seed S] [--set KEY=VALUE]... [--device SEL]\n"
             "       hettrain --list-devices | --help-config | --help | --version\n"
@@ -33,6 +33,7 @@ static void usage(FILE *f) {
             "  --resume            continue from checkpoint.path when it exists\n"
             "  --profile           print per-kernel device times at the end\n"
             "  --stop-after N      run at most N steps now, save the checkpoint, exit 0\n"
+            "  --trace FILE        write a Chrome trace (every rank's steps) for ui.perfetto.dev\n"
             "  -q, --quiet         only errors and the final summary\n"
             "  -v, --verbose       debug messages\n"
             "  --list-devices      list every OpenCL device of every platform\n"
@@ -110,7 +111,7 @@ static int generate_main(int argc, char **argv) {
 
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "generate")) return generate_main(argc - 1, argv + 1);
-    const char *cfg_path = NULL, *device = NULL;
+    const char *cfg_path = NULL, *device = NULL, *trace = NULL;
     const char *sets[MAX_SETS];
     int nset = 0, resume = 0, profile = 0;
     long long stop_after = 0;
@@ -126,6 +127,8 @@ int main(int argc, char **argv) {
             sets[nset++] = a + 6;
         } else if (!strcmp(a, "--device")) device = need_arg(argc, argv, &i);
         else if (!strncmp(a, "--device=", 9)) device = a + 9;
+        else if (!strcmp(a, "--trace")) trace = need_arg(argc, argv, &i);
+        else if (!strncmp(a, "--trace=", 8)) trace = a + 8;
         else if (!strcmp(a, "--resume")) resume = 1;
         else if (!strcmp(a, "--profile")) profile = 1;
         else if (!strcmp(a, "--stop-after")) {
@@ -160,6 +163,7 @@ int main(int argc, char **argv) {
     }
     if (!cfg_path)
         ht_die(HT_EINPUT, "no config given; expected -c FILE (e.g. hettrain -c conf/quickstart.cfg)");
+    if (trace && !*trace) ht_die(HT_EINPUT, "--trace: expected a file name, got \"\"");
 
     /* MPI only for a training run, and only under mpirun (see comm.h): any error after this
      * on any rank aborts the whole job with the error's exit code */
@@ -167,7 +171,7 @@ int main(int argc, char **argv) {
     ht_config cfg;
     ht_exit_on_error(ht_config_load(&cfg, cfg_path, sets, nset));
     ht_train_opts opts = {.device = device, .resume = resume, .profile = profile,
-                          .stop_after = stop_after};
+                          .stop_after = stop_after, .trace = trace};
     ht_train_result res;
     ht_train_install_signal_handlers();
     ht_exit_on_error(ht_train(&cfg, &opts, &res));

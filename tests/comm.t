@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The comm layer under mpirun: build/tests/t_comm.t (ring all-reduce vs MPI_Allreduce on
+# The comm layer under mpirun: build/tests/t_comm.t (ring all-reduce vs MPI_Allreduce, the
+# nonblocking all-reduce vs the blocking one, several outstanding at once, the bucket plan; on
 # lengths 1..100003, bitwise identical across ranks, bcast, allgather) at 3 and 4 ranks,
 # each run's TAP checked line by line. (An ht_die ending the whole job with its code is
 # checked in dp.t: bad cluster settings exit 2 under mpirun.)

@@ -63,6 +63,40 @@ losses "$TMP/res.jsonl" >"$TMP/res.loss"
 [ $rc -eq 0 ] && cmp -s "$TMP/uneq.loss" "$TMP/res.loss"
 ok $? "4 ranks stopped at 5 and resumed: the uninterrupted 4-rank losses bit for bit"
 
+# split by speed with online rebalancing: whatever shares it picks and moves to, the losses are
+# the 1-process ones; the start-up table shows the shares of the speed split (not the equal
+# ones it started from); every rebalance record's new shares sum to the batch and are the
+# shares of the next step's rank records
+mpirun_ht 2 "$HETTRAIN" -c "$TMP/job.cfg" --set log.metrics="$TMP/spd.jsonl" --set cluster.split=speed \
+    --set cluster.rebalance=true --set 'cluster.slowdown=[1, 4]' >"$TMP/spd.out" 2>"$TMP/spd.err"
+rc=$?
+losses "$TMP/spd.jsonl" >"$TMP/spd.loss"
+[ $rc -eq 0 ] && same_losses "$TMP/one.loss" "$TMP/spd.loss"
+ok $? "2 ranks, split by speed, rebalancing: the 1-process losses within 1e-5"
+s0=$(sed -nE 's/.*shares by measured speed: ([0-9]+) .*/\1/p' "$TMP/spd.err")
+[ -n "$s0" ] && grep -Eq "rank 0 .* share $s0( |\$)" "$TMP/spd.err"
+ok $? "the rank table shows the speed split's shares ($s0 for rank 0)"
+/usr/bin/python3 -c '
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+share = {(r["step"], r["rank"]): r["share"] for r in recs if r["type"] == "rank"}
+for r in recs:
+    if r["type"] != "rebalance": continue
+    to = [int(x) for x in r["to"].split(",")]
+    assert sum(to) == 9 and r["predicted_ms_after"] < r["predicted_ms_before"], r
+    nxt = r["step"] + 1
+    assert all(share.get((nxt, k), v) == v for k, v in enumerate(to)), (r, share)
+for st in {s for s, _ in share}:
+    assert share[(st, 0)] + share[(st, 1)] == 9, st
+' "$TMP/spd.jsonl"
+ok $? "rebalance records: new shares sum to the batch, predicted faster, used from the next step"
+grep -q '"type":"rebalance"' "$TMP/spd.jsonl" || diag "(no rebalance happened in this run)"
+mpirun_ht 2 "$HETTRAIN" -c "$TMP/job.cfg" -q --set log.metrics="$TMP/norb.jsonl" --set cluster.split=speed \
+    --set cluster.rebalance=false --set 'cluster.slowdown=[1, 4]' >/dev/null 2>&1
+[ $? -eq 0 ] && ! grep -q '"type":"rebalance"' "$TMP/norb.jsonl" &&
+    [ "$(grep '"type":"rank","step":[0-9]*,"rank":0' "$TMP/norb.jsonl" | sed -E 's/.*"share":([0-9]+).*/\1/' | sort -u | wc -l)" -eq 1 ]
+ok $? "cluster.rebalance = false: the speed split's shares stay"
+
 EXPECT_FAIL=1
 dp 2 badsum --set 'cluster.shares=[4,4]'
 [ $RC -eq 2 ] && grep -Eq "cluster.shares=\[4,4\]: key 'cluster.shares': found 4 \+ 4 = 8 samples, expected a sum equal to train.batch \(9\)" "$TMP/badsum.err"
@@ -72,4 +106,17 @@ dp 3 badlen
 [ $RC -eq 2 ] && grep -Eq "job.cfg:[0-9]+: key 'cluster.shares': found 2 values, expected 3 \(one per rank\)" "$TMP/badlen.err"
 ok $? "2 shares for 3 ranks: exit 2 with file:line ($RC)"
 [ $RC -eq 2 ] || diag "$(cat "$TMP/badlen.err")"
+
+# Bucketed, overlapped reduction with tiny buckets (about 26 floats: one linear layer
+# each, 3 buckets): still the 1-process loss sequence; the hidden share is recorded.
+unset EXPECT_FAIL
+head -n -3 "$TMP/job.cfg" >"$TMP/job2.cfg" && mv "$TMP/job2.cfg" "$TMP/job.cfg"
+dp 4 buckets --set cluster.bucket_first_mb=0.0001 --set cluster.bucket_cap_mb=0.0001
+[ $RC -eq 0 ] && same_losses "$TMP/one.loss" "$TMP/buckets.loss"
+ok $? "4 ranks, tiny gradient buckets: the 1-process loss sequence within 1e-5"
+grep -q '"type":"rank","step":12,"rank":3,.*"comm_hidden_s":' "$TMP/buckets.jsonl"
+ok $? "per-rank records carry comm_hidden_s"
+dp 4 nooverlap --set cluster.overlap=false
+[ $RC -eq 0 ] && same_losses "$TMP/one.loss" "$TMP/nooverlap.loss"
+ok $? "4 ranks, cluster.overlap=false: the 1-process loss sequence within 1e-5"
 done_testing

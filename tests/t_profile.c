@@ -1,5 +1,6 @@
-/* Tests for src/prof/profile.c: save -> load round trip, malformed profiles (syntax, missing
- * key, wrong type, negative bandwidth) rejected with HT_EINPUT naming file:line, and
+/* Tests for src/prof/profile.c: save -> load round trip (MPI links included), malformed
+ * profiles (syntax, missing key, wrong type, negative bandwidth, bad links) rejected with
+ * HT_EINPUT naming file:line, and
  * ht_profile_speed on a hand-built profile against hand-computed values. */
 #include "core/err.h"
 #include "prof/profile.h"
@@ -72,6 +73,8 @@ static void fill(ht_profile *p) {
     strcpy(k->names[1], "KWG"), k->values[1] = 16;
     p->dev[1].nclblast = 1;
     strcpy(p->dev[1].tuning, "p.1.tuning.cfg");
+    p->links[0] = (ht_prof_link){0, 1, 1.875, 6.25};
+    p->nlinks = 1;
 }
 
 static int same(const ht_profile *a, const ht_profile *b) {
@@ -96,6 +99,12 @@ static int same(const ht_profile *a, const ht_profile *b) {
                 x->clblast[j].values[1] != y->clblast[j].values[1])
                 return 0;
     }
+    if (a->nlinks != b->nlinks) return 0;
+    for (int i = 0; i < a->nlinks; i++)
+        if (a->links[i].a != b->links[i].a || a->links[i].b != b->links[i].b ||
+            a->links[i].latency_us != b->links[i].latency_us ||
+            a->links[i].bandwidth_gbs != b->links[i].bandwidth_gbs)
+            return 0;
     return 1;
 }
 
@@ -149,6 +158,38 @@ int main(void) {
         "a list that is not a list names file:line");
     bad("empty.cfg", "version = 1;\ndevices = ();\n", 2, "devices: empty",
         "a profile without devices is rejected");
+    /* links: two devices, one link per pair, a < b, positive figures */
+    static const struct {
+        const char *link, *what, *desc;
+    } bad_links[] = {
+        {"{ a = 0; b = 1; latency_us = 2.0; bandwidth_gbs = -1.0; }",
+         "links[0].bandwidth_gbs: found -1, expected a number > 0", "a negative link bandwidth"},
+        {"{ a = 0; b = 2; latency_us = 2.0; bandwidth_gbs = 1.0; }",
+         "links[0].b: found 2, expected an integer in [0, 1]", "a link to a device not profiled"},
+        {"{ a = 1; b = 0; latency_us = 2.0; bandwidth_gbs = 1.0; }", "expected a < b",
+         "a link with a >= b"},
+        {"{ a = 0; b = 1; bandwidth_gbs = 1.0; }", "links[0].latency_us: missing required key",
+         "a link without latency"},
+        {"{ a = 0; b = 1; latency_us = 2.0; bandwidth_gbs = 1.0; },\n"
+         "  { a = 0; b = 1; latency_us = 3.0; bandwidth_gbs = 1.0; }",
+         "already linked by links[0]", "the same pair twice"},
+    };
+    for (size_t i = 0; i < sizeof bad_links / sizeof *bad_links; i++) {
+        snprintf(text, sizeof text, "version = 1;\ndevices = (\n%s,\n%s);\nlinks = (\n  %s\n);\n",
+                 GOOD_DEV, GOOD_DEV, bad_links[i].link);
+        int line = 14 + (strstr(bad_links[i].what, "already") ? 1 : 0);
+        char desc[96];
+        snprintf(desc, sizeof desc, "%s names file:line and the link", bad_links[i].desc);
+        bad("links.cfg", text, line, bad_links[i].what, desc);
+    }
+    snprintf(text, sizeof text, "version = 1;\ndevices = (\n%s);\nlinks = 5;\n", GOOD_DEV);
+    bad("links5.cfg", text, 8, "links: found an integer, expected a list",
+        "links that are not a list name file:line");
+    snprintf(text, sizeof text, "version = 1;\ndevices = (\n%s);\n", GOOD_DEV);
+    ht_error_clear();
+    rc = ht_profile_load(put("nolinks.cfg", text), &g_b);
+    tap_ok(rc == HT_OK && g_b.nlinks == 0, "a profile without links (one host) is valid");
+
     ht_error_clear();
     snprintf(path, sizeof path, "%s/none.cfg", g_dir);
     tap_ok(ht_profile_load(path, &g_b) == HT_EINPUT && strstr(ht_errmsg(), "none.cfg"),

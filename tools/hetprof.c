@@ -1,11 +1,16 @@
 /* hetprof: measures OpenCL devices for hettrain's planner - SGEMM at the model's shapes,
  * memory and host-link bandwidth, launch latency, per-layer forward/backward times per
- * batch size - optionally tunes CLBlast, and writes a profile (format: src/prof/profile.h). */
+ * batch size - optionally tunes CLBlast, and writes a profile (format: src/prof/profile.h).
+ * Under mpirun each rank profiles its own device (selected as hettrain does: --device per
+ * rank or for all, else cluster.devices, else device.select), one rank after another so
+ * that ranks sharing a host do not disturb each other's figures, then the ranks measure
+ * the MPI link of every pair; rank 0 prints and writes one profile, device i = rank i. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "comm/comm.h"
 #include "config/config.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -14,6 +19,7 @@
 #include "prof/measure.h"
 #include "prof/profile.h"
 #include "prof/tune.h"
+#include "train/cluster.h"
 
 static const char USAGE[] =
     "usage: hetprof [--device SEL]... [-c MODEL_CONFIG] [--batch 64,128,256] [--quick]\n"
@@ -23,7 +29,10 @@ static const char USAGE[] =
     "prints a table; -o writes the profile (libconfig), and with --tune-seconds S > 0 a\n"
     "CLBlast tuning file per device next to it (PROFILE.N.tuning.cfg, usable as\n"
     "device.tuning). --quick: a few-second probe at one batch size (train.batch, or 128).\n"
-    "--check validates a profile and prints it.";
+    "--check validates a profile and prints it.\n"
+    "Under mpirun each rank profiles one device (--device once for all ranks or once per\n"
+    "rank, else the config's cluster.devices / device.select) and the MPI latency and\n"
+    "bandwidth of every rank pair are measured; rank 0 writes one profile with a links list.";
 
 #define MAX_SEL 16
 
@@ -142,6 +151,8 @@ static int cmp_int(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     ht_set_progname("hetprof");
+    ht_comm_init(&argc, &argv);
+    int rank = ht_comm_rank(), world = ht_comm_size();
     selection sel = {.nsel = 0};
     const char *cfg_path = NULL, *out = NULL, *check = NULL, *batch_arg = NULL;
     double tune_s = 0;
@@ -150,7 +161,8 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("%s\n", USAGE);
+            if (rank == 0) printf("%s\n", USAGE);
+            ht_comm_finalize();
             return 0;
         }
         if (!strcmp(a, "--quick")) {
@@ -185,9 +197,12 @@ int main(int argc, char **argv) {
     static ht_profile prof;
     if (check) {
         ht_exit_on_error(ht_profile_load(check, &prof));
-        ht_profile_print(stdout, &prof);
-        printf("%s: a valid profile of %d device(s)%s%s\n", check, prof.ndev,
-               prof.model[0] ? " for " : "", prof.model);
+        if (rank == 0) {
+            ht_profile_print(stdout, &prof);
+            printf("%s: a valid profile of %d device(s)%s%s%s\n", check, prof.ndev,
+                   prof.model[0] ? " for " : "", prof.model, prof.nlinks ? " with MPI links" : "");
+        }
+        ht_comm_finalize();
         return 0;
     }
 
@@ -216,6 +231,18 @@ int main(int argc, char **argv) {
     /* CLBlast tuning forks children that open the device: it runs first, while this
      * process has not touched OpenCL (forking after that is unsafe). Devices are resolved
      * in a child for the same reason. */
+    /* under mpirun: this rank's one device; its entry in the profile is devices[rank] */
+    if (world > 1) {
+        if (world > HT_PROF_MAX_DEVS)
+            ht_die(HT_EINPUT, "%d ranks: a profile holds at most %d devices", world,
+                   HT_PROF_MAX_DEVS);
+        if (sel.nsel > 1 && sel.nsel != world)
+            ht_die(HT_EINPUT, "%d --device options for %d ranks: give one for all or one per rank",
+                   sel.nsel, world);
+        const char *cli = sel.nsel ? sel.sels[sel.nsel == world ? rank : 0] : NULL;
+        sel.sels[0] = ht_cluster_selector(&cfg, cli, rank);
+        sel.nsel = 1;
+    }
     resolved r;
     char msg[256], tuning[HT_PROF_MAX_DEVS][1100] = {{0}};
     if (tune_s > 0) {
@@ -226,29 +253,58 @@ int main(int argc, char **argv) {
     }
     if (r.rc != HT_OK) ht_die(r.rc, "%s", r.msg);
     prof.ndev = r.n;
-    for (int i = 0; i < r.n && tune_s > 0; i++) {
-        if (out)
-            snprintf(tuning[i], sizeof tuning[i], "%s.%d.tuning.cfg", out, i);
-        else
-            snprintf(tuning[i], sizeof tuning[i], "%s/hetprof.%ld.%d.tuning.cfg",
-                     getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
-                     (long)getpid(), i);
-        tune_device(r.idx[i], cp, batches[nb - 1], tune_s, seed, tuning[i], &prof.dev[i]);
+    for (int turn = 0; turn < world && tune_s > 0; turn++) { /* one rank after another */
+        if (turn != rank) {
+            ht_comm_barrier();
+            continue;
+        }
+        for (int i = 0; i < r.n; i++) {
+            int di = world > 1 ? rank : i; /* the device's index in the profile */
+            if (out)
+                snprintf(tuning[i], sizeof tuning[i], "%s.%d.tuning.cfg", out, di);
+            else
+                snprintf(tuning[i], sizeof tuning[i], "%s/hetprof.%ld.%d.tuning.cfg",
+                         getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+                         (long)getpid(), di);
+            tune_device(r.idx[i], cp, batches[nb - 1], tune_s, seed, tuning[i], &prof.dev[i]);
+        }
+        ht_comm_barrier();
     }
 
-    for (int i = 0; i < r.n; i++) {
-        ht_prof_opts o = {.quick = quick,
-                          .batches = batches,
-                          .nbatches = nb,
-                          .cfg = cp,
-                          .seed = seed,
-                          .tuning = tuning[i],
-                          .log = stderr};
-        ht_prof_dev tuned = prof.dev[i];
-        ht_exit_on_error(ht_prof_measure(r.idx[i], &o, &prof.dev[i]));
-        prof.dev[i].nclblast = tuned.nclblast;
-        memcpy(prof.dev[i].clblast, tuned.clblast, sizeof tuned.clblast);
-        if (out) ht_strlcpy(prof.dev[i].tuning, tuned.tuning, sizeof prof.dev[i].tuning);
+    for (int turn = 0; turn < world; turn++) { /* one rank after another */
+        if (turn != rank) {
+            ht_comm_barrier();
+            continue;
+        }
+        for (int i = 0; i < r.n; i++) {
+            ht_prof_opts o = {.quick = quick,
+                              .batches = batches,
+                              .nbatches = nb,
+                              .cfg = cp,
+                              .seed = seed,
+                              .tuning = tuning[i],
+                              .log = stderr};
+            ht_prof_dev tuned = prof.dev[i];
+            ht_exit_on_error(ht_prof_measure(r.idx[i], &o, &prof.dev[i]));
+            prof.dev[i].nclblast = tuned.nclblast;
+            memcpy(prof.dev[i].clblast, tuned.clblast, sizeof tuned.clblast);
+            if (out) ht_strlcpy(prof.dev[i].tuning, tuned.tuning, sizeof prof.dev[i].tuning);
+        }
+        ht_comm_barrier();
+    }
+    if (world > 1) {
+        /* every rank's device to every rank (plain structs; the ranks run the same build) */
+        ht_prof_dev *all = ht_xcalloc((size_t)world, sizeof *all);
+        ht_comm_allgather(&prof.dev[0], sizeof *all, all);
+        memcpy(prof.dev, all, (size_t)world * sizeof *all);
+        prof.ndev = world;
+        free(all);
+        ht_exit_on_error(ht_prof_links(quick, &prof, stderr));
+        if (rank != 0) {
+            ht_comm_finalize();
+            return 0;
+        }
+        r.n = world;
     }
     printf("model: %s\n", prof.model);
     ht_profile_print(stdout, &prof);
@@ -263,8 +319,9 @@ int main(int argc, char **argv) {
         ht_exit_on_error(ht_profile_save(out, &prof));
         printf("profile written to %s\n", out);
     } else {
-        for (int i = 0; i < r.n; i++)
+        for (int i = 0; i < HT_PROF_MAX_DEVS; i++)
             if (tuning[i][0]) unlink(tuning[i]);
     }
+    ht_comm_finalize();
     return 0;
 }

@@ -12,8 +12,7 @@
 #include "core/err.h"
 
 static int g_active, g_done, g_rank, g_size = 1;
-static float *g_tmp; /* ring receive scratch: one chunk */
-static size_t g_tmp_n;
+static int g_nreqs; /* nonblocking requests started and not yet waited for */
 
 static void check(int rc, const char *call) {
     if (rc == MPI_SUCCESS) return;
@@ -59,10 +58,10 @@ void ht_comm_init(int *argc, char ***argv) {
 void ht_comm_finalize(void) {
     if (!g_active || g_done) return;
     CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    if (g_nreqs)
+        ht_die(HT_ERUNTIME, "ht_comm_finalize: %d nonblocking all-reduce(s) never waited for",
+               g_nreqs);
     g_done = 1;
-    free(g_tmp);
-    g_tmp = NULL;
-    g_tmp_n = 0;
     CHECK(MPI_Finalize());
 }
 
@@ -95,6 +94,28 @@ void ht_comm_allgather(const void *send, size_t bytes, void *recv) {
     CHECK(MPI_Allgather(send, c, MPI_BYTE, recv, c, MPI_BYTE, MPI_COMM_WORLD));
 }
 
+void ht_comm_gatherv(const void *send, size_t bytes, void *recv, const size_t *counts, int root) {
+    if (g_size == 1) {
+        memmove(recv, send, bytes);
+        return;
+    }
+    int *cnt = NULL, *displ = NULL;
+    if (g_rank == root) {
+        cnt = ht_xcalloc((size_t)g_size, sizeof(int));
+        displ = ht_xcalloc((size_t)g_size, sizeof(int));
+        size_t off = 0;
+        for (int r = 0; r < g_size; r++) {
+            cnt[r] = count_of(counts[r], "MPI_Gatherv");
+            displ[r] = count_of(off, "MPI_Gatherv displacement");
+            off += counts[r];
+        }
+    }
+    CHECK(MPI_Gatherv(send, count_of(bytes, "MPI_Gatherv"), MPI_BYTE, recv, cnt, displ, MPI_BYTE,
+                      root, MPI_COMM_WORLD));
+    free(cnt);
+    free(displ);
+}
+
 void ht_comm_allreduce_sum(float *buf, size_t n) {
     if (g_size > 1)
         CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, count_of(n, "MPI_Allreduce"), MPI_FLOAT, MPI_SUM,
@@ -107,6 +128,15 @@ void ht_comm_allreduce_sum_f64(double *buf, size_t n) {
                             MPI_COMM_WORLD));
 }
 
+void ht_comm_send(const void *buf, size_t bytes, int peer, int tag) {
+    CHECK(MPI_Send(buf, count_of(bytes, "MPI_Send"), MPI_BYTE, peer, tag, MPI_COMM_WORLD));
+}
+
+void ht_comm_recv(void *buf, size_t bytes, int peer, int tag) {
+    CHECK(MPI_Recv(buf, count_of(bytes, "MPI_Recv"), MPI_BYTE, peer, tag, MPI_COMM_WORLD,
+                   MPI_STATUS_IGNORE));
+}
+
 /* ------------------------------------------------------------------------------ ring */
 
 void ht_comm_ring_chunk(size_t n, int p, int c, size_t *lo, size_t *hi) {
@@ -116,42 +146,145 @@ void ht_comm_ring_chunk(size_t n, int p, int c, size_t *lo, size_t *hi) {
     *hi = *lo + q + (uc < r);
 }
 
-enum { TAG_RS = 7301, TAG_AG = 7302 };
+/* ------------------------------------------------------------------------- requests */
 
-/* One ring step: send chunk `sc` to the right while receiving chunk `rc` from the left,
- * into `into` (scratch or the buffer itself). */
-static void ring_step(float *buf, size_t n, int sc, int rc, float *into, int tag) {
-    int p = g_size, right = (g_rank + 1) % p, left = (g_rank + p - 1) % p;
+/* A request is either one MPI_Iallreduce or our ring as a state machine: step s < p-1 is
+ * reduce-scatter step s (receive into tmp, then add), step s >= p-1 all-gather step
+ * s-(p-1) (receive straight into the buffer). A step's receive and send are posted
+ * together; the next step starts when both are complete. */
+struct ht_comm_req {
+    float *buf;
+    size_t n;
+    int ring, tag;
+    int step, nsteps, posted, done;
+    MPI_Request mr[2];
+    float *tmp;               /* ring: one chunk */
+    struct ht_comm_req *next; /* outstanding list */
+};
+
+static ht_comm_req *g_reqs; /* outstanding, oldest first */
+static unsigned g_seq;      /* requests started: the tag of the next one */
+
+/* Tags cycle through a range far below MPI_TAG_UB's guaranteed 32767; tags only need to
+ * differ between requests outstanding at the same time. */
+enum { TAG_BASE = 1024, TAG_RANGE = 16384 };
+
+static void ring_post(ht_comm_req *q) {
+    int p = g_size, r = g_rank, right = (r + 1) % p, left = (r + p - 1) % p, s = q->step;
+    int sc, rc;
+    if (s < p - 1) { /* reduce-scatter: after p-1 steps rank r holds the full sum of chunk r+1 */
+        sc = (r - s + 2 * p) % p;
+        rc = (r - s - 1 + 2 * p) % p;
+    } else { /* all-gather: received values are copied, not added: bitwise identical ranks */
+        s -= p - 1;
+        sc = (r + 1 - s + 2 * p) % p;
+        rc = (r - s + 2 * p) % p;
+    }
     size_t slo, shi, rlo, rhi;
-    ht_comm_ring_chunk(n, p, sc, &slo, &shi);
-    ht_comm_ring_chunk(n, p, rc, &rlo, &rhi);
-    MPI_Request req[2];
-    CHECK(MPI_Irecv(into == g_tmp ? g_tmp : buf + rlo, count_of(rhi - rlo, "ring chunk"), MPI_FLOAT,
-                    left, tag, MPI_COMM_WORLD, &req[0]));
-    CHECK(MPI_Isend(buf + slo, count_of(shi - slo, "ring chunk"), MPI_FLOAT, right, tag,
-                    MPI_COMM_WORLD, &req[1]));
-    CHECK(MPI_Waitall(2, req, MPI_STATUSES_IGNORE));
-    if (into == g_tmp) {
-        float *dst = buf + rlo;
-        for (size_t i = 0; i < rhi - rlo; i++)
-            dst[i] += g_tmp[i];
+    ht_comm_ring_chunk(q->n, p, sc, &slo, &shi);
+    ht_comm_ring_chunk(q->n, p, rc, &rlo, &rhi);
+    float *into = q->step < p - 1 ? q->tmp : q->buf + rlo;
+    CHECK(MPI_Irecv(into, count_of(rhi - rlo, "ring chunk"), MPI_FLOAT, left, q->tag,
+                    MPI_COMM_WORLD, &q->mr[0]));
+    CHECK(MPI_Isend(q->buf + slo, count_of(shi - slo, "ring chunk"), MPI_FLOAT, right, q->tag,
+                    MPI_COMM_WORLD, &q->mr[1]));
+    q->posted = 1;
+}
+
+/* Finishes a completed step: reduce-scatter adds the received chunk in place. */
+static void ring_finish_step(ht_comm_req *q) {
+    int p = g_size, r = g_rank;
+    if (q->step < p - 1) {
+        size_t lo, hi;
+        ht_comm_ring_chunk(q->n, p, (r - q->step - 1 + 2 * p) % p, &lo, &hi);
+        float *dst = q->buf + lo;
+        for (size_t i = 0; i < hi - lo; i++)
+            dst[i] += q->tmp[i];
+    }
+    q->posted = 0;
+    if (++q->step == q->nsteps) q->done = 1;
+}
+
+/* Moves one request on as far as it goes without blocking (block = 1: to the end). */
+static void progress_one(ht_comm_req *q, int block) {
+    while (!q->done) {
+        if (!q->ring) {
+            int flag = 1;
+            if (block)
+                CHECK(MPI_Wait(&q->mr[0], MPI_STATUS_IGNORE));
+            else
+                CHECK(MPI_Test(&q->mr[0], &flag, MPI_STATUS_IGNORE));
+            q->done = flag;
+            return;
+        }
+        if (!q->posted) ring_post(q);
+        int flag = 1;
+        if (block)
+            CHECK(MPI_Waitall(2, q->mr, MPI_STATUSES_IGNORE));
+        else
+            CHECK(MPI_Testall(2, q->mr, &flag, MPI_STATUSES_IGNORE));
+        if (!flag) return;
+        ring_finish_step(q);
     }
 }
 
-void ht_comm_ring_allreduce(float *buf, size_t n) {
-    int p = g_size, r = g_rank;
-    if (p == 1 || n == 0) return;
-    size_t lo, hi;
-    ht_comm_ring_chunk(n, p, 0, &lo, &hi); /* chunk 0 is a largest one */
-    if (hi - lo > g_tmp_n) {
-        g_tmp = ht_xrealloc(g_tmp, (hi - lo) * sizeof(float));
-        g_tmp_n = hi - lo;
+ht_comm_req *ht_comm_iallreduce(float *buf, size_t n, int ring) {
+    ht_comm_req *q = ht_xcalloc(1, sizeof *q);
+    q->buf = buf;
+    q->n = n;
+    q->ring = ring;
+    if (g_size == 1 || !ht_comm_active() || n == 0) {
+        q->done = 1; /* nothing to exchange; no tag used, as on every rank */
+        return q;
     }
-    /* reduce-scatter: after p-1 steps rank r holds the full sum of chunk r+1 */
-    for (int s = 0; s < p - 1; s++)
-        ring_step(buf, n, (r - s + 2 * p) % p, (r - s - 1 + 2 * p) % p, g_tmp, TAG_RS);
-    /* all-gather: pass the finished chunks around; received values are copied, not added,
-     * which is why every rank ends bitwise identical */
-    for (int s = 0; s < p - 1; s++)
-        ring_step(buf, n, (r + 1 - s + 2 * p) % p, (r - s + 2 * p) % p, NULL, TAG_AG);
+    q->tag = TAG_BASE + (int)(g_seq++ % TAG_RANGE);
+    if (ring) {
+        size_t lo, hi;
+        ht_comm_ring_chunk(n, g_size, 0, &lo, &hi); /* chunk 0 is a largest one */
+        q->tmp = ht_xmalloc((hi - lo ? hi - lo : 1) * sizeof(float));
+        q->nsteps = 2 * (g_size - 1);
+        ring_post(q); /* the first step goes out now: the neighbours can start */
+    } else {
+        CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, count_of(n, "MPI_Iallreduce"), MPI_FLOAT, MPI_SUM,
+                             MPI_COMM_WORLD, &q->mr[0]));
+    }
+    /* append: older requests are progressed first */
+    ht_comm_req **at = &g_reqs;
+    while (*at)
+        at = &(*at)->next;
+    *at = q;
+    g_nreqs++;
+    return q;
+}
+
+int ht_comm_test(ht_comm_req *r) {
+    for (ht_comm_req *q = g_reqs; q; q = q->next)
+        progress_one(q, 0);
+    return r ? r->done : 1;
+}
+
+void ht_comm_wait(ht_comm_req *r) {
+    if (!r) return;
+    /* Poll rather than block on r alone: the others' ring steps must keep moving, or a
+     * neighbour waiting on one of them (in another order) could wait for us forever. */
+    while (!r->done) {
+        ht_comm_test(NULL);
+    }
+    for (ht_comm_req **at = &g_reqs; *at; at = &(*at)->next)
+        if (*at == r) {
+            *at = r->next;
+            g_nreqs--;
+            break;
+        }
+    free(r->tmp);
+    free(r);
+}
+
+int ht_comm_outstanding(void) { return g_nreqs; }
+
+void ht_comm_ring_allreduce(float *buf, size_t n) {
+    if (g_size == 1 || n == 0) return;
+    ht_comm_req *q = ht_comm_iallreduce(buf, n, 1);
+    if (!g_reqs->next) progress_one(q, 1); /* alone: block in MPI instead of spinning */
+    ht_comm_wait(q);
 }

@@ -25,17 +25,48 @@ void ht_comm_barrier(void);
 void ht_comm_bcast(void *buf, size_t bytes, int root);
 /* Rank r's `bytes` from send go to recv + r*bytes on every rank (recv: size*bytes). */
 void ht_comm_allgather(const void *send, size_t bytes, void *recv);
+/* Rank r's `bytes` (which may differ per rank) from send go to root's recv, rank after rank;
+ * counts[r] is rank r's byte count (root only: gather the counts first). recv and counts
+ * are used only on root. */
+void ht_comm_gatherv(const void *send, size_t bytes, void *recv, const size_t *counts, int root);
 /* In-place sum over ranks with MPI_Allreduce: float and double. */
 void ht_comm_allreduce_sum(float *buf, size_t n);
 void ht_comm_allreduce_sum_f64(double *buf, size_t n);
 
+/* Point to point, blocking (MPI_Send / MPI_Recv of bytes, at most `bytes` received) from or
+ * to rank `peer` with `tag`. hetprof's link measurements (ping-pong) use them. */
+void ht_comm_send(const void *buf, size_t bytes, int peer, int tag);
+void ht_comm_recv(void *buf, size_t bytes, int peer, int tag);
+
 /* In-place sum over ranks by our own ring: a reduce-scatter then an all-gather over p
  * chunks, each rank sending 2(p-1)/p * n floats to its right neighbour. Any n >= 0 (chunks
  * may be empty when n < p). Each chunk is summed on one rank in a fixed order and then
- * copied, so every rank ends with bitwise identical values, the same on every run. */
+ * copied, so every rank ends with bitwise identical values, the same on every run.
+ * (ht_comm_iallreduce with ring = 1, then ht_comm_wait.) */
 void ht_comm_ring_allreduce(float *buf, size_t n);
 
 /* Chunk c of the ring's p chunks over n values: [lo, hi). Pure (exposed for tests). */
 void ht_comm_ring_chunk(size_t n, int p, int c, size_t *lo, size_t *hi);
+
+/* ---------------------------------------------------------------- nonblocking */
+
+/* A nonblocking in-place float sum over ranks. Collective: every rank starts the same
+ * requests in the same order (each gets its own message tag from that order, so any number
+ * may be outstanding at once and complete in any order). The buffer belongs to the request
+ * until ht_comm_wait returns. Progress happens only inside ht_comm_* calls (funneled MPI, no
+ * progress thread): call ht_comm_test between other work to move outstanding requests on. */
+typedef struct ht_comm_req ht_comm_req;
+
+/* Starts the sum of buf[0..n): ring = 1 runs our ring as a state machine (the same steps,
+ * hence the same bits, as ht_comm_ring_allreduce), ring = 0 is MPI_Iallreduce. Never NULL;
+ * without MPI or with one rank the request is complete at once. */
+ht_comm_req *ht_comm_iallreduce(float *buf, size_t n, int ring);
+/* Moves every outstanding request on as far as it can without blocking; returns 1 when `r`
+ * is complete (its buffer holds the sum), 0 otherwise. r may be NULL (progress only). */
+int ht_comm_test(ht_comm_req *r);
+/* Blocks until `r` is complete (progressing the others meanwhile) and frees it. */
+void ht_comm_wait(ht_comm_req *r);
+/* Requests started and not yet waited for (for tests and sanity checks). */
+int ht_comm_outstanding(void);
 
 #endif

@@ -93,11 +93,15 @@ typedef struct ht_config {
         int shares[HT_MAX_RANKS]; /* samples of train.batch per rank; nshares == 0: by split */
         int nshares;
         char split[16];           /* "equal" | "speed": shares when none are given */
+        int rebalance;            /* split "speed": re-split online as measured speeds drift */
         char devices[HT_MAX_RANKS][HT_SEL_TEXT]; /* device selector per rank, or one for all */
         int ndevices;
         double slowdown[HT_MAX_RANKS]; /* emulated slowdown per rank (>= 1); 0 values: none */
         int nslowdown;
         char allreduce[16];       /* "ring" | "mpi" */
+        double bucket_first_mb;   /* overlapped reduction: first (top layers') bucket, MiB */
+        double bucket_cap_mb;     /* overlapped reduction: size cap of the other buckets, MiB */
+        int overlap;              /* reduce gradient buckets during backward (default true) */
         /* where the per-rank lists were set ("job.cfg:12", "--set cluster.shares=[..]", ""
          * for the default), for errors that need the world size: ht_config_check_world */
         char at_shares[HT_PATH_MAX + 32], at_devices[HT_PATH_MAX + 32],

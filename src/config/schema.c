@@ -173,6 +173,9 @@ const ht_ckey ht_config_keys[] = {
      "cluster.split"},
     {"cluster.split", HT_CK_STR, 0, "\"equal\"", 0, 0, SPLITS, FIELD(cluster.split),
      "mpirun, no shares: equal shares, or proportional to a quick measured speed per rank"},
+    {"cluster.rebalance", HT_CK_BOOL, 0, "false", 0, 0, NULL, FIELD(cluster.rebalance),
+     "mpirun, split \"speed\": keep re-splitting the batch as the measured per-rank speeds drift "
+     "(off by default: the rebalancer assumes time proportional to share, see BENCHMARKS.md)"},
     {"cluster.devices", HT_CK_STRS, 0, "[]", 0, HT_MAX_RANKS, NULL,
      offsetof(ht_config, cluster.devices), sizeof(((ht_config *)0)->cluster.devices),
      offsetof(ht_config, cluster.ndevices),
@@ -183,6 +186,12 @@ const ht_ckey ht_config_keys[] = {
      "time after each compute phase; [] = none"},
     {"cluster.allreduce", HT_CK_STR, 0, "\"ring\"", 0, 0, ALLREDUCES, FIELD(cluster.allreduce),
      "mpirun: gradient all-reduce: our ring (deterministic) or MPI_Allreduce"},
+    {"cluster.overlap", HT_CK_BOOL, 0, "true", 0, 0, NULL, FIELD(cluster.overlap),
+     "mpirun: reduce gradients in buckets while backward runs (false: all after backward)"},
+    {"cluster.bucket_first_mb", HT_CK_NUM, GT, "1", 0, 0, NULL, FIELD(cluster.bucket_first_mb),
+     "mpirun, overlap: size of the first gradient bucket (the last layers), MiB"},
+    {"cluster.bucket_cap_mb", HT_CK_NUM, GT, "25", 0, 0, NULL, FIELD(cluster.bucket_cap_mb),
+     "mpirun, overlap: size cap of the other gradient buckets, MiB"},
 };
 const int ht_config_nkeys = (int)(sizeof ht_config_keys / sizeof ht_config_keys[0]);
 

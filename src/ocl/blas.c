@@ -37,10 +37,11 @@
 
 /* Measured on PoCL 3.1 pthread, 2-core AMD EPYC (AVX2), CLBlast 1.5.3, end to end through
  * ht_sgemm at the MLP's shapes (784-1024-1024-10, batch 256, operands as views at
- * offsets) with tools/tune/tune_sgemm: two seeded runs (14 and 17 minutes, ~115 parameter
- * sets, each timed alternately with the incumbent because other processes shared the two
- * cores), the helper kernels seeded with CLBlast's own tuners (clblast-utils). The same
- * values, with the before/after figures, are in conf/tuning/pocl-cpu.cfg. CLBlast has no
+ * offsets) with the CLBlast search now in src/prof/tune.c (run by hetprof --tune-seconds S
+ * and by build/tools/tune_sgemm): two seeded runs (14 and 17 minutes, ~115 parameter sets,
+ * each timed alternately with the incumbent because other processes shared the two cores),
+ * the helper kernels seeded with CLBlast's own tuners (clblast-utils). The same values,
+ * with the before/after figures, are in conf/tuning/pocl-cpu.cfg. CLBlast has no
  * database entry for this device; its generic CPU values send every MLP shape to a scalar
  * XgemmDirect (threshold 896^3) at 4-13 GFLOP/s; these reach 65-107 (OpenBLAS: 160-180).
  *  - Xgemm: 128x128 work-group tile, 8x8 work-items of 16x16 (VWM 8, VWN 4), no local
@@ -223,6 +224,8 @@ int ht_blas_tune(ht_dev *d, const char *path) {
     if (path && *path) return apply_file(d, r, path);
     return HT_OK;
 }
+
+int ht_dev_tune(ht_dev *d, const char *tuning_path) { return ht_blas_tune(d, tuning_path); }
 
 /* ---------------------------------------------------------------- SGEMM */
 

@@ -64,6 +64,12 @@ const ht_devinfo *ht_dev_info(const ht_dev *d);
 void ht_dev_finish(ht_dev *d);
 /* Seconds spent building/loading the program in ht_dev_open, and whether the cache hit. */
 double ht_dev_build_seconds(const ht_dev *d, int *cache_hit);
+/* Re-applies CLBlast parameters on an open device, as ht_dev_open does: the built-in
+ * defaults for the device (PoCL CPUs), then, kernel by kernel, those of the tuning file
+ * (NULL/"" = defaults only). Kernels the file does not name keep their current values.
+ * The parameters hold for the calls that follow; switching sets between calls is how the
+ * CLBlast search (src/prof/tune.c) compares them. HT_EINPUT for a bad tuning file. */
+int ht_dev_tune(ht_dev *d, const char *tuning_path);
 
 /* ---------------------------------------------------------------- buffers (offsets in bytes) */
 

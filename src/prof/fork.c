@@ -22,6 +22,7 @@ int ht_prof_forked(void (*fn)(void *ctx, void *out), void *ctx, void *out, size_
     if (pid < 0) ht_die(HT_ERUNTIME, "fork: %s", strerror(errno));
     if (pid == 0) {
         close(fd[0]);
+        ht_set_exit_hook(NULL); /* an error here ends the child, never its MPI job */
         fn(ctx, out);
         const char *p = out;
         size_t left = size;

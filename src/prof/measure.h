@@ -37,4 +37,9 @@ int ht_prof_measure(int index, const ht_prof_opts *o, ht_prof_dev *out);
  * B, as run through ht_sgemm: at most max; returns how many. */
 int ht_prof_gemm_shapes(ht_model *m, int B, ht_prof_gemm *out, int max);
 
+/* Under mpirun (more than one rank; every rank calls it): measures the MPI link of every
+ * rank pair a < b (src/prof/links.c) and fills p->links on every rank, device index =
+ * rank. quick: fewer repetitions. HT_EINPUT with more ranks than a profile holds. */
+int ht_prof_links(int quick, ht_profile *p, FILE *log);
+
 #endif

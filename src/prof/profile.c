@@ -127,19 +127,20 @@ static int get_list(reader *r, const config_setting_t *g, const char *where, con
     if (!*out) return 0;
     int t = config_setting_type(*out), n = config_setting_length(*out);
     if (t != CONFIG_TYPE_LIST && !(t == CONFIG_TYPE_ARRAY && n == 0)) {
-        fail(r, *out, "%s.%s: found %s, expected a list ( { ... }, ... )", where, key,
-             type_name(*out));
+        fail(r, *out, "%s%s%s: found %s, expected a list ( { ... }, ... )", where,
+             *where ? "." : "", key, type_name(*out));
         return 0;
     }
     if (n > max) {
-        fail(r, *out, "%s.%s: %d entries, at most %d supported", where, key, n, max);
+        fail(r, *out, "%s%s%s: %d entries, at most %d supported", where, *where ? "." : "", key, n,
+             max);
         return 0;
     }
     for (int i = 0; i < n; i++) {
         config_setting_t *e = config_setting_get_elem(*out, i);
         if (!config_setting_is_group(e)) {
-            fail(r, e, "%s.%s[%d]: found %s, expected a group { ... }", where, key, i,
-                 type_name(e));
+            fail(r, e, "%s%s%s[%d]: found %s, expected a group { ... }", where, *where ? "." : "",
+                 key, i, type_name(e));
             return 0;
         }
     }
@@ -225,6 +226,28 @@ static void read_dev(reader *r, const config_setting_t *g, int idx, ht_prof_dev 
     if (c && r->rc == HT_OK) read_clblast(r, c, w, d);
 }
 
+static void read_links(reader *r, const config_setting_t *root, ht_profile *p) {
+    config_setting_t *l;
+    p->nlinks = get_list(r, root, "", "links", HT_PROF_MAX_LINKS, &l);
+    for (int i = 0; i < p->nlinks && r->rc == HT_OK; i++) {
+        config_setting_t *x = config_setting_get_elem(l, i);
+        ht_prof_link *q = &p->links[i];
+        char e[32];
+        snprintf(e, sizeof e, "links[%d]", i);
+        q->a = get_int(r, x, e, "a", 0, p->ndev - 1);
+        q->b = get_int(r, x, e, "b", 0, p->ndev - 1);
+        q->latency_us = get_num(r, x, e, "latency_us", 0, 1);
+        q->bandwidth_gbs = get_num(r, x, e, "bandwidth_gbs", 0, 1);
+        if (r->rc != HT_OK) return;
+        if (q->a >= q->b)
+            fail(r, x, "%s: a = %d, b = %d, expected a < b (devices of the profile)", e, q->a,
+                 q->b);
+        for (int j = 0; j < i && r->rc == HT_OK; j++)
+            if (p->links[j].a == q->a && p->links[j].b == q->b)
+                fail(r, x, "%s: devices %d and %d already linked by links[%d]", e, q->a, q->b, j);
+    }
+}
+
 int ht_profile_load(const char *path, ht_profile *p) {
     config_t cf;
     config_init(&cf);
@@ -261,6 +284,7 @@ int ht_profile_load(const char *path, ht_profile *p) {
         fail(&r, devs, "devices: empty, expected at least one device");
     for (int i = 0; i < p->ndev && r.rc == HT_OK; i++)
         read_dev(&r, config_setting_get_elem(devs, i), i, &p->dev[i]);
+    if (r.rc == HT_OK && config_setting_get_member(root, "links")) read_links(&r, root, p);
     config_destroy(&cf);
     return r.rc;
 }
@@ -338,6 +362,15 @@ void ht_profile_write(FILE *f, const ht_profile *p) {
         fprintf(f, "  }%s\n", i + 1 < p->ndev ? "," : "");
     }
     fprintf(f, ");\n");
+    if (!p->nlinks) return;
+    fprintf(f, "links = (");
+    for (int i = 0; i < p->nlinks; i++) {
+        const ht_prof_link *l = &p->links[i];
+        fprintf(f, "%s\n  { a = %d; b = %d; latency_us = ", i ? "," : "", l->a, l->b);
+        put_num(f, l->latency_us), fprintf(f, "; bandwidth_gbs = ");
+        put_num(f, l->bandwidth_gbs), fprintf(f, "; }");
+    }
+    fprintf(f, " );\n");
 }
 
 int ht_profile_save(const char *path, const ht_profile *p) {
@@ -432,4 +465,9 @@ void ht_profile_print(FILE *f, const ht_profile *p) {
         for (int j = 0; j < d->nrates; j++)
             fprintf(f, "  batch %-6d %12.1f samples/s\n", d->rates[j].batch, d->rates[j].value);
     }
+    if (p->nlinks)
+        fprintf(f, "links (MPI):\n  %4s %4s %12s %14s\n", "a", "b", "latency us", "bandwidth GB/s");
+    for (int i = 0; i < p->nlinks; i++)
+        fprintf(f, "  %4d %4d %12.2f %14.3f\n", p->links[i].a, p->links[i].b,
+                p->links[i].latency_us, p->links[i].bandwidth_gbs);
 }

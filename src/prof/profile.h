@@ -20,10 +20,15 @@
  *       tuning = "p.0.tuning.cfg";     # optional: a device.tuning file of the clblast group
  *       clblast = { Xgemm = { GEMMK = 0; KWG = 16; ... }; GemmRoutine = { ... }; };  # optional
  *     } );
+ *   links = (                          # optional: MPI links between ranks (hetprof under mpirun)
+ *     { a = 0; b = 1; latency_us = 1.9; bandwidth_gbs = 6.2; } );  # devices[a] <-> devices[b]
  *
  * gemm, layers and samples_per_s may be empty lists; every bandwidth, latency, time and
- * rate must be > 0 (times >= 0). A device's clblast group has the shape of the top-level
- * group of a device.tuning file (src/ocl/blas.c); ht_profile_write_tuning writes one. */
+ * rate must be > 0 (times >= 0). A link joins two different devices (0 <= a < b < number
+ * of devices, each pair at most once): latency_us is half the best round trip of an 8-byte
+ * message, bandwidth_gbs the bytes of a large message / half its best round trip / 1e9. A device's
+ * clblast group has the shape of the top-level group of a device.tuning file (src/ocl/blas.c);
+ * ht_profile_write_tuning writes one. */
 #ifndef HT_PROF_PROFILE_H
 #define HT_PROF_PROFILE_H
 
@@ -35,6 +40,7 @@
 #define HT_PROF_MAX_BATCHES 16
 #define HT_PROF_MAX_KERNELS 8
 #define HT_PROF_MAX_PARAMS 16
+#define HT_PROF_MAX_LINKS (HT_PROF_MAX_DEVS * (HT_PROF_MAX_DEVS - 1) / 2)
 
 typedef struct ht_prof_gemm {
     int m, n, k, ta, tb; /* row-major C(m,n) = op(A)(m,k) op(B)(k,n) */
@@ -74,12 +80,20 @@ typedef struct ht_prof_dev {
     int nclblast; /* 0 = not tuned */
 } ht_prof_dev;
 
+/* The MPI link between the ranks that measured devices a and b (a < b). */
+typedef struct ht_prof_link {
+    int a, b;
+    double latency_us, bandwidth_gbs;
+} ht_prof_link;
+
 typedef struct ht_profile {
     char model[256];
     int batches[HT_PROF_MAX_BATCHES];
     int nbatches;
     ht_prof_dev dev[HT_PROF_MAX_DEVS];
     int ndev;
+    ht_prof_link links[HT_PROF_MAX_LINKS];
+    int nlinks;
 } ht_profile;
 
 /* Reads and validates a profile. HT_EINPUT with "FILE:LINE: what, expected what" for a
@@ -99,7 +113,7 @@ int ht_profile_write_tuning(const ht_profile *p, int dev, const char *path);
  * (or dev / batch is out of range). */
 double ht_profile_speed(const ht_profile *p, int dev, int batch);
 
-/* Human-readable table of every device's figures. */
+/* Human-readable table of every device's figures, then the links. */
 void ht_profile_print(FILE *f, const ht_profile *p);
 
 #endif

@@ -40,8 +40,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/rng.h"
-#include "ocl/internal.h" /* the one use of src/ocl internals: ht_blas_tune switches
-                           * CLBlast parameter sets on an open device */
+#include "ocl/ocl.h" /* ht_dev_tune switches CLBlast parameter sets on an open device */
 #include "prof/tune.h"
 
 static FILE *g_log;
@@ -395,7 +394,7 @@ static void measure(const setup *su, const char *const files[2], result *r) {
     t0 = ht_now();
     r->ok = 1;
     for (int set = nsets - 1; set >= 0 && r->ok; set--) {
-        if (nsets == 2 && ht_blas_tune(w.d, files[set]) != HT_OK) {
+        if (nsets == 2 && ht_dev_tune(w.d, files[set]) != HT_OK) {
             r->ok = 0;
             snprintf(r->msg, sizeof r->msg, "%s", ht_errmsg());
         }
@@ -427,7 +426,7 @@ static void measure(const setup *su, const char *const files[2], result *r) {
         r->t[0][i] = r->t[1][i] = 1e30;
         for (int rep = 0; rep < 60 && (rep < 5 || spent[0] < 0.04); rep++) {
             for (int set = 0; set < nsets; set++) {
-                if (nsets == 2) ht_blas_tune(w.d, files[set]); /* both applied fine above */
+                if (nsets == 2) ht_dev_tune(w.d, files[set]); /* both applied fine above */
                 double ts = ht_now();
                 call(&w, s);
                 ht_dev_finish(w.d);

@@ -14,7 +14,9 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "data/data.h"
+#include "io/trace.h"
 #include "plan/plan.h"
+#include "train/reduce.h"
 
 const char *ht_cluster_selector(const ht_config *cfg, const char *cli_device, int rank) {
     if (cli_device) return cli_device;
@@ -44,6 +46,14 @@ int ht_cluster_init(ht_cluster *c, const ht_config *cfg) {
     set_slice(c);
     c->slowdown = cfg->cluster.nslowdown ? cfg->cluster.slowdown[c->rank] : 1.0;
     c->ring = strcmp(cfg->cluster.allreduce, "mpi") != 0;
+    c->rebalance = c->world > 1 && !cfg->cluster.nshares && !strcmp(cfg->cluster.split, "speed") &&
+                   cfg->cluster.rebalance;
+    /* EMA weight 0.3 (a slowdown shows within a few steps), adopt only >5% predicted gains,
+     * at most every 5 steps, the first 2 steps ignored (compilation, first allocations) */
+    if (c->rebalance && (rc = ht_rebalancer_init(&c->rb, c->world, 0.3, 0.05, 5, 2)) != HT_OK) {
+        c->rebalance = 0;
+        return rc;
+    }
     return HT_OK;
 }
 
@@ -76,7 +86,7 @@ void ht_cluster_announce(ht_cluster *c, const char *devname) {
     ht_comm_allgather(dev, HT_DEVNAME_TEXT, c->devnames);
     double *slow = ht_xcalloc((size_t)c->world, sizeof(double));
     ht_comm_allgather(&c->slowdown, sizeof(double), slow);
-    if (c->rank == 0) {
+    if (c->rank == 0 && c->world > 1) {
         ht_log_info("cluster: %d ranks, global batch %d, all-reduce %s", c->world, c->B,
                     c->ring ? "ring" : "mpi");
         for (int r = 0; r < c->world; r++) {
@@ -87,15 +97,21 @@ void ht_cluster_announce(ht_cluster *c, const char *devname) {
                         c->hosts + (size_t)r * HT_HOST_TEXT,
                         c->devnames + (size_t)r * HT_DEVNAME_TEXT, c->shares[r], slowtxt);
         }
+        if (c->rebalance) ht_log_info("cluster: shares follow the measured speeds (rebalancing)");
     }
     free(slow);
+    char label[HT_HOST_TEXT + HT_DEVNAME_TEXT + 64];
+    snprintf(label, sizeof label, "rank %d (%s, %s)", c->rank, host, dev);
+    ht_trace_set_label(label);
 }
 
 void ht_cluster_free(ht_cluster *c) {
+    if (c->rebalance) ht_rebalancer_free(&c->rb);
     free(c->shares);
     free(c->host);
     free(c->hosts);
     free(c->devnames);
+    ht_reduce_free(c->red);
     memset(c, 0, sizeof *c);
 }
 
@@ -118,7 +134,9 @@ static void idle(double s) {
 void ht_cluster_reduce(ht_cluster *c, ht_model *m, double compute_s, int *stop) {
     /* Emulation (DESIGN.md): a device `slowdown` times slower than this one would have
      * needed slowdown x compute_s; idle for the difference before joining the reduction. */
+    double ti = ht_now();
     idle((c->slowdown - 1) * compute_s);
+    if (c->slowdown != 1) ht_trace_span("slowdown (emulated)", ti, ht_now());
     c->t_compute += compute_s * c->slowdown;
     c->nsteps++;
     if (c->world == 1) return;
@@ -140,29 +158,110 @@ void ht_cluster_reduce(ht_cluster *c, ht_model *m, double compute_s, int *stop) 
         ht_comm_allreduce_sum(c->host, c->n + 1);
     ht_buf_write(m->dev, m->grads, 0, c->n * sizeof(float), c->host);
     *stop = c->host[c->n] > 0;
+    double t3 = ht_now();
     c->t_wait += t2 - t1;
-    c->t_comm += (t1 - t0) + (ht_now() - t2);
+    c->t_comm += (t1 - t0) + (t3 - t2);
+    ht_trace_span("gradients to host", t0, t1);
+    ht_trace_span("wait", t1, t2);
+    ht_trace_span("all-reduce", t2, t3);
+}
+
+/* "a,b,c" of n shares into buf */
+static void shares_text(char *buf, size_t size, const int *share, int n) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (int r = 0; r < n && len < size; r++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%d", r ? "," : "", share[r]);
+}
+
+int ht_cluster_rebalance(ht_cluster *c, ht_metrics *metrics, int64_t step) {
+    if (!c->rebalance) return HT_OK;
+    /* this step's compute: whichever reduction path ran added it to t_compute */
+    double mine = c->t_compute - c->rb_mark;
+    c->rb_mark = c->t_compute;
+    double *t = ht_xcalloc((size_t)c->world, sizeof(double));
+    int *before = ht_xcalloc((size_t)c->world, sizeof(int));
+    ht_comm_allgather(&mine, sizeof(double), t);
+    memcpy(before, c->shares, (size_t)c->world * sizeof(int));
+    /* a pure function of identical inputs: every rank takes the same decision */
+    int changed = ht_rebalancer_update(&c->rb, step, c->B, t, NULL, c->shares);
+    int rc = changed < 0 ? -changed : HT_OK;
+    if (changed > 0) {
+        set_slice(c);
+        double was = ht_plan_step_time(c->world, before, c->rb.ema_speed);
+        double now = ht_plan_step_time(c->world, c->shares, c->rb.ema_speed);
+        if (c->rank == 0) {
+            char from[1024], to[1024];
+            shares_text(from, sizeof from, before, c->world);
+            shares_text(to, sizeof to, c->shares, c->world);
+            ht_log_info("step %lld: shares %s -> %s (predicted step time %.1f ms -> %.1f ms)",
+                        (long long)step, from, to, 1e3 * was, 1e3 * now);
+            if (metrics)
+                rc = ht_metrics_write(metrics,
+                                      "type=%s step=%lld from=%s to=%s predicted_ms_before=%g "
+                                      "predicted_ms_after=%g",
+                                      "rebalance", (long long)step, from, to, 1e3 * was, 1e3 * now);
+        }
+    }
+    free(t);
+    free(before);
+    return rc;
+}
+
+void ht_cluster_trace_start(ht_cluster *c) {
+    ht_comm_barrier(); /* one time origin for all ranks (up to the barrier's exit skew) */
+    ht_trace_start(c->rank);
+}
+
+int ht_cluster_trace_write(ht_cluster *c, const char *path) {
+    char *mine;
+    size_t len;
+    ht_trace_serialize(&mine, &len);
+    size_t *lens = ht_xcalloc((size_t)c->world, sizeof(size_t));
+    ht_comm_allgather(&len, sizeof len, lens);
+    size_t total = 0;
+    for (int r = 0; r < c->world; r++)
+        total += lens[r];
+    char *all = c->rank == 0 ? ht_xmalloc(total + 1) : NULL;
+    ht_comm_gatherv(mine, len, all, lens, 0);
+    int rc = HT_OK;
+    if (c->rank == 0) {
+        const char **parts = ht_xcalloc((size_t)c->world, sizeof(char *));
+        size_t off = 0;
+        for (int r = 0; r < c->world; r++) {
+            parts[r] = all + off;
+            off += lens[r];
+        }
+        rc = ht_trace_write(path, parts, lens, c->world);
+        if (rc == HT_OK) ht_log_info("trace: %s (open in ui.perfetto.dev)", path);
+        free(parts);
+    }
+    free(all);
+    free(lens);
+    free(mine);
+    return rc;
 }
 
 void ht_cluster_sum(double *v, int n) { ht_comm_allreduce_sum_f64(v, (size_t)n); }
 
 int ht_cluster_record(ht_cluster *c, ht_metrics *metrics, int64_t step) {
-    double mine[4] = {c->nsteps ? c->t_compute / c->nsteps : 0,
+    double mine[5] = {c->nsteps ? c->t_compute / c->nsteps : 0,
                       c->nsteps ? c->t_wait / c->nsteps : 0, c->nsteps ? c->t_comm / c->nsteps : 0,
-                      c->slowdown};
-    double *all = ht_xcalloc((size_t)c->world * 4, sizeof(double));
+                      c->slowdown, c->nsteps ? c->t_hidden / c->nsteps : 0};
+    double *all = ht_xcalloc((size_t)c->world * 5, sizeof(double));
     ht_comm_allgather(mine, sizeof mine, all);
-    c->t_compute = c->t_wait = c->t_comm = 0;
+    c->rb_mark -= c->t_compute; /* keeps t_compute - rb_mark = compute since the last rebalance */
+    c->t_compute = c->t_wait = c->t_comm = c->t_hidden = 0;
     c->nsteps = 0;
     int rc = HT_OK;
     for (int r = 0; metrics && c->rank == 0 && r < c->world && rc == HT_OK; r++) {
-        const double *a = all + 4 * r;
+        const double *a = all + 5 * r;
         rc = ht_metrics_write(metrics,
                               "type=%s step=%lld rank=%d host=%s device=%s share=%d "
-                              "compute_s=%g wait_s=%g comm_s=%g slowdown=%g",
+                              "compute_s=%g wait_s=%g comm_s=%g comm_hidden_s=%g slowdown=%g",
                               "rank", (long long)step, r, c->hosts + (size_t)r * HT_HOST_TEXT,
                               c->devnames + (size_t)r * HT_DEVNAME_TEXT, c->shares[r], a[0], a[1],
-                              a[2], a[3]);
+                              a[2], a[4], a[3]);
     }
     free(all);
     return rc;

@@ -9,6 +9,7 @@
 #include "config/config.h"
 #include "io/metrics.h"
 #include "nn/model.h"
+#include "plan/plan.h"
 
 #define HT_HOST_TEXT 64
 #define HT_DEVNAME_TEXT 96
@@ -24,9 +25,17 @@ typedef struct ht_cluster {
     size_t n;
     /* per-rank identity, gathered at start: world * HT_HOST_TEXT, world * HT_DEVNAME_TEXT */
     char *hosts, *devnames;
-    /* seconds since the last record: compute (+ emulated idle), wait, communication */
-    double t_compute, t_wait, t_comm;
+    /* seconds since the last record: compute (+ emulated idle), wait, communication (with
+     * cluster.overlap: what is left after backward), communication hidden behind backward */
+    double t_compute, t_wait, t_comm, t_hidden;
+    struct ht_reduce *red; /* bucketed reduction state (train/reduce.c), made on first use */
     int64_t nsteps;
+    /* online rebalancing (cluster.split "speed" with cluster.rebalance): t_compute at the last
+     * rebalance, so that t_compute - rb_mark is the last step's compute seconds, emulated
+     * slowdown included (it stands for a slower device) */
+    int rebalance;
+    ht_rebalancer rb;
+    double rb_mark;
 } ht_cluster;
 
 /* The device selector of this rank: --device, else cluster.devices[rank] (or [0] for all),
@@ -39,7 +48,9 @@ int ht_cluster_init(ht_cluster *c, const ht_config *cfg);
 /* Re-splits the batch in proportion to speeds (samples/s, one per rank, gathered here from
  * each rank's `my_speed`) with src/plan; every rank computes the same split. */
 int ht_cluster_split_by_speed(ht_cluster *c, double my_speed);
-/* Gathers host and device names; rank 0 logs the rank -> host -> device -> share table. */
+/* Gathers host and device names; with several ranks, rank 0 logs the rank -> host -> device
+ * -> share table (call it after any split by speed: it shows the shares used). Names this
+ * rank's trace track (call it after ht_cluster_trace_start). */
 void ht_cluster_announce(ht_cluster *c, const char *devname);
 void ht_cluster_free(ht_cluster *c);
 
@@ -48,6 +59,16 @@ void ht_cluster_bcast_params(ht_cluster *c, ht_model *m);
 /* After backward on this rank's share: emulated slowdown idle for `compute_s`, then sums the
  * gradients over ranks into m->grads; *stop becomes 1 on every rank when any rank's was set. */
 void ht_cluster_reduce(ht_cluster *c, ht_model *m, double compute_s, int *stop);
+/* Collective, after step `step` (every rank): with rebalancing on, gathers every rank's
+ * compute seconds of the step and feeds the same numbers to the rebalancer on every rank, so all adopt the
+ * same new shares for the next step; rank 0 logs each change and writes a "rebalance" metrics
+ * record. Returns HT_OK or the error of the metrics write / the rebalancer. */
+int ht_cluster_rebalance(ht_cluster *c, ht_metrics *metrics, int64_t step);
+/* Collective: starts trace recording on every rank from a common time origin (a barrier). */
+void ht_cluster_trace_start(ht_cluster *c);
+/* Collective: rank 0 gathers every rank's trace events (src/io/trace) and writes one Chrome
+ * trace file to path, atomically. HT_OK, or HT_ERUNTIME (on rank 0) when it cannot. */
+int ht_cluster_trace_write(ht_cluster *c, const char *path);
 /* Sums per-rank loss sums and correct counts (double, in place, n values). */
 void ht_cluster_sum(double *v, int n);
 /* Collective (every rank, same steps): rank 0 writes one "rank" metrics record per rank with

@@ -17,12 +17,14 @@
 #include "data/data.h"
 #include "io/metrics.h"
 #include "io/progress.h"
+#include "io/trace.h"
 #include "nn/model.h"
 #include "ocl/ocl.h"
 #include "optim/optim.h"
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
 #include "train/cluster.h"
+#include "train/reduce.h"
 
 static volatile sig_atomic_t g_stop;
 
@@ -127,6 +129,14 @@ static void source_batch(source *src, ht_model *m, int64_t step, int B, int lo, 
     ht_model_set_batch(m, src->x, src->y, hi - lo);
 }
 
+/* Ends a trace span after the device has finished its work (only when tracing: the extra
+ * synchronisation would cost time otherwise). */
+static void trace_end(ht_dev *dev) {
+    if (!ht_trace_on()) return;
+    ht_dev_finish(dev);
+    ht_trace_end();
+}
+
 /* Runs a forward-only batch already uploaded and adds its loss and correct rows. */
 static void eval_batch(ht_model *m, int b, double *lsum, long *correct) {
     ht_model_forward(m, b, 0);
@@ -144,6 +154,7 @@ static void evaluate(ht_model *m, source *src, double *loss, double *acc) {
     double lsum = 0;
     long correct = 0, rows = 0;
     int B = m->max_batch;
+    ht_trace_begin("evaluate");
     ht_model_set_training(m, 0, 0, 0);
     if (src->text) {
         for (int j = 0; src->tval.n && j < src->eval_batches; j++) {
@@ -163,6 +174,7 @@ static void evaluate(ht_model *m, source *src, double *loss, double *acc) {
             rows += b;
         }
     }
+    ht_trace_end(); /* the loss read-back synchronised */
     *loss = rows ? lsum / rows : NAN;
     *acc = rows ? (double)correct / rows : NAN;
 }
@@ -203,7 +215,6 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
     double tb = ht_dev_build_seconds(dev, &hit);
     ht_log_info("device %d: %s (%s), kernels %s in %.2f s", dev_index, ht_dev_info(dev)->name,
                 ht_dev_info(dev)->platform, hit ? "loaded from cache" : "built", tb);
-    if (dp) ht_cluster_announce(&cl, ht_dev_info(dev)->name);
 
     const int B = cfg->train.batch;
     ht_model model;
@@ -267,7 +278,10 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
             HT_OK)
             goto out_loop;
     }
-    const int b = cl.hi - cl.lo; /* this rank's share of every global batch */
+    if (opts->trace) ht_cluster_trace_start(&cl);
+    /* after the speed split, so that the table shows the shares used */
+    ht_cluster_announce(&cl, ht_dev_info(dev)->name);
+    int b = cl.hi - cl.lo; /* this rank's share of the global batch (rebalancing moves it) */
     ht_progress prog;
     /* -q (log level below info) silences progress too; only rank 0 reports. */
     int show = cl.rank == 0 && ht_log_level() >= HT_LOG_INFO;
@@ -282,18 +296,25 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
     for (; step < end && !stop; step++) {
         float lr = (float)ht_lr_at(&sched, step, total);
         double tc = ht_now();
+        b = cl.hi - cl.lo;
+        ht_trace_set_step(step);
+        ht_trace_begin("batch");
         source_batch(&src, &model, step, B, cl.lo, cl.hi);
+        trace_end(dev);
         ht_model_set_training(&model, 1, cfg->train.seed, step);
+        ht_trace_begin("forward");
         ht_model_forward(&model, b, 1);
+        trace_end(dev);
         /* 1/rows with the GLOBAL batch: each rank's gradient is its part of the full-batch
          * mean, so the plain sum over ranks is exact whatever the shares */
-        ht_model_backward(&model, b, (float)(1.0 / rows));
-        stop = g_stop;
-        if (dp || cl.slowdown != 1) {
-            ht_dev_finish(dev);
-            ht_cluster_reduce(&cl, &model, ht_now() - tc, &stop);
-        }
+        /* under mpirun: backward in gradient buckets, each all-reduced while the layers
+         * below still compute (train/reduce.c; cluster.overlap = false: all after) */
+        ht_trace_begin("backward + reduce");
+        ht_reduce_backward(&cl, &model, cfg, b, (float)(1.0 / rows), tc, &g_stop, &stop);
+        trace_end(dev);
+        ht_trace_begin("optimizer step");
         ht_optim_step(&opt, model.params, model.grads, lr);
+        trace_end(dev);
         int64_t done = step + 1;
         if (step == start_step) {
             ht_dev_finish(dev);
@@ -340,6 +361,8 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
         if (cl.rank == 0 && *ckpt && cfg->checkpoint.every > 0 && done % cfg->checkpoint.every == 0 &&
             (rc = ht_checkpoint_save(ckpt, &model, &opt, done, cfg->optim.type)) != HT_OK)
             goto out_loop;
+        /* new shares (if any) from the next step on: after this step's loss and records */
+        if ((rc = ht_cluster_rebalance(&cl, metrics, done)) != HT_OK) goto out_loop;
     }
     ht_dev_finish(dev);
     double t_train = ht_now() - t_loop - t_eval;
@@ -364,6 +387,8 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
     res->val_acc = vacc;
     res->samples_per_s = step > start_step ? (double)(step - start_step) * B / t_train : 0;
     if (opts->profile) ht_dev_profile_report(dev, stderr);
+    ht_trace_set_step(-1);
+    if (opts->trace && (rc = ht_cluster_trace_write(&cl, opts->trace)) != HT_OK) goto out_loop;
     rc = HT_OK;
 
 out_loop:
@@ -377,5 +402,6 @@ out_data:
     source_free(&src);
 out_cluster:
     ht_cluster_free(&cl);
+    ht_trace_stop();
     return rc;
 }

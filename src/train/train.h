@@ -14,6 +14,7 @@ typedef struct ht_train_opts {
     int resume;         /* --resume: continue from checkpoint.path if it exists */
     int profile;        /* --profile: per-kernel times at the end */
     int64_t stop_after; /* --stop-after N: at most N steps in this run, then checkpoint (0 = no limit) */
+    const char *trace;  /* --trace FILE: Chrome trace of every rank's steps (NULL = none) */
 } ht_train_opts;
 
 typedef struct ht_train_result {
