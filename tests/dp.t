@@ -119,4 +119,24 @@ ok $? "per-rank records carry comm_hidden_s"
 dp 4 nooverlap --set cluster.overlap=false
 [ $RC -eq 0 ] && same_losses "$TMP/one.loss" "$TMP/nooverlap.loss"
 ok $? "4 ranks, cluster.overlap=false: the 1-process loss sequence within 1e-5"
+# cluster.profile: the speed split takes each rank's speed from a hetprof profile of this
+# job (here both ranks share one device, whose profiled speed the emulated slowdown 1 vs 3
+# divides); the shares follow, and a profile that is not a profile exits 2 with file:line.
+HETPROF="$HT_BUILD/hetprof"
+"$HETPROF" --quick -c "$TMP/job.cfg" -o "$TMP/prof.cfg" >/dev/null 2>&1
+ok $? "hetprof --quick profiles the job's device"
+dp 2 prof --set cluster.split=speed --set cluster.profile="$TMP/prof.cfg" --set 'cluster.slowdown=[1, 3]'
+s0=$(grep '"type":"rank","step":[0-9]*,"rank":0' "$TMP/prof.jsonl" | head -1 | sed -E 's/.*"share":([0-9]+).*/\1/')
+[ $RC -eq 0 ] && same_losses "$TMP/one.loss" "$TMP/prof.loss" && [ "${s0:-0}" -ge 6 ]
+ok $? "2 ranks, speeds from the profile (slowdowns 1 and 3): rank 0 gets ${s0:-?} of 9; the 1-process losses"
+printf 'devices = ( { name = 1; } );\n' >"$TMP/badprof.cfg"
+EXPECT_FAIL=1
+sed -E 's/^( *name = ")[^"]*"/\1no-such-device"/' "$TMP/prof.cfg" >"$TMP/otherdev.cfg"
+dp 2 otherdev --set cluster.split=speed --set cluster.profile="$TMP/otherdev.cfg"
+[ $RC -eq 2 ] && grep -q "otherdev.cfg: no device '.*' (.*) in the profile" "$TMP/otherdev.err"
+ok $? "a profile without this rank's device exits 2 saying so ($RC)"
+dp 2 badprof --set cluster.split=speed --set cluster.profile="$TMP/badprof.cfg"
+[ $RC -eq 2 ] && grep -q "badprof.cfg:1" "$TMP/badprof.err"
+ok $? "a malformed profile exits 2 with file:line ($RC)"
+unset EXPECT_FAIL
 done_testing

@@ -537,7 +537,7 @@ static const char *const ALL_KEYS[] = {
     "log.metrics",       "log.progress",       "log.every",         "checkpoint.path",
     "checkpoint.every",  "cluster.shares",     "cluster.split",     "cluster.devices",
     "cluster.slowdown",  "cluster.allreduce", "cluster.overlap", "cluster.rebalance",
-    "cluster.bucket_first_mb", "cluster.bucket_cap_mb"};
+    "cluster.bucket_first_mb", "cluster.bucket_cap_mb", "cluster.profile"};
 #define NKEYS (int)(sizeof ALL_KEYS / sizeof ALL_KEYS[0])
 
 static void test_schema_and_write(void) {

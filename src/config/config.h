@@ -93,6 +93,7 @@ typedef struct ht_config {
         int shares[HT_MAX_RANKS]; /* samples of train.batch per rank; nshares == 0: by split */
         int nshares;
         char split[16];           /* "equal" | "speed": shares when none are given */
+        char profile[HT_PATH_MAX]; /* split "speed": hetprof profile; "" = a timed pass */
         int rebalance;            /* split "speed": re-split online as measured speeds drift */
         char devices[HT_MAX_RANKS][HT_SEL_TEXT]; /* device selector per rank, or one for all */
         int ndevices;

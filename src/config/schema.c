@@ -173,6 +173,9 @@ const ht_ckey ht_config_keys[] = {
      "cluster.split"},
     {"cluster.split", HT_CK_STR, 0, "\"equal\"", 0, 0, SPLITS, FIELD(cluster.split),
      "mpirun, no shares: equal shares, or proportional to a quick measured speed per rank"},
+    {"cluster.profile", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(cluster.profile),
+     "mpirun, split \"speed\": hetprof profile giving each rank's device speed for this model; "
+     "\"\" = time one pass per rank at start-up"},
     {"cluster.rebalance", HT_CK_BOOL, 0, "false", 0, 0, NULL, FIELD(cluster.rebalance),
      "mpirun, split \"speed\": keep re-splitting the batch as the measured per-rank speeds drift "
      "(off by default: the rebalancer assumes time proportional to share, see BENCHMARKS.md)"},

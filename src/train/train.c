@@ -22,6 +22,7 @@
 #include "ocl/ocl.h"
 #include "optim/optim.h"
 #include "optim/schedule.h"
+#include "prof/profile.h"
 #include "train/checkpoint.h"
 #include "train/cluster.h"
 #include "train/reduce.h"
@@ -186,6 +187,35 @@ static int file_exists(const char *path) {
 
 /* ---------------------------------------------------------------- run */
 
+/* This rank's speed (samples/s at `share`) from the hetprof profile in cluster.profile: the
+ * entry of the same device name and platform. Bad or non-matching profiles are bad input. */
+static int profile_speed(const ht_config *cfg, const ht_model *m, const ht_devinfo *di, int share,
+                         double *speed) {
+    ht_profile *p = ht_xmalloc(sizeof *p);
+    int rc = ht_profile_load(cfg->cluster.profile, p);
+    int found = -1;
+    for (int i = 0; rc == HT_OK && i < p->ndev && found < 0; i++)
+        if (!strcmp(p->dev[i].name, di->name) && !strcmp(p->dev[i].platform, di->platform))
+            found = i;
+    if (rc == HT_OK && found < 0)
+        rc = ht_error(HT_EINPUT,
+                      "%s: no device '%s' (%s) in the profile; profile this rank's device with "
+                      "hetprof --device, or set cluster.profile = \"\"",
+                      cfg->cluster.profile, di->name, di->platform);
+    if (rc == HT_OK && !((*speed = ht_profile_speed(p, found, share)) > 0))
+        rc = ht_error(HT_EINPUT, "%s: device '%s' has no layer times or samples_per_s to derive "
+                                 "a speed from; run hetprof -c %s",
+                      cfg->cluster.profile, di->name, cfg->source);
+    if (rc == HT_OK && strcmp(p->model, m->desc))
+        ht_log_warn("%s was measured for model '%s', this job trains '%s'; speeds may mislead",
+                    cfg->cluster.profile, p->model, m->desc);
+    if (rc == HT_OK)
+        ht_log_info("speed of this rank from %s: %.1f samples/s at %d", cfg->cluster.profile,
+                    *speed, share);
+    free(p);
+    return rc;
+}
+
 int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *res) {
     double t_start = ht_now();
     memset(res, 0, sizeof *res);
@@ -261,7 +291,13 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
         goto out_model;
 
     source_start(&src, cfg, B);
-    if (dp && !cfg->cluster.nshares && !strcmp(cfg->cluster.split, "speed")) {
+    if (dp && !cfg->cluster.nshares && !strcmp(cfg->cluster.split, "speed") &&
+        *cfg->cluster.profile) {
+        double sp = 0;
+        if ((rc = profile_speed(cfg, &model, ht_dev_info(dev), cl.hi - cl.lo, &sp)) != HT_OK ||
+            (rc = ht_cluster_split_by_speed(&cl, sp / cl.slowdown)) != HT_OK)
+            goto out_loop;
+    } else if (dp && !cfg->cluster.nshares && !strcmp(cfg->cluster.split, "speed")) {
         /* a quick speed per rank: the second of two forward/backward passes on an equal
          * share (the first compiles and allocates), emulated slowdown included */
         source_batch(&src, &model, 0, B, cl.lo, cl.hi);
