@@ -577,6 +577,45 @@ static void test_gpt_chain(void) {
     free_run(&e);
     ht_model_set_training(&m, 1, 99, 7);
     check_splits(&m, B, "gpt with dropout (training)");
+
+    /* a row offset: rows [1, B) run alone with offset 1 draw the masks they have in the whole
+     * batch (a data-parallel rank's slice), so their logits are the whole batch's rows; with
+     * offset 0 the slice draws other masks */
+    {
+        int32_t *tok = malloc((size_t)B * T * sizeof(int32_t)),
+                *tgt = malloc((size_t)B * T * sizeof(int32_t));
+        for (int i = 0; i < B * T; i++) {
+            tok[i] = (int32_t)ht_rng_below(21, (uint64_t)i, (uint32_t)V);
+            tgt[i] = (int32_t)ht_rng_below(22, (uint64_t)i, (uint32_t)V);
+        }
+        size_t row = (size_t)m.width[m.nlayers], nl = (size_t)(B - 1) * row;
+        float *whole = malloc((size_t)B * row * sizeof(float)), *off1 = malloc(nl * sizeof(float)),
+              *off0 = malloc(nl * sizeof(float));
+        ht_model_set_training(&m, 1, 99, 7);
+        ht_model_set_row_offset(&m, 0);
+        ht_model_set_batch_tokens(&m, tok, tgt, B);
+        ht_model_forward(&m, B, 0);
+        ht_buf_read(D, m.acts, m.act_off[m.nlayers] * sizeof(float), (size_t)B * row * sizeof(float),
+                    whole);
+        ht_model_set_batch_tokens(&m, tok + T, tgt + T, B - 1);
+        ht_model_set_row_offset(&m, 1);
+        ht_model_forward(&m, B - 1, 0);
+        ht_buf_read(D, m.acts, m.act_off[m.nlayers] * sizeof(float), nl * sizeof(float), off1);
+        ht_model_set_row_offset(&m, 0);
+        ht_model_forward(&m, B - 1, 0);
+        ht_buf_read(D, m.acts, m.act_off[m.nlayers] * sizeof(float), nl * sizeof(float), off0);
+        double e1 = tap_max_relerr(off1, whole + row, nl, 1e-6),
+               e0 = tap_max_relerr(off0, whole + row, nl, 1e-6);
+        tap_ok(e1 <= 1e-5 && e0 > 1e-3,
+               "dropout row offset 1: rows [1,%d) alone match the whole batch's rows (max rel "
+               "err %.2e); offset 0 draws other masks (%.2e)",
+               B, e1, e0);
+        free(tok);
+        free(tgt);
+        free(whole);
+        free(off1);
+        free(off0);
+    }
     free(p);
     ht_model_free(&m);
 }

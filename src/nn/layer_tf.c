@@ -30,6 +30,12 @@ static int dropout_on(const ht_model *m, const ht_layer *l) {
     return m->training && l->dropout > 0.0f;
 }
 
+/* The mask counter of local element 0 of a (B, l->out) dropout site: element k of local
+ * sample s is element (row0 + s) * out + k of the global batch. */
+static uint64_t dropout_first(const ht_model *m, const ht_layer *l) {
+    return (uint64_t)m->dropout_row0 * (uint64_t)l->out;
+}
+
 /* ---------------------------------------------------------------- embedding */
 
 static double embed_flops_fwd(const ht_layer *l) { return (double)l->out; }       /* wte+wpe */
@@ -45,8 +51,9 @@ static void embed_fwd(ht_model *m, int i, int B, ht_act unused) {
     ht_embed_forward(m->dev, out, ht_model_act(m, i), ht_layer_param(m, l, 0),
                      ht_layer_param(m, l, 1), B, T, C, V);
     if (dropout_on(m, l))
-        ht_dropout_forward(m->dev, out, out, (size_t)B * l->out, l->dropout,
-                           ht_model_dropout_seed(m, i, 0), m->dropout_step);
+        ht_dropout_forward_at(m->dev, out, out, (size_t)B * l->out, l->dropout,
+                              ht_model_dropout_seed(m, i, 0), m->dropout_step,
+                              dropout_first(m, l));
 }
 
 static void embed_bwd(ht_model *m, int i, int B, ht_act unused, float scale, int accumulate) {
@@ -54,8 +61,9 @@ static void embed_bwd(ht_model *m, int i, int B, ht_act unused, float scale, int
     int T = seq_T(l), C = seq_C(l), V = (int)l->t[0].shape[0];
     ht_view dout = ht_model_dact(m, i + 1);
     if (dropout_on(m, l)) {
-        ht_dropout_backward(m->dev, ht_model_work(m), dout, (size_t)B * l->out, l->dropout,
-                            ht_model_dropout_seed(m, i, 0), m->dropout_step);
+        ht_dropout_backward_at(m->dev, ht_model_work(m), dout, (size_t)B * l->out, l->dropout,
+                               ht_model_dropout_seed(m, i, 0), m->dropout_step,
+                               dropout_first(m, l));
         dout = ht_model_work(m);
     }
     ht_embed_backward(m->dev, ht_layer_grad(m, l, 0), ht_layer_grad(m, l, 1), dout,
@@ -221,8 +229,8 @@ static void blk_residual(ht_model *m, int i, ht_view out, ht_view x, ht_view br,
                          int site) {
     const ht_layer *l = &m->layers[i];
     if (dropout_on(m, l))
-        ht_dropout_forward(m->dev, br, br, n, l->dropout, ht_model_dropout_seed(m, i, site),
-                           m->dropout_step);
+        ht_dropout_forward_at(m->dev, br, br, n, l->dropout, ht_model_dropout_seed(m, i, site),
+                              m->dropout_step, dropout_first(m, l));
     ht_residual_forward(m->dev, out, x, br, n);
 }
 
@@ -250,8 +258,8 @@ static void blk_fwd(ht_model *m, int i, int B, ht_act unused) {
 static ht_view blk_branch_grad(ht_model *m, int i, ht_view dout, ht_view tmp, size_t n, int site) {
     const ht_layer *l = &m->layers[i];
     if (!dropout_on(m, l)) return dout;
-    ht_dropout_backward(m->dev, tmp, dout, n, l->dropout, ht_model_dropout_seed(m, i, site),
-                        m->dropout_step);
+    ht_dropout_backward_at(m->dev, tmp, dout, n, l->dropout, ht_model_dropout_seed(m, i, site),
+                           m->dropout_step, dropout_first(m, l));
     return tmp;
 }
 

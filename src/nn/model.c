@@ -259,6 +259,11 @@ void ht_model_set_training(ht_model *m, int on, uint64_t seed, int64_t step) {
     m->dropout_step = (uint64_t)step;
 }
 
+void ht_model_set_row_offset(ht_model *m, int64_t first_row) {
+    if (first_row < 0) ht_die(HT_ERUNTIME, "nn: row offset %lld < 0", (long long)first_row);
+    m->dropout_row0 = first_row;
+}
+
 uint64_t ht_model_dropout_seed(const ht_model *m, int i, int site) {
     return ht_rng_stream(m->dropout_seed, 0xd0000000ull + 16ull * (uint64_t)i + (uint64_t)site);
 }

@@ -111,6 +111,7 @@ typedef struct ht_model {
     int training;          /* dropout on (ht_model_set_training) */
     uint64_t dropout_seed; /* dropout masks are a pure function of (seed, step, site, i) */
     uint64_t dropout_step;
+    int64_t dropout_row0;  /* global index of local sample 0 (ht_model_set_row_offset) */
 } ht_model;
 
 /* ---------------------------------------------------------------- layers */
@@ -168,6 +169,11 @@ void ht_model_set_batch_tokens(ht_model *m, const int32_t *tokens, const int32_t
 /* Dropout: on for training steps, with a key that is a pure function of (seed, step) so a
  * resumed run draws the same masks; off (the default) for evaluation and generation. */
 void ht_model_set_training(ht_model *m, int on, uint64_t seed, int64_t step);
+/* The global index of the batch's first sample (default 0): a dropout mask element of local
+ * sample s is drawn from its place in global sample first_row + s, so a data-parallel rank
+ * holding rows [lo, hi) of the global batch (first_row = lo) draws the very masks one process
+ * draws for those rows. Kept until changed (ht_model_set_training leaves it). */
+void ht_model_set_row_offset(ht_model *m, int64_t first_row);
 
 /* ---------------------------------------------------------------- running */
 

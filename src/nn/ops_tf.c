@@ -200,7 +200,7 @@ int ht_dropout_keep(uint64_t seed, uint64_t step, uint64_t i, float p) {
 }
 
 static void dropout(ht_dev *d, ht_view y, ht_view x, size_t n, float p, uint64_t seed,
-                    uint64_t step) {
+                    uint64_t step, uint64_t first) {
     if (n == 0) return;
     if (!(p >= 0.0f && p <= 1.0f)) ht_die(HT_ERUNTIME, "nn: dropout p = %g outside [0, 1]", p);
     if (p == 0.0f) { /* the identity, bit for bit */
@@ -222,18 +222,30 @@ static void dropout(ht_dev *d, ht_view y, ht_view x, size_t n, float p, uint64_t
                      HT_INT((int32_t)(uint32_t)(key & 0xffffffffu)),
                      HT_INT((int32_t)(uint32_t)(key >> 32)),
                      HT_INT(thresh),
-                     HT_FLOAT(scale)};
+                     HT_FLOAT(scale),
+                     HT_INT((int32_t)(uint32_t)(first & 0xffffffffu)),
+                     HT_INT((int32_t)(uint32_t)(first >> 32))};
     launch_items(d, "tf_dropout", (n + 7) / 8, NARGS(args), args);
 }
 
 void ht_dropout_forward(ht_dev *d, ht_view out, ht_view inp, size_t n, float p, uint64_t seed,
                         uint64_t step) {
-    dropout(d, out, inp, n, p, seed, step);
+    dropout(d, out, inp, n, p, seed, step, 0);
 }
 
 void ht_dropout_backward(ht_dev *d, ht_view dinp, ht_view dout, size_t n, float p, uint64_t seed,
                          uint64_t step) {
-    dropout(d, dinp, dout, n, p, seed, step);
+    dropout(d, dinp, dout, n, p, seed, step, 0);
+}
+
+void ht_dropout_forward_at(ht_dev *d, ht_view out, ht_view inp, size_t n, float p, uint64_t seed,
+                           uint64_t step, uint64_t first) {
+    dropout(d, out, inp, n, p, seed, step, first);
+}
+
+void ht_dropout_backward_at(ht_dev *d, ht_view dinp, ht_view dout, size_t n, float p,
+                            uint64_t seed, uint64_t step, uint64_t first) {
+    dropout(d, dinp, dout, n, p, seed, step, first);
 }
 
 /* ---------------------------------------------------------------- attention */

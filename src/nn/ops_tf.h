@@ -86,7 +86,17 @@ void ht_dropout_forward(ht_dev *d, ht_view out, /* (n) */
 void ht_dropout_backward(ht_dev *d, ht_view dinp, /* (n) */
                          ht_view dout,            /* (n) */
                          size_t n, float p, uint64_t seed, uint64_t step);
-/* The mask on the host: 1 if element i is kept. */
+/* The same with the mask counters shifted by `first` elements: element i of this call uses
+ * counter first + i, i.e. the mask of element first + i of a larger tensor, so a slice of a
+ * batch (a data-parallel rank's rows) draws exactly the masks it has in the whole batch.
+ * first = 0 is ht_dropout_forward/backward bit for bit. */
+void ht_dropout_forward_at(ht_dev *d, ht_view out, /* (n) */
+                           ht_view inp,            /* (n) */
+                           size_t n, float p, uint64_t seed, uint64_t step, uint64_t first);
+void ht_dropout_backward_at(ht_dev *d, ht_view dinp, /* (n) */
+                            ht_view dout,            /* (n) */
+                            size_t n, float p, uint64_t seed, uint64_t step, uint64_t first);
+/* The mask on the host: 1 if element (counter) i is kept. */
 int ht_dropout_keep(uint64_t seed, uint64_t step, uint64_t i, float p);
 
 /* ---------------------------------------------------------------- attention */

@@ -119,6 +119,7 @@ static void source_free(source *src) {
  * global batch and takes its own slice, so the ranks together see exactly the batch one
  * process would. */
 static void source_batch(source *src, ht_model *m, int64_t step, int B, int lo, int hi) {
+    ht_model_set_row_offset(m, lo); /* dropout masks by global row (lo moves when rebalancing) */
     if (src->text) {
         ht_text_batch(&src->ttrain, src->seed, step, B, src->T, src->tok, src->y);
         ht_model_set_batch_tokens(m, src->tok + (size_t)lo * src->T, src->y + (size_t)lo * src->T,
