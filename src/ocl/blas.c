@@ -261,6 +261,11 @@ void ht_sgemm_at(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t
                  size_t ldb, float beta, ht_buf *c, size_t c_off, size_t ldc, const char *file,
                  int line) {
     if (m == 0 || n == 0) return;
+    if (ht_gemm_tiled_wanted(d, trans_a, trans_b, m, n, k, a, b, c)) {
+        ht_gemm_tiled(d, trans_a, trans_b, m, n, k, alpha, a, a_off, lda, b, b_off, ldb, beta, c,
+                      c_off, ldc, file, line);
+        return;
+    }
     const blas_dev *r = record(d->device);
     /* Column-major with swapped operands unless the indirect GEMMK=1 kernel will run (see
      * the top of the file); with unknown parameters, CLBlast's row-major call. */

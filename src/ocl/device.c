@@ -249,6 +249,7 @@ void ht_dev_close(ht_dev *d) {
     if (!d) return;
     if (d->queue) clFinish(d->queue);
     ht_dev_profile_reset(d);
+    if (d->gemm_ws) ht_buf_free(d->gemm_ws);
     free(d->pending);
     free(d->sums);
     for (int i = 0; i < d->nkerns; i++) clReleaseKernel(d->kerns[i].k);

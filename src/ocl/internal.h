@@ -40,6 +40,8 @@ struct ht_dev {
     int npending, cappending;
     ht_prof_sum *sums;
     int nsums, capsums;
+    const char *prof_name;  /* when set, the name ht_launch_at profiles its kernel under */
+    struct ht_buf *gemm_ws; /* tiled SGEMM's B^T workspace (gemm.c), NULL until needed */
 };
 
 struct ht_buf {
@@ -67,6 +69,15 @@ int ht_program_build(ht_dev *d, const ht_dev_opts *opts);
 
 /* Profiling: takes ownership of ev (launch.c). */
 void ht_prof_record(ht_dev *d, const char *name, cl_event ev);
+
+/* Tiled SGEMM for CPU devices (gemm.c): whether ht_sgemm_at should use it for this call
+ * (HT_GEMM=clblast|tiled|auto; auto: devices of type cpu), and the call itself. */
+int ht_gemm_tiled_wanted(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t k,
+                         const ht_buf *a, const ht_buf *b, const ht_buf *c);
+void ht_gemm_tiled(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
+                   const ht_buf *a, size_t a_off, size_t lda, const ht_buf *b, size_t b_off,
+                   size_t ldb, float beta, ht_buf *c, size_t c_off, size_t ldc, const char *file,
+                   int line);
 
 /* CLBlast tuning (blas.c). */
 int ht_blas_tune(ht_dev *d, const char *tuning_path);

@@ -67,7 +67,7 @@ void ht_launch_at(ht_dev *d, const char *name, int dims, const size_t *gws, cons
         snprintf(call, sizeof call, "clEnqueueNDRangeKernel(%s)", name);
         ht_cl_fail(d, call, err, file, line);
     }
-    if (ev) ht_prof_record(d, name, ev);
+    if (ev) ht_prof_record(d, d->prof_name ? d->prof_name : name, ev);
 }
 
 void ht_launch1d_at(ht_dev *d, const char *name, size_t n, int nargs, const ht_arg *args,
