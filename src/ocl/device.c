@@ -212,7 +212,13 @@ const char *ht_ocl_clstd(const char *clc) {
 /* ---------------------------------------------------------------- opened device */
 
 ht_dev_opts ht_dev_opts_default(void) {
-    ht_dev_opts o = {.cache = 1, .cache_dir = NULL, .tuning = NULL, .profile = 0};
+    ht_dev_opts o = {.cache = 1, .cache_dir = NULL, .tuning = NULL, .profile = 0,
+                     .gemm = HT_GEMM_AUTO};
+    const char *e = getenv("HT_GEMM");
+    if (e && !strcmp(e, "tiled")) o.gemm = HT_GEMM_TILED;
+    else if (e && !strcmp(e, "clblast")) o.gemm = HT_GEMM_CLBLAST;
+    else if (e && *e && strcmp(e, "auto"))
+        ht_die(HT_EINPUT, "HT_GEMM='%s': expected clblast, tiled or auto", e);
     return o;
 }
 
@@ -228,6 +234,7 @@ int ht_dev_open(ht_dev **out, int index, const ht_dev_opts *opts) {
     d->info = list[index];
     d->device = ht_ocl_device_id(index, &d->platform);
     d->profile = opts->profile;
+    d->gemm = opts->gemm;
     cl_int err;
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)d->platform, 0};
     d->ctx = clCreateContext(props, 1, &d->device, NULL, NULL, &err);

@@ -1,8 +1,8 @@
 /* Row-major SGEMM on CPU devices with the register-tiled kernel of cl/gemm.cl (the design of
  * conv_gemm in cl/conv.cl) instead of CLBlast: no padding or copies except B^T, which is
  * transposed into a per-device workspace so the kernel can load B's rows as float16.
- * Chosen by ht_sgemm_at (blas.c) for devices of type cpu; HT_GEMM=clblast|tiled forces
- * either path (tests, benchmarks). Each element's sum over k runs in order. */
+ * Chosen by ht_sgemm_at (blas.c) for devices of type cpu; ht_dev_opts.gemm (default from
+ * $HT_GEMM) forces either path (tests, benchmarks, the CLBlast tuner). Each element's sum over k runs in order. */
 #include "ocl/internal.h"
 
 #include <limits.h>
@@ -12,29 +12,14 @@
 
 #include "core/err.h"
 
-/* 1: tiled, 0: CLBlast, -1: not set (device type decides). */
-static int env_choice(void) {
-    static int v = -2;
-    if (v == -2) {
-        const char *e = getenv("HT_GEMM");
-        v = -1;
-        if (e && !strcmp(e, "tiled")) v = 1;
-        else if (e && !strcmp(e, "clblast")) v = 0;
-        else if (e && *e && strcmp(e, "auto"))
-            ht_die(HT_EINPUT, "HT_GEMM='%s': expected clblast, tiled or auto", e);
-    }
-    return v;
-}
-
 /* Whether every index the kernels compute fits in an int. */
 static int fits_int(size_t a, size_t b) { return a <= (size_t)INT_MAX && b <= (size_t)INT_MAX - a; }
 
 int ht_gemm_tiled_wanted(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t k,
                          const ht_buf *a, const ht_buf *b, const ht_buf *c) {
     (void)trans_a, (void)trans_b, (void)m, (void)n, (void)k;
-    int e = env_choice();
-    if (e == 0) return 0;
-    if (e < 0 && strcmp(d->info.type, "cpu")) return 0;
+    if (d->gemm == HT_GEMM_CLBLAST) return 0;
+    if (d->gemm == HT_GEMM_AUTO && strcmp(d->info.type, "cpu")) return 0;
     size_t fa = a->size / sizeof(float), fb = b->size / sizeof(float), fc = c->size / sizeof(float);
     size_t ws = k * n;
     return fits_int(fa, 16) && fits_int(fb, 16) && fits_int(fc, 16) && fits_int(ws, 16);

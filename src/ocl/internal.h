@@ -36,6 +36,7 @@ struct ht_dev {
     double build_seconds;
     int cache_hit;
     int profile;
+    int gemm; /* HT_GEMM_* from ht_dev_opts */
     ht_prof_rec *pending;
     int npending, cappending;
     ht_prof_sum *sums;

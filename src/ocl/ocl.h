@@ -47,13 +47,18 @@ const char *ht_ocl_clstd(const char *clc_version);
 typedef struct ht_dev ht_dev;
 typedef struct ht_buf ht_buf;
 
+enum { HT_GEMM_AUTO = 0, HT_GEMM_TILED = 1, HT_GEMM_CLBLAST = 2 };
+
 typedef struct ht_dev_opts {
     int cache;              /* program binary cache (default 1 via ht_dev_opts_default) */
     const char *cache_dir;  /* NULL/"" = $HT_CACHE_DIR, $XDG_CACHE_HOME/hettrain, ~/.cache/hettrain */
     const char *tuning;     /* CLBlast tuning file (libconfig); NULL/"" = built-in defaults */
     int profile;            /* record per-kernel times with profiling events */
+    int gemm;               /* HT_GEMM_AUTO (tiled kernels on CPUs, CLBlast elsewhere), _TILED,
+                               _CLBLAST; the default comes from $HT_GEMM */
 } ht_dev_opts;
 
+/* Defaults; gemm from $HT_GEMM (auto|tiled|clblast; another value exits 2). */
 ht_dev_opts ht_dev_opts_default(void);
 /* Opens device `index`: context, queue, the kernel program (cached), CLBlast tuning.
  * HT_EINPUT for a bad tuning file, HT_ERUNTIME for runtime failures. */

@@ -360,6 +360,7 @@ static void measure(const setup *su, const char *const files[2], result *r) {
     }
     ht_dev_opts o = ht_dev_opts_default();
     o.tuning = files[0];
+    o.gemm = HT_GEMM_CLBLAST; /* the search tunes CLBlast, also where ht_sgemm picks tiled */
     bench w = {.off = su->offset};
     double t0 = ht_now();
     if (ht_dev_open(&w.d, idx, &o) != HT_OK) {
@@ -450,9 +451,6 @@ typedef struct {
 
 static void measure_child(void *ctx, void *out) {
     const measure_ctx *c = ctx;
-    /* the search tunes CLBlast: time its path even where ht_sgemm would pick the tiled
-     * kernels (CPU devices); this child has not touched OpenCL yet, so this takes effect */
-    setenv("HT_GEMM", "clblast", 1);
     measure(c->su, c->files, out);
 }
 
