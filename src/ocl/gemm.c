@@ -2,7 +2,8 @@
  * conv_gemm in cl/conv.cl) instead of CLBlast: no padding or copies except B^T, which is
  * transposed into a per-device workspace so the kernel can load B's rows as float16.
  * Chosen by ht_sgemm_at (blas.c) for devices of type cpu; ht_dev_opts.gemm (default from
- * $HT_GEMM) forces either path (tests, benchmarks, the CLBlast tuner). Each element's sum over k runs in order. */
+ * $HT_GEMM) forces either path (tests, benchmarks, the CLBlast tuner). Each element's sum
+ * over k runs in order. */
 #include "ocl/internal.h"
 
 #include <limits.h>
