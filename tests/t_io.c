@@ -175,7 +175,7 @@ static void test_metrics(void) {
     tap_ok(rc == HT_OK, "open metrics (%s)", ht_errmsg());
     rc |= ht_metrics_train(m, 1, 2.5, 0.001, 1234.5);
     rc |= ht_metrics_train(m, 2, NAN, INFINITY, -INFINITY);
-    rc |= ht_metrics_eval(m, 2, 1.75, 0.5);
+    rc |= ht_metrics_eval(m, 2, 1.75, 0.5, 12.5);
     rc |= ht_metrics_write(m, "type=%s note=%s none=%s n=%zu big=%llu neg=%d l=%ld x=%g", "custom",
                            "quote\" bs\\ nl\n \xe2\x82\xac", no_str, (size_t)7,
                            18446744073709551615ull, -3, -4L, -0.0);
@@ -198,7 +198,7 @@ static void test_metrics(void) {
                field_is(t, 1, "samples_per_s", "null"),
            "NaN and Inf written as null");
     tap_ok(t && field_is(t, 2, "type", "\"eval\"") && field_is(t, 2, "val_loss", "1.75") &&
-               field_is(t, 2, "val_acc", "0.5"),
+               field_is(t, 2, "val_acc", "0.5") && field_is(t, 2, "time_s", "12.5"),
            "eval record shape");
     tap_ok(t && field_is(t, 3, "note", "\"quote\\\" bs\\\\ nl\\n \xe2\x82\xac\"") &&
                field_is(t, 3, "none", "null") && field_is(t, 3, "big", "18446744073709551615") &&
@@ -207,7 +207,7 @@ static void test_metrics(void) {
     free(t);
 
     rc = ht_metrics_open(&m, path, 1);
-    rc |= ht_metrics_eval(m, 3, 1.5, 0.625);
+    rc |= ht_metrics_eval(m, 3, 1.5, 0.625, 20);
     rc |= ht_metrics_close(m);
     t = slurp(path);
     tap_ok(rc == HT_OK && t && check_lines(t) == 5 && field_is(t, 4, "step", "3"),

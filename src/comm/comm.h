@@ -7,6 +7,7 @@
 #define HT_COMM_COMM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Initialises MPI (MPI_Init_thread, funneled) when the process was started by mpirun (or
  * HT_MPI=1 is set: a singleton world), installs the abort-on-error exit hook and makes MPI
@@ -68,5 +69,44 @@ int ht_comm_test(ht_comm_req *r);
 void ht_comm_wait(ht_comm_req *r);
 /* Requests started and not yet waited for (for tests and sanity checks). */
 int ht_comm_outstanding(void);
+
+/* In-place sum of buf[0..n) over a group of ranks: members[0..p) are world ranks in ring
+ * order, this rank among them; every member calls it with the same list and the same tag,
+ * a tag in [HT_COMM_GROUP_TAG, HT_COMM_TAG_MAX] that no other exchange between the members
+ * uses at the same time. Our ring, blocking (politely: it polls and sleeps). */
+enum { HT_COMM_GROUP_TAG = 17500, HT_COMM_TAG_MAX = 32767 };
+void ht_comm_group_allreduce(float *buf, size_t n, const int *members, int p, int tag);
+
+/* ---------------------------------------------------------------- point to point */
+
+/* Bytes this rank has sent and received so far (payloads of every send, receive, ring step;
+ * an MPI collective counts what a ring would move). */
+void ht_comm_traffic(uint64_t *sent, uint64_t *received);
+
+enum { HT_COMM_ANY = -1 }; /* any source */
+
+/* A nonblocking send or receive of bytes with a tag (tags below HT_COMM_GROUP_TAG and
+ * above 1023 are the caller's; 0..1023 are free too). The buffer belongs to the message
+ * until it completes. */
+typedef struct ht_comm_msg ht_comm_msg;
+ht_comm_msg *ht_comm_isend(const void *buf, size_t bytes, int peer, int tag);
+/* Receives at most `bytes` from peer (or HT_COMM_ANY). */
+ht_comm_msg *ht_comm_irecv(void *buf, size_t bytes, int peer, int tag);
+/* 1 when complete (then *from and *bytes, when not NULL, tell the source and the size
+ * received; a send reports its peer and size). Never blocks. */
+int ht_comm_msg_done(ht_comm_msg *m, int *from, size_t *bytes);
+/* Waits until complete (politely), reports as ht_comm_msg_done and frees the message. */
+void ht_comm_msg_wait(ht_comm_msg *m, int *from, size_t *bytes);
+/* Frees a completed message (ht_comm_msg_done returned 1). */
+void ht_comm_msg_free(ht_comm_msg *m);
+/* Waits until one of msgs[0..n) (NULL entries are skipped) is complete and returns its
+ * index, or -1 after timeout_s seconds (timeout_s < 0: no limit; -1 also when every entry
+ * is NULL). Polls politely: the rank sleeps between polls instead of spinning. */
+int ht_comm_msg_waitany(ht_comm_msg **msgs, int n, double timeout_s);
+/* Is a message with `tag` from `peer` (or HT_COMM_ANY) waiting to be received? Never
+ * blocks; 1 with *from and *bytes set, else 0. */
+int ht_comm_probe(int peer, int tag, int *from, size_t *bytes);
+/* As ht_comm_probe, but waits (politely) until such a message is there. */
+void ht_comm_probe_wait(int peer, int tag, int *from, size_t *bytes);
 
 #endif

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define MAX_KEYS 64
+#define MAX_KEYS 128
 
 /* Where a value came from: a file line, a --set override, or the schema default. */
 typedef struct {

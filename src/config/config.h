@@ -108,6 +108,25 @@ typedef struct ht_config {
         char at_shares[HT_PATH_MAX + 32], at_devices[HT_PATH_MAX + 32],
             at_slowdown[HT_PATH_MAX + 32];
     } cluster;
+
+    /* Synchronisation policy under mpirun (src/sync); conf/README.md explains each key. */
+    struct {
+        char mode[16];         /* "bsp" | "asp" | "ssp" | "dasp" | "preduce" | "sap-reduce" |
+                                  "gossip" | "gossip-adaptive" */
+        int servers;           /* asp/ssp/dasp: parameter server ranks */
+        int staleness;         /* ssp: bound s */
+        int group;             /* preduce/sap-reduce: P */
+        double deadline_ms;    /* preduce/sap-reduce: group deadline; 0 = none */
+        int global_every;      /* preduce/sap-reduce: every N-th group global; 0 = never */
+        double alpha;          /* sap-reduce */
+        int period;            /* gossip: steps between exchanges */
+        double threshold;      /* gossip-adaptive: theta */
+        int max_period;        /* gossip-adaptive */
+        double similar;        /* dasp: speed ratio of a sync group */
+        int interval;          /* dasp: updates between state re-evaluations */
+        int max_ahead;         /* dasp: clocks ahead of the slowest before waiting; 0 = never */
+        char log[HT_PATH_MAX]; /* decision log of the server/coordinator; "" = none */
+    } sync;
 } ht_config;
 
 /* Fills cfg with defaults, parses path, applies the overrides ("a.b=value", nset of

@@ -25,9 +25,11 @@ static const char *const SCHEDULES[] = {"constant", "step", "cosine", NULL};
 static const char *const PROGRESS[] = {"auto", "bar", "plain", "none", NULL};
 static const char *const SPLITS[] = {"equal", "speed", NULL};
 static const char *const ALLREDUCES[] = {"ring", "mpi", NULL};
+static const char *const SYNC_MODES[] = {
+    "bsp", "asp", "ssp", "dasp", "preduce", "sap-reduce", "gossip", "gossip-adaptive", NULL};
 
 const char *const ht_config_groups[] = {"model", "data",       "train",   "optim", "device",
-                                        "log",   "checkpoint", "cluster", NULL};
+                                        "log",   "checkpoint", "cluster", "sync",  NULL};
 
 /* One model.layers element: the layer grammar of nn/layer_spec.h, with a suggestion
  * when the first word is a misspelt layer kind. */
@@ -195,6 +197,40 @@ const ht_ckey ht_config_keys[] = {
      "mpirun, overlap: size of the first gradient bucket (the last layers), MiB"},
     {"cluster.bucket_cap_mb", HT_CK_NUM, GT, "25", 0, 0, NULL, FIELD(cluster.bucket_cap_mb),
      "mpirun, overlap: size cap of the other gradient buckets, MiB"},
+
+    {"sync.mode", HT_CK_STR, 0, "\"bsp\"", 0, 0, SYNC_MODES, FIELD(sync.mode),
+     "mpirun: synchronisation policy: bsp = all-reduce every step; asp/ssp/dasp = parameter "
+     "server on the last sync.servers ranks; preduce/sap-reduce = partial reduce in groups; "
+     "gossip/gossip-adaptive = push-sum gossip (these four use the last rank as coordinator)"},
+    {"sync.servers", HT_CK_INT, GE, "1", 1, 0, NULL, FIELD(sync.servers),
+     "asp, ssp, dasp: parameter server ranks (the last ranks), each holding a contiguous shard"},
+    {"sync.staleness", HT_CK_INT, GE, "3", 0, 0, NULL, FIELD(sync.staleness),
+     "ssp: bound s: a worker at clock c waits until every worker has reached c - s"},
+    {"sync.group", HT_CK_INT, GE, "2", 2, 0, NULL, FIELD(sync.group),
+     "preduce, sap-reduce: group size P (the first P ready workers average their models)"},
+    {"sync.deadline_ms", HT_CK_NUM, GE, "100", 0, 0, NULL, FIELD(sync.deadline_ms),
+     "preduce, sap-reduce: a group forms with fewer than P when the oldest waiting worker has "
+     "waited this long; 0 = never"},
+    {"sync.global_every", HT_CK_INT, GE, "10", 0, 0, NULL, FIELD(sync.global_every),
+     "preduce, sap-reduce: every N-th group is global (all workers); 0 = never"},
+    {"sync.alpha", HT_CK_NUM, GT | LT, "0.9", 0, 1, NULL, FIELD(sync.alpha),
+     "sap-reduce: staleness level k gets mass alpha^(k-1) (1 - alpha)"},
+    {"sync.period", HT_CK_INT, GE, "1", 1, 0, NULL, FIELD(sync.period),
+     "gossip: steps between exchanges with a peer"},
+    {"sync.threshold", HT_CK_NUM, GE, "0.01", 0, 0, NULL, FIELD(sync.threshold),
+     "gossip-adaptive: exchange when ||w - w_last|| / ||w_last|| exceeds this"},
+    {"sync.max_period", HT_CK_INT, GE, "20", 1, 0, NULL, FIELD(sync.max_period),
+     "gossip-adaptive: exchange at least every this many steps"},
+    {"sync.similar", HT_CK_NUM, GE, "1.5", 1, 0, NULL, FIELD(sync.similar),
+     "dasp: workers whose iteration times are within this ratio of their group's fastest "
+     "synchronise with each other"},
+    {"sync.interval", HT_CK_INT, GE, "20", 1, 0, NULL, FIELD(sync.interval),
+     "dasp: server updates between re-evaluations of the workers' parallel states"},
+    {"sync.max_ahead", HT_CK_INT, GE, "50", 0, 0, NULL, FIELD(sync.max_ahead),
+     "dasp: a worker more than this many clocks ahead of the slowest waits; 0 = never"},
+    {"sync.log", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(sync.log),
+     "the server's / coordinator's decision log (JSON Lines: releases, groups, states); "
+     "\"\" = none"},
 };
 const int ht_config_nkeys = (int)(sizeof ht_config_keys / sizeof ht_config_keys[0]);
 

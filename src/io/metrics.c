@@ -145,7 +145,7 @@ int ht_metrics_train(ht_metrics *m, int64_t step, double loss, double lr, double
                             (long long)step, loss, lr, samples_per_s);
 }
 
-int ht_metrics_eval(ht_metrics *m, int64_t step, double val_loss, double val_acc) {
-    return ht_metrics_write(m, "type=%s step=%lld val_loss=%f val_acc=%f", "eval", (long long)step,
-                            val_loss, val_acc);
+int ht_metrics_eval(ht_metrics *m, int64_t step, double val_loss, double val_acc, double time_s) {
+    return ht_metrics_write(m, "type=%s step=%lld val_loss=%f val_acc=%f time_s=%f", "eval",
+                            (long long)step, val_loss, val_acc, time_s);
 }

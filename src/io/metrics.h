@@ -33,6 +33,7 @@ int ht_metrics_write(ht_metrics *m, const char *fmt, ...) HT_PRINTF(2, 3);
 
 /* The two documented record shapes. */
 int ht_metrics_train(ht_metrics *m, int64_t step, double loss, double lr, double samples_per_s);
-int ht_metrics_eval(ht_metrics *m, int64_t step, double val_loss, double val_acc);
+/* time_s: training seconds so far (wall time since the loop started, evaluations excluded). */
+int ht_metrics_eval(ht_metrics *m, int64_t step, double val_loss, double val_acc, double time_s);
 
 #endif

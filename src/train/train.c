@@ -26,6 +26,9 @@
 #include "train/checkpoint.h"
 #include "train/cluster.h"
 #include "train/reduce.h"
+#include "train/source.h"
+#include "sync/sync.h"
+#include "train/async.h"
 
 static volatile sig_atomic_t g_stop;
 
@@ -39,146 +42,12 @@ void ht_train_install_signal_handlers(void) {
     signal(SIGTERM, on_signal);
 }
 
-/* ---------------------------------------------------------------- data */
-
-/* Where batches come from: samples of a dataset (MLP, CNN) in the sampler's order, or
- * random windows of a text (GPT). Either way batch `step` is a pure function of the seed
- * and the step, which is what makes a resumed run continue exactly. */
-typedef struct source {
-    int text;
-    ht_dataset train, val;    /* samples */
-    ht_sampler sampler;
-    ht_text all, ttrain, tval; /* text: the file and two views into it */
-    int T;
-    uint64_t seed, eval_seed;
-    int eval_batches;
-    float *x;         /* (emax, features) */
-    int32_t *y, *tok; /* (emax * rows) labels or targets; (B, T) tokens */
-    int *idx;
-} source;
-
-static int load_data(const ht_config *cfg, source *src) {
-    ht_dataset all = {0};
-    int rc;
-    if (!strcmp(cfg->data.kind, "text")) {
-        src->text = 1;
-        src->T = cfg->model.context;
-        if ((rc = ht_text_load(&src->all, cfg->data.path)) != HT_OK) return rc;
-        rc = ht_text_split(&src->all, cfg->data.val_fraction, src->T, cfg->data.path,
-                           &src->ttrain, &src->tval);
-        if (rc == HT_OK)
-            ht_log_info("data: %s, %zu bytes: %zu training, %zu validation (by position)",
-                        cfg->data.path, src->all.n, src->ttrain.n, src->tval.n);
-        return rc;
-    }
-    if (!strcmp(cfg->data.kind, "idx"))
-        rc = ht_idx_load(&all, cfg->data.images, cfg->data.labels);
-    else
-        rc = ht_synthetic_make(&all, cfg->data.samples, cfg->data.features, cfg->data.classes,
-                               cfg->data.seed);
-    if (rc != HT_OK) return rc;
-    rc = ht_dataset_split(&all, cfg->data.val_fraction, &src->train, &src->val);
-    ht_dataset_free(&all);
-    if (rc == HT_OK && src->train.n < 1)
-        rc = ht_error(HT_EINPUT, "%s: data.val_fraction %.3g leaves no training samples",
-                      cfg->source, cfg->data.val_fraction);
-    if (rc == HT_OK)
-        ht_log_info("data: %d training, %d validation samples, %d features, %d classes",
-                    src->train.n, src->val.n, src->train.features, src->train.classes);
-    return rc;
-}
-
-/* Host staging for batches of B (evaluation of a dataset goes in batches of B too). */
-static void source_start(source *src, const ht_config *cfg, int B) {
-    src->seed = cfg->train.seed;
-    src->eval_seed = ht_rng_stream(cfg->train.seed, 0xe7a1 /* "eval" */);
-    src->eval_batches = cfg->train.eval_batches;
-    if (src->text) {
-        src->tok = ht_xmalloc((size_t)B * src->T * sizeof(int32_t));
-        src->y = ht_xmalloc((size_t)B * src->T * sizeof(int32_t));
-        return;
-    }
-    ht_sampler_init(&src->sampler, src->train.n, cfg->train.seed, cfg->data.shuffle);
-    src->x = ht_xmalloc((size_t)B * src->train.features * sizeof(float));
-    src->y = ht_xmalloc((size_t)B * sizeof(int32_t));
-    src->idx = ht_xmalloc((size_t)B * sizeof(int));
-}
-
-static void source_free(source *src) {
-    if (!src->text && src->idx) ht_sampler_free(&src->sampler);
-    free(src->x);
-    free(src->y);
-    free(src->tok);
-    free(src->idx);
-    ht_dataset_free(&src->train);
-    ht_dataset_free(&src->val);
-    ht_text_free(&src->all);
-}
-
-/* Uploads rows [lo, hi) of global training batch `step` (of B): every rank draws the same
- * global batch and takes its own slice, so the ranks together see exactly the batch one
- * process would. */
-static void source_batch(source *src, ht_model *m, int64_t step, int B, int lo, int hi) {
-    ht_model_set_row_offset(m, lo); /* dropout masks by global row (lo moves when rebalancing) */
-    if (src->text) {
-        ht_text_batch(&src->ttrain, src->seed, step, B, src->T, src->tok, src->y);
-        ht_model_set_batch_tokens(m, src->tok + (size_t)lo * src->T, src->y + (size_t)lo * src->T,
-                                  hi - lo);
-        return;
-    }
-    ht_sampler_batch(&src->sampler, step, B, src->idx);
-    ht_dataset_gather(&src->train, src->idx + lo, hi - lo, src->x, src->y);
-    ht_model_set_batch(m, src->x, src->y, hi - lo);
-}
-
 /* Ends a trace span after the device has finished its work (only when tracing: the extra
  * synchronisation would cost time otherwise). */
 static void trace_end(ht_dev *dev) {
     if (!ht_trace_on()) return;
     ht_dev_finish(dev);
     ht_trace_end();
-}
-
-/* Runs a forward-only batch already uploaded and adds its loss and correct rows. */
-static void eval_batch(ht_model *m, int b, double *lsum, long *correct) {
-    ht_model_forward(m, b, 0);
-    double l;
-    int c;
-    ht_model_loss(m, b, &l, &c);
-    *lsum += l;
-    *correct += c;
-}
-
-/* Mean loss per row and accuracy, forward only, dropout off: the whole validation set in
- * batches of max_batch, or for text eval_batches batches of fixed validation windows (the
- * same windows at every evaluation, so the numbers compare). */
-static void evaluate(ht_model *m, source *src, double *loss, double *acc) {
-    double lsum = 0;
-    long correct = 0, rows = 0;
-    int B = m->max_batch;
-    ht_trace_begin("evaluate");
-    ht_model_set_training(m, 0, 0, 0);
-    if (src->text) {
-        for (int j = 0; src->tval.n && j < src->eval_batches; j++) {
-            ht_text_batch(&src->tval, src->eval_seed, j, B, src->T, src->tok, src->y);
-            ht_model_set_batch_tokens(m, src->tok, src->y, B);
-            eval_batch(m, B, &lsum, &correct);
-            rows += (long)B * src->T;
-        }
-    } else {
-        for (int s = 0; s < src->val.n; s += B) {
-            int b = src->val.n - s < B ? src->val.n - s : B;
-            for (int i = 0; i < b; i++)
-                src->idx[i] = s + i;
-            ht_dataset_gather(&src->val, src->idx, b, src->x, src->y);
-            ht_model_set_batch(m, src->x, src->y, b);
-            eval_batch(m, b, &lsum, &correct);
-            rows += b;
-        }
-    }
-    ht_trace_end(); /* the loss read-back synchronised */
-    *loss = rows ? lsum / rows : NAN;
-    *acc = rows ? (double)correct / rows : NAN;
 }
 
 static int file_exists(const char *path) {
@@ -229,11 +98,28 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
         /* one voice: rank 0 reports, the others only warn */
         if (cl.rank != 0 && ht_log_level() == HT_LOG_INFO) ht_log_set_level(HT_LOG_WARN);
     }
+    ht_sync_layout L;
+    if ((rc = ht_sync_layout_of(cfg, cl.world, &L)) != HT_OK) goto out_cluster;
+    const int async = L.mode != HT_SYNC_BSP;
+    if (async && (opts->resume || opts->trace || opts->stop_after)) {
+        rc = ht_error(HT_EINPUT, "%s: sync.mode \"%s\": --resume, --stop-after and --trace work "
+                                 "with sync.mode \"bsp\" only",
+                      cfg->source, cfg->sync.mode);
+        goto out_cluster;
+    }
     const char *sel = ht_cluster_selector(cfg, opts->device, cl.rank);
+    ht_sync_stats sstats = {0};
+    if (cl.rank >= L.workers) { /* a parameter server or coordinator of an async policy */
+        ht_cluster_announce(&cl, L.mode <= HT_SYNC_DASP ? "(parameter server)" : "(coordinator)");
+        rc = ht_sync_serve(cfg, &L, cl.rank, sel, &sstats);
+        if (rc != HT_OK) ht_die(rc, "%s", ht_errmsg()); /* the workers would wait for ever */
+        ht_sync_report(&sstats, NULL);
+        goto out_cluster;
+    }
     if ((rc = ht_ocl_select(sel, &dev_index)) != HT_OK) goto out_cluster;
 
-    source src = {0};
-    if ((rc = load_data(cfg, &src)) != HT_OK) goto out_data;
+    ht_source src = {0};
+    if ((rc = ht_source_load(cfg, &src)) != HT_OK) goto out_data;
 
     ht_dev_opts dopts = ht_dev_opts_default();
     dopts.cache = cfg->device.cache;
@@ -283,15 +169,29 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
     }
     ht_log_info("model: %s, %zu parameters; %lld steps of batch %d, optimizer %s", model.desc,
                 model.nparams, (long long)total, B, cfg->optim.type);
-    /* rank 0's parameters everywhere (after a resume every rank loaded the same file) */
-    if (dp) ht_cluster_bcast_params(&cl, &model);
+    /* rank 0's parameters everywhere (after a resume every rank loaded the same file);
+     * workers of an async policy start from the same seed, hence the same parameters */
+    if (dp && !async) ht_cluster_bcast_params(&cl, &model);
 
     ht_metrics *metrics = NULL;
     if (cl.rank == 0 && *cfg->log.metrics &&
         (rc = ht_metrics_open(&metrics, cfg->log.metrics, opts->resume && step > 0)) != HT_OK)
         goto out_model;
 
-    source_start(&src, cfg, B);
+    ht_source_start(&src, cfg, B);
+    if (async) {
+        ht_cluster_announce(&cl, ht_dev_info(dev)->name);
+        ht_async_job job = {cfg,  &L,    cl.rank, cl.slowdown, dev,    &model,
+                            &opt, &sched, &src,   metrics,     total};
+        if ((rc = ht_train_async(&job, res, &sstats)) != HT_OK) goto out_loop;
+        ht_sync_stats *all = cl.rank == 0 ? ht_xcalloc((size_t)cl.world, sizeof *all) : NULL;
+        ht_sync_report(&sstats, all);
+        if (cl.rank == 0) rc = ht_train_sync_records(metrics, &L, all);
+        free(all);
+        if (rc == HT_OK && cl.rank == 0 && *ckpt)
+            rc = ht_checkpoint_save(ckpt, &model, &opt, res->steps, cfg->optim.type);
+        goto out_loop;
+    }
     if (dp && !cfg->cluster.nshares && !strcmp(cfg->cluster.split, "speed") &&
         *cfg->cluster.profile) {
         double sp = 0;
@@ -301,7 +201,7 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
     } else if (dp && !cfg->cluster.nshares && !strcmp(cfg->cluster.split, "speed")) {
         /* a quick speed per rank: the second of two forward/backward passes on an equal
          * share (the first compiles and allocates), emulated slowdown included */
-        source_batch(&src, &model, 0, B, cl.lo, cl.hi);
+        ht_source_batch(&src, &model, 0, B, cl.lo, cl.hi);
         ht_model_set_training(&model, 1, cfg->train.seed, 0);
         double t0 = 0;
         for (int k = 0; k < 2; k++) {
@@ -336,7 +236,7 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
         b = cl.hi - cl.lo;
         ht_trace_set_step(step);
         ht_trace_begin("batch");
-        source_batch(&src, &model, step, B, cl.lo, cl.hi);
+        ht_source_batch(&src, &model, step, B, cl.lo, cl.hi);
         trace_end(dev);
         ht_model_set_training(&model, 1, cfg->train.seed, step);
         ht_trace_begin("forward");
@@ -387,9 +287,9 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
         if (cl.rank == 0 && cfg->train.eval_every > 0 && done % cfg->train.eval_every == 0 &&
             done != total) {
             double t0 = ht_now();
-            evaluate(&model, &src, &vloss, &vacc);
+            ht_source_evaluate(&model, &src, &vloss, &vacc);
             t_eval += ht_now() - t0;
-            if (metrics) ht_metrics_eval(metrics, done, vloss, vacc);
+            if (metrics) ht_metrics_eval(metrics, done, vloss, vacc, ht_now() - t_loop - t_eval);
             ht_progress_note(&prog, "step %lld: val_loss %.4f val_acc %.2f%%", (long long)done,
                              vloss, 100 * vacc);
             t_mark = ht_now(); /* evaluation time is not training throughput */
@@ -417,8 +317,8 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
         goto out_loop;
     }
     /* rank 0 evaluates for everyone (the others' models are identical) */
-    if (cl.rank == 0) evaluate(&model, &src, &vloss, &vacc);
-    if (metrics) ht_metrics_eval(metrics, step, vloss, vacc);
+    if (cl.rank == 0) ht_source_evaluate(&model, &src, &vloss, &vacc);
+    if (metrics) ht_metrics_eval(metrics, step, vloss, vacc, t_train);
     res->steps = step;
     res->val_loss = vloss;
     res->val_acc = vacc;
@@ -436,7 +336,7 @@ out_model:
 out_dev:
     ht_dev_close(dev);
 out_data:
-    source_free(&src);
+    ht_source_free(&src);
 out_cluster:
     ht_cluster_free(&cl);
     ht_trace_stop();

@@ -1,0 +1,24 @@
+/* Internal to src/comm: the error check every MPI call goes through, MPI's int counts, the
+ * traffic counters, and the polite wait that lets other ranks on the same cores run. */
+#ifndef HT_COMM_INTERNAL_H
+#define HT_COMM_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Exits 1 naming the call, the rank and MPI's error string unless rc is MPI_SUCCESS. */
+void ht_comm_check(int rc, const char *call);
+#define CHECK(call) ht_comm_check((call), #call)
+
+/* n as an MPI int count; exits 1 when it does not fit. */
+int ht_comm_count(size_t n, const char *what);
+
+/* Bytes this rank has sent and received (payload only), for ht_comm_traffic. */
+extern uint64_t ht_comm_sent_bytes, ht_comm_recv_bytes;
+
+/* Between two polls of an incomplete request: nothing for the first polls, then yield the
+ * core, then sleep for a growing while (up to 200 us). Open MPI progresses only inside its
+ * calls, and a busy-polling rank would take the core from a rank that computes. */
+void ht_comm_backoff(int spins);
+
+#endif

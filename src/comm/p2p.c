@@ -1,0 +1,117 @@
+/* Nonblocking point-to-point messages, probes and the polite wait, for the sync policies
+ * (parameter servers, group generators, gossip). Every call is checked (internal.h). */
+#include <mpi.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "comm/comm.h"
+#include "comm/internal.h"
+#include "core/err.h"
+#include "core/log.h"
+
+struct ht_comm_msg {
+    MPI_Request req;
+    int recv, peer, done;
+    size_t bytes; /* a send: its size; a receive: what arrived, once done */
+};
+
+void ht_comm_backoff(int spins) {
+    if (spins < 32) return;
+    if (spins < 96) {
+        sched_yield();
+        return;
+    }
+    long ns = 2000L << ((spins - 96) / 16 < 7 ? (spins - 96) / 16 : 7); /* 2 us .. 256 us */
+    if (ns > 200000) ns = 200000;
+    struct timespec ts = {0, ns};
+    nanosleep(&ts, NULL);
+}
+
+ht_comm_msg *ht_comm_isend(const void *buf, size_t bytes, int peer, int tag) {
+    ht_comm_msg *m = ht_xcalloc(1, sizeof *m);
+    m->peer = peer;
+    m->bytes = bytes;
+    ht_comm_sent_bytes += bytes;
+    CHECK(MPI_Isend(buf, ht_comm_count(bytes, "MPI_Isend"), MPI_BYTE, peer, tag, MPI_COMM_WORLD,
+                    &m->req));
+    return m;
+}
+
+ht_comm_msg *ht_comm_irecv(void *buf, size_t bytes, int peer, int tag) {
+    ht_comm_msg *m = ht_xcalloc(1, sizeof *m);
+    m->recv = 1;
+    m->peer = peer;
+    CHECK(MPI_Irecv(buf, ht_comm_count(bytes, "MPI_Irecv"), MPI_BYTE,
+                    peer == HT_COMM_ANY ? MPI_ANY_SOURCE : peer, tag, MPI_COMM_WORLD, &m->req));
+    return m;
+}
+
+/* Records a completed request's status. */
+static void complete(ht_comm_msg *m, MPI_Status *st) {
+    m->done = 1;
+    if (!m->recv) return;
+    int got = 0;
+    CHECK(MPI_Get_count(st, MPI_BYTE, &got));
+    m->peer = st->MPI_SOURCE;
+    m->bytes = (size_t)got;
+    ht_comm_recv_bytes += (uint64_t)got;
+}
+
+static void report(const ht_comm_msg *m, int *from, size_t *bytes) {
+    if (from) *from = m->peer;
+    if (bytes) *bytes = m->bytes;
+}
+
+int ht_comm_msg_done(ht_comm_msg *m, int *from, size_t *bytes) {
+    if (!m->done) {
+        int flag = 0;
+        MPI_Status st;
+        CHECK(MPI_Test(&m->req, &flag, &st));
+        if (flag) complete(m, &st);
+    }
+    if (m->done) report(m, from, bytes);
+    return m->done;
+}
+
+void ht_comm_msg_wait(ht_comm_msg *m, int *from, size_t *bytes) {
+    for (int spins = 0; !ht_comm_msg_done(m, from, bytes); spins++)
+        ht_comm_backoff(spins);
+    free(m);
+}
+
+void ht_comm_msg_free(ht_comm_msg *m) {
+    if (m && !m->done) ht_die(HT_ERUNTIME, "ht_comm_msg_free: the message is not complete");
+    free(m);
+}
+
+int ht_comm_msg_waitany(ht_comm_msg **msgs, int n, double timeout_s) {
+    double t0 = timeout_s >= 0 ? ht_now() : 0;
+    for (int spins = 0;; spins++) {
+        int any = 0;
+        for (int i = 0; i < n; i++) {
+            if (!msgs[i]) continue;
+            any = 1;
+            if (ht_comm_msg_done(msgs[i], NULL, NULL)) return i;
+        }
+        if (!any || (timeout_s >= 0 && ht_now() - t0 >= timeout_s)) return -1;
+        ht_comm_test(NULL); /* outstanding all-reduces move on too */
+        ht_comm_backoff(spins);
+    }
+}
+
+int ht_comm_probe(int peer, int tag, int *from, size_t *bytes) {
+    int flag = 0, count = 0;
+    MPI_Status st;
+    CHECK(MPI_Iprobe(peer == HT_COMM_ANY ? MPI_ANY_SOURCE : peer, tag, MPI_COMM_WORLD, &flag, &st));
+    if (!flag) return 0;
+    CHECK(MPI_Get_count(&st, MPI_BYTE, &count));
+    if (from) *from = st.MPI_SOURCE;
+    if (bytes) *bytes = (size_t)count;
+    return 1;
+}
+
+void ht_comm_probe_wait(int peer, int tag, int *from, size_t *bytes) {
+    for (int spins = 0; !ht_comm_probe(peer, tag, from, bytes); spins++)
+        ht_comm_backoff(spins);
+}

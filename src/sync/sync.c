@@ -1,0 +1,190 @@
+/* What every policy shares: the layout of ranks, local batches, the start-up message from
+ * worker 0, parameter transfers, the final sum over workers, dispatch to the policy, and the
+ * end-of-run report. */
+#include "sync/sync.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "sync/internal.h"
+
+static const char *const NAMES[] = {"bsp",     "asp",        "ssp",    "dasp",
+                                    "preduce", "sap-reduce", "gossip", "gossip-adaptive"};
+
+const char *ht_sync_mode_name(int mode) {
+    return mode >= 0 && mode < (int)(sizeof NAMES / sizeof NAMES[0]) ? NAMES[mode] : "?";
+}
+
+static int is_ps(int mode) {
+    return mode == HT_SYNC_ASP || mode == HT_SYNC_SSP || mode == HT_SYNC_DASP;
+}
+
+int ht_sync_layout_of(const ht_config *cfg, int world, ht_sync_layout *L) {
+    memset(L, 0, sizeof *L);
+    L->mode = -1;
+    for (int i = 0; i < (int)(sizeof NAMES / sizeof NAMES[0]); i++)
+        if (!strcmp(cfg->sync.mode, NAMES[i])) L->mode = i;
+    if (L->mode < 0)
+        return ht_error(HT_EINPUT, "%s: key 'sync.mode': found \"%s\", expected a policy name",
+                        cfg->source, cfg->sync.mode);
+    L->world = world;
+    L->extra = L->mode == HT_SYNC_BSP ? 0 : is_ps(L->mode) ? cfg->sync.servers : 1;
+    L->workers = world - L->extra;
+    if (L->mode == HT_SYNC_BSP) return HT_OK;
+    const char *src = cfg->source[0] ? cfg->source : "configuration";
+    if (L->workers < 1 || world < 2)
+        return ht_error(HT_EINPUT,
+                        "%s: key 'sync.mode': \"%s\" needs %d %s plus at least one worker, so "
+                        "at least %d ranks under mpirun; found %d",
+                        src, cfg->sync.mode, L->extra,
+                        is_ps(L->mode) ? "parameter server rank(s) (sync.servers)"
+                                       : "coordinator rank",
+                        L->extra + 1, world);
+    if (cfg->cluster.nshares)
+        return ht_error(HT_EINPUT,
+                        "%s: key 'cluster.shares': set, but sync.mode \"%s\" splits train.batch "
+                        "equally over its %d workers (shares are for bsp)",
+                        cfg->cluster.at_shares[0] ? cfg->cluster.at_shares : src, cfg->sync.mode,
+                        L->workers);
+    if (!strcmp(cfg->cluster.split, "speed"))
+        return ht_error(HT_EINPUT,
+                        "%s: key 'cluster.split': \"speed\" is for bsp; sync.mode \"%s\" lets "
+                        "each worker go at its own speed instead",
+                        src, cfg->sync.mode);
+    if (cfg->train.batch < L->workers)
+        return ht_error(HT_EINPUT,
+                        "%s: key 'train.batch': found %d, expected at least %d (one sample per "
+                        "worker)",
+                        src, cfg->train.batch, L->workers);
+    if ((L->mode == HT_SYNC_PREDUCE || L->mode == HT_SYNC_SAP) && cfg->sync.group > L->workers)
+        ht_log_warn("sync.group %d is more than the %d workers: groups hold every worker",
+                    cfg->sync.group, L->workers);
+    return HT_OK;
+}
+
+int ht_sync_local_batch(const ht_config *cfg, const ht_sync_layout *L, int w) {
+    int B = cfg->train.batch, W = L->workers ? L->workers : 1;
+    return B / W + (w < B % W);
+}
+
+int64_t ht_sync_budget(const ht_config *cfg, int64_t total_steps) {
+    return total_steps * (int64_t)cfg->train.batch;
+}
+
+/* ------------------------------------------------------------------------- messages */
+
+void ht_sync_recv_init(msg_hdr *h) {
+    ht_comm_msg_wait(ht_comm_irecv(h, sizeof *h, 0, TAG_INIT), NULL, NULL);
+    if (h->kind != MSG_INIT) ht_die(HT_ERUNTIME, "sync: expected the start message from rank 0");
+}
+
+void ht_sync_send_init(const ht_sync *s, int to, int64_t n, const float *payload) {
+    msg_hdr h = {.kind = MSG_INIT,
+                 .n = n,
+                 .id = s->total_steps,
+                 .samples = ht_sync_budget(s->cfg, s->total_steps)};
+    ht_comm_send(&h, sizeof h, to, TAG_INIT);
+    if (payload) ht_comm_send(payload, (size_t)n * sizeof(float), to, TAG_INIT);
+}
+
+void ht_sync_params_read(ht_sync *s, float *x) {
+    ht_buf_read(s->m->dev, s->m->params, 0, s->n * sizeof(float), x);
+}
+
+void ht_sync_params_write(ht_sync *s, const float *x) {
+    ht_buf_write(s->m->dev, s->m->params, 0, s->n * sizeof(float), x);
+}
+
+void ht_sync_workers_sum(const ht_sync *s, float *x, size_t n) {
+    int *members = ht_xmalloc((size_t)s->L.workers * sizeof(int));
+    for (int i = 0; i < s->L.workers; i++)
+        members[i] = i;
+    ht_comm_group_allreduce(x, n, members, s->L.workers, HT_COMM_TAG_MAX);
+    free(members);
+}
+
+/* --------------------------------------------------------------------------- workers */
+
+ht_sync *ht_sync_open(const ht_config *cfg, const ht_sync_layout *L, int rank, ht_model *m,
+                      ht_optim *opt, int64_t total_steps) {
+    ht_sync *s = ht_xcalloc(1, sizeof *s);
+    s->cfg = cfg;
+    s->L = *L;
+    s->rank = rank;
+    s->m = m;
+    s->opt = opt;
+    s->n = m->nparams;
+    s->total_steps = total_steps;
+    if (is_ps(L->mode))
+        ht_ps_open(s);
+    else if (L->mode == HT_SYNC_PREDUCE || L->mode == HT_SYNC_SAP)
+        ht_preduce_open(s);
+    else
+        ht_gossip_open(s);
+    return s;
+}
+
+void ht_sync_step(ht_sync *s, int b, float lr, int *stop, int64_t *global) {
+    s->st.steps++;
+    s->st.samples += b;
+    if (is_ps(s->L.mode))
+        ht_ps_step(s, b);
+    else if (s->L.mode == HT_SYNC_PREDUCE || s->L.mode == HT_SYNC_SAP)
+        ht_preduce_step(s, b, lr);
+    else
+        ht_gossip_step(s, b, lr);
+    *stop = s->stop;
+    *global = s->global;
+}
+
+void ht_sync_add_compute(ht_sync *s, double seconds) { s->st.compute_s += seconds; }
+
+void ht_sync_finish(ht_sync *s) {
+    double t0 = ht_now();
+    if (is_ps(s->L.mode))
+        ht_ps_finish(s);
+    else if (s->L.mode == HT_SYNC_PREDUCE || s->L.mode == HT_SYNC_SAP)
+        ht_preduce_finish(s);
+    else
+        ht_gossip_finish(s);
+    s->st.comm_s += ht_now() - t0;
+}
+
+ht_sync_stats ht_sync_close(ht_sync *s) {
+    if (is_ps(s->L.mode))
+        ht_ps_close(s);
+    else if (s->L.mode == HT_SYNC_PREDUCE || s->L.mode == HT_SYNC_SAP)
+        ht_preduce_close(s);
+    else
+        ht_gossip_close(s);
+    ht_comm_traffic(&s->st.sent, &s->st.received);
+    ht_sync_stats st = s->st;
+    free(s);
+    return st;
+}
+
+/* ------------------------------------------------------------------------ extra ranks */
+
+int ht_sync_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, const char *sel,
+                  ht_sync_stats *st) {
+    memset(st, 0, sizeof *st);
+    int rc;
+    if (is_ps(L->mode))
+        rc = ht_ps_serve(cfg, L, rank, sel, st);
+    else if (L->mode == HT_SYNC_PREDUCE || L->mode == HT_SYNC_SAP)
+        rc = ht_preduce_serve(cfg, L, rank, st);
+    else
+        rc = ht_gossip_serve(cfg, L, rank, st);
+    ht_comm_traffic(&st->sent, &st->received);
+    return rc;
+}
+
+void ht_sync_report(const ht_sync_stats *mine, ht_sync_stats *all) {
+    int world = ht_comm_size();
+    ht_sync_stats *tmp = all ? all : ht_xcalloc((size_t)world, sizeof *tmp);
+    ht_comm_allgather(mine, sizeof *mine, tmp);
+    if (!all) free(tmp);
+}

@@ -1,0 +1,96 @@
+/* Synchronisation policies other than bsp (which is src/train's all-reduce every step), over
+ * the flat parameter and gradient buffers. Under mpirun the ranks split into workers (ranks
+ * 0 .. W-1: each trains on its own stream of batches, at its own speed) and extra ranks after
+ * them:
+ *   asp, ssp, dasp         sync.servers parameter servers, each holding a contiguous shard of
+ *                          the parameters and the optimizer state (sync/ps.c);
+ *   preduce, sap-reduce    one group generator (sync/preduce.c);
+ *   gossip(-adaptive)      one coordinator that only counts progress (sync/gossip.c).
+ * The extra rank(s) also decide when the job has seen its budget of samples (train.steps x
+ * train.batch, as bsp) and tell the workers to stop. The rules (staleness, weights, states,
+ * groups, triggers) are pure functions in sync/rules.h; all bytes move through src/comm. */
+#ifndef HT_SYNC_SYNC_H
+#define HT_SYNC_SYNC_H
+
+#include <stdint.h>
+
+#include "config/config.h"
+#include "nn/model.h"
+#include "ocl/ocl.h"
+#include "optim/optim.h"
+
+enum {
+    HT_SYNC_BSP,
+    HT_SYNC_ASP,
+    HT_SYNC_SSP,
+    HT_SYNC_DASP,
+    HT_SYNC_PREDUCE,
+    HT_SYNC_SAP,
+    HT_SYNC_GOSSIP,
+    HT_SYNC_GOSSIP_ADAPTIVE,
+};
+
+/* Who does what in a job of `world` ranks. */
+typedef struct ht_sync_layout {
+    int mode;    /* HT_SYNC_* */
+    int world;   /* ranks */
+    int workers; /* ranks 0 .. workers-1 train */
+    int extra;   /* ranks workers .. world-1 serve (0 for bsp) */
+} ht_sync_layout;
+
+/* The layout of cfg's sync.mode over world ranks; HT_EINPUT (message naming the config and
+ * what would fit) when the mode needs more ranks than there are, or is combined with
+ * settings it does not support (cluster.shares, split "speed"). */
+int ht_sync_layout_of(const ht_config *cfg, int world, ht_sync_layout *L);
+const char *ht_sync_mode_name(int mode);
+/* Local batch of worker w: train.batch split equally over the workers (the first
+ * batch % workers take one more). */
+int ht_sync_local_batch(const ht_config *cfg, const ht_sync_layout *L, int w);
+
+/* What every rank reports at the end (ht_sync_report gathers them on rank 0). */
+typedef struct ht_sync_stats {
+    double wait_s;           /* blocked waiting for other ranks (held replies, group formation) */
+    double comm_s;           /* moving bytes, merging and averaging (not waiting) */
+    double compute_s;        /* workers: forward + backward + local optimizer (+ emulated idle) */
+    int64_t steps;           /* workers: local steps; servers: updates applied */
+    int64_t samples;         /* workers: samples trained on */
+    uint64_t sent, received; /* bytes (src/comm's counters) */
+} ht_sync_stats;
+
+/* ------------------------------------------------------------------------ workers */
+
+typedef struct ht_sync ht_sync;
+
+/* A worker's side of the policy for model m (parameters initialised identically on every
+ * worker) and its local optimizer. total_steps: the budget in global steps of train.batch.
+ * Worker 0 sends the budget (and, to parameter servers, the initial parameters) to the extra
+ * ranks. */
+ht_sync *ht_sync_open(const ht_config *cfg, const ht_sync_layout *L, int rank, ht_model *m,
+                      ht_optim *opt, int64_t total_steps);
+/* After forward/backward of a local batch of b samples (m->grads holds this batch's mean
+ * gradient): the policy's update with learning rate lr (parameter servers use their own, from
+ * the global step), then its exchange. *stop becomes 1 when the budget is spent; *global
+ * is the latest known number of samples trained on by all workers together. */
+void ht_sync_step(ht_sync *s, int b, float lr, int *stop, int64_t *global);
+/* Adds emulated idle or compute seconds to the stats (the loop times its own compute). */
+void ht_sync_add_compute(ht_sync *s, double seconds);
+/* After the last step, on every worker: the job's final model into m->params of worker 0
+ * (parameter servers: the servers' parameters; the others: the average of the workers'
+ * models, push-sum weighted for gossip). Collective over the workers. */
+void ht_sync_finish(ht_sync *s);
+ht_sync_stats ht_sync_close(ht_sync *s);
+
+/* --------------------------------------------------------------- extra ranks */
+
+/* Runs this extra rank (a server opens the device sel names for its optimizer) until every
+ * worker has finished. Returns HT_OK or an error (message set). */
+int ht_sync_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, const char *sel,
+                  ht_sync_stats *stats);
+
+/* ------------------------------------------------------------------------ report */
+
+/* Collective over all ranks: gathers every rank's stats; on rank 0 `all` (world entries) is
+ * filled, elsewhere it may be NULL. */
+void ht_sync_report(const ht_sync_stats *mine, ht_sync_stats *all);
+
+#endif

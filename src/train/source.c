@@ -1,0 +1,134 @@
+/* Batches and evaluation for the training loops (train.c, async.c). */
+#include "train/source.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "core/rng.h"
+#include "io/trace.h"
+
+int ht_source_load(const ht_config *cfg, ht_source *src) {
+    ht_dataset all = {0};
+    int rc;
+    if (!strcmp(cfg->data.kind, "text")) {
+        src->text = 1;
+        src->T = cfg->model.context;
+        if ((rc = ht_text_load(&src->all, cfg->data.path)) != HT_OK) return rc;
+        rc = ht_text_split(&src->all, cfg->data.val_fraction, src->T, cfg->data.path, &src->ttrain,
+                           &src->tval);
+        if (rc == HT_OK)
+            ht_log_info("data: %s, %zu bytes: %zu training, %zu validation (by position)",
+                        cfg->data.path, src->all.n, src->ttrain.n, src->tval.n);
+        return rc;
+    }
+    if (!strcmp(cfg->data.kind, "idx"))
+        rc = ht_idx_load(&all, cfg->data.images, cfg->data.labels);
+    else
+        rc = ht_synthetic_make(&all, cfg->data.samples, cfg->data.features, cfg->data.classes,
+                               cfg->data.seed);
+    if (rc != HT_OK) return rc;
+    rc = ht_dataset_split(&all, cfg->data.val_fraction, &src->train, &src->val);
+    ht_dataset_free(&all);
+    if (rc == HT_OK && src->train.n < 1)
+        rc = ht_error(HT_EINPUT, "%s: data.val_fraction %.3g leaves no training samples",
+                      cfg->source, cfg->data.val_fraction);
+    if (rc == HT_OK)
+        ht_log_info("data: %d training, %d validation samples, %d features, %d classes",
+                    src->train.n, src->val.n, src->train.features, src->train.classes);
+    return rc;
+}
+
+/* Host staging for batches of B (evaluation of a dataset goes in batches of B too). */
+void ht_source_start(ht_source *src, const ht_config *cfg, int B) {
+    src->seed = cfg->train.seed;
+    src->eval_seed = ht_rng_stream(cfg->train.seed, 0xe7a1 /* "eval" */);
+    src->eval_batches = cfg->train.eval_batches;
+    if (src->text) {
+        src->tok = ht_xmalloc((size_t)B * src->T * sizeof(int32_t));
+        src->y = ht_xmalloc((size_t)B * src->T * sizeof(int32_t));
+        return;
+    }
+    ht_sampler_init(&src->sampler, src->train.n, cfg->train.seed, cfg->data.shuffle);
+    src->x = ht_xmalloc((size_t)B * src->train.features * sizeof(float));
+    src->y = ht_xmalloc((size_t)B * sizeof(int32_t));
+    src->idx = ht_xmalloc((size_t)B * sizeof(int));
+}
+
+void ht_source_free(ht_source *src) {
+    if (!src->text && src->idx) ht_sampler_free(&src->sampler);
+    free(src->x);
+    free(src->y);
+    free(src->tok);
+    free(src->idx);
+    ht_dataset_free(&src->train);
+    ht_dataset_free(&src->val);
+    ht_text_free(&src->all);
+}
+
+/* Uploads rows [lo, hi) of global training batch `step` (of B): every rank draws the same
+ * global batch and takes its own slice, so the ranks together see exactly the batch one
+ * process would. */
+void ht_source_batch(ht_source *src, ht_model *m, int64_t step, int B, int lo, int hi) {
+    ht_model_set_row_offset(m, lo); /* dropout masks by global row (lo moves when rebalancing) */
+    if (src->text) {
+        ht_text_batch(&src->ttrain, src->seed, step, B, src->T, src->tok, src->y);
+        ht_model_set_batch_tokens(m, src->tok + (size_t)lo * src->T, src->y + (size_t)lo * src->T,
+                                  hi - lo);
+        return;
+    }
+    ht_sampler_batch(&src->sampler, step, B, src->idx);
+    ht_dataset_gather(&src->train, src->idx + lo, hi - lo, src->x, src->y);
+    ht_model_set_batch(m, src->x, src->y, hi - lo);
+}
+
+/* Runs a forward-only batch already uploaded and adds its loss and correct rows. */
+static void eval_batch(ht_model *m, int b, double *lsum, long *correct) {
+    ht_model_forward(m, b, 0);
+    double l;
+    int c;
+    ht_model_loss(m, b, &l, &c);
+    *lsum += l;
+    *correct += c;
+}
+
+/* Mean loss per row and accuracy, forward only, dropout off: the whole validation set in
+ * batches of max_batch, or for text eval_batches batches of fixed validation windows (the
+ * same windows at every evaluation, so the numbers compare). */
+void ht_source_evaluate(ht_model *m, ht_source *src, double *loss, double *acc) {
+    double lsum = 0;
+    long correct = 0, rows = 0;
+    int B = m->max_batch;
+    ht_trace_begin("evaluate");
+    ht_model_set_training(m, 0, 0, 0);
+    if (src->text) {
+        for (int j = 0; src->tval.n && j < src->eval_batches; j++) {
+            ht_text_batch(&src->tval, src->eval_seed, j, B, src->T, src->tok, src->y);
+            ht_model_set_batch_tokens(m, src->tok, src->y, B);
+            eval_batch(m, B, &lsum, &correct);
+            rows += (long)B * src->T;
+        }
+    } else {
+        for (int s = 0; s < src->val.n; s += B) {
+            int b = src->val.n - s < B ? src->val.n - s : B;
+            for (int i = 0; i < b; i++)
+                src->idx[i] = s + i;
+            ht_dataset_gather(&src->val, src->idx, b, src->x, src->y);
+            ht_model_set_batch(m, src->x, src->y, b);
+            eval_batch(m, b, &lsum, &correct);
+            rows += b;
+        }
+    }
+    ht_trace_end(); /* the loss read-back synchronised */
+    *loss = rows ? lsum / rows : NAN;
+    *acc = rows ? (double)correct / rows : NAN;
+}
+
+void ht_source_set_stream(ht_source *src, uint64_t seed) {
+    src->seed = seed;
+    if (src->text) return;
+    ht_sampler_free(&src->sampler);
+    ht_sampler_init(&src->sampler, src->train.n, seed, 1);
+}

@@ -1,0 +1,41 @@
+/* Where a training run's batches come from, and its evaluation: samples of a dataset (MLP,
+ * CNN) in the sampler's order, or random windows of a text (GPT). Internal to src/train. */
+#ifndef HT_TRAIN_SOURCE_H
+#define HT_TRAIN_SOURCE_H
+
+#include <stdint.h>
+
+#include "config/config.h"
+#include "data/data.h"
+#include "nn/model.h"
+
+/* Where batches come from: samples of a dataset (MLP, CNN) in the sampler's order, or
+ * random windows of a text (GPT). Either way batch `step` is a pure function of the seed
+ * and the step, which is what makes a resumed run continue exactly. */
+typedef struct ht_source {
+    int text;
+    ht_dataset train, val; /* samples */
+    ht_sampler sampler;
+    ht_text all, ttrain, tval; /* text: the file and two views into it */
+    int T;
+    uint64_t seed, eval_seed;
+    int eval_batches;
+    float *x;         /* (emax, features) */
+    int32_t *y, *tok; /* (emax * rows) labels or targets; (B, T) tokens */
+    int *idx;
+} ht_source;
+
+/* Loads the data the config names and splits off the validation part. */
+int ht_source_load(const ht_config *cfg, ht_source *src);
+/* Host staging for batches of up to B (evaluation goes in batches of B too). */
+void ht_source_start(ht_source *src, const ht_config *cfg, int B);
+/* Another stream of batches from the same data: batch `step` becomes a pure function of
+ * `seed` and the step (a worker of an asynchronous policy draws its own batches). */
+void ht_source_set_stream(ht_source *src, uint64_t seed);
+void ht_source_free(ht_source *src);
+/* Uploads rows [lo, hi) of global training batch `step` (of B). */
+void ht_source_batch(ht_source *src, ht_model *m, int64_t step, int B, int lo, int hi);
+/* Mean validation loss per row and accuracy (forward only, dropout off). */
+void ht_source_evaluate(ht_model *m, ht_source *src, double *loss, double *acc);
+
+#endif
