@@ -6,9 +6,10 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
 export OMPI_MCA_rmaps_base_oversubscribe=1
 
-# mpirun_ht NP PROGRAM ARGS...
+# mpirun_ht NP PROGRAM ARGS...: at most $MPI_TIMEOUT seconds (default 600), so that a
+# deadlock fails the test instead of hanging the suite
 mpirun_ht() {
     local np=$1
     shift
-    mpirun -np "$np" --oversubscribe --bind-to none "$@"
+    timeout "${MPI_TIMEOUT:-600}" mpirun -np "$np" --oversubscribe --bind-to none "$@"
 }

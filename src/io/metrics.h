@@ -3,7 +3,7 @@
  *
  * Record shapes (fields may be added later, never renamed):
  *   {"type":"train","step":<int>,"loss":<num|null>,"lr":<num>,"samples_per_s":<num>}
- *   {"type":"eval","step":<int>,"val_loss":<num|null>,"val_acc":<num|null>}
+ *   {"type":"eval","step":<int>,"val_loss":<num|null>,"val_acc":<num|null>,"time_s":<num>}
  * Other record types use ht_metrics_write with their own "type". */
 #ifndef HT_IO_METRICS_H
 #define HT_IO_METRICS_H

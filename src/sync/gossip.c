@@ -154,6 +154,11 @@ void ht_gossip_finish(ht_sync *s) {
         y[i] = (float)(g->a * g->x[i]);
     y[s->n] = (float)g->a;
     ht_sync_workers_sum(s, y, s->n + 1);
+    /* push-sum conserves the total weight: anything else is a lost or twice-merged model */
+    if (fabs(y[s->n] - W) > 1e-4 * W)
+        ht_die(HT_ERUNTIME, "gossip: the push-sum weights sum to %.9g, expected %d", y[s->n], W);
+    if (s->rank == 0)
+        ht_log_info("gossip: push-sum weights sum to %.9g over %d workers (conserved)", y[s->n], W);
     for (size_t i = 0; i < s->n; i++)
         g->x[i] = y[i] / y[s->n];
     free(y);

@@ -30,7 +30,8 @@ typedef struct msg_hdr {
     int64_t version; /* PUSH: server version the gradient was computed at; PARAMS: now */
     int64_t n;       /* INIT: parameters (a server: its shard); GROUP: members */
     int64_t id;      /* GROUP: group number; INIT: total steps */
-    double held_s;   /* PARAMS/GROUP: how long the reply was held (the sender's wait) */
+    double held_s;   /* PARAMS/GROUP: how long the reply was held (the sender's wait);
+                        PUSH: the seconds the step computed (emulated slowdown included) */
     double weight;   /* MODEL: push-sum weight; GROUP: this member's SAP weight */
 } msg_hdr;
 
@@ -47,6 +48,7 @@ struct ht_sync {
     int64_t total_steps; /* budget in global steps of train.batch */
     int64_t global;      /* latest known samples over all workers */
     int stop;
+    double last_compute; /* seconds of the last step's compute (ht_sync_add_compute) */
     ht_sync_stats st;
     void *impl; /* the policy's worker state */
 };
@@ -56,6 +58,8 @@ struct ht_sync {
 void ht_sync_recv_init(msg_hdr *h);
 /* Worker 0: INIT to extra rank `to` with an optional payload. */
 void ht_sync_send_init(const ht_sync *s, int to, int64_t n, const float *payload);
+/* A failed write of the decision log (sync.log) ends the job: exit 1 with the reason. */
+void ht_sync_logged(int rc);
 /* The budget of samples: total steps x train.batch. */
 int64_t ht_sync_budget(const ht_config *cfg, int64_t total_steps);
 /* Worker side: parameters device <-> host (s->m->params). */

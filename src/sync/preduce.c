@@ -68,7 +68,10 @@ void ht_preduce_step(ht_sync *s, int b, float lr) {
         return;
     }
     int n = (int)h->n;
-    if (n < 2) return;
+    if (n < 2) {
+        s->stop = h->version != 0;
+        return;
+    }
     double wi = 0;
     for (int k = 0; k < n; k++) {
         p->members[k] = (int)MEMBERS(p->reply)[k];
@@ -85,6 +88,7 @@ void ht_preduce_step(ht_sync *s, int b, float lr) {
         ht_sync_params_write(s, p->y);
     }
     p->t = h->clock;
+    s->stop = h->version != 0;
     s->st.comm_s += ht_now() - t1;
 }
 
@@ -152,7 +156,13 @@ static void form(generator *v, const int *members, int n) {
         for (int k = 0; k < n; k++)
             w[k] = 1.0 / n;
     int64_t id = n >= 2 ? v->gid++ : -1;
-    msg_hdr h = {.kind = MSG_GROUP, .n = n, .id = id, .clock = tmax, .samples = v->samples};
+    /* the budget is spent: the members average this last time, then stop */
+    msg_hdr h = {.kind = MSG_GROUP,
+                 .n = n,
+                 .id = id,
+                 .clock = tmax,
+                 .samples = v->samples,
+                 .version = v->stop};
     for (int k = 0; k < n; k++)
         send_to(v, members[k], &h, members, w);
     if (v->log) {
@@ -166,8 +176,9 @@ static void form(generator *v, const int *members, int n) {
             c += (size_t)snprintf(ws + c, c < sizeof ws ? sizeof ws - c : 0, "%s%.6g", k ? "," : "",
                                   w[k]);
         }
-        ht_metrics_write(v->log, "type=%s t=%.6f group=%lld members=%s timestamps=%s weights=%s",
-                         "group", ht_now(), (long long)id, list, ts, ws);
+        ht_sync_logged(
+            ht_metrics_write(v->log, "type=%s t=%f group=%lld members=%s timestamps=%s weights=%s",
+                             "group", ht_now(), (long long)id, list, ts, ws));
     }
     free(t);
     free(w);
@@ -222,13 +233,14 @@ int ht_preduce_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, ht
         st->comm_s += ht_now() - now;
     }
     st->steps = v.gid;
+    st->samples = v.samples;
     for (int w = 0; w < W; w++) {
         if (v.smsg[w]) ht_comm_msg_wait(v.smsg[w], NULL, NULL);
         free(v.out[w]);
     }
     if (v.log) {
-        ht_metrics_write(v.log, "type=%s t=%.6f groups=%lld samples=%lld", "end", ht_now(),
-                         (long long)v.gid, (long long)v.samples);
+        ht_sync_logged(ht_metrics_write(v.log, "type=%s t=%f groups=%lld samples=%lld", "end",
+                                        ht_now(), (long long)v.gid, (long long)v.samples));
         rc = ht_metrics_close(v.log);
     }
     ht_pgroup_free(&v.g);

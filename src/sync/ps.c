@@ -10,19 +10,17 @@
  *   ssp   apply at once, reply when the worker's next clock c is allowed: every active worker
  *         has reached c - s (Ho et al., NIPS 2013);
  *   dasp  our rule for Ma Xiang et al. (2023), of which only the abstract is at hand. The server
- *         keeps every worker's state: a moving average of its iteration time (time between its
- *         pushes, EMA weight 0.3), its clock and the staleness of its pushes. Every
- *         sync.interval updates it re-assigns parallel states (rules.h ht_dasp_assign): workers
- *         whose iteration times are within sync.similar of their group's fastest form a SYNC
- *         group, which the server runs as BSP among themselves (their gradients averaged into
- *         one update once every member has pushed, all released together); any other worker is
- *         ASYNC: its gradient is applied at once, scaled by min(1, units / staleness) (units:
- *         independent update sources) so that a much slower worker's stale gradient counts
- *         less; and any worker more than sync.max_ahead clocks ahead of the slowest WAITs
- *         (its reply is held, as SSP with that bound).
- * Server 0 also counts samples against the budget and sets the stop flag in its replies;
- * a stopped worker says BYE to every server; a server ends when every worker has, and then
- * sends worker 0 its final shard. */
+ *         keeps every worker's state: a moving average of its iteration time (the compute
+ *         seconds each push reports, EMA weight 0.3), its clock and the staleness of its pushes.
+ * Every sync.interval updates it re-assigns parallel states (rules.h ht_dasp_assign): workers whose
+ * iteration times are within sync.similar of their group's fastest form a SYNC group, which the
+ * server runs as BSP among themselves (their gradients averaged into one update once every member
+ * has pushed, all released together); any other worker is ASYNC: its gradient is applied at once,
+ * scaled by min(1, units / staleness) (units: independent update sources) so that a much slower
+ * worker's stale gradient counts less; and any worker more than sync.max_ahead clocks ahead of the
+ * slowest WAITs (its reply is held, as SSP with that bound). Server 0 also counts samples against
+ * the budget and sets the stop flag in its replies; a stopped worker says BYE to every server; a
+ * server ends when every worker has, and then sends worker 0 its final shard. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,7 +77,11 @@ void ht_ps_step(ht_sync *s, int b) {
     ht_comm_msg **msgs = ht_xcalloc((size_t)(2 * p->S), sizeof *msgs);
     for (int j = 0; j < p->S; j++) {
         msg_hdr *h = p->out[j];
-        *h = (msg_hdr){.kind = MSG_PUSH, .clock = p->clock, .samples = b, .version = p->version[j]};
+        *h = (msg_hdr){.kind = MSG_PUSH,
+                       .clock = p->clock,
+                       .samples = b,
+                       .version = p->version[j],
+                       .held_s = s->last_compute};
         ht_buf_read(s->m->dev, s->m->grads, p->lo[j] * sizeof(float),
                     (p->hi[j] - p->lo[j]) * sizeof(float), PAYLOAD(h));
         msgs[2 * j + 1] = ht_comm_irecv(p->in[j], shard_bytes(p, j), s->L.workers + j, TAG_PULL);
@@ -153,7 +155,7 @@ typedef struct server {
     int64_t *clock;
     int *active, nactive;
     int *pending; /* a reply is owed */
-    double *since, *last, *tau;
+    double *since, *tau;
     /* dasp */
     int *state, *group, *pushed, units;
     float *acc; /* [W] x len: a SYNC group's summed gradients, by group number */
@@ -206,11 +208,12 @@ static void reply(server *v, int w) {
     v->smsg[w] = ht_comm_isend(h, sizeof(msg_hdr) + v->len * sizeof(float), w, TAG_PULL);
     v->pending[w] = 0;
     if (v->log)
-        ht_metrics_write(v->log,
-                         "type=%s t=%.6f worker=%d clock=%lld min_clock=%lld held_ms=%.3f "
-                         "version=%lld stop=%d",
-                         "release", now, w, (long long)v->clock[w], (long long)min_clock(v),
-                         1e3 * (now - v->since[w]), (long long)v->version, v->stop);
+        ht_sync_logged(
+            ht_metrics_write(v->log,
+                             "type=%s t=%f worker=%d clock=%lld min_clock=%lld held_ms=%f "
+                             "version=%lld stop=%d",
+                             "release", now, w, (long long)v->clock[w], (long long)min_clock(v),
+                             1e3 * (now - v->since[w]), (long long)v->version, v->stop));
 }
 
 /* DASP: a SYNC group whose active members have all pushed applies their mean gradient. */
@@ -239,29 +242,36 @@ static void dasp_assign(server *v) {
             memset(v->acc + (size_t)g * v->len, 0, v->len * sizeof(float));
             v->nacc[g] = 0;
         }
-    int *old = ht_xmalloc((size_t)v->W * 2 * sizeof(int));
-    memcpy(old, v->state, (size_t)v->W * sizeof(int));
-    memcpy(old + v->W, v->group, (size_t)v->W * sizeof(int));
     for (int w = 0; w < v->W; w++)
         v->pushed[w] = 0;
     v->units = ht_dasp_assign(v->tau, v->active, v->W, v->cfg->sync.similar, v->state, v->group);
-    for (int w = 0; w < v->W; w++)
-        if (v->log && (old[w] != v->state[w] || old[v->W + w] != v->group[w]))
-            ht_metrics_write(v->log, "type=%s t=%.6f worker=%d state=%s group=%d tau_ms=%.3f",
-                             "state", ht_now(), w, v->state[w] == HT_DASP_SYNC ? "sync" : "async",
-                             v->group[w], 1e3 * v->tau[w]);
-    free(old);
+    if (v->log) {
+        char states[1024] = "", groups[512] = "", taus[1024] = "";
+        size_t a = 0, b = 0, c = 0;
+        for (int w = 0; w < v->W; w++) {
+            a += (size_t)snprintf(states + a, a < sizeof states ? sizeof states - a : 0, "%s%s",
+                                  w ? "," : "", v->state[w] == HT_DASP_SYNC ? "sync" : "async");
+            b += (size_t)snprintf(groups + b, b < sizeof groups ? sizeof groups - b : 0, "%s%d",
+                                  w ? "," : "", v->group[w]);
+            c += (size_t)snprintf(taus + c, c < sizeof taus ? sizeof taus - c : 0, "%s%.3f",
+                                  w ? "," : "", 1e3 * v->tau[w]);
+        }
+        ht_sync_logged(ht_metrics_write(v->log,
+                                        "type=%s t=%f version=%lld states=%s groups=%s tau_ms=%s "
+                                        "units=%d",
+                                        "assign", ht_now(), (long long)v->version, states, groups,
+                                        taus, v->units));
+    }
     v->last_assign = v->version;
 }
 
 static void on_push(server *v, int w) {
     msg_hdr *h = v->in[w];
     double now = ht_now();
-    if (v->last[w] > 0) {
-        double dt = now - v->last[w];
-        v->tau[w] = v->tau[w] > 0 ? 0.7 * v->tau[w] + 0.3 * dt : dt;
-    }
-    v->last[w] = now;
+    /* the worker's own compute seconds, not the time between its pushes: waiting in a SYNC
+     * group must not make a worker look slow */
+    double dt = h->held_s;
+    v->tau[w] = v->tau[w] > 0 ? 0.7 * v->tau[w] + 0.3 * dt : dt;
     v->samples += h->samples;
     v->clock[w] = h->clock + 1;
     int64_t sigma = v->version - h->version;
@@ -296,7 +306,6 @@ static void server_free(server *v) {
     free(v->active);
     free(v->pending);
     free(v->since);
-    free(v->last);
     free(v->tau);
     free(v->state);
     free(v->group);
@@ -351,7 +360,6 @@ int ht_ps_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, const c
     v.active = ht_xcalloc((size_t)W, sizeof(int));
     v.pending = ht_xcalloc((size_t)W, sizeof(int));
     v.since = ht_xcalloc((size_t)W, sizeof(double));
-    v.last = ht_xcalloc((size_t)W, sizeof(double));
     v.tau = ht_xcalloc((size_t)W, sizeof(double));
     v.state = ht_xcalloc((size_t)W, sizeof(int));
     v.group = ht_xcalloc((size_t)W, sizeof(int));
@@ -391,6 +399,7 @@ int ht_ps_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, const c
             if (v.pending[k] && may_release(&v, k)) reply(&v, k);
         st->comm_s += ht_now() - t1;
     }
+    st->samples = v.samples;
     /* every worker has said BYE: the final shard to worker 0 */
     msg_hdr *f = v.out[0];
     if (v.smsg[0]) ht_comm_msg_wait(v.smsg[0], NULL, NULL);
@@ -399,8 +408,8 @@ int ht_ps_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, const c
     memcpy(PAYLOAD(f), v.x, v.len * sizeof(float));
     ht_comm_send(f, bytes, 0, TAG_FINAL);
     if (v.log) {
-        ht_metrics_write(v.log, "type=%s t=%.6f updates=%lld samples=%lld", "end", ht_now(),
-                         (long long)v.version, (long long)v.samples);
+        ht_sync_logged(ht_metrics_write(v.log, "type=%s t=%f updates=%lld samples=%lld", "end",
+                                        ht_now(), (long long)v.version, (long long)v.samples));
         rc = ht_metrics_close(v.log);
     }
     server_free(&v);

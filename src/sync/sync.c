@@ -65,13 +65,18 @@ int ht_sync_layout_of(const ht_config *cfg, int world, ht_sync_layout *L) {
     return HT_OK;
 }
 
-int ht_sync_local_batch(const ht_config *cfg, const ht_sync_layout *L, int w) {
-    int B = cfg->train.batch, W = L->workers ? L->workers : 1;
-    return B / W + (w < B % W);
+void ht_sync_local_range(const ht_config *cfg, const ht_sync_layout *L, int w, int *lo, int *hi) {
+    int B = cfg->train.batch, W = L->workers ? L->workers : 1, q = B / W, r = B % W;
+    *lo = w * q + (w < r ? w : r);
+    *hi = *lo + q + (w < r);
 }
 
 int64_t ht_sync_budget(const ht_config *cfg, int64_t total_steps) {
     return total_steps * (int64_t)cfg->train.batch;
+}
+
+void ht_sync_logged(int rc) {
+    if (rc != HT_OK) ht_die(rc, "sync.log: %s", ht_errmsg());
 }
 
 /* ------------------------------------------------------------------------- messages */
@@ -140,7 +145,10 @@ void ht_sync_step(ht_sync *s, int b, float lr, int *stop, int64_t *global) {
     *global = s->global;
 }
 
-void ht_sync_add_compute(ht_sync *s, double seconds) { s->st.compute_s += seconds; }
+void ht_sync_add_compute(ht_sync *s, double seconds) {
+    s->st.compute_s += seconds;
+    s->last_compute = seconds;
+}
 
 void ht_sync_finish(ht_sync *s) {
     double t0 = ht_now();

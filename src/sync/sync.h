@@ -43,9 +43,9 @@ typedef struct ht_sync_layout {
  * settings it does not support (cluster.shares, split "speed"). */
 int ht_sync_layout_of(const ht_config *cfg, int world, ht_sync_layout *L);
 const char *ht_sync_mode_name(int mode);
-/* Local batch of worker w: train.batch split equally over the workers (the first
- * batch % workers take one more). */
-int ht_sync_local_batch(const ht_config *cfg, const ht_sync_layout *L, int w);
+/* Worker w's rows [lo, hi) of a global batch: train.batch split equally over the workers
+ * (the first batch % workers take one more). */
+void ht_sync_local_range(const ht_config *cfg, const ht_sync_layout *L, int w, int *lo, int *hi);
 
 /* What every rank reports at the end (ht_sync_report gathers them on rank 0). */
 typedef struct ht_sync_stats {

@@ -1,7 +1,8 @@
-/* The worker loop of the asynchronous policies (see async.h). Worker w draws its own batches
- * (a sampler stream of its own seed) of train.batch / workers samples, so that the workers
- * together see train.batch samples per global step; the learning rate follows the global
- * step (samples over all workers / train.batch), as the policy last reported it. Rank 0
+/* The worker loop of the asynchronous policies (see async.h). Worker w's local step k trains
+ * on its slice of global batch k, the slice bsp would give it with equal shares, so that a
+ * worker sees fresh samples at every step whatever its speed, and workers in lockstep (preduce
+ * with P = all) see exactly bsp's batches. The learning rate follows the global step (samples
+ * over all workers / train.batch), as the policy last reported it. Rank 0
  * logs, shows progress and evaluates its current model every train.eval_every global steps
  * (the metrics' time_s leaves its evaluation time out). */
 #include "train/async.h"
@@ -12,7 +13,6 @@
 
 #include "core/err.h"
 #include "core/log.h"
-#include "core/rng.h"
 #include "io/progress.h"
 
 static void idle(double s) {
@@ -25,9 +25,10 @@ static void idle(double s) {
 int ht_train_async(const ht_async_job *j, ht_train_result *res, ht_sync_stats *stats) {
     const ht_config *cfg = j->cfg;
     const int B = cfg->train.batch, w = j->rank;
-    const int b = ht_sync_local_batch(cfg, j->L, w);
+    int lo, hi;
+    ht_sync_local_range(cfg, j->L, w, &lo, &hi);
+    const int b = hi - lo;
     const double rows = (double)b * j->model->rows;
-    ht_source_set_stream(j->src, ht_rng_stream(cfg->train.seed, 0x5c0000u + (uint64_t)w));
     ht_sync *s = ht_sync_open(cfg, j->L, w, j->model, j->opt, j->total);
     if (w == 0)
         ht_log_info("sync: %s, %d workers with %d samples per local step, %d %s", cfg->sync.mode,
@@ -44,8 +45,8 @@ int ht_train_async(const ht_async_job *j, ht_train_result *res, ht_sync_stats *s
         int64_t g = global / B;
         float lr = (float)ht_lr_at(j->sched, g < j->total ? g : j->total - 1, j->total);
         double tc = ht_now();
-        ht_source_batch(j->src, j->model, local, b, 0, b);
-        ht_model_set_training(j->model, 1, cfg->train.seed, local * j->L->workers + w);
+        ht_source_batch(j->src, j->model, local, B, lo, hi);
+        ht_model_set_training(j->model, 1, cfg->train.seed, local);
         ht_model_forward(j->model, b, 1);
         ht_model_backward(j->model, b, (float)(1.0 / rows));
         ht_dev_finish(j->dev);
@@ -53,7 +54,7 @@ int ht_train_async(const ht_async_job *j, ht_train_result *res, ht_sync_stats *s
         idle((j->slowdown - 1) * compute); /* emulated heterogeneity (DESIGN.md) */
         ht_sync_add_compute(s, compute * j->slowdown);
         ht_sync_step(s, b, lr, &stop, &global);
-        local++;
+        if (local++ == 0) res->first_step_s = ht_now() - j->t_start;
         if (w != 0) continue;
         g = global / B;
         if (g >= next_log || stop) {

@@ -28,6 +28,7 @@ typedef struct ht_async_job {
     ht_source *src;
     ht_metrics *metrics; /* rank 0, or NULL */
     int64_t total;       /* budget in global steps of train.batch */
+    double t_start;      /* ht_now() when the job started (for first_step_s) */
 } ht_async_job;
 
 /* Trains until the policy stops the workers, then leaves the final model in worker 0's

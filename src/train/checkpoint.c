@@ -32,7 +32,8 @@ int ht_checkpoint_save(const char *path, ht_model *m, ht_optim *o, int64_t step,
     for (int i = 0; i < np; i++, nt++) {
         t[nt].name = pt[i].name;
         t[nt].ndim = pt[i].ndim;
-        for (int j = 0; j < pt[i].ndim; j++) t[nt].shape[j] = pt[i].shape[j];
+        for (int j = 0; j < pt[i].ndim; j++)
+            t[nt].shape[j] = pt[i].shape[j];
         t[nt].data = params + pt[i].off;
     }
     for (int i = 0; i < ns; i++, nt++) {
@@ -55,7 +56,8 @@ int ht_checkpoint_save(const char *path, ht_model *m, ht_optim *o, int64_t step,
     const char *vals[] = {CKPT_FORMAT, sig, optim_name, st, ot};
     int rc = ht_st_write(path, t, nt, keys, vals, 5);
     free(params);
-    for (int i = 0; i < MAX_STATES; i++) free(state[i]);
+    for (int i = 0; i < MAX_STATES; i++)
+        free(state[i]);
     free(t);
     free(pt);
     return rc;
@@ -84,14 +86,17 @@ static const float *want(const ht_st_file *f, const char *path, const char *name
         return NULL;
     }
     int same = fnd == ndim;
-    for (int i = 0; same && i < ndim; i++) same = fs[i] == shape[i];
+    for (int i = 0; same && i < ndim; i++)
+        same = fs[i] == shape[i];
     if (!same) {
         char a[64] = "", b[64] = "";
         for (int i = 0; i < ndim; i++)
-            snprintf(a + strlen(a), sizeof a - strlen(a), "%s%lld", i ? "," : "", (long long)shape[i]);
+            snprintf(a + strlen(a), sizeof a - strlen(a), "%s%lld", i ? "," : "",
+                     (long long)shape[i]);
         for (int i = 0; i < fnd; i++)
             snprintf(b + strlen(b), sizeof b - strlen(b), "%s%lld", i ? "," : "", (long long)fs[i]);
-        *rc = ht_error(HT_EINPUT, "%s: tensor '%s' has shape [%s], expected [%s]", path, name, b, a);
+        *rc =
+            ht_error(HT_EINPUT, "%s: tensor '%s' has shape [%s], expected [%s]", path, name, b, a);
         return NULL;
     }
     return p;
@@ -108,8 +113,9 @@ static int read_params(ht_st_file *f, const char *path, const ht_model *m, float
         return ht_error(HT_EINPUT, "%s: metadata 'format' is '%s', expected '%s'", path,
                         fmt ? fmt : "(missing)", CKPT_FORMAT);
     if (!fsig || strcmp(fsig, sig))
-        return ht_error(HT_EINPUT, "%s: checkpoint is for model '%s', but the config describes '%s'",
-                        path, fsig ? fsig : "(missing)", sig);
+        return ht_error(HT_EINPUT,
+                        "%s: checkpoint is for model '%s', but the config describes '%s'", path,
+                        fsig ? fsig : "(missing)", sig);
     int np = ht_model_param_tensors(m, NULL, 0), rc = HT_OK;
     ht_param_tensor *pt = ht_xmalloc((size_t)np * sizeof *pt);
     ht_model_param_tensors(m, pt, np);
@@ -117,12 +123,15 @@ static int read_params(ht_st_file *f, const char *path, const ht_model *m, float
     for (int i = 0; rc == HT_OK && i < np; i++) {
         const float *src = want(f, path, pt[i].name, pt[i].ndim, pt[i].shape, &rc);
         size_t n = 1;
-        for (int j = 0; j < pt[i].ndim; j++) n *= (size_t)pt[i].shape[j];
+        for (int j = 0; j < pt[i].ndim; j++)
+            n *= (size_t)pt[i].shape[j];
         if (src) memcpy(p + pt[i].off, src, n * sizeof(float));
     }
     free(pt);
-    if (rc != HT_OK) free(p);
-    else *params = p;
+    if (rc != HT_OK)
+        free(p);
+    else
+        *params = p;
     return rc;
 }
 

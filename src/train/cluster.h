@@ -60,9 +60,9 @@ void ht_cluster_bcast_params(ht_cluster *c, ht_model *m);
  * gradients over ranks into m->grads; *stop becomes 1 on every rank when any rank's was set. */
 void ht_cluster_reduce(ht_cluster *c, ht_model *m, double compute_s, int *stop);
 /* Collective, after step `step` (every rank): with rebalancing on, gathers every rank's
- * compute seconds of the step and feeds the same numbers to the rebalancer on every rank, so all adopt the
- * same new shares for the next step; rank 0 logs each change and writes a "rebalance" metrics
- * record. Returns HT_OK or the error of the metrics write / the rebalancer. */
+ * compute seconds of the step and feeds the same numbers to the rebalancer on every rank, so all
+ * adopt the same new shares for the next step; rank 0 logs each change and writes a "rebalance"
+ * metrics record. Returns HT_OK or the error of the metrics write / the rebalancer. */
 int ht_cluster_rebalance(ht_cluster *c, ht_metrics *metrics, int64_t step);
 /* Collective: starts trace recording on every rank from a common time origin (a barrier). */
 void ht_cluster_trace_start(ht_cluster *c);

@@ -125,10 +125,3 @@ void ht_source_evaluate(ht_model *m, ht_source *src, double *loss, double *acc) 
     *loss = rows ? lsum / rows : NAN;
     *acc = rows ? (double)correct / rows : NAN;
 }
-
-void ht_source_set_stream(ht_source *src, uint64_t seed) {
-    src->seed = seed;
-    if (src->text) return;
-    ht_sampler_free(&src->sampler);
-    ht_sampler_init(&src->sampler, src->train.n, seed, 1);
-}

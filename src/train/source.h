@@ -29,9 +29,6 @@ typedef struct ht_source {
 int ht_source_load(const ht_config *cfg, ht_source *src);
 /* Host staging for batches of up to B (evaluation goes in batches of B too). */
 void ht_source_start(ht_source *src, const ht_config *cfg, int B);
-/* Another stream of batches from the same data: batch `step` becomes a pure function of
- * `seed` and the step (a worker of an asynchronous policy draws its own batches). */
-void ht_source_set_stream(ht_source *src, uint64_t seed);
 void ht_source_free(ht_source *src);
 /* Uploads rows [lo, hi) of global training batch `step` (of B). */
 void ht_source_batch(ht_source *src, ht_model *m, int64_t step, int B, int lo, int hi);

@@ -23,12 +23,12 @@
 #include "optim/optim.h"
 #include "optim/schedule.h"
 #include "prof/profile.h"
+#include "sync/sync.h"
+#include "train/async.h"
 #include "train/checkpoint.h"
 #include "train/cluster.h"
 #include "train/reduce.h"
 #include "train/source.h"
-#include "sync/sync.h"
-#include "train/async.h"
 
 static volatile sig_atomic_t g_stop;
 
@@ -73,8 +73,9 @@ static int profile_speed(const ht_config *cfg, const ht_model *m, const ht_devin
                       "hetprof --device, or set cluster.profile = \"\"",
                       cfg->cluster.profile, di->name, di->platform);
     if (rc == HT_OK && !((*speed = ht_profile_speed(p, found, share)) > 0))
-        rc = ht_error(HT_EINPUT, "%s: device '%s' has no layer times or samples_per_s to derive "
-                                 "a speed from; run hetprof -c %s",
+        rc = ht_error(HT_EINPUT,
+                      "%s: device '%s' has no layer times or samples_per_s to derive "
+                      "a speed from; run hetprof -c %s",
                       cfg->cluster.profile, di->name, cfg->source);
     if (rc == HT_OK && strcmp(p->model, m->desc))
         ht_log_warn("%s was measured for model '%s', this job trains '%s'; speeds may mislead",
@@ -102,8 +103,9 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
     if ((rc = ht_sync_layout_of(cfg, cl.world, &L)) != HT_OK) goto out_cluster;
     const int async = L.mode != HT_SYNC_BSP;
     if (async && (opts->resume || opts->trace || opts->stop_after)) {
-        rc = ht_error(HT_EINPUT, "%s: sync.mode \"%s\": --resume, --stop-after and --trace work "
-                                 "with sync.mode \"bsp\" only",
+        rc = ht_error(HT_EINPUT,
+                      "%s: sync.mode \"%s\": --resume, --stop-after and --trace work "
+                      "with sync.mode \"bsp\" only",
                       cfg->source, cfg->sync.mode);
         goto out_cluster;
     }
@@ -181,8 +183,8 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
     ht_source_start(&src, cfg, B);
     if (async) {
         ht_cluster_announce(&cl, ht_dev_info(dev)->name);
-        ht_async_job job = {cfg,  &L,    cl.rank, cl.slowdown, dev,    &model,
-                            &opt, &sched, &src,   metrics,     total};
+        ht_async_job job = {cfg,  &L,     cl.rank, cl.slowdown, dev,   &model,
+                            &opt, &sched, &src,    metrics,     total, t_start};
         if ((rc = ht_train_async(&job, res, &sstats)) != HT_OK) goto out_loop;
         ht_sync_stats *all = cl.rank == 0 ? ht_xcalloc((size_t)cl.world, sizeof *all) : NULL;
         ht_sync_report(&sstats, all);
@@ -211,8 +213,7 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
             ht_dev_finish(dev);
         }
         double t = (ht_now() - t0) * cl.slowdown;
-        if ((rc = ht_cluster_split_by_speed(&cl, (cl.hi - cl.lo) / (t > 1e-9 ? t : 1e-9))) !=
-            HT_OK)
+        if ((rc = ht_cluster_split_by_speed(&cl, (cl.hi - cl.lo) / (t > 1e-9 ? t : 1e-9))) != HT_OK)
             goto out_loop;
     }
     if (opts->trace) ht_cluster_trace_start(&cl);
@@ -222,8 +223,7 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
     ht_progress prog;
     /* -q (log level below info) silences progress too; only rank 0 reports. */
     int show = cl.rank == 0 && ht_log_level() >= HT_LOG_INFO;
-    ht_progress_init(&prog, stderr, total, show ? cfg->log.progress : "none",
-                     cfg->log.every);
+    ht_progress_init(&prog, stderr, total, show ? cfg->log.progress : "none", cfg->log.every);
 
     double vloss = NAN, vacc = NAN, t_loop = ht_now(), t_mark = t_loop, t_eval = 0;
     int64_t mark_step = step, start_step = step;
@@ -295,7 +295,8 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
             t_mark = ht_now(); /* evaluation time is not training throughput */
             mark_step = done;
         }
-        if (cl.rank == 0 && *ckpt && cfg->checkpoint.every > 0 && done % cfg->checkpoint.every == 0 &&
+        if (cl.rank == 0 && *ckpt && cfg->checkpoint.every > 0 &&
+            done % cfg->checkpoint.every == 0 &&
             (rc = ht_checkpoint_save(ckpt, &model, &opt, done, cfg->optim.type)) != HT_OK)
             goto out_loop;
         /* new shares (if any) from the next step on: after this step's loss and records */

@@ -13,16 +13,17 @@ typedef struct ht_train_opts {
     const char *device; /* --device selector; overrides device.select when set */
     int resume;         /* --resume: continue from checkpoint.path if it exists */
     int profile;        /* --profile: per-kernel times at the end */
-    int64_t stop_after; /* --stop-after N: at most N steps in this run, then checkpoint (0 = no limit) */
+    int64_t stop_after; /* --stop-after N: at most N steps in this run, then checkpoint (0 = no
+                           limit) */
     const char *trace;  /* --trace FILE: Chrome trace of every rank's steps (NULL = none) */
 } ht_train_opts;
 
 typedef struct ht_train_result {
-    int64_t steps;         /* optimizer steps taken in total (including resumed ones) */
-    double val_loss;       /* final evaluation (a language model: nats per byte) */
-    double val_acc;        /* a language model: next-byte accuracy */
-    double samples_per_s;  /* training throughput of this process */
-    double first_step_s;   /* process start -> first step done */
+    int64_t steps;        /* optimizer steps taken in total (including resumed ones) */
+    double val_loss;      /* final evaluation (a language model: nats per byte) */
+    double val_acc;       /* a language model: next-byte accuracy */
+    double samples_per_s; /* training throughput of this process */
+    double first_step_s;  /* process start -> first step done */
 } ht_train_result;
 
 /* Runs the job. Returns HT_OK, HT_EINPUT (bad data/checkpoint: message set) or
