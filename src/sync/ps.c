@@ -6,6 +6,8 @@
  * parameters came from), then pull the parameters back; the pull reply may be held by the
  * server (SSP bound, DASP group or wait). A server serves whichever worker's push arrives
  * first (nonblocking receives posted for every worker), so no worker blocks another:
+ * Every gradient is applied scaled by its share of the global batch (b / train.batch), so
+ * that train.batch samples' worth of pushes move the parameters as far as one bsp step.
  *   asp   apply at once, reply at once;
  *   ssp   apply at once, reply when the worker's next clock c is allowed: every active worker
  *         has reached c - s (Ho et al., NIPS 2013);
@@ -225,7 +227,7 @@ static void dasp_complete_groups(server *v) {
             waiting +=
                 v->active[w] && v->group[w] == g && v->state[w] == HT_DASP_SYNC && !v->pushed[w];
         if (waiting) continue;
-        apply(v, v->acc + (size_t)g * v->len, 1.0 / v->nacc[g]);
+        apply(v, v->acc + (size_t)g * v->len, 1.0);
         memset(v->acc + (size_t)g * v->len, 0, v->len * sizeof(float));
         v->nacc[g] = 0;
         for (int w = 0; w < v->W; w++)
@@ -238,7 +240,7 @@ static void dasp_complete_groups(server *v) {
 static void dasp_assign(server *v) {
     for (int g = 0; g < v->W; g++)
         if (v->nacc[g]) {
-            apply(v, v->acc + (size_t)g * v->len, 1.0 / v->nacc[g]);
+            apply(v, v->acc + (size_t)g * v->len, 1.0);
             memset(v->acc + (size_t)g * v->len, 0, v->len * sizeof(float));
             v->nacc[g] = 0;
         }
@@ -275,17 +277,20 @@ static void on_push(server *v, int w) {
     v->samples += h->samples;
     v->clock[w] = h->clock + 1;
     int64_t sigma = v->version - h->version;
+    /* a push of b samples is b / train.batch of a global step: W equal pushes move the
+     * parameters as far as one bsp step (and a SYNC group of all workers is exactly bsp) */
+    double share = (double)h->samples / v->cfg->train.batch;
     if (v->mode != HT_SYNC_DASP) {
-        apply(v, PAYLOAD(h), 1.0);
+        apply(v, PAYLOAD(h), share);
     } else if (v->state[w] == HT_DASP_SYNC) {
         float *a = v->acc + (size_t)v->group[w] * v->len;
         const float *g = PAYLOAD(h);
         for (size_t i = 0; i < v->len; i++)
-            a[i] += g[i];
+            a[i] += (float)(share * g[i]);
         v->nacc[v->group[w]]++;
         v->pushed[w] = 1;
     } else {
-        apply(v, PAYLOAD(h), ht_dasp_scale(sigma, v->units));
+        apply(v, PAYLOAD(h), share * ht_dasp_scale(sigma, v->units));
     }
     v->pending[w] = 1;
     v->since[w] = now;
