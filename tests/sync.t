@@ -135,4 +135,8 @@ EXPECT_FAIL=1 sy shares 3 ssp -q --set 'cluster.shares=[10, 11, 11]'
 ok $? "ssp with cluster.shares: refused, naming the key"
 expect_fail 2 "sync.mode.*expected one of" "an unknown sync.mode: exit 2 with the choices" \
     -- -c "$TMP/job.cfg" --set sync.mode=ring
+# the shipped examples parse and validate (without mpirun they stop at the rank count)
+for f in conf/sync-*.cfg; do
+    expect_fail 2 "needs .* at least [0-9]+ ranks under mpirun" "$f is a valid job" -- -c "$f"
+done
 done_testing
