@@ -16,6 +16,7 @@
 #include "data/data.h"
 #include "io/trace.h"
 #include "plan/plan.h"
+#include "train/async.h"
 #include "train/reduce.h"
 
 const char *ht_cluster_selector(const ht_config *cfg, const char *cli_device, int rank) {
@@ -251,6 +252,10 @@ int ht_cluster_record(ht_cluster *c, ht_metrics *metrics, int64_t step) {
     double *all = ht_xcalloc((size_t)c->world * 5, sizeof(double));
     ht_comm_allgather(mine, sizeof mine, all);
     c->rb_mark -= c->t_compute; /* keeps t_compute - rb_mark = compute since the last rebalance */
+    c->sum_compute += c->t_compute;
+    c->sum_wait += c->t_wait;
+    c->sum_comm += c->t_comm;
+    c->sum_steps += c->nsteps;
     c->t_compute = c->t_wait = c->t_comm = c->t_hidden = 0;
     c->nsteps = 0;
     int rc = HT_OK;
@@ -263,6 +268,21 @@ int ht_cluster_record(ht_cluster *c, ht_metrics *metrics, int64_t step) {
                               c->devnames + (size_t)r * HT_DEVNAME_TEXT, c->shares[r], a[0], a[1],
                               a[2], a[4], a[3]);
     }
+    free(all);
+    return rc;
+}
+
+int ht_cluster_final_records(ht_cluster *c, ht_metrics *metrics) {
+    ht_sync_stats mine = {.compute_s = c->sum_compute + c->t_compute,
+                          .wait_s = c->sum_wait + c->t_wait,
+                          .comm_s = c->sum_comm + c->t_comm,
+                          .steps = c->sum_steps + c->nsteps};
+    mine.samples = mine.steps * (c->hi - c->lo);
+    ht_comm_traffic(&mine.sent, &mine.received);
+    ht_sync_stats *all = c->rank == 0 ? ht_xcalloc((size_t)c->world, sizeof *all) : NULL;
+    ht_sync_report(&mine, all);
+    ht_sync_layout L = {.mode = HT_SYNC_BSP, .world = c->world, .workers = c->world};
+    int rc = c->rank == 0 ? ht_train_sync_records(metrics, &L, all) : HT_OK;
     free(all);
     return rc;
 }

@@ -28,6 +28,8 @@ typedef struct ht_cluster {
     /* seconds since the last record: compute (+ emulated idle), wait, communication (with
      * cluster.overlap: what is left after backward), communication hidden behind backward */
     double t_compute, t_wait, t_comm, t_hidden;
+    double sum_compute, sum_wait, sum_comm; /* the same over the whole run */
+    int64_t sum_steps;
     struct ht_reduce *red; /* bucketed reduction state (train/reduce.c), made on first use */
     int64_t nsteps;
     /* online rebalancing (cluster.split "speed" with cluster.rebalance): t_compute at the last
@@ -69,6 +71,9 @@ void ht_cluster_trace_start(ht_cluster *c);
 /* Collective: rank 0 gathers every rank's trace events (src/io/trace) and writes one Chrome
  * trace file to path, atomically. HT_OK, or HT_ERUNTIME (on rank 0) when it cannot. */
 int ht_cluster_trace_write(ht_cluster *c, const char *path);
+/* Collective: every rank's totals over the run as src/sync's end-of-run stats (samples =
+ * share x steps); on rank 0 one "sync" metrics record per rank, as the other policies write. */
+int ht_cluster_final_records(ht_cluster *c, ht_metrics *metrics);
 /* Sums per-rank loss sums and correct counts (double, in place, n values). */
 void ht_cluster_sum(double *v, int n);
 /* Collective (every rank, same steps): rank 0 writes one "rank" metrics record per rank with

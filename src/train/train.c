@@ -324,6 +324,7 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
     res->val_loss = vloss;
     res->val_acc = vacc;
     res->samples_per_s = step > start_step ? (double)(step - start_step) * B / t_train : 0;
+    if (dp && (rc = ht_cluster_final_records(&cl, metrics)) != HT_OK) goto out_loop;
     if (opts->profile) ht_dev_profile_report(dev, stderr);
     ht_trace_set_step(-1);
     if (opts->trace && (rc = ht_cluster_trace_write(&cl, opts->trace)) != HT_OK) goto out_loop;
