@@ -26,9 +26,11 @@ static void ref_gemm(int ta, int tb, int m, int n, int k, const float *a, int ld
         }
 }
 
-static void check_gemm(ht_dev *d, int ta, int tb, int m, int n, int k, float beta) {
-    int lda = ta ? m : k, ldb = tb ? k : n, ldc = n;
-    size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
+/* Leading dimensions are the operands' widths plus pad (a view into a wider matrix). */
+static void check_gemm_ld(ht_dev *d, int ta, int tb, int m, int n, int k, float alpha, float beta,
+                          int pad) {
+    int lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
+    size_t na = (size_t)(ta ? k : m) * lda, nb = (size_t)(tb ? n : k) * ldb, nc = (size_t)m * ldc;
     float *a = malloc(na * 4), *b = malloc(nb * 4), *c = malloc(nc * 4), *c0 = malloc(nc * 4),
           *r = malloc(nc * 4);
     ref_fill_uniform(a, na, -1, 1, 11 + m);
@@ -40,18 +42,30 @@ static void check_gemm(ht_dev *d, int ta, int tb, int m, int n, int k, float bet
     ht_buf_write(d, ba, 12, na * 4, a);
     ht_buf_write(d, bb, 0, nb * 4, b);
     ht_buf_write(d, bc, 0, nc * 4, c0);
-    ht_sgemm(d, ta, tb, m, n, k, 1.0f, ba, 3, lda, bb, 0, ldb, beta, bc, 0, ldc);
+    ht_sgemm(d, ta, tb, m, n, k, alpha, ba, 3, lda, bb, 0, ldb, beta, bc, 0, ldc);
     ht_buf_read(d, bc, 0, nc * 4, c);
     ref_gemm(ta, tb, m, n, k, a, lda, b, ldb, r, ldc);
-    for (size_t i = 0; i < nc; i++) r[i] += beta * c0[i];
+    /* the padding columns of C must be left alone */
+    for (size_t i = 0; i < nc; i++)
+        r[i] = i % ldc < (size_t)n ? alpha * r[i] + beta * c0[i] : c0[i];
     /* fp32 accumulation over k terms of magnitude <= 1: error grows ~sqrt(k) * eps. */
-    double err = tap_max_abserr(c, r, nc), tol = 1e-6 * k + 1e-5;
-    tap_ok(err < tol, "sgemm %c%c m=%d n=%d k=%d beta=%g: max abs err %.2e < %.1e", ta ? 'T' : 'N',
-           tb ? 'T' : 'N', m, n, k, beta, err, tol);
+    double err = tap_max_abserr(c, r, nc);
+    double tol = (1e-6 * k + 1e-5) * (fabs(alpha) > 1 ? fabs(alpha) : 1);
+    if (alpha == 1.0f && pad == 0)
+        tap_ok(err < tol, "sgemm %c%c m=%d n=%d k=%d beta=%g: max abs err %.2e < %.1e",
+               ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, beta, err, tol);
+    else
+        tap_ok(err < tol,
+               "sgemm %c%c m=%d n=%d k=%d alpha=%g beta=%g ld pad %d: max abs err %.2e < %.1e",
+               ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, beta, pad, err, tol);
     ht_buf_free(ba);
     ht_buf_free(bb);
     ht_buf_free(bc);
     free(a), free(b), free(c), free(c0), free(r);
+}
+
+static void check_gemm(ht_dev *d, int ta, int tb, int m, int n, int k, float beta) {
+    check_gemm_ld(d, ta, tb, m, n, k, 1.0f, beta, 0);
 }
 
 /* Runs fn in a child with stderr captured; returns its exit status and output. */
@@ -190,6 +204,13 @@ int main(void) {
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) check_gemm(d, ta, tb, 13, 37, 29, ta ? 1.0f : 0.0f);
     check_gemm(d, 0, 0, 1, 10, 1, 0.0f);
+    /* alpha, beta and leading dimensions wider than the operands, at shapes with partial
+     * 6-row and 16-column tiles, k past the packing chunks (256 steps), and more panels than
+     * one packing work-item takes (21 of A^T, 8 of B) */
+    check_gemm_ld(d, 0, 0, 37, 53, 300, 0.5f, 0.25f, 5);
+    check_gemm_ld(d, 1, 1, 20, 33, 17, -1.5f, 1.0f, 3);
+    check_gemm_ld(d, 0, 1, 7, 16, 513, 2.0f, 0.0f, 1);
+    check_gemm_ld(d, 1, 0, 131, 300, 40, 1.0f, 0.5f, 7);
     /* The MLP's forward and weight-gradient shapes (784-1024 layer, batch 256). */
     check_gemm(d, 0, 1, 256, 1024, 784, 0.0f);
     check_gemm(d, 1, 0, 1024, 784, 256, 0.0f);

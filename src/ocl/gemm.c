@@ -1,9 +1,9 @@
-/* Row-major SGEMM on CPU devices with the register-tiled kernel of cl/gemm.cl (the design of
- * conv_gemm in cl/conv.cl) instead of CLBlast: no padding or copies except B^T, which is
- * transposed into a per-device workspace so the kernel can load B's rows as float16.
- * Chosen by ht_sgemm_at (blas.c) for devices of type cpu; ht_dev_opts.gemm (default from
- * $HT_GEMM) forces either path (tests, benchmarks, the CLBlast tuner). Each element's sum
- * over k runs in order. */
+/* Row-major SGEMM on CPU devices with the packed register-tiled kernels of cl/gemm.cl
+ * instead of CLBlast: both operands are packed into panels in a per-device workspace (B's
+ * 16-column panels first, then A's 6-row panels), then gemm_packed computes the 6x16 tiles
+ * (see cl/gemm.cl for the scheme and why). Chosen by ht_sgemm_at (blas.c) for devices of
+ * type cpu; ht_dev_opts.gemm (default from $HT_GEMM) forces either path (tests, benchmarks,
+ * the CLBlast tuner). Each element's sum over k runs in order. */
 #include "ocl/internal.h"
 
 #include <limits.h>
@@ -13,21 +13,33 @@
 
 #include "core/err.h"
 
+/* The numbers of cl/gemm.cl: tile rows and columns, and the packing work per work-item. */
+#define TM 6         /* GEMM_TM */
+#define TN 16        /* GEMM_TN */
+#define PACK_RUN 128 /* GEMM_RUN */
+#define PACK_K 16    /* GEMM_PK */
+#define PACK_L 256   /* GEMM_PL */
+
 /* Whether every index the kernels compute fits in an int. */
 static int fits_int(size_t a, size_t b) { return a <= (size_t)INT_MAX && b <= (size_t)INT_MAX - a; }
 
+/* Floats of the packed panels of B (ceil(n/16) x 16 x k) and A (ceil(m/6) x 6 x k). */
+static size_t packed_b(size_t n, size_t k) { return (n + TN - 1) / TN * TN * k; }
+static size_t packed_a(size_t m, size_t k) { return (m + TM - 1) / TM * TM * k; }
+
 int ht_gemm_tiled_wanted(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t k,
                          const ht_buf *a, const ht_buf *b, const ht_buf *c) {
-    (void)trans_a, (void)trans_b, (void)m, (void)n, (void)k;
+    (void)trans_a, (void)trans_b;
     if (d->gemm == HT_GEMM_CLBLAST) return 0;
     if (d->gemm == HT_GEMM_AUTO && strcmp(d->info.type, "cpu")) return 0;
+    if (m > (size_t)INT_MAX || n > (size_t)INT_MAX || k > (size_t)INT_MAX / TN) return 0;
     size_t fa = a->size / sizeof(float), fb = b->size / sizeof(float), fc = c->size / sizeof(float);
-    size_t ws = k * n;
-    return fits_int(fa, 16) && fits_int(fb, 16) && fits_int(fc, 16) && fits_int(ws, 16);
+    return fits_int(fa, TN) && fits_int(fb, TN) && fits_int(fc, TN) &&
+           fits_int(packed_b(n, k), packed_a(m, k));
 }
 
 static ht_buf *workspace(ht_dev *d, size_t floats) {
-    size_t bytes = floats * sizeof(float);
+    size_t bytes = (floats ? floats : 1) * sizeof(float);
     if (!d->gemm_ws || d->gemm_ws->size < bytes) {
         if (d->gemm_ws) ht_buf_free(d->gemm_ws);
         d->gemm_ws = ht_buf_new(d, bytes, "gemm workspace");
@@ -35,35 +47,49 @@ static ht_buf *workspace(ht_dev *d, size_t floats) {
     return d->gemm_ws;
 }
 
+/* Packs X(rows, k), X(r, l) = x[off + r*sr + l*sl] (sr or sl is 1), into panels of w rows
+ * at ws + wso; the range follows the contiguous direction (gemm_pack in cl/gemm.cl). */
+static void pack(ht_dev *d, ht_buf *ws, size_t wso, const ht_buf *x, size_t off, size_t sr,
+                 size_t sl, size_t rows, size_t k, size_t w, const char *file, int line) {
+    size_t panels = (rows + w - 1) / w, per = PACK_RUN / w;
+    size_t gws[2] = {(panels + per - 1) / per, (k + PACK_K - 1) / PACK_K}, lws[2] = {1, 1};
+    if (sr != 1) gws[0] = (k + PACK_L - 1) / PACK_L, gws[1] = panels;
+    ht_launch_at(d, w == TM ? "gemm_pack6" : "gemm_pack16", 2, gws, lws, 8,
+                 (ht_arg[]){HT_BUF(ws), HT_INT(wso), HT_BUF(x), HT_INT(off), HT_INT(sr), HT_INT(sl),
+                            HT_INT(rows), HT_INT(k)},
+                 file, line);
+}
+
 void ht_gemm_tiled(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
                    const ht_buf *a, size_t a_off, size_t lda, const ht_buf *b, size_t b_off,
                    size_t ldb, float beta, ht_buf *c, size_t c_off, size_t ldc, const char *file,
                    int line) {
-    const ht_buf *bb = b;
-    size_t bo = b_off, ldbb = ldb;
-    if (trans_b && k > 0) {
-        /* B is stored (n, k): transpose it into (k, n). */
-        ht_buf *ws = workspace(d, k * n);
-        size_t gws[2] = {(k + 15) / 16, (n + 15) / 16};
-        ht_launch_at(d, "gemm_transpose", 2, gws, NULL, 6,
-                     (ht_arg[]){HT_BUF(ws), HT_BUF(b), HT_INT(b_off), HT_INT(ldb), HT_INT(n),
-                                HT_INT(k)},
-                     file, line);
-        bb = ws, bo = 0, ldbb = n;
+    size_t pb = packed_b(n, k);
+    ht_buf *ws = workspace(d, pb + packed_a(m, k));
+    if (k > 0) {
+        /* B(l, j) = b[j*ldb + l] (B^T stored) or b[l*ldb + j]; A(i, l) likewise */
+        pack(d, ws, 0, b, b_off, trans_b ? ldb : 1, trans_b ? 1 : ldb, n, k, TN, file, line);
+        pack(d, ws, pb, a, a_off, trans_a ? 1 : lda, trans_a ? lda : 1, m, k, TM, file, line);
     }
-    size_t sam = trans_a ? 1 : lda, sal = trans_a ? lda : 1;
-    size_t g1 = (m + 5) / 6, l1 = g1 < 16 ? g1 : 16, cap = ht_kernel_max_wg(d, "gemm_tiled");
+    /* Work-groups of up to 16 tiles down a column (one B panel), fewer where there are so few
+     * columns that each compute unit would not get about 4 groups (the n = 10 layer). */
+    size_t tiles_m = (m + TM - 1) / TM, tiles_n = (n + TN - 1) / TN;
+    size_t want = 4 * (size_t)(d->info.compute_units ? d->info.compute_units : 1);
+    size_t l1 = tiles_m * tiles_n / want, cap = ht_kernel_max_wg(d, "gemm_packed");
+    if (l1 > 16) l1 = 16;
+    if (l1 > tiles_m) l1 = tiles_m;
     if (l1 > cap) l1 = cap;
-    size_t gws[2] = {(n + 15) / 16, (g1 + l1 - 1) / l1 * l1}, lws[2] = {1, l1};
+    if (l1 < 1) l1 = 1;
+    size_t gws[2] = {tiles_n, (tiles_m + l1 - 1) / l1 * l1}, lws[2] = {1, l1};
     /* profiled as CLBlast's calls are: hetprof reads the GEMM shapes from these names */
     char name[96];
     snprintf(name, sizeof name, "sgemm %c%c %zux%zux%zu", trans_a ? 'T' : 'N', trans_b ? 'T' : 'N',
              m, n, k);
     d->prof_name = name;
-    ht_launch_at(d, "gemm_tiled", 2, gws, lws, 15,
-                 (ht_arg[]){HT_BUF(c), HT_INT(c_off), HT_INT(ldc), HT_BUF(a), HT_INT(a_off),
-                            HT_INT(sam), HT_INT(sal), HT_BUF(bb), HT_INT(bo), HT_INT(ldbb),
-                            HT_INT(m), HT_INT(n), HT_INT(k), HT_FLOAT(alpha), HT_FLOAT(beta)},
+    ht_launch_at(d, "gemm_packed", 2, gws, lws, 11,
+                 (ht_arg[]){HT_BUF(c), HT_INT(c_off), HT_INT(ldc), HT_BUF(ws), HT_INT(pb),
+                            HT_INT(0), HT_INT(m), HT_INT(n), HT_INT(k), HT_FLOAT(alpha),
+                            HT_FLOAT(beta)},
                  file, line);
     d->prof_name = NULL;
 }

@@ -42,7 +42,7 @@ struct ht_dev {
     ht_prof_sum *sums;
     int nsums, capsums;
     const char *prof_name;  /* when set, the name ht_launch_at profiles its kernel under */
-    struct ht_buf *gemm_ws; /* tiled SGEMM's B^T workspace (gemm.c), NULL until needed */
+    struct ht_buf *gemm_ws; /* tiled SGEMM's packed panels (gemm.c), NULL until needed */
 };
 
 struct ht_buf {

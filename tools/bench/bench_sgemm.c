@@ -1,5 +1,6 @@
-/* SGEMM GFLOP/s through hettrain's CLBlast path (with the parameters ht_dev_open
- * applies, or those of --tuning FILE) beside OpenBLAS's cblas_sgemm on the same host, at
+/* SGEMM GFLOP/s through hettrain's ht_sgemm (the packed kernels of cl/gemm.cl on CPU
+ * devices, CLBlast elsewhere or with HT_GEMM=clblast, with the parameters ht_dev_open
+ * applies or those of --tuning FILE) beside OpenBLAS's cblas_sgemm on the same host, at
  * 1024^3 and at the MLP's real shapes (784-1024-1024-10, batch 256: forward,
  * input-gradient, weight-gradient).
  * Each repetition times one call of each library back to back (ours waits for the
@@ -7,7 +8,10 @@
  * least disturbed by other processes; the load average is printed before and after.
  * --offset F places every operand F floats into its buffer, as the model's views into
  * its parameter and activation arenas are (0: operands at the start of their buffers).
- * usage: bench_sgemm [--device SEL] [--reps N] [--offset F] [--tuning FILE] */
+ * --only S runs the shapes whose name contains S; --profile prints the per-kernel device
+ * times of our calls at the end (e.g. packing vs the GEMM kernel of the tiled path).
+ * usage: bench_sgemm [--device SEL] [--reps N] [--offset F] [--tuning FILE] [--only S]
+ *                    [--profile] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,16 +68,18 @@ static double time_blas(const shape *s, const float *a, const float *b, float *c
 #endif
 
 int main(int argc, char **argv) {
-    const char *sel = "", *tuning = NULL;
-    int reps = 10;
+    const char *sel = "", *tuning = NULL, *only = NULL;
+    int reps = 10, profile = 0;
     long offset = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc) sel = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--offset") && i + 1 < argc) offset = atol(argv[++i]);
         else if (!strcmp(argv[i], "--tuning") && i + 1 < argc) tuning = argv[++i];
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--profile")) profile = 1;
         else ht_die(HT_EINPUT, "usage: bench_sgemm [--device SEL] [--reps N] [--offset F] "
-                               "[--tuning FILE]");
+                               "[--tuning FILE] [--only S] [--profile]");
     }
     if (reps < 1 || offset < 0 || offset > (1L << 24))
         ht_die(HT_EINPUT, "--reps must be >= 1 and --offset in 0..16777216 floats");
@@ -81,6 +87,7 @@ int main(int argc, char **argv) {
     ht_exit_on_error(ht_ocl_select(sel, &idx));
     ht_dev_opts opts = ht_dev_opts_default();
     opts.tuning = tuning;
+    opts.profile = profile;
     ht_dev *d;
     ht_exit_on_error(ht_dev_open(&d, idx, &opts));
     size_t off = (size_t)offset, maxn = 1024 * 1024, total = maxn + off;
@@ -102,6 +109,7 @@ int main(int argc, char **argv) {
            "ours ms", "hettrain GF/s", "OpenBLAS GF/s", "ratio", "max err");
     for (size_t i = 0; i < sizeof SHAPES / sizeof *SHAPES; i++) {
         const shape *s = &SHAPES[i];
+        if (only && !strstr(s->what, only)) continue;
         double flop = 2.0 * s->m * s->n * s->k;
         /* warm-up (CLBlast compiles its kernels on first use) */
         time_ours(d, s, a, b, c, off);
@@ -139,6 +147,7 @@ int main(int argc, char **argv) {
         fflush(stdout);
     }
     loadavg("after");
+    if (profile) ht_dev_profile_report(d, stdout);
     ht_buf_free(a), ht_buf_free(b), ht_buf_free(c);
     ht_dev_close(d);
     free(ha), free(hb), free(hc), free(got);
