@@ -16,5 +16,7 @@ void ht_log_debug(const char *fmt, ...) HT_PRINTF(1, 2);
 
 /* Seconds from an arbitrary origin, monotonic. */
 double ht_now(void);
+/* Sleeps s seconds (nothing when s <= 0 or NaN), resuming after signals. */
+void ht_sleep(double s);
 
 #endif

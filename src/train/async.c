@@ -9,18 +9,10 @@
 
 #include <math.h>
 #include <stdio.h>
-#include <time.h>
 
 #include "core/err.h"
 #include "core/log.h"
 #include "io/progress.h"
-
-static void idle(double s) {
-    if (!(s > 0)) return;
-    struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
 
 int ht_train_async(const ht_async_job *j, ht_train_result *res, ht_sync_stats *stats) {
     const ht_config *cfg = j->cfg;
@@ -51,7 +43,7 @@ int ht_train_async(const ht_async_job *j, ht_train_result *res, ht_sync_stats *s
         ht_model_backward(j->model, b, (float)(1.0 / rows));
         ht_dev_finish(j->dev);
         double compute = ht_now() - tc;
-        idle((j->slowdown - 1) * compute); /* emulated heterogeneity (DESIGN.md) */
+        ht_sleep((j->slowdown - 1) * compute); /* emulated heterogeneity (DESIGN.md) */
         ht_sync_add_compute(s, compute * j->slowdown);
         ht_sync_step(s, b, lr, &stop, &global);
         if (local++ == 0) res->first_step_s = ht_now() - j->t_start;

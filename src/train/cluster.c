@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "comm/comm.h"
@@ -125,18 +124,11 @@ void ht_cluster_bcast_params(ht_cluster *c, ht_model *m) {
     free(p);
 }
 
-static void idle(double s) {
-    if (!(s > 0)) return;
-    struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
-
 void ht_cluster_reduce(ht_cluster *c, ht_model *m, double compute_s, int *stop) {
     /* Emulation (DESIGN.md): a device `slowdown` times slower than this one would have
      * needed slowdown x compute_s; idle for the difference before joining the reduction. */
     double ti = ht_now();
-    idle((c->slowdown - 1) * compute_s);
+    ht_sleep((c->slowdown - 1) * compute_s);
     if (c->slowdown != 1) ht_trace_span("slowdown (emulated)", ti, ht_now());
     c->t_compute += compute_s * c->slowdown;
     c->nsteps++;
