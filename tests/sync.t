@@ -81,6 +81,15 @@ sys.exit(0 if asg and all(a["states"].split(",")[3] == "async" for a in asg[1:])
 PY
 ok $? "dasp: states re-evaluated as training goes; the 10x slower worker is always ASYNC"
 
+/usr/bin/python3 - "$TMP/preduce.log" <<'PY'
+import json, sys
+gs = [json.loads(l) for l in open(sys.argv[1]) if '"group"' in l and '"members"' in l]
+sizes = [len(g["members"].split(",")) for g in gs]
+print("# %d groups: %d of 2, %d of 4 (global), %d alone (deadline)" % (len(gs), sizes.count(2), sizes.count(4), sizes.count(1)))
+sys.exit(0 if sizes.count(2) and sizes.count(4) else 1)
+PY
+ok $? "preduce (P = 2, every 10th group global): pairs and global groups of all 4 formed"
+
 /usr/bin/python3 - "$TMP/sap-reduce.log" <<'PY'
 import json, sys
 gs = [json.loads(l) for l in open(sys.argv[1]) if '"group"' in l and '"members"' in l]

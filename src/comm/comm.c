@@ -321,9 +321,9 @@ void ht_comm_wait(ht_comm_req *r) {
     if (!r) return;
     /* Poll rather than block on r alone: the others' ring steps must keep moving, or a
      * neighbour waiting on one of them (in another order) could wait for us forever. */
-    for (int spins = 0; !r->done; spins++) {
+    if (g_reqs == r && !r->next) progress_one(r, 1); /* alone: block in MPI */
+    while (!r->done) {
         ht_comm_test(NULL);
-        if (!r->done) ht_comm_backoff(spins);
     }
     for (ht_comm_req **at = &g_reqs; *at; at = &(*at)->next)
         if (*at == r) {

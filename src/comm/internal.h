@@ -16,9 +16,10 @@ int ht_comm_count(size_t n, const char *what);
 /* Bytes this rank has sent and received (payload only), for ht_comm_traffic. */
 extern uint64_t ht_comm_sent_bytes, ht_comm_recv_bytes;
 
-/* Between two polls of an incomplete request: nothing for the first polls, then yield the
- * core, then sleep for a growing while (up to 200 us). Open MPI progresses only inside its
- * calls, and a busy-polling rank would take the core from a rank that computes. */
+/* Between two polls that must not block (a wait with a deadline, a probe): nothing for the
+ * first polls, then yield the core, then sleep for a growing while (up to 64 us), so that a
+ * rank waiting for another's compute does not take the core from it. Waits without a
+ * deadline block in MPI instead: large messages move in fragments that both sides progress. */
 void ht_comm_backoff(int spins);
 
 #endif

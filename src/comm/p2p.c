@@ -22,8 +22,7 @@ void ht_comm_backoff(int spins) {
         sched_yield();
         return;
     }
-    long ns = 2000L << ((spins - 96) / 16 < 7 ? (spins - 96) / 16 : 7); /* 2 us .. 256 us */
-    if (ns > 200000) ns = 200000;
+    long ns = 2000L << ((spins - 96) / 16 < 5 ? (spins - 96) / 16 : 5); /* 2 us .. 64 us */
     struct timespec ts = {0, ns};
     nanosleep(&ts, NULL);
 }
@@ -75,8 +74,14 @@ int ht_comm_msg_done(ht_comm_msg *m, int *from, size_t *bytes) {
 }
 
 void ht_comm_msg_wait(ht_comm_msg *m, int *from, size_t *bytes) {
-    for (int spins = 0; !ht_comm_msg_done(m, from, bytes); spins++)
-        ht_comm_backoff(spins);
+    /* blocking in MPI: a large message moves in fragments that both sides must progress,
+     * and Open MPI yields the core between polls when the node is oversubscribed */
+    if (!m->done) {
+        MPI_Status st;
+        CHECK(MPI_Wait(&m->req, &st));
+        complete(m, &st);
+    }
+    report(m, from, bytes);
     free(m);
 }
 
@@ -86,7 +91,23 @@ void ht_comm_msg_free(ht_comm_msg *m) {
 }
 
 int ht_comm_msg_waitany(ht_comm_msg **msgs, int n, double timeout_s) {
-    double t0 = timeout_s >= 0 ? ht_now() : 0;
+    if (timeout_s < 0) { /* no limit: block in MPI (see ht_comm_msg_wait) */
+        MPI_Request *reqs = ht_xmalloc((size_t)(n ? n : 1) * sizeof *reqs);
+        int any = 0, idx = MPI_UNDEFINED;
+        for (int i = 0; i < n; i++) {
+            reqs[i] = msgs[i] && !msgs[i]->done ? msgs[i]->req : MPI_REQUEST_NULL;
+            if (msgs[i] && msgs[i]->done) idx = i;
+            any |= msgs[i] != NULL;
+        }
+        if (any && idx == MPI_UNDEFINED) {
+            MPI_Status st;
+            CHECK(MPI_Waitany(n, reqs, &idx, &st));
+            if (idx != MPI_UNDEFINED) complete(msgs[idx], &st);
+        }
+        free(reqs);
+        return any && idx != MPI_UNDEFINED ? idx : -1;
+    }
+    double t0 = ht_now();
     for (int spins = 0;; spins++) {
         int any = 0;
         for (int i = 0; i < n; i++) {
