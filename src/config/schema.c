@@ -227,7 +227,7 @@ const ht_ckey ht_config_keys[] = {
     {"sync.interval", HT_CK_INT, GE, "20", 1, 0, NULL, FIELD(sync.interval),
      "dasp: server updates between re-evaluations of the workers' parallel states"},
     {"sync.max_ahead", HT_CK_INT, GE, "50", 0, 0, NULL, FIELD(sync.max_ahead),
-     "dasp: a worker more than this many clocks ahead of the slowest waits; 0 = never"},
+     "dasp: an ASYNC worker more than this many clocks ahead of the slowest waits; 0 = never"},
     {"sync.log", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(sync.log),
      "the server's / coordinator's decision log (JSON Lines: releases, groups, states); "
      "\"\" = none"},

@@ -2,27 +2,31 @@
  * contiguous shards (src/comm's ring chunks), one per server rank; each server keeps its
  * shard and the optimizer state for it on its own device and applies the updates there.
  *
- * A worker's step: push its gradient shards (with its clock and the server version its
- * parameters came from), then pull the parameters back; the pull reply may be held by the
- * server (SSP bound, DASP group or wait). A server serves whichever worker's push arrives
- * first (nonblocking receives posted for every worker), so no worker blocks another:
- * Every gradient is applied scaled by its share of the global batch (b / train.batch), so
- * that train.batch samples' worth of pushes move the parameters as far as one bsp step.
- *   asp   apply at once, reply at once;
- *   ssp   apply at once, reply when the worker's next clock c is allowed: every active worker
- *         has reached c - s (Ho et al., NIPS 2013);
- *   dasp  our rule for Ma Xiang et al. (2023), of which only the abstract is at hand. The server
- *         keeps every worker's state: a moving average of its iteration time (the compute
- *         seconds each push reports, EMA weight 0.3), its clock and the staleness of its pushes.
- * Every sync.interval updates it re-assigns parallel states (rules.h ht_dasp_assign): workers whose
- * iteration times are within sync.similar of their group's fastest form a SYNC group, which the
- * server runs as BSP among themselves (their gradients averaged into one update once every member
- * has pushed, all released together); any other worker is ASYNC: its gradient is applied at once,
- * scaled by min(1, units / staleness) (units: independent update sources) so that a much slower
- * worker's stale gradient counts less; and any worker more than sync.max_ahead clocks ahead of the
- * slowest WAITs (its reply is held, as SSP with that bound). Server 0 also counts samples against
- * the budget and sets the stop flag in its replies; a stopped worker says BYE to every server; a
- * server ends when every worker has, and then sends worker 0 its final shard. */
+ * A worker's step: push its gradient shards (with its clock, the server version its
+ * parameters came from and its compute seconds), then pull the parameters back; the pull
+ * reply may be held by the server. A server serves whichever worker's push arrives first
+ * (nonblocking receives posted for every worker), so no worker blocks another. Every gradient
+ * is applied scaled by its share of the global batch (b / train.batch): train.batch samples'
+ * worth of pushes move the parameters as far as one bsp step.
+ *
+ *   asp   apply at once, reply at once.
+ *   ssp   apply at once; reply when the worker's next clock c is allowed: every active worker
+ *         has reached c - s (Ho et al., NIPS 2013).
+ *   dasp  our rule for Ma Xiang et al. (2023), of which only the abstract is at hand. The
+ *         server keeps each worker's state: a moving average of its iteration time (the
+ *         compute seconds its pushes report, EMA weight 0.3), its clock, the staleness of its
+ *         pushes. Every sync.interval updates it re-assigns parallel states (rules.h
+ *         ht_dasp_assign): workers within sync.similar of their group's fastest form a SYNC
+ *         group, run as BSP among themselves (their gradients summed into one update once
+ *         every member has pushed, all released together); every other worker is ASYNC: its
+ *         gradient is applied at once, scaled by min(1, units / staleness) (units: SYNC groups
+ *         plus ASYNC workers), so a much slower worker's stale gradient counts less; an ASYNC
+ *         worker more than sync.max_ahead clocks ahead of the slowest WAITs (its reply is
+ *         held, as SSP with that bound; SYNC groups are paced by their slowest member).
+ *
+ * Server 0 also counts samples against the budget and sets the stop flag in its replies; a
+ * stopped worker says BYE to every server; a server ends when every worker has, and then
+ * sends worker 0 its final shard. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,7 +194,9 @@ static int may_release(const server *v, int w) {
         return ht_ssp_may_run(v->clock[w], min_clock(v), v->cfg->sync.staleness);
     case HT_SYNC_DASP:
         if (v->pushed[w]) return 0; /* its SYNC group has not all pushed yet */
-        return v->cfg->sync.max_ahead == 0 ||
+        /* SYNC members are paced by their group (holding one for the slowest could wait on
+         * a group mate held in turn: a cycle); WAIT is for ASYNC workers */
+        return v->state[w] == HT_DASP_SYNC || v->cfg->sync.max_ahead == 0 ||
                ht_ssp_may_run(v->clock[w], min_clock(v), v->cfg->sync.max_ahead);
     default:
         return 1;
