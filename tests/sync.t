@@ -136,6 +136,16 @@ sy ps2 6 asp -q --set sync.servers=2
     [ "$(field "$TMP/ps2.jsonl" 5 samples)" = "$(wsum "$TMP/ps2.jsonl" samples)" ]
 ok $? "asp with 2 parameter servers: both shards saw every push"
 
+# other worker counts: 3 gossip workers (odd: one sits out each round), a lone worker
+sy g3 4 gossip-adaptive --set 'cluster.slowdown=[1, 1, 3, 1]'
+[ $RC -eq 0 ] && grep -q 'push-sum weights sum to 3 over 3 workers' "$TMP/g3.err"
+ok $? "gossip-adaptive with 3 workers: finishes, weights conserved"
+for mode in ssp sap-reduce; do
+    sy "one-$mode" 2 "$mode" -q
+    [ $RC -eq 0 ] && grep -q '^final:' "$TMP/one-$mode.out"
+    ok $? "$mode with a single worker (2 ranks) finishes"
+done
+
 # bad combinations: exit 2 naming the config
 expect_fail 2 "sync.mode.*asp.*at least 2 ranks" "asp without mpirun: exit 2, needs a server rank" \
     -- -c "$TMP/job.cfg" --set sync.mode=asp
