@@ -152,6 +152,9 @@ expect_fail 2 "sync.mode.*asp.*at least 2 ranks" "asp without mpirun: exit 2, ne
 EXPECT_FAIL=1 sy shares 3 ssp -q --set 'cluster.shares=[10, 11, 11]'
 [ $RC -ne 0 ] && grep -q "cluster.shares.*bsp" "$TMP/shares.err"
 ok $? "ssp with cluster.shares: refused, naming the key"
+EXPECT_FAIL=1 sy resume 2 ssp -q --stop-after 3
+[ $RC -ne 0 ] && grep -q "stop-after and --trace work with sync.mode \"bsp\" only" "$TMP/resume.err"
+ok $? "ssp with --stop-after: refused (checkpoints and traces are bsp's)"
 expect_fail 2 "sync.mode.*expected one of" "an unknown sync.mode: exit 2 with the choices" \
     -- -c "$TMP/job.cfg" --set sync.mode=ring
 # the shipped examples parse and validate (without mpirun they stop at the world-size check)
