@@ -263,10 +263,25 @@ static int apply_strings(const loader *L, const ht_ckey *k, const config_setting
     return HT_OK;
 }
 
+/* A number (a float, or an int literal) within k's range, for key (k->path or an element). */
+static int get_num(loader *L, const ht_ckey *k, const char *key, const config_setting_t *s,
+                   const origin *o, const char *expect, double *out) {
+    int t = config_setting_type(s);
+    if (t != CONFIG_TYPE_FLOAT && !is_int(s)) return wrong_type(L, o, key, s, expect);
+    double v =
+        t == CONFIG_TYPE_FLOAT ? config_setting_get_float(s) : (double)config_setting_get_int64(s);
+    char num[40];
+    ht_fmt_num(v, num, sizeof num);
+    if (!isfinite(v)) return fail(L, o, "key '%s': found %s, expected a finite number", key, num);
+    if (!in_range(k, v)) return fail(L, o, "key '%s': found %s, expected %s", key, num, expect);
+    *out = v;
+    return HT_OK;
+}
+
 /* Checks s against row k and stores it into the config; records where it came from. */
 static int apply(loader *L, int ki, const config_setting_t *s, const origin *o) {
     const ht_ckey *k = &ht_config_keys[ki];
-    char *field = (char *)L->cfg + k->off, expect[256], num[40];
+    char *field = (char *)L->cfg + k->off, expect[256];
     long long iv;
     int rc = HT_OK;
     ht_ckey_expect(k, expect, sizeof expect);
@@ -279,19 +294,9 @@ static int apply(loader *L, int ki, const config_setting_t *s, const origin *o) 
         rc = get_int(L, k, k->path, s, o, &iv);
         if (rc == HT_OK) *(uint64_t *)field = (uint64_t)iv;
         break;
-    case HT_CK_NUM: {
-        int t = config_setting_type(s);
-        if (t != CONFIG_TYPE_FLOAT && !is_int(s)) return wrong_type(L, o, k->path, s, expect);
-        double v = t == CONFIG_TYPE_FLOAT ? config_setting_get_float(s)
-                                          : (double)config_setting_get_int64(s);
-        ht_fmt_num(v, num, sizeof num);
-        if (!isfinite(v))
-            return fail(L, o, "key '%s': found %s, expected a finite number", k->path, num);
-        if (!in_range(k, v))
-            return fail(L, o, "key '%s': found %s, expected %s", k->path, num, expect);
-        *(double *)field = v;
+    case HT_CK_NUM:
+        rc = get_num(L, k, k->path, s, o, expect, (double *)field);
         break;
-    }
     case HT_CK_BOOL:
         if (config_setting_type(s) != CONFIG_TYPE_BOOL) return wrong_type(L, o, k->path, s, expect);
         *(int *)field = config_setting_get_bool(s) != 0;
@@ -301,50 +306,29 @@ static int apply(loader *L, int ki, const config_setting_t *s, const origin *o) 
             return wrong_type(L, o, k->path, s, expect);
         rc = set_string(L, k, config_setting_get_string(s), o);
         break;
-    case HT_CK_INTS: {
-        int t = config_setting_type(s), n = config_setting_length(s);
-        int max = (int)(k->size / sizeof(int)), *vals = (int *)field;
-        if (t != CONFIG_TYPE_ARRAY && t != CONFIG_TYPE_LIST)
-            return wrong_type(L, o, k->path, s, "an array of integers, e.g. [512, 256]");
-        if (n > max)
-            return fail(L, o, "key '%s': found %d values, expected at most %d", k->path, n, max);
-        for (int i = 0; i < n; i++) {
-            const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
-            char key[128];
-            origin eo = *o;
-            if (o->file) eo.line = config_setting_source_line(e);
-            snprintf(key, sizeof key, "%s[%d]", k->path, i);
-            rc = get_int(L, k, key, e, &eo, &iv);
-            if (rc != HT_OK) return rc;
-            vals[i] = (int)iv;
-        }
-        *(int *)((char *)L->cfg + k->off_count) = n;
-        break;
-    }
+    case HT_CK_INTS:
     case HT_CK_NUMS: {
+        int ints = k->kind == HT_CK_INTS;
         int t = config_setting_type(s), n = config_setting_length(s);
-        int max = (int)(k->size / sizeof(double));
-        double *vals = (double *)field;
+        int max = (int)(k->size / (ints ? sizeof(int) : sizeof(double)));
         if (t != CONFIG_TYPE_ARRAY && t != CONFIG_TYPE_LIST)
-            return wrong_type(L, o, k->path, s, "an array of numbers, e.g. [1.0, 2.5]");
+            return wrong_type(L, o, k->path, s,
+                              ints ? "an array of integers, e.g. [512, 256]"
+                                   : "an array of numbers, e.g. [1.0, 2.5]");
         if (n > max)
             return fail(L, o, "key '%s': found %d values, expected at most %d", k->path, n, max);
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < n && rc == HT_OK; i++) {
             const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
             char key[128];
             origin eo = *o;
             if (o->file) eo.line = config_setting_source_line(e);
             snprintf(key, sizeof key, "%s[%d]", k->path, i);
-            int et = config_setting_type(e);
-            if (et != CONFIG_TYPE_FLOAT && !is_int(e)) return wrong_type(L, &eo, key, e, expect);
-            double v = et == CONFIG_TYPE_FLOAT ? config_setting_get_float(e)
-                                               : (double)config_setting_get_int64(e);
-            ht_fmt_num(v, num, sizeof num);
-            if (!isfinite(v) || !in_range(k, v))
-                return fail(L, &eo, "key '%s': found %s, expected %s", key, num, expect);
-            vals[i] = v;
+            if (ints && (rc = get_int(L, k, key, e, &eo, &iv)) == HT_OK)
+                ((int *)field)[i] = (int)iv;
+            else if (!ints)
+                rc = get_num(L, k, key, e, &eo, expect, (double *)field + i);
         }
-        *(int *)((char *)L->cfg + k->off_count) = n;
+        if (rc == HT_OK) *(int *)((char *)L->cfg + k->off_count) = n;
         break;
     }
     case HT_CK_STRS:
