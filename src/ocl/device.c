@@ -319,39 +319,6 @@ void ht_buf_read(ht_dev *d, const ht_buf *b, size_t off, size_t bytes, void *dst
     HT_CL(d, clEnqueueReadBuffer(d->queue, b->mem, CL_TRUE, off, bytes, dst, 0, NULL, NULL));
 }
 
-struct ht_event {
-    cl_event ev;
-    int done;
-};
-
-ht_event *ht_buf_read_start(ht_dev *d, const ht_buf *b, size_t off, size_t bytes, void *dst) {
-    ht_event *e = ht_xcalloc(1, sizeof *e);
-    if (!bytes) { /* nothing to read: complete once the queue is */
-        HT_CL(d, clEnqueueMarkerWithWaitList(d->queue, 0, NULL, &e->ev));
-    } else {
-        check_range(b, off, bytes, "read");
-        HT_CL(d, clEnqueueReadBuffer(d->queue, b->mem, CL_FALSE, off, bytes, dst, 0, NULL, &e->ev));
-    }
-    HT_CL(d, clFlush(d->queue)); /* the device starts on it without the host waiting */
-    return e;
-}
-
-int ht_event_done(ht_dev *d, ht_event *e) {
-    if (e->done) return 1;
-    cl_int st = CL_QUEUED;
-    HT_CL(d, clGetEventInfo(e->ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL));
-    if (st < 0) ht_cl_fail(d, "an enqueued command (event status)", st, __FILE__, __LINE__);
-    e->done = st == CL_COMPLETE;
-    return e->done;
-}
-
-void ht_event_wait_free(ht_dev *d, ht_event *e) {
-    if (!e) return;
-    if (!e->done) HT_CL(d, clWaitForEvents(1, &e->ev));
-    clReleaseEvent(e->ev);
-    free(e);
-}
-
 void ht_buf_zero(ht_dev *d, ht_buf *b, size_t off, size_t bytes) {
     if (!bytes) return;
     check_range(b, off, bytes, "fill");

@@ -84,17 +84,6 @@ size_t ht_buf_size(const ht_buf *b);
 void ht_buf_write(ht_dev *d, ht_buf *b, size_t off, size_t bytes, const void *src);
 void ht_buf_read(ht_dev *d, const ht_buf *b, size_t off, size_t bytes, void *dst);
 void ht_buf_zero(ht_dev *d, ht_buf *b, size_t off, size_t bytes);
-
-/* A read that does not wait: enqueued behind the work already in the queue, which is flushed
- * so the device goes on while the host does something else (progress communication, say).
- * dst belongs to the read until ht_event_done says 1 or ht_event_wait_free returns. bytes may
- * be 0 (the event then completes with the queue). */
-typedef struct ht_event ht_event;
-ht_event *ht_buf_read_start(ht_dev *d, const ht_buf *b, size_t off, size_t bytes, void *dst);
-/* 1 once the command is complete; never blocks; a failed command exits 1 naming its status. */
-int ht_event_done(ht_dev *d, ht_event *e);
-/* Waits for the command (if not done) and frees the event; NULL is a no-op. */
-void ht_event_wait_free(ht_dev *d, ht_event *e);
 void ht_buf_copy(ht_dev *d, ht_buf *dst, size_t dst_off, const ht_buf *src, size_t src_off,
                  size_t bytes);
 

@@ -6,7 +6,6 @@
 #include "train/reduce.h"
 
 #include <math.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -88,7 +87,6 @@ struct ht_reduce {
     ht_comm_req **req;
     double *t0, *t1; /* per bucket: all-reduce started, seen complete */
     float *host;     /* nparams + 1: gradients, then the stop flag */
-    ht_event **ev;   /* per bucket: its gradients' read to the host (pipelined path) */
 };
 
 static struct ht_reduce *reduce_new(const ht_model *m, const ht_config *cfg) {
@@ -103,7 +101,6 @@ static struct ht_reduce *reduce_new(const ht_model *m, const ht_config *cfg) {
     r->t0 = ht_xcalloc((size_t)r->nb, sizeof(double));
     r->t1 = ht_xcalloc((size_t)r->nb, sizeof(double));
     r->host = ht_xmalloc((m->nparams + 1) * sizeof(float));
-    r->ev = ht_xcalloc((size_t)r->nb, sizeof *r->ev);
     return r;
 }
 
@@ -114,7 +111,6 @@ void ht_reduce_free(struct ht_reduce *r) {
     free(r->t0);
     free(r->t1);
     free(r->host);
-    free(r->ev);
     free(r);
 }
 
@@ -171,44 +167,8 @@ void ht_reduce_backward(ht_cluster *c, ht_model *m, const ht_config *cfg, int B,
     struct ht_reduce *r = c->red;
     const double extra = c->slowdown - 1;
     const size_t n = m->nparams;
-    double compute;
-    if (extra == 0) {
-        /* Pipelined: every bucket's backward and its read to the host go into the queue at
-         * once; the device works through them while this thread starts each bucket's
-         * all-reduce as soon as its read is complete and keeps the started ones moving, so
-         * communication really runs during the rest of backward. */
-        for (int k = 0; k < r->nb; k++) {
-            const ht_bucket *b = &r->b[k];
-            ht_model_backward_range(m, b->lo, b->hi, B, k == 0 ? grad_scale : 1.0f, 0);
-            r->ev[k] = ht_buf_read_start(m->dev, m->grads, b->off * sizeof(float),
-                                         b->n * sizeof(float), r->host + b->off);
-        }
-        for (int k = 0, spins = 0; k < r->nb;) {
-            if (!ht_event_done(m->dev, r->ev[k])) {
-                poll(r, k);
-                if (++spins > 64) sched_yield(); /* the device's threads share the cores */
-                continue;
-            }
-            ht_event_wait_free(m->dev, r->ev[k]);
-            r->ev[k] = NULL;
-            const ht_bucket *b = &r->b[k];
-            size_t len = b->n;
-            if (k == 0) { /* the stop flag rides along (see below) */
-                r->host[n] = *stop_src ? 1.0f : 0.0f;
-                len++;
-            }
-            r->t0[k] = ht_now();
-            r->t1[k] = 0;
-            r->req[k] = ht_comm_iallreduce(r->host + (k == 0 ? n - b->n : b->off), len, c->ring);
-            poll(r, k + 1);
-            k++;
-            spins = 0;
-        }
-        compute = ht_now() - t_start;
-        goto reduce_rest;
-    }
     ht_dev_finish(m->dev); /* the forward */
-    compute = ht_now() - t_start;
+    double compute = ht_now() - t_start;
     idle_poll(r, 0, extra * compute);
     for (int k = 0; k < r->nb; k++) {
         const ht_bucket *b = &r->b[k];
@@ -235,7 +195,6 @@ void ht_reduce_backward(ht_cluster *c, ht_model *m, const ht_config *cfg, int B,
         r->req[k] = ht_comm_iallreduce(r->host + (k == 0 ? n - b->n : b->off), len, c->ring);
         poll(r, k + 1);
     }
-reduce_rest:;
     double t_end_bwd = ht_now();
     for (int k = 0; k < r->nb; k++) {
         ht_comm_wait(r->req[k]);
