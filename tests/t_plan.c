@@ -454,8 +454,57 @@ static void test_rebalancer(void) {
     tap_ok(ht_rebalancer_init(&r, 2, 0.5, 0.1, -1, 0) == HT_EINPUT, "negative interval rejected");
 }
 
+/* A fixed cost per step: the split and the rebalancer's model of it. */
+static void test_affine(void) {
+    int b[3];
+    /* rank 1 pays 4 s per step before its samples: 7 + 0 = 4 + 3, both 7 s */
+    int rc = ht_plan_batch_split_affine(10, 2, (double[]){1, 1}, (double[]){0, 4}, NULL, b);
+    tap_ok(rc == HT_OK && b[0] == 7 && b[1] == 3, "fixed 0 and 4 s, speeds 1: 7,3 (%d,%d)", b[0],
+           b[1]);
+    tap_ok(ht_plan_step_time_affine(2, b, (double[]){1, 1}, (double[]){0, 4}) == 7,
+           "its step time is 7 s");
+    /* a fixed cost larger than the whole batch's time elsewhere: that rank keeps 1 sample */
+    rc = ht_plan_batch_split_affine(12, 3, (double[]){1, 2, 1}, (double[]){0, 0, 50}, NULL, b);
+    tap_ok(rc == HT_OK && b[2] == 1 && b[0] + b[1] == 11 && b[1] >= 2 * b[0] - 2,
+           "a rank whose fixed cost exceeds everything keeps 1 sample: %d,%d,%d", b[0], b[1], b[2]);
+    tap_ok(ht_plan_batch_split_affine(10, 2, (double[]){1, 1}, (double[]){0, -1}, NULL, b) ==
+                   HT_EINPUT &&
+               strstr(ht_errmsg(), "fixed cost of -1"),
+           "a negative fixed cost rejected: \"%s\"", ht_errmsg());
+
+    /* The rebalancer learns it: rank 0 takes b/100 s, rank 1 0.5 + b/200 s (a large fixed
+     * cost). From 150,50 the optimum is 100,100 (1.0 s each); the proportional first guess
+     * moves the shares, and the fitted line then recovers fixed 0.5 s and 200 samples/s. */
+    ht_rebalancer r;
+    ht_rebalancer_init(&r, 2, 0.5, 0.01, 1, 0);
+    int sh[2] = {150, 50}, changes = 0;
+    for (int64_t step = 0; step < 60; step++) {
+        double t[2] = {sh[0] / 100.0, 0.5 + sh[1] / 200.0};
+        changes += ht_rebalancer_update(&r, step, 200, t, NULL, sh) == 1;
+    }
+    tap_ok(abs(sh[0] - 100) <= 1 && sh[0] + sh[1] == 200, "converges to 100,100 (%s, %d changes)",
+           fmt_shares(2, sh), changes);
+    tap_ok(fabs(r.fixed[1] - 0.5) < 0.02 && fabs(r.ema_speed[1] - 200) < 10 && r.fixed[0] < 0.02,
+           "fitted: rank 1 fixed %.3f s at %.1f samples/s, rank 0 fixed %.3f s", r.fixed[1],
+           r.ema_speed[1], r.fixed[0]);
+    /* the device gets 10x faster at steady shares: the times fall below the fitted fixed
+     * cost, which follows them down, and every speed stays finite and positive */
+    int ok_speeds = 1;
+    for (int64_t step = 60; step < 80; step++) {
+        double t[2] = {sh[0] / 1000.0, 0.05 + sh[1] / 2000.0};
+        if (ht_rebalancer_update(&r, step, 200, t, NULL, sh) < 0) ok_speeds = 0;
+        for (int i = 0; i < 2; i++)
+            ok_speeds &= isfinite(r.ema_speed[i]) && r.ema_speed[i] > 0 && r.fixed[i] >= 0;
+    }
+    tap_ok(ok_speeds && sh[0] + sh[1] == 200,
+           "times falling below the fitted fixed cost: speeds stay positive (%.1f, %.1f)",
+           r.ema_speed[0], r.ema_speed[1]);
+    ht_rebalancer_free(&r);
+}
+
 int main(void) {
     test_hand();
+    test_affine();
     test_random();
     test_brute_force();
     test_infeasible();

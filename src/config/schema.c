@@ -178,9 +178,9 @@ const ht_ckey ht_config_keys[] = {
     {"cluster.profile", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(cluster.profile),
      "mpirun, split \"speed\": hetprof profile giving each rank's device speed for this model; "
      "\"\" = time one pass per rank at start-up"},
-    {"cluster.rebalance", HT_CK_BOOL, 0, "false", 0, 0, NULL, FIELD(cluster.rebalance),
-     "mpirun, split \"speed\": keep re-splitting the batch as the measured per-rank speeds drift "
-     "(off by default: the rebalancer assumes time proportional to share, see BENCHMARKS.md)"},
+    {"cluster.rebalance", HT_CK_BOOL, 0, "true", 0, 0, NULL, FIELD(cluster.rebalance),
+     "mpirun, split \"speed\": keep re-splitting the batch as the measured per-rank step times "
+     "drift (a fixed plus a per-sample cost per rank, fitted online)"},
     {"cluster.devices", HT_CK_STRS, 0, "[]", 0, HT_MAX_RANKS, NULL,
      offsetof(ht_config, cluster.devices), sizeof(((ht_config *)0)->cluster.devices),
      offsetof(ht_config, cluster.ndevices),

@@ -62,31 +62,49 @@ static int share_at(double t, double s, int hi) {
     return (int)b;
 }
 
-static int64_t fill_at(double t, int B, int n, const double *speed, const int *max_share) {
+/* fixed[i] seconds (0 when fixed is NULL) */
+static double fixed_of(const double *fixed, int i) { return fixed ? fixed[i] : 0; }
+
+static int64_t fill_at(double t, int B, int n, const double *speed, const double *fixed,
+                       const int *max_share) {
     int64_t sum = 0;
     for (int i = 0; i < n; i++)
-        sum += share_at(t, speed[i], upper(B, n, max_share, i));
+        sum += share_at(t - fixed_of(fixed, i), speed[i], upper(B, n, max_share, i));
     return sum;
 }
 
-/* Think of sample k of rank i as costing time k/s_i: a split's step time is its dearest sample,
+/* Think of sample k of rank i as costing time f_i + k/s_i: a split's step time is its dearest sample,
  * so the best split takes the B - n cheapest samples beyond each rank's first (caps allowed).
  * Bisection finds the largest time t at which the samples costing <= t still fit in B; the few
  * left (those costing just above t) go one by one to the cheapest, lowest rank on ties. */
 int ht_plan_batch_split(int B, int n, const double *speed, const int *max_share, int *share) {
+    return ht_plan_batch_split_affine(B, n, speed, NULL, max_share, share);
+}
+
+int ht_plan_batch_split_affine(int B, int n, const double *speed, const double *fixed,
+                               const int *max_share, int *share) {
     int rc = check_inputs(B, n, speed, max_share);
     if (rc != HT_OK) return rc;
+    double fmax = 0;
+    for (int i = 0; fixed && i < n; i++) {
+        if (!isfinite(fixed[i]) || fixed[i] < 0)
+            return ht_error(HT_EINPUT,
+                            "batch split: rank %d has a fixed cost of %g s per step; expected a "
+                            "finite time >= 0",
+                            i, fixed[i]);
+        if (fixed[i] > fmax) fmax = fixed[i];
+    }
 
     double smin = speed[0];
     for (int i = 1; i < n; i++)
         if (speed[i] < smin) smin = speed[i];
     /* fill(lo) = n <= B; fill(hi) = the sum of the uppers >= B */
-    double lo = 0, hi = (double)B / smin + 1;
+    double lo = 0, hi = fmax + (double)B / smin + 1;
     /* Ends when lo and hi are adjacent doubles; 2200 halvings span the whole double range. */
     for (int it = 0; it < 2200; it++) {
         double mid = 0.5 * (lo + hi);
         if (mid <= lo || mid >= hi) break;
-        if (fill_at(mid, B, n, speed, max_share) <= B)
+        if (fill_at(mid, B, n, speed, fixed, max_share) <= B)
             lo = mid;
         else
             hi = mid;
@@ -94,7 +112,7 @@ int ht_plan_batch_split(int B, int n, const double *speed, const int *max_share,
 
     int64_t sum = 0;
     for (int i = 0; i < n; i++) {
-        share[i] = share_at(lo, speed[i], upper(B, n, max_share, i));
+        share[i] = share_at(lo - fixed_of(fixed, i), speed[i], upper(B, n, max_share, i));
         sum += share[i];
     }
     for (; sum < B; sum++) {
@@ -102,7 +120,7 @@ int ht_plan_batch_split(int B, int n, const double *speed, const int *max_share,
         double best_t = 0;
         for (int i = 0; i < n; i++) {
             if (share[i] >= upper(B, n, max_share, i)) continue;
-            double t = (share[i] + 1.0) / speed[i];
+            double t = fixed_of(fixed, i) + (share[i] + 1.0) / speed[i];
             if (best < 0 || t < best_t) {
                 best = i;
                 best_t = t;
@@ -116,9 +134,14 @@ int ht_plan_batch_split(int B, int n, const double *speed, const int *max_share,
 /* ---------------------------------------------------------------- step time, memory cap */
 
 double ht_plan_step_time(int n, const int *share, const double *speed) {
+    return ht_plan_step_time_affine(n, share, speed, NULL);
+}
+
+double ht_plan_step_time_affine(int n, const int *share, const double *speed,
+                                const double *fixed) {
     double t = 0;
     for (int i = 0; i < n; i++) {
-        double ti = share[i] / speed[i];
+        double ti = fixed_of(fixed, i) + share[i] / speed[i];
         if (ti > t) t = ti;
     }
     return t;

@@ -28,8 +28,17 @@
  * untouched on error. */
 int ht_plan_batch_split(int B, int n, const double *speed, const int *max_share, int *share);
 
+/* The same with a fixed cost per step: rank i's step takes fixed[i] + share[i]/speed[i] seconds
+ * (launches, synchronisation, the emulated idle on them: what does not grow with the share),
+ * and the split minimises the largest of these. fixed == NULL is ht_plan_batch_split; a fixed
+ * time must be finite and >= 0 (else HT_EINPUT). */
+int ht_plan_batch_split_affine(int B, int n, const double *speed, const double *fixed,
+                               const int *max_share, int *share);
+
 /* Predicted synchronous step time of a split: max_i share[i]/speed[i] (0 when n < 1). */
 double ht_plan_step_time(int n, const int *share, const double *speed);
+/* max_i fixed[i] + share[i]/speed[i]; fixed may be NULL (0). */
+double ht_plan_step_time_affine(int n, const int *share, const double *speed, const double *fixed);
 
 /* Memory cap in samples for a device: floor((device_bytes * usable_fraction - fixed_bytes) /
  * bytes_per_sample), at least 0 and at most INT32_MAX. usable_fraction is clamped to [0, 1]
@@ -41,10 +50,16 @@ int ht_plan_max_share(uint64_t device_bytes, double usable_fraction, uint64_t fi
 
 /* ---------------------------------------------------------------- online rebalancing */
 
-/* Keeps an exponential moving average of each rank's throughput share[i]/compute_s[i] and
- * re-splits the batch in proportion to it, but only when that is predicted to shorten the step
- * by more than a hysteresis fraction, and not more often than every min_interval steps, so that
- * measurement noise never makes the shares oscillate. */
+/* Models each rank's compute time per step as fixed[i] + share/ema_speed[i], from exponentially
+ * weighted moments of its (share, compute seconds) observations: while the shares have not
+ * varied, fixed = 0 and ema_speed = E[share]/E[time] (proportional); once they have (by more
+ * than 5% of their mean), a least-squares line gives the fixed part, clamped to [0, 0.95 E[time]]
+ * and kept while the shares are steady. It re-splits the batch optimally under that model
+ * (ht_plan_batch_split_affine), but only when that is predicted to shorten the step by more than
+ * a hysteresis fraction, and not more often than every min_interval steps, so that measurement
+ * noise never makes the shares oscillate. A rank with a large fixed cost (launch and
+ * synchronisation overheads; an emulated slowdown multiplies them) is then not mistaken for a
+ * slow one and starved of samples. */
 typedef struct ht_rebalancer {
     int n;               /* ranks */
     double alpha;        /* EMA weight of the newest observation, in (0, 1] */
@@ -54,7 +69,9 @@ typedef struct ht_rebalancer {
     int64_t last_change; /* step of the last change, or of the first counted observation */
     int64_t seen;        /* valid observations so far, warmup included */
     int64_t counted;     /* observations averaged into ema_speed */
-    double *ema_speed;   /* [n] samples/s */
+    double *ema_speed;   /* [n] samples/s beyond the fixed cost */
+    double *fixed;       /* [n] seconds per step that do not grow with the share */
+    double *mom;         /* [4n] EMA moments per rank: E b, E t, E b^2, E bt */
     int *proposal;       /* [n] scratch: the split of ema_speed */
 } ht_rebalancer;
 

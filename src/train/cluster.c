@@ -181,8 +181,8 @@ int ht_cluster_rebalance(ht_cluster *c, ht_metrics *metrics, int64_t step) {
     int rc = changed < 0 ? -changed : HT_OK;
     if (changed > 0) {
         set_slice(c);
-        double was = ht_plan_step_time(c->world, before, c->rb.ema_speed);
-        double now = ht_plan_step_time(c->world, c->shares, c->rb.ema_speed);
+        double was = ht_plan_step_time_affine(c->world, before, c->rb.ema_speed, c->rb.fixed);
+        double now = ht_plan_step_time_affine(c->world, c->shares, c->rb.ema_speed, c->rb.fixed);
         if (c->rank == 0) {
             char from[1024], to[1024];
             shares_text(from, sizeof from, before, c->world);
