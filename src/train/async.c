@@ -2,9 +2,9 @@
  * on its slice of global batch k, the slice bsp would give it with equal shares, so that a
  * worker sees fresh samples at every step whatever its speed, and workers in lockstep (preduce
  * with P = all) see exactly bsp's batches. The learning rate follows the global step (samples
- * over all workers / train.batch), as the policy last reported it. Rank 0
- * logs, shows progress and evaluates its current model every train.eval_every global steps
- * (the metrics' time_s leaves its evaluation time out). */
+ * over all workers / train.batch), as the policy last reported it. Rank 0 logs, shows
+ * progress and evaluates its current model every train.eval_every global steps (the metrics'
+ * time_s leaves its evaluation time out). */
 #include "train/async.h"
 
 #include <math.h>
