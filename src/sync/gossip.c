@@ -30,11 +30,29 @@ typedef struct gs_worker {
     msg_hdr prog, ctrl;
     double a; /* push-sum weight */
     int64_t round, since, unreported, steps;
-    int fins, stopping;
+    int fins;
+    int fresh; /* x holds this step's model */
     double last_norm;
 } gs_worker;
 
-void ht_gossip_open(ht_sync *s) {
+/* ||x - y|| (y NULL: ||x||), in double. */
+static double dist(const float *x, const float *y, size_t n) {
+    double q = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = (double)x[i] - (y ? y[i] : 0);
+        q += e * e;
+    }
+    return sqrt(q);
+}
+
+/* The model on the host, read from the device the first time a step needs it. */
+static float *model(ht_sync *s, gs_worker *g) {
+    if (!g->fresh) ht_sync_params_read(s, g->x);
+    g->fresh = 1;
+    return g->x;
+}
+
+static void gossip_open(ht_sync *s) {
     gs_worker *g = ht_xcalloc(1, sizeof *g);
     s->impl = g;
     g->x = ht_xmalloc(s->n * sizeof(float));
@@ -43,10 +61,7 @@ void ht_gossip_open(ht_sync *s) {
     g->rbuf = ht_xcalloc(1, sizeof(msg_hdr) + s->n * sizeof(float));
     g->a = 1;
     ht_sync_params_read(s, g->last);
-    double q = 0;
-    for (size_t i = 0; i < s->n; i++)
-        q += (double)g->last[i] * g->last[i];
-    g->last_norm = sqrt(q);
+    g->last_norm = dist(g->last, NULL, s->n);
     if (s->rank == 0) ht_sync_send_init(s, s->L.workers, (int64_t)s->n, NULL);
 }
 
@@ -73,26 +88,23 @@ static void read_control(ht_sync *s, gs_worker *g) {
 
 static int exchange_due(ht_sync *s, gs_worker *g) {
     if (s->L.mode == HT_SYNC_GOSSIP) return g->steps % s->cfg->sync.period == 0;
-    double d = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        double e = (double)g->x[i] - g->last[i];
-        d += e * e;
-    }
-    return ht_gossip_due(sqrt(d), g->last_norm, s->cfg->sync.threshold, (int)g->since,
-                         s->cfg->sync.max_period);
+    return ht_gossip_due(dist(model(s, g), g->last, s->n), g->last_norm, s->cfg->sync.threshold,
+                         (int)g->since, s->cfg->sync.max_period);
 }
 
-void ht_gossip_step(ht_sync *s, int b, float lr) {
+static void gossip_step(ht_sync *s, int b, float lr) {
     gs_worker *g = s->impl;
     double tc = ht_now();
     ht_optim_step(s->opt, s->m->params, s->m->grads, lr);
-    ht_sync_params_read(s, g->x); /* waits for the step */
+    ht_dev_finish(s->m->dev);
     s->st.compute_s += ht_now() - tc;
     double t0 = ht_now();
     g->steps++;
     g->since++;
+    g->fresh = 0;
     int from, merged = 0;
     while (ht_comm_probe(HT_COMM_ANY, TAG_MODEL, &from, NULL)) {
+        model(s, g);
         take(s, g, from);
         merged = 1;
     }
@@ -103,13 +115,10 @@ void ht_gossip_step(ht_sync *s, int b, float lr) {
             g->a /= 2;
             msg_hdr *h = g->sbuf;
             *h = (msg_hdr){.kind = MSG_PUSH, .weight = g->a};
-            memcpy(PAYLOAD(h), g->x, s->n * sizeof(float));
+            memcpy(PAYLOAD(h), model(s, g), s->n * sizeof(float));
             g->sm = ht_comm_isend(h, sizeof(msg_hdr) + s->n * sizeof(float), peer, TAG_MODEL);
             memcpy(g->last, g->x, s->n * sizeof(float));
-            double q = 0;
-            for (size_t i = 0; i < s->n; i++)
-                q += (double)g->x[i] * g->x[i];
-            g->last_norm = sqrt(q);
+            g->last_norm = dist(g->x, NULL, s->n);
             g->since = 0;
         }
     }
@@ -125,7 +134,7 @@ void ht_gossip_step(ht_sync *s, int b, float lr) {
     s->st.comm_s += ht_now() - t0;
 }
 
-void ht_gossip_finish(ht_sync *s) {
+static void gossip_finish(ht_sync *s) {
     gs_worker *g = s->impl;
     int W = s->L.workers, coord = s->L.workers;
     /* the coordinator: the last progress, BYE, and its answers up to END */
@@ -165,7 +174,7 @@ void ht_gossip_finish(ht_sync *s) {
     ht_sync_params_write(s, g->x);
 }
 
-void ht_gossip_close(ht_sync *s) {
+static void gossip_close(ht_sync *s) {
     gs_worker *g = s->impl;
     free(g->x);
     free(g->last);
@@ -176,7 +185,9 @@ void ht_gossip_close(ht_sync *s) {
 
 /* ------------------------------------------------------------------------ coordinator */
 
-int ht_gossip_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, ht_sync_stats *st) {
+static int gossip_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, const char *sel,
+                        ht_sync_stats *st) {
+    (void)sel;
     (void)cfg;
     (void)rank;
     int W = L->workers, byes = 0, stop = 0;
@@ -210,3 +221,6 @@ int ht_gossip_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, ht_
     free(rmsg);
     return HT_OK;
 }
+
+const ht_sync_policy ht_gossip_policy = {gossip_open, gossip_step, gossip_finish, gossip_close,
+                                         gossip_serve};

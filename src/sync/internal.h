@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/err.h" /* HT_PRINTF */
 #include "sync/sync.h"
 
 /* Tags of the sync protocols (below src/comm's all-reduce tags); group all-reduces use
@@ -38,6 +39,8 @@ typedef struct msg_hdr {
 /* Floats after the header in a buffer (the header is a multiple of 8 bytes). */
 #define PAYLOAD(buf) ((float *)((char *)(buf) + sizeof(msg_hdr)))
 
+typedef struct ht_sync_policy ht_sync_policy; /* below */
+
 struct ht_sync {
     const ht_config *cfg;
     ht_sync_layout L;
@@ -50,6 +53,7 @@ struct ht_sync {
     int stop;
     double last_compute; /* seconds of the last step's compute (ht_sync_add_compute) */
     ht_sync_stats st;
+    const ht_sync_policy *policy;
     void *impl; /* the policy's worker state */
 };
 
@@ -58,6 +62,9 @@ struct ht_sync {
 void ht_sync_recv_init(msg_hdr *h);
 /* Worker 0: INIT to extra rank `to` with an optional payload. */
 void ht_sync_send_init(const ht_sync *s, int to, int64_t n, const float *payload);
+/* Appends printf-style text to the NUL-terminated list buf (size bytes), after a comma unless
+ * buf is empty; text that does not fit is cut off. For the decision log's lists. */
+void ht_sync_cat(char *buf, size_t size, const char *fmt, ...) HT_PRINTF(3, 4);
 /* A failed write of the decision log (sync.log) ends the job: exit 1 with the reason. */
 void ht_sync_logged(int rc);
 /* The budget of samples: total steps x train.batch. */
@@ -68,26 +75,19 @@ void ht_sync_params_write(ht_sync *s, const float *x);
 /* Collective over the workers: x <- sum over workers of x (our ring, final tag). */
 void ht_sync_workers_sum(const ht_sync *s, float *x, size_t n);
 
-/* Parameter servers (asp, ssp, dasp). */
-void ht_ps_open(ht_sync *s);
-void ht_ps_step(ht_sync *s, int b);
-void ht_ps_finish(ht_sync *s);
-void ht_ps_close(ht_sync *s);
-int ht_ps_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, const char *sel,
-                ht_sync_stats *st);
+/* A family of policies: its worker side (open after ht_sync's fields are set, step after
+ * each backward, finish after the last step, close) and its extra ranks (serve). */
+struct ht_sync_policy {
+    void (*open)(ht_sync *s);
+    void (*step)(ht_sync *s, int b, float lr);
+    void (*finish)(ht_sync *s);
+    void (*close)(ht_sync *s);
+    int (*serve)(const ht_config *cfg, const ht_sync_layout *L, int rank, const char *sel,
+                 ht_sync_stats *st);
+};
 
-/* Partial reduce (preduce, sap-reduce). */
-void ht_preduce_open(ht_sync *s);
-void ht_preduce_step(ht_sync *s, int b, float lr);
-void ht_preduce_finish(ht_sync *s);
-void ht_preduce_close(ht_sync *s);
-int ht_preduce_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, ht_sync_stats *st);
-
-/* Gossip (gossip, gossip-adaptive). */
-void ht_gossip_open(ht_sync *s);
-void ht_gossip_step(ht_sync *s, int b, float lr);
-void ht_gossip_finish(ht_sync *s);
-void ht_gossip_close(ht_sync *s);
-int ht_gossip_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, ht_sync_stats *st);
+extern const ht_sync_policy ht_ps_policy;      /* asp, ssp, dasp: sync/ps.c */
+extern const ht_sync_policy ht_preduce_policy; /* preduce, sap-reduce: sync/preduce.c */
+extern const ht_sync_policy ht_gossip_policy;  /* gossip, gossip-adaptive: sync/gossip.c */
 
 #endif

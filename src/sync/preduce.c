@@ -37,7 +37,7 @@ typedef struct pr_worker {
     int *members;
 } pr_worker;
 
-void ht_preduce_open(ht_sync *s) {
+static void preduce_open(ht_sync *s) {
     pr_worker *p = ht_xcalloc(1, sizeof *p);
     s->impl = p;
     p->x = ht_xmalloc(s->n * sizeof(float));
@@ -47,14 +47,14 @@ void ht_preduce_open(ht_sync *s) {
     if (s->rank == 0) ht_sync_send_init(s, s->L.workers, (int64_t)s->n, NULL);
 }
 
-void ht_preduce_step(ht_sync *s, int b, float lr) {
+static void preduce_step(ht_sync *s, int b, float lr) {
     pr_worker *p = s->impl;
     int W = s->L.workers, coord = s->L.workers;
     double tc = ht_now();
     ht_optim_step(s->opt, s->m->params, s->m->grads, lr);
     p->t++;
     msg_hdr ready = {.kind = MSG_READY, .clock = p->t, .samples = b};
-    ht_buf_read(s->m->dev, s->m->params, 0, s->n * sizeof(float), p->x); /* waits for the step */
+    ht_dev_finish(s->m->dev);
     s->st.compute_s += ht_now() - tc;
     double t0 = ht_now();
     ht_comm_send(&ready, sizeof ready, coord, TAG_READY);
@@ -77,6 +77,7 @@ void ht_preduce_step(ht_sync *s, int b, float lr) {
         p->members[k] = (int)MEMBERS(p->reply)[k];
         if (p->members[k] == s->rank) wi = WEIGHTS(p->reply, W)[k];
     }
+    ht_sync_params_read(s, p->x); /* only a worker in a group needs its model on the host */
     for (size_t i = 0; i < s->n; i++)
         p->y[i] = (float)(wi * p->x[i]);
     int tag = HT_COMM_GROUP_TAG + (int)(h->id % (HT_COMM_TAG_MAX - HT_COMM_GROUP_TAG));
@@ -92,7 +93,7 @@ void ht_preduce_step(ht_sync *s, int b, float lr) {
     s->st.comm_s += ht_now() - t1;
 }
 
-void ht_preduce_finish(ht_sync *s) {
+static void preduce_finish(ht_sync *s) {
     pr_worker *p = s->impl;
     ht_sync_params_read(s, p->x);
     ht_sync_workers_sum(s, p->x, s->n);
@@ -101,7 +102,7 @@ void ht_preduce_finish(ht_sync *s) {
     ht_sync_params_write(s, p->x);
 }
 
-void ht_preduce_close(ht_sync *s) {
+static void preduce_close(ht_sync *s) {
     pr_worker *p = s->impl;
     free(p->x);
     free(p->y);
@@ -167,14 +168,10 @@ static void form(generator *v, const int *members, int n) {
         send_to(v, members[k], &h, members, w);
     if (v->log) {
         char list[512] = "", ts[512] = "", ws[1024] = "";
-        size_t a = 0, b = 0, c = 0;
         for (int k = 0; k < n; k++) {
-            a += (size_t)snprintf(list + a, a < sizeof list ? sizeof list - a : 0, "%s%d",
-                                  k ? "," : "", members[k]);
-            b += (size_t)snprintf(ts + b, b < sizeof ts ? sizeof ts - b : 0, "%s%lld", k ? "," : "",
-                                  (long long)t[k]);
-            c += (size_t)snprintf(ws + c, c < sizeof ws ? sizeof ws - c : 0, "%s%.6g", k ? "," : "",
-                                  w[k]);
+            ht_sync_cat(list, sizeof list, "%d", members[k]);
+            ht_sync_cat(ts, sizeof ts, "%lld", (long long)t[k]);
+            ht_sync_cat(ws, sizeof ws, "%.6g", w[k]);
         }
         ht_sync_logged(
             ht_metrics_write(v->log, "type=%s t=%f group=%lld members=%s timestamps=%s weights=%s",
@@ -184,7 +181,9 @@ static void form(generator *v, const int *members, int n) {
     free(w);
 }
 
-int ht_preduce_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, ht_sync_stats *st) {
+static int preduce_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, const char *sel,
+                         ht_sync_stats *st) {
+    (void)sel;
     (void)rank;
     generator v = {.cfg = cfg, .mode = L->mode, .W = L->workers};
     msg_hdr init;
@@ -252,3 +251,6 @@ int ht_preduce_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, ht
     free(members);
     return rc;
 }
+
+const ht_sync_policy ht_preduce_policy = {preduce_open, preduce_step, preduce_finish, preduce_close,
+                                          preduce_serve};

@@ -55,7 +55,7 @@ static size_t shard_bytes(const ps_worker *p, int j) {
     return sizeof(msg_hdr) + (p->hi[j] - p->lo[j]) * sizeof(float);
 }
 
-void ht_ps_open(ht_sync *s) {
+static void ps_open(ht_sync *s) {
     ps_worker *p = ht_xcalloc(1, sizeof *p);
     s->impl = p;
     p->S = s->L.extra;
@@ -77,7 +77,8 @@ void ht_ps_open(ht_sync *s) {
     free(x);
 }
 
-void ht_ps_step(ht_sync *s, int b) {
+static void ps_step(ht_sync *s, int b, float lr) {
+    (void)lr; /* the servers follow the schedule */
     ps_worker *p = s->impl;
     double t0 = ht_now();
     ht_comm_msg **msgs = ht_xcalloc((size_t)(2 * p->S), sizeof *msgs);
@@ -115,7 +116,7 @@ void ht_ps_step(ht_sync *s, int b) {
     s->st.comm_s += held < t ? t - held : 0;
 }
 
-void ht_ps_finish(ht_sync *s) {
+static void ps_finish(ht_sync *s) {
     ps_worker *p = s->impl;
     msg_hdr bye = {.kind = MSG_BYE, .clock = p->clock};
     for (int j = 0; j < p->S; j++)
@@ -129,7 +130,7 @@ void ht_ps_finish(ht_sync *s) {
     }
 }
 
-void ht_ps_close(ht_sync *s) {
+static void ps_close(ht_sync *s) {
     ps_worker *p = s->impl;
     for (int j = 0; j < p->S; j++) {
         free(p->out[j]);
@@ -224,7 +225,16 @@ static void reply(server *v, int w) {
                              1e3 * (now - v->since[w]), (long long)v->version, v->stop));
 }
 
-/* DASP: a SYNC group whose active members have all pushed applies their mean gradient. */
+/* DASP: applies SYNC group g's summed gradients as one update; its members may go on. */
+static void flush_group(server *v, int g) {
+    apply(v, v->acc + (size_t)g * v->len, 1.0);
+    memset(v->acc + (size_t)g * v->len, 0, v->len * sizeof(float));
+    v->nacc[g] = 0;
+    for (int w = 0; w < v->W; w++)
+        if (v->group[w] == g) v->pushed[w] = 0;
+}
+
+/* DASP: a SYNC group whose active members have all pushed applies their update. */
 static void dasp_complete_groups(server *v) {
     for (int g = 0; g < v->W; g++) {
         if (!v->nacc[g]) continue;
@@ -232,12 +242,7 @@ static void dasp_complete_groups(server *v) {
         for (int w = 0; w < v->W; w++)
             waiting +=
                 v->active[w] && v->group[w] == g && v->state[w] == HT_DASP_SYNC && !v->pushed[w];
-        if (waiting) continue;
-        apply(v, v->acc + (size_t)g * v->len, 1.0);
-        memset(v->acc + (size_t)g * v->len, 0, v->len * sizeof(float));
-        v->nacc[g] = 0;
-        for (int w = 0; w < v->W; w++)
-            if (v->group[w] == g) v->pushed[w] = 0;
+        if (!waiting) flush_group(v, g);
     }
 }
 
@@ -245,24 +250,15 @@ static void dasp_complete_groups(server *v) {
  * first, so nobody waits for a group it is no longer in). */
 static void dasp_assign(server *v) {
     for (int g = 0; g < v->W; g++)
-        if (v->nacc[g]) {
-            apply(v, v->acc + (size_t)g * v->len, 1.0);
-            memset(v->acc + (size_t)g * v->len, 0, v->len * sizeof(float));
-            v->nacc[g] = 0;
-        }
-    for (int w = 0; w < v->W; w++)
-        v->pushed[w] = 0;
+        if (v->nacc[g]) flush_group(v, g);
     v->units = ht_dasp_assign(v->tau, v->active, v->W, v->cfg->sync.similar, v->state, v->group);
     if (v->log) {
         char states[1024] = "", groups[512] = "", taus[1024] = "";
-        size_t a = 0, b = 0, c = 0;
         for (int w = 0; w < v->W; w++) {
-            a += (size_t)snprintf(states + a, a < sizeof states ? sizeof states - a : 0, "%s%s",
-                                  w ? "," : "", v->state[w] == HT_DASP_SYNC ? "sync" : "async");
-            b += (size_t)snprintf(groups + b, b < sizeof groups ? sizeof groups - b : 0, "%s%d",
-                                  w ? "," : "", v->group[w]);
-            c += (size_t)snprintf(taus + c, c < sizeof taus ? sizeof taus - c : 0, "%s%.3f",
-                                  w ? "," : "", 1e3 * v->tau[w]);
+            ht_sync_cat(states, sizeof states, "%s",
+                        v->state[w] == HT_DASP_SYNC ? "sync" : "async");
+            ht_sync_cat(groups, sizeof groups, "%d", v->group[w]);
+            ht_sync_cat(taus, sizeof taus, "%.3f", 1e3 * v->tau[w]);
         }
         ht_sync_logged(ht_metrics_write(v->log,
                                         "type=%s t=%f version=%lld states=%s groups=%s tau_ms=%s "
@@ -332,8 +328,8 @@ static void server_free(server *v) {
     }
 }
 
-int ht_ps_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, const char *sel,
-                ht_sync_stats *st) {
+static int ps_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, const char *sel,
+                    ht_sync_stats *st) {
     server v = {
         .cfg = cfg, .mode = L->mode, .W = L->workers, .first = rank == L->workers, .st = st};
     msg_hdr h;
@@ -426,3 +422,5 @@ int ht_ps_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, const c
     server_free(&v);
     return rc;
 }
+
+const ht_sync_policy ht_ps_policy = {ps_open, ps_step, ps_finish, ps_close, ps_serve};

@@ -3,6 +3,8 @@
  * end-of-run report. */
 #include "sync/sync.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +22,12 @@ const char *ht_sync_mode_name(int mode) {
 
 static int is_ps(int mode) {
     return mode == HT_SYNC_ASP || mode == HT_SYNC_SSP || mode == HT_SYNC_DASP;
+}
+
+static const ht_sync_policy *policy_of(int mode) {
+    return is_ps(mode)                                      ? &ht_ps_policy
+           : mode == HT_SYNC_PREDUCE || mode == HT_SYNC_SAP ? &ht_preduce_policy
+                                                            : &ht_gossip_policy;
 }
 
 int ht_sync_layout_of(const ht_config *cfg, int world, ht_sync_layout *L) {
@@ -75,6 +83,15 @@ int64_t ht_sync_budget(const ht_config *cfg, int64_t total_steps) {
     return total_steps * (int64_t)cfg->train.batch;
 }
 
+void ht_sync_cat(char *buf, size_t size, const char *fmt, ...) {
+    size_t len = strlen(buf);
+    if (len && len + 1 < size) buf[len++] = ',', buf[len] = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + len, size - len, fmt, ap);
+    va_end(ap);
+}
+
 void ht_sync_logged(int rc) {
     if (rc != HT_OK) ht_die(rc, "sync.log: %s", ht_errmsg());
 }
@@ -123,24 +140,15 @@ ht_sync *ht_sync_open(const ht_config *cfg, const ht_sync_layout *L, int rank, h
     s->opt = opt;
     s->n = m->nparams;
     s->total_steps = total_steps;
-    if (is_ps(L->mode))
-        ht_ps_open(s);
-    else if (L->mode == HT_SYNC_PREDUCE || L->mode == HT_SYNC_SAP)
-        ht_preduce_open(s);
-    else
-        ht_gossip_open(s);
+    s->policy = policy_of(L->mode);
+    s->policy->open(s);
     return s;
 }
 
 void ht_sync_step(ht_sync *s, int b, float lr, int *stop, int64_t *global) {
     s->st.steps++;
     s->st.samples += b;
-    if (is_ps(s->L.mode))
-        ht_ps_step(s, b);
-    else if (s->L.mode == HT_SYNC_PREDUCE || s->L.mode == HT_SYNC_SAP)
-        ht_preduce_step(s, b, lr);
-    else
-        ht_gossip_step(s, b, lr);
+    s->policy->step(s, b, lr);
     *stop = s->stop;
     *global = s->global;
 }
@@ -152,22 +160,12 @@ void ht_sync_add_compute(ht_sync *s, double seconds) {
 
 void ht_sync_finish(ht_sync *s) {
     double t0 = ht_now();
-    if (is_ps(s->L.mode))
-        ht_ps_finish(s);
-    else if (s->L.mode == HT_SYNC_PREDUCE || s->L.mode == HT_SYNC_SAP)
-        ht_preduce_finish(s);
-    else
-        ht_gossip_finish(s);
+    s->policy->finish(s);
     s->st.comm_s += ht_now() - t0;
 }
 
 ht_sync_stats ht_sync_close(ht_sync *s) {
-    if (is_ps(s->L.mode))
-        ht_ps_close(s);
-    else if (s->L.mode == HT_SYNC_PREDUCE || s->L.mode == HT_SYNC_SAP)
-        ht_preduce_close(s);
-    else
-        ht_gossip_close(s);
+    s->policy->close(s);
     ht_comm_traffic(&s->st.sent, &s->st.received);
     ht_sync_stats st = s->st;
     free(s);
@@ -179,13 +177,7 @@ ht_sync_stats ht_sync_close(ht_sync *s) {
 int ht_sync_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, const char *sel,
                   ht_sync_stats *st) {
     memset(st, 0, sizeof *st);
-    int rc;
-    if (is_ps(L->mode))
-        rc = ht_ps_serve(cfg, L, rank, sel, st);
-    else if (L->mode == HT_SYNC_PREDUCE || L->mode == HT_SYNC_SAP)
-        rc = ht_preduce_serve(cfg, L, rank, st);
-    else
-        rc = ht_gossip_serve(cfg, L, rank, st);
+    int rc = policy_of(L->mode)->serve(cfg, L, rank, sel, st);
     ht_comm_traffic(&st->sent, &st->received);
     return rc;
 }

@@ -92,21 +92,3 @@ int ht_train_async(const ht_async_job *j, ht_train_result *res, ht_sync_stats *s
     *stats = ht_sync_close(s);
     return HT_OK;
 }
-
-int ht_train_sync_records(ht_metrics *metrics, const ht_sync_layout *L, const ht_sync_stats *all) {
-    int rc = HT_OK;
-    for (int r = 0; metrics && r < L->world && rc == HT_OK; r++) {
-        const ht_sync_stats *a = all + r;
-        const char *role = r < L->workers            ? "worker"
-                           : L->mode <= HT_SYNC_DASP ? "server"
-                                                     : "coordinator";
-        rc = ht_metrics_write(metrics,
-                              "type=%s mode=%s rank=%d role=%s steps=%lld samples=%lld "
-                              "compute_s=%g wait_s=%g comm_s=%g bytes_sent=%llu "
-                              "bytes_received=%llu",
-                              "sync", ht_sync_mode_name(L->mode), r, role, (long long)a->steps,
-                              (long long)a->samples, a->compute_s, a->wait_s, a->comm_s,
-                              (unsigned long long)a->sent, (unsigned long long)a->received);
-    }
-    return rc;
-}

@@ -35,7 +35,4 @@ typedef struct ht_async_job {
  * parameters and evaluates it there (res on rank 0). *stats: this worker's counters. */
 int ht_train_async(const ht_async_job *job, ht_train_result *res, ht_sync_stats *stats);
 
-/* Rank 0, after ht_sync_report: one "sync" metrics record per rank. */
-int ht_train_sync_records(ht_metrics *metrics, const ht_sync_layout *L, const ht_sync_stats *all);
-
 #endif

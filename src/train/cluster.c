@@ -15,7 +15,6 @@
 #include "data/data.h"
 #include "io/trace.h"
 #include "plan/plan.h"
-#include "train/async.h"
 #include "train/reduce.h"
 
 const char *ht_cluster_selector(const ht_config *cfg, const char *cli_device, int rank) {
@@ -132,6 +131,7 @@ void ht_cluster_reduce(ht_cluster *c, ht_model *m, double compute_s, int *stop) 
     if (c->slowdown != 1) ht_trace_span("slowdown (emulated)", ti, ht_now());
     c->t_compute += compute_s * c->slowdown;
     c->nsteps++;
+    c->samples += c->hi - c->lo;
     if (c->world == 1) return;
     if (!c->host) {
         c->n = m->nparams;
@@ -264,17 +264,41 @@ int ht_cluster_record(ht_cluster *c, ht_metrics *metrics, int64_t step) {
     return rc;
 }
 
+/* Rank 0: one "sync" metrics record per rank from the gathered stats. */
+static int sync_records(ht_metrics *metrics, const ht_sync_layout *L, const ht_sync_stats *all) {
+    int rc = HT_OK;
+    for (int r = 0; metrics && r < L->world && rc == HT_OK; r++) {
+        const ht_sync_stats *a = all + r;
+        const char *role = r < L->workers            ? "worker"
+                           : L->mode <= HT_SYNC_DASP ? "server"
+                                                     : "coordinator";
+        rc = ht_metrics_write(metrics,
+                              "type=%s mode=%s rank=%d role=%s steps=%lld samples=%lld "
+                              "compute_s=%g wait_s=%g comm_s=%g bytes_sent=%llu "
+                              "bytes_received=%llu",
+                              "sync", ht_sync_mode_name(L->mode), r, role, (long long)a->steps,
+                              (long long)a->samples, a->compute_s, a->wait_s, a->comm_s,
+                              (unsigned long long)a->sent, (unsigned long long)a->received);
+    }
+    return rc;
+}
+
+int ht_cluster_sync_records(ht_cluster *c, const ht_sync_layout *L, const ht_sync_stats *mine,
+                            ht_metrics *metrics) {
+    ht_sync_stats *all = c->rank == 0 ? ht_xcalloc((size_t)c->world, sizeof *all) : NULL;
+    ht_sync_report(mine, all);
+    int rc = c->rank == 0 ? sync_records(metrics, L, all) : HT_OK;
+    free(all);
+    return rc;
+}
+
 int ht_cluster_final_records(ht_cluster *c, ht_metrics *metrics) {
     ht_sync_stats mine = {.compute_s = c->sum_compute + c->t_compute,
                           .wait_s = c->sum_wait + c->t_wait,
                           .comm_s = c->sum_comm + c->t_comm,
-                          .steps = c->sum_steps + c->nsteps};
-    mine.samples = mine.steps * (c->hi - c->lo);
+                          .steps = c->sum_steps + c->nsteps,
+                          .samples = c->samples};
     ht_comm_traffic(&mine.sent, &mine.received);
-    ht_sync_stats *all = c->rank == 0 ? ht_xcalloc((size_t)c->world, sizeof *all) : NULL;
-    ht_sync_report(&mine, all);
     ht_sync_layout L = {.mode = HT_SYNC_BSP, .world = c->world, .workers = c->world};
-    int rc = c->rank == 0 ? ht_train_sync_records(metrics, &L, all) : HT_OK;
-    free(all);
-    return rc;
+    return ht_cluster_sync_records(c, &L, &mine, metrics);
 }

@@ -10,6 +10,7 @@
 #include "io/metrics.h"
 #include "nn/model.h"
 #include "plan/plan.h"
+#include "sync/sync.h"
 
 #define HT_HOST_TEXT 64
 #define HT_DEVNAME_TEXT 96
@@ -29,7 +30,7 @@ typedef struct ht_cluster {
      * cluster.overlap: what is left after backward), communication hidden behind backward */
     double t_compute, t_wait, t_comm, t_hidden;
     double sum_compute, sum_wait, sum_comm; /* the same over the whole run */
-    int64_t sum_steps;
+    int64_t sum_steps, samples;             /* samples: this rank's, over the whole run */
     struct ht_reduce *red; /* bucketed reduction state (train/reduce.c), made on first use */
     int64_t nsteps;
     /* online rebalancing (cluster.split "speed" with cluster.rebalance): t_compute at the last
@@ -71,9 +72,13 @@ void ht_cluster_trace_start(ht_cluster *c);
 /* Collective: rank 0 gathers every rank's trace events (src/io/trace) and writes one Chrome
  * trace file to path, atomically. HT_OK, or HT_ERUNTIME (on rank 0) when it cannot. */
 int ht_cluster_trace_write(ht_cluster *c, const char *path);
-/* Collective: every rank's totals over the run as src/sync's end-of-run stats (samples =
- * share x steps); on rank 0 one "sync" metrics record per rank, as the other policies write. */
+/* Collective: every rank's totals over the run as src/sync's end-of-run stats; on rank 0 one
+ * "sync" metrics record per rank, as the other policies write. */
 int ht_cluster_final_records(ht_cluster *c, ht_metrics *metrics);
+/* Collective over all ranks: gathers every rank's end-of-run stats (`mine`) and rank 0 writes
+ * one "sync" record per rank of layout L to metrics (NULL: none). */
+int ht_cluster_sync_records(ht_cluster *c, const ht_sync_layout *L, const ht_sync_stats *mine,
+                            ht_metrics *metrics);
 /* Sums per-rank loss sums and correct counts (double, in place, n values). */
 void ht_cluster_sum(double *v, int n);
 /* Collective (every rank, same steps): rank 0 writes one "rank" metrics record per rank with

@@ -211,4 +211,5 @@ void ht_reduce_backward(ht_cluster *c, ht_model *m, const ht_config *cfg, int B,
     c->t_comm += t_done - t_end_bwd;
     c->t_hidden += hidden;
     c->nsteps++;
+    c->samples += c->hi - c->lo;
 }

@@ -115,7 +115,7 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
         ht_cluster_announce(&cl, L.mode <= HT_SYNC_DASP ? "(parameter server)" : "(coordinator)");
         rc = ht_sync_serve(cfg, &L, cl.rank, sel, &sstats);
         if (rc != HT_OK) ht_die(rc, "%s", ht_errmsg()); /* the workers would wait for ever */
-        ht_sync_report(&sstats, NULL);
+        ht_cluster_sync_records(&cl, &L, &sstats, NULL);
         goto out_cluster;
     }
     if ((rc = ht_ocl_select(sel, &dev_index)) != HT_OK) goto out_cluster;
@@ -181,19 +181,6 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
         goto out_model;
 
     ht_source_start(&src, cfg, B);
-    if (async) {
-        ht_cluster_announce(&cl, ht_dev_info(dev)->name);
-        ht_async_job job = {cfg,  &L,     cl.rank, cl.slowdown, dev,   &model,
-                            &opt, &sched, &src,    metrics,     total, t_start};
-        if ((rc = ht_train_async(&job, res, &sstats)) != HT_OK) goto out_loop;
-        ht_sync_stats *all = cl.rank == 0 ? ht_xcalloc((size_t)cl.world, sizeof *all) : NULL;
-        ht_sync_report(&sstats, all);
-        if (cl.rank == 0) rc = ht_train_sync_records(metrics, &L, all);
-        free(all);
-        if (rc == HT_OK && cl.rank == 0 && *ckpt)
-            rc = ht_checkpoint_save(ckpt, &model, &opt, res->steps, cfg->optim.type);
-        goto out_loop;
-    }
     if (dp && !cfg->cluster.nshares && !strcmp(cfg->cluster.split, "speed") &&
         *cfg->cluster.profile) {
         double sp = 0;
@@ -219,6 +206,16 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
     if (opts->trace) ht_cluster_trace_start(&cl);
     /* after the speed split, so that the table shows the shares used */
     ht_cluster_announce(&cl, ht_dev_info(dev)->name);
+    if (async) { /* (no speed split or trace: ht_sync_layout_of and the checks above) */
+        ht_async_job job = {cfg,  &L,     cl.rank, cl.slowdown, dev,   &model,
+                            &opt, &sched, &src,    metrics,     total, t_start};
+        if ((rc = ht_train_async(&job, res, &sstats)) != HT_OK ||
+            (rc = ht_cluster_sync_records(&cl, &L, &sstats, metrics)) != HT_OK)
+            goto out_loop;
+        if (cl.rank == 0 && *ckpt)
+            rc = ht_checkpoint_save(ckpt, &model, &opt, res->steps, cfg->optim.type);
+        goto out_loop;
+    }
     int b = cl.hi - cl.lo; /* this rank's share of the global batch (rebalancing moves it) */
     ht_progress prog;
     /* -q (log level below info) silences progress too; only rank 0 reports. */
