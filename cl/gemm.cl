@@ -142,3 +142,40 @@ __kernel void gemm_packed(__global float *C, const int co, const int ldc, __glob
     gemm_store_row(c, ldc, M, N, m0 + 4, n0, c4, alpha, beta);
     gemm_store_row(c, ldc, M, N, m0 + 5, n0, c5, alpha, beta);
 }
+
+/* gemm_packed with A read in place, A(i, l) = A[ao + i*lda + l] (rows along k: A, not A^T),
+ * for a single B panel (N <= 16, the n = 10 layer), where packing A would cost as much as
+ * the product: six rows 4 KiB apart are six streams, within L1's eight ways. Rows past M
+ * repeat row M-1 and are not stored. */
+__kernel void gemm_rows(__global float *C, const int co, const int ldc, __global const float *A,
+                        const int ao, const int lda, __global const float *P, const int bo,
+                        const int M, const int N, const int K, const float alpha,
+                        const float beta) {
+    const int j = get_global_id(0), i = get_global_id(1);
+    const int n0 = GEMM_TN * j, m0 = GEMM_TM * i;
+    if (n0 >= N || m0 >= M) return;
+    __global const float *a0 = A + ao + min(m0, M - 1) * lda;
+    __global const float *a1 = A + ao + min(m0 + 1, M - 1) * lda;
+    __global const float *a2 = A + ao + min(m0 + 2, M - 1) * lda;
+    __global const float *a3 = A + ao + min(m0 + 3, M - 1) * lda;
+    __global const float *a4 = A + ao + min(m0 + 4, M - 1) * lda;
+    __global const float *a5 = A + ao + min(m0 + 5, M - 1) * lda;
+    __global const float *b = P + bo + n0 * K;
+    float16 c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f, c4 = 0.0f, c5 = 0.0f;
+    for (int l = 0; l < K; l++) {
+        const float16 bv = vload16(l, b);
+        c0 = fma((float16)(a0[l]), bv, c0);
+        c1 = fma((float16)(a1[l]), bv, c1);
+        c2 = fma((float16)(a2[l]), bv, c2);
+        c3 = fma((float16)(a3[l]), bv, c3);
+        c4 = fma((float16)(a4[l]), bv, c4);
+        c5 = fma((float16)(a5[l]), bv, c5);
+    }
+    __global float *c = C + co;
+    gemm_store_row(c, ldc, M, N, m0, n0, c0, alpha, beta);
+    gemm_store_row(c, ldc, M, N, m0 + 1, n0, c1, alpha, beta);
+    gemm_store_row(c, ldc, M, N, m0 + 2, n0, c2, alpha, beta);
+    gemm_store_row(c, ldc, M, N, m0 + 3, n0, c3, alpha, beta);
+    gemm_store_row(c, ldc, M, N, m0 + 4, n0, c4, alpha, beta);
+    gemm_store_row(c, ldc, M, N, m0 + 5, n0, c5, alpha, beta);
+}

@@ -211,6 +211,9 @@ int main(void) {
     check_gemm_ld(d, 1, 1, 20, 33, 17, -1.5f, 1.0f, 3);
     check_gemm_ld(d, 0, 1, 7, 16, 513, 2.0f, 0.0f, 1);
     check_gemm_ld(d, 1, 0, 131, 300, 40, 1.0f, 0.5f, 7);
+    /* one column panel with A read in place (gemm_rows): rows past M in the last tile */
+    check_gemm_ld(d, 0, 1, 13, 10, 1027, 1.0f, 0.5f, 2);
+    check_gemm_ld(d, 0, 0, 5, 3, 7, -0.5f, 0.0f, 4);
     /* The MLP's forward and weight-gradient shapes (784-1024 layer, batch 256). */
     check_gemm(d, 0, 1, 256, 1024, 784, 0.0f);
     check_gemm(d, 1, 0, 1024, 784, 256, 0.0f);
