@@ -441,10 +441,14 @@ static void test_rebalancer(void) {
                    -HT_EINPUT &&
                strstr(ht_errmsg(), "holds 30 samples"),
            "infeasible caps reported: \"%s\"", ht_errmsg());
-    /* Rank 1 now 3x slower (33 samples/s): its EMA (weight 1/2) drops to 67, a 20% gain. */
+    /* Rank 1 now 3x slower (33 samples/s). One such step is outvoted by the median of its
+     * last ratios (1, 1, 3); after a second, the median 2 takes k to 1.5 (EMA weight 1/2),
+     * 67 samples/s, a 20% gain. */
     rc = ht_rebalancer_update(&r, 7, 100, (double[]){0.5, 1.5}, NULL, sh);
-    tap_ok(rc == 1 && sh[0] + sh[1] == 100 && sh[0] > sh[1], "a clear imbalance is adopted: %s",
-           fmt_shares(2, sh));
+    tap_ok(rc == 0 && sh[0] == 50 && r.k[1] == 1, "one slow step moves nothing: k %g", r.k[1]);
+    rc = ht_rebalancer_update(&r, 8, 100, (double[]){0.5, 1.5}, NULL, sh);
+    tap_ok(rc == 1 && sh[0] + sh[1] == 100 && sh[0] == 60 && fabs(r.k[1] - 1.5) < 1e-12,
+           "a second one is adopted: %s (k %g)", fmt_shares(2, sh), r.k[1]);
     ht_rebalancer_free(&r);
 
     tap_ok(ht_rebalancer_init(&r, 2, 0, 0.05, 1, 0) == HT_EINPUT && strstr(ht_errmsg(), "alpha"),
@@ -502,6 +506,62 @@ static void test_affine(void) {
     ht_rebalancer_free(&r);
 }
 
+/* The calibrated model: the cost model through two timings, and a rebalancer that starts
+ * from it under timing noise. */
+static void test_calibrated(void) {
+    double sp, fx;
+    ht_plan_affine_from(100, 1.5, 25, 0.75, &sp, &fx);
+    tap_ok(fabs(fx - 0.5) < 1e-12 && fabs(sp - 100) < 1e-9,
+           "1.5 s at 100, 0.75 s at 25: fixed 0.5 s, 100 samples/s beyond it (%g, %g)", fx, sp);
+    ht_plan_affine_from(64, 2.0, 64, 2.0, &sp, &fx);
+    tap_ok(fx == 0 && sp == 32, "one share: proportional, 32 samples/s (%g, %g)", fx, sp);
+    ht_plan_affine_from(100, 1.0, 25, 1.2, &sp, &fx);
+    tap_ok(fabs(fx - 0.9) < 1e-12 && fabs(sp - 1000) < 1e-6,
+           "the larger share timed faster (noise): fixed capped at 0.9 t1 (%g, %g)", fx, sp);
+    ht_plan_affine_from(100, 1.0, 25, 0.1, &sp, &fx);
+    tap_ok(fx == 0 && sp == 100, "a negative intercept: fixed 0 (%g, %g)", fx, sp);
+
+    /* Rank 0: 0.02 s + b/8000, rank 1 (4x slower, its fixed cost too): 0.08 s + b/2000. The
+     * optimum of 2048 equalises b0/8000 + 0.02 = 0.08 + (2048 - b0)/2000: b0 = 1734.4. */
+    ht_rebalancer r;
+    ht_rebalancer_init(&r, 2, 0.3, 0.05, 5, 2);
+    const double speed[2] = {8000, 2000}, fixed[2] = {0.02, 0.08};
+    int sh[2] = {0, 0};
+    int rc = ht_plan_batch_split_affine(2048, 2, speed, fixed, NULL, sh);
+    if (rc == HT_OK) rc = ht_rebalancer_calibrate(&r, speed, fixed);
+    tap_ok(rc == HT_OK && abs(sh[0] - 1734) <= 1,
+           "calibrated split of 2048: %s (optimum 1734.4 : 313.6)", fmt_shares(2, sh));
+    /* +-15% uniform timing noise (what two ranks on two cores showed): rare changes, and the
+     * shares stay near the optimum */
+    int changes = 0, far = 0;
+    uint64_t k = 0;
+    for (int64_t step = 0; step < 500; step++) {
+        double t[2];
+        for (int i = 0; i < 2; i++)
+            t[i] = (fixed[i] + sh[i] / speed[i]) * (1 + 0.15 * (2 * unif(77, k++) - 1));
+        changes += ht_rebalancer_update(&r, step, 2048, t, NULL, sh) == 1;
+        far += abs(sh[0] - 1734) > 0.05 * 1734;
+    }
+    tap_ok(changes <= 10 && far == 0,
+           "+-15%% noise, 500 steps: %d change(s), %d steps more than 5%% off the optimum (%s)",
+           changes, far, fmt_shares(2, sh));
+    /* then rank 1 gets 2x slower as a whole, 0.16 + b/1000 against 0.02 + b/8000: the
+     * optimum is b0 = 2.188 / 0.001125 = 1944.9 (noise-free now) */
+    for (int64_t step = 500; step < 600; step++) {
+        double t[2] = {fixed[0] + sh[0] / speed[0], 2 * (fixed[1] + sh[1] / speed[1])};
+        ht_rebalancer_update(&r, step, 2048, t, NULL, sh);
+    }
+    tap_ok(abs(sh[0] - 1945) <= 0.02 * 1945,
+           "rank 1 2x slower: shares follow to %s (optimum 1945:103, within 2%%)",
+           fmt_shares(2, sh));
+    tap_ok(ht_rebalancer_calibrate(&r, (double[]){1, 0}, NULL) == HT_EINPUT &&
+               strstr(ht_errmsg(), "rank 1 calibrated at 0 samples/s"),
+           "a calibration with speed 0 rejected: \"%s\"", ht_errmsg());
+    tap_ok(ht_rebalancer_calibrate(&r, (double[]){1, 1}, (double[]){0, -1}) == HT_EINPUT,
+           "a negative fixed cost rejected");
+    ht_rebalancer_free(&r);
+}
+
 int main(void) {
     test_hand();
     test_affine();
@@ -510,5 +570,6 @@ int main(void) {
     test_infeasible();
     test_memory_cap();
     test_rebalancer();
+    test_calibrated();
     return tap_done();
 }

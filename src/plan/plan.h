@@ -50,29 +50,47 @@ int ht_plan_max_share(uint64_t device_bytes, double usable_fraction, uint64_t fi
 
 /* ---------------------------------------------------------------- online rebalancing */
 
-/* Models each rank's compute time per step as fixed[i] + share/ema_speed[i], from exponentially
- * weighted moments of its (share, compute seconds) observations: while the shares have not
- * varied, fixed = 0 and ema_speed = E[share]/E[time] (proportional); once they have (by more
- * than 5% of their mean), a least-squares line gives the fixed part, clamped to [0, 0.95 E[time]]
- * and kept while the shares are steady. It re-splits the batch optimally under that model
- * (ht_plan_batch_split_affine), but only when that is predicted to shorten the step by more than
- * a hysteresis fraction, and not more often than every min_interval steps, so that measurement
- * noise never makes the shares oscillate. A rank with a large fixed cost (launch and
- * synchronisation overheads; an emulated slowdown multiplies them) is then not mistaken for a
- * slow one and starved of samples. */
+/* The cost model of one rank through two timings: t1 seconds for s1 samples and t2 for
+ * s2 < s1 (s2 may equal s1: then purely proportional). *fixed = t1 - s1 (t1 - t2)/(s1 - s2),
+ * clamped to [0, 0.9 t1] (timing noise can make the larger share look no slower), and
+ * *speed = s1 / (t1 - *fixed) samples/s beyond it. Needs s1 >= 1 and t1 > 0, finite. */
+void ht_plan_affine_from(double s1, double t1, double s2, double t2, double *speed, double *fixed);
+
+/* Models each rank's compute time per step at share b as k[i] (fixed0[i] + b / speed0[i]).
+ * The shape (fixed0, speed0) comes from a calibration (ht_rebalancer_calibrate: timed passes at
+ * two shares, or a profile), or, without one, from the first counted observation as purely
+ * proportional (fixed0 = 0). k[i] is an exponentially weighted mean of the median of the last
+ * HT_REBALANCE_WINDOW ratios of observed over modelled time (one step slowed by the host moves
+ * nothing), so a device that slows down or speeds up as a whole (throttling, a shared host, an
+ * emulated slowdown) is followed from every step whatever the shares. The shape is re-fitted
+ * from exponentially weighted moments of the (share, time) observations by least squares only
+ * once they determine it: the standard error of the fitted fixed part below a quarter of the
+ * mean time, i.e. shares spread widely compared with the timing noise (a fit taken whenever the
+ * shares had moved by 5% made the fixed cost swing with +-15% timing noise and starved ranks,
+ * while a calibration alone misses costs that appear only at run time, as when ranks share
+ * cores and a small share's time hardly shrinks).
+ * It re-splits the batch optimally under the model (ht_plan_batch_split_affine), but only when
+ * that is predicted to shorten the step by more than a hysteresis fraction, and not more often
+ * than every min_interval steps, so that measurement noise never makes the shares oscillate. */
+#define HT_REBALANCE_WINDOW 5 /* ratios whose median feeds k */
 typedef struct ht_rebalancer {
     int n;               /* ranks */
     double alpha;        /* EMA weight of the newest observation, in (0, 1] */
     double hysteresis;   /* adopt only if (t_now - t_new) > hysteresis * t_now, >= 0 (e.g. 0.05) */
     int min_interval;    /* steps between changes (and from the first counted observation), >= 0 */
     int warmup;          /* observations ignored at the start (compilation, allocation), >= 0 */
+    int calibrated;      /* the shape came from ht_rebalancer_calibrate */
     int64_t last_change; /* step of the last change, or of the first counted observation */
     int64_t seen;        /* valid observations so far, warmup included */
-    int64_t counted;     /* observations averaged into ema_speed */
-    double *ema_speed;   /* [n] samples/s beyond the fixed cost */
-    double *fixed;       /* [n] seconds per step that do not grow with the share */
-    double *mom;         /* [4n] EMA moments per rank: E b, E t, E b^2, E bt */
-    int *proposal;       /* [n] scratch: the split of ema_speed */
+    int64_t counted;     /* observations averaged into k */
+    double *speed0;      /* [n] the shape: samples/s beyond the fixed cost ... */
+    double *fixed0;      /* [n] ... and seconds per step that do not grow with the share */
+    double *k;           /* [n] EMA of observed / modelled time */
+    double *mom;         /* [5n] EMA moments per rank: E b, E t, E b^2, E bt, E t^2 */
+    double *last;        /* [HT_REBALANCE_WINDOW n] the latest ratios of observed / modelled time */
+    double *ema_speed;   /* [n] the current model: speed0 / k ... */
+    double *fixed;       /* [n] ... and k fixed0 */
+    int *proposal;       /* [n] scratch: the split under the model */
 } ht_rebalancer;
 
 /* Returns HT_OK, or HT_EINPUT (message in ht_errmsg()) for n < 1 or a parameter out of range;
@@ -81,15 +99,20 @@ int ht_rebalancer_init(ht_rebalancer *r, int n, double alpha, double hysteresis,
                        int warmup);
 void ht_rebalancer_free(ht_rebalancer *r);
 
+/* Sets the shape of every rank's cost model (speed[i] finite > 0, fixed[i] finite >= 0; fixed
+ * may be NULL for 0), e.g. from ht_plan_affine_from; k restarts at 1. Returns HT_OK or
+ * HT_EINPUT. */
+int ht_rebalancer_calibrate(ht_rebalancer *r, const double *speed, const double *fixed);
+
 /* Feeds the compute seconds that each rank spent on its current share[i] at step `step` (steps
  * increase). Observations with a non-positive or non-finite time (or a share < 1) are skipped
  * whole. The first `warmup` observations are ignored; the EMA starts as a plain mean (weight
  * max(alpha, 1/k) for the k-th) so its first value is not one noisy sample. Once
- * step - last_change >= min_interval it proposes ht_plan_batch_split(B, ema_speed, max_share)
- * and adopts it if the predicted step time (ht_plan_step_time under ema_speed) improves by more
- * than the hysteresis fraction. Returns 1 when share[] was changed, 0 when not, or -HT_EINPUT
- * (message in ht_errmsg()) when share[] does not sum to B or the caps make B infeasible; share[]
- * is then unchanged. */
+ * step - last_change >= min_interval it proposes ht_plan_batch_split_affine(B, ema_speed, fixed,
+ * max_share) and adopts it if the predicted step time (ht_plan_step_time_affine) improves by
+ * more than the hysteresis fraction. Returns 1 when share[] was changed, 0 when not, or
+ * -HT_EINPUT (message in ht_errmsg()) when share[] does not sum to B or the caps make B
+ * infeasible; share[] is then unchanged. */
 int ht_rebalancer_update(ht_rebalancer *r, int64_t step, int B, const double *compute_s,
                          const int *max_share, int *share);
 

@@ -1,8 +1,9 @@
 /* Online rebalancing of the batch split (pure): a model of each rank's step time as a fixed
- * cost plus a cost per sample, fitted to exponentially weighted moments of its (share, time)
- * observations, an optimal re-split under that model, and hysteresis plus a minimum interval
- * between changes, so that noise in the timings never makes shares oscillate while a real
- * slowdown is followed in a few steps. */
+ * cost plus a cost per sample, its shape calibrated (timed passes, a profile, and later the
+ * observations themselves once they determine it) and its scale followed by an exponentially
+ * weighted mean, an optimal re-split under that model, and hysteresis plus a
+ * minimum interval between changes, so that noise in the timings never makes shares oscillate
+ * while a real slowdown is followed in a few steps. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,19 +30,66 @@ int ht_rebalancer_init(ht_rebalancer *r, int n, double alpha, double hysteresis,
     r->hysteresis = hysteresis;
     r->min_interval = min_interval;
     r->warmup = warmup;
+    r->speed0 = ht_xcalloc((size_t)n, sizeof *r->speed0);
+    r->fixed0 = ht_xcalloc((size_t)n, sizeof *r->fixed0);
+    r->k = ht_xcalloc((size_t)n, sizeof *r->k);
+    r->mom = ht_xcalloc((size_t)n * 5, sizeof *r->mom);
+    r->last = ht_xcalloc((size_t)n * HT_REBALANCE_WINDOW, sizeof *r->last);
     r->ema_speed = ht_xcalloc((size_t)n, sizeof *r->ema_speed);
     r->fixed = ht_xcalloc((size_t)n, sizeof *r->fixed);
-    r->mom = ht_xcalloc((size_t)n * 4, sizeof *r->mom);
     r->proposal = ht_xcalloc((size_t)n, sizeof *r->proposal);
     return HT_OK;
 }
 
+void ht_plan_affine_from(double s1, double t1, double s2, double t2, double *speed, double *fixed) {
+    double f = s1 > s2 ? t1 - s1 * (t1 - t2) / (s1 - s2) : 0;
+    if (!(f > 0)) f = 0; /* also NaN */
+    if (f > 0.9 * t1) f = 0.9 * t1;
+    *fixed = f;
+    *speed = s1 / (t1 - f);
+}
+
+int ht_rebalancer_calibrate(ht_rebalancer *r, const double *speed, const double *fixed) {
+    for (int i = 0; i < r->n; i++) {
+        double f = fixed ? fixed[i] : 0;
+        if (!(isfinite(speed[i]) && speed[i] > 0 && isfinite(f) && f >= 0))
+            return ht_error(HT_EINPUT,
+                            "rebalancer: rank %d calibrated at %g samples/s with a fixed cost of "
+                            "%g s; expected a finite speed > 0 and a finite cost >= 0",
+                            i, speed[i], f);
+    }
+    for (int i = 0; i < r->n; i++) {
+        r->speed0[i] = r->ema_speed[i] = speed[i];
+        r->fixed0[i] = r->fixed[i] = fixed ? fixed[i] : 0;
+        r->k[i] = 1;
+    }
+    r->calibrated = 1;
+    r->counted = 0;
+    return HT_OK;
+}
+
 void ht_rebalancer_free(ht_rebalancer *r) {
+    free(r->speed0);
+    free(r->fixed0);
+    free(r->k);
+    free(r->mom);
+    free(r->last);
     free(r->ema_speed);
     free(r->fixed);
-    free(r->mom);
     free(r->proposal);
     memset(r, 0, sizeof *r);
+}
+
+/* The median of v[0..n), 1 <= n <= HT_REBALANCE_WINDOW (the mean of the middle two for even n). */
+static double median(const double *v, int n) {
+    double s[HT_REBALANCE_WINDOW];
+    for (int i = 0; i < n; i++) { /* insertion sort */
+        int j = i;
+        for (; j > 0 && s[j - 1] > v[i]; j--)
+            s[j] = s[j - 1];
+        s[j] = v[i];
+    }
+    return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
 }
 
 int ht_rebalancer_update(ht_rebalancer *r, int64_t step, int B, const double *compute_s,
@@ -59,25 +107,45 @@ int ht_rebalancer_update(ht_rebalancer *r, int64_t step, int B, const double *co
 
     if (++r->seen <= r->warmup) return 0;
     r->counted++;
+    if (r->counted == 1 && !r->calibrated) /* the shape: proportional, this observation's speed */
+        for (int i = 0; i < n; i++) {
+            r->speed0[i] = share[i] / compute_s[i];
+            r->fixed0[i] = 0;
+        }
     /* A plain mean while it has fewer than 1/alpha samples, then the EMA proper. */
     const double w = r->alpha > 1.0 / (double)r->counted ? r->alpha : 1.0 / (double)r->counted;
+    const double neff = w > r->alpha ? (double)r->counted : (2 - r->alpha) / r->alpha;
     for (int i = 0; i < n; i++) {
-        /* moments of (b, t): E b, E t, E b^2, E bt */
-        const double b = share[i], t = compute_s[i], x[4] = {b, t, b * b, b * t};
-        double *m = r->mom + 4 * i;
-        for (int j = 0; j < 4; j++)
+        const double b = share[i], t = compute_s[i];
+        /* the median of the last few ratios of observed to modelled time: one step slowed by
+         * the host (a descheduled process, a page fault storm) moves nothing */
+        double *last = r->last + HT_REBALANCE_WINDOW * i;
+        last[(r->counted - 1) % HT_REBALANCE_WINDOW] = t / (r->fixed0[i] + b / r->speed0[i]);
+        const double ratio =
+            median(last, r->counted < HT_REBALANCE_WINDOW ? (int)r->counted : HT_REBALANCE_WINDOW);
+        r->k[i] = r->counted == 1 ? ratio : w * ratio + (1 - w) * r->k[i];
+        /* moments of (b, t): E b, E t, E b^2, E bt, E t^2 */
+        const double x[5] = {b, t, b * b, b * t, t * t};
+        double *m = r->mom + 5 * i;
+        for (int j = 0; j < 5; j++)
             m[j] = r->counted == 1 ? x[j] : w * x[j] + (1 - w) * m[j];
-        /* t = a + c b by least squares once the shares have varied enough (more than 5% of
-         * their mean, as rebalancing makes them) and time grows with the share; the fixed part
-         * a is kept in [0, 0.95 E t] and stays at its last fit (within that bound) while the
-         * shares are steady */
-        const double var = m[2] - m[0] * m[0], cov = m[3] - m[0] * m[1];
-        if (var > 0.0025 * m[0] * m[0] && cov > 0) {
-            double a = m[1] - cov / var * m[0];
-            r->fixed[i] = a < 0 ? 0 : a > 0.95 * m[1] ? 0.95 * m[1] : a;
+        /* Re-calibrate the shape from the observations once they pin the fixed part down: the
+         * least-squares line t = a + c b, taken when the standard error of a is below a quarter
+         * of the mean time (shares spread widely compared with the timing noise). */
+        const double vb = m[2] - m[0] * m[0], cov = m[3] - m[0] * m[1], vt = m[4] - m[1] * m[1];
+        if (r->counted >= 3 && vb > 1e-12 * m[2]) {
+            const double c = cov / vb, s2 = vt - c * cov > 0 ? vt - c * cov : 0;
+            const double se_a = sqrt(s2 * (1 / neff + m[0] * m[0] / (neff * vb)));
+            if (se_a < 0.25 * m[1]) {
+                double a = m[1] - c * m[0];
+                a = a < 0 ? 0 : a > 0.95 * m[1] ? 0.95 * m[1] : a;
+                r->fixed0[i] = a;
+                r->speed0[i] = m[0] / (m[1] - a);
+                r->k[i] = 1;
+            }
         }
-        if (r->fixed[i] > 0.95 * m[1]) r->fixed[i] = 0.95 * m[1]; /* times fell since the fit */
-        r->ema_speed[i] = m[0] / (m[1] - r->fixed[i]);
+        r->ema_speed[i] = r->speed0[i] / r->k[i];
+        r->fixed[i] = r->k[i] * r->fixed0[i];
     }
     if (r->counted == 1) r->last_change = step; /* the interval also runs from the first sample */
     if (step - r->last_change < r->min_interval) return 0;

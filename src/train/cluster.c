@@ -56,22 +56,32 @@ int ht_cluster_init(ht_cluster *c, const ht_config *cfg) {
     return HT_OK;
 }
 
-int ht_cluster_split_by_speed(ht_cluster *c, double my_speed) {
-    double *speed = ht_xcalloc((size_t)c->world, sizeof(double));
-    ht_comm_allgather(&my_speed, sizeof my_speed, speed);
-    int rc = ht_plan_batch_split(c->B, c->world, speed, NULL, c->shares);
+int ht_cluster_split_by_model(ht_cluster *c, double speed, double fixed) {
+    double mine[2] = {speed, fixed};
+    double *all = ht_xcalloc((size_t)c->world * 2, sizeof(double));
+    double *sp = ht_xcalloc((size_t)c->world, sizeof(double));
+    double *fx = ht_xcalloc((size_t)c->world, sizeof(double));
+    ht_comm_allgather(mine, sizeof mine, all);
+    for (int r = 0; r < c->world; r++)
+        sp[r] = all[2 * r], fx[r] = all[2 * r + 1];
+    int rc = ht_plan_batch_split_affine(c->B, c->world, sp, fx, NULL, c->shares);
+    if (rc == HT_OK && c->rebalance) rc = ht_rebalancer_calibrate(&c->rb, sp, fx);
     if (rc == HT_OK) {
         set_slice(c);
         if (c->rank == 0) {
             char line[1024];
             size_t len = 0;
             for (int r = 0; r < c->world && len < sizeof line; r++)
-                len += (size_t)snprintf(line + len, sizeof line - len, "%s%d (%.0f/s)",
-                                        r ? ", " : "", c->shares[r], speed[r]);
-            ht_log_info("cluster: shares by measured speed: %s", line);
+                len += (size_t)snprintf(line + len, sizeof line - len, "%s%d (%.0f/s + %.1f ms)",
+                                        r ? ", " : "", c->shares[r], sp[r], 1e3 * fx[r]);
+            ht_log_info("cluster: shares by measured speed: %s (samples/s beyond a fixed cost "
+                        "per step)",
+                        line);
         }
     }
-    free(speed);
+    free(all);
+    free(sp);
+    free(fx);
     return rc;
 }
 

@@ -48,9 +48,10 @@ const char *ht_cluster_selector(const ht_config *cfg, const char *cli_device, in
 /* Rank and world from src/comm; checks the per-rank lists against the world size (exit 2
  * on mismatch is the caller's: returns HT_EINPUT); explicit or equal shares. */
 int ht_cluster_init(ht_cluster *c, const ht_config *cfg);
-/* Re-splits the batch in proportion to speeds (samples/s, one per rank, gathered here from
- * each rank's `my_speed`) with src/plan; every rank computes the same split. */
-int ht_cluster_split_by_speed(ht_cluster *c, double my_speed);
+/* Re-splits the batch under each rank's cost model (gathered here: `speed` samples/s beyond a
+ * `fixed` cost in seconds per step) with src/plan, so that the slowest rank's predicted step
+ * is shortest; every rank computes the same split, and the rebalancer starts from the model. */
+int ht_cluster_split_by_model(ht_cluster *c, double speed, double fixed);
 /* Gathers host and device names; with several ranks, rank 0 logs the rank -> host -> device
  * -> share table (call it after any split by speed: it shows the shares used). Names this
  * rank's trace track (call it after ht_cluster_trace_start). */

@@ -22,6 +22,7 @@
 #include "ocl/ocl.h"
 #include "optim/optim.h"
 #include "optim/schedule.h"
+#include "plan/plan.h"
 #include "prof/profile.h"
 #include "sync/sync.h"
 #include "train/async.h"
@@ -59,8 +60,10 @@ static int file_exists(const char *path) {
 
 /* This rank's speed (samples/s at `share`) from the hetprof profile in cluster.profile: the
  * entry of the same device name and platform. Bad or non-matching profiles are bad input. */
-static int profile_speed(const ht_config *cfg, const ht_model *m, const ht_devinfo *di, int share,
-                         double *speed) {
+/* This rank's cost model (samples/s beyond a fixed cost per step, and that cost) from the
+ * profile's per-layer times at its share s and at s/4. */
+static int profile_model(const ht_config *cfg, const ht_model *m, const ht_devinfo *di, int share,
+                         double *speed, double *fixed) {
     ht_profile *p = ht_xmalloc(sizeof *p);
     int rc = ht_profile_load(cfg->cluster.profile, p);
     int found = -1;
@@ -72,7 +75,10 @@ static int profile_speed(const ht_config *cfg, const ht_model *m, const ht_devin
                       "%s: no device '%s' (%s) in the profile; profile this rank's device with "
                       "hetprof --device, or set cluster.profile = \"\"",
                       cfg->cluster.profile, di->name, di->platform);
-    if (rc == HT_OK && !((*speed = ht_profile_speed(p, found, share)) > 0))
+    const int s2 = share >= 4 ? share / 4 : share;
+    double v1 = 0, v2 = 0;
+    if (rc == HT_OK && !((v1 = ht_profile_speed(p, found, share)) > 0 &&
+                         (v2 = ht_profile_speed(p, found, s2)) > 0))
         rc = ht_error(HT_EINPUT,
                       "%s: device '%s' has no layer times or samples_per_s to derive "
                       "a speed from; run hetprof -c %s",
@@ -80,11 +86,29 @@ static int profile_speed(const ht_config *cfg, const ht_model *m, const ht_devin
     if (rc == HT_OK && strcmp(p->model, m->desc))
         ht_log_warn("%s was measured for model '%s', this job trains '%s'; speeds may mislead",
                     cfg->cluster.profile, p->model, m->desc);
-    if (rc == HT_OK)
-        ht_log_info("speed of this rank from %s: %.1f samples/s at %d", cfg->cluster.profile,
-                    *speed, share);
+    if (rc == HT_OK) {
+        ht_plan_affine_from(share, share / v1, s2, s2 / v2, speed, fixed);
+        ht_log_info("speed of this rank from %s: %.1f samples/s at %d (%.1f beyond a fixed "
+                    "%.2f ms per step)",
+                    cfg->cluster.profile, v1, share, *speed, 1e3 * *fixed);
+    }
     free(p);
     return rc;
+}
+
+/* This rank's forward + backward on the first s samples of the loaded batch: the best of
+ * `reps` timed passes, emulated slowdown included. */
+static double time_pass(ht_model *m, int s, float scale, int reps, double slowdown) {
+    double best = INFINITY;
+    for (int k = 0; k < reps; k++) {
+        double t0 = ht_now();
+        ht_model_forward(m, s, 1);
+        ht_model_backward(m, s, scale);
+        ht_dev_finish(m->dev);
+        double t = ht_now() - t0;
+        if (t < best) best = t;
+    }
+    return best * slowdown;
 }
 
 int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *res) {
@@ -181,27 +205,26 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
         goto out_model;
 
     ht_source_start(&src, cfg, B);
-    if (dp && !cfg->cluster.nshares && !strcmp(cfg->cluster.split, "speed") &&
-        *cfg->cluster.profile) {
-        double sp = 0;
-        if ((rc = profile_speed(cfg, &model, ht_dev_info(dev), cl.hi - cl.lo, &sp)) != HT_OK ||
-            (rc = ht_cluster_split_by_speed(&cl, sp / cl.slowdown)) != HT_OK)
-            goto out_loop;
-    } else if (dp && !cfg->cluster.nshares && !strcmp(cfg->cluster.split, "speed")) {
-        /* a quick speed per rank: the second of two forward/backward passes on an equal
-         * share (the first compiles and allocates), emulated slowdown included */
-        ht_source_batch(&src, &model, 0, B, cl.lo, cl.hi);
-        ht_model_set_training(&model, 1, cfg->train.seed, 0);
-        double t0 = 0;
-        for (int k = 0; k < 2; k++) {
-            t0 = ht_now();
-            ht_model_forward(&model, cl.hi - cl.lo, 1);
-            ht_model_backward(&model, cl.hi - cl.lo, (float)(1.0 / rows));
-            ht_dev_finish(dev);
+    if (dp && !cfg->cluster.nshares && !strcmp(cfg->cluster.split, "speed")) {
+        /* each rank's cost model, a fixed cost per step plus a cost per sample, from the
+         * profile or from timed passes on its equal share s and on s/4 (the best of two
+         * each, after one that compiles and allocates), emulated slowdown included */
+        const int s1 = cl.hi - cl.lo, s2 = s1 >= 4 ? s1 / 4 : s1;
+        double sp = 0, fx = 0;
+        if (*cfg->cluster.profile) {
+            if ((rc = profile_model(cfg, &model, ht_dev_info(dev), s1, &sp, &fx)) != HT_OK)
+                goto out_loop;
+            sp /= cl.slowdown, fx *= cl.slowdown;
+        } else {
+            ht_source_batch(&src, &model, 0, B, cl.lo, cl.hi);
+            ht_model_set_training(&model, 1, cfg->train.seed, 0);
+            const float scale = (float)(1.0 / rows);
+            time_pass(&model, s1, scale, 1, 1);
+            double t1 = time_pass(&model, s1, scale, 2, cl.slowdown);
+            double t2 = time_pass(&model, s2, scale, 2, cl.slowdown);
+            ht_plan_affine_from(s1, t1 > 1e-9 ? t1 : 1e-9, s2, t2, &sp, &fx);
         }
-        double t = (ht_now() - t0) * cl.slowdown;
-        if ((rc = ht_cluster_split_by_speed(&cl, (cl.hi - cl.lo) / (t > 1e-9 ? t : 1e-9))) != HT_OK)
-            goto out_loop;
+        if ((rc = ht_cluster_split_by_model(&cl, sp, fx)) != HT_OK) goto out_loop;
     }
     if (opts->trace) ht_cluster_trace_start(&cl);
     /* after the speed split, so that the table shows the shares used */

@@ -8,19 +8,27 @@
 #          the speed run (the last three log intervals), i.e. perfect balance with free
 #          communication, measured under the same contention as the runs themselves.
 #   tools/bench/bench_hetero.sh [STEPS (60)] [hettrain args...]     (from the repository root)
+# Environment: NP ranks (4) with SLOW slowdowns ('[1, 1, 2, 4]'); PIN=1 binds each rank to
+# a core of its own (mpirun --bind-to core) with a one-thread PoCL device, so that ranks do
+# not share cores (needs NP <= cores); KEEP=DIR keeps the runs' outputs and metrics in DIR.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 steps=${1:-60}; shift || true
 extra=("$@") # e.g. --set train.batch=2048
 build=${HT_BUILD:-build}
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+tmp=${KEEP:-$(mktemp -d)}
+[ -n "${KEEP:-}" ] || trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp"
+np=${NP:-4}
+bind=(--bind-to none)
+[ "${PIN:-0}" = 1 ] && { bind=(--bind-to core); export POCL_MAX_PTHREAD_COUNT=1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-slow='[1, 1, 2, 4]'
+slow=${SLOW:-'[1, 1, 2, 4]'}
 
-run() { # run NAME ARGS...: 4 ranks; stdout/stderr/metrics in $tmp/NAME.*
+run() { # run NAME ARGS...: $np ranks; stdout/stderr/metrics in $tmp/NAME.*
     local name=$1; shift
-    mpirun -np 4 --oversubscribe --bind-to none "$build/hettrain" -c conf/mnist-mlp.cfg \
+    mpirun -np "$np" --oversubscribe "${bind[@]}" "$build/hettrain" -c conf/mnist-mlp.cfg \
         --set train.steps="$steps" --set train.eval_every=0 --set log.every=10 \
         --set log.progress=none --set checkpoint.path= --set log.metrics="$tmp/$name.jsonl" \
         --set "cluster.slowdown=$slow" "$@" ${extra[@]+"${extra[@]}"} >"$tmp/$name.out" 2>"$tmp/$name.err" ||
@@ -46,13 +54,15 @@ print("%.1f" % tot)
 PY
 )
 shares() { grep -E '^\[rank 0\]   rank [0-9]' "$1" | sed -E 's/.*share ([0-9]+).*/\1/' | paste -sd, -; }
-final_shares=$(grep '"type":"rank"' "$tmp/speed.jsonl" | tail -4 | sed -E 's/.*"share":([0-9]+).*/\1/' |
+final_shares=$(grep '"type":"rank"' "$tmp/speed.jsonl" | tail -"$np" | sed -E 's/.*"share":([0-9]+).*/\1/' |
     paste -sd, -)
 nreb=$(grep -c '"type":"rebalance"' "$tmp/speed.jsonl" || true)
 
 batch=$(sed -nE 's/.*steps of batch ([0-9]+).*/\1/p' "$tmp/equal.err" | head -1)
 echo "== heterogeneous data parallelism: MNIST MLP 784-1024-1024-10, batch $batch, $steps steps"
-echo "   4 ranks (mpirun -np 4 --oversubscribe), slowdown $slow (emulated); $(date -u +%F)"
+pin=""
+[ "${PIN:-0}" = 1 ] && pin=", each bound to a core, POCL_MAX_PTHREAD_COUNT=1"
+echo "   $np ranks (mpirun -np $np --oversubscribe$pin), slowdown $slow (emulated); $(date -u +%F)"
 echo "   host: $(nproc) cores, $(sed -nE 's/^model name\s*: //p' /proc/cpuinfo | head -1)"
 echo "   device: $(sed -nE 's/.*device 0: (.*) \(.*kernels.*/\1/p' "$tmp/equal.err" | head -1)"
 printf '%-34s %12s %10s  %s\n' "" "samples/s" "val_acc" "shares"
