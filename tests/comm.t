@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The comm layer under mpirun: build/tests/t_comm.t (ring all-reduce vs MPI_Allreduce, the
 # nonblocking all-reduce vs the blocking one, several outstanding at once, the bucket plan; on
-# lengths 1..100003, bitwise identical across ranks, bcast, allgather) at 3 and 4 ranks,
-# each run's TAP checked line by line. (An ht_die ending the whole job with its code is
+# lengths 1..1000003, the longer ones cut into pipelined segments; bitwise identical across
+# ranks, bcast, allgather) at 3 and 4 ranks, each run's TAP checked line by line. (An ht_die
+# ending the whole job with its code is
 # checked in dp.t: bad cluster settings exit 2 under mpirun.)
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mpi.sh"

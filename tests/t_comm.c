@@ -42,7 +42,7 @@ static int same_everywhere(const float *buf, size_t n, int p) {
 }
 
 static void test_nonblocking(int rank, int p, double tol) {
-    static const size_t lens[] = {0, 1, 2, 5, 13, 1001, 65537, 100003};
+    static const size_t lens[] = {0, 1, 2, 5, 13, 1001, 65537, 100003, 262147};
     enum { NL = sizeof lens / sizeof lens[0] };
     /* one at a time: the nonblocking ring gives the blocking ring's bits */
     for (int k = 0; k < NL; k++) {
@@ -195,7 +195,7 @@ int main(int argc, char **argv) {
         }
     tap_ok(chunks_ok, "ring chunks tile [0, n) in order, sizes within one, n < 40, p <= 9");
 
-    static const size_t lens[] = {1, 2, 3, 7, 1000, 100003};
+    static const size_t lens[] = {1, 2, 3, 7, 1000, 100003, 262147, 1000003};
     /* Tolerance: the ring and MPI sum p values in different orders; each float sum is off
      * by at most (p-1) ulps of the largest partial sum, values are in [-1, 1]. */
     const double tol = 4.0 * p * 1.2e-7;

@@ -14,6 +14,7 @@
 
 static int g_active, g_done, g_rank, g_size = 1;
 static int g_nreqs; /* nonblocking requests started and not yet waited for */
+static void ring_comms(int create);
 uint64_t ht_comm_sent_bytes, ht_comm_recv_bytes;
 
 void ht_comm_check(int rc, const char *call) {
@@ -54,6 +55,7 @@ void ht_comm_init(int *argc, char ***argv) {
     CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_rank));
     CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g_size));
+    ring_comms(1);
 }
 
 void ht_comm_finalize(void) {
@@ -62,6 +64,7 @@ void ht_comm_finalize(void) {
     if (g_nreqs)
         ht_die(HT_ERUNTIME, "ht_comm_finalize: %d nonblocking all-reduce(s) never waited for",
                g_nreqs);
+    ring_comms(0);
     g_done = 1;
     CHECK(MPI_Finalize());
 }
@@ -161,88 +164,139 @@ void ht_comm_ring_chunk(size_t n, int p, int c, size_t *lo, size_t *hi) {
 
 /* ------------------------------------------------------------------------- requests */
 
-/* A request is either one MPI_Iallreduce or our ring as a state machine: step s < p-1 is
- * reduce-scatter step s (receive into tmp, then add), step s >= p-1 all-gather step
- * s-(p-1) (receive straight into the buffer). A step's receive and send are posted
- * together; the next step starts when both are complete. */
+/* A request is either one MPI_Iallreduce or our ring: 2(p-1) steps, step s < p-1
+ * reduce-scatter step s (receive into tmp, then add), step s >= p-1 all-gather step s-(p-1)
+ * (receive straight into the buffer). Each chunk is cut into nseg segments (the same cut on
+ * every rank) that move through the steps independently, as a pipeline: segment j's send of
+ * step s goes out as soon as its receive of step s-1 is added in, so adding one segment
+ * overlaps moving the next, and the steps overlap each other. Per segment at most one send
+ * and one receive are in flight, on a communicator of its own (so messages of different
+ * segments never match each other's receives, and one segment's steps match in order), and
+ * a receive of step s is posted only after the segment's sends of the steps before it have
+ * completed: the region it overwrites was sent by an earlier step (all-gather step t fills
+ * what reduce-scatter step t sent), and one segment of tmp is all it needs. */
+enum {
+    RING_SEG_MAX = 8, /* segments per chunk at most (communicators) */
+    RING_SEG_BYTES = 128 * 1024
+}; /* and at least this much per segment */
+
 struct ht_comm_req {
     float *buf;
     size_t n;
     int ring, tag;
     int *members; /* ring: the world ranks in ring order (all ranks, or a group) */
     int p, pos;   /* ring: members, and this rank's index among them */
-    int step, nsteps, posted, done;
-    MPI_Request mr[2];
-    float *tmp;               /* ring: one chunk */
+    int nsteps, nseg, done;
+    MPI_Request *mr;          /* MPI_Iallreduce: mr[0]; ring: receive 2j, send 2j+1 */
+    int *rs, *ss;             /* ring, per segment: next step to receive, to send */
+    float *tmp;               /* ring: a slot of segmax floats per segment */
+    size_t segmax;            /* ring: the longest segment of any chunk */
     struct ht_comm_req *next; /* outstanding list */
 };
 
-static ht_comm_req *g_reqs; /* outstanding, oldest first */
-static unsigned g_seq;      /* requests started: the tag of the next one */
+static ht_comm_req *g_reqs;              /* outstanding, oldest first */
+static unsigned g_seq;                   /* requests started: the tag of the next one */
+static MPI_Comm g_segcomm[RING_SEG_MAX]; /* duplicates of MPI_COMM_WORLD, one per segment */
 
 /* Tags cycle through a range far below MPI_TAG_UB's guaranteed 32767; tags only need to
  * differ between requests outstanding at the same time. */
 enum { TAG_BASE = 1024, TAG_RANGE = 16384 };
 
-static void ring_post(ht_comm_req *q) {
-    int p = q->p, r = q->pos, s = q->step;
-    int right = q->members[(r + 1) % p], left = q->members[(r + p - 1) % p];
-    int sc, rc;
-    if (s < p - 1) { /* reduce-scatter: after p-1 steps rank r holds the full sum of chunk r+1 */
-        sc = (r - s + 2 * p) % p;
-        rc = (r - s - 1 + 2 * p) % p;
-    } else { /* all-gather: received values are copied, not added: bitwise identical ranks */
-        s -= p - 1;
-        sc = (r + 1 - s + 2 * p) % p;
-        rc = (r - s + 2 * p) % p;
+/* Creates (create = 1, collective) or frees the ring's per-segment communicators. */
+static void ring_comms(int create) {
+    for (int j = 0; j < RING_SEG_MAX; j++) {
+        if (create) {
+            CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &g_segcomm[j]));
+            CHECK(MPI_Comm_set_errhandler(g_segcomm[j], MPI_ERRORS_RETURN));
+        } else {
+            CHECK(MPI_Comm_free(&g_segcomm[j]));
+        }
     }
-    size_t slo, shi, rlo, rhi;
-    ht_comm_ring_chunk(q->n, p, sc, &slo, &shi);
-    ht_comm_ring_chunk(q->n, p, rc, &rlo, &rhi);
-    float *into = q->step < p - 1 ? q->tmp : q->buf + rlo;
-    CHECK(MPI_Irecv(into, ht_comm_count(rhi - rlo, "ring chunk"), MPI_FLOAT, left, q->tag,
-                    MPI_COMM_WORLD, &q->mr[0]));
-    ht_comm_sent_bytes += (shi - slo) * sizeof(float);
-    ht_comm_recv_bytes += (rhi - rlo) * sizeof(float);
-    CHECK(MPI_Isend(q->buf + slo, ht_comm_count(shi - slo, "ring chunk"), MPI_FLOAT, right, q->tag,
-                    MPI_COMM_WORLD, &q->mr[1]));
-    q->posted = 1;
 }
 
-/* Finishes a completed step: reduce-scatter adds the received chunk in place. */
-static void ring_finish_step(ht_comm_req *q) {
-    int p = q->p, r = q->pos;
-    if (q->step < p - 1) {
+/* Chunk sent (send = 1) or received at step s by ring position r, and segment j of it. */
+static void ring_range(const ht_comm_req *q, int s, int send, int j, size_t *lo, size_t *hi) {
+    int p = q->p, r = q->pos, c;
+    if (s < p - 1) /* reduce-scatter: after p-1 steps rank r holds the full sum of chunk r+1 */
+        c = send ? (r - s + 2 * p) % p : (r - s - 1 + 2 * p) % p;
+    else /* all-gather: received values are copied, not added: bitwise identical ranks */
+        c = send ? (r + 1 - (s - p + 1) + 2 * p) % p : (r - (s - p + 1) + 2 * p) % p;
+    size_t clo, chi, a, b;
+    ht_comm_ring_chunk(q->n, p, c, &clo, &chi);
+    ht_comm_ring_chunk(chi - clo, q->nseg, j, &a, &b);
+    *lo = clo + a;
+    *hi = clo + b;
+}
+
+/* Posts every send and receive of q whose data and buffer are ready; returns how many. */
+static int ring_post(ht_comm_req *q) {
+    int p = q->p, posted = 0;
+    int right = q->members[(q->pos + 1) % p], left = q->members[(q->pos + p - 1) % p];
+    for (int j = 0; j < q->nseg; j++) {
+        MPI_Request *rq = &q->mr[2 * j], *sq = &q->mr[2 * j + 1];
         size_t lo, hi;
-        ht_comm_ring_chunk(q->n, p, (r - q->step - 1 + 2 * p) % p, &lo, &hi);
-        float *dst = q->buf + lo;
-        for (size_t i = 0; i < hi - lo; i++)
-            dst[i] += q->tmp[i];
+        /* send step ss once step ss-1 was received (and added) */
+        if (*sq == MPI_REQUEST_NULL && q->ss[j] < q->nsteps && q->rs[j] >= q->ss[j]) {
+            ring_range(q, q->ss[j], 1, j, &lo, &hi);
+            ht_comm_sent_bytes += (hi - lo) * sizeof(float);
+            CHECK(MPI_Isend(q->buf + lo, ht_comm_count(hi - lo, "ring segment"), MPI_FLOAT, right,
+                            q->tag, g_segcomm[j], sq));
+            q->ss[j]++;
+            posted++;
+        }
+        /* receive step rs once the sends of steps < rs have completed */
+        int sent = q->ss[j] - (*sq != MPI_REQUEST_NULL);
+        if (*rq == MPI_REQUEST_NULL && q->rs[j] < q->nsteps && sent >= q->rs[j]) {
+            ring_range(q, q->rs[j], 0, j, &lo, &hi);
+            float *into = q->rs[j] < p - 1 ? q->tmp + (size_t)j * q->segmax : q->buf + lo;
+            ht_comm_recv_bytes += (hi - lo) * sizeof(float);
+            CHECK(MPI_Irecv(into, ht_comm_count(hi - lo, "ring segment"), MPI_FLOAT, left, q->tag,
+                            g_segcomm[j], rq));
+            posted++;
+        }
     }
-    q->posted = 0;
-    if (++q->step == q->nsteps) q->done = 1;
+    return posted;
+}
+/* A completed receive of segment j: reduce-scatter adds it in place; the next step may go. */
+static void ring_received(ht_comm_req *q, int j) {
+    if (q->rs[j] < q->p - 1) {
+        size_t lo, hi;
+        ring_range(q, q->rs[j], 0, j, &lo, &hi);
+        float *dst = q->buf + lo;
+        const float *src = q->tmp + (size_t)j * q->segmax;
+        for (size_t i = 0; i < hi - lo; i++)
+            dst[i] += src[i];
+    }
+    q->rs[j]++;
 }
 
 /* Moves one request on as far as it goes without blocking (block = 1: to the end). */
 static void progress_one(ht_comm_req *q, int block) {
-    while (!q->done) {
-        if (!q->ring) {
-            int flag = 1;
-            if (block)
-                CHECK(MPI_Wait(&q->mr[0], MPI_STATUS_IGNORE));
-            else
-                CHECK(MPI_Test(&q->mr[0], &flag, MPI_STATUS_IGNORE));
-            q->done = flag;
-            return;
-        }
-        if (!q->posted) ring_post(q);
+    if (q->done) return;
+    if (!q->ring) {
         int flag = 1;
         if (block)
-            CHECK(MPI_Waitall(2, q->mr, MPI_STATUSES_IGNORE));
+            CHECK(MPI_Wait(&q->mr[0], MPI_STATUS_IGNORE));
         else
-            CHECK(MPI_Testall(2, q->mr, &flag, MPI_STATUSES_IGNORE));
-        if (!flag) return;
-        ring_finish_step(q);
+            CHECK(MPI_Test(&q->mr[0], &flag, MPI_STATUS_IGNORE));
+        q->done = flag;
+        return;
+    }
+    int idx[2 * RING_SEG_MAX];
+    for (;;) {
+        ring_post(q);
+        int got = 0;
+        if (block)
+            CHECK(MPI_Waitsome(2 * q->nseg, q->mr, &got, idx, MPI_STATUSES_IGNORE));
+        else
+            CHECK(MPI_Testsome(2 * q->nseg, q->mr, &got, idx, MPI_STATUSES_IGNORE));
+        if (got == MPI_UNDEFINED) { /* nothing in flight, nothing to post: all steps done */
+            q->done = 1;
+            return;
+        }
+        for (int i = 0; i < got; i++)
+            if (idx[i] % 2 == 0) ring_received(q, idx[i] / 2);
+        if (!got && !block) return;
     }
 }
 
@@ -269,7 +323,15 @@ static ht_comm_req *ring_start(float *buf, size_t n, const int *members, int p, 
         q->members[i] = members ? members[i] : i;
     size_t lo, hi;
     ht_comm_ring_chunk(n, p, 0, &lo, &hi); /* chunk 0 is a largest one */
-    q->tmp = ht_xmalloc((hi - lo ? hi - lo : 1) * sizeof(float));
+    size_t per = RING_SEG_BYTES / sizeof(float), nseg = (hi - lo + per - 1) / per;
+    q->nseg = nseg < 1 ? 1 : nseg > RING_SEG_MAX ? RING_SEG_MAX : (int)nseg;
+    q->segmax = (hi - lo + (size_t)q->nseg - 1) / (size_t)q->nseg;
+    q->tmp = ht_xmalloc((q->segmax ? (size_t)q->nseg * q->segmax : 1) * sizeof(float));
+    q->mr = ht_xmalloc(2 * (size_t)q->nseg * sizeof *q->mr);
+    for (int i = 0; i < 2 * q->nseg; i++)
+        q->mr[i] = MPI_REQUEST_NULL;
+    q->rs = ht_xcalloc((size_t)q->nseg, sizeof(int));
+    q->ss = ht_xcalloc((size_t)q->nseg, sizeof(int));
     q->nsteps = 2 * (p - 1);
     ring_post(q); /* the first step goes out now: the neighbours can start */
     enqueue(q);
@@ -288,6 +350,7 @@ ht_comm_req *ht_comm_iallreduce(float *buf, size_t n, int ring) {
     q->buf = buf;
     q->n = n;
     q->tag = tag;
+    q->mr = ht_xmalloc(sizeof *q->mr);
     /* what a ring would move: MPI's own algorithm may move less or more */
     ht_comm_sent_bytes += 2 * (g_size - 1) * n * sizeof(float) / g_size;
     ht_comm_recv_bytes += 2 * (g_size - 1) * n * sizeof(float) / g_size;
@@ -332,6 +395,9 @@ void ht_comm_wait(ht_comm_req *r) {
             break;
         }
     free(r->tmp);
+    free(r->mr);
+    free(r->rs);
+    free(r->ss);
     free(r->members);
     free(r);
 }
