@@ -81,15 +81,18 @@ import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
 share = {(r["step"], r["rank"]): r["share"] for r in recs if r["type"] == "rank"}
 for r in recs:
-    if r["type"] != "rebalance": continue
+    if r["type"] not in ("rebalance", "rebalance_undone"): continue
     to = [int(x) for x in r["to"].split(",")]
-    assert sum(to) == 9 and r["predicted_ms_after"] < r["predicted_ms_before"], r
+    if r["type"] == "rebalance":
+        assert sum(to) == 9 and r["predicted_ms_after"] < r["predicted_ms_before"], r
+    else:  # undone: the change had made the slowest rank slower
+        assert sum(to) == 9 and r["measured_ms_after"] > r["measured_ms_before"], r
     nxt = r["step"] + 1
     assert all(share.get((nxt, k), v) == v for k, v in enumerate(to)), (r, share)
 for st in {s for s, _ in share}:
     assert share[(st, 0)] + share[(st, 1)] == 9, st
 ' "$TMP/spd.jsonl"
-ok $? "rebalance records: new shares sum to the batch, predicted faster, used from the next step"
+ok $? "rebalance records: new shares sum to the batch, predicted faster (an undone change: measured slower), used from the next step"
 grep -q '"type":"rebalance"' "$TMP/spd.jsonl" || diag "(no rebalance happened in this run)"
 mpirun_ht 2 "$HETTRAIN" -c "$TMP/job.cfg" -q --set log.metrics="$TMP/norb.jsonl" --set cluster.split=speed \
     --set cluster.rebalance=false --set 'cluster.slowdown=[1, 4]' >/dev/null 2>&1

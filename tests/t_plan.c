@@ -562,6 +562,44 @@ static void test_calibrated(void) {
     ht_rebalancer_free(&r);
 }
 
+/* A change the model gets wrong is undone: rank 1's time is 0.2 s + b/1000 while it has at
+ * least 50 samples and 0.5 s below (a device that gets slower with less work, as ranks
+ * sharing cores can), which no fixed + per-sample model expresses. From 100,100 (0.3 s) the
+ * model moves to 150,50 (0.25 s), then wants 167,33 (0.5 s in truth): that is reverted,
+ * and retried ever more rarely. */
+static void test_revert(void) {
+    ht_rebalancer r;
+    ht_rebalancer_init(&r, 2, 0.5, 0.05, 3, 0);
+    ht_rebalancer_calibrate(&r, (double[]){1000, 1000}, NULL);
+    int sh[2] = {100, 100}, reverts = 0, bad = 0, judged_ok = 1, back = 1, hold_ok = 1;
+    int64_t first_revert = -1, changes_in_hold = 0, hold_until = -1;
+    for (int64_t step = 0; step < 400; step++) {
+        double t[2] = {sh[0] / 1000.0, sh[1] >= 50 ? 0.2 + sh[1] / 1000.0 : 0.5};
+        bad += step >= 50 && t[1] >= 0.5;
+        int rc = ht_rebalancer_update(&r, step, 200, t, NULL, sh);
+        if (rc == 1 && step < hold_until) changes_in_hold++;
+        if (rc == 1 && r.reverted) {
+            judged_ok &= r.t_after > 1.05 * r.t_before;
+            back &= sh[0] == 150 && sh[1] == 50;
+            /* held for min_interval + window = 8 steps, then 16, 32, ... */
+            hold_ok &= r.hold_until == step + (8 << reverts) && r.hold == (16 << reverts);
+            hold_until = r.hold_until;
+            if (first_revert < 0) first_revert = step;
+            reverts++;
+        }
+    }
+    tap_ok(reverts >= 1 && judged_ok && back,
+           "a change that made the slowest rank slower is undone: %d reversal(s) (first at step "
+           "%lld), each back to 150,50",
+           reverts, (long long)first_revert);
+    tap_ok(hold_ok && changes_in_hold == 0,
+           "after a reversal no change for 8 steps, doubling with each reversal (%lld changes "
+           "inside a hold)",
+           (long long)changes_in_hold);
+    tap_ok(bad <= 35, "%d of 350 steps at the bad split", bad);
+    ht_rebalancer_free(&r);
+}
+
 int main(void) {
     test_hand();
     test_affine();
@@ -571,5 +609,6 @@ int main(void) {
     test_memory_cap();
     test_rebalancer();
     test_calibrated();
+    test_revert();
     return tap_done();
 }

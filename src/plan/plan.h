@@ -71,7 +71,9 @@ void ht_plan_affine_from(double s1, double t1, double s2, double t2, double *spe
  * cores and a small share's time hardly shrinks).
  * It re-splits the batch optimally under the model (ht_plan_batch_split_affine), but only when
  * that is predicted to shorten the step by more than a hysteresis fraction, and not more often
- * than every min_interval steps, so that measurement noise never makes the shares oscillate. */
+ * than every min_interval steps, so that measurement noise never makes the shares oscillate.
+ * A change the model got wrong (the measured slowest rank got slower by more than the
+ * hysteresis) is undone, with an exponential back-off before the next try. */
 #define HT_REBALANCE_WINDOW 5 /* ratios whose median feeds k */
 typedef struct ht_rebalancer {
     int n;               /* ranks */
@@ -91,6 +93,16 @@ typedef struct ht_rebalancer {
     double *ema_speed;   /* [n] the current model: speed0 / k ... */
     double *fixed;       /* [n] ... and k fixed0 */
     int *proposal;       /* [n] scratch: the split under the model */
+    /* every change is on trial: if the median slowest-rank compute time of the
+     * HT_REBALANCE_WINDOW steps after it exceeds that of the steps before it by more than the
+     * hysteresis, the shares go back and no change is tried for `hold` steps (min_interval +
+     * HT_REBALANCE_WINDOW, doubling with each failure, back to that after a change that held) */
+    double tmax[HT_REBALANCE_WINDOW]; /* the last steps' slowest compute times */
+    int *prev;                        /* [n] the shares before the change on trial */
+    int trial, trial_seen;            /* a change is on trial; steps seen under it */
+    double t_before, t_after;         /* median slowest time before and under the last change */
+    int reverted;                     /* the last update's change was a reversal */
+    int64_t hold, hold_until;         /* no change tried before step hold_until */
 } ht_rebalancer;
 
 /* Returns HT_OK, or HT_EINPUT (message in ht_errmsg()) for n < 1 or a parameter out of range;
@@ -115,5 +127,7 @@ int ht_rebalancer_calibrate(ht_rebalancer *r, const double *speed, const double 
  * infeasible; share[] is then unchanged. */
 int ht_rebalancer_update(ht_rebalancer *r, int64_t step, int B, const double *compute_s,
                          const int *max_share, int *share);
+/* (A return of 1 with r->reverted set is the reversal of the change on trial: share[] is back
+ * to r->prev, and r->t_before / r->t_after hold the median slowest times that judged it.) */
 
 #endif

@@ -35,6 +35,8 @@ int ht_rebalancer_init(ht_rebalancer *r, int n, double alpha, double hysteresis,
     r->k = ht_xcalloc((size_t)n, sizeof *r->k);
     r->mom = ht_xcalloc((size_t)n * 5, sizeof *r->mom);
     r->last = ht_xcalloc((size_t)n * HT_REBALANCE_WINDOW, sizeof *r->last);
+    r->prev = ht_xcalloc((size_t)n, sizeof *r->prev);
+    r->hold = min_interval + HT_REBALANCE_WINDOW;
     r->ema_speed = ht_xcalloc((size_t)n, sizeof *r->ema_speed);
     r->fixed = ht_xcalloc((size_t)n, sizeof *r->fixed);
     r->proposal = ht_xcalloc((size_t)n, sizeof *r->proposal);
@@ -74,6 +76,7 @@ void ht_rebalancer_free(ht_rebalancer *r) {
     free(r->k);
     free(r->mom);
     free(r->last);
+    free(r->prev);
     free(r->ema_speed);
     free(r->fixed);
     free(r->proposal);
@@ -147,15 +150,40 @@ int ht_rebalancer_update(ht_rebalancer *r, int64_t step, int B, const double *co
         r->ema_speed[i] = r->speed0[i] / r->k[i];
         r->fixed[i] = r->k[i] * r->fixed0[i];
     }
+    /* the step's slowest compute, whose median over the last few steps judges a change */
+    double slowest = 0;
+    for (int i = 0; i < n; i++)
+        if (compute_s[i] > slowest) slowest = compute_s[i];
+    r->tmax[(r->counted - 1) % HT_REBALANCE_WINDOW] = slowest;
+    const int full = r->counted < HT_REBALANCE_WINDOW ? (int)r->counted : HT_REBALANCE_WINDOW;
+    r->reverted = 0;
+    if (r->trial && ++r->trial_seen >= HT_REBALANCE_WINDOW) {
+        /* the verdict on the last change, from HT_REBALANCE_WINDOW steps under it */
+        r->t_after = median(r->tmax, HT_REBALANCE_WINDOW);
+        r->trial = 0;
+        if (r->t_after > (1 + r->hysteresis) * r->t_before) {
+            memcpy(share, r->prev, (size_t)n * sizeof *share);
+            r->reverted = 1;
+            r->last_change = step;
+            r->hold_until = step + r->hold;
+            r->hold *= 2; /* each failed change waits twice as long before the next try */
+            return 1;
+        }
+        r->hold = r->min_interval + HT_REBALANCE_WINDOW;
+    }
     if (r->counted == 1) r->last_change = step; /* the interval also runs from the first sample */
-    if (step - r->last_change < r->min_interval) return 0;
+    if (r->trial || step < r->hold_until || step - r->last_change < r->min_interval) return 0;
 
     int rc = ht_plan_batch_split_affine(B, n, r->ema_speed, r->fixed, max_share, r->proposal);
     if (rc != HT_OK) return -rc;
     const double t_now = ht_plan_step_time_affine(n, share, r->ema_speed, r->fixed);
     const double t_new = ht_plan_step_time_affine(n, r->proposal, r->ema_speed, r->fixed);
     if (!(t_now - t_new > r->hysteresis * t_now)) return 0;
+    memcpy(r->prev, share, (size_t)n * sizeof *share);
     memcpy(share, r->proposal, (size_t)n * sizeof *share);
     r->last_change = step;
+    r->trial = 1; /* judged once HT_REBALANCE_WINDOW steps have run under it */
+    r->trial_seen = 0;
+    r->t_before = median(r->tmax, full);
     return 1;
 }

@@ -197,13 +197,27 @@ int ht_cluster_rebalance(ht_cluster *c, ht_metrics *metrics, int64_t step) {
             char from[1024], to[1024];
             shares_text(from, sizeof from, before, c->world);
             shares_text(to, sizeof to, c->shares, c->world);
-            ht_log_info("step %lld: shares %s -> %s (predicted step time %.1f ms -> %.1f ms)",
-                        (long long)step, from, to, 1e3 * was, 1e3 * now);
-            if (metrics)
-                rc = ht_metrics_write(metrics,
-                                      "type=%s step=%lld from=%s to=%s predicted_ms_before=%g "
-                                      "predicted_ms_after=%g",
-                                      "rebalance", (long long)step, from, to, 1e3 * was, 1e3 * now);
+            const ht_rebalancer *rb = &c->rb;
+            if (rb->reverted) {
+                ht_log_info("step %lld: shares %s -> %s, the last change undone: the slowest rank "
+                            "took %.1f ms under it against %.1f ms before",
+                            (long long)step, from, to, 1e3 * rb->t_after, 1e3 * rb->t_before);
+                if (metrics)
+                    rc = ht_metrics_write(metrics,
+                                          "type=%s step=%lld from=%s to=%s measured_ms_before=%g "
+                                          "measured_ms_after=%g",
+                                          "rebalance_undone", (long long)step, from, to,
+                                          1e3 * rb->t_before, 1e3 * rb->t_after);
+            } else {
+                ht_log_info("step %lld: shares %s -> %s (predicted step time %.1f ms -> %.1f ms)",
+                            (long long)step, from, to, 1e3 * was, 1e3 * now);
+                if (metrics)
+                    rc = ht_metrics_write(metrics,
+                                          "type=%s step=%lld from=%s to=%s predicted_ms_before=%g "
+                                          "predicted_ms_after=%g",
+                                          "rebalance", (long long)step, from, to, 1e3 * was,
+                                          1e3 * now);
+            }
         }
     }
     free(t);

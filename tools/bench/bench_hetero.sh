@@ -56,7 +56,7 @@ PY
 shares() { grep -E '^\[rank 0\]   rank [0-9]' "$1" | sed -E 's/.*share ([0-9]+).*/\1/' | paste -sd, -; }
 final_shares=$(grep '"type":"rank"' "$tmp/speed.jsonl" | tail -"$np" | sed -E 's/.*"share":([0-9]+).*/\1/' |
     paste -sd, -)
-nreb=$(grep -c '"type":"rebalance"' "$tmp/speed.jsonl" || true)
+nreb=$(grep -cE '"type":"rebalance(_undone)?"' "$tmp/speed.jsonl" || true)
 
 batch=$(sed -nE 's/.*steps of batch ([0-9]+).*/\1/p' "$tmp/equal.err" | head -1)
 echo "== heterogeneous data parallelism: MNIST MLP 784-1024-1024-10, batch $batch, $steps steps"
@@ -77,4 +77,4 @@ awk -v e="$eq" -v s="$sp" -v t="$st" -v i="$ideal" 'BEGIN {
     printf "ideal speedup / equal:  %.2fx\n", i / e
     printf "fraction of ideal:      speed+rebalance %.0f%%, speed static %.0f%% (target >= 90%%)\n",
         100 * s / i, 100 * t / i }'
-grep -h '"type":"rebalance"' "$tmp/speed.jsonl" | sed 's/^/  /' || true
+grep -hE '"type":"rebalance(_undone)?"' "$tmp/speed.jsonl" | sed 's/^/  /' || true
