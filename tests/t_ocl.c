@@ -68,35 +68,40 @@ static void check_gemm(ht_dev *d, int ta, int tb, int m, int n, int k, float bet
     check_gemm_ld(d, ta, tb, m, n, k, 1.0f, beta, 0);
 }
 
-/* Runs fn in a child with stderr captured; returns its exit status and output. */
-static int run_child(void (*fn)(void *), void *arg, char *out, size_t n) {
+/* Opens the device with the kernels of `dir` (a build that fails): ht_dev_open exits. */
+static void open_broken(const char *dir) {
+    setenv("HT_KERNEL_DIR", dir, 1);
+    ht_dev_opts o = ht_dev_opts_default();
+    o.cache = 0;
+    ht_dev *d;
+    ht_dev_open(&d, 0, &o);
+}
+
+/* Runs this program again as `--open-broken dir` with stderr captured; returns its exit
+ * status and output. A fresh process, not a bare fork: the OpenCL runtime's threads in this
+ * one may hold locks at fork time that the child would then wait on for ever. */
+static int run_open_broken(const char *dir, char *out, size_t n) {
     int p[2];
     if (pipe(p) != 0) return -1;
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
         close(p[0]);
+        dup2(p[1], 1);
         dup2(p[1], 2);
-        fn(arg);
-        _exit(0);
+        execl("/proc/self/exe", "t_ocl.t", "--open-broken", dir, (char *)NULL);
+        _exit(127);
     }
     close(p[1]);
     size_t len = 0;
     ssize_t r;
-    while (len + 1 < n && (r = read(p[0], out + len, n - 1 - len)) > 0) len += (size_t)r;
+    while (len + 1 < n && (r = read(p[0], out + len, n - 1 - len)) > 0)
+        len += (size_t)r;
     out[len] = 0;
     close(p[0]);
     int st = 0;
     waitpid(pid, &st, 0);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
-
-static void open_broken(void *dir) {
-    setenv("HT_KERNEL_DIR", (const char *)dir, 1);
-    ht_dev_opts o = ht_dev_opts_default();
-    o.cache = 0;
-    ht_dev *d;
-    ht_dev_open(&d, 0, &o);
 }
 
 static void write_file(const char *path, const char *text) {
@@ -105,7 +110,11 @@ static void write_file(const char *path, const char *text) {
     fclose(f);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--open-broken")) {
+        open_broken(argv[2]);
+        return 0;
+    }
     const ht_devinfo *list;
     int n = 0, rc = ht_ocl_devices(&list, &n);
     tap_ok(rc == HT_OK && n >= 1, "enumerates %d device(s)", n);
@@ -148,8 +157,10 @@ int main(void) {
     tap_ok(hit == 1, "second open loads the cached binary (%.3f s)", t_hit);
     ht_dev_close(d);
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "for f in %s/*.clbin; do printf 'garbage' | dd of=$f bs=1 seek=40 "
-                              "conv=notrunc 2>/dev/null; done", dir);
+    snprintf(cmd, sizeof cmd,
+             "for f in %s/*.clbin; do printf 'garbage' | dd of=$f bs=1 seek=40 "
+             "conv=notrunc 2>/dev/null; done",
+             dir);
     tap_ok(system(cmd) == 0, "corrupted the cache entry");
     ht_exit_on_error(ht_dev_open(&d, 0, &o));
     ht_dev_build_seconds(d, &hit);
@@ -185,7 +196,7 @@ int main(void) {
     unsetenv("HT_KERNEL_DIR");
     write_file(path, "__kernel void broken(__global float *x) { x[0] = undefined_name; }\n");
     char out[8192];
-    int st = run_child(open_broken, kdir, out, sizeof out);
+    int st = run_open_broken(kdir, out, sizeof out);
     tap_ok(st == 1 && strstr(out, "clBuildProgram") && strstr(out, "CL_BUILD_PROGRAM_FAILURE") &&
                strstr(out, "undefined_name") && strstr(out, list[0].name),
            "build failure exits 1 with device, call, CL error name and build log (exit %d)", st);
@@ -202,7 +213,8 @@ int main(void) {
     ht_buf_free(b);
 
     for (int ta = 0; ta < 2; ta++)
-        for (int tb = 0; tb < 2; tb++) check_gemm(d, ta, tb, 13, 37, 29, ta ? 1.0f : 0.0f);
+        for (int tb = 0; tb < 2; tb++)
+            check_gemm(d, ta, tb, 13, 37, 29, ta ? 1.0f : 0.0f);
     check_gemm(d, 0, 0, 1, 10, 1, 0.0f);
     /* alpha, beta and leading dimensions wider than the operands, at shapes with partial
      * 6-row and 16-column tiles, k past the packing chunks (256 steps), and more panels than
