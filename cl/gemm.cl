@@ -40,6 +40,25 @@ void gemm_store_row(__global float *C, const int ldc, const int M, const int N, 
     for (int j = 0; j < N - n0; j++) c[j] = beta != 0.0f ? fma(beta, c[j], t[j]) : t[j];
 }
 
+/* Stores the 6x16 tile of rows m0.., columns n0.. held in c0..c5 (rows < M, columns < N). */
+void gemm_store_tile(__global float *C, const int ldc, const int M, const int N, const int m0,
+                     const int n0, const float16 c0, const float16 c1, const float16 c2,
+                     const float16 c3, const float16 c4, const float16 c5, const float alpha,
+                     const float beta) {
+    gemm_store_row(C, ldc, M, N, m0, n0, c0, alpha, beta);
+    gemm_store_row(C, ldc, M, N, m0 + 1, n0, c1, alpha, beta);
+    gemm_store_row(C, ldc, M, N, m0 + 2, n0, c2, alpha, beta);
+    gemm_store_row(C, ldc, M, N, m0 + 3, n0, c3, alpha, beta);
+    gemm_store_row(C, ldc, M, N, m0 + 4, n0, c4, alpha, beta);
+    gemm_store_row(C, ldc, M, N, m0 + 5, n0, c5, alpha, beta);
+}
+
+/* One step of a tile's accumulation: row r of the tile (c0..c5) += A(m0 + r, l) * B(l, n0..). */
+#define GEMM_FMA6(bv, a0, a1, a2, a3, a4, a5)                                                      \
+    (c0 = fma((float16)(a0), bv, c0), c1 = fma((float16)(a1), bv, c1),                             \
+     c2 = fma((float16)(a2), bv, c2), c3 = fma((float16)(a3), bv, c3),                             \
+     c4 = fma((float16)(a4), bv, c4), c5 = fma((float16)(a5), bv, c5))
+
 /* Packing. X(rows, K), X(r, l) = src[so + r*sr + l*sl], becomes panels of W rows: panel p
  * at dst + dso + p*K*W holds dst[l*W + i] = X(pW + i, l), 0 past `rows`. One of sr, sl is 1
  * for every caller, and each work-item reads long runs along that contiguous direction
@@ -127,20 +146,9 @@ __kernel void gemm_packed(__global float *C, const int co, const int ldc, __glob
     for (int l = 0; l < K; l++) {
         const float16 bv = vload16(l, b);
         __global const float *al = a + GEMM_TM * l;
-        c0 = fma((float16)(al[0]), bv, c0);
-        c1 = fma((float16)(al[1]), bv, c1);
-        c2 = fma((float16)(al[2]), bv, c2);
-        c3 = fma((float16)(al[3]), bv, c3);
-        c4 = fma((float16)(al[4]), bv, c4);
-        c5 = fma((float16)(al[5]), bv, c5);
+        GEMM_FMA6(bv, al[0], al[1], al[2], al[3], al[4], al[5]);
     }
-    __global float *c = C + co;
-    gemm_store_row(c, ldc, M, N, m0, n0, c0, alpha, beta);
-    gemm_store_row(c, ldc, M, N, m0 + 1, n0, c1, alpha, beta);
-    gemm_store_row(c, ldc, M, N, m0 + 2, n0, c2, alpha, beta);
-    gemm_store_row(c, ldc, M, N, m0 + 3, n0, c3, alpha, beta);
-    gemm_store_row(c, ldc, M, N, m0 + 4, n0, c4, alpha, beta);
-    gemm_store_row(c, ldc, M, N, m0 + 5, n0, c5, alpha, beta);
+    gemm_store_tile(C + co, ldc, M, N, m0, n0, c0, c1, c2, c3, c4, c5, alpha, beta);
 }
 
 /* gemm_packed with A read in place, A(i, l) = A[ao + i*lda + l] (rows along k: A, not A^T),
@@ -164,18 +172,7 @@ __kernel void gemm_rows(__global float *C, const int co, const int ldc, __global
     float16 c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f, c4 = 0.0f, c5 = 0.0f;
     for (int l = 0; l < K; l++) {
         const float16 bv = vload16(l, b);
-        c0 = fma((float16)(a0[l]), bv, c0);
-        c1 = fma((float16)(a1[l]), bv, c1);
-        c2 = fma((float16)(a2[l]), bv, c2);
-        c3 = fma((float16)(a3[l]), bv, c3);
-        c4 = fma((float16)(a4[l]), bv, c4);
-        c5 = fma((float16)(a5[l]), bv, c5);
+        GEMM_FMA6(bv, a0[l], a1[l], a2[l], a3[l], a4[l], a5[l]);
     }
-    __global float *c = C + co;
-    gemm_store_row(c, ldc, M, N, m0, n0, c0, alpha, beta);
-    gemm_store_row(c, ldc, M, N, m0 + 1, n0, c1, alpha, beta);
-    gemm_store_row(c, ldc, M, N, m0 + 2, n0, c2, alpha, beta);
-    gemm_store_row(c, ldc, M, N, m0 + 3, n0, c3, alpha, beta);
-    gemm_store_row(c, ldc, M, N, m0 + 4, n0, c4, alpha, beta);
-    gemm_store_row(c, ldc, M, N, m0 + 5, n0, c5, alpha, beta);
+    gemm_store_tile(C + co, ldc, M, N, m0, n0, c0, c1, c2, c3, c4, c5, alpha, beta);
 }

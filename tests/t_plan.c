@@ -60,7 +60,7 @@ static void largest_remainder(int B, int n, const double *s, int *b) {
 /* Smallest step time over every integer split of `left` samples over ranks i..n-1, each share
  * in [1, cap] (n <= 3 keeps it small); b[0..i-1] already chosen. */
 static double brute_force(int left, int i, int n, const double *s, const int *cap, int *b) {
-    if (i == n) return left == 0 ? ht_plan_step_time(n, b, s) : INFINITY;
+    if (i == n) return left == 0 ? ht_plan_step_time_affine(n, b, s, NULL) : INFINITY;
     double best = INFINITY;
     for (b[i] = 1; b[i] <= left; b[i]++) {
         if (cap && cap[i] >= 0 && b[i] > cap[i]) break;
@@ -75,7 +75,7 @@ static double brute_force(int left, int i, int n, const double *s, const int *ca
 static void expect_split(int B, int n, const double *s, const int *cap, const int *want,
                          const char *what) {
     int got[MAXN];
-    int rc = ht_plan_batch_split(B, n, s, cap, got);
+    int rc = ht_plan_batch_split_affine(B, n, s, NULL, cap, got);
     tap_ok(rc == HT_OK && same(n, got, want), "%s: B=%d -> %s (%s)", what, B,
            rc == HT_OK ? fmt_shares(n, got) : "error", rc == HT_OK ? "ok" : ht_errmsg());
 }
@@ -143,7 +143,7 @@ static void test_random(void) {
             capp = cap;
             cap_runs++;
         }
-        if (ht_plan_batch_split(B, n, s, capp, b) != HT_OK) {
+        if (ht_plan_batch_split_affine(B, n, s, NULL, capp, b) != HT_OK) {
             if (errors++ < 3) tap_diag("unexpected error: %s", ht_errmsg());
             continue;
         }
@@ -172,7 +172,9 @@ static void test_random(void) {
         }
         off_by_one_or_more += off;
         if (kind == 2 && off) bad_equal++;
-        if (ht_plan_step_time(n, b, s) > ht_plan_step_time(n, lr, s) * (1 + 1e-12)) bad_lr++;
+        if (ht_plan_step_time_affine(n, b, s, NULL) >
+            ht_plan_step_time_affine(n, lr, s, NULL) * (1 + 1e-12))
+            bad_lr++;
     }
     tap_ok(errors == 0 && runs == 20000, "20000 random splits (n 1..16, B n..n+2000) succeed");
     tap_ok(bad_sum == 0, "shares sum exactly to B (%d bad)", bad_sum);
@@ -191,7 +193,7 @@ static void test_random(void) {
     for (int trial = 0; trial < 2000; trial++) {
         double s[2] = {1, pow(1000.0, unif(seed, k++))};
         int B = 2 + (int)(unif(seed, k++) * 500), b[2];
-        ht_plan_batch_split(B, 2, s, NULL, b);
+        ht_plan_batch_split_affine(B, 2, s, NULL, NULL, b);
         for (int i = 0; i < 2; i++)
             if (B * s[i] / (s[0] + s[1]) >= 1 && fabs(b[i] - B * s[i] / (s[0] + s[1])) >= 1)
                 bad_prop++;
@@ -224,12 +226,13 @@ static void test_brute_force(void) {
                     capp = cap;
                 }
                 cases++;
-                if (ht_plan_batch_split(B, n, s, capp, b) != HT_OK) {
+                if (ht_plan_batch_split_affine(B, n, s, NULL, capp, b) != HT_OK) {
                     errors++;
                     continue;
                 }
                 int tmp[3];
-                double want = brute_force(B, 0, n, s, capp, tmp), got = ht_plan_step_time(n, b, s);
+                double want = brute_force(B, 0, n, s, capp, tmp),
+                       got = ht_plan_step_time_affine(n, b, s, NULL);
                 if (got > want * (1 + 1e-12)) {
                     if (worse++ < 5)
                         tap_diag("n=%d B=%d: %s takes %.17g, best %.17g", n, B, fmt_shares(n, b),
@@ -248,7 +251,7 @@ static void expect_einput(int B, int n, const double *s, const int *cap, const c
                           const char *what) {
     int b[8] = {-7, -7, -7, -7, -7, -7, -7, -7};
     ht_error_clear();
-    int rc = ht_plan_batch_split(B, n, s, cap, b);
+    int rc = ht_plan_batch_split_affine(B, n, s, NULL, cap, b);
     int untouched = 1;
     for (int i = 0; i < 8; i++)
         if (b[i] != -7) untouched = 0;
@@ -290,11 +293,12 @@ static void test_memory_cap(void) {
            "NaN or negative usable fraction -> 0");
     tap_ok(ht_plan_max_share(1000, 7.0, 0, 10) == 100, "usable fraction above 1 clamps to 1");
 
-    tap_ok(ht_plan_step_time(4, (int[]){32, 32, 64, 128}, (double[]){1, 1, 2, 4}) == 32,
+    tap_ok(ht_plan_step_time_affine(4, (int[]){32, 32, 64, 128}, (double[]){1, 1, 2, 4}, NULL) ==
+               32,
            "step time of a proportional split");
-    tap_ok(ht_plan_step_time(3, (int[]){2, 1, 6}, (double[]){1, 1, 4}) == 2,
+    tap_ok(ht_plan_step_time_affine(3, (int[]){2, 1, 6}, (double[]){1, 1, 4}, NULL) == 2,
            "step time is the slowest rank's");
-    tap_ok(ht_plan_step_time(0, NULL, NULL) == 0, "no ranks: 0");
+    tap_ok(ht_plan_step_time_affine(0, NULL, NULL, NULL) == 0, "no ranks: 0");
 }
 
 /* ---------------------------------------------------------------- rebalancer */

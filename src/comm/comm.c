@@ -176,9 +176,9 @@ void ht_comm_ring_chunk(size_t n, int p, int c, size_t *lo, size_t *hi) {
  * completed: the region it overwrites was sent by an earlier step (all-gather step t fills
  * what reduce-scatter step t sent), and one segment of tmp is all it needs. */
 enum {
-    RING_SEG_MAX = 8, /* segments per chunk at most (communicators) */
-    RING_SEG_BYTES = 128 * 1024
-}; /* and at least this much per segment */
+    RING_SEG_MAX = 8,           /* segments per chunk at most (communicators) */
+    RING_SEG_BYTES = 128 * 1024 /* and at least this much per segment */
+};
 
 struct ht_comm_req {
     float *buf;
@@ -228,9 +228,9 @@ static void ring_range(const ht_comm_req *q, int s, int send, int j, size_t *lo,
     *hi = clo + b;
 }
 
-/* Posts every send and receive of q whose data and buffer are ready; returns how many. */
-static int ring_post(ht_comm_req *q) {
-    int p = q->p, posted = 0;
+/* Posts every send and receive of q whose data and buffer are ready. */
+static void ring_post(ht_comm_req *q) {
+    int p = q->p;
     int right = q->members[(q->pos + 1) % p], left = q->members[(q->pos + p - 1) % p];
     for (int j = 0; j < q->nseg; j++) {
         MPI_Request *rq = &q->mr[2 * j], *sq = &q->mr[2 * j + 1];
@@ -242,7 +242,6 @@ static int ring_post(ht_comm_req *q) {
             CHECK(MPI_Isend(q->buf + lo, ht_comm_count(hi - lo, "ring segment"), MPI_FLOAT, right,
                             q->tag, g_segcomm[j], sq));
             q->ss[j]++;
-            posted++;
         }
         /* receive step rs once the sends of steps < rs have completed */
         int sent = q->ss[j] - (*sq != MPI_REQUEST_NULL);
@@ -252,11 +251,10 @@ static int ring_post(ht_comm_req *q) {
             ht_comm_recv_bytes += (hi - lo) * sizeof(float);
             CHECK(MPI_Irecv(into, ht_comm_count(hi - lo, "ring segment"), MPI_FLOAT, left, q->tag,
                             g_segcomm[j], rq));
-            posted++;
         }
     }
-    return posted;
 }
+
 /* A completed receive of segment j: reduce-scatter adds it in place; the next step may go. */
 static void ring_received(ht_comm_req *q, int j) {
     if (q->rs[j] < q->p - 1) {

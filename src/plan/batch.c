@@ -73,14 +73,11 @@ static int64_t fill_at(double t, int B, int n, const double *speed, const double
     return sum;
 }
 
-/* Think of sample k of rank i as costing time f_i + k/s_i: a split's step time is its dearest sample,
- * so the best split takes the B - n cheapest samples beyond each rank's first (caps allowed).
- * Bisection finds the largest time t at which the samples costing <= t still fit in B; the few
- * left (those costing just above t) go one by one to the cheapest, lowest rank on ties. */
-int ht_plan_batch_split(int B, int n, const double *speed, const int *max_share, int *share) {
-    return ht_plan_batch_split_affine(B, n, speed, NULL, max_share, share);
-}
-
+/* Think of sample k of rank i as costing time f_i + k/s_i: a split's step time is its dearest
+ * sample, so the best split takes the B - n cheapest samples beyond each rank's first (caps
+ * allowed). Bisection finds the largest time t at which the samples costing <= t still fit in
+ * B; the few left (those costing just above t) go one by one to the cheapest, lowest rank on
+ * ties. */
 int ht_plan_batch_split_affine(int B, int n, const double *speed, const double *fixed,
                                const int *max_share, int *share) {
     int rc = check_inputs(B, n, speed, max_share);
@@ -133,12 +130,7 @@ int ht_plan_batch_split_affine(int B, int n, const double *speed, const double *
 
 /* ---------------------------------------------------------------- step time, memory cap */
 
-double ht_plan_step_time(int n, const int *share, const double *speed) {
-    return ht_plan_step_time_affine(n, share, speed, NULL);
-}
-
-double ht_plan_step_time_affine(int n, const int *share, const double *speed,
-                                const double *fixed) {
+double ht_plan_step_time_affine(int n, const int *share, const double *speed, const double *fixed) {
     double t = 0;
     for (int i = 0; i < n; i++) {
         double ti = fixed_of(fixed, i) + share[i] / speed[i];

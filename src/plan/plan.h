@@ -10,41 +10,38 @@
  * hold a single sample), so a split that has to give that rank its one sample fails loudly. */
 #define HT_PLAN_NO_CAP (-1)
 
-/* Splits the global batch B across n ranks in proportion to speed[i] (samples/s, finite, > 0)
- * into integer shares: every share >= 1, the shares sum exactly to B, and
- * share[i] <= max_share[i] unless max_share is NULL or max_share[i] < 0 (HT_PLAN_NO_CAP).
+/* Splits the global batch B across n ranks into integer shares: every share >= 1, the shares
+ * sum exactly to B, and share[i] <= max_share[i] unless max_share is NULL or max_share[i] < 0
+ * (HT_PLAN_NO_CAP). Rank i's step takes fixed[i] + share[i]/speed[i] seconds (speed in
+ * samples/s, finite, > 0; fixed: launches, synchronisation, the emulated idle on them, what
+ * does not grow with the share, finite and >= 0; fixed == NULL: none, a split in proportion
+ * to speed), and the split is the integer minimiser of the largest of these.
  *
- * The split is the integer minimiser of the synchronous step time max_i share[i]/speed[i]:
- * the proportional part (floor of B*s_i/sum s, clamped to [1, cap]) first, then the leftover
- * samples one at a time to the rank whose time after taking one more is smallest, the lowest
- * rank on ties. With equal speeds that is largest-remainder rounding, lowest rank first
- * (B=10, speeds 1,1,1 -> 4,3,3). With unequal speeds plain largest remainder can be slower than
- * necessary (B=9, speeds 1,1,4: it gives 2,1,6, 2.0 s; this gives 1,1,7, 1.75 s), so the
- * leftovers follow the step time instead. Without caps, and when every B*s_i/sum s >= 1, each
- * share is >= floor(B*s_i/sum s). Capped ranks' excess goes to the others by speed.
+ * Without fixed costs: the proportional part (floor of B*s_i/sum s, clamped to [1, cap]), then
+ * the leftover samples one at a time to the rank whose time after taking one more is
+ * smallest, the lowest rank on ties. With equal speeds that is largest-remainder rounding,
+ * lowest rank first (B=10, speeds 1,1,1 -> 4,3,3). With unequal speeds plain largest
+ * remainder can be slower than necessary (B=9, speeds 1,1,4: it gives 2,1,6, 2.0 s; this gives
+ * 1,1,7, 1.75 s), so the leftovers follow the step time instead. Without caps, and when every
+ * B*s_i/sum s >= 1, each share is >= floor(B*s_i/sum s). Capped ranks' excess goes to the
+ * others by speed.
  *
  * Returns HT_OK, or HT_EINPUT with ht_errmsg() saying why and what to change: n < 1, B < n, a
- * non-positive or non-finite speed, a cap of 0, caps summing to less than B. share[] is left
- * untouched on error. */
-int ht_plan_batch_split(int B, int n, const double *speed, const int *max_share, int *share);
-
-/* The same with a fixed cost per step: rank i's step takes fixed[i] + share[i]/speed[i] seconds
- * (launches, synchronisation, the emulated idle on them: what does not grow with the share),
- * and the split minimises the largest of these. fixed == NULL is ht_plan_batch_split; a fixed
- * time must be finite and >= 0 (else HT_EINPUT). */
+ * non-positive or non-finite speed, a negative or non-finite fixed cost, a cap of 0, caps
+ * summing to less than B. share[] is left untouched on error. */
 int ht_plan_batch_split_affine(int B, int n, const double *speed, const double *fixed,
                                const int *max_share, int *share);
 
-/* Predicted synchronous step time of a split: max_i share[i]/speed[i] (0 when n < 1). */
-double ht_plan_step_time(int n, const int *share, const double *speed);
-/* max_i fixed[i] + share[i]/speed[i]; fixed may be NULL (0). */
+/* Predicted synchronous step time of a split: max_i fixed[i] + share[i]/speed[i]; fixed may
+ * be NULL (0); 0 when n < 1. */
 double ht_plan_step_time_affine(int n, const int *share, const double *speed, const double *fixed);
 
 /* Memory cap in samples for a device: floor((device_bytes * usable_fraction - fixed_bytes) /
  * bytes_per_sample), at least 0 and at most INT32_MAX. usable_fraction is clamped to [0, 1]
  * (NaN counts as 0). bytes_per_sample == 0 (nothing grows with the batch) gives INT32_MAX when
  * the fixed part fits, else 0.
- * A result of 0 means the device cannot hold one sample: ht_plan_batch_split rejects it. */
+ * A result of 0 means the device cannot hold one sample: ht_plan_batch_split_affine rejects
+ * it. */
 int ht_plan_max_share(uint64_t device_bytes, double usable_fraction, uint64_t fixed_bytes,
                       uint64_t bytes_per_sample);
 

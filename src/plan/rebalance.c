@@ -118,14 +118,15 @@ int ht_rebalancer_update(ht_rebalancer *r, int64_t step, int B, const double *co
     /* A plain mean while it has fewer than 1/alpha samples, then the EMA proper. */
     const double w = r->alpha > 1.0 / (double)r->counted ? r->alpha : 1.0 / (double)r->counted;
     const double neff = w > r->alpha ? (double)r->counted : (2 - r->alpha) / r->alpha;
+    /* how many of the last-observation windows are filled */
+    const int full = r->counted < HT_REBALANCE_WINDOW ? (int)r->counted : HT_REBALANCE_WINDOW;
     for (int i = 0; i < n; i++) {
         const double b = share[i], t = compute_s[i];
         /* the median of the last few ratios of observed to modelled time: one step slowed by
          * the host (a descheduled process, a page fault storm) moves nothing */
         double *last = r->last + HT_REBALANCE_WINDOW * i;
         last[(r->counted - 1) % HT_REBALANCE_WINDOW] = t / (r->fixed0[i] + b / r->speed0[i]);
-        const double ratio =
-            median(last, r->counted < HT_REBALANCE_WINDOW ? (int)r->counted : HT_REBALANCE_WINDOW);
+        const double ratio = median(last, full);
         r->k[i] = r->counted == 1 ? ratio : w * ratio + (1 - w) * r->k[i];
         /* moments of (b, t): E b, E t, E b^2, E bt, E t^2 */
         const double x[5] = {b, t, b * b, b * t, t * t};
@@ -155,7 +156,6 @@ int ht_rebalancer_update(ht_rebalancer *r, int64_t step, int B, const double *co
     for (int i = 0; i < n; i++)
         if (compute_s[i] > slowest) slowest = compute_s[i];
     r->tmax[(r->counted - 1) % HT_REBALANCE_WINDOW] = slowest;
-    const int full = r->counted < HT_REBALANCE_WINDOW ? (int)r->counted : HT_REBALANCE_WINDOW;
     r->reverted = 0;
     if (r->trial && ++r->trial_seen >= HT_REBALANCE_WINDOW) {
         /* the verdict on the last change, from HT_REBALANCE_WINDOW steps under it */
