@@ -1,0 +1,137 @@
+/* Pipeline schedules as data (pure: no MPI, no OpenCL, no I/O): for one global batch of N
+ * micro-batches over D pipeline ranks, each rank gets an array of instructions (DeepSpeed's
+ * idea, in C: an enum, a small struct, an array per rank, a switch in the executor). The
+ * executor (src/pipe/exec.c) runs them on devices, the simulator (src/sim) on a cost model,
+ * the checker below on unit times; all three read the very same arrays.
+ *
+ * Terms. The model's layers are cut into S = D * v contiguous *stages* (v model chunks per
+ * rank: v = 1 except interleaved). A *pipeline* is the path of a micro-batch through the
+ * stages 0 .. S-1; Chimera has two (dir 0 "down": stage s on rank s; dir 1 "up": stage s on
+ * rank D-1-s), each rank holding a replica of one stage of each. A *slot* is one activation
+ * buffer set on a rank: everything one micro-batch's forward through one stage keeps for
+ * its backward (input, intermediate activations, saved state, their gradients).
+ *
+ * Communication semantics (the executor's, which the checker enforces): SEND_* is
+ * nonblocking and never waits (the message is buffered until its RECV takes it); RECV_*
+ * blocks until the matching SEND (same kind, micro-batch, stage, direction, from `peer`) has
+ * been issued on the peer. Messages between two ranks are matched by (kind, mb, stage, dir),
+ * not by order. A schedule deadlocks when every unfinished rank waits in a RECV.
+ *
+ * Seeds: GPipe (Huang et al. 2019); PipeDream-Flush / 1F1B (Narayanan et al. 2021);
+ * interleaved 1F1B (Narayanan et al., SC'21, Megatron-LM); Chimera (Li and Hoefler, SC'21). */
+#ifndef HT_PIPE_SCHEDULE_H
+#define HT_PIPE_SCHEDULE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    HT_PI_LOAD,      /* first stage: load micro-batch mb's inputs into slot buf; last stage:
+                        its labels (a rank holding both stages loads both) */
+    HT_PI_FWD,       /* stage forward of mb: slot buf's input -> its output (the last stage
+                        also computes the loss and its gradient) */
+    HT_PI_BWD,       /* stage backward of mb: gradient of the output -> gradient of the input
+                        (none on stage 0), parameter gradients accumulated; frees slot buf
+                        once a SEND_GRAD that follows has been issued (or at once on stage 0) */
+    HT_PI_SEND_ACT,  /* output of stage `stage` for mb to peer (which runs stage + 1) */
+    HT_PI_RECV_ACT,  /* input of stage `stage` for mb from peer (which ran stage - 1) into buf */
+    HT_PI_SEND_GRAD, /* gradient of the input of stage `stage` for mb to peer (stage - 1) */
+    HT_PI_RECV_GRAD, /* gradient of the output of stage `stage` for mb from peer (stage + 1) */
+    HT_PI_RECOMPUTE, /* forward of mb through the stage again, from the kept stage input, to
+                        restore what a recomputed stage dropped after FWD (before its BWD) */
+    HT_PI_REDUCE_GRADS, /* sum the stage's parameter gradients with its other replicas
+                           (data-parallel replicas; Chimera: the other direction's copy) */
+    HT_PI_OPT_STEP,     /* one optimizer step of the rank's parameters (once per batch) */
+    HT_PI_NOPS
+} ht_pipe_op;
+
+/* Text names ("LOAD", "FWD", ..., "OPT_STEP"), indexed by ht_pipe_op. */
+extern const char *const ht_pipe_op_names[HT_PI_NOPS];
+
+typedef struct ht_pipe_instr {
+    uint8_t op;    /* ht_pipe_op */
+    uint8_t dir;   /* pipeline: 0, or 1 for Chimera's up pipeline */
+    int16_t chunk; /* model chunk on this rank: 0 .. v-1 (interleaved), Chimera: = dir */
+    int32_t stage; /* stage 0 .. S-1 within the pipeline; -1 for REDUCE_GRADS / OPT_STEP
+                      over every chunk of the rank */
+    int32_t mb;    /* micro-batch 0 .. N-1 of the global batch; -1 where none */
+    int32_t peer;  /* pipeline rank for SEND / RECV (0 .. D-1), -1 otherwise */
+    int32_t buf;   /* slot on this rank (0 .. nbuf-1) for LOAD, FWD, BWD, RECV_*, SEND_*,
+                      RECOMPUTE; -1 otherwise */
+} ht_pipe_instr;
+
+typedef enum {
+    HT_PIPE_GPIPE,
+    HT_PIPE_1F1B,
+    HT_PIPE_INTERLEAVED,
+    HT_PIPE_CHIMERA,
+    HT_PIPE_HEPIPE, /* multi-forward 1F1B for unequal stages (issue 11) */
+    HT_PIPE_2BW,    /* PipeDream-2BW: 1F1B without a flush (issue 11) */
+    HT_PIPE_NKINDS
+} ht_pipe_kind;
+
+/* "gpipe", "1f1b", "interleaved", "chimera", "hepipe", "2bw", indexed by ht_pipe_kind. */
+extern const char *const ht_pipe_kind_names[HT_PIPE_NKINDS];
+
+/* What a generator is asked for. */
+typedef struct ht_pipe_params {
+    int kind;  /* ht_pipe_kind */
+    int D;     /* pipeline ranks, >= 1 */
+    int N;     /* micro-batches per global batch, >= 1 */
+    int v;     /* model chunks per rank (interleaved), >= 1; 1 for the others */
+    /* hepipe only: per stage relative forward times (NULL: equal) and the most slots each
+     * rank may hold (NULL: no limit beyond N) */
+    const double *stage_time;
+    const int *max_inflight;
+} ht_pipe_params;
+
+/* A generated schedule: D streams. */
+typedef struct ht_pipe_sched {
+    ht_pipe_params p;     /* as generated (pointers not kept: NULL) */
+    int S;                /* stages per pipeline: D * v */
+    int ndir;             /* pipelines: 2 for Chimera, else 1 */
+    int *len;             /* [D] instructions per rank */
+    ht_pipe_instr **ins;  /* [D][len[r]] */
+    int *nbuf;            /* [D] slots each rank needs */
+    int *mb_dir;          /* [N] the pipeline micro-batch mb goes through (0 but Chimera) */
+} ht_pipe_sched;
+
+/* Rank of `stage` in pipeline `dir` of a schedule of kind/D/v: stage % D for dir 0; for
+ * Chimera's dir 1, D - 1 - stage. */
+int ht_pipe_stage_rank(int kind, int D, int v, int dir, int stage);
+
+/* Generates the schedule. HT_OK, or HT_EINPUT with ht_errmsg() saying which parameter does
+ * not fit and why (e.g. Chimera with odd D: its two pipelines place stage s and D-1-s on one
+ * rank, which needs D even so no rank holds the same stage twice; interleaved needs N a
+ * multiple of D). *s is untouched on error. */
+int ht_pipe_generate(const ht_pipe_params *p, ht_pipe_sched *s);
+void ht_pipe_sched_free(ht_pipe_sched *s);
+
+/* ---------------------------------------------------------------- checker */
+
+/* What the checker found, in unit time: a forward of one micro-batch through one stage
+ * takes 1 (stage_fwd[stage] when given), a backward bf_ratio times that (RECOMPUTE as a
+ * forward), communication and LOAD / REDUCE / OPT_STEP take 0. */
+typedef struct ht_pipe_report {
+    double makespan;   /* until the last rank's last instruction ends */
+    double busy;       /* summed over ranks: FWD + BWD + RECOMPUTE time */
+    double bubble;     /* 1 - busy / (D * makespan): idle fraction of the makespan */
+    int peak_inflight[64]; /* per rank (first 64): most slots in use at once */
+    int peak_max;          /* max over ranks */
+} ht_pipe_report;
+
+/* Checks s: every micro-batch runs FWD then BWD exactly once per stage of its pipeline,
+ * on the rank that holds that stage, after its input arrived (LOAD or RECV_ACT) and, for
+ * BWD, after its output's gradient arrived (or on the last stage after its FWD); every SEND
+ * has exactly one matching RECV on the peer and vice versa; the streams run to completion
+ * under the semantics above (no circular wait); no slot is reused while a micro-batch still
+ * holds it; one OPT_STEP per rank after its last BWD. stage_fwd may be NULL (all 1).
+ * HT_OK with *r filled (r may be NULL), or HT_EINPUT with ht_errmsg() naming the rank,
+ * the instruction index and what is wrong. */
+int ht_pipe_check(const ht_pipe_sched *s, double bf_ratio, const double *stage_fwd,
+                  ht_pipe_report *r);
+
+/* Writes rank r's stream as one line per instruction ("FWD mb=3 stage=1 buf=0"). */
+void ht_pipe_instr_str(const ht_pipe_instr *in, char *buf, size_t n);
+
+#endif
