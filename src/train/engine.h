@@ -1,0 +1,85 @@
+/* A training run is setup -> engine -> finish. Setup (train.c) builds what every engine needs
+ * from the config: ranks, device, data, model, optimizer, schedule, metrics, resume; an engine
+ * runs the steps its way (data parallel, the asynchronous sync policies, the pipeline
+ * executor); finish writes the last checkpoint, metrics and trace. Every engine reports through
+ * one shared path (ht_job_after_step and friends below): metrics, progress, the NaN check,
+ * evaluation and checkpoints behave the same whatever runs the steps. Engines are listed in one
+ * table (engine.c); adding one touches no other. Internal to src/train. */
+#ifndef HT_TRAIN_ENGINE_H
+#define HT_TRAIN_ENGINE_H
+
+#include <stdint.h>
+
+#include "config/config.h"
+#include "io/metrics.h"
+#include "io/progress.h"
+#include "nn/model.h"
+#include "ocl/ocl.h"
+#include "optim/optim.h"
+#include "optim/schedule.h"
+#include "train/source.h"
+#include "train/train.h"
+
+/* What setup built, handed to the engine. Fields an engine does not need may be unset for
+ * ranks that hold no model (a parameter server: dev, model and opt unset). */
+typedef struct ht_job {
+    const ht_config *cfg;
+    const ht_train_opts *opts;
+    int rank, world;
+    const char *selector; /* this rank's device selector (build/device.h) */
+    ht_dev *dev;
+    ht_source src;
+    ht_model model; /* the whole model (a pipeline stage runs a range of its layers) */
+    ht_optim opt;
+    ht_lr_sched sched;
+    ht_metrics *metrics; /* rank 0 when log.metrics is set, else NULL */
+    int B;               /* global batch */
+    double rows;         /* loss rows of a global batch: B x model.rows */
+    int64_t total;       /* steps of the run */
+    int64_t start;       /* first step (after --resume) */
+    int64_t end;         /* one past the last step this process runs (--stop-after) */
+    double t_start;      /* ht_now() when the process started the job */
+    /* the shared reporting state (engine.c): progress, throughput marks, evaluation */
+    ht_progress prog;
+    int show;                  /* this rank reports (rank 0 at info level) */
+    double t_loop, t_mark, t_eval, vloss, vacc;
+    int64_t mark_step;
+    /* Set by an engine whose rank 0 does not hold the whole model's current parameters and
+     * optimizer state at all times (a pipeline: each stage owns a range): called
+     * collectively on every rank before an evaluation or a checkpoint, so that rank 0 holds
+     * them. NULL: rank 0 already does. */
+    void (*gather)(struct ht_job *j);
+    void *engine_state;
+} ht_job;
+
+/* An engine: `wants` says whether it runs cfg's job (the first in the table that wants it
+ * does); `check` refuses, before any device work, options it cannot honour (HT_EINPUT naming
+ * the keys; may be NULL); `run` trains from j->start to j->end and fills res. */
+typedef struct ht_engine {
+    const char *name;
+    int (*wants)(const ht_config *cfg);
+    int (*check)(const ht_config *cfg, const ht_train_opts *opts, int world);
+    int (*run)(ht_job *j, ht_train_result *res);
+} ht_engine;
+
+/* The engine for cfg (engine.c's table). Never NULL: data parallel wants every job. */
+const ht_engine *ht_engine_for(const ht_config *cfg);
+
+/* ------------------------------------------------------------ the shared step path */
+
+/* Starts progress and throughput marks (rank 0 reports). */
+void ht_job_loop_start(ht_job *j);
+/* After global step `done` (1-based) has updated the parameters: on log steps, loss_sum (the
+ * sum of row losses over the global batch, the same on every rank that passes it; NAN when
+ * this rank does not know it) is checked for finiteness (HT_ERUNTIME naming the step and the
+ * learning rate: a diverged run never writes a checkpoint), written to metrics and progress;
+ * on evaluation steps rank 0 evaluates; on checkpoint steps rank 0 saves. Collective when
+ * j->gather is set. Returns HT_OK or the error. */
+int ht_job_after_step(ht_job *j, int64_t done, double loss_sum, float lr);
+/* 1 on the steps where ht_job_after_step needs loss_sum (log.every, the last step). */
+int ht_job_logs_at(const ht_job *j, int64_t done);
+/* After the loop: final checkpoint (if any step ran), the "stopped at" line, final
+ * evaluation on rank 0, res filled. */
+int ht_job_loop_finish(ht_job *j, int64_t step, ht_train_result *res);
+
+#endif
