@@ -541,7 +541,8 @@ static const char *const ALL_KEYS[] = {
     "sync.mode",         "sync.servers",       "sync.staleness",    "sync.group",
     "sync.deadline_ms",  "sync.global_every",  "sync.alpha",        "sync.period",
     "sync.threshold",    "sync.max_period",    "sync.similar",      "sync.interval",
-    "sync.max_ahead",    "sync.log"};
+    "sync.max_ahead",    "sync.log",           "pipe.schedule",     "pipe.stages",
+    "pipe.micro_batches", "pipe.chunks",       "pipe.partition",    "pipe.boundaries"};
 #define NKEYS (int)(sizeof ALL_KEYS / sizeof ALL_KEYS[0])
 
 static void test_schema_and_write(void) {

@@ -127,6 +127,18 @@ typedef struct ht_config {
         int max_ahead;         /* dasp: clocks ahead of the slowest before waiting; 0 = never */
         char log[HT_PATH_MAX]; /* decision log of the server/coordinator; "" = none */
     } sync;
+
+    /* Pipeline parallelism under mpirun (src/pipe): the model's layers cut into stages over
+     * ranks; conf/README.md#pipe explains each key. */
+    struct {
+        char schedule[16];     /* "none" | "gpipe" | "1f1b" | "interleaved" | "chimera" */
+        int stages;            /* pipeline ranks D (ranks = D x replicas) */
+        int micro_batches;     /* N per global batch (per replica) */
+        int chunks;            /* interleaved: model chunks per rank */
+        char partition[16];    /* "uniform" | "balanced"; pipe.boundaries overrides */
+        int boundaries[HT_MAX_LAYERS]; /* explicit: first layer of stages 1 .. S-1 */
+        int nboundaries;
+    } pipe;
 } ht_config;
 
 /* Fills cfg with defaults, parses path, applies the overrides ("a.b=value", nset of

@@ -25,11 +25,15 @@ static const char *const SCHEDULES[] = {"constant", "step", "cosine", NULL};
 static const char *const PROGRESS[] = {"auto", "bar", "plain", "none", NULL};
 static const char *const SPLITS[] = {"equal", "speed", NULL};
 static const char *const ALLREDUCES[] = {"ring", "mpi", NULL};
+static const char *const PIPE_SCHEDULES[] = {"none", "gpipe", "1f1b", "interleaved", "chimera",
+                                             NULL};
+static const char *const PIPE_PARTITIONS[] = {"uniform", "balanced", NULL};
 static const char *const SYNC_MODES[] = {
     "bsp", "asp", "ssp", "dasp", "preduce", "sap-reduce", "gossip", "gossip-adaptive", NULL};
 
 const char *const ht_config_groups[] = {"model", "data",       "train",   "optim", "device",
-                                        "log",   "checkpoint", "cluster", "sync",  NULL};
+                                        "log",   "checkpoint", "cluster", "sync",  "pipe",
+                                        NULL};
 
 /* One model.layers element: the layer grammar of nn/layer_spec.h, with a suggestion
  * when the first word is a misspelt layer kind. */
@@ -231,6 +235,22 @@ const ht_ckey ht_config_keys[] = {
     {"sync.log", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(sync.log),
      "the server's / coordinator's decision log (JSON Lines: releases, groups, states); "
      "\"\" = none"},
+    {"pipe.schedule", HT_CK_STR, 0, "\"none\"", 0, 0, PIPE_SCHEDULES, FIELD(pipe.schedule),
+     "pipeline schedule under mpirun; \"none\" = no pipeline (data parallel)"},
+    {"pipe.stages", HT_CK_INT, GE, "2", 1, 0, NULL, FIELD(pipe.stages),
+     "pipeline ranks D; the ranks are D x replicas, each replica a data-parallel copy"},
+    {"pipe.micro_batches", HT_CK_INT, GE, "4", 1, 0, NULL, FIELD(pipe.micro_batches),
+     "micro-batches N per global batch and replica; train.batch must be a multiple of "
+     "N x replicas"},
+    {"pipe.chunks", HT_CK_INT, GE, "2", 1, 0, NULL, FIELD(pipe.chunks),
+     "interleaved: model chunks v per rank (stages = D x v)"},
+    {"pipe.partition", HT_CK_STR, 0, "\"uniform\"", 0, 0, PIPE_PARTITIONS, FIELD(pipe.partition),
+     "how layers become stages: \"uniform\" (equal layer counts), \"balanced\" (equal "
+     "forward + backward FLOPs)"},
+    {"pipe.boundaries", HT_CK_INTS, GE, "[]", 1, 0, NULL, offsetof(ht_config, pipe.boundaries),
+     sizeof(((ht_config *)0)->pipe.boundaries), offsetof(ht_config, pipe.nboundaries),
+     "explicit stage boundaries: the first layer of stages 1 .. S-1, increasing (overrides "
+     "pipe.partition); [] = none"},
 };
 const int ht_config_nkeys = (int)(sizeof ht_config_keys / sizeof ht_config_keys[0]);
 

@@ -1,0 +1,382 @@
+/* The pipeline executor (see exec.h): a switch over one rank's instructions. */
+#include "pipe/exec.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "io/trace.h"
+
+/* One activation buffer set: what a micro-batch's forward through a stage leaves for its
+ * backward. Slot 0 is the model's own buffers. */
+typedef struct slot {
+    ht_buf *acts, *dacts, *saved, *labels, *losses, *correct;
+} slot;
+
+/* A message of the stream: its host staging buffer, tag, peer and request. */
+typedef struct msg {
+    float *host;
+    size_t bytes, off; /* device offset (floats) in acts or dacts */
+    int peer, tag;
+    ht_comm_msg *req;
+} msg;
+
+struct ht_pipe_exec {
+    ht_model *m;
+    const ht_pipe_sched *s;
+    int *bounds; /* [S+1] */
+    ht_pipe_place pl;
+    int me, mb; /* world rank, samples per micro-batch */
+    double slowdown;
+    int nslot;
+    slot *slots;
+    const ht_pipe_instr *ins;
+    int len;
+    msg *msgs; /* [len]: used by SEND_* and RECV_* entries */
+    float *red; /* host staging of one stage's gradients (the largest this rank holds) */
+    int nred;   /* REDUCE_GRADS of this stream, executed at OPT_STEP */
+    int *red_stage;
+    ht_pipe_stats st;
+};
+
+/* ------------------------------------------------------------------ layout */
+
+static int stage_lo(const ht_pipe_exec *x, int s) { return x->bounds[s]; }
+static int stage_hi(const ht_pipe_exec *x, int s) { return x->bounds[s + 1]; }
+
+void ht_pipe_exec_stage_params(const ht_pipe_exec *x, int s, size_t *off, size_t *n) {
+    const ht_model *m = x->m;
+    size_t a = 0, b = 0;
+    int any = 0;
+    for (int i = stage_lo(x, s); i < stage_hi(x, s); i++) {
+        const ht_layer *l = &m->layers[i];
+        if (!l->nparams) continue;
+        if (!any) a = l->woff;
+        b = l->woff + l->nparams;
+        any = 1;
+    }
+    *off = a;
+    *n = any ? b - a : 0;
+}
+
+int ht_pipe_exec_owner(const ht_pipe_exec *x, int s) {
+    const ht_pipe_params *p = &x->s->p;
+    return ht_pipe_stage_rank(p->kind, p->D, p->v, 0, s); /* replica 0: world = prank */
+}
+
+int ht_pipe_exec_owns(const ht_pipe_exec *x, int s) {
+    return x->pl.replica == 0 && ht_pipe_exec_owner(x, s) == x->pl.prank;
+}
+
+/* Message tag: kind (0 activation, 1 gradient), direction, the stage whose input (or input
+ * gradient) it carries, micro-batch. Both ends compute the same number. */
+static int tag_of(const ht_pipe_exec *x, int kind, int dir, int stage, int mbi) {
+    return 1024 + ((kind * 2 + dir) * x->s->S + stage) * x->s->p.N + mbi;
+}
+
+/* Staging of instruction i: the boundary activation it moves. */
+static void msg_init(ht_pipe_exec *x, int i) {
+    const ht_pipe_instr *in = &x->ins[i];
+    int key, layer, kind;
+    switch (in->op) {
+    case HT_PI_SEND_ACT: key = in->stage + 1, layer = stage_hi(x, in->stage), kind = 0; break;
+    case HT_PI_RECV_ACT: key = in->stage, layer = stage_lo(x, in->stage), kind = 0; break;
+    case HT_PI_SEND_GRAD: key = in->stage, layer = stage_lo(x, in->stage), kind = 1; break;
+    case HT_PI_RECV_GRAD: key = in->stage + 1, layer = stage_hi(x, in->stage), kind = 1; break;
+    default: return;
+    }
+    msg *g = &x->msgs[i];
+    g->off = x->m->act_off[layer];
+    g->bytes = (size_t)x->mb * (size_t)x->m->width[layer] * sizeof(float);
+    g->host = ht_xmalloc(g->bytes ? g->bytes : 1);
+    g->peer = x->pl.replica * x->pl.D + in->peer;
+    g->tag = tag_of(x, kind, in->dir, key, in->mb);
+}
+
+static size_t stage_act_bytes(const ht_pipe_exec *x, int s) {
+    const ht_model *m = x->m;
+    size_t f = 0;
+    for (int i = stage_lo(x, s); i <= stage_hi(x, s); i++)
+        f += 2 * (size_t)m->width[i]; /* activation and its gradient */
+    for (int i = stage_lo(x, s); i < stage_hi(x, s); i++)
+        f += m->layers[i].save;
+    return f * (size_t)x->mb * sizeof(float);
+}
+
+ht_pipe_exec *ht_pipe_exec_new(ht_model *m, const ht_pipe_sched *s, const int *bounds,
+                               ht_pipe_place place, int mb, double slowdown) {
+    ht_pipe_exec *x = ht_xcalloc(1, sizeof *x);
+    x->m = m;
+    x->s = s;
+    x->pl = place;
+    x->me = place.replica * place.D + place.prank;
+    x->mb = mb;
+    x->slowdown = slowdown;
+    x->bounds = ht_xmalloc((size_t)(s->S + 1) * sizeof(int));
+    memcpy(x->bounds, bounds, (size_t)(s->S + 1) * sizeof(int));
+    if (1024 + 4 * s->S * s->p.N >= HT_COMM_GROUP_TAG)
+        ht_die(HT_EINPUT, "pipe: %d stages x %d micro-batches need more message tags than MPI "
+                          "guarantees; use fewer micro-batches",
+               s->S, s->p.N);
+    x->ins = s->ins[place.prank];
+    x->len = s->len[place.prank];
+    x->nslot = s->nbuf[place.prank] > 0 ? s->nbuf[place.prank] : 1;
+    x->slots = ht_xcalloc((size_t)x->nslot, sizeof *x->slots);
+    x->slots[0] = (slot){m->acts, m->dacts, m->saved, m->labels, m->losses, m->correct};
+    for (int k = 1; k < x->nslot; k++) {
+        slot *o = &x->slots[k];
+        o->acts = ht_buf_new(m->dev, ht_buf_size(m->acts), "pipeline slot activations");
+        o->dacts = ht_buf_new(m->dev, ht_buf_size(m->dacts), "pipeline slot gradients");
+        o->saved = ht_buf_new(m->dev, ht_buf_size(m->saved), "pipeline slot saved state");
+        o->labels = ht_buf_new(m->dev, ht_buf_size(m->labels), "pipeline slot labels");
+        o->losses = ht_buf_new(m->dev, ht_buf_size(m->losses), "pipeline slot losses");
+        o->correct = ht_buf_new(m->dev, ht_buf_size(m->correct), "pipeline slot flags");
+    }
+    x->msgs = ht_xcalloc((size_t)x->len, sizeof *x->msgs);
+    x->red_stage = ht_xcalloc((size_t)x->len, sizeof(int));
+    size_t red = 1, slot_b = 0;
+    for (int i = 0; i < x->len; i++) {
+        msg_init(x, i);
+        const ht_pipe_instr *in = &x->ins[i];
+        if (in->stage >= 0 && in->op != HT_PI_REDUCE_GRADS) {
+            size_t b = stage_act_bytes(x, in->stage);
+            if (b > slot_b) slot_b = b;
+        }
+        if (in->stage >= 0) { /* REDUCE_GRADS and ht_pipe_exec_grad_sq stage through it */
+            size_t off, n;
+            ht_pipe_exec_stage_params(x, in->stage, &off, &n);
+            if (n > red) red = n;
+        }
+    }
+    x->red = ht_xmalloc(red * sizeof(float));
+    x->st.slot_bytes = slot_b;
+    x->st.slots = s->nbuf[place.prank];
+    return x;
+}
+
+void ht_pipe_exec_free(ht_pipe_exec *x) {
+    if (!x) return;
+    slot *o0 = &x->slots[0];
+    ht_model *m = x->m; /* the model gets its own buffers back */
+    m->acts = o0->acts, m->dacts = o0->dacts, m->saved = o0->saved;
+    m->labels = o0->labels, m->losses = o0->losses, m->correct = o0->correct;
+    for (int k = 1; k < x->nslot; k++) {
+        slot *o = &x->slots[k];
+        ht_buf *b[] = {o->acts, o->dacts, o->saved, o->labels, o->losses, o->correct};
+        for (size_t j = 0; j < sizeof b / sizeof b[0]; j++)
+            ht_buf_free(b[j]);
+    }
+    for (int i = 0; i < x->len; i++)
+        free(x->msgs[i].host);
+    free(x->msgs);
+    free(x->slots);
+    free(x->red);
+    free(x->red_stage);
+    free(x->bounds);
+    free(x);
+}
+
+const ht_pipe_stats *ht_pipe_exec_stats(const ht_pipe_exec *x) { return &x->st; }
+
+/* ------------------------------------------------------------------ instructions */
+
+static void use_slot(ht_pipe_exec *x, int k) {
+    if (k < 0 || k >= x->nslot) ht_die(HT_ERUNTIME, "pipe: slot %d outside [0, %d)", k, x->nslot);
+    const slot *o = &x->slots[k];
+    ht_model *m = x->m;
+    m->acts = o->acts, m->dacts = o->dacts, m->saved = o->saved;
+    m->labels = o->labels, m->losses = o->losses, m->correct = o->correct;
+}
+
+/* Global row of micro-batch mbi's first sample: replica r takes rows [r N mb, (r+1) N mb). */
+static int row0_of(const ht_pipe_exec *x, int mbi) {
+    return (x->pl.replica * x->s->p.N + mbi) * x->mb;
+}
+
+/* Ends a compute instruction: waits for the device, idles the emulated extra, books it. */
+static void compute_done(ht_pipe_exec *x, double t0, const char *what, const ht_pipe_instr *in) {
+    ht_dev_finish(x->m->dev);
+    double dt = ht_now() - t0;
+    if (x->slowdown != 1) ht_sleep((x->slowdown - 1) * dt);
+    double t1 = ht_now();
+    x->st.compute += t1 - t0;
+    if (ht_trace_on()) {
+        char name[HT_TRACE_NAME];
+        snprintf(name, sizeof name, "%s mb%d s%d%s", what, in->mb, in->stage,
+                 x->s->ndir > 1 ? (in->dir ? " up" : " down") : "");
+        ht_trace_span(name, t0, t1);
+    }
+}
+
+static void exec_fwd(ht_pipe_exec *x, const ht_pipe_instr *in, int64_t step, uint64_t seed,
+                     int want_loss, double *loss_sum, int recompute) {
+    ht_model *m = x->m;
+    double t0 = ht_now();
+    use_slot(x, in->buf);
+    ht_model_set_training(m, 1, seed, step);
+    ht_model_set_row_offset(m, row0_of(x, in->mb));
+    int hi = stage_hi(x, in->stage);
+    ht_model_forward_range(m, stage_lo(x, in->stage), hi, x->mb);
+    if (hi == m->nlayers && !recompute) {
+        ht_model_loss_forward(m, x->mb, 1);
+        if (want_loss) {
+            double l = 0;
+            ht_model_loss(m, x->mb, &l, NULL);
+            *loss_sum += l;
+        }
+    }
+    compute_done(x, t0, recompute ? "RECOMPUTE" : "FWD", in);
+}
+
+static void exec_bwd(ht_pipe_exec *x, const ht_pipe_instr *in, float grad_scale) {
+    ht_model *m = x->m;
+    double t0 = ht_now();
+    use_slot(x, in->buf);
+    ht_model_set_row_offset(m, row0_of(x, in->mb)); /* dropout masks as in the forward */
+    int hi = stage_hi(x, in->stage);
+    /* the loss gradient is unscaled; a received gradient already carries the scale */
+    ht_model_backward_range(m, stage_lo(x, in->stage), hi, x->mb,
+                            hi == m->nlayers ? grad_scale : 1.0f, 1);
+    compute_done(x, t0, "BWD", in);
+}
+
+static void exec_send(ht_pipe_exec *x, int i) {
+    const ht_pipe_instr *in = &x->ins[i];
+    msg *g = &x->msgs[i];
+    double t0 = ht_now();
+    use_slot(x, in->buf);
+    const ht_buf *b = in->op == HT_PI_SEND_ACT ? x->m->acts : x->m->dacts;
+    ht_buf_read(x->m->dev, b, g->off * sizeof(float), g->bytes, g->host);
+    g->req = ht_comm_isend(g->host, g->bytes, g->peer, g->tag);
+    x->st.p2p_bytes += g->bytes;
+    x->st.comm += ht_now() - t0;
+    ht_trace_span(in->op == HT_PI_SEND_ACT ? "SEND_ACT" : "SEND_GRAD", t0, ht_now());
+}
+
+static void exec_recv(ht_pipe_exec *x, int i) {
+    const ht_pipe_instr *in = &x->ins[i];
+    msg *g = &x->msgs[i];
+    double t0 = ht_now();
+    ht_comm_msg_wait(g->req, NULL, NULL);
+    g->req = NULL;
+    double t1 = ht_now();
+    use_slot(x, in->buf);
+    ht_buf *b = in->op == HT_PI_RECV_ACT ? x->m->acts : x->m->dacts;
+    ht_buf_write(x->m->dev, b, g->off * sizeof(float), g->bytes, g->host);
+    x->st.wait += t1 - t0;
+    x->st.comm += ht_now() - t1;
+    ht_trace_span(in->op == HT_PI_RECV_ACT ? "wait act" : "wait grad", t0, t1);
+}
+
+/* World ranks holding stage s (every replica; both directions under Chimera), ascending. */
+static int holders(const ht_pipe_exec *x, int s, int *out) {
+    const ht_pipe_sched *sc = x->s;
+    int n = 0;
+    for (int r = 0; r < x->pl.R; r++)
+        for (int d = 0; d < sc->ndir; d++) {
+            int w = r * x->pl.D + ht_pipe_stage_rank(sc->p.kind, sc->p.D, sc->p.v, d, s);
+            int dup = 0;
+            for (int k = 0; k < n; k++)
+                dup |= out[k] == w;
+            if (!dup) out[n++] = w;
+        }
+    for (int a = 1; a < n; a++) /* insertion sort: every member lists them alike */
+        for (int b = a; b > 0 && out[b - 1] > out[b]; b--) {
+            int t = out[b];
+            out[b] = out[b - 1], out[b - 1] = t;
+        }
+    return n;
+}
+
+/* The REDUCE_GRADS of the stream, in ascending stage order on every rank so that no two
+ * groups wait on each other (each is a blocking ring among the holders). */
+static void reduce_all(ht_pipe_exec *x) {
+    for (int a = 1; a < x->nred; a++)
+        for (int b = a; b > 0 && x->red_stage[b - 1] > x->red_stage[b]; b--) {
+            int t = x->red_stage[b];
+            x->red_stage[b] = x->red_stage[b - 1], x->red_stage[b - 1] = t;
+        }
+    int *members = ht_xmalloc((size_t)(2 * x->pl.R) * sizeof(int));
+    for (int k = 0; k < x->nred; k++) {
+        int s = x->red_stage[k];
+        if (k > 0 && x->red_stage[k - 1] == s) continue;
+        int p = holders(x, s, members);
+        size_t off, n;
+        ht_pipe_exec_stage_params(x, s, &off, &n);
+        if (p < 2 || n == 0) continue;
+        double t0 = ht_now();
+        ht_buf_read(x->m->dev, x->m->grads, off * sizeof(float), n * sizeof(float), x->red);
+        ht_comm_group_allreduce(x->red, n, members, p, HT_COMM_GROUP_TAG + s);
+        ht_buf_write(x->m->dev, x->m->grads, off * sizeof(float), n * sizeof(float), x->red);
+        x->st.comm += ht_now() - t0;
+        ht_trace_span("REDUCE_GRADS", t0, ht_now());
+    }
+    free(members);
+}
+
+/* Progresses outstanding sends (MPI moves data only inside its calls). */
+static void poll_sends(ht_pipe_exec *x, int upto) {
+    for (int i = 0; i < upto; i++) {
+        const ht_pipe_instr *in = &x->ins[i];
+        if ((in->op == HT_PI_SEND_ACT || in->op == HT_PI_SEND_GRAD) && x->msgs[i].req)
+            ht_comm_msg_done(x->msgs[i].req, NULL, NULL);
+    }
+}
+
+void ht_pipe_exec_step(ht_pipe_exec *x, int64_t step, uint64_t seed, float grad_scale,
+                       ht_pipe_load_fn load, void *ctx, int want_loss, double *loss_sum) {
+    double t_step = ht_now();
+    memset(&x->st, 0, offsetof(ht_pipe_stats, slot_bytes));
+    *loss_sum = 0;
+    ht_buf_zero(x->m->dev, x->m->grads, 0, x->m->nparams * sizeof(float));
+    x->nred = 0;
+    for (int i = 0; i < x->len; i++) /* every receive of the step posted now */
+        if (x->ins[i].op == HT_PI_RECV_ACT || x->ins[i].op == HT_PI_RECV_GRAD)
+            x->msgs[i].req = ht_comm_irecv(x->msgs[i].host, x->msgs[i].bytes, x->msgs[i].peer,
+                                           x->msgs[i].tag);
+    for (int i = 0; i < x->len; i++) {
+        const ht_pipe_instr *in = &x->ins[i];
+        switch ((ht_pipe_op)in->op) {
+        case HT_PI_LOAD:
+            use_slot(x, in->buf);
+            load(ctx, x->m, step, row0_of(x, in->mb), x->mb);
+            break;
+        case HT_PI_FWD: exec_fwd(x, in, step, seed, want_loss, loss_sum, 0); break;
+        case HT_PI_RECOMPUTE: exec_fwd(x, in, step, seed, 0, loss_sum, 1); break;
+        case HT_PI_BWD: exec_bwd(x, in, grad_scale); break;
+        case HT_PI_SEND_ACT:
+        case HT_PI_SEND_GRAD: exec_send(x, i); break;
+        case HT_PI_RECV_ACT:
+        case HT_PI_RECV_GRAD: exec_recv(x, i); break;
+        case HT_PI_REDUCE_GRADS: x->red_stage[x->nred++] = in->stage; break;
+        case HT_PI_OPT_STEP: reduce_all(x); break;
+        case HT_PI_NOPS: ht_die(HT_ERUNTIME, "pipe: bad instruction %d", in->op);
+        }
+        poll_sends(x, i + 1);
+    }
+    for (int i = 0; i < x->len; i++)
+        if (x->msgs[i].req) {
+            ht_comm_msg_wait(x->msgs[i].req, NULL, NULL);
+            x->msgs[i].req = NULL;
+        }
+    use_slot(x, 0);
+    x->st.step = ht_now() - t_step;
+}
+
+double ht_pipe_exec_grad_sq(ht_pipe_exec *x) {
+    double sq = 0;
+    for (int s = 0; s < x->s->S; s++) {
+        if (!ht_pipe_exec_owns(x, s)) continue;
+        size_t off, n;
+        ht_pipe_exec_stage_params(x, s, &off, &n);
+        /* x->red holds any stage of this rank's stream (ht_pipe_exec_new) */
+        ht_buf_read(x->m->dev, x->m->grads, off * sizeof(float), n * sizeof(float), x->red);
+        for (size_t i = 0; i < n; i++)
+            sq += (double)x->red[i] * x->red[i];
+    }
+    return sq;
+}

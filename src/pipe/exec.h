@@ -1,0 +1,75 @@
+/* The pipeline executor: runs one rank's instruction stream (src/pipe/schedule.h) on its
+ * device, one global batch per call. Every rank holds the whole model's layer list and flat
+ * buffers (so a checkpoint is the one-process format, and a Chimera rank's two replicas are
+ * two layer ranges of one buffer); a stage runs its contiguous layer range
+ * (ht_model_forward_range / backward_range). Each slot of the schedule is its own set of
+ * activation, activation-gradient, saved-state and label buffers, swapped into the model for
+ * the instruction that uses it. Activations and their gradients travel as host copies with
+ * nonblocking point-to-point messages (src/comm), every receive of the step posted at its
+ * start. Gradients accumulate over micro-batches; REDUCE_GRADS sums a stage's gradients over
+ * the ranks that hold it (data-parallel replicas; Chimera's two directions). The optimizer
+ * step is the caller's (it may clip by the global norm first: ht_pipe_exec_grad_sq). */
+#ifndef HT_PIPE_EXEC_H
+#define HT_PIPE_EXEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn/model.h"
+#include "pipe/schedule.h"
+
+/* Where this rank sits: world rank = replica * D + prank. */
+typedef struct ht_pipe_place {
+    int D;        /* pipeline ranks */
+    int R;        /* data-parallel replicas of the pipeline */
+    int prank;    /* 0 .. D-1 */
+    int replica;  /* 0 .. R-1 */
+} ht_pipe_place;
+
+/* Loads rows [row0, row0 + n) of global batch `step` into the model's current slot (inputs
+ * and labels). */
+typedef void (*ht_pipe_load_fn)(void *ctx, ht_model *m, int64_t step, int row0, int n);
+
+/* Per-rank timing of the last step, seconds. */
+typedef struct ht_pipe_stats {
+    double step;      /* whole step on this rank */
+    double compute;   /* FWD + BWD + RECOMPUTE (emulated slowdown included) */
+    double wait;      /* blocked in RECV_* */
+    double comm;      /* device <-> host copies of messages, posting, REDUCE_GRADS */
+    uint64_t p2p_bytes; /* activation and gradient bytes this rank sent */
+    size_t slot_bytes;  /* activation memory of one slot of this rank's stages (device) */
+    int slots;          /* slots the schedule uses on this rank */
+} ht_pipe_stats;
+
+typedef struct ht_pipe_exec ht_pipe_exec;
+
+/* bounds[0..S]: stage s runs layers [bounds[s], bounds[s+1]) (bounds[0] = 0, bounds[S] =
+ * m->nlayers, increasing). mb: samples per micro-batch (the global batch is R * N * mb).
+ * slowdown: emulated (DESIGN.md), 1 = none. Allocates the slots' device buffers and the
+ * message staging. */
+ht_pipe_exec *ht_pipe_exec_new(ht_model *m, const ht_pipe_sched *s, const int *bounds,
+                               ht_pipe_place place, int mb, double slowdown);
+void ht_pipe_exec_free(ht_pipe_exec *x);
+
+/* Runs the stream for global batch `step`: parameter gradients zeroed, then accumulated
+ * (scaled by grad_scale: 1 / loss rows of the global batch), reduced over replicas. With
+ * want_loss, *loss_sum gets the sum of the row losses of the micro-batches whose last stage
+ * runs here (0 elsewhere): the caller sums over ranks. Returns when the stream reaches its
+ * OPT_STEP; the optimizer step is the caller's. */
+void ht_pipe_exec_step(ht_pipe_exec *x, int64_t step, uint64_t seed, float grad_scale,
+                       ht_pipe_load_fn load, void *ctx, int want_loss, double *loss_sum);
+
+/* Sum of squared gradients over the stages this rank owns for the global norm (each stage
+ * counted on one rank only: replica 0, its down-pipeline holder). Reads the gradients back. */
+double ht_pipe_exec_grad_sq(ht_pipe_exec *x);
+
+/* 1 when this rank is the one that owns stage s for gathering (replica 0, dir 0 holder). */
+int ht_pipe_exec_owns(const ht_pipe_exec *x, int s);
+/* Parameter range [*off, *off + *n) of stage s (floats). */
+void ht_pipe_exec_stage_params(const ht_pipe_exec *x, int s, size_t *off, size_t *n);
+/* World rank that owns stage s (see ht_pipe_exec_owns). */
+int ht_pipe_exec_owner(const ht_pipe_exec *x, int s);
+
+const ht_pipe_stats *ht_pipe_exec_stats(const ht_pipe_exec *x);
+
+#endif
