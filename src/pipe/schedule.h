@@ -24,6 +24,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef enum {
     HT_PI_LOAD,      /* first stage: load micro-batch mb's inputs into slot buf; last stage:
@@ -52,10 +53,13 @@ typedef struct ht_pipe_instr {
     uint8_t op;    /* ht_pipe_op */
     uint8_t dir;   /* pipeline: 0, or 1 for Chimera's up pipeline */
     int16_t chunk; /* model chunk on this rank: 0 .. v-1 (interleaved), Chimera: = dir */
-    int32_t stage; /* stage 0 .. S-1 within the pipeline; -1 for REDUCE_GRADS / OPT_STEP
-                      over every chunk of the rank */
+    int32_t stage; /* stage 0 .. S-1 within the pipeline; -1 for OPT_STEP and for a
+                      REDUCE_GRADS over every chunk of the rank (the generators here emit
+                      one REDUCE_GRADS per chunk, with that chunk's stage, dir and chunk) */
     int32_t mb;    /* micro-batch 0 .. N-1 of the global batch; -1 where none */
-    int32_t peer;  /* pipeline rank for SEND / RECV (0 .. D-1), -1 otherwise */
+    int32_t peer;  /* pipeline rank for SEND / RECV (0 .. D-1), -1 otherwise; the rank
+                      itself when both stages are on it (interleaved with D = 1): a local
+                      copy, same semantics */
     int32_t buf;   /* slot on this rank (0 .. nbuf-1) for LOAD, FWD, BWD, RECV_*, SEND_*,
                       RECOMPUTE; -1 otherwise */
 } ht_pipe_instr;
@@ -133,5 +137,40 @@ int ht_pipe_check(const ht_pipe_sched *s, double bf_ratio, const double *stage_f
 
 /* Writes rank r's stream as one line per instruction ("FWD mb=3 stage=1 buf=0"). */
 void ht_pipe_instr_str(const ht_pipe_instr *in, char *buf, size_t n);
+
+/* As ht_pipe_check, and also each instruction's start and end time: start[r][i], end[r][i]
+ * for i < len[r] (caller's arrays; a RECV starts when it may proceed, communication and
+ * LOAD / REDUCE / OPT_STEP end when they start). Undefined where it returns an error. */
+int ht_pipe_timeline(const ht_pipe_sched *s, double bf_ratio, const double *stage_fwd,
+                     double *const *start, double *const *end, ht_pipe_report *r);
+
+/* ---------------------------------------------------------------- helpers for consumers */
+
+/* The kind named name ("gpipe", ...), or -1. */
+int ht_pipe_kind_parse(const char *name);
+/* Chunk that holds `stage` of pipeline `dir` on its rank: stage / D, Chimera: dir. */
+int ht_pipe_stage_chunk(int kind, int D, int dir, int stage);
+/* Model chunks per rank: v, Chimera 2 (one replica per direction). */
+int ht_pipe_nchunks(const ht_pipe_sched *s);
+/* The stage that chunk `chunk` of `rank` holds, its pipeline in *dir (may be NULL). The two
+ * replicas of a Chimera stage s are (rank s, chunk 0) and (rank D-1-s, chunk 1). */
+int ht_pipe_chunk_stage(const ht_pipe_sched *s, int rank, int chunk, int *dir);
+/* A number naming the message a SEND_* / RECV_* moves, the same on both sides and distinct
+ * for every message of the batch: ((mb * ndir + dir) * S + receiving stage) * 2 + (GRAD),
+ * below 2 * N * ndir * S (an MPI tag when that fits the tag bound); -1 for other ops. */
+int ht_pipe_msg_tag(const ht_pipe_sched *s, const ht_pipe_instr *in);
+
+/* ---------------------------------------------------------------- showing (the only I/O here) */
+
+/* Text timeline: one row per rank, one cell per unit of time (F = 1, B = bf), "F3" forward of
+ * micro-batch 3 (lower case: Chimera's up pipeline; ":c" chunk c when v > 1), "B3" its
+ * backward, '.' idle; then makespan, bubble and peak slots per rank. Prints the checker's
+ * error instead when s does not pass. */
+void ht_pipe_print_timeline(const ht_pipe_sched *s, double bf, FILE *f);
+/* Every rank's stream, one instruction a line. */
+void ht_pipe_print_streams(const ht_pipe_sched *s, FILE *f);
+/* Chrome trace (chrome://tracing, Perfetto) of the checker's timeline: one track per rank,
+ * 1 time unit shown as 1 ms. HT_OK, or the checker's HT_EINPUT, or HT_ERUNTIME on I/O. */
+int ht_pipe_write_trace(const ht_pipe_sched *s, double bf, const char *path);
 
 #endif

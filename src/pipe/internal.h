@@ -1,0 +1,56 @@
+/* What the schedule generators share inside src/pipe (not for the executor or the simulator):
+ * the generator signature behind ht_pipe_generate's table, and the builder that turns a
+ * per-rank order of compute operations into full instruction streams (LOAD, RECV / SEND
+ * pairs, slot ids, REDUCE_GRADS after each chunk's last BWD, the final OPT_STEP). A generator
+ * only decides the order of FWD / BWD (/ RECOMPUTE) on each rank; everything else follows
+ * from that order, so every kind gets the same communication and slot rules. */
+#ifndef HT_PIPE_INTERNAL_H
+#define HT_PIPE_INTERNAL_H
+
+#include "pipe/schedule.h"
+
+/* Fills s->mb_dir and the streams for parameters p that ht_pipe_generate already checked
+ * for the common ranges (D, N, v >= 1, v == 1 unless the kind allows chunks). s arrives
+ * with S, ndir, p set and len / ins / nbuf / mb_dir allocated and zeroed. Returns HT_OK or
+ * HT_EINPUT (ht_error) for a combination the scheme does not allow; ht_pipe_generate frees
+ * s on error. */
+typedef int (*ht_pipe_gen_fn)(const ht_pipe_params *p, ht_pipe_sched *s);
+
+/* Number of pipelines (1 or 2) and chunks per rank of a kind: needed before generating. */
+int ht_pipe_kind_ndir(int kind);
+
+/* One compute operation in a rank's order: op is HT_PI_FWD, HT_PI_BWD or HT_PI_RECOMPUTE. */
+typedef struct ht_pipe_cop {
+    int op, dir, stage, mb;
+} ht_pipe_cop;
+
+/* A growable list of compute operations per rank. */
+typedef struct ht_pipe_order {
+    int D;
+    int *n, *cap;
+    ht_pipe_cop **op; /* [D][n[r]] */
+} ht_pipe_order;
+
+void ht_pipe_order_init(ht_pipe_order *o, int D);
+void ht_pipe_order_add(ht_pipe_order *o, int rank, int op, int dir, int stage, int mb);
+void ht_pipe_order_free(ht_pipe_order *o);
+
+/* Appends one instruction to rank r's stream. */
+void ht_pipe_push(ht_pipe_sched *s, int r, int op, int dir, int stage, int mb, int peer, int buf);
+
+/* Builds every rank's stream from o (see the top of this file): before a FWD its input
+ * (LOAD on stage 0, else RECV_ACT from the previous stage's rank) and on the last stage the
+ * labels' LOAD, after it SEND_ACT unless last; before a BWD its RECV_GRAD unless last, after
+ * it SEND_GRAD unless first; a slot is taken (lowest free id) at the FWD's input and given
+ * back after the BWD's SEND_GRAD (stage 0: after the BWD); REDUCE_GRADS of each chunk right
+ * after its last BWD (and SEND_GRAD), so the reduction overlaps what the rank still has to
+ * do; OPT_STEP last. Sets s->len, s->ins, s->nbuf. */
+void ht_pipe_emit(ht_pipe_sched *s, const ht_pipe_order *o);
+
+/* Generators (sched_basic.c, sched_chimera.c; HePipe and 2BW in their own files). */
+int ht_pipe_gen_gpipe(const ht_pipe_params *p, ht_pipe_sched *s);
+int ht_pipe_gen_1f1b(const ht_pipe_params *p, ht_pipe_sched *s);
+int ht_pipe_gen_interleaved(const ht_pipe_params *p, ht_pipe_sched *s);
+int ht_pipe_gen_chimera(const ht_pipe_params *p, ht_pipe_sched *s);
+
+#endif

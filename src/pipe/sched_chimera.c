@@ -1,0 +1,119 @@
+/* Chimera (Li and Hoefler, SC'21): two pipelines over the same D ranks in opposite
+ * directions. The "down" pipeline (dir 0) runs stage s on rank s, the "up" one (dir 1) on
+ * rank D-1-s, so rank r holds two model replicas: chunk 0 = stage r of the down pipeline and
+ * chunk 1 = stage D-1-r of the up pipeline. Micro-batches come in basic units of D: the
+ * first half of a unit goes down, the second half up, so each pipeline's bubbles are filled
+ * by the other's work.
+ *
+ * The order on each rank comes from a list scheduler on unit time (F = B = 1, the paper's
+ * assumption for its bubble count D-2): at every step each idle rank starts the ready
+ * operation that comes first by (backward before forward, earlier basic unit, forward of
+ * the deeper stage first, backward of the shallower stage first, micro-batch id). With
+ * N = D this gives the paper's basic unit: makespan 3D-2 = 2N+D-2, D-2 idle slots per rank,
+ * D/2+1 .. D micro-batches in flight; with N = kD, units are concatenated and the next
+ * unit's forwards fill the previous unit's trailing bubbles, makespan 2N+D-2 (the paper's
+ * "direct concatenation" with F = B). Only the current and the next unit are candidates on a
+ * rank, so at most two units' activations are ever started. Each stage's two replicas
+ * (rank s chunk 0, rank D-1-s chunk 1) get their REDUCE_GRADS right after their last
+ * backward; by the symmetry r <-> D-1-r both ranks of a pair reach their two reductions in
+ * the same order, so blocking collectives cannot cross. */
+#include <stdlib.h>
+
+#include "core/err.h"
+#include "pipe/internal.h"
+
+/* Down (0) or up (1) for micro-batch m: the first ceil(u/2) of each unit of u micro-batches
+ * (u = D except for a last, partial unit when D does not divide N) go down. */
+static int chimera_dir(int m, int D, int N) {
+    int u0 = m / D * D, u = N - u0 < D ? N - u0 : D;
+    return m - u0 >= (u + 1) / 2;
+}
+
+typedef struct pick {
+    int op, mb, stage;
+} pick;
+
+/* Lexicographic priority described above; smaller wins. */
+static int better(const pick *a, const pick *b, int D) {
+    int ka[4] = {a->op != HT_PI_BWD, a->mb / D, a->op == HT_PI_BWD ? a->stage : -a->stage, a->mb};
+    int kb[4] = {b->op != HT_PI_BWD, b->mb / D, b->op == HT_PI_BWD ? b->stage : -b->stage, b->mb};
+    for (int i = 0; i < 4; i++)
+        if (ka[i] != kb[i]) return ka[i] < kb[i];
+    return 0;
+}
+
+/* Ready at time t on rank r: what micro-batch m can start there. fend / bend: end time of
+ * the FWD / BWD of (m, stage) as [m * D + stage], -1 while not run. */
+static int ready(const int *fend, const int *bend, int D, int m, int st, int t, pick *p) {
+    const int *f = fend + (size_t)m * D, *b = bend + (size_t)m * D;
+    if (f[st] < 0) {
+        if (st > 0 && (f[st - 1] < 0 || f[st - 1] > t)) return 0;
+        *p = (pick){HT_PI_FWD, m, st};
+        return 1;
+    }
+    if (b[st] >= 0 || f[st] > t) return 0;
+    if (st < D - 1 && (b[st + 1] < 0 || b[st + 1] > t)) return 0;
+    *p = (pick){HT_PI_BWD, m, st};
+    return 1;
+}
+
+int ht_pipe_gen_chimera(const ht_pipe_params *p, ht_pipe_sched *s) {
+    int D = p->D, N = p->N;
+    if (D % 2)
+        return ht_error(HT_EINPUT,
+                        "schedule \"chimera\" needs an even number of pipeline stages, got %d: "
+                        "rank r holds stage r of the down pipeline and stage D-1-r of the up "
+                        "one, and with D odd the middle rank would hold the same stage twice "
+                        "(and a basic unit of D micro-batches could not split half down, half "
+                        "up); use %d or %d stages",
+                        D, D - 1 > 0 ? D - 1 : 2, D + 1);
+    for (int m = 0; m < N; m++)
+        s->mb_dir[m] = chimera_dir(m, D, N);
+    size_t cells = (size_t)N * D;
+    int *fend = ht_xmalloc(cells * sizeof *fend), *bend = ht_xmalloc(cells * sizeof *bend);
+    int *lo = ht_xcalloc((size_t)D, sizeof *lo);  /* per rank: first unit not finished */
+    pick *chosen = ht_xmalloc((size_t)D * sizeof *chosen);
+    for (size_t i = 0; i < cells; i++)
+        fend[i] = bend[i] = -1;
+    ht_pipe_order o;
+    ht_pipe_order_init(&o, D);
+    int todo = 2 * N * D;
+    for (int t = 0; todo > 0; t++) {
+        int picked = 0;
+        for (int r = 0; r < D; r++) {
+            chosen[r].op = -1;
+            int hi = (lo[r] + 2) * D < N ? (lo[r] + 2) * D : N;
+            for (int m = lo[r] * D; m < hi; m++) {
+                int dir = s->mb_dir[m], st = dir ? D - 1 - r : r;
+                pick c;
+                if (ready(fend, bend, D, m, st, t, &c) && (chosen[r].op < 0 || better(&c, &chosen[r], D)))
+                    chosen[r] = c;
+            }
+            picked += chosen[r].op >= 0;
+        }
+        if (!picked) break; /* cannot happen (the lowest open unit always has a ready
+                               operation); the checker would report the missing work */
+        for (int r = 0; r < D; r++) {
+            pick *c = &chosen[r];
+            if (c->op < 0) continue;
+            int *end = c->op == HT_PI_FWD ? fend : bend;
+            end[(size_t)c->mb * D + c->stage] = t + 1;
+            ht_pipe_order_add(&o, r, c->op, s->mb_dir[c->mb], c->stage, c->mb);
+            todo--;
+            /* advance lo[r] past units whose backwards on this rank are all done */
+            while (lo[r] * D < N) {
+                int done = 1, hi = (lo[r] + 1) * D < N ? (lo[r] + 1) * D : N;
+                for (int m = lo[r] * D; m < hi && done; m++) {
+                    int st = s->mb_dir[m] ? D - 1 - r : r;
+                    done = bend[(size_t)m * D + st] >= 0;
+                }
+                if (!done) break;
+                lo[r]++;
+            }
+        }
+    }
+    ht_pipe_emit(s, &o);
+    ht_pipe_order_free(&o);
+    free(fend), free(bend), free(lo), free(chosen);
+    return HT_OK;
+}
