@@ -10,6 +10,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "io/trace.h"
+#include "nn/layer.h"
 
 /* One activation buffer set: what a micro-batch's forward through a stage leaves for its
  * backward. Slot 0 is the model's own buffers. */
@@ -25,8 +26,21 @@ typedef struct msg {
     ht_comm_msg *req;
 } msg;
 
+/* Where a stage's activations live in a slot: the model's offsets rebased so that the
+ * stage's boundary activations, their gradients and its layers' saved state start at 0 and
+ * hold one micro-batch (the whole model's layout holds max_batch samples of every layer).
+ * A stage other than the first keeps the inputs a LOAD writes (act_off[0]) after its own. */
+typedef struct stage_layout {
+    size_t *act_off;  /* [nlayers + 1] */
+    size_t *save_off; /* [nlayers] */
+    size_t act_floats, save_floats;
+} stage_layout;
+
 struct ht_pipe_exec {
     ht_model *m;
+    stage_layout *lay; /* [S]: the stages this rank holds (act_off NULL for the others) */
+    size_t *orig_act_off, *orig_save_off;
+    int orig_max_batch;
     const ht_pipe_sched *s;
     int *bounds; /* [S+1] */
     ht_pipe_place pl;
@@ -78,6 +92,35 @@ static int tag_of(const ht_pipe_exec *x, int kind, int dir, int stage, int mbi) 
     return 1024 + ((kind * 2 + dir) * x->s->S + stage) * x->s->p.N + mbi;
 }
 
+static void layout_init(ht_pipe_exec *x, int s) {
+    const ht_model *m = x->m;
+    stage_layout *L = &x->lay[s];
+    if (L->act_off) return;
+    const int lo = stage_lo(x, s), hi = stage_hi(x, s);
+    const size_t B = (size_t)x->mb;
+    L->act_off = ht_xmalloc((size_t)(m->nlayers + 1) * sizeof(size_t));
+    L->save_off = ht_xmalloc((size_t)m->nlayers * sizeof(size_t));
+    memcpy(L->act_off, x->orig_act_off, (size_t)(m->nlayers + 1) * sizeof(size_t));
+    memcpy(L->save_off, x->orig_save_off, (size_t)m->nlayers * sizeof(size_t));
+    L->act_off[lo] = 0;
+    L->act_floats = B * (size_t)m->width[lo];
+    for (int i = lo; i < hi; i++) {
+        const ht_layer *l = &m->layers[i];
+        if (l->ops->aliases) {
+            L->act_off[i + 1] = L->act_off[i];
+        } else {
+            L->act_off[i + 1] = L->act_floats;
+            L->act_floats += B * (size_t)l->out;
+        }
+        L->save_off[i] = L->save_floats;
+        L->save_floats += B * l->save;
+    }
+    if (lo > 0) { /* a LOAD's inputs (labels are what this stage needs) */
+        L->act_off[0] = L->act_floats;
+        L->act_floats += B * (size_t)m->width[0];
+    }
+}
+
 /* Staging of instruction i: the boundary activation it moves. */
 static void msg_init(ht_pipe_exec *x, int i) {
     const ht_pipe_instr *in = &x->ins[i];
@@ -90,21 +133,12 @@ static void msg_init(ht_pipe_exec *x, int i) {
     default: return;
     }
     msg *g = &x->msgs[i];
-    g->off = x->m->act_off[layer];
+    layout_init(x, in->stage);
+    g->off = x->lay[in->stage].act_off[layer];
     g->bytes = (size_t)x->mb * (size_t)x->m->width[layer] * sizeof(float);
     g->host = ht_xmalloc(g->bytes ? g->bytes : 1);
     g->peer = x->pl.replica * x->pl.D + in->peer;
     g->tag = tag_of(x, kind, in->dir, key, in->mb);
-}
-
-static size_t stage_act_bytes(const ht_pipe_exec *x, int s) {
-    const ht_model *m = x->m;
-    size_t f = 0;
-    for (int i = stage_lo(x, s); i <= stage_hi(x, s); i++)
-        f += 2 * (size_t)m->width[i]; /* activation and its gradient */
-    for (int i = stage_lo(x, s); i < stage_hi(x, s); i++)
-        f += m->layers[i].save;
-    return f * (size_t)x->mb * sizeof(float);
 }
 
 ht_pipe_exec *ht_pipe_exec_new(ht_model *m, const ht_pipe_sched *s, const int *bounds,
@@ -124,46 +158,62 @@ ht_pipe_exec *ht_pipe_exec_new(ht_model *m, const ht_pipe_sched *s, const int *b
                s->S, s->p.N);
     x->ins = s->ins[place.prank];
     x->len = s->len[place.prank];
-    x->nslot = s->nbuf[place.prank] > 0 ? s->nbuf[place.prank] : 1;
-    x->slots = ht_xcalloc((size_t)x->nslot, sizeof *x->slots);
-    x->slots[0] = (slot){m->acts, m->dacts, m->saved, m->labels, m->losses, m->correct};
-    for (int k = 1; k < x->nslot; k++) {
-        slot *o = &x->slots[k];
-        o->acts = ht_buf_new(m->dev, ht_buf_size(m->acts), "pipeline slot activations");
-        o->dacts = ht_buf_new(m->dev, ht_buf_size(m->dacts), "pipeline slot gradients");
-        o->saved = ht_buf_new(m->dev, ht_buf_size(m->saved), "pipeline slot saved state");
-        o->labels = ht_buf_new(m->dev, ht_buf_size(m->labels), "pipeline slot labels");
-        o->losses = ht_buf_new(m->dev, ht_buf_size(m->losses), "pipeline slot losses");
-        o->correct = ht_buf_new(m->dev, ht_buf_size(m->correct), "pipeline slot flags");
-    }
+    x->orig_act_off = m->act_off;
+    x->orig_max_batch = m->max_batch;
+    x->orig_save_off = ht_xmalloc((size_t)m->nlayers * sizeof(size_t));
+    for (int i = 0; i < m->nlayers; i++)
+        x->orig_save_off[i] = m->layers[i].save_off;
+    x->lay = ht_xcalloc((size_t)s->S, sizeof *x->lay);
     x->msgs = ht_xcalloc((size_t)x->len, sizeof *x->msgs);
     x->red_stage = ht_xcalloc((size_t)x->len, sizeof(int));
-    size_t red = 1, slot_b = 0;
+    size_t red = 1, act = 1, save = 1;
     for (int i = 0; i < x->len; i++) {
         msg_init(x, i);
         const ht_pipe_instr *in = &x->ins[i];
-        if (in->stage >= 0 && in->op != HT_PI_REDUCE_GRADS) {
-            size_t b = stage_act_bytes(x, in->stage);
-            if (b > slot_b) slot_b = b;
-        }
-        if (in->stage >= 0) { /* REDUCE_GRADS and ht_pipe_exec_grad_sq stage through it */
-            size_t off, n;
-            ht_pipe_exec_stage_params(x, in->stage, &off, &n);
-            if (n > red) red = n;
-        }
+        if (in->stage < 0) continue;
+        layout_init(x, in->stage);
+        const stage_layout *L = &x->lay[in->stage];
+        if (L->act_floats > act) act = L->act_floats;
+        if (L->save_floats > save) save = L->save_floats;
+        size_t off, n; /* REDUCE_GRADS and ht_pipe_exec_grad_sq stage through x->red */
+        ht_pipe_exec_stage_params(x, in->stage, &off, &n);
+        if (n > red) red = n;
     }
     x->red = ht_xmalloc(red * sizeof(float));
-    x->st.slot_bytes = slot_b;
+    /* slot 0 is the model's own buffers (sized for max_batch of every layer: larger) */
+    x->nslot = s->nbuf[place.prank] > 0 ? s->nbuf[place.prank] : 1;
+    x->slots = ht_xcalloc((size_t)x->nslot, sizeof *x->slots);
+    x->slots[0] = (slot){m->acts, m->dacts, m->saved, m->labels, m->losses, m->correct};
+    const size_t rows = (size_t)mb * (size_t)m->rows;
+    for (int k = 1; k < x->nslot; k++) {
+        slot *o = &x->slots[k];
+        o->acts = ht_buf_new(m->dev, act * sizeof(float), "pipeline slot activations");
+        o->dacts = ht_buf_new(m->dev, act * sizeof(float), "pipeline slot gradients");
+        o->saved = ht_buf_new(m->dev, save * sizeof(float), "pipeline slot saved state");
+        o->labels = ht_buf_new(m->dev, rows * sizeof(int32_t), "pipeline slot labels");
+        o->losses = ht_buf_new(m->dev, rows * sizeof(float), "pipeline slot losses");
+        o->correct = ht_buf_new(m->dev, rows * sizeof(int32_t), "pipeline slot flags");
+    }
+    x->st.slot_bytes = (2 * act + save) * sizeof(float) + 3 * rows * sizeof(float);
     x->st.slots = s->nbuf[place.prank];
     return x;
 }
 
-void ht_pipe_exec_free(ht_pipe_exec *x) {
-    if (!x) return;
-    slot *o0 = &x->slots[0];
-    ht_model *m = x->m; /* the model gets its own buffers back */
+/* The model as built: its own buffers, layout and batch limit (for evaluation). */
+static void restore(ht_pipe_exec *x) {
+    const slot *o0 = &x->slots[0];
+    ht_model *m = x->m;
     m->acts = o0->acts, m->dacts = o0->dacts, m->saved = o0->saved;
     m->labels = o0->labels, m->losses = o0->losses, m->correct = o0->correct;
+    m->act_off = x->orig_act_off;
+    for (int i = 0; i < m->nlayers; i++)
+        m->layers[i].save_off = x->orig_save_off[i];
+    m->max_batch = x->orig_max_batch;
+}
+
+void ht_pipe_exec_free(ht_pipe_exec *x) {
+    if (!x) return;
+    restore(x);
     for (int k = 1; k < x->nslot; k++) {
         slot *o = &x->slots[k];
         ht_buf *b[] = {o->acts, o->dacts, o->saved, o->labels, o->losses, o->correct};
@@ -176,6 +226,10 @@ void ht_pipe_exec_free(ht_pipe_exec *x) {
     free(x->slots);
     free(x->red);
     free(x->red_stage);
+    for (int st = 0; st < x->s->S; st++)
+        free(x->lay[st].act_off), free(x->lay[st].save_off);
+    free(x->lay);
+    free(x->orig_save_off);
     free(x->bounds);
     free(x);
 }
@@ -184,12 +238,19 @@ const ht_pipe_stats *ht_pipe_exec_stats(const ht_pipe_exec *x) { return &x->st; 
 
 /* ------------------------------------------------------------------ instructions */
 
-static void use_slot(ht_pipe_exec *x, int k) {
+/* Points the model at slot k laid out for the stage of instruction `in`. */
+static void use_slot(ht_pipe_exec *x, const ht_pipe_instr *in) {
+    const int k = in->buf;
     if (k < 0 || k >= x->nslot) ht_die(HT_ERUNTIME, "pipe: slot %d outside [0, %d)", k, x->nslot);
     const slot *o = &x->slots[k];
+    const stage_layout *L = &x->lay[in->stage];
     ht_model *m = x->m;
     m->acts = o->acts, m->dacts = o->dacts, m->saved = o->saved;
     m->labels = o->labels, m->losses = o->losses, m->correct = o->correct;
+    m->act_off = L->act_off;
+    for (int i = stage_lo(x, in->stage); i < stage_hi(x, in->stage); i++)
+        m->layers[i].save_off = L->save_off[i];
+    m->max_batch = x->mb;
 }
 
 /* Global row of micro-batch mbi's first sample: replica r takes rows [r N mb, (r+1) N mb). */
@@ -216,7 +277,7 @@ static void exec_fwd(ht_pipe_exec *x, const ht_pipe_instr *in, int64_t step, uin
                      int want_loss, double *loss_sum, int recompute) {
     ht_model *m = x->m;
     double t0 = ht_now();
-    use_slot(x, in->buf);
+    use_slot(x, in);
     ht_model_set_training(m, 1, seed, step);
     ht_model_set_row_offset(m, row0_of(x, in->mb));
     int hi = stage_hi(x, in->stage);
@@ -235,7 +296,7 @@ static void exec_fwd(ht_pipe_exec *x, const ht_pipe_instr *in, int64_t step, uin
 static void exec_bwd(ht_pipe_exec *x, const ht_pipe_instr *in, float grad_scale) {
     ht_model *m = x->m;
     double t0 = ht_now();
-    use_slot(x, in->buf);
+    use_slot(x, in);
     ht_model_set_row_offset(m, row0_of(x, in->mb)); /* dropout masks as in the forward */
     int hi = stage_hi(x, in->stage);
     /* the loss gradient is unscaled; a received gradient already carries the scale */
@@ -248,7 +309,7 @@ static void exec_send(ht_pipe_exec *x, int i) {
     const ht_pipe_instr *in = &x->ins[i];
     msg *g = &x->msgs[i];
     double t0 = ht_now();
-    use_slot(x, in->buf);
+    use_slot(x, in);
     const ht_buf *b = in->op == HT_PI_SEND_ACT ? x->m->acts : x->m->dacts;
     ht_buf_read(x->m->dev, b, g->off * sizeof(float), g->bytes, g->host);
     g->req = ht_comm_isend(g->host, g->bytes, g->peer, g->tag);
@@ -264,7 +325,7 @@ static void exec_recv(ht_pipe_exec *x, int i) {
     ht_comm_msg_wait(g->req, NULL, NULL);
     g->req = NULL;
     double t1 = ht_now();
-    use_slot(x, in->buf);
+    use_slot(x, in);
     ht_buf *b = in->op == HT_PI_RECV_ACT ? x->m->acts : x->m->dacts;
     ht_buf_write(x->m->dev, b, g->off * sizeof(float), g->bytes, g->host);
     x->st.wait += t1 - t0;
@@ -342,7 +403,7 @@ void ht_pipe_exec_step(ht_pipe_exec *x, int64_t step, uint64_t seed, float grad_
         const ht_pipe_instr *in = &x->ins[i];
         switch ((ht_pipe_op)in->op) {
         case HT_PI_LOAD:
-            use_slot(x, in->buf);
+            use_slot(x, in);
             load(ctx, x->m, step, row0_of(x, in->mb), x->mb);
             break;
         case HT_PI_FWD: exec_fwd(x, in, step, seed, want_loss, loss_sum, 0); break;
@@ -363,7 +424,7 @@ void ht_pipe_exec_step(ht_pipe_exec *x, int64_t step, uint64_t seed, float grad_
             ht_comm_msg_wait(x->msgs[i].req, NULL, NULL);
             x->msgs[i].req = NULL;
         }
-    use_slot(x, 0);
+    restore(x);
     x->st.step = ht_now() - t_step;
 }
 
