@@ -17,13 +17,6 @@
 #include "plan/plan.h"
 #include "train/reduce.h"
 
-const char *ht_cluster_selector(const ht_config *cfg, const char *cli_device, int rank) {
-    if (cli_device) return cli_device;
-    if (cfg->cluster.ndevices == 1) return cfg->cluster.devices[0];
-    if (cfg->cluster.ndevices > rank) return cfg->cluster.devices[rank];
-    return cfg->device.select;
-}
-
 static void set_slice(ht_cluster *c) {
     ht_shard_range(c->shares, c->world, c->rank, &c->lo, &c->hi);
 }

@@ -41,10 +41,6 @@ typedef struct ht_cluster {
     double rb_mark;
 } ht_cluster;
 
-/* The device selector of this rank: --device, else cluster.devices[rank] (or [0] for all),
- * else device.select. */
-const char *ht_cluster_selector(const ht_config *cfg, const char *cli_device, int rank);
-
 /* Rank and world from src/comm; checks the per-rank lists against the world size (exit 2
  * on mismatch is the caller's: returns HT_EINPUT); explicit or equal shares. */
 int ht_cluster_init(ht_cluster *c, const ht_config *cfg);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "build/build.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/rng.h"
@@ -133,7 +134,7 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
                       cfg->source, cfg->sync.mode);
         goto out_cluster;
     }
-    const char *sel = ht_cluster_selector(cfg, opts->device, cl.rank);
+    const char *sel = ht_build_selector(cfg, opts->device, cl.rank);
     ht_sync_stats sstats = {0};
     if (cl.rank >= L.workers) { /* a parameter server or coordinator of an async policy */
         ht_cluster_announce(&cl, L.mode <= HT_SYNC_DASP ? "(parameter server)" : "(coordinator)");
@@ -161,7 +162,7 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
 
     const int B = cfg->train.batch;
     ht_model model;
-    if ((rc = ht_train_build_model(&model, dev, cfg, src.train.features, src.train.classes, B)) !=
+    if ((rc = ht_build_model(&model, dev, cfg, src.train.features, src.train.classes, B)) !=
         HT_OK)
         goto out_dev;
     if (ht_log_level() >= HT_LOG_DEBUG) ht_model_print(&model, stderr);
