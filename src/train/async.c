@@ -40,7 +40,7 @@ int ht_train_async(const ht_async_job *j, ht_train_result *res, ht_sync_stats *s
         ht_source_batch(j->src, j->model, local, B, lo, hi);
         ht_model_set_training(j->model, 1, cfg->train.seed, local);
         ht_model_forward(j->model, b, 1);
-        ht_model_backward(j->model, b, (float)(1.0 / rows));
+        ht_sync_backward(s, b, (float)(1.0 / rows), tc, NULL);
         ht_dev_finish(j->dev);
         double compute = ht_now() - tc;
         ht_sleep((j->slowdown - 1) * compute); /* emulated heterogeneity (DESIGN.md) */

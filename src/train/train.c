@@ -29,7 +29,6 @@
 #include "train/async.h"
 #include "train/checkpoint.h"
 #include "train/cluster.h"
-#include "train/reduce.h"
 #include "train/source.h"
 
 static volatile sig_atomic_t g_stop;
@@ -201,6 +200,7 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
     if (dp && !async) ht_cluster_bcast_params(&cl, &model);
 
     ht_metrics *metrics = NULL;
+    ht_sync *bsp = NULL;
     if (cl.rank == 0 && *cfg->log.metrics &&
         (rc = ht_metrics_open(&metrics, cfg->log.metrics, opts->resume && step > 0)) != HT_OK)
         goto out_model;
@@ -241,6 +241,8 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
         goto out_loop;
     }
     int b = cl.hi - cl.lo; /* this rank's share of the global batch (rebalancing moves it) */
+    bsp = ht_sync_open(cfg, &L, cl.rank, &model, &opt, total); /* sums the gradients */
+    int64_t global;
     ht_progress prog;
     /* -q (log level below info) silences progress too; only rank 0 reports. */
     int show = cl.rank == 0 && ht_log_level() >= HT_LOG_INFO;
@@ -266,13 +268,14 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
         /* 1/rows with the GLOBAL batch: each rank's gradient is its part of the full-batch
          * mean, so the plain sum over ranks is exact whatever the shares */
         /* under mpirun: backward in gradient buckets, each all-reduced while the layers
-         * below still compute (train/reduce.c; cluster.overlap = false: all after) */
+         * below still compute (sync/bsp.c; cluster.overlap = false: all after) */
         ht_trace_begin("backward + reduce");
-        ht_reduce_backward(&cl, &model, cfg, b, (float)(1.0 / rows), tc, &g_stop, &stop);
+        ht_sync_backward(bsp, b, (float)(1.0 / rows), tc, &g_stop);
         trace_end(dev);
         ht_trace_begin("optimizer step");
-        ht_optim_step(&opt, model.params, model.grads, lr);
+        ht_sync_step(bsp, b, lr, &stop, &global);
         trace_end(dev);
+        ht_sync_stats st_now = ht_sync_stats_now(bsp);
         int64_t done = step + 1;
         if (step == start_step) {
             ht_dev_finish(dev);
@@ -288,7 +291,7 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
                 ht_cluster_sum(v, 2);
                 lsum = v[0];
                 correct = (int)v[1];
-                if ((rc = ht_cluster_record(&cl, metrics, done)) != HT_OK) goto out_loop;
+                if ((rc = ht_cluster_record(&cl, metrics, done, &st_now)) != HT_OK) goto out_loop;
             }
             double now = ht_now();
             double sps = (double)(done - mark_step) * B / (now - t_mark);
@@ -321,7 +324,7 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
             (rc = ht_checkpoint_save(ckpt, &model, &opt, done, cfg->optim.type)) != HT_OK)
             goto out_loop;
         /* new shares (if any) from the next step on: after this step's loss and records */
-        if ((rc = ht_cluster_rebalance(&cl, metrics, done)) != HT_OK) goto out_loop;
+        if ((rc = ht_cluster_rebalance(&cl, metrics, done, &st_now)) != HT_OK) goto out_loop;
     }
     ht_dev_finish(dev);
     double t_train = ht_now() - t_loop - t_eval;
@@ -345,13 +348,16 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
     res->val_loss = vloss;
     res->val_acc = vacc;
     res->samples_per_s = step > start_step ? (double)(step - start_step) * B / t_train : 0;
-    if (dp && (rc = ht_cluster_final_records(&cl, metrics)) != HT_OK) goto out_loop;
+    sstats = ht_sync_close(bsp);
+    bsp = NULL;
+    if (dp && (rc = ht_cluster_sync_records(&cl, &L, &sstats, metrics)) != HT_OK) goto out_loop;
     if (opts->profile) ht_dev_profile_report(dev, stderr);
     ht_trace_set_step(-1);
     if (opts->trace && (rc = ht_cluster_trace_write(&cl, opts->trace)) != HT_OK) goto out_loop;
     rc = HT_OK;
 
 out_loop:
+    if (bsp) ht_sync_close(bsp);
     if (metrics && ht_metrics_close(metrics) != HT_OK && rc == HT_OK) rc = HT_ERUNTIME;
 out_model:
     ht_optim_free(&opt);
