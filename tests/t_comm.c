@@ -1,7 +1,7 @@
 /* The comm layer: ring all-reduce against MPI_Allreduce and bitwise identical on every
  * rank, broadcast and all-gather; the nonblocking all-reduce (ring: the blocking one's bits;
  * several outstanding at once, odd lengths, waited in any order); the gradient bucket plan
- * of train/reduce.c (pure). Run under mpirun by tests/comm.t (3 and 4 ranks); run
+ * of sync/bsp.c (pure). Run under mpirun by tests/comm.t (3 and 4 ranks); run
  * alone (as prove does) it is a valid 1-rank test of the same checks. */
 #include <math.h>
 #include <stdint.h>
@@ -10,9 +10,10 @@
 #include <string.h>
 
 #include "comm/comm.h"
+#include "core/err.h"
 #include "nn/model.h"
+#include "sync/bsp.h"
 #include "tap.h"
-#include "train/reduce.h"
 
 /* Value i of rank r: a pure function, so any rank can compute the exact expected sum. */
 static float val(int r, size_t i) {

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "build/build.h"
 #include "comm/comm.h"
 #include "config/config.h"
 #include "core/err.h"
@@ -19,7 +20,6 @@
 #include "prof/measure.h"
 #include "prof/profile.h"
 #include "prof/tune.h"
-#include "train/cluster.h"
 
 static const char USAGE[] =
     "usage: hetprof [--device SEL]... [-c MODEL_CONFIG] [--batch 64,128,256] [--quick]\n"
@@ -240,7 +240,7 @@ int main(int argc, char **argv) {
             ht_die(HT_EINPUT, "%d --device options for %d ranks: give one for all or one per rank",
                    sel.nsel, world);
         const char *cli = sel.nsel ? sel.sels[sel.nsel == world ? rank : 0] : NULL;
-        sel.sels[0] = ht_cluster_selector(&cfg, cli, rank);
+        sel.sels[0] = ht_build_selector(&cfg, cli, rank);
         sel.nsel = 1;
     }
     resolved r;

@@ -10,7 +10,7 @@
 #include "core/log.h"
 #include "core/rng.h"
 #include "data/data.h"
-#include "train/train.h"
+#include "build/build.h"
 
 /* ---------------------------------------------------------------- the model */
 
@@ -29,7 +29,7 @@ int ht_prof_model(ht_model *m, ht_dev *d, const ht_config *cfg, int max_batch) {
     } else if (!strcmp(cfg->data.kind, "text")) {
         features = cfg->model.context, classes = 256;
     }
-    return ht_train_build_model(m, d, cfg, features, classes, max_batch);
+    return ht_build_model(m, d, cfg, features, classes, max_batch);
 }
 
 /* ---------------------------------------------------------------- timing */

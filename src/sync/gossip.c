@@ -223,4 +223,4 @@ static int gossip_serve(const ht_config *cfg, const ht_sync_layout *L, int rank,
 }
 
 const ht_sync_policy ht_gossip_policy = {gossip_open, gossip_step, gossip_finish, gossip_close,
-                                         gossip_serve};
+                                         gossip_serve, NULL};

@@ -1,8 +1,9 @@
 /* Internal to src/sync: the worker state every policy shares, the message header and tags,
- * and each policy's entry points (ps.c, preduce.c, gossip.c). */
+ * and each policy's entry points (bsp.c, ps.c, preduce.c, gossip.c). */
 #ifndef HT_SYNC_INTERNAL_H
 #define HT_SYNC_INTERNAL_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -75,8 +76,10 @@ void ht_sync_params_write(ht_sync *s, const float *x);
 /* Collective over the workers: x <- sum over workers of x (our ring, final tag). */
 void ht_sync_workers_sum(const ht_sync *s, float *x, size_t n);
 
-/* A family of policies: its worker side (open after ht_sync's fields are set, step after
- * each backward, finish after the last step, close) and its extra ranks (serve). */
+/* A family of policies: its worker side (open after ht_sync's fields are set, backward of
+ * each local batch, step after it, finish after the last step, close) and its extra ranks
+ * (serve). NULL backward: ht_model_backward; NULL finish: nothing to gather; NULL serve: the
+ * policy has no extra ranks. */
 struct ht_sync_policy {
     void (*open)(ht_sync *s);
     void (*step)(ht_sync *s, int b, float lr);
@@ -84,8 +87,12 @@ struct ht_sync_policy {
     void (*close)(ht_sync *s);
     int (*serve)(const ht_config *cfg, const ht_sync_layout *L, int rank, const char *sel,
                  ht_sync_stats *st);
+    /* as ht_sync_backward; sets s->stop */
+    void (*backward)(ht_sync *s, int b, float grad_scale, double t_start,
+                     volatile sig_atomic_t *stop_src);
 };
 
+extern const ht_sync_policy ht_bsp_policy;     /* bsp: sync/bsp.c */
 extern const ht_sync_policy ht_ps_policy;      /* asp, ssp, dasp: sync/ps.c */
 extern const ht_sync_policy ht_preduce_policy; /* preduce, sap-reduce: sync/preduce.c */
 extern const ht_sync_policy ht_gossip_policy;  /* gossip, gossip-adaptive: sync/gossip.c */

@@ -253,4 +253,4 @@ static int preduce_serve(const ht_config *cfg, const ht_sync_layout *L, int rank
 }
 
 const ht_sync_policy ht_preduce_policy = {preduce_open, preduce_step, preduce_finish, preduce_close,
-                                          preduce_serve};
+                                          preduce_serve, NULL};

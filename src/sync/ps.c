@@ -423,4 +423,4 @@ static int ps_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, con
     return rc;
 }
 
-const ht_sync_policy ht_ps_policy = {ps_open, ps_step, ps_finish, ps_close, ps_serve};
+const ht_sync_policy ht_ps_policy = {ps_open, ps_step, ps_finish, ps_close, ps_serve, NULL};

@@ -25,7 +25,8 @@ static int is_ps(int mode) {
 }
 
 static const ht_sync_policy *policy_of(int mode) {
-    return is_ps(mode)                                      ? &ht_ps_policy
+    return mode == HT_SYNC_BSP                              ? &ht_bsp_policy
+           : is_ps(mode)                                    ? &ht_ps_policy
            : mode == HT_SYNC_PREDUCE || mode == HT_SYNC_SAP ? &ht_preduce_policy
                                                             : &ht_gossip_policy;
 }
@@ -145,6 +146,14 @@ ht_sync *ht_sync_open(const ht_config *cfg, const ht_sync_layout *L, int rank, h
     return s;
 }
 
+void ht_sync_backward(ht_sync *s, int b, float grad_scale, double t_start,
+                      volatile sig_atomic_t *stop_src) {
+    if (s->policy->backward)
+        s->policy->backward(s, b, grad_scale, t_start, stop_src);
+    else
+        ht_model_backward(s->m, b, grad_scale);
+}
+
 void ht_sync_step(ht_sync *s, int b, float lr, int *stop, int64_t *global) {
     s->st.steps++;
     s->st.samples += b;
@@ -158,7 +167,10 @@ void ht_sync_add_compute(ht_sync *s, double seconds) {
     s->last_compute = seconds;
 }
 
+ht_sync_stats ht_sync_stats_now(const ht_sync *s) { return s->st; }
+
 void ht_sync_finish(ht_sync *s) {
+    if (!s->policy->finish) return;
     double t0 = ht_now();
     s->policy->finish(s);
     s->st.comm_s += ht_now() - t0;
@@ -177,7 +189,9 @@ ht_sync_stats ht_sync_close(ht_sync *s) {
 int ht_sync_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, const char *sel,
                   ht_sync_stats *st) {
     memset(st, 0, sizeof *st);
-    int rc = policy_of(L->mode)->serve(cfg, L, rank, sel, st);
+    const ht_sync_policy *p = policy_of(L->mode);
+    int rc = p->serve ? p->serve(cfg, L, rank, sel, st)
+                      : ht_error(HT_EINPUT, "sync.mode \"%s\" has no extra ranks", cfg->sync.mode);
     ht_comm_traffic(&st->sent, &st->received);
     return rc;
 }

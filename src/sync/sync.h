@@ -1,7 +1,8 @@
-/* Synchronisation policies other than bsp (which is src/train's all-reduce every step), over
- * the flat parameter and gradient buffers. Under mpirun the ranks split into workers (ranks
- * 0 .. W-1: each trains on its own stream of batches, at its own speed) and extra ranks after
- * them:
+/* Synchronisation policies over the flat parameter and gradient buffers. bsp sums every
+ * rank's gradients each step (bucketed and overlapped with backward, sync/bsp.c), every rank
+ * a worker in lockstep; the trainer picks the shares of the batch. Under the other policies
+ * the ranks split into workers (ranks 0 .. W-1: each trains on its own stream of batches, at
+ * its own speed) and extra ranks after them:
  *   asp, ssp, dasp         sync.servers parameter servers, each holding a contiguous shard of
  *                          the parameters and the optimizer state (sync/ps.c);
  *   preduce, sap-reduce    one group generator (sync/preduce.c);
@@ -12,6 +13,7 @@
 #ifndef HT_SYNC_SYNC_H
 #define HT_SYNC_SYNC_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "config/config.h"
@@ -52,6 +54,7 @@ typedef struct ht_sync_stats {
     double wait_s;           /* blocked waiting for other ranks (held replies, group formation) */
     double comm_s;           /* moving bytes, merging and averaging (not waiting) */
     double compute_s;        /* workers: forward + backward + local optimizer (+ emulated idle) */
+    double hidden_s;         /* bsp: communication in flight while backward ran (not in comm_s) */
     int64_t steps;           /* workers: local steps; servers: updates applied */
     int64_t samples;         /* workers: samples trained on */
     uint64_t sent, received; /* bytes (src/comm's counters) */
@@ -67,13 +70,23 @@ typedef struct ht_sync ht_sync;
  * ranks. */
 ht_sync *ht_sync_open(const ht_config *cfg, const ht_sync_layout *L, int rank, ht_model *m,
                       ht_optim *opt, int64_t total_steps);
-/* After forward/backward of a local batch of b samples (m->grads holds this batch's mean
- * gradient): the policy's update with learning rate lr (parameter servers use their own, from
+/* Backward of a local batch of b samples after its forward (as ht_model_backward: grad_scale
+ * scales the loss gradient). bsp also sums the gradients over all ranks, in buckets
+ * overlapped with backward, and ORs *stop_src (read during the step) over the ranks into the
+ * stop that ht_sync_step reports; t_start is ht_now() at the start of the step (its forward
+ * counts as compute). The others: ht_model_backward. */
+void ht_sync_backward(ht_sync *s, int b, float grad_scale, double t_start,
+                      volatile sig_atomic_t *stop_src);
+/* After ht_sync_backward of a local batch of b samples (m->grads holds this batch's mean
+ * gradient; bsp: summed over the ranks): the policy's update with learning rate lr (parameter servers use their own, from
  * the global step), then its exchange. *stop becomes 1 when the budget is spent; *global
  * is the latest known number of samples trained on by all workers together. */
 void ht_sync_step(ht_sync *s, int b, float lr, int *stop, int64_t *global);
-/* Adds emulated idle or compute seconds to the stats (the loop times its own compute). */
+/* Adds emulated idle or compute seconds to the stats (the loop times its own compute; bsp
+ * times its own in ht_sync_backward). */
 void ht_sync_add_compute(ht_sync *s, double seconds);
+/* This worker's counters so far (traffic not included), for records during the run. */
+ht_sync_stats ht_sync_stats_now(const ht_sync *s);
 /* After the last step, on every worker: the job's final model into m->params of worker 0
  * (parameter servers: the servers' parameters; the others: the average of the workers'
  * models, push-sum weighted for gossip). Collective over the workers. */

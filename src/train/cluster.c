@@ -1,6 +1,6 @@
-/* Data-parallel pieces of the training loop: shares, the device per rank, the start-up
- * table, gradient reduction with timing and emulated slowdown, per-rank metrics. All MPI
- * goes through src/comm; all device traffic through ht_buf_read/ht_buf_write. */
+/* The ranks of a training job: shares, the start-up table, common parameters, per-rank
+ * metrics, rebalancing, the trace. All MPI goes through src/comm; all device traffic through
+ * ht_buf_read/ht_buf_write. */
 #include "train/cluster.h"
 
 #include <math.h>
@@ -15,14 +15,6 @@
 #include "data/data.h"
 #include "io/trace.h"
 #include "plan/plan.h"
-#include "train/reduce.h"
-
-const char *ht_cluster_selector(const ht_config *cfg, const char *cli_device, int rank) {
-    if (cli_device) return cli_device;
-    if (cfg->cluster.ndevices == 1) return cfg->cluster.devices[0];
-    if (cfg->cluster.ndevices > rank) return cfg->cluster.devices[rank];
-    return cfg->device.select;
-}
 
 static void set_slice(ht_cluster *c) {
     ht_shard_range(c->shares, c->world, c->rank, &c->lo, &c->hi);
@@ -117,10 +109,8 @@ void ht_cluster_announce(ht_cluster *c, const char *devname) {
 void ht_cluster_free(ht_cluster *c) {
     if (c->rebalance) ht_rebalancer_free(&c->rb);
     free(c->shares);
-    free(c->host);
     free(c->hosts);
     free(c->devnames);
-    ht_reduce_free(c->red);
     memset(c, 0, sizeof *c);
 }
 
@@ -133,42 +123,6 @@ void ht_cluster_bcast_params(ht_cluster *c, ht_model *m) {
     free(p);
 }
 
-void ht_cluster_reduce(ht_cluster *c, ht_model *m, double compute_s, int *stop) {
-    /* Emulation (DESIGN.md): a device `slowdown` times slower than this one would have
-     * needed slowdown x compute_s; idle for the difference before joining the reduction. */
-    double ti = ht_now();
-    ht_sleep((c->slowdown - 1) * compute_s);
-    if (c->slowdown != 1) ht_trace_span("slowdown (emulated)", ti, ht_now());
-    c->t_compute += compute_s * c->slowdown;
-    c->nsteps++;
-    c->samples += c->hi - c->lo;
-    if (c->world == 1) return;
-    if (!c->host) {
-        c->n = m->nparams;
-        c->host = ht_xmalloc((c->n + 1) * sizeof(float));
-    }
-    double t0 = ht_now();
-    ht_buf_read(m->dev, m->grads, 0, c->n * sizeof(float), c->host);
-    /* the stop flag rides along: every rank stops after the same step */
-    c->host[c->n] = *stop ? 1.0f : 0.0f;
-    double t1 = ht_now();
-    /* waiting for the slowest rank, measured apart from the reduction itself */
-    ht_comm_barrier();
-    double t2 = ht_now();
-    if (c->ring)
-        ht_comm_ring_allreduce(c->host, c->n + 1);
-    else
-        ht_comm_allreduce_sum(c->host, c->n + 1);
-    ht_buf_write(m->dev, m->grads, 0, c->n * sizeof(float), c->host);
-    *stop = c->host[c->n] > 0;
-    double t3 = ht_now();
-    c->t_wait += t2 - t1;
-    c->t_comm += (t1 - t0) + (t3 - t2);
-    ht_trace_span("gradients to host", t0, t1);
-    ht_trace_span("wait", t1, t2);
-    ht_trace_span("all-reduce", t2, t3);
-}
-
 /* "a,b,c" of n shares into buf */
 static void shares_text(char *buf, size_t size, const int *share, int n) {
     size_t len = 0;
@@ -177,11 +131,12 @@ static void shares_text(char *buf, size_t size, const int *share, int n) {
         len += (size_t)snprintf(buf + len, size - len, "%s%d", r ? "," : "", share[r]);
 }
 
-int ht_cluster_rebalance(ht_cluster *c, ht_metrics *metrics, int64_t step) {
+int ht_cluster_rebalance(ht_cluster *c, ht_metrics *metrics, int64_t step,
+                         const ht_sync_stats *now) {
     if (!c->rebalance) return HT_OK;
-    /* this step's compute: whichever reduction path ran added it to t_compute */
-    double mine = c->t_compute - c->rb_mark;
-    c->rb_mark = c->t_compute;
+    /* this step's compute: whichever reduction path ran added it to compute_s */
+    double mine = now->compute_s - c->rb_mark;
+    c->rb_mark = now->compute_s;
     double *t = ht_xcalloc((size_t)c->world, sizeof(double));
     int *before = ht_xcalloc((size_t)c->world, sizeof(int));
     ht_comm_allgather(&mine, sizeof(double), t);
@@ -192,7 +147,7 @@ int ht_cluster_rebalance(ht_cluster *c, ht_metrics *metrics, int64_t step) {
     if (changed > 0) {
         set_slice(c);
         double was = ht_plan_step_time_affine(c->world, before, c->rb.ema_speed, c->rb.fixed);
-        double now = ht_plan_step_time_affine(c->world, c->shares, c->rb.ema_speed, c->rb.fixed);
+        double after = ht_plan_step_time_affine(c->world, c->shares, c->rb.ema_speed, c->rb.fixed);
         if (c->rank == 0) {
             char from[1024], to[1024];
             shares_text(from, sizeof from, before, c->world);
@@ -210,13 +165,13 @@ int ht_cluster_rebalance(ht_cluster *c, ht_metrics *metrics, int64_t step) {
                                           1e3 * rb->t_before, 1e3 * rb->t_after);
             } else {
                 ht_log_info("step %lld: shares %s -> %s (predicted step time %.1f ms -> %.1f ms)",
-                            (long long)step, from, to, 1e3 * was, 1e3 * now);
+                            (long long)step, from, to, 1e3 * was, 1e3 * after);
                 if (metrics)
                     rc = ht_metrics_write(metrics,
                                           "type=%s step=%lld from=%s to=%s predicted_ms_before=%g "
                                           "predicted_ms_after=%g",
                                           "rebalance", (long long)step, from, to, 1e3 * was,
-                                          1e3 * now);
+                                          1e3 * after);
             }
         }
     }
@@ -261,19 +216,15 @@ int ht_cluster_trace_write(ht_cluster *c, const char *path) {
 
 void ht_cluster_sum(double *v, int n) { ht_comm_allreduce_sum_f64(v, (size_t)n); }
 
-int ht_cluster_record(ht_cluster *c, ht_metrics *metrics, int64_t step) {
-    double mine[5] = {c->nsteps ? c->t_compute / c->nsteps : 0,
-                      c->nsteps ? c->t_wait / c->nsteps : 0, c->nsteps ? c->t_comm / c->nsteps : 0,
-                      c->slowdown, c->nsteps ? c->t_hidden / c->nsteps : 0};
+int ht_cluster_record(ht_cluster *c, ht_metrics *metrics, int64_t step, const ht_sync_stats *now) {
+    const ht_sync_stats *m = &c->mark;
+    const double k = (double)(now->steps - m->steps);
+    double mine[5] = {k ? (now->compute_s - m->compute_s) / k : 0,
+                      k ? (now->wait_s - m->wait_s) / k : 0, k ? (now->comm_s - m->comm_s) / k : 0,
+                      c->slowdown, k ? (now->hidden_s - m->hidden_s) / k : 0};
     double *all = ht_xcalloc((size_t)c->world * 5, sizeof(double));
     ht_comm_allgather(mine, sizeof mine, all);
-    c->rb_mark -= c->t_compute; /* keeps t_compute - rb_mark = compute since the last rebalance */
-    c->sum_compute += c->t_compute;
-    c->sum_wait += c->t_wait;
-    c->sum_comm += c->t_comm;
-    c->sum_steps += c->nsteps;
-    c->t_compute = c->t_wait = c->t_comm = c->t_hidden = 0;
-    c->nsteps = 0;
+    c->mark = *now;
     int rc = HT_OK;
     for (int r = 0; metrics && c->rank == 0 && r < c->world && rc == HT_OK; r++) {
         const double *a = all + 5 * r;
@@ -314,15 +265,4 @@ int ht_cluster_sync_records(ht_cluster *c, const ht_sync_layout *L, const ht_syn
     int rc = c->rank == 0 ? sync_records(metrics, L, all) : HT_OK;
     free(all);
     return rc;
-}
-
-int ht_cluster_final_records(ht_cluster *c, ht_metrics *metrics) {
-    ht_sync_stats mine = {.compute_s = c->sum_compute + c->t_compute,
-                          .wait_s = c->sum_wait + c->t_wait,
-                          .comm_s = c->sum_comm + c->t_comm,
-                          .steps = c->sum_steps + c->nsteps,
-                          .samples = c->samples};
-    ht_comm_traffic(&mine.sent, &mine.received);
-    ht_sync_layout L = {.mode = HT_SYNC_BSP, .world = c->world, .workers = c->world};
-    return ht_cluster_sync_records(c, &L, &mine, metrics);
 }

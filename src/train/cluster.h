@@ -1,6 +1,7 @@
-/* Synchronous data parallelism for the trainer: one OpenCL device per rank, the global batch
- * split into per-rank shares, gradients summed over ranks on the host (our ring or
- * MPI_Allreduce) between backward and the optimizer step. Internal to src/train. */
+/* The ranks of a training job: who runs where (the start-up table), the split of the global
+ * batch into per-rank shares (equal, explicit, by measured speed, rebalanced online), common
+ * parameters at the start, per-rank and end-of-run metrics records, the trace of every rank.
+ * Summing the gradients is the bsp sync policy's (src/sync/bsp.c). Internal to src/train. */
 #ifndef HT_TRAIN_CLUSTER_H
 #define HT_TRAIN_CLUSTER_H
 
@@ -21,29 +22,17 @@ typedef struct ht_cluster {
     int *shares;     /* [world] samples per rank, sum B */
     int lo, hi;      /* this rank's slice [lo, hi) of the global batch */
     double slowdown; /* this rank's emulated slowdown (1 = none) */
-    int ring;        /* 1: ht_comm_ring_allreduce, 0: MPI_Allreduce */
-    float *host;     /* nparams + 1 floats: gradients, then the stop flag */
-    size_t n;
+    int ring;        /* 1: ht_comm_ring_allreduce, 0: MPI_Allreduce (for the table) */
     /* per-rank identity, gathered at start: world * HT_HOST_TEXT, world * HT_DEVNAME_TEXT */
     char *hosts, *devnames;
-    /* seconds since the last record: compute (+ emulated idle), wait, communication (with
-     * cluster.overlap: what is left after backward), communication hidden behind backward */
-    double t_compute, t_wait, t_comm, t_hidden;
-    double sum_compute, sum_wait, sum_comm; /* the same over the whole run */
-    int64_t sum_steps, samples;             /* samples: this rank's, over the whole run */
-    struct ht_reduce *red; /* bucketed reduction state (train/reduce.c), made on first use */
-    int64_t nsteps;
-    /* online rebalancing (cluster.split "speed" with cluster.rebalance): t_compute at the last
-     * rebalance, so that t_compute - rb_mark is the last step's compute seconds, emulated
+    ht_sync_stats mark; /* the sync counters at the last "rank" record */
+    /* online rebalancing (cluster.split "speed" with cluster.rebalance): compute_s at the last
+     * rebalance, so that compute_s - rb_mark is the last step's compute seconds, emulated
      * slowdown included (it stands for a slower device) */
     int rebalance;
     ht_rebalancer rb;
     double rb_mark;
 } ht_cluster;
-
-/* The device selector of this rank: --device, else cluster.devices[rank] (or [0] for all),
- * else device.select. */
-const char *ht_cluster_selector(const ht_config *cfg, const char *cli_device, int rank);
 
 /* Rank and world from src/comm; checks the per-rank lists against the world size (exit 2
  * on mismatch is the caller's: returns HT_EINPUT); explicit or equal shares. */
@@ -60,22 +49,17 @@ void ht_cluster_free(ht_cluster *c);
 
 /* Makes every rank start from rank 0's parameters (identical even across device kinds). */
 void ht_cluster_bcast_params(ht_cluster *c, ht_model *m);
-/* After backward on this rank's share: emulated slowdown idle for `compute_s`, then sums the
- * gradients over ranks into m->grads; *stop becomes 1 on every rank when any rank's was set. */
-void ht_cluster_reduce(ht_cluster *c, ht_model *m, double compute_s, int *stop);
-/* Collective, after step `step` (every rank): with rebalancing on, gathers every rank's
- * compute seconds of the step and feeds the same numbers to the rebalancer on every rank, so all
+/* Collective, after step `step` (every rank; now: this rank's sync counters): with
+ * rebalancing on, gathers every rank's compute seconds of the step and feeds the same numbers to the rebalancer on every rank, so all
  * adopt the same new shares for the next step; rank 0 logs each change and writes a "rebalance"
  * metrics record. Returns HT_OK or the error of the metrics write / the rebalancer. */
-int ht_cluster_rebalance(ht_cluster *c, ht_metrics *metrics, int64_t step);
+int ht_cluster_rebalance(ht_cluster *c, ht_metrics *metrics, int64_t step,
+                         const ht_sync_stats *now);
 /* Collective: starts trace recording on every rank from a common time origin (a barrier). */
 void ht_cluster_trace_start(ht_cluster *c);
 /* Collective: rank 0 gathers every rank's trace events (src/io/trace) and writes one Chrome
  * trace file to path, atomically. HT_OK, or HT_ERUNTIME (on rank 0) when it cannot. */
 int ht_cluster_trace_write(ht_cluster *c, const char *path);
-/* Collective: every rank's totals over the run as src/sync's end-of-run stats; on rank 0 one
- * "sync" metrics record per rank, as the other policies write. */
-int ht_cluster_final_records(ht_cluster *c, ht_metrics *metrics);
 /* Collective over all ranks: gathers every rank's end-of-run stats (`mine`) and rank 0 writes
  * one "sync" record per rank of layout L to metrics (NULL: none). */
 int ht_cluster_sync_records(ht_cluster *c, const ht_sync_layout *L, const ht_sync_stats *mine,
@@ -83,7 +67,8 @@ int ht_cluster_sync_records(ht_cluster *c, const ht_sync_layout *L, const ht_syn
 /* Sums per-rank loss sums and correct counts (double, in place, n values). */
 void ht_cluster_sum(double *v, int n);
 /* Collective (every rank, same steps): rank 0 writes one "rank" metrics record per rank with
- * the mean per-step compute/wait/comm seconds since the last call; the counters restart. */
-int ht_cluster_record(ht_cluster *c, ht_metrics *metrics, int64_t step);
+ * the mean per-step compute/wait/comm seconds since the last call, from each rank's sync
+ * counters `now`. */
+int ht_cluster_record(ht_cluster *c, ht_metrics *metrics, int64_t step, const ht_sync_stats *now);
 
 #endif

@@ -1,13 +1,14 @@
 /* A training run is setup -> engine -> finish. Setup (train.c) builds what every engine needs
  * from the config: ranks, device, data, model, optimizer, schedule, metrics, resume; an engine
  * runs the steps its way (data parallel, the asynchronous sync policies, the pipeline
- * executor); finish writes the last checkpoint, metrics and trace. Every engine reports through
- * one shared path (ht_job_after_step and friends below): metrics, progress, the NaN check,
- * evaluation and checkpoints behave the same whatever runs the steps. Engines are listed in one
- * table (engine.c); adding one touches no other. Internal to src/train. */
+ * executor); finish closes the metrics and frees. Every engine reports through one shared
+ * path (ht_job_after_step and friends below): metrics, progress, the NaN check, evaluation and
+ * checkpoints behave the same whatever runs the steps. Engines are listed in one table
+ * (engine.c); adding one touches no other. Internal to src/train. */
 #ifndef HT_TRAIN_ENGINE_H
 #define HT_TRAIN_ENGINE_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "config/config.h"
@@ -17,6 +18,7 @@
 #include "ocl/ocl.h"
 #include "optim/optim.h"
 #include "optim/schedule.h"
+#include "train/cluster.h"
 #include "train/source.h"
 #include "train/train.h"
 
@@ -26,7 +28,10 @@ typedef struct ht_job {
     const ht_config *cfg;
     const ht_train_opts *opts;
     int rank, world;
-    const char *selector; /* this rank's device selector (build/device.h) */
+    ht_cluster *cl;       /* ranks, shares, start-up table, per-rank records (cluster.h) */
+    const char *selector; /* this rank's device selector (build/build.h) */
+    int holds_model;      /* 1 unless the engine's check cleared it: no device, data, model */
+    volatile sig_atomic_t *stop_src; /* set by SIGINT/SIGTERM: stop after the current step */
     ht_dev *dev;
     ht_source src;
     ht_model model; /* the whole model (a pipeline stage runs a range of its layers) */
@@ -39,47 +44,60 @@ typedef struct ht_job {
     int64_t start;       /* first step (after --resume) */
     int64_t end;         /* one past the last step this process runs (--stop-after) */
     double t_start;      /* ht_now() when the process started the job */
+    /* Kept current by the engine before ht_job_after_step / ht_job_loop_finish: */
+    int64_t samples; /* samples trained on by all ranks since step 0 (bsp: steps x B) */
+    int last;        /* this is the run's last step (bsp: step total; async: the policy said so) */
+    int interrupted; /* the loop ended on a signal (stop_src, on any rank) */
+    /* Periodic checkpoints (checkpoint.every; an engine whose rank 0 has no consistent model
+     * during the run clears it: the asynchronous policies save only at the end) */
+    int64_t ckpt_every;
     /* the shared reporting state (engine.c): progress, throughput marks, evaluation */
     ht_progress prog;
-    int show;                  /* this rank reports (rank 0 at info level) */
+    int show; /* this rank reports (rank 0 at info level) */
     double t_loop, t_mark, t_eval, vloss, vacc;
-    int64_t mark_step;
+    int64_t mark_samples, next_log, next_eval;
     /* Set by an engine whose rank 0 does not hold the whole model's current parameters and
      * optimizer state at all times (a pipeline: each stage owns a range): called
      * collectively on every rank before an evaluation or a checkpoint, so that rank 0 holds
      * them. NULL: rank 0 already does. */
     void (*gather)(struct ht_job *j);
-    void *engine_state;
+    void *engine_state; /* the engine's; freed with free() at finish when still set */
 } ht_job;
 
 /* An engine: `wants` says whether it runs cfg's job (the first in the table that wants it
  * does); `check` refuses, before any device work, options it cannot honour (HT_EINPUT naming
- * the keys; may be NULL); `run` trains from j->start to j->end and fills res. */
+ * the keys; may be NULL); it sees cfg, opts, rank, world and cl, and may clear holds_model
+ * for this rank and set engine_state; `run` trains from j->start to j->end and fills res
+ * (a rank without a model only serves). */
 typedef struct ht_engine {
     const char *name;
     int (*wants)(const ht_config *cfg);
-    int (*check)(const ht_config *cfg, const ht_train_opts *opts, int world);
+    int (*check)(ht_job *j);
     int (*run)(ht_job *j, ht_train_result *res);
 } ht_engine;
 
 /* The engine for cfg (engine.c's table). Never NULL: data parallel wants every job. */
 const ht_engine *ht_engine_for(const ht_config *cfg);
 
+extern const ht_engine ht_engine_dp;    /* engine_dp.c */
+extern const ht_engine ht_engine_async; /* engine_async.c */
+
 /* ------------------------------------------------------------ the shared step path */
 
-/* Starts progress and throughput marks (rank 0 reports). */
+/* Starts progress, throughput marks and the log/evaluation schedule (rank 0 reports). */
 void ht_job_loop_start(ht_job *j);
-/* After global step `done` (1-based) has updated the parameters: on log steps, loss_sum (the
- * sum of row losses over the global batch, the same on every rank that passes it; NAN when
- * this rank does not know it) is checked for finiteness (HT_ERUNTIME naming the step and the
- * learning rate: a diverged run never writes a checkpoint), written to metrics and progress;
- * on evaluation steps rank 0 evaluates; on checkpoint steps rank 0 saves. Collective when
- * j->gather is set. Returns HT_OK or the error. */
+/* After global step `done` (1-based) has updated the parameters, j->samples and j->last
+ * current: on log steps, loss_sum (the sum of row losses over the global batch; every rank
+ * that calls this passes the same value, so that all stop together) is checked for
+ * finiteness (HT_ERUNTIME naming the step and the learning rate: a diverged run never writes
+ * a checkpoint), written to metrics and progress; on evaluation steps rank 0 evaluates; on
+ * checkpoint steps rank 0 saves. Collective when j->gather is set. Returns HT_OK or the
+ * error. */
 int ht_job_after_step(ht_job *j, int64_t done, double loss_sum, float lr);
-/* 1 on the steps where ht_job_after_step needs loss_sum (log.every, the last step). */
+/* 1 on the steps where ht_job_after_step needs loss_sum (log.every crossed, the last step). */
 int ht_job_logs_at(const ht_job *j, int64_t done);
-/* After the loop: final checkpoint (if any step ran), the "stopped at" line, final
- * evaluation on rank 0, res filled. */
+/* After the loop, `step` steps done: final checkpoint (if any step ran), the "stopped at"
+ * line, HT_ERUNTIME when interrupted, final evaluation on rank 0, res filled. */
 int ht_job_loop_finish(ht_job *j, int64_t step, ht_train_result *res);
 
 #endif

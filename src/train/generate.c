@@ -9,11 +9,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "build/build.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/rng.h"
 #include "train/checkpoint.h"
-#include "train/train.h"
 
 /* The next byte from a logits row: argmax (lowest index on ties) at temperature 0, else
  * inverse-CDF sampling of softmax(z / temperature) with u from counter `pos`. */
@@ -73,7 +73,7 @@ int ht_generate(const ht_config *cfg, const ht_generate_opts *o, FILE *out) {
     ht_dev *dev = NULL;
     if ((rc = ht_dev_open(&dev, dev_index, &dopts)) != HT_OK) return rc;
     ht_model m;
-    if ((rc = ht_train_build_model(&m, dev, cfg, 0, 256, 1)) != HT_OK) goto out_dev;
+    if ((rc = ht_build_model(&m, dev, cfg, 0, 256, 1)) != HT_OK) goto out_dev;
     int64_t step = 0;
     if ((rc = ht_checkpoint_load_params(ckpt, &m, &step)) != HT_OK) goto out_model;
     ht_log_info("generating %d bytes from %s (%s, step %lld), temperature %g, seed %llu", o->tokens,

@@ -1,4 +1,4 @@
-/* Batches and evaluation for the training loops (train.c, async.c). */
+/* Batches and evaluation for the training loops (engine_dp.c, engine_async.c). */
 #include "train/source.h"
 
 #include <math.h>

@@ -30,12 +30,6 @@ typedef struct ht_train_result {
  * HT_ERUNTIME; OpenCL failures exit 1 directly. */
 int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *res);
 
-/* Builds the model cfg describes for data of `features` per sample (a GPT ignores it: it
- * reads model.context bytes) and `classes`; d == NULL describes it only. HT_EINPUT naming
- * the config for sizes that do not fit the data. */
-int ht_train_build_model(ht_model *m, ht_dev *d, const ht_config *cfg, int features, int classes,
-                         int max_batch);
-
 /* Set by SIGINT/SIGTERM: the loop stops after the current step and saves a checkpoint. */
 void ht_train_install_signal_handlers(void);
 

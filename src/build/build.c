@@ -1,11 +1,13 @@
-/* The model a config describes: model.type picks the builder (MLP, CNN, GPT); the data
- * gives the input size and class count (a CNN's image shape unless model.input_shape says). */
+/* The model a config describes: model.type picks the builder (MLP, CNN, GPT); the data gives
+ * the input size and class count (a CNN's image shape unless model.input_shape says). And
+ * the device selector of a rank. */
+#include "build/build.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/err.h"
-#include "train/train.h"
 
 /* (C,H,W) of a CNN's input: model.input_shape, or 1 x S x S for S*S features. */
 static int cnn_input(const ht_config *cfg, int features, ht_shape *in) {
@@ -29,8 +31,8 @@ static int cnn_input(const ht_config *cfg, int features, ht_shape *in) {
     return HT_OK;
 }
 
-int ht_train_build_model(ht_model *m, ht_dev *d, const ht_config *cfg, int features, int classes,
-                         int max_batch) {
+int ht_build_model(ht_model *m, ht_dev *d, const ht_config *cfg, int features, int classes,
+                   int max_batch) {
     const char *type = cfg->model.type;
     if (!strcmp(type, "gpt"))
         return ht_model_gpt(m, d, 256, cfg->model.context, cfg->model.n_layer, cfg->model.d_model,
@@ -52,4 +54,11 @@ int ht_train_build_model(ht_model *m, ht_dev *d, const ht_config *cfg, int featu
     }
     return ht_model_mlp(m, d, features, cfg->model.hidden, cfg->model.nhidden, classes,
                         cfg->model.activation, max_batch);
+}
+
+const char *ht_build_selector(const ht_config *cfg, const char *cli_device, int rank) {
+    if (cli_device) return cli_device;
+    if (cfg->cluster.ndevices == 1) return cfg->cluster.devices[0];
+    if (cfg->cluster.ndevices > rank) return cfg->cluster.devices[rank];
+    return cfg->device.select;
 }

@@ -1,0 +1,296 @@
+/* The bsp policy (see bsp.h): the bucket plan (pure), then the worker side. Its backward
+ * either runs in one piece and sums all gradients after it (one rank, or cluster.overlap =
+ * false), or runs bucket by bucket, reads each bucket to the host and starts its nonblocking
+ * all-reduce, progressing the outstanding ones between device calls, and measures how much
+ * of the communication ran while backward was still going. Its step is the optimizer step.
+ * Emulated slowdown (DESIGN.md) idles where a slower device would still compute. All MPI
+ * goes through src/comm, all device traffic through src/ocl. */
+#include "sync/bsp.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm/comm.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "io/trace.h"
+#include "nn/layer.h"
+#include "sync/internal.h"
+
+/* ---------------------------------------------------------------- plan */
+
+/* The activation layer i runs inside layer i-1's backward (fused): no bucket boundary
+ * may fall between them. */
+static int fused_with_below(const ht_model *m, int i) {
+    const ht_layer *l = &m->layers[i];
+    return i > 0 && (l->kind == HT_LAYER_RELU || l->kind == HT_LAYER_GELU) &&
+           m->layers[i - 1].ops && m->layers[i - 1].ops->fuses_act;
+}
+
+/* 1 when every layer's parameters are [woff, woff + nparams) and the layers follow each
+ * other in the flat buffer: then layers [lo, hi) own one contiguous range of it. */
+static int layout_contiguous(const ht_model *m) {
+    size_t next = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        const ht_layer *l = &m->layers[i];
+        if (!l->nparams) continue;
+        if (l->woff != next) return 0;
+        next = l->woff + l->nparams;
+    }
+    return next == m->nparams;
+}
+
+/* Gradient range of layers [lo, hi) (contiguous layout). */
+static void range_of(const ht_model *m, int lo, int hi, size_t *off, size_t *n) {
+    size_t a = 0, b = 0;
+    int any = 0;
+    for (int i = lo; i < hi; i++) {
+        const ht_layer *l = &m->layers[i];
+        if (!l->nparams) continue;
+        if (!any) a = l->woff;
+        b = l->woff + l->nparams;
+        any = 1;
+    }
+    *off = any ? a : 0;
+    *n = any ? b - a : 0;
+}
+
+int ht_reduce_plan(const ht_model *m, size_t first_bytes, size_t cap_bytes, ht_bucket *out,
+                   int max) {
+    int nb = 0;
+    if (!layout_contiguous(m)) {
+        if (max > 0) out[0] = (ht_bucket){0, m->nlayers, 0, m->nparams};
+        return 1;
+    }
+    int hi = m->nlayers;
+    size_t bytes = 0;
+    for (int i = m->nlayers - 1; i >= 0; i--) {
+        bytes += m->layers[i].nparams * sizeof(float);
+        size_t limit = nb == 0 ? first_bytes : cap_bytes;
+        if (i == 0 || (bytes >= limit && !fused_with_below(m, i))) {
+            if (nb < max) {
+                out[nb] = (ht_bucket){i, hi, 0, 0};
+                range_of(m, i, hi, &out[nb].off, &out[nb].n);
+            }
+            nb++;
+            hi = i;
+            bytes = 0;
+        }
+    }
+    return nb;
+}
+
+/* ---------------------------------------------------------------- state */
+
+typedef struct bsp {
+    int world;
+    double slowdown; /* this rank's emulated slowdown (1 = none) */
+    int ring;        /* 1: ht_comm_ring_allreduce, 0: MPI_Allreduce */
+    int overlap;     /* cluster.overlap */
+    size_t first, cap; /* bucket sizes in bytes */
+    float *host;       /* nparams + 1: gradients, then the stop flag */
+    /* the buckets, made on the first overlapped step */
+    int nb;
+    ht_bucket *b;
+    ht_comm_req **req;
+    double *t0, *t1; /* per bucket: all-reduce started, seen complete */
+} bsp;
+
+static void bsp_open(ht_sync *s) {
+    const ht_config *cfg = s->cfg;
+    bsp *p = ht_xcalloc(1, sizeof *p);
+    const double mib = 1024.0 * 1024.0;
+    p->world = s->L.world;
+    p->slowdown = cfg->cluster.nslowdown ? cfg->cluster.slowdown[s->rank] : 1.0;
+    p->ring = strcmp(cfg->cluster.allreduce, "mpi") != 0;
+    p->overlap = cfg->cluster.overlap;
+    p->first = (size_t)ceil(cfg->cluster.bucket_first_mb * mib);
+    p->cap = (size_t)ceil(cfg->cluster.bucket_cap_mb * mib);
+    p->host = ht_xmalloc((s->n + 1) * sizeof(float));
+    s->impl = p;
+}
+
+static void buckets_make(bsp *p, const ht_model *m) {
+    p->nb = ht_reduce_plan(m, p->first, p->cap, NULL, 0);
+    p->b = ht_xcalloc((size_t)p->nb, sizeof *p->b);
+    ht_reduce_plan(m, p->first, p->cap, p->b, p->nb);
+    p->req = ht_xcalloc((size_t)p->nb, sizeof *p->req);
+    p->t0 = ht_xcalloc((size_t)p->nb, sizeof(double));
+    p->t1 = ht_xcalloc((size_t)p->nb, sizeof(double));
+}
+
+static void bsp_close(ht_sync *s) {
+    bsp *p = s->impl;
+    free(p->b);
+    free(p->req);
+    free(p->t0);
+    free(p->t1);
+    free(p->host);
+    free(p);
+    s->impl = NULL;
+}
+
+/* Progresses every outstanding all-reduce and stamps the ones seen complete. */
+static void poll(bsp *p, int started) {
+    ht_comm_test(NULL);
+    double now = ht_now();
+    for (int k = 0; k < started; k++)
+        if (p->t1[k] == 0 && ht_comm_test(p->req[k])) p->t1[k] = now;
+}
+
+/* Emulated slowdown: idles `sec` seconds, keeping communication moving as it would while a
+ * slower device computed. */
+static void idle_poll(bsp *p, int started, double sec) {
+    if (!(sec > 0)) return;
+    double start = ht_now(), end = start + sec;
+    for (;;) {
+        poll(p, started);
+        double left = end - ht_now();
+        if (left <= 0) break;
+        if (left > 1e-4) left = 1e-4;
+        struct timespec ts = {0, (long)(left * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+    ht_trace_span("slowdown (emulated)", start, ht_now());
+}
+
+/* Length of the union of the in-flight intervals [t0, t1) clipped to [-inf, until). */
+static double busy_before(const bsp *p, double until) {
+    double total = 0, reach = -INFINITY;
+    for (int k = 0; k < p->nb; k++) { /* started in time order: t0 ascending */
+        double a = p->t0[k], b = p->t1[k] < until ? p->t1[k] : until;
+        if (a < reach) a = reach;
+        if (b > a) total += b - a;
+        if (b > reach) reach = b;
+    }
+    return total;
+}
+
+/* ---------------------------------------------------------------- one piece */
+
+/* After a backward in one piece that took the step compute_s seconds so far: idles for the
+ * emulated slowdown, then sums the gradients over ranks (the stop flag riding along), with
+ * the wait for the slowest rank measured apart from the reduction itself. */
+static void reduce_whole(ht_sync *s, double compute_s, int *stop) {
+    bsp *p = s->impl;
+    ht_model *m = s->m;
+    double ti = ht_now();
+    ht_sleep((p->slowdown - 1) * compute_s);
+    if (p->slowdown != 1) ht_trace_span("slowdown (emulated)", ti, ht_now());
+    s->st.compute_s += compute_s * p->slowdown;
+    if (p->world == 1) return;
+    const size_t n = s->n;
+    double t0 = ht_now();
+    ht_buf_read(m->dev, m->grads, 0, n * sizeof(float), p->host);
+    p->host[n] = *stop ? 1.0f : 0.0f; /* every rank stops after the same step */
+    double t1 = ht_now();
+    ht_comm_barrier();
+    double t2 = ht_now();
+    if (p->ring)
+        ht_comm_ring_allreduce(p->host, n + 1);
+    else
+        ht_comm_allreduce_sum(p->host, n + 1);
+    ht_buf_write(m->dev, m->grads, 0, n * sizeof(float), p->host);
+    *stop = p->host[n] > 0;
+    double t3 = ht_now();
+    s->st.wait_s += t2 - t1;
+    s->st.comm_s += (t1 - t0) + (t3 - t2);
+    ht_trace_span("gradients to host", t0, t1);
+    ht_trace_span("wait", t1, t2);
+    ht_trace_span("all-reduce", t2, t3);
+}
+
+/* ---------------------------------------------------------------- bucketed */
+
+/* Backward of bucket k, its gradients to the host and its all-reduce started; returns the
+ * seconds of compute (emulated slowdown not included). */
+static double bucket_start(ht_sync *s, int k, int B, float grad_scale, int stop_flag) {
+    bsp *p = s->impl;
+    ht_model *m = s->m;
+    const ht_bucket *b = &p->b[k];
+    const size_t n = s->n;
+    double a = ht_now();
+    ht_model_backward_range(m, b->lo, b->hi, B, k == 0 ? grad_scale : 1.0f, 0);
+    poll(p, k);
+    size_t len = b->n;
+    if (k == 0) {
+        /* the first bucket ends at the top of the buffer: the stop flag rides along, so
+         * every rank stops after the same step */
+        p->host[n] = stop_flag ? 1.0f : 0.0f;
+        len++;
+    }
+    if (b->n)
+        ht_buf_read(m->dev, m->grads, b->off * sizeof(float), b->n * sizeof(float),
+                    p->host + b->off);
+    else
+        ht_dev_finish(m->dev);
+    double dt = ht_now() - a;
+    idle_poll(p, k, (p->slowdown - 1) * dt);
+    p->t0[k] = ht_now();
+    p->t1[k] = 0;
+    p->req[k] = ht_comm_iallreduce(p->host + (k == 0 ? n - b->n : b->off), len, p->ring);
+    poll(p, k + 1);
+    return dt;
+}
+
+static void backward_bucketed(ht_sync *s, int B, float grad_scale, double t_start,
+                              volatile sig_atomic_t *stop_src) {
+    bsp *p = s->impl;
+    ht_model *m = s->m;
+    if (!p->b) buckets_make(p, m);
+    ht_dev_finish(m->dev); /* the forward */
+    double compute = ht_now() - t_start;
+    idle_poll(p, 0, (p->slowdown - 1) * compute);
+    for (int k = 0; k < p->nb; k++)
+        compute += bucket_start(s, k, B, grad_scale, *stop_src);
+    double t_end_bwd = ht_now();
+    for (int k = 0; k < p->nb; k++) {
+        ht_comm_wait(p->req[k]);
+        p->req[k] = NULL;
+        if (p->t1[k] == 0) p->t1[k] = ht_now();
+        ht_trace_span("all-reduce bucket", p->t0[k], p->t1[k]);
+    }
+    ht_buf_write(m->dev, m->grads, 0, s->n * sizeof(float), p->host);
+    s->stop = p->host[s->n] > 0;
+    double t_done = ht_now();
+    ht_trace_span("all-reduce (not hidden)", t_end_bwd, t_done);
+    s->st.compute_s += compute * p->slowdown;
+    s->st.comm_s += t_done - t_end_bwd;
+    s->st.hidden_s += busy_before(p, t_end_bwd);
+}
+
+/* ---------------------------------------------------------------- policy */
+
+/* Backward plus the sum over ranks. t_start: the start of the step (the forward counts as
+ * compute). Timing goes to the stats: compute_s (forward + backward, emulated slowdown
+ * included), comm_s (overlapped: the communication left after backward, write-back
+ * included), hidden_s (communication in flight while backward ran), wait_s (one piece only;
+ * overlapped, waiting for slower ranks shows up in comm_s). */
+static void bsp_backward(ht_sync *s, int B, float grad_scale, double t_start,
+                         volatile sig_atomic_t *stop_src) {
+    bsp *p = s->impl;
+    if (p->world > 1 && p->overlap) {
+        backward_bucketed(s, B, grad_scale, t_start, stop_src);
+        return;
+    }
+    ht_model_backward(s->m, B, grad_scale);
+    int stop = *stop_src;
+    if (p->world > 1 || p->slowdown != 1) {
+        ht_dev_finish(s->m->dev);
+        reduce_whole(s, ht_now() - t_start, &stop);
+    }
+    s->stop = stop;
+}
+
+/* The summed gradients are the same on every rank: one identical optimizer step. */
+static void bsp_step(ht_sync *s, int b, float lr) {
+    (void)b;
+    ht_optim_step(s->opt, s->m->params, s->m->grads, lr);
+    s->global += s->cfg->train.batch;
+}
+
+/* bsp has no extra ranks (serve) and nothing to gather at the end (finish): every rank holds
+ * the same model after every step. */
+const ht_sync_policy ht_bsp_policy = {bsp_open, bsp_step, NULL, bsp_close, NULL, bsp_backward};

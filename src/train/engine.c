@@ -1,0 +1,126 @@
+/* The table of engines, and the one path every engine reports its steps through: metrics,
+ * progress, the NaN check, evaluation and checkpoints (see engine.h). */
+#include "train/engine.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "train/checkpoint.h"
+
+/* The first engine that wants a job runs it: the specific ones before data parallel, which
+ * wants every job. */
+static const ht_engine *const ENGINES[] = {&ht_engine_async, &ht_engine_dp};
+
+const ht_engine *ht_engine_for(const ht_config *cfg) {
+    for (size_t i = 0; i < sizeof ENGINES / sizeof ENGINES[0]; i++)
+        if (ENGINES[i]->wants(cfg)) return ENGINES[i];
+    return &ht_engine_dp;
+}
+
+/* ------------------------------------------------------------ the shared step path */
+
+/* The first multiple of `every` after `step` (every > 0). */
+static int64_t next_multiple(int64_t step, int64_t every) { return (step / every + 1) * every; }
+
+void ht_job_loop_start(ht_job *j) {
+    const ht_config *cfg = j->cfg;
+    /* -q (log level below info) silences progress too; only rank 0 reports. */
+    j->show = j->rank == 0 && ht_log_level() >= HT_LOG_INFO;
+    ht_progress_init(&j->prog, stderr, j->total, j->show ? cfg->log.progress : "none",
+                     cfg->log.every);
+    j->vloss = j->vacc = NAN;
+    j->t_loop = j->t_mark = ht_now();
+    j->t_eval = 0;
+    j->samples = j->mark_samples = j->start * j->B;
+    j->next_log = next_multiple(j->start, cfg->log.every);
+    j->next_eval = cfg->train.eval_every > 0 ? next_multiple(j->start, cfg->train.eval_every) : 0;
+}
+
+int ht_job_logs_at(const ht_job *j, int64_t done) { return done >= j->next_log || j->last; }
+
+/* The loss of step `done` to metrics and progress, after the NaN check. */
+static int report(ht_job *j, int64_t done, double loss_sum, float lr) {
+    double now = ht_now();
+    double sps = (double)(j->samples - j->mark_samples) / (now - j->t_mark);
+    if (!isfinite(loss_sum)) {
+        ht_progress_finish(&j->prog);
+        return ht_error(HT_ERUNTIME,
+                        "loss became %g at step %lld (learning rate %g too high?); the last "
+                        "checkpoint, if any, is from before",
+                        loss_sum, (long long)done, lr);
+    }
+    if (j->metrics) ht_metrics_train(j->metrics, done, loss_sum / j->rows, lr, sps);
+    ht_progress_update(&j->prog, done < j->total ? done : j->total, loss_sum / j->rows, lr, sps);
+    j->t_mark = now;
+    j->mark_samples = j->samples;
+    while (j->next_log <= done)
+        j->next_log += j->cfg->log.every;
+    return HT_OK;
+}
+
+/* Rank 0 evaluates its model at step `done`. */
+static void evaluate(ht_job *j, int64_t done) {
+    if (j->gather) j->gather(j);
+    if (j->rank == 0) {
+        double t0 = ht_now();
+        ht_source_evaluate(&j->model, &j->src, &j->vloss, &j->vacc);
+        j->t_eval += ht_now() - t0;
+        if (j->metrics)
+            ht_metrics_eval(j->metrics, done, j->vloss, j->vacc, ht_now() - j->t_loop - j->t_eval);
+        ht_progress_note(&j->prog, "step %lld: val_loss %.4f val_acc %.2f%%", (long long)done,
+                         j->vloss, 100 * j->vacc);
+        j->t_mark = ht_now(); /* evaluation time is not training throughput */
+        j->mark_samples = j->samples;
+    }
+    while (j->next_eval <= done)
+        j->next_eval += j->cfg->train.eval_every;
+}
+
+static int save(ht_job *j, int64_t step) {
+    if (j->gather) j->gather(j);
+    if (j->rank != 0) return HT_OK;
+    return ht_checkpoint_save(j->cfg->checkpoint.path, &j->model, &j->opt, step,
+                              j->cfg->optim.type);
+}
+
+int ht_job_after_step(ht_job *j, int64_t done, double loss_sum, float lr) {
+    int rc;
+    if (ht_job_logs_at(j, done) && (rc = report(j, done, loss_sum, lr)) != HT_OK) return rc;
+    /* the final evaluation is ht_job_loop_finish's */
+    if (j->next_eval > 0 && done >= j->next_eval && !j->last) evaluate(j, done);
+    if (*j->cfg->checkpoint.path && j->ckpt_every > 0 && done % j->ckpt_every == 0 &&
+        (rc = save(j, done)) != HT_OK)
+        return rc;
+    return HT_OK;
+}
+
+int ht_job_loop_finish(ht_job *j, int64_t step, ht_train_result *res) {
+    const char *ckpt = j->cfg->checkpoint.path;
+    if (j->dev) ht_dev_finish(j->dev);
+    double t_train = ht_now() - j->t_loop - j->t_eval;
+    ht_progress_finish(&j->prog);
+    int rc, gathered = 0;
+    if (*ckpt && step > j->start) {
+        if ((rc = save(j, step)) != HT_OK) return rc;
+        gathered = 1;
+    }
+    if (step < j->total && !j->last)
+        ht_log_info("stopped at step %lld of %lld%s%s", (long long)step, (long long)j->total,
+                    *ckpt ? "; checkpoint saved to " : " (no checkpoint.path set)", ckpt);
+    if (j->interrupted)
+        return ht_error(HT_ERUNTIME, "interrupted at step %lld%s%s", (long long)step,
+                        *ckpt ? "; checkpoint saved to " : " (no checkpoint.path set)", ckpt);
+    /* rank 0 evaluates for everyone (the others' models are identical, or gathered there) */
+    if (j->gather && !gathered) j->gather(j);
+    if (j->rank == 0) ht_source_evaluate(&j->model, &j->src, &j->vloss, &j->vacc);
+    if (j->metrics) ht_metrics_eval(j->metrics, step, j->vloss, j->vacc, t_train);
+    const int64_t done = j->samples - j->start * j->B;
+    res->steps = step;
+    res->val_loss = j->vloss;
+    res->val_acc = j->vacc;
+    res->samples_per_s = done > 0 ? (double)done / t_train : 0;
+    return HT_OK;
+}
