@@ -65,8 +65,8 @@ int ht_pipe_gen_chimera(const ht_pipe_params *p, ht_pipe_sched *s) {
                         "rank r holds stage r of the down pipeline and stage D-1-r of the up "
                         "one, and with D odd the middle rank would hold the same stage twice "
                         "(and a basic unit of D micro-batches could not split half down, half "
-                        "up); use %d or %d stages",
-                        D, D - 1 > 0 ? D - 1 : 2, D + 1);
+                        "up); use %d stages",
+                        D, D + 1);
     for (int m = 0; m < N; m++)
         s->mb_dir[m] = chimera_dir(m, D, N);
     size_t cells = (size_t)N * D;
