@@ -281,7 +281,7 @@ static void test_broken(void) {
     gen(HT_PIPE_1F1B, 2, 1, 1, &s); /* both ranks start with a RECV: circular wait */
     move(&s, 0, find(&s, 0, HT_PI_RECV_GRAD, 0, 0), 0);
     expect_reject(&s, "an order deadlock",
-                  "deadlocks: every unfinished rank waits in a RECV whose SEND never comes: rank 0 at "
+                  "that never comes: rank 0 at "
                   "instruction 0 (RECV_GRAD mb=0 stage=0 peer=1 buf=0); rank 1 at instruction 0 "
                   "(RECV_ACT mb=0 stage=1 peer=0 buf=0)");
 
@@ -292,6 +292,11 @@ static void test_broken(void) {
                   "rank 0 at instruction 6 (RECV_GRAD mb=1 stage=0 peer=1 buf=1); rank 1 at "
                   "instruction 5 (RECV_GRAD mb=1 stage=1 peer=2 buf=1); rank 2 at instruction 3 "
                   "(RECV_ACT mb=1 stage=2 peer=1 buf=1)");
+
+    gen(HT_PIPE_CHIMERA, 2, 2, 1, &s); /* rank 0 swaps its two reductions: they cross */
+    { int a = find(&s, 0, HT_PI_REDUCE_GRADS, -1, 0), b = find(&s, 0, HT_PI_REDUCE_GRADS, -1, a + 1);
+      move(&s, 0, a, b); }
+    expect_reject(&s, "crossing Chimera reductions", "REDUCE_GRADS for the stage's other replica, that never comes");
 
     gen(HT_PIPE_1F1B, 2, 2, 1, &s);
     { int i = find(&s, 0, HT_PI_FWD, 0, 0); ins_at(&s, 0, i + 1, s.ins[0][i]); }
@@ -307,11 +312,11 @@ static void test_broken(void) {
 
     gen(HT_PIPE_1F1B, 2, 2, 1, &s);
     del(&s, 0, find(&s, 0, HT_PI_BWD, 1, 0));
-    expect_reject(&s, "a missing BWD", "REDUCE_GRADS of chunk 0 before its last BWD (1 of 2 done)");
+    expect_reject(&s, "a missing BWD", "REDUCE_GRADS before the last BWD of chunk 0 (1 of 2 done)");
 
     gen(HT_PIPE_GPIPE, 2, 2, 1, &s); /* REDUCE_GRADS moved before rank 0's last BWD */
     move(&s, 0, find(&s, 0, HT_PI_REDUCE_GRADS, -1, 0), find(&s, 0, HT_PI_BWD, 0, 0));
-    expect_reject(&s, "REDUCE_GRADS before the last BWD", "REDUCE_GRADS of chunk 0 before its last BWD (1 of 2 done)");
+    expect_reject(&s, "REDUCE_GRADS before the last BWD", "REDUCE_GRADS before the last BWD of chunk 0 (1 of 2 done)");
 
     gen(HT_PIPE_GPIPE, 2, 2, 1, &s);
     move(&s, 0, s.len[0] - 1, 0);
@@ -334,7 +339,78 @@ static void test_broken(void) {
     expect_reject(&s, "a micro-batch in the wrong pipeline", "micro-batch 2 goes through pipeline 1, not 0");
 }
 
+/* Unequal stages by hand: GPipe D=2 N=2, stage 1 three times slower (F 3, B 3).
+ * rank 0: F0 0-1, F1 1-2, B1 10-11, B0 13-14; rank 1: F0 1-4, F1 4-7, B1 7-10, B0 10-13. */
+static void test_stage_times(void) {
+    ht_pipe_sched s;
+    gen(HT_PIPE_GPIPE, 2, 2, 1, &s);
+    double sf[2] = {1, 3}, *t0[2], *t1[2];
+    for (int r = 0; r < 2; r++)
+        t0[r] = calloc((size_t)s.len[r], sizeof(double)), t1[r] = calloc((size_t)s.len[r], sizeof(double));
+    ht_pipe_report rep;
+    int ok = !ht_pipe_timeline(&s, 1.0, sf, t0, t1, &rep);
+    static const double want[2][4][2] = {{{0, 1}, {1, 2}, {10, 11}, {13, 14}},
+                                         {{1, 4}, {4, 7}, {7, 10}, {10, 13}}};
+    for (int r = 0; ok && r < 2; r++) {
+        int k = 0;
+        for (int i = 0; i < s.len[r]; i++) {
+            int op = s.ins[r][i].op;
+            if (op != HT_PI_FWD && op != HT_PI_BWD) continue;
+            if (!near(t0[r][i], want[r][k][0]) || !near(t1[r][i], want[r][k][1]))
+                ok = 0, tap_diag("rank %d op %d: %g-%g, expected %g-%g", r, k, t0[r][i], t1[r][i],
+                                 want[r][k][0], want[r][k][1]);
+            k++;
+        }
+    }
+    tap_ok(ok && near(rep.makespan, 14) && near(rep.busy, 16) && near(rep.bubble, 1 - 16.0 / 28),
+           "gpipe with stage times 1, 3: start/end of every FWD/BWD, makespan 14, bubble 3/7 by hand");
+    for (int r = 0; r < 2; r++)
+        free(t0[r]), free(t1[r]);
+    ht_pipe_sched_free(&s);
+}
+
+/* REDUCE_GRADS: one per chunk by default; one with stage -1 covers all chunks. Chimera's two
+ * replicas of a stage reduce in the same order on both of their ranks, so blocking
+ * collectives cannot cross. */
+static void test_reduce(void) {
+    ht_pipe_sched s;
+    gen(HT_PIPE_INTERLEAVED, 2, 4, 3, &s);
+    int n = 0;
+    for (int i = 0; i < s.len[0]; i++)
+        n += s.ins[0][i].op == HT_PI_REDUCE_GRADS;
+    /* keep only the last per-chunk reduction and make it cover every chunk */
+    int last = find(&s, 0, HT_PI_OPT_STEP, -1, 0) - 1, rc;
+    for (int i = last - 1; i >= 0; i--)
+        if (s.ins[0][i].op == HT_PI_REDUCE_GRADS) del(&s, 0, i), last--;
+    s.ins[0][last].stage = -1, s.ins[0][last].chunk = -1;
+    rc = ht_pipe_check(&s, 1.0, NULL, NULL);
+    tap_ok(n == 3 && !rc, "interleaved v=3: 3 REDUCE_GRADS per rank; one over all chunks also passes %s",
+           rc ? ht_errmsg() : "");
+    ht_pipe_sched_free(&s);
+
+    int bad = 0;
+    for (int D = 2; D <= 8; D += 2)
+        for (int N = 1; N <= 3 * D; N++) {
+            gen(HT_PIPE_CHIMERA, D, N, 1, &s);
+            for (int r = 0; r < D; r++) {
+                int a = find(&s, r, HT_PI_REDUCE_GRADS, -1, 0), b = find(&s, D - 1 - r, HT_PI_REDUCE_GRADS, -1, 0);
+                int a2 = find(&s, r, HT_PI_REDUCE_GRADS, -1, a + 1);
+                /* rank r's first reduction is of the stage whose other replica rank D-1-r
+                 * reduces first, with the other direction */
+                if (a < 0 || b < 0 || a2 < 0 || s.ins[r][a].stage != s.ins[D - 1 - r][b].stage ||
+                    s.ins[r][a].dir == s.ins[D - 1 - r][b].dir) {
+                    if (!bad) tap_diag("D=%d N=%d rank %d: %d %d %d", D, N, r, a, b, a2);
+                    bad++;
+                }
+            }
+            ht_pipe_sched_free(&s);
+        }
+    tap_ok(!bad, "chimera: both replicas of each stage reduce in the same order (%d mismatches)", bad);
+}
+
 int main(void) {
+    test_stage_times();
+    test_reduce();
     test_stream_by_hand();
     test_bad_params();
     test_broken();
