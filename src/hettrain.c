@@ -12,6 +12,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "ocl/ocl.h"
+#include "pipe/schedule.h"
 #include "train/generate.h"
 #include "train/train.h"
 
@@ -23,6 +24,8 @@ static void usage(FILE *f) {
             "                [--stop-after N] [--trace FILE]\n"
             "       hettrain generate -c FILE [--checkpoint PATH] --prompt TEXT --tokens N\n"
             "                [--temperature T] [--seed S] [--set KEY=VALUE]... [--device SEL]\n"
+            "       hettrain schedule --schedule KIND --stages D --micro-batches N [--chunks V]\n"
+            "                [--bf R] [--trace FILE] [--streams]\n"
             "       hettrain --list-devices | --help-config | --help | --version\n"
             "\n"
             "Trains the model described by the libconfig FILE on one OpenCL device; under\n"
@@ -43,6 +46,11 @@ static void usage(FILE *f) {
             "generate: continues TEXT by N bytes with the GPT of FILE (model.type \"gpt\") and the\n"
             "parameters of the checkpoint (default: checkpoint.path); --temperature 0 is greedy\n"
             "(default 1), --seed S (default 1) makes the sampling repeatable.\n"
+            "schedule: prints a pipeline schedule (gpipe, 1f1b, interleaved, chimera) of D stages\n"
+            "and N micro-batches (V chunks per rank, interleaved) as a timeline on unit time\n"
+            "(forward 1, backward R, default 1) with its makespan, bubble and peak activations\n"
+            "per rank; --trace FILE writes it as a Chrome trace, --streams lists every rank's\n"
+            "instructions. Runs no model and needs no device.\n"
             "Environment: HT_KERNEL_DIR (load cl/*.cl from a directory), HT_CACHE_DIR (program\n"
             "cache directory), HT_NO_CACHE=1 (do not use the program cache).\n");
 }
@@ -111,8 +119,56 @@ static int generate_main(int argc, char **argv) {
     return 0;
 }
 
+/* hettrain schedule ...: argv[0] is "schedule". Pure: no MPI, no device. */
+static int schedule_main(int argc, char **argv) {
+    ht_pipe_params p = {.kind = -1, .v = 1};
+    const char *trace = NULL, *kind = NULL;
+    double bf = 1.0;
+    int streams = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--schedule")) kind = need_arg(argc, argv, &i);
+        else if (!strcmp(a, "--stages")) p.D = (int)parse_count(a, need_arg(argc, argv, &i), 1, 4096);
+        else if (!strcmp(a, "--micro-batches"))
+            p.N = (int)parse_count(a, need_arg(argc, argv, &i), 1, 1 << 20);
+        else if (!strcmp(a, "--chunks")) p.v = (int)parse_count(a, need_arg(argc, argv, &i), 1, 64);
+        else if (!strcmp(a, "--bf")) {
+            const char *v = need_arg(argc, argv, &i);
+            char *e;
+            bf = strtod(v, &e);
+            if (!*v || *e || !(bf > 0) || !isfinite(bf))
+                ht_die(HT_EINPUT, "--bf %s: expected a number > 0 (backward time / forward time)", v);
+        } else if (!strcmp(a, "--trace")) trace = need_arg(argc, argv, &i);
+        else if (!strcmp(a, "--streams")) streams = 1;
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "hettrain: error: unknown argument '%s' for schedule\n", a);
+            usage(stderr);
+            return HT_EINPUT;
+        }
+    }
+    if (!kind) ht_die(HT_EINPUT, "schedule: no --schedule given; expected --schedule gpipe, 1f1b, interleaved or chimera");
+    if ((p.kind = ht_pipe_kind_parse(kind)) < 0)
+        ht_die(HT_EINPUT, "schedule: --schedule %s: expected gpipe, 1f1b, interleaved or chimera", kind);
+    if (!p.D) ht_die(HT_EINPUT, "schedule: no --stages given; expected --stages D (D >= 1)");
+    if (!p.N) ht_die(HT_EINPUT, "schedule: no --micro-batches given; expected --micro-batches N (N >= 1)");
+    ht_pipe_sched s;
+    ht_exit_on_error(ht_pipe_generate(&p, &s));
+    if (streams) ht_pipe_print_streams(&s, stdout);
+    ht_pipe_report r;
+    if (ht_pipe_check(&s, bf, NULL, &r)) /* a generator bug, not the user's input */
+        ht_die(HT_ERUNTIME, "schedule \"%s\" failed its own check: %s", kind, ht_errmsg());
+    ht_pipe_print_timeline(&s, bf, stdout);
+    if (trace) ht_exit_on_error(ht_pipe_write_trace(&s, bf, trace));
+    ht_pipe_sched_free(&s);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "generate")) return generate_main(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "schedule")) return schedule_main(argc - 1, argv + 1);
     const char *cfg_path = NULL, *device = NULL, *trace = NULL;
     const char *sets[MAX_SETS];
     int nset = 0, resume = 0, profile = 0;

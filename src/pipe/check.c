@@ -26,6 +26,7 @@ typedef struct ctx {
     int *held, *peak;
     int *bwd_need, *bwd_done; /* [D * nch] */
     uint8_t *reduced, *opt;   /* [D * nch], [D] */
+    double *arrive;           /* [ndir * S] when a replica reached its REDUCE_GRADS, -1 */
     double busy;
     double *const *t0, *const *t1; /* optional per-instruction start / end */
 } ctx;
@@ -175,43 +176,63 @@ static void slot_free(ctx *c, int r, const ht_pipe_instr *in) {
 
 static double fwd_time(const ctx *c, int stage) { return c->sf ? c->sf[stage] : 1.0; }
 
-static int reduce_chunk(ctx *c, int r, int i, int ch) {
+static int bwd_all_done(const ctx *c, int r, int i, int ch, const char *what) {
     int k = r * c->nch + ch;
     if (c->bwd_done[k] < c->bwd_need[k])
-        return fail(c, r, i, "REDUCE_GRADS of chunk %d before its last BWD (%d of %d done)", ch,
+        return fail(c, r, i, "%s before the last BWD of chunk %d (%d of %d done)", what, ch,
                     c->bwd_done[k], c->bwd_need[k]);
-    if (c->reduced[k]) return fail(c, r, i, "chunk %d reduced twice", ch);
-    c->reduced[k] = 1;
     return HT_OK;
 }
 
-static int run_sync(ctx *c, int r, int i, const ht_pipe_instr *in) {
+/* REDUCE_GRADS of one chunk (in->stage >= 0) or of all. With two pipelines (Chimera) it is a
+ * rendezvous with the stage's other replica: it waits (*blocked) until that one arrived. */
+static int run_reduce(ctx *c, int r, int i, const ht_pipe_instr *in, int *blocked, double *t) {
+    int lo = in->stage >= 0 ? in->chunk : 0, hi = in->stage >= 0 ? in->chunk + 1 : c->nch;
+    for (int ch = lo; ch < hi; ch++)
+        if (bwd_all_done(c, r, i, ch, "REDUCE_GRADS")) return HT_EINPUT;
+    for (int ch = lo; ch < hi && c->ndir == 2; ch++) {
+        int dir, st = ht_pipe_chunk_stage(c->s, r, ch, &dir);
+        double *mine = &c->arrive[dir * c->S + st], other = c->arrive[(1 - dir) * c->S + st];
+        if (*mine < 0) *mine = *t;
+        if (other < 0) *blocked = 1;
+        else if (other > *t) *t = other;
+    }
+    if (*blocked) return HT_OK;
+    for (int ch = lo; ch < hi; ch++) {
+        if (c->reduced[r * c->nch + ch]) return fail(c, r, i, "chunk %d reduced twice", ch);
+        c->reduced[r * c->nch + ch] = 1;
+    }
+    return HT_OK;
+}
+
+static int run_sync(ctx *c, int r, int i, const ht_pipe_instr *in, int *blocked) {
+    double t = c->clock[r];
     if (in->op == HT_PI_REDUCE_GRADS) {
-        if (in->stage >= 0) return reduce_chunk(c, r, i, in->chunk);
-        for (int ch = 0; ch < c->nch; ch++)
-            if (reduce_chunk(c, r, i, ch)) return HT_EINPUT;
-        return HT_OK;
+        int rc = run_reduce(c, r, i, in, blocked, &t);
+        if (rc || *blocked) return rc;
+    } else {
+        if (c->opt[r]) return fail(c, r, i, "a second OPT_STEP");
+        for (int ch = 0; ch < c->nch; ch++) {
+            if (bwd_all_done(c, r, i, ch, "OPT_STEP")) return HT_EINPUT;
+            if (!c->reduced[r * c->nch + ch])
+                return fail(c, r, i, "OPT_STEP before REDUCE_GRADS of chunk %d", ch);
+        }
+        c->opt[r] = 1;
     }
-    if (c->opt[r]) return fail(c, r, i, "a second OPT_STEP");
-    for (int ch = 0; ch < c->nch; ch++) {
-        int k = r * c->nch + ch;
-        if (c->bwd_done[k] < c->bwd_need[k])
-            return fail(c, r, i, "OPT_STEP before the last BWD of chunk %d (%d of %d done)", ch,
-                        c->bwd_done[k], c->bwd_need[k]);
-        if (!c->reduced[k]) return fail(c, r, i, "OPT_STEP before REDUCE_GRADS of chunk %d", ch);
-    }
-    c->opt[r] = 1;
+    if (c->t0) c->t0[r][i] = c->t1[r][i] = t;
+    c->clock[r] = t;
     return HT_OK;
 }
 
-/* Runs instruction i of rank r; *blocked = 1 (and nothing changes) when it is a RECV whose
- * SEND has not been issued yet. */
+/* Runs instruction i of rank r; *blocked = 1 when it is a RECV whose SEND has not been
+ * issued yet, or a Chimera REDUCE_GRADS whose partner has not arrived (which only records
+ * its own arrival). */
 static int step(ctx *c, int r, int i, int *blocked) {
     const ht_pipe_instr *in = &c->s->ins[r][i];
     int op = in->op;
     *blocked = 0;
     if (c->opt[r] && op != HT_PI_OPT_STEP) return fail(c, r, i, "runs after OPT_STEP");
-    if (op == HT_PI_REDUCE_GRADS || op == HT_PI_OPT_STEP) return run_sync(c, r, i, in);
+    if (op == HT_PI_REDUCE_GRADS || op == HT_PI_OPT_STEP) return run_sync(c, r, i, in, blocked);
     int tag = ht_pipe_msg_tag(c->s, in), cl = cell_of(c, in), last = in->stage == c->S - 1;
     uint8_t *f = &c->cell[cl];
     double t = c->clock[r], dt = 0;
@@ -274,7 +295,8 @@ static int step(ctx *c, int r, int i, int *blocked) {
 
 static int deadlock(const ctx *c) {
     char msg[1024], ins[128];
-    size_t k = (size_t)snprintf(msg, sizeof msg, "schedule deadlocks: every unfinished rank waits in a RECV whose SEND never comes:");
+    size_t k = (size_t)snprintf(msg, sizeof msg, "schedule deadlocks: every unfinished rank waits, in a RECV for a SEND or in a "
+                                       "REDUCE_GRADS for the stage's other replica, that never comes:");
     int shown = 0;
     for (int r = 0; r < c->D; r++) {
         if (c->pc[r] >= c->s->len[r]) continue;
@@ -343,6 +365,9 @@ static void ctx_init(ctx *c, const ht_pipe_sched *s, double bf, const double *sf
     c->bwd_done = ht_xcalloc(D * (size_t)c->nch, sizeof *c->bwd_done);
     c->reduced = ht_xcalloc(D * (size_t)c->nch, 1);
     c->opt = ht_xcalloc(D, 1);
+    c->arrive = ht_xmalloc((size_t)c->ndir * c->S * sizeof *c->arrive);
+    for (int k = 0; k < c->ndir * c->S; k++)
+        c->arrive[k] = -1;
     for (int r = 0; r < c->D; r++) {
         int nb = s->nbuf[r] > 0 ? s->nbuf[r] : 1;
         c->owner[r] = ht_xmalloc((size_t)nb * sizeof *c->owner[r]);
@@ -362,7 +387,7 @@ static void ctx_free(ctx *c) {
         free(c->owner[r]);
     free(c->cell), free(c->msg_t), free(c->pc), free(c->clock), free(c->owner);
     free(c->held), free(c->peak), free(c->bwd_need), free(c->bwd_done), free(c->reduced);
-    free(c->opt);
+    free(c->opt), free(c->arrive);
 }
 
 /* Runs every rank as far as it can, round after round, until all ended or none can move.

@@ -57,6 +57,74 @@ static int ready(const int *fend, const int *bend, int D, int m, int st, int t, 
     return 1;
 }
 
+/* The list scheduler: fills fend / bend and, per rank r, its 2N operations in time order at
+ * rec[2Nr ..] with their start times in t[2Nr ..]. -1 if it got stuck (a bug: the lowest
+ * open unit always has a ready operation). */
+static int plan(int D, int N, const int *mb_dir, int *fend, int *bend, pick *rec, int *t) {
+    size_t cells = (size_t)N * D;
+    int *lo = ht_xcalloc((size_t)D, sizeof *lo); /* per rank: first unit not finished */
+    int *n = ht_xcalloc((size_t)D, sizeof *n);
+    pick *chosen = ht_xmalloc((size_t)D * sizeof *chosen);
+    for (size_t i = 0; i < cells; i++)
+        fend[i] = bend[i] = -1;
+    for (int now = 0, todo = 2 * N * D; todo > 0; now++) {
+        int picked = 0;
+        for (int r = 0; r < D; r++) {
+            chosen[r].op = -1;
+            int hi = (lo[r] + 2) * D < N ? (lo[r] + 2) * D : N;
+            for (int m = lo[r] * D; m < hi; m++) {
+                pick c;
+                if (ready(fend, bend, D, m, mb_dir[m] ? D - 1 - r : r, now, &c) &&
+                    (chosen[r].op < 0 || better(&c, &chosen[r], D)))
+                    chosen[r] = c;
+            }
+            picked += chosen[r].op >= 0;
+        }
+        if (!picked) {
+            free(lo), free(n), free(chosen);
+            return -1;
+        }
+        for (int r = 0; r < D; r++) {
+            pick *c = &chosen[r];
+            if (c->op < 0) continue;
+            (c->op == HT_PI_FWD ? fend : bend)[(size_t)c->mb * D + c->stage] = now + 1;
+            rec[(size_t)2 * N * r + n[r]] = *c, t[(size_t)2 * N * r + n[r]++] = now;
+            todo--;
+            while (lo[r] * D < N) { /* past units whose backwards here are all done */
+                int done = 1, hi = (lo[r] + 1) * D < N ? (lo[r] + 1) * D : N;
+                for (int m = lo[r] * D; m < hi && done; m++)
+                    done = bend[(size_t)m * D + (mb_dir[m] ? D - 1 - r : r)] >= 0;
+                if (!done) break;
+                lo[r]++;
+            }
+        }
+    }
+    free(lo), free(n), free(chosen);
+    return 0;
+}
+
+/* The order of rank r from its operations in time order (rec, 2N of them, start times in
+ * t), with the reductions of its two stages placed at the planned time both replicas
+ * of the stage are done: in each rank's stream, after every operation that ends by then and
+ * before every one that starts later. The two ranks of a pair {r, D-1-r} hold the same two
+ * stages and order their reductions by the same (time, stage) key, so even blocking
+ * reductions cannot cross; and as every dependency points forward in planned time, a
+ * rendezvous at a planned time cannot close a cycle, whatever the real durations. */
+static void order_rank(ht_pipe_order *o, int r, int D, const pick *rec, const int *t, int n,
+                       const int *ready, const int *mb_dir) {
+    int st[2] = {r, D - 1 - r}, dir[2] = {0, 1};
+    if (ready[st[1]] < ready[st[0]] || (ready[st[1]] == ready[st[0]] && st[1] > st[0]))
+        st[0] = D - 1 - r, st[1] = r, dir[0] = 1, dir[1] = 0;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        for (; k < 2 && ready[st[k]] <= t[i]; k++)
+            ht_pipe_order_add(o, r, HT_PI_REDUCE_GRADS, dir[k], st[k], -1);
+        ht_pipe_order_add(o, r, rec[i].op, mb_dir[rec[i].mb], rec[i].stage, rec[i].mb);
+    }
+    for (; k < 2; k++)
+        ht_pipe_order_add(o, r, HT_PI_REDUCE_GRADS, dir[k], st[k], -1);
+}
+
 int ht_pipe_gen_chimera(const ht_pipe_params *p, ht_pipe_sched *s) {
     int D = p->D, N = p->N;
     if (D % 2)
@@ -65,55 +133,26 @@ int ht_pipe_gen_chimera(const ht_pipe_params *p, ht_pipe_sched *s) {
                         "rank r holds stage r of the down pipeline and stage D-1-r of the up "
                         "one, and with D odd the middle rank would hold the same stage twice "
                         "(and a basic unit of D micro-batches could not split half down, half "
-                        "up); use %d or %d stages",
-                        D, D - 1 > 0 ? D - 1 : 2, D + 1);
+                        "up); use %d stages",
+                        D, D + 1);
     for (int m = 0; m < N; m++)
         s->mb_dir[m] = chimera_dir(m, D, N);
     size_t cells = (size_t)N * D;
     int *fend = ht_xmalloc(cells * sizeof *fend), *bend = ht_xmalloc(cells * sizeof *bend);
-    int *lo = ht_xcalloc((size_t)D, sizeof *lo);  /* per rank: first unit not finished */
-    pick *chosen = ht_xmalloc((size_t)D * sizeof *chosen);
-    for (size_t i = 0; i < cells; i++)
-        fend[i] = bend[i] = -1;
+    pick *rec = ht_xmalloc(2 * cells * sizeof *rec); /* rank r's 2N operations at rec[2Nr] */
+    int *t = ht_xmalloc(2 * cells * sizeof *t), *ready = ht_xcalloc((size_t)D, sizeof *ready);
+    if (plan(D, N, s->mb_dir, fend, bend, rec, t)) {
+        free(fend), free(bend), free(rec), free(t), free(ready);
+        return ht_error(HT_ERUNTIME, "schedule \"chimera\" D=%d N=%d: the list scheduler got stuck (a bug)", D, N);
+    }
+    for (size_t i = 0; i < cells; i++) /* both replicas of stage i % D are done */
+        if (bend[i] > ready[i % D]) ready[i % D] = bend[i];
     ht_pipe_order o;
     ht_pipe_order_init(&o, D);
-    int todo = 2 * N * D;
-    for (int t = 0; todo > 0; t++) {
-        int picked = 0;
-        for (int r = 0; r < D; r++) {
-            chosen[r].op = -1;
-            int hi = (lo[r] + 2) * D < N ? (lo[r] + 2) * D : N;
-            for (int m = lo[r] * D; m < hi; m++) {
-                int dir = s->mb_dir[m], st = dir ? D - 1 - r : r;
-                pick c;
-                if (ready(fend, bend, D, m, st, t, &c) && (chosen[r].op < 0 || better(&c, &chosen[r], D)))
-                    chosen[r] = c;
-            }
-            picked += chosen[r].op >= 0;
-        }
-        if (!picked) break; /* cannot happen (the lowest open unit always has a ready
-                               operation); the checker would report the missing work */
-        for (int r = 0; r < D; r++) {
-            pick *c = &chosen[r];
-            if (c->op < 0) continue;
-            int *end = c->op == HT_PI_FWD ? fend : bend;
-            end[(size_t)c->mb * D + c->stage] = t + 1;
-            ht_pipe_order_add(&o, r, c->op, s->mb_dir[c->mb], c->stage, c->mb);
-            todo--;
-            /* advance lo[r] past units whose backwards on this rank are all done */
-            while (lo[r] * D < N) {
-                int done = 1, hi = (lo[r] + 1) * D < N ? (lo[r] + 1) * D : N;
-                for (int m = lo[r] * D; m < hi && done; m++) {
-                    int st = s->mb_dir[m] ? D - 1 - r : r;
-                    done = bend[(size_t)m * D + st] >= 0;
-                }
-                if (!done) break;
-                lo[r]++;
-            }
-        }
-    }
+    for (int r = 0; r < D; r++)
+        order_rank(&o, r, D, rec + (size_t)2 * N * r, t + (size_t)2 * N * r, 2 * N, ready, s->mb_dir);
     ht_pipe_emit(s, &o);
     ht_pipe_order_free(&o);
-    free(fend), free(bend), free(lo), free(chosen);
+    free(fend), free(bend), free(rec), free(t), free(ready);
     return HT_OK;
 }

@@ -250,23 +250,29 @@ void ht_pipe_emit(ht_pipe_sched *s, const ht_pipe_order *o) {
     int *last = ht_xmalloc((size_t)nch * sizeof *last);
     for (int r = 0; r < s->p.D; r++) {
         slots sl = {0};
+        int placed = 0; /* the generator put the REDUCE_GRADS in the order itself */
         for (int c = 0; c < nch; c++)
             last[c] = -1;
         for (int i = 0; i < o->n[r]; i++) {
             const ht_pipe_cop *c = &o->op[r][i];
             if (c->op == HT_PI_BWD) last[ht_pipe_stage_chunk(s->p.kind, s->p.D, c->dir, c->stage)] = i;
+            placed |= c->op == HT_PI_REDUCE_GRADS;
         }
         for (int i = 0; i < o->n[r]; i++) {
             const ht_pipe_cop *c = &o->op[r][i];
+            if (c->op == HT_PI_REDUCE_GRADS) {
+                ht_pipe_push(s, r, HT_PI_REDUCE_GRADS, c->dir, c->stage, -1, -1, -1);
+                continue;
+            }
             if (c->op == HT_PI_FWD) emit_fwd(s, r, c, &sl);
             else emit_bwd(s, r, c, &sl);
             int ch = ht_pipe_stage_chunk(s->p.kind, s->p.D, c->dir, c->stage);
-            if (c->op == HT_PI_BWD && last[ch] == i)
+            if (!placed && c->op == HT_PI_BWD && last[ch] == i)
                 ht_pipe_push(s, r, HT_PI_REDUCE_GRADS, c->dir, c->stage, -1, -1, -1);
         }
-        /* a chunk that ran no micro-batch (Chimera with N = 1) still takes part in the
-         * reduction: its replica's zero gradients are summed with the other one's */
-        for (int ch = 0; ch < nch; ch++)
+        /* a chunk that ran no micro-batch still takes part in the reduction (its zero
+         * gradients are summed with the other replicas') */
+        for (int ch = 0; ch < nch && !placed; ch++)
             if (last[ch] < 0) {
                 int dir, st = ht_pipe_chunk_stage(s, r, ch, &dir);
                 ht_pipe_push(s, r, HT_PI_REDUCE_GRADS, dir, st, -1, -1, -1);

@@ -15,7 +15,10 @@
  * nonblocking and never waits (the message is buffered until its RECV takes it); RECV_*
  * blocks until the matching SEND (same kind, micro-batch, stage, direction, from `peer`) has
  * been issued on the peer. Messages between two ranks are matched by (kind, mb, stage, dir),
- * not by order. A schedule deadlocks when every unfinished rank waits in a RECV.
+ * not by order. REDUCE_GRADS of a Chimera stage is a rendezvous of its two replicas (as a
+ * blocking all-reduce would be): each waits until the other reached its REDUCE_GRADS; with
+ * one pipeline it waits for nothing (data-parallel replicas run the same stream). A schedule
+ * deadlocks when every unfinished rank waits in a RECV or such a REDUCE_GRADS.
  *
  * Seeds: GPipe (Huang et al. 2019); PipeDream-Flush / 1F1B (Narayanan et al. 2021);
  * interleaved 1F1B (Narayanan et al., SC'21, Megatron-LM); Chimera (Li and Hoefler, SC'21). */

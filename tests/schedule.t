@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# hettrain schedule: prints a pipeline schedule's timeline and writes its Chrome trace without
+# a device or MPI; bad values exit 2 naming the option and what would fit.
+. "$(dirname "$0")/lib.sh"
+
+run_ht schedule --schedule 1f1b --stages 4 --micro-batches 8
+ok $(( RC != 0 )) "1f1b D=4 N=8 exits 0"
+printf '%s' "$OUT" | grep -q '^rank  3 | \.  \.  \.  F0 B0 F1 B1' && printf '%s' "$OUT" | grep -q 'makespan 22,' &&
+    printf '%s' "$OUT" | grep -q 'bubble 0.2727' && printf '%s' "$OUT" | grep -q 'peak slots in flight: 4 3 2 1'
+ok $? "1f1b timeline: last rank alternates F/B from t=3, makespan 2(N+D-1)=22, bubble 3/11, peaks 4 3 2 1"
+
+run_ht schedule --schedule chimera --stages 4 --micro-batches 4 --trace "$TMP/c.json" --streams
+ok $(( RC != 0 )) "chimera D=4 N=4 with --trace and --streams exits 0"
+printf '%s' "$OUT" | grep -q 'makespan 10,' && printf '%s' "$OUT" | grep -q 'REDUCE_GRADS stage=3 dir=1 chunk=1'
+ok $? "chimera: makespan 2N+D-2 = 10, streams list the up replica's REDUCE_GRADS"
+python3 - "$TMP/c.json" <<'PY'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+spans = [e for e in ev if e["ph"] == "X"]
+assert len({e["pid"] for e in spans}) == 4, "one track per rank"
+assert len(spans) == 2 * 4 * 4, len(spans)           # N FWD + N BWD on each of D ranks
+assert max(e["ts"] + e["dur"] for e in spans) == 10000.0
+PY
+ok $? "chimera trace is JSON: 4 tracks, 32 spans, ends at 10 units"
+
+run_ht schedule --schedule interleaved --stages 2 --micro-batches 4 --chunks 2 --bf 2
+ok $(( RC != 0 )) "interleaved with --bf 2 exits 0"
+printf '%s' "$OUT" | grep -q 'F0:0' && printf '%s' "$OUT" | grep -q 'B=2'; ok $? "interleaved cells show the chunk"
+
+expect_fail 2 "needs an even number of pipeline stages, got 3" "chimera with odd D" -- schedule --schedule chimera --stages 3 --micro-batches 6
+expect_fail 2 "multiple of the pipeline stages" "interleaved with N not a multiple of D" -- schedule --schedule interleaved --stages 4 --micro-batches 6 --chunks 2
+expect_fail 2 "only \"interleaved\" takes more than 1" "chunks for 1f1b" -- schedule --schedule 1f1b --stages 4 --micro-batches 6 --chunks 2
+expect_fail 2 "--schedule pipedream: expected gpipe, 1f1b, interleaved or chimera" "unknown kind" -- schedule --schedule pipedream --stages 4 --micro-batches 6
+expect_fail 2 "--stages 0: expected an integer in \[1, 4096\]" "zero stages" -- schedule --schedule gpipe --stages 0 --micro-batches 6
+expect_fail 2 "no --micro-batches given" "missing micro-batches" -- schedule --schedule gpipe --stages 2
+expect_fail 2 "--bf -1: expected a number > 0" "negative B/F ratio" -- schedule --schedule gpipe --stages 2 --micro-batches 2 --bf -1
+expect_fail 2 "unknown argument '--bogus' for schedule" "unknown option" -- schedule --bogus
+
+done_testing
