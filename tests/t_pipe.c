@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/err.h"
+#include "core/rng.h"
 #include "pipe/schedule.h"
 #include "tap.h"
 
@@ -408,7 +409,50 @@ static void test_reduce(void) {
     tap_ok(!bad, "chimera: both replicas of each stage reduce in the same order (%d mismatches)", bad);
 }
 
+/* Random damage to generated schedules: the checker answers HT_OK or HT_EINPUT with a
+ * message naming a rank, never crashes (the ASan build runs this too); dropping a compute
+ * instruction is always caught. */
+static void test_fuzz(void) {
+    int bad = 0, caught = 0, dropped = 0;
+    uint64_t seed = 20261123;
+    for (int it = 0; it < 600; it++) {
+        uint64_t k = (uint64_t)it * 16;
+        int kind = (int)(ht_rng_u64(seed, k) % 4), D = 1 + (int)(ht_rng_u64(seed, k + 1) % 4);
+        int N = 1 + (int)(ht_rng_u64(seed, k + 2) % 6), v = kind == HT_PIPE_INTERLEAVED ? 2 : 1;
+        if (kind == HT_PIPE_CHIMERA) D = 2 * ((D + 1) / 2);
+        if (kind == HT_PIPE_INTERLEAVED) N = D * (1 + N % 2);
+        ht_pipe_sched s;
+        if (gen(kind, D, N, v, &s)) {
+            bad++;
+            continue;
+        }
+        int r = (int)(ht_rng_u64(seed, k + 3) % (uint64_t)D);
+        int i = (int)(ht_rng_u64(seed, k + 4) % (uint64_t)s.len[r]);
+        int64_t val = (int64_t)(ht_rng_u64(seed, k + 5) % 12) - 2;
+        ht_pipe_instr *in = &s.ins[r][i];
+        int what = (int)(ht_rng_u64(seed, k + 6) % 8), compute = in->op == HT_PI_FWD || in->op == HT_PI_BWD;
+        switch (what) {
+        case 0: in->op = (uint8_t)(val < 0 ? 200 : val); break;
+        case 1: in->dir = (uint8_t)(val & 3); break;
+        case 2: in->chunk = (int16_t)val; break;
+        case 3: in->stage = (int32_t)val; break;
+        case 4: in->mb = (int32_t)val; break;
+        case 5: in->peer = (int32_t)val; break;
+        case 6: in->buf = (int32_t)val; break;
+        case 7: del(&s, r, i); dropped += compute; break;
+        }
+        int rc = ht_pipe_check(&s, 1.0 + (it % 3) * 0.5, NULL, NULL);
+        if (rc != HT_OK && (rc != HT_EINPUT || !strstr(ht_errmsg(), "schedule"))) bad++;
+        if (what == 7 && compute) caught += rc == HT_EINPUT;
+        ht_pipe_sched_free(&s);
+    }
+    tap_ok(!bad && caught == dropped && dropped > 20,
+           "600 damaged schedules: every answer HT_OK or HT_EINPUT; %d of %d dropped FWD/BWD caught",
+           caught, dropped);
+}
+
 int main(void) {
+    test_fuzz();
     test_stage_times();
     test_reduce();
     test_stream_by_hand();
