@@ -155,6 +155,7 @@ static int schedule_main(int argc, char **argv) {
     if (!p.D) ht_die(HT_EINPUT, "schedule: no --stages given; expected --stages D (D >= 1)");
     if (!p.N) ht_die(HT_EINPUT, "schedule: no --micro-batches given; expected --micro-batches N (N >= 1)");
     ht_pipe_sched s;
+    p.bf_ratio = bf; /* the order (Chimera's) planned for the times shown */
     ht_exit_on_error(ht_pipe_generate(&p, &s));
     if (streams) ht_pipe_print_streams(&s, stdout);
     ht_pipe_report r;

@@ -111,6 +111,29 @@ static void test_chimera(void) {
         }
     tap_ok(!bad, "chimera: %d of %d (D even <=8, N=D..4D) pass with makespan 2N+D-2, bubble "
                  "(D-2)/(2N+D-2), peak in [D/2+1, D] %s", n - bad, n, first);
+    /* planned for B = 2F: the basic unit beats 1F1B's 3(N+D-1) (D > 2), and for N = kD the
+     * order planned for B = 2F is never slower at B = 2F than the one planned for F = B */
+    bad = 0, n = 0;
+    for (int D = 2; D <= 8; D += 2)
+        for (int N = D; N <= 4 * D; N += D) {
+            ht_pipe_params p = {.kind = HT_PIPE_CHIMERA, .D = D, .N = N, .v = 1, .bf_ratio = 2};
+            ht_pipe_sched s, s1;
+            ht_pipe_report r, r1;
+            int rc = ht_pipe_generate(&p, &s);
+            if (!rc) rc = ht_pipe_check(&s, 2.0, NULL, &r);
+            p.bf_ratio = 0;
+            if (!rc) rc = ht_pipe_generate(&p, &s1);
+            if (!rc) rc = ht_pipe_check(&s1, 2.0, NULL, &r1), ht_pipe_sched_free(&s1);
+            if (rc || r.makespan > r1.makespan ||
+                (N == D && (D > 2 ? r.makespan >= 3.0 * (N + D - 1) : r.makespan > 3.0 * (N + D - 1))))
+                if (!bad++)
+                    tap_diag("D=%d N=%d: %s %g (F=B plan %g)", D, N, rc ? ht_errmsg() : "",
+                             rc ? 0 : r.makespan, rc ? 0 : r1.makespan);
+            n++;
+            if (!rc) ht_pipe_sched_free(&s);
+        }
+    tap_ok(!bad, "chimera planned for B=2F: %d of %d no slower at B=2F than planned for F=B, "
+                 "and at N=D faster than 1F1B", n - bad, n);
     /* any N: a partial last unit still gives a correct schedule, never slower than 1F1B */
     bad = 0, n = 0;
     for (int D = 2; D <= 8; D += 2)

@@ -89,6 +89,9 @@ static int check_params(const ht_pipe_params *p) {
                         "schedule \"%s\" holds one model chunk per rank, %d chunks given; only "
                         "\"interleaved\" takes more than 1",
                         k, p->v);
+    if (!(p->bf_ratio >= 0 && p->bf_ratio <= 64))
+        return ht_error(HT_EINPUT, "schedule \"%s\": backward/forward ratio %g, expected 0 (= 1) .. 64",
+                        k, p->bf_ratio);
     if ((long long)p->N * p->D * p->v * ht_pipe_kind_ndir(p->kind) > MAX_CELLS)
         return ht_error(HT_EINPUT,
                         "schedule \"%s\": %d micro-batches x %d stages x %d chunks is too large "

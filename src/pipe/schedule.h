@@ -90,6 +90,9 @@ typedef struct ht_pipe_params {
      * rank may hold (NULL: no limit beyond N) */
     const double *stage_time;
     const int *max_inflight;
+    /* backward / forward time the order is planned for (Chimera's list scheduler); 0 = 1,
+     * the paper's unit. Real backwards take about 2x: planning for it matters for N > D. */
+    double bf_ratio;
 } ht_pipe_params;
 
 /* A generated schedule: D streams. */
