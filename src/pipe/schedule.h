@@ -1,4 +1,5 @@
-/* Pipeline schedules as data (pure: no MPI, no OpenCL, no I/O): for one global batch of N
+/* Pipeline schedules as data (pure: no MPI, no OpenCL, and no I/O but the showing functions
+ * at the end, show.c): for one global batch of N
  * micro-batches over D pipeline ranks, each rank gets an array of instructions (DeepSpeed's
  * idea, in C: an enum, a small struct, an array per rank, a switch in the executor). The
  * executor (src/pipe/exec.c) runs them on devices, the simulator (src/sim) on a cost model,
@@ -135,7 +136,9 @@ typedef struct ht_pipe_report {
  * BWD, after its output's gradient arrived (or on the last stage after its FWD); every SEND
  * has exactly one matching RECV on the peer and vice versa; the streams run to completion
  * under the semantics above (no circular wait); no slot is reused while a micro-batch still
- * holds it; one OPT_STEP per rank after its last BWD. stage_fwd may be NULL (all 1).
+ * holds it (a slot is taken by LOAD on stage 0 / RECV_ACT and given back by SEND_GRAD, or
+ * by BWD on stage 0); each chunk's REDUCE_GRADS after its last BWD; one OPT_STEP per rank
+ * after all of them, and nothing after it. stage_fwd may be NULL (all 1).
  * HT_OK with *r filled (r may be NULL), or HT_EINPUT with ht_errmsg() naming the rank,
  * the instruction index and what is wrong. */
 int ht_pipe_check(const ht_pipe_sched *s, double bf_ratio, const double *stage_fwd,
