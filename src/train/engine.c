@@ -12,7 +12,7 @@
 
 /* The first engine that wants a job runs it: the specific ones before data parallel, which
  * wants every job. */
-static const ht_engine *const ENGINES[] = {&ht_engine_async, &ht_engine_dp};
+static const ht_engine *const ENGINES[] = {&ht_engine_pipe, &ht_engine_async, &ht_engine_dp};
 
 const ht_engine *ht_engine_for(const ht_config *cfg) {
     for (size_t i = 0; i < sizeof ENGINES / sizeof ENGINES[0]; i++)

@@ -81,6 +81,7 @@ const ht_engine *ht_engine_for(const ht_config *cfg);
 
 extern const ht_engine ht_engine_dp;    /* engine_dp.c */
 extern const ht_engine ht_engine_async; /* engine_async.c */
+extern const ht_engine ht_engine_pipe;  /* engine_pipe.c */
 
 /* ------------------------------------------------------------ the shared step path */
 

@@ -1,0 +1,295 @@
+/* The pipeline engine: pipe.schedule != "none". The ranks are D pipeline ranks x R
+ * data-parallel replicas; every rank builds the whole model (setup), runs its instruction
+ * stream (src/pipe/exec.c) once per global batch, and updates its parameters with the
+ * gradients summed over every copy of its stages. Clipping uses the global norm over all
+ * stages. Before an evaluation or a checkpoint the stage owners send their parameters and
+ * optimizer state to rank 0 (j->gather), so rank 0 evaluates and saves the whole model in
+ * the one-process format. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "io/trace.h"
+#include "nn/ops.h"
+#include "pipe/bounds.h"
+#include "pipe/exec.h"
+#include "pipe/schedule.h"
+#include "train/engine.h"
+
+enum { TAG_GATHER = 900 }; /* stage owner -> rank 0, below the executor's tags */
+
+typedef struct pipe_state {
+    ht_pipe_sched sched;
+    ht_pipe_exec *x;
+    int *bounds;
+    ht_pipe_place place;
+    int mb;
+    float clip;
+} pipe_state;
+
+static int wants(const ht_config *cfg) { return strcmp(cfg->pipe.schedule, "none") != 0; }
+
+static const char *src_of(const ht_config *cfg) { return cfg->source[0] ? cfg->source : "--set"; }
+
+static int check(ht_job *j) {
+    const ht_config *cfg = j->cfg;
+    const int D = cfg->pipe.stages, N = cfg->pipe.micro_batches, B = cfg->train.batch;
+    const int world = j->world;
+    if (strcmp(cfg->sync.mode, "bsp"))
+        return ht_error(HT_EINPUT,
+                        "%s: keys 'pipe.schedule' and 'sync.mode': a pipeline synchronises "
+                        "every step; found sync.mode \"%s\", expected \"bsp\"",
+                        src_of(cfg), cfg->sync.mode);
+    if (world % D)
+        return ht_error(HT_EINPUT,
+                        "%s: key 'pipe.stages': %d ranks are not a multiple of %d stages; run "
+                        "mpirun -np %d (or %d, ... for data-parallel replicas) or set "
+                        "pipe.stages to a divisor of %d",
+                        src_of(cfg), world, D, D, 2 * D, world);
+    const int R = world / D;
+    if (B % (R * N))
+        return ht_error(HT_EINPUT,
+                        "%s: keys 'train.batch' and 'pipe.micro_batches': batch %d does not "
+                        "split into %d replica(s) x %d micro-batches; use a batch that is a "
+                        "multiple of %d",
+                        src_of(cfg), B, R, N, R * N);
+    if (cfg->cluster.nshares || !strcmp(cfg->cluster.split, "speed"))
+        return ht_error(HT_EINPUT,
+                        "%s: keys 'pipe.schedule' and 'cluster.shares'/'cluster.split': a "
+                        "pipeline splits the batch into equal micro-batches; remove the shares "
+                        "and use split \"equal\"",
+                        src_of(cfg));
+    if (D > 1 && world == 1)
+        return ht_error(HT_EINPUT,
+                        "%s: key 'pipe.stages': %d stages need %d ranks; run under mpirun -np %d",
+                        src_of(cfg), D, D, D);
+    if (D == 1 && !strcmp(cfg->pipe.schedule, "interleaved") && cfg->pipe.chunks > 1)
+        return ht_error(HT_EINPUT,
+                        "%s: keys 'pipe.schedule' and 'pipe.stages': \"interleaved\" with one "
+                        "stage rank only passes activations to itself; use pipe.stages >= 2",
+                        src_of(cfg));
+    return HT_OK;
+}
+
+/* ------------------------------------------------------------------ gather */
+
+/* Owner of every stage sends its parameters and optimizer state to rank 0. */
+static void gather(ht_job *j) {
+    pipe_state *p = j->engine_state;
+    ht_model *m = &j->model;
+    const int nst = ht_optim_state_count(&j->opt);
+    for (int s = 0; s < p->sched.S; s++) {
+        int owner = ht_pipe_exec_owner(p->x, s);
+        if (owner == 0 || (j->rank != 0 && j->rank != owner)) continue;
+        size_t off, n;
+        ht_pipe_exec_stage_params(p->x, s, &off, &n);
+        if (!n) continue;
+        float *h = ht_xmalloc(n * sizeof(float));
+        for (int k = -1; k < nst; k++) {
+            ht_buf *b = m->params;
+            if (k >= 0) {
+                const char *name;
+                size_t bn;
+                ht_optim_state(&j->opt, k, &name, &b, &bn);
+            }
+            if (j->rank == owner) {
+                ht_buf_read(j->dev, b, off * sizeof(float), n * sizeof(float), h);
+                ht_comm_send(h, n * sizeof(float), 0, TAG_GATHER);
+            } else {
+                ht_comm_recv(h, n * sizeof(float), owner, TAG_GATHER);
+                ht_buf_write(j->dev, b, off * sizeof(float), n * sizeof(float), h);
+            }
+        }
+        free(h);
+    }
+}
+
+/* ------------------------------------------------------------------ setup */
+
+static int make_bounds(ht_job *j, int S, int *bounds) {
+    const ht_config *cfg = j->cfg;
+    if (cfg->pipe.nboundaries) {
+        if (cfg->pipe.nboundaries != S - 1)
+            return ht_error(HT_EINPUT,
+                            "%s: key 'pipe.boundaries': %d boundaries for %d stages; expected "
+                            "%d (the first layer of stages 1 .. %d)",
+                            src_of(cfg), cfg->pipe.nboundaries, S, S - 1, S - 1);
+        return ht_pipe_bounds_explicit(&j->model, cfg->pipe.boundaries, S - 1, src_of(cfg),
+                                       bounds);
+    }
+    int how = !strcmp(cfg->pipe.partition, "balanced") ? HT_PIPE_BALANCED : HT_PIPE_UNIFORM;
+    int rc = ht_pipe_bounds(&j->model, S, how, bounds);
+    if (rc != HT_OK) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", ht_errmsg());
+        rc = ht_error(rc, "%s: %s", src_of(cfg), msg);
+    }
+    return rc;
+}
+
+/* Rank 0's start-up table: stage -> rank(s), layers, parameters. */
+static void announce(const ht_job *j, const pipe_state *p) {
+    if (j->rank != 0) return;
+    const ht_pipe_sched *s = &p->sched;
+    const ht_model *m = &j->model;
+    ht_log_info("pipeline: %s, %d stage(s) on %d rank(s) x %d replica(s), %d micro-batches of %d",
+                j->cfg->pipe.schedule, s->S, p->place.D, p->place.R, s->p.N, p->mb);
+    for (int st = 0; st < s->S; st++) {
+        size_t off, n;
+        ht_pipe_exec_stage_params(p->x, st, &off, &n);
+        char ranks[64] = "";
+        for (int d = 0; d < s->ndir; d++) {
+            size_t len = strlen(ranks);
+            snprintf(ranks + len, sizeof ranks - len, "%s%d", d ? "," : "",
+                     ht_pipe_stage_rank(s->p.kind, s->p.D, s->p.v, d, st));
+        }
+        ht_log_info("  stage %d: rank %s, layers %d-%d (%s .. %s), %zu parameters", st, ranks,
+                    p->bounds[st], p->bounds[st + 1] - 1, m->layers[p->bounds[st]].name,
+                    m->layers[p->bounds[st + 1] - 1].name, n);
+    }
+}
+
+static int setup(ht_job *j, pipe_state *p) {
+    const ht_config *cfg = j->cfg;
+    const int D = cfg->pipe.stages, R = j->world / D;
+    ht_pipe_params pp = {.kind = ht_pipe_kind_parse(cfg->pipe.schedule),
+                         .D = D,
+                         .N = cfg->pipe.micro_batches,
+                         .v = !strcmp(cfg->pipe.schedule, "interleaved") ? cfg->pipe.chunks : 1,
+                         /* a backward costs about two forwards (Chimera plans its order so) */
+                         .bf_ratio = 2.0};
+    int rc = ht_pipe_generate(&pp, &p->sched);
+    if (rc != HT_OK) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", ht_errmsg());
+        return ht_error(rc, "%s: pipe: %s", src_of(cfg), msg);
+    }
+    ht_pipe_report rep;
+    if (ht_pipe_check(&p->sched, 2.0, NULL, &rep) != HT_OK) /* a generator bug, not the user's */
+        return ht_error(HT_ERUNTIME, "pipe: the generated schedule is wrong: %s", ht_errmsg());
+    p->bounds = ht_xmalloc((size_t)(p->sched.S + 1) * sizeof(int));
+    if ((rc = make_bounds(j, p->sched.S, p->bounds)) != HT_OK) return rc;
+    p->place = (ht_pipe_place){.D = D, .R = R, .prank = j->rank % D, .replica = j->rank / D};
+    p->mb = j->B / (R * pp.N);
+    double slowdown = cfg->cluster.nslowdown ? cfg->cluster.slowdown[j->rank] : 1.0;
+    p->x = ht_pipe_exec_new(&j->model, &p->sched, p->bounds, p->place, p->mb, slowdown);
+    /* clipping needs the norm over every stage: the engine clips, the optimizer does not */
+    p->clip = (float)j->opt.cfg.clip;
+    j->opt.cfg.clip = 0;
+    announce(j, p);
+    if (j->rank == 0)
+        ht_log_info("schedule (unit times, backward = 2 x forward): makespan %.0f, bubble "
+                    "%.1f%%, at most %d micro-batches in flight on a rank",
+                    rep.makespan, 100 * rep.bubble, rep.peak_max);
+    return HT_OK;
+}
+
+/* ------------------------------------------------------------------ steps */
+
+static void load(void *ctx, ht_model *m, int64_t step, int row0, int n) {
+    ht_job *j = ctx;
+    ht_source_batch(&j->src, m, step, j->B, row0, row0 + n);
+}
+
+/* Scales the gradients so that their global norm is at most clip (torch's
+ * clip_grad_norm_: coefficient clip / (norm + 1e-6), capped at 1). */
+static void clip_global(ht_job *j, pipe_state *p) {
+    double sq = ht_pipe_exec_grad_sq(p->x);
+    ht_comm_allreduce_sum_f64(&sq, 1);
+    double c = p->clip / (sqrt(sq) + 1e-6);
+    if (c < 1)
+        ht_scale(j->dev, ht_view_at(j->model.grads, 0), j->model.nparams, (float)c);
+}
+
+/* One "pipe" metrics record per rank: its share of the last step. */
+static int records(ht_job *j, pipe_state *p, const double *sum, int64_t steps) {
+    const ht_pipe_stats *st = ht_pipe_exec_stats(p->x);
+    double mine[6] = {sum[0], sum[1], sum[2], sum[3], (double)st->slot_bytes * st->slots,
+                      (double)st->p2p_bytes};
+    double *all = ht_xcalloc((size_t)j->world * 6, sizeof(double));
+    ht_comm_allgather(mine, sizeof mine, all);
+    int rc = HT_OK;
+    for (int r = 0; j->metrics && r < j->world && rc == HT_OK; r++) {
+        const double *a = all + 6 * r, n = steps > 0 ? (double)steps : 1;
+        rc = ht_metrics_write(j->metrics,
+                              "type=%s rank=%d step_s=%g compute_s=%g wait_s=%g comm_s=%g "
+                              "idle_fraction=%g activation_bytes=%g p2p_bytes_per_step=%g",
+                              "pipe", r, a[0] / n, a[1] / n, a[2] / n, a[3] / n,
+                              a[0] > 0 ? 1 - a[1] / a[0] : 0, a[4], a[5]);
+    }
+    free(all);
+    return rc;
+}
+
+/* One global step: the stream, clipping by the global norm, the optimizer step; the loss of
+ * the last stages and any rank's stop request summed over all ranks. */
+static void pipe_step(ht_job *j, pipe_state *p, int64_t step, float lr, int logs, double *v) {
+    v[0] = 0;
+    v[1] = *j->stop_src ? 1 : 0;
+    ht_trace_set_step(step);
+    ht_pipe_exec_step(p->x, step, j->cfg->train.seed, (float)(1.0 / j->rows), load, j, logs,
+                      &v[0]);
+    if (p->clip > 0) clip_global(j, p);
+    double t0 = ht_now();
+    ht_optim_step(&j->opt, j->model.params, j->model.grads, lr);
+    if (ht_trace_on()) {
+        ht_dev_finish(j->dev);
+        ht_trace_span("optimizer step", t0, ht_now());
+    }
+    ht_comm_allreduce_sum_f64(v, 2);
+}
+
+static int pipe_loop(ht_job *j, pipe_state *p, ht_train_result *res) {
+    double sum[4] = {0}; /* step, compute, wait, comm seconds over the counted steps */
+    int64_t step = j->start, counted = 0;
+    int stop = 0, rc;
+    ht_job_loop_start(j);
+    for (; step < j->end && !stop; step++) {
+        const int64_t done = step + 1;
+        float lr = (float)ht_lr_at(&j->sched, step, j->total);
+        j->last = done == j->total;
+        double v[2];
+        pipe_step(j, p, step, lr, ht_job_logs_at(j, done), v);
+        stop = v[1] > 0;
+        if (step == j->start) {
+            res->first_step_s = ht_now() - j->t_start;
+        } else { /* the first step compiles and allocates: not counted */
+            const ht_pipe_stats *st = ht_pipe_exec_stats(p->x);
+            sum[0] += st->step, sum[1] += st->compute, sum[2] += st->wait, sum[3] += st->comm;
+            counted++;
+        }
+        j->samples = done * j->B;
+        if ((rc = ht_job_after_step(j, done, ht_job_logs_at(j, done) ? v[0] : NAN, lr)) != HT_OK)
+            return rc;
+    }
+    j->interrupted = stop;
+    if ((rc = records(j, p, sum, counted)) != HT_OK) return rc;
+    return ht_job_loop_finish(j, step, res);
+}
+
+static int run(ht_job *j, ht_train_result *res) {
+    pipe_state p = {0};
+    int rc = setup(j, &p);
+    if (rc == HT_OK) {
+        if (j->opts->trace) ht_cluster_trace_start(j->cl);
+        ht_cluster_announce(j->cl, ht_dev_info(j->dev)->name);
+        j->engine_state = &p;
+        j->gather = gather;
+        rc = pipe_loop(j, &p, res);
+        j->gather = NULL;
+        j->engine_state = NULL;
+    }
+    if (rc == HT_OK && j->opts->profile) ht_dev_profile_report(j->dev, stderr);
+    ht_trace_set_step(-1);
+    if (rc == HT_OK && j->opts->trace) rc = ht_cluster_trace_write(j->cl, j->opts->trace);
+    ht_pipe_exec_free(p.x);
+    ht_pipe_sched_free(&p.sched);
+    free(p.bounds);
+    return rc;
+}
+
+const ht_engine ht_engine_pipe = {"pipeline", wants, check, run};

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Pipeline parallelism under mpirun: every schedule, with D = 2 and 4 stages, N = 1, D and 3D
+# micro-batches and 2 data-parallel replicas, trains the MLP and the GPT (dropout on, global
+# norm clipping on) to the loss sequence of one process with the same global batch and seed,
+# within a relative 2e-5 per step, and to the same final parameters (every tensor within
+# 1e-4 of its largest value): micro-batches sum the batch's gradient in another order, so not
+# bit for bit. A 4-stage checkpoint resumes in one process and continues the one-process
+# losses, and the reverse. Bad pipeline settings exit 2 naming the keys.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/mpi.sh"
+TEXT="$(cd "$(dirname "$0")/../.." && pwd)/shared/data/tinyshakespeare/input.txt"
+
+cat >"$TMP/mlp.cfg" <<'CFG'
+model = { hidden = [32, 32, 32]; activation = "relu"; };
+data = { kind = "synthetic"; samples = 600; features = 16; classes = 4; seed = 3; };
+train = { batch = 24; steps = 6; seed = 7; eval_every = 0; };
+optim = { type = "sgd"; lr = 0.05; momentum = 0.9; };
+log = { every = 1; progress = "none"; };
+CFG
+cat >"$TMP/gpt.cfg" <<CFG
+model = { type = "gpt"; n_layer = 6; d_model = 32; n_head = 2; context = 16; dropout = 0.1; };
+data = { kind = "text"; path = "$TEXT"; val_fraction = 0.1; };
+train = { batch = 24; steps = 4; seed = 5; eval_every = 0; eval_batches = 2; };
+optim = { type = "adamw"; lr = 0.003; weight_decay = 0.1; clip = 0.5; };
+log = { every = 1; progress = "none"; };
+CFG
+
+losses() { grep '"type":"train"' "$1" | sed -E 's/.*"step":([0-9]+),"loss":([^,]+),.*/\1 \2/'; }
+# same_losses A B N: N steps each, |a-b| <= 2e-5 |a| at each
+same_losses() {
+    [ "$(wc -l <"$1")" -eq "$3" ] && [ "$(wc -l <"$2")" -eq "$3" ] && paste -d' ' "$1" "$2" |
+        awk '{ d = $2 - $4; if (d < 0) d = -d; if ($1 != $3 || d > 2e-5 * $2) bad = 1 } END { exit bad }'
+}
+# same_params A B: every tensor of two checkpoints within 1e-4 of its largest magnitude
+same_params() {
+    /usr/bin/python3 - "$1" "$2" <<'PY'
+import json, struct, sys
+import numpy as np
+def load(p):
+    b = open(p, 'rb').read()
+    n = struct.unpack('<Q', b[:8])[0]
+    h = json.loads(b[8:8 + n]); base = 8 + n
+    return {k: np.frombuffer(b[base + v['data_offsets'][0]:base + v['data_offsets'][1]], '<f4')
+            for k, v in h.items() if k != '__metadata__' and not k.startswith('optim')}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+bad = [k for k in a if k not in b or
+       np.max(np.abs(a[k] - b[k])) > 1e-4 * max(1e-3, float(np.max(np.abs(a[k]))))]
+if bad or set(a) != set(b): print('# differ:', bad[:5]); sys.exit(1)
+PY
+}
+# one MODEL NAME ARGS: the one-process reference
+one() {
+    local model=$1 name=$2
+    shift 2
+    "$HETTRAIN" -c "$TMP/$model.cfg" -q --set log.metrics="$TMP/$name.jsonl" \
+        --set checkpoint.path="$TMP/$name.ckpt" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+    RC=$?
+    [ $RC -eq 0 ] || diag "$(tail -5 "$TMP/$name.err")"
+    losses "$TMP/$name.jsonl" >"$TMP/$name.loss" 2>/dev/null
+}
+# pp NP MODEL NAME ARGS: mpirun NP ranks
+pp() {
+    local np=$1 model=$2 name=$3
+    shift 3
+    mpirun_ht "$np" "$HETTRAIN" -c "$TMP/$model.cfg" -q --set log.metrics="$TMP/$name.jsonl" \
+        --set checkpoint.path="$TMP/$name.ckpt" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+    RC=$?
+    [ $RC -eq 0 ] || diag "$(tail -5 "$TMP/$name.err")"
+    losses "$TMP/$name.jsonl" >"$TMP/$name.loss" 2>/dev/null
+}
+
+if [ ! -f "$TEXT" ]; then
+    echo "1..0 # SKIP tiny shakespeare not found at $TEXT"
+    exit 0
+fi
+
+one mlp mlp1
+ok $RC "MLP, one process: reference run"
+one gpt gpt1
+ok $RC "GPT, one process: reference run"
+
+# check NP MODEL STEPS SCHEDULE D N [ARGS]: a pipeline run against the reference
+check() {
+    local np=$1 model=$2 steps=$3 sched=$4 D=$5 N=$6
+    shift 6
+    local name="$model-$sched-$np-$D-$N"
+    pp "$np" "$model" "$name" --set pipe.schedule="$sched" --set pipe.stages="$D" \
+        --set pipe.micro_batches="$N" "$@"
+    [ $RC -eq 0 ] && same_losses "$TMP/${model}1.loss" "$TMP/$name.loss" "$steps" &&
+        same_params "$TMP/${model}1.ckpt" "$TMP/$name.ckpt"
+    ok $? "$model, $sched, $np ranks, D=$D, N=$N $*: the one-process losses and parameters"
+}
+
+for s in gpipe 1f1b; do
+    check 2 gpt 4 $s 2 1
+    check 2 gpt 4 $s 2 2
+    check 2 gpt 4 $s 2 6
+    check 4 gpt 4 $s 4 12
+    check 2 mlp 6 $s 2 2
+done
+check 4 gpt 4 1f1b 4 4 --set pipe.partition=balanced
+check 4 mlp 6 1f1b 2 3   # 2 replicas of a 2-stage pipeline
+check 2 gpt 4 interleaved 2 2 --set pipe.chunks=2
+check 2 gpt 4 interleaved 2 6 --set pipe.chunks=2
+check 4 gpt 4 interleaved 4 4 --set pipe.chunks=2
+check 2 gpt 4 chimera 2 2
+check 2 gpt 4 chimera 2 6
+check 4 gpt 4 chimera 4 4
+check 4 mlp 6 chimera 2 2    # 2 replicas of Chimera: 4 holders of every stage
+
+# a 4-stage checkpoint resumes in one process (and the reverse): the one-process sequence
+pp 4 gpt stop --set pipe.schedule=1f1b --set pipe.stages=4 --set pipe.micro_batches=4 --stop-after 2
+[ $RC -eq 0 ] && [ -s "$TMP/stop.ckpt" ]; ok $? "4 stages, --stop-after 2: exit 0, checkpoint written"
+cp "$TMP/stop.jsonl" "$TMP/r1.jsonl"
+one gpt r1 --resume --set checkpoint.path="$TMP/stop.ckpt"
+losses "$TMP/r1.jsonl" >"$TMP/r1.loss"
+[ $RC -eq 0 ] && same_losses "$TMP/gpt1.loss" "$TMP/r1.loss" 4
+ok $? "its checkpoint resumed by one process continues the one-process losses"
+one gpt half --stop-after 2
+cp "$TMP/half.jsonl" "$TMP/r4.jsonl"
+pp 4 gpt r4 --resume --set checkpoint.path="$TMP/half.ckpt" --set pipe.schedule=chimera \
+    --set pipe.stages=4 --set pipe.micro_batches=4
+[ $RC -eq 0 ] && same_losses "$TMP/gpt1.loss" "$TMP/r4.loss" 4 && same_params "$TMP/gpt1.ckpt" "$TMP/half.ckpt"
+ok $? "a one-process checkpoint resumed by a 4-stage Chimera run: the same losses and parameters"
+
+# bad settings: exit 2 naming the keys
+EXPECT_FAIL=1
+bad() {
+    local np=$1 pat=$2 desc=$3
+    shift 3
+    mpirun_ht "$np" "$HETTRAIN" -c "$TMP/gpt.cfg" -q "$@" >"$TMP/bad.out" 2>"$TMP/bad.err"
+    local rc=$?
+    [ $rc -eq 2 ] && grep -Eq -- "$pat" "$TMP/bad.err"
+    ok $? "$desc (exit $rc)"
+}
+bad 2 "pipe.stages.*at most 9" "more stages than the model has layers" \
+    --set pipe.schedule=1f1b --set pipe.stages=2 --set pipe.chunks=5 --set pipe.schedule=interleaved
+bad 2 "train.batch.*pipe.micro_batches" "micro-batches not dividing the batch" \
+    --set pipe.schedule=1f1b --set pipe.micro_batches=5
+bad 3 "not a multiple of 2 stages" "ranks not a multiple of the stages" \
+    --set pipe.schedule=gpipe --set pipe.stages=2
+bad 3 "even" "Chimera with an odd number of stages" \
+    --set pipe.schedule=chimera --set pipe.stages=3 --set pipe.micro_batches=3
+done_testing
