@@ -24,8 +24,8 @@ static void usage(FILE *f) {
             "                [--stop-after N] [--trace FILE]\n"
             "       hettrain generate -c FILE [--checkpoint PATH] --prompt TEXT --tokens N\n"
             "                [--temperature T] [--seed S] [--set KEY=VALUE]... [--device SEL]\n"
-            "       hettrain schedule --schedule KIND --stages D --micro-batches N [--chunks V]\n"
-            "                [--bf R] [--trace FILE] [--streams]\n"
+            "       hettrain schedule [-c FILE] [--schedule KIND --stages D --micro-batches N]\n"
+            "                [--chunks V] [--bf R] [--trace FILE] [--streams]\n"
             "       hettrain --list-devices | --help-config | --help | --version\n"
             "\n"
             "Trains the model described by the libconfig FILE on one OpenCL device; under\n"
@@ -50,7 +50,8 @@ static void usage(FILE *f) {
             "and N micro-batches (V chunks per rank, interleaved) as a timeline on unit time\n"
             "(forward 1, backward R, default 1) with its makespan, bubble and peak activations\n"
             "per rank; --trace FILE writes it as a Chrome trace, --streams lists every rank's\n"
-            "instructions. Runs no model and needs no device.\n"
+            "instructions. With -c FILE (and --set) the job's pipe.* keys give the defaults and\n"
+            "R = 2. Runs no model and needs no device.\n"
             "Environment: HT_KERNEL_DIR (load cl/*.cl from a directory), HT_CACHE_DIR (program\n"
             "cache directory), HT_NO_CACHE=1 (do not use the program cache).\n");
 }
@@ -122,12 +123,27 @@ static int generate_main(int argc, char **argv) {
 /* hettrain schedule ...: argv[0] is "schedule". Pure: no MPI, no device. */
 static int schedule_main(int argc, char **argv) {
     ht_pipe_params p = {.kind = -1, .v = 1};
-    const char *trace = NULL, *kind = NULL;
+    const char *trace = NULL, *kind = NULL, *cfg_path = NULL, *sets[MAX_SETS];
     double bf = 1.0;
-    int streams = 0;
+    int streams = 0, nset = 0;
+    for (int i = 1; i < argc; i++) { /* -c / --set first: the flags below override them */
+        if (!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) cfg_path = need_arg(argc, argv, &i);
+        else if (!strcmp(argv[i], "--set")) add_set(sets, &nset, need_arg(argc, argv, &i));
+    }
+    if (cfg_path || nset) { /* the job's pipe.* keys */
+        ht_config cfg;
+        ht_exit_on_error(ht_config_load(&cfg, cfg_path, sets, nset));
+        static char from_cfg[16];
+        snprintf(from_cfg, sizeof from_cfg, "%s", cfg.pipe.schedule);
+        if (strcmp(from_cfg, "none")) kind = from_cfg;
+        p.D = cfg.pipe.stages, p.N = cfg.pipe.micro_batches;
+        if (!strcmp(from_cfg, "interleaved")) p.v = cfg.pipe.chunks;
+        bf = 2.0; /* what the trainer plans for */
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--schedule")) kind = need_arg(argc, argv, &i);
+        if (!strcmp(a, "-c") || !strcmp(a, "--config") || !strcmp(a, "--set")) i++;
+        else if (!strcmp(a, "--schedule")) kind = need_arg(argc, argv, &i);
         else if (!strcmp(a, "--stages")) p.D = (int)parse_count(a, need_arg(argc, argv, &i), 1, 4096);
         else if (!strcmp(a, "--micro-batches"))
             p.N = (int)parse_count(a, need_arg(argc, argv, &i), 1, 1 << 20);
@@ -149,7 +165,7 @@ static int schedule_main(int argc, char **argv) {
             return HT_EINPUT;
         }
     }
-    if (!kind) ht_die(HT_EINPUT, "schedule: no --schedule given; expected --schedule gpipe, 1f1b, interleaved or chimera");
+    if (!kind) ht_die(HT_EINPUT, "schedule: no --schedule given (and no pipe.schedule in a -c FILE); expected --schedule gpipe, 1f1b, interleaved or chimera");
     if ((p.kind = ht_pipe_kind_parse(kind)) < 0)
         ht_die(HT_EINPUT, "schedule: --schedule %s: expected gpipe, 1f1b, interleaved or chimera", kind);
     if (!p.D) ht_die(HT_EINPUT, "schedule: no --stages given; expected --stages D (D >= 1)");

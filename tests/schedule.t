@@ -36,4 +36,14 @@ expect_fail 2 "no --micro-batches given" "missing micro-batches" -- schedule --s
 expect_fail 2 "--bf -1: expected a number > 0" "negative B/F ratio" -- schedule --schedule gpipe --stages 2 --micro-batches 2 --bf -1
 expect_fail 2 "unknown argument '--bogus' for schedule" "unknown option" -- schedule --bogus
 
+# -c FILE: the job's pipe.* keys (B = 2F, as the trainer plans), flags override them
+printf 'model = { hidden = [8, 8, 8]; };\ntrain = { batch = 8; };\noptim = { lr = 0.1; };\npipe = { schedule = "1f1b"; stages = 3; micro_batches = 5; };\n' >"$TMP/job.cfg"
+run_ht schedule -c "$TMP/job.cfg"
+[ $RC -eq 0 ] && printf '%s' "$OUT" | grep -q '^1f1b: D=3 N=5 v=1, F=1 B=2' &&
+    printf '%s' "$OUT" | grep -q 'makespan 21,'
+ok $? "schedule -c FILE: 1f1b D=3 N=5 from the file, makespan 3(N+D-1) = 21 at B = 2F"
+run_ht schedule -c "$TMP/job.cfg" --set pipe.schedule=gpipe --micro-batches 2
+[ $RC -eq 0 ] && printf '%s' "$OUT" | grep -q '^gpipe: D=3 N=2'; ok $? "--set and flags override the file"
+expect_fail 2 "pipe.stages.*found 0, expected an integer >= 1" "a bad pipe key names the key" -- schedule -c "$TMP/job.cfg" --set pipe.stages=0
+
 done_testing
