@@ -37,7 +37,7 @@ expect_fail 2 "--bf -1: expected a number > 0" "negative B/F ratio" -- schedule 
 expect_fail 2 "unknown argument '--bogus' for schedule" "unknown option" -- schedule --bogus
 
 # -c FILE: the job's pipe.* keys (B = 2F, as the trainer plans), flags override them
-printf 'model = { hidden = [8, 8, 8]; };\ntrain = { batch = 8; };\noptim = { lr = 0.1; };\npipe = { schedule = "1f1b"; stages = 3; micro_batches = 5; };\n' >"$TMP/job.cfg"
+printf 'model = { hidden = [8, 8, 8]; };\ntrain = { batch = 8; steps = 1; };\noptim = { lr = 0.1; };\npipe = { schedule = "1f1b"; stages = 3; micro_batches = 5; };\n' >"$TMP/job.cfg"
 run_ht schedule -c "$TMP/job.cfg"
 [ $RC -eq 0 ] && printf '%s' "$OUT" | grep -q '^1f1b: D=3 N=5 v=1, F=1 B=2' &&
     printf '%s' "$OUT" | grep -q 'makespan 21,'
