@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Pipeline schedules side by side on NP ranks (default 4) training a GPT of 8 blocks, from one
+# run: per schedule and micro-batch count, the measured bubble (mean over ranks of
+# 1 - compute / step time, from the per-rank "pipe" metrics records) beside the schedule
+# checker's prediction (unit times, backward = 2 forwards: hettrain schedule), throughput,
+# activation memory per rank (what the executor allocates for its slots) and point-to-point
+# bytes per step; then data parallelism on the same ranks and its all-reduce bytes per step.
+#   tools/bench/bench_pipe.sh [STEPS] [hettrain args...]
+# Env: NP (4), LAYERS (8), DMODEL (64), BATCH (32), PIN=1 (one core and one PoCL thread per
+# rank: only meaningful with NP <= cores). Run from the repository root.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+steps=${1:-20}; shift || true
+np=${NP:-4}; layers=${LAYERS:-8}; dmodel=${DMODEL:-64}; batch=${BATCH:-32}
+build=${HT_BUILD:-build}
+text=$(cd .. && pwd)/shared/data/tinyshakespeare/input.txt
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+bind=(--bind-to none)
+if [ "${PIN:-0}" = 1 ]; then bind=(--bind-to core); export POCL_MAX_PTHREAD_COUNT=1; fi
+cat >"$tmp/job.cfg" <<CFG
+model = { type = "gpt"; n_layer = $layers; d_model = $dmodel; n_head = 4; context = 64; };
+data = { kind = "text"; path = "$text"; val_fraction = 0.1; };
+train = { batch = $batch; steps = $steps; seed = 1; eval_every = 0; eval_batches = 1; };
+optim = { type = "adamw"; lr = 0.001; };
+log = { every = 5; progress = "none"; };
+CFG
+run() { # run NAME ARGS: mpirun NP ranks, metrics in $tmp/NAME.jsonl
+    local name=$1; shift
+    mpirun -np "$np" --oversubscribe "${bind[@]}" "$build/hettrain" -c "$tmp/job.cfg" -q \
+        --set log.metrics="$tmp/$name.jsonl" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" ||
+        { cat "$tmp/$name.err" >&2; exit 1; }
+}
+echo "== pipelines on $np ranks: GPT L$layers C$dmodel T64, batch $batch, $steps steps (first not counted)"
+echo "   $(nproc) cores$([ "${PIN:-0}" = 1 ] && echo ', ranks pinned, 1 PoCL thread each' || echo ', ranks share the cores')"
+printf '%-12s %3s %9s %9s %7s %12s %12s %12s\n' schedule N predicted measured diff samples/s \
+    "act MiB/rank" "p2p KiB/step"
+for cfg in "gpipe 4" "1f1b 4" "interleaved 4" "chimera 4" "gpipe 8" "1f1b 8" "interleaved 8" "chimera 8"; do
+    set -- $cfg
+    s=$1 n=$2
+    extra=(--set pipe.schedule="$s" --set pipe.stages="$np" --set pipe.micro_batches="$n")
+    [ "$s" = interleaved ] && extra+=(--set pipe.chunks=2)
+    pred=$("$build/hettrain" schedule -c "$tmp/job.cfg" "${extra[@]}" | sed -nE 's/.*bubble ([0-9.]+).*/\1/p')
+    run "$s-$n" "${extra[@]}"
+    /usr/bin/python3 - "$tmp/$s-$n.jsonl" "$s" "$n" "$pred" "$batch" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if '"type":"pipe"' in l]
+idle = sum(r['idle_fraction'] for r in recs) / len(recs)
+step = max(r['step_s'] for r in recs)
+act = max(r['activation_bytes'] for r in recs) / 2**20
+p2p = sum(r['p2p_bytes_per_step'] for r in recs) / 1024
+pred = float(sys.argv[4])
+print('%-12s %3s %9.3f %9.3f %+7.3f %12.1f %12.2f %12.1f' % (sys.argv[2], sys.argv[3], pred, idle,
+      idle - pred, int(sys.argv[5]) / step, act, p2p))
+PY
+done
+run dp
+sps=$(sed -nE 's/.* ([0-9.]+) samples\/s.*/\1/p' "$tmp/dp.out")
+/usr/bin/python3 - "$tmp/dp.jsonl" "$sps" "$steps" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if '"type":"sync"' in l]
+sent = sum(r['bytes_sent'] for r in recs) / int(sys.argv[3]) / 1024
+print('%-12s %3s %9s %9s %7s %12s %12s %12.1f  (all-reduce bytes sent per step, all ranks)' %
+      ('data-par.', '-', '-', '-', '', sys.argv[2], '-', sent))
+PY
