@@ -84,7 +84,7 @@ int ht_pipe_2bw_steady(const ht_pipe_params *p, ht_pipe_sched *s) {
     int D = p->D, N = p->N;
     sched_alloc(s, p, N);
     for (int r = 0; r < D; r++) {
-        int w = D - 1 - r, ns;
+        int w = D - 1 - r, ns = 1;
         for (int k = 0; k < N; k++) {
             push_fwd(s, r, k, slot_of(N, w, k, &ns));
             int g = k - w, kk = g < 0 ? g + N : g; /* the backward's micro-batch */
