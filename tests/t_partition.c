@@ -66,6 +66,17 @@ static void test_memory(void) {
     t = ht_mem_rank(&d, 2, lo, hi, 1, 4, 1, NULL, &u);
     tap_ok(t == 1200 + 300 + 70 + 2, "two chunks on one rank: %g (want 1572)", t);
 
+    /* slots that fit: 1690 B without any, 190 B per slot */
+    int a = ht_mem_max_slots(&d, 1, 3, 2, 1, NULL, 2260, 8),
+        b = ht_mem_max_slots(&d, 1, 3, 2, 1, NULL, 1879, 8),
+        c = ht_mem_max_slots(&d, 1, 3, 2, 1, NULL, 1880, 8),
+        e = ht_mem_max_slots(&d, 1, 3, 2, 1, NULL, 1e9, 8), f = ht_mem_max_slots(&d, 1, 3, 2, 1,
+                                                                                  NULL, 0, 8);
+    tap_ok(a == 3 && b == 0 && c == 1 && e == 8 && f == 8,
+           "slots that fit 2260 / 1879 / 1880 B: 3 / 0 / 1, capped at 8, no limit 8 (got %d %d "
+           "%d %d %d)",
+           a, b, c, e, f);
+
     double extra;
     uint8_t set[3] = {9, 9, 9};
     int fits = ht_mem_choose_recompute(&d, fwd, 1, 3, 2, 3, 1, 2200, set, &extra, &u);
@@ -230,6 +241,21 @@ static void test_slower(void) {
     if (rc == HT_OK) ht_partition_free(&p);
 }
 
+static void test_cuts(void) {
+    desc_store ds;
+    hcase h;
+    /* 4 equal layers on 2 equal ranks, a stage may start only at layer 3: 3 + 1 */
+    ht_part_input *in = hcase_init(&h, uniform_desc(&ds, 4, 0, 0, 0, 0), 2, 2, 2);
+    uint8_t cut[] = {1, 0, 0, 1};
+    in->can_cut = cut;
+    ht_partition p;
+    int rc = ht_part_hetero(in, &p);
+    tap_ok(rc == HT_OK && p.D == 2 && p.stage[0].hi == 3 && p.bottleneck == 9,
+           "a stage starts only where the model may be cut: layers 0-2 and 3 (D %d, %g s)", p.D,
+           p.bottleneck);
+    if (rc == HT_OK) ht_partition_free(&p);
+}
+
 static void test_memory_moves_layers(void) {
     desc_store ds;
     hcase h;
@@ -372,6 +398,7 @@ int main(void) {
     test_simple();
     test_equal();
     test_slower();
+    test_cuts();
     test_memory_moves_layers();
     test_memory_recompute();
     test_infeasible();

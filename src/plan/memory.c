@@ -96,6 +96,17 @@ double ht_mem_rank(const ht_mem_desc *d, int nchunk, const int *lo, const int *h
     return m.total;
 }
 
+int ht_mem_max_slots(const ht_mem_desc *d, int lo, int hi, int mb, int weight_versions,
+                     const uint8_t *rc, double limit, int cap) {
+    if (limit <= 0) return cap;
+    double base = ht_mem_stage(d, lo, hi, mb, 0, weight_versions, rc, NULL);
+    double per = ht_mem_stage(d, lo, hi, mb, 1, weight_versions, rc, NULL) - base; /* a slot */
+    if (base + per > limit) return 0;
+    if (per <= 0) return cap;
+    double n = floor((limit - base) / per);
+    return n >= cap ? cap : (int)n;
+}
+
 /* ---------------------------------------------------------------- recomputation */
 
 typedef struct cand {

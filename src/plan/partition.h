@@ -72,6 +72,13 @@ double ht_mem_rank(const ht_mem_desc *d, int nchunk, const int *lo, const int *h
  * the chosen layers' forward), *u the memory with them. Returns 1 when it fits, 0 when not even
  * with every layer that frees memory recomputed (rc then holds all of those). Recomputing
  * frees nothing with one slot: then nothing is chosen. */
+/* The most micro-batches in flight that stage [lo, hi) fits in `limit` bytes with the layers
+ * rc recomputed (NULL: none): the largest n with ht_mem_stage(.., n, ..) <= limit, capped at
+ * cap (e.g. N); 0 when not even one fits; cap when limit <= 0 (no limit). A rank's bound for
+ * ht_pipe_params.max_inflight (hepipe). */
+int ht_mem_max_slots(const ht_mem_desc *d, int lo, int hi, int mb, int weight_versions,
+                     const uint8_t *rc, double limit, int cap);
+
 int ht_mem_choose_recompute(const ht_mem_desc *d, const double *fwd, int lo, int hi, int mb,
                             int slots, int weight_versions, double limit, uint8_t *rc,
                             double *extra_s, ht_mem_use *u);
@@ -122,6 +129,9 @@ typedef struct ht_part_input {
     int allow_recompute;      /* may recompute layers to fit memory */
     int allow_replicas;       /* may run a stage on several devices of a host, each
                                  micro-batch split between them by speed */
+    const uint8_t *can_cut;   /* [L] 1 where a stage may start (layer 0 always may); NULL:
+                                 anywhere (pipe/bounds.h: not at an activation fused with the
+                                 layer before it) */
 } ht_part_input;
 
 typedef struct ht_part_stage {

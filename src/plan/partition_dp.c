@@ -182,6 +182,11 @@ static int popcount(int x) {
     return n;
 }
 
+/* 1 when a stage may start at layer i (i == L: the end of the model). */
+static int cut_ok(const ctx *c, int i) {
+    return i == 0 || i == c->L || !c->in->can_cut || c->in->can_cut[i];
+}
+
 static int slots_for(const ctx *c, int after) {
     if (c->in->slots_rule == HT_PART_SLOTS_ALL) return c->N;
     return after + 1 < c->N ? after + 1 : c->N;
@@ -206,6 +211,7 @@ typedef struct choice {
 static void relax_from(ctx *c, int h, int e, int i, link tin, choice *best) {
     int full = c->M - 1;
     for (int i2 = i + 1; i2 <= e; i2++) {
+        if (!cut_ok(c, i2)) continue;
         link tout = i2 < e ? c->intra[h] : (e < c->L ? c->to_after[h] : NO_LINK);
         for (int mask2 = 0; mask2 < c->M; mask2++) {
             int free = full & ~mask2;
@@ -237,8 +243,9 @@ static void host_dp(ctx *c, int h, int e, choice *first) {
         c->V[x] = PV_INF;
     c->V[vix(c, e, 0, 0)] = (pval){0, 0};
     for (int i = e - 1; i >= 0; i--) {
-        relax_from(c, h, e, i, i ? c->intra[h] : NO_LINK, NULL);
         first[i] = (choice){PV_INF, 0, 0, 0, 0};
+        if (!cut_ok(c, i)) continue;
+        relax_from(c, h, e, i, i ? c->intra[h] : NO_LINK, NULL);
         relax_from(c, h, e, i, i ? c->from_before[h] : NO_LINK, &first[i]);
     }
 }
@@ -292,6 +299,7 @@ static pval plan_once(ctx *c, plan_stage *st, int *D) {
         F[x] = PV_INF;
     for (int h = 0; h < c->H; h++)
         for (int e = 1; e <= L; e++) {
+            if (!cut_ok(c, e)) continue;
             host_dp(c, h, e, first);
             for (int i = 0; i < e; i++)
                 F[((size_t)h * W + e) * W + i] = first[i].v;
