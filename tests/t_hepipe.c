@@ -15,6 +15,7 @@
 #include "core/rng.h"
 #include "pipe/sched_2bw.h"
 #include "pipe/schedule.h"
+#include "pipe/transform.h"
 #include "tap.h"
 
 static int near(double a, double b) { return fabs(a - b) <= 1e-9 * (1 + fabs(b)); }
@@ -283,6 +284,54 @@ static void test_2bw_versions(void) {
            why);
 }
 
+/* ---------------------------------------------------------------- recomputation */
+
+static void test_recompute(void) {
+    ht_pipe_sched s;
+    ht_pipe_report r;
+    uint8_t all[8] = {1, 1, 1, 1, 1, 1, 1, 1}, some[4] = {1, 0, 1, 0};
+    /* one rank, 2 micro-batches: F, R + B per micro-batch = 1 + 1 + 2 each: 8 */
+    gen(HT_PIPE_1F1B, 1, 2, NULL, NULL, &s);
+    ht_pipe_add_recompute(&s, all);
+    char buf[512] = "";
+    stream_str(&s, 0, buf, sizeof buf);
+    int rc = ht_pipe_check(&s, 2, NULL, &r);
+    tap_ok(!rc && near(r.makespan, 8) && !strcmp(buf, "LOAD:0/0 FWD:0/0 RECOMPUTE:0/0 BWD:0/0 "
+                                                      "LOAD:1/0 FWD:1/0 RECOMPUTE:1/0 BWD:1/0 "
+                                                      "REDUCE_GRADS OPT_STEP"),
+           "recompute on one rank: %s, makespan %g (want 8)", buf, rc ? -1 : r.makespan);
+    ht_pipe_sched_free(&s);
+    int bad = 0;
+    for (int kind = HT_PIPE_GPIPE; kind <= HT_PIPE_CHIMERA; kind++)
+        for (int D = 2; D <= 4; D += 2)
+            for (int N = D; N <= 2 * D; N += D) {
+                ht_pipe_sched a;
+                ht_pipe_report ra, rb;
+                ht_pipe_params p = {.kind = kind, .D = D, .N = N,
+                                    .v = kind == HT_PIPE_INTERLEAVED ? 2 : 1};
+                if (ht_pipe_generate(&p, &a) || ht_pipe_check(&a, 2, NULL, &ra)) {
+                    bad++;
+                    continue;
+                }
+                int before = a.len[0], nb0 = 0;
+                ht_pipe_add_recompute(&a, some);
+                /* every BWD of ranks 0 and 2 gains one RECOMPUTE: busy grows by their number */
+                int nb = 0;
+                for (int q = 0; q < D; q += 2)
+                    for (int i = 0; i < a.len[q]; i++) {
+                        nb += a.ins[q][i].op == HT_PI_BWD;
+                        nb0 += q == 0 && a.ins[q][i].op == HT_PI_BWD;
+                    }
+                if (ht_pipe_check(&a, 2, NULL, &rb) || !near(rb.busy, ra.busy + nb) ||
+                    rb.makespan < ra.makespan || a.len[0] != before + nb0)
+                    bad++;
+                ht_pipe_sched_free(&a);
+            }
+    tap_ok(!bad, "recompute on ranks 0, 2 of gpipe/1f1b/interleaved/chimera: each passes the "
+                 "checker, busy time grows by one forward per backward there (%d bad)",
+           bad);
+}
+
 int main(void) {
     test_hepipe_equal();
     test_hepipe_hand();
@@ -292,5 +341,6 @@ int main(void) {
     test_2bw_steady_hand();
     test_2bw_chain();
     test_2bw_versions();
+    test_recompute();
     return tap_done();
 }
