@@ -37,6 +37,16 @@ void ht_mem_desc_from_model(ht_mem_desc *d, const ht_model *m, int mb, int opt_s
     }
 }
 
+void ht_part_times_from_model(const ht_model *m, int R, const double *flops_per_s,
+                              double *fwd, double *bwd) {
+    int L = m->nlayers;
+    for (int r = 0; r < R; r++)
+        for (int l = 0; l < L; l++) {
+            fwd[r * L + l] = ht_layer_flops_forward(&m->layers[l]) / flops_per_s[r];
+            bwd[r * L + l] = ht_layer_flops_backward(&m->layers[l], l > 0) / flops_per_s[r];
+        }
+}
+
 void ht_mem_desc_free(ht_mem_desc *d) {
     free(d->out_bytes);
     memset(d, 0, sizeof *d);

@@ -15,6 +15,15 @@
 
 struct ht_model;
 
+/* ---------------------------------------------------------------- costs */
+
+/* Per-layer times from FLOPs, a stand-in for measured ones (a hetprof profile's or a
+ * start-up calibration's): fwd[r*L + l] = forward FLOPs per sample of layer l / flops_per_s[r],
+ * bwd likewise (layer 0 without its input gradient). flops_per_s[r] > 0: e.g. a device's
+ * GFLOP/s over its emulated slowdown. */
+void ht_part_times_from_model(const struct ht_model *m, int R, const double *flops_per_s,
+                              double *fwd, double *bwd);
+
 /* ---------------------------------------------------------------- memory model */
 
 /* What memory each layer of a model needs, device-independent. */
