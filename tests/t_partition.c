@@ -241,6 +241,14 @@ static void test_slower(void) {
            "rank 1 2x slower: 8 layers on rank 0, 4 on rank 1, 24 s each (got %d/%d, %g)",
            nlayers(&p, 0), nlayers(&p, 1), p.bottleneck);
     if (rc == HT_OK) ht_partition_free(&p);
+    /* slower rank first, in rank order: it takes the first 4 layers */
+    for (int l = 0; l < 12; l++)
+        h.fwd[l] = 2, h.bwd[l] = 4, h.fwd[12 + l] = 1, h.bwd[12 + l] = 2;
+    in->in_rank_order = 1;
+    rc = ht_part_hetero(in, &p);
+    tap_ok(rc == HT_OK && p.stage[0].rank[0] == 0 && p.stage[0].hi == 4 && p.bottleneck == 24,
+           "in rank order with rank 0 2x slower: layers 0-3 on rank 0, 4-11 on rank 1");
+    if (rc == HT_OK) ht_partition_free(&p);
 }
 
 static void test_cuts(void) {
@@ -431,6 +439,20 @@ static void test_gpt(void) {
            "GPT 8 blocks, speeds 1,1,1/2,1/4: hetero slowest stage %.3f ms vs uniform %.3f ms "
            "(%.2fx)",
            rc ? -1 : p.bottleneck * 1e3, worst * 1e3, rc ? 0 : worst / p.bottleneck);
+    ht_partition q;
+    in.in_rank_order = 1;
+    int rc2 = ht_part_hetero(&in, &q), order = rc2 == HT_OK && q.D == 4;
+    for (int s = 0; order && s < 4; s++)
+        order = q.stage[s].rank[0] == s;
+    /* in order the rank at 1/4 must hold the last stage (ln_f + head at the least) */
+    tap_ok(order && q.bottleneck < worst && q.bottleneck >= p.bottleneck,
+           "in rank order (stage s on rank s): %.3f ms, between hetero %.3f and uniform %.3f",
+           rc2 ? -1 : q.bottleneck * 1e3, rc ? -1 : p.bottleneck * 1e3, worst * 1e3);
+    if (rc2 == HT_OK) ht_partition_free(&q);
+    int host[4] = {0, 1, 0, 1};
+    in.host = host;
+    tap_ok(ht_part_hetero(&in, &q) == HT_EINPUT && strstr(ht_errmsg(), "contiguous"),
+           "in rank order, interleaved hosts are refused: %s", ht_errmsg());
     if (rc == HT_OK) {
         char *buf = NULL;
         size_t n = 0;

@@ -220,6 +220,9 @@ static void relax_from(ctx *c, int h, int e, int i, link tin, choice *best) {
                 if (isinf(after.time) || !free) continue;
                 int slots = slots_for(c, c->after[h] + j2);
                 for (int g = next_group(c, free, 0); g; g = next_group(c, free, g)) {
+                    if (c->in->in_rank_order && ((mask2 && g > (mask2 & -mask2)) ||
+                                                 (best && (mask2 | g) != full)))
+                        continue; /* ranks in order; a host's group uses all its ranks */
                     pval v = pv_max(eval_group(c, h, g, i, i2, slots, tin, tout), after);
                     if (best) {
                         if (pv_better(v, best->v)) *best = (choice){v, i2, g, mask2, j2};
@@ -264,8 +267,8 @@ static void level1(ctx *c, const pval *F, pval *T, int *E) {
         T[c->H * W + i] = i == L ? (pval){0, 0} : PV_INF;
     for (int h = c->H - 1; h >= 0; h--)
         for (int i = 0; i <= L; i++) {
-            pval best = T[(h + 1) * W + i];
-            int be = -1;
+            pval best = c->in->in_rank_order ? PV_INF : T[(h + 1) * W + i];
+            int be = -1; /* in rank order no host may stay empty */
             for (int e = i + 1; e <= L; e++) {
                 pval v = pv_max(F[((size_t)h * W + e) * W + i], T[(h + 1) * W + e]);
                 if (pv_better(v, best)) best = v, be = e;
@@ -392,6 +395,13 @@ static int check_input(const ht_part_input *in) {
                         in->N, in->B);
     if (in->slots_rule != HT_PART_SLOTS_1F1B && in->slots_rule != HT_PART_SLOTS_ALL)
         return ht_error(HT_EINPUT, "hetero partition: slots_rule %d is unknown", in->slots_rule);
+    if (in->in_rank_order && in->allow_replicas)
+        return ht_error(HT_EINPUT, "hetero partition: in_rank_order places one stage per rank; "
+                                   "it excludes replicated stages");
+    if (in->in_rank_order && in->R > d->L)
+        return ht_error(HT_EINPUT, "hetero partition: %d ranks in order need a stage each, but "
+                                   "the model has %d layers",
+                        in->R, d->L);
     if (in->weight_versions != 1 && in->weight_versions != 2)
         return ht_error(HT_EINPUT, "hetero partition: weight_versions %d; 1, or 2 for 2bw",
                         in->weight_versions);
@@ -416,6 +426,12 @@ static int setup_hosts(ctx *c) {
                             "hetero partition: host %d has more than %d ranks; the device-level "
                             "program covers at most %d per host (use \"balanced\")",
                             id, HT_PART_MAX_HOST_RANKS, HT_PART_MAX_HOST_RANKS);
+        if (c->in->in_rank_order && h != c->H - 1)
+            return ht_error(HT_EINPUT,
+                            "hetero partition: rank %d is on host %d after ranks of other "
+                            "hosts; with stages in rank order each host's ranks must be "
+                            "contiguous (renumber the ranks, e.g. mpirun --map-by node)",
+                            r, id);
         c->hr[h][c->nh[h]++] = r;
         c->hostof[r] = h;
     }
