@@ -459,7 +459,8 @@ static void test_gpt(void) {
         FILE *fp = open_memstream(&buf, &n);
         ht_partition_print(fp, &p);
         fclose(fp);
-        tap_diag("%s", buf);
+        for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
+            tap_diag("%s", line);
         free(buf);
         ht_partition_free(&p);
     }
