@@ -302,6 +302,18 @@ static void test_memory_recompute(void) {
                !c1[2] && !c1[3] && p.bottleneck == 5 && p.mem[r0].total == 300 &&
                p.mem[r1].total == 200,
            "tight memory turns on recomputation of layer 0 on the first stage (5 s, 300 B)");
+    if (rc == HT_OK) {
+        /* stage 0: 100 B live + 100 B per slot within 350 -> 2 slots; stage 1: 200 B per
+         * slot -> 1 */
+        int b[3], mi[2];
+        double st[2];
+        ht_partition_export(&p, in->model, 1, b, st, mi);
+        tap_ok(b[0] == 0 && b[1] == 2 && b[2] == 4 && st[0] == 5 && st[1] == 4 && mi[0] == 2 &&
+                   mi[1] == 1,
+               "exported: bounds 0,2,4, stage times 5,4, slot limits 2,1 (got %d,%d,%d %g,%g "
+               "%d,%d)",
+               b[0], b[1], b[2], st[0], st[1], mi[0], mi[1]);
+    }
     if (rc == HT_OK) ht_partition_free(&p);
     in->allow_recompute = 0;
     rc = ht_part_hetero(in, &p);

@@ -108,6 +108,23 @@ void ht_partition_print(FILE *f, const ht_partition *p) {
             p->bottleneck * 1e3, p->step_time * 1e3);
 }
 
+void ht_partition_export(const ht_partition *p, const ht_mem_desc *d, int weight_versions,
+                         int *bounds, double *stage_time, int *max_inflight) {
+    for (int s = 0; s < p->D; s++) {
+        const ht_part_stage *st = &p->stage[s];
+        if (bounds) bounds[s] = st->lo, bounds[s + 1] = st->hi;
+        if (stage_time) stage_time[s] = st->time;
+        if (!max_inflight) continue;
+        max_inflight[s] = p->N;
+        for (int k = 0; k < st->nrep; k++) {
+            int r = st->rank[k];
+            int n = ht_mem_max_slots(d, st->lo, st->hi, st->share[k], weight_versions,
+                                     p->recompute + (size_t)r * p->L, p->limit[r], p->N);
+            if (n < max_inflight[s]) max_inflight[s] = n;
+        }
+    }
+}
+
 void ht_partition_free(ht_partition *p) {
     free(p->recompute);
     p->recompute = NULL;

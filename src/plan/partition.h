@@ -191,6 +191,14 @@ typedef struct ht_partition {
 int ht_part_hetero(const ht_part_input *in, ht_partition *p);
 void ht_partition_free(ht_partition *p);
 
+/* Glue for the executor and hepipe (stages in pipeline order, s = 0 .. D-1): bounds[0..D]
+ * (stage s runs layers [bounds[s], bounds[s+1])); stage_time[s] its predicted seconds per
+ * micro-batch (hepipe's relative stage times); max_inflight[s] the most micro-batches its
+ * ranks fit in memory with their recomputation (ht_mem_max_slots, the smallest over its
+ * replicas, at most N): hepipe's slot limits. Any output may be NULL. */
+void ht_partition_export(const ht_partition *p, const ht_mem_desc *d, int weight_versions,
+                         int *bounds, double *stage_time, int *max_inflight);
+
 /* The partition as a table: one row per stage (layers, host, ranks and shares, slots, time
  * per micro-batch, recomputed layers, predicted memory / limit), then the step time. */
 void ht_partition_print(FILE *f, const ht_partition *p);
