@@ -5,7 +5,8 @@
  * slow stage holds the gradients back, at the price of one activation slot per extra forward.
  * The generator picks the depths from the measured relative stage times: the vector that
  * gives the shortest makespan of the in-order execution (the checker's semantics, backward =
- * 2 x forward, communication free), fewest slots on ties, within each rank's slot limit.
+ * p->bf_ratio x forward, communication free), fewest slots on ties, within each rank's slot
+ * limit.
  * Depths must not increase along the pipeline: a rank whose warm-up were shallower than its
  * successor's would wait for a gradient while the successor waits for one more activation
  * (a circular wait). Small searches are exhaustive; larger ones a local search from 1F1B. The
@@ -17,7 +18,6 @@
 #include "core/err.h"
 #include "pipe/internal.h"
 
-#define BF_RATIO 2.0         /* backward / forward time assumed by the depth search */
 #define EXHAUSTIVE_MAX 4096  /* depth vectors tried one by one at most */
 
 void ht_pipe_order_warmup(ht_pipe_order *o, int D, int N, const int *w) {
@@ -39,6 +39,7 @@ void ht_pipe_order_warmup(ht_pipe_order *o, int D, int N, const int *w) {
 typedef struct sim {
     int D, N;
     const double *t; /* [D] forward time per stage */
+    double bf;       /* backward / forward time */
     double *fwd_end, *bwd_end; /* [D*N], < 0: not run yet */
     int *pos;                  /* [D] next operation of each rank */
     double *clock;             /* [D] */
@@ -75,7 +76,7 @@ static double makespan(sim *m, const int *w) {
                 else ready = r < D - 1 ? m->bwd_end[(r + 1) * N + k] : m->fwd_end[r * N + k];
                 if (ready < 0) break;
                 double start = ready > m->clock[r] ? ready : m->clock[r];
-                m->clock[r] = start + m->t[r] * (f ? 1 : BF_RATIO);
+                m->clock[r] = start + m->t[r] * (f ? 1 : m->bf);
                 (f ? m->fwd_end : m->bwd_end)[r * N + k] = m->clock[r];
                 m->pos[r]++, left--, moved = 1;
             }
@@ -206,7 +207,7 @@ static void choose_depths(const ht_pipe_params *p, int *w) {
         if (cap < lim) lim = cap;
         u[r] = r == D - 1 ? 0 : lim;
     }
-    search s = {.m = {D, N, t}, .D = D, .u = u, .best_t = INFINITY, .best_sum = 0};
+    search s = {.m = {D, N, t, p->bf_ratio > 0 ? p->bf_ratio : 1}, .D = D, .u = u, .best_t = INFINITY, .best_sum = 0};
     s.m.fwd_end = ht_xmalloc((size_t)D * N * sizeof(double));
     s.m.bwd_end = ht_xmalloc((size_t)D * N * sizeof(double));
     s.m.pos = ht_xmalloc((size_t)D * sizeof(int));
