@@ -26,6 +26,7 @@ static void usage(FILE *f) {
             "                [--temperature T] [--seed S] [--set KEY=VALUE]... [--device SEL]\n"
             "       hettrain schedule [-c FILE] [--schedule KIND --stages D --micro-batches N]\n"
             "                [--chunks V] [--bf R] [--trace FILE] [--streams]\n"
+            "                [--stage-times T,..] [--max-inflight K,..]\n"
             "       hettrain --list-devices | --help-config | --help | --version\n"
             "\n"
             "Trains the model described by the libconfig FILE on one OpenCL device; under\n"
@@ -46,12 +47,15 @@ static void usage(FILE *f) {
             "generate: continues TEXT by N bytes with the GPT of FILE (model.type \"gpt\") and the\n"
             "parameters of the checkpoint (default: checkpoint.path); --temperature 0 is greedy\n"
             "(default 1), --seed S (default 1) makes the sampling repeatable.\n"
-            "schedule: prints a pipeline schedule (gpipe, 1f1b, interleaved, chimera) of D stages\n"
-            "and N micro-batches (V chunks per rank, interleaved) as a timeline on unit time\n"
-            "(forward 1, backward R, default 1) with its makespan, bubble and peak activations\n"
-            "per rank; --trace FILE writes it as a Chrome trace, --streams lists every rank's\n"
-            "instructions. With -c FILE (and --set) the job's pipe.* keys give the defaults and\n"
-            "R = 2. Runs no model and needs no device.\n"
+            "schedule: prints a pipeline schedule (gpipe, 1f1b, interleaved, chimera, hepipe,\n"
+            "2bw) of D stages and N micro-batches (V chunks per rank, interleaved) as a timeline\n"
+            "on unit time (forward 1, backward R, default 1) with its makespan, bubble and peak\n"
+            "activations per rank; --trace FILE writes it as a Chrome trace, --streams lists\n"
+            "every rank's instructions. With -c FILE (and --set) the job's pipe.* keys give the\n"
+            "defaults and R = 2. --stage-times gives each stage's relative forward time: hepipe\n"
+            "picks its warm-up depths from them (and --max-inflight, slots per rank), and the\n"
+            "makespan and bubble under those times are printed beside 1f1b's. Runs no model and\n"
+            "needs no device.\n"
             "Environment: HT_KERNEL_DIR (load cl/*.cl from a directory), HT_CACHE_DIR (program\n"
             "cache directory), HT_NO_CACHE=1 (do not use the program cache).\n");
 }
@@ -120,12 +124,51 @@ static int generate_main(int argc, char **argv) {
     return 0;
 }
 
+/* A comma-separated list of at most max numbers, each > 0 (integers when ints), for option
+ * opt; returns how many, or exits 2. */
+static int parse_list(const char *opt, const char *v, double *out, int max, int ints) {
+    int n = 0;
+    for (const char *p = v;; p++) {
+        char *e;
+        errno = 0;
+        double x = strtod(p, &e);
+        if (e == p || errno == ERANGE || !(x > 0) || !isfinite(x) || (ints && x != floor(x)) ||
+            (*e && *e != ',') || n == max)
+            ht_die(HT_EINPUT, "%s %s: expected at most %d comma-separated %s > 0 (one per stage)",
+                   opt, v, max, ints ? "integers" : "numbers");
+        out[n++] = x;
+        if (!*e) return n;
+        p = e;
+    }
+}
+
+/* The makespan and bubble of s and of 1F1B under per-stage forward times t (hettrain
+ * schedule --stage-times). */
+static void print_under_times(const ht_pipe_sched *s, double bf, const double *t, int limited) {
+    ht_pipe_report r, f;
+    ht_pipe_params q = {.kind = HT_PIPE_1F1B, .D = s->p.D, .N = s->p.N, .v = 1};
+    ht_pipe_sched o;
+    ht_exit_on_error(ht_pipe_generate(&q, &o));
+    if (ht_pipe_check(s, bf, t, &r) || ht_pipe_check(&o, bf, t, &f))
+        ht_die(HT_ERUNTIME, "schedule failed its own check under the stage times: %s", ht_errmsg());
+    printf("under the stage times:");
+    for (int i = 0; i < s->p.D; i++)
+        printf("%s%g", i ? "," : " ", t[i]);
+    printf(" (B = %g F): %s makespan %g, bubble %.4f, peak slots", bf,
+           ht_pipe_kind_names[s->p.kind], r.makespan, r.bubble);
+    for (int i = 0; i < s->p.D && i < 64; i++)
+        printf(" %d", r.peak_inflight[i]);
+    printf("; 1f1b%s makespan %g, bubble %.4f\n", limited ? " (without the slot limits)" : "",
+           f.makespan, f.bubble);
+    ht_pipe_sched_free(&o);
+}
+
 /* hettrain schedule ...: argv[0] is "schedule". Pure: no MPI, no device. */
 static int schedule_main(int argc, char **argv) {
     ht_pipe_params p = {.kind = -1, .v = 1};
     const char *trace = NULL, *kind = NULL, *cfg_path = NULL, *sets[MAX_SETS];
-    double bf = 1.0;
-    int streams = 0, nset = 0;
+    double bf = 1.0, times[64], slots_d[64];
+    int streams = 0, nset = 0, ntimes = 0, nslots = 0, slots[64];
     for (int i = 1; i < argc; i++) { /* -c / --set first: the flags below override them */
         if (!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) cfg_path = need_arg(argc, argv, &i);
         else if (!strcmp(argv[i], "--set")) add_set(sets, &nset, need_arg(argc, argv, &i));
@@ -156,6 +199,10 @@ static int schedule_main(int argc, char **argv) {
                 ht_die(HT_EINPUT, "--bf %s: expected a number > 0 (backward time / forward time)", v);
         } else if (!strcmp(a, "--trace")) trace = need_arg(argc, argv, &i);
         else if (!strcmp(a, "--streams")) streams = 1;
+        else if (!strcmp(a, "--stage-times"))
+            ntimes = parse_list(a, need_arg(argc, argv, &i), times, 64, 0);
+        else if (!strcmp(a, "--max-inflight"))
+            nslots = parse_list(a, need_arg(argc, argv, &i), slots_d, 64, 1);
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
@@ -165,11 +212,22 @@ static int schedule_main(int argc, char **argv) {
             return HT_EINPUT;
         }
     }
-    if (!kind) ht_die(HT_EINPUT, "schedule: no --schedule given (and no pipe.schedule in a -c FILE); expected --schedule gpipe, 1f1b, interleaved or chimera");
+    if (!kind) ht_die(HT_EINPUT, "schedule: no --schedule given (and no pipe.schedule in a -c FILE); expected --schedule gpipe, 1f1b, interleaved, chimera, hepipe or 2bw");
     if ((p.kind = ht_pipe_kind_parse(kind)) < 0)
-        ht_die(HT_EINPUT, "schedule: --schedule %s: expected gpipe, 1f1b, interleaved or chimera", kind);
+        ht_die(HT_EINPUT, "schedule: --schedule %s: expected gpipe, 1f1b, interleaved, chimera, hepipe or 2bw", kind);
     if (!p.D) ht_die(HT_EINPUT, "schedule: no --stages given; expected --stages D (D >= 1)");
     if (!p.N) ht_die(HT_EINPUT, "schedule: no --micro-batches given; expected --micro-batches N (N >= 1)");
+    if ((ntimes && ntimes != p.D) || (nslots && nslots != p.D))
+        ht_die(HT_EINPUT, "schedule: --%s has %d values for --stages %d; expected one per stage",
+               ntimes && ntimes != p.D ? "stage-times" : "max-inflight",
+               ntimes && ntimes != p.D ? ntimes : nslots, p.D);
+    if (ntimes && p.v != 1)
+        ht_die(HT_EINPUT, "schedule: --stage-times takes one time per rank; it does not combine "
+                          "with --chunks %d", p.v);
+    for (int i = 0; i < nslots; i++)
+        slots[i] = (int)slots_d[i];
+    p.stage_time = ntimes ? times : NULL;
+    p.max_inflight = nslots ? slots : NULL;
     ht_pipe_sched s;
     p.bf_ratio = bf; /* the order (Chimera's) planned for the times shown */
     ht_exit_on_error(ht_pipe_generate(&p, &s));
@@ -178,6 +236,7 @@ static int schedule_main(int argc, char **argv) {
     if (ht_pipe_check(&s, bf, NULL, &r)) /* a generator bug, not the user's input */
         ht_die(HT_ERUNTIME, "schedule \"%s\" failed its own check: %s", kind, ht_errmsg());
     ht_pipe_print_timeline(&s, bf, stdout);
+    if (ntimes) print_under_times(&s, bf, times, nslots > 0);
     if (trace) ht_exit_on_error(ht_pipe_write_trace(&s, bf, trace));
     ht_pipe_sched_free(&s);
     return 0;

@@ -27,10 +27,24 @@ run_ht schedule --schedule interleaved --stages 2 --micro-batches 4 --chunks 2 -
 ok $(( RC != 0 )) "interleaved with --bf 2 exits 0"
 printf '%s' "$OUT" | grep -q 'F0:0' && printf '%s' "$OUT" | grep -q 'B=2'; ok $? "interleaved cells show the chunk"
 
+# hepipe under unequal stage times: depths 3,1,0,0 found by exhaustive search outside the code
+run_ht schedule --schedule hepipe --stages 4 --micro-batches 8 --bf 2 --stage-times 4,2,1,1
+ok $(( RC != 0 )) "hepipe with --stage-times exits 0"
+printf '%s' "$OUT" | grep -q 'hepipe makespan 96, bubble 0.5000, peak slots 4 2 1 1; 1f1b makespan 98, bubble 0.5102'
+ok $? "hepipe under stage times 4,2,1,1: makespan 96 beside 1f1b's 98"
+run_ht schedule --schedule hepipe --stages 4 --micro-batches 8 --bf 2 --stage-times 4,2,1,1 --max-inflight 2,2,2,2
+printf '%s' "$OUT" | grep -q 'peak slots 2 1 1 1; 1f1b (without the slot limits)'
+ok $? "hepipe within --max-inflight 2: at most 2 slots per rank"
+run_ht schedule --schedule 2bw --stages 2 --micro-batches 4
+printf '%s' "$OUT" | grep -q 'makespan 10,'; ok $? "2bw: one batch in flushed form (1F1B), makespan 2(N+D-1)"
+
+expect_fail 2 "--stage-times has 3 values for --stages 4" "stage times of the wrong length" -- schedule --schedule hepipe --stages 4 --micro-batches 8 --stage-times 4,2,1
+expect_fail 2 "--stage-times 4,x: expected" "a bad stage time" -- schedule --schedule hepipe --stages 2 --micro-batches 8 --stage-times 4,x
+expect_fail 2 "needs at least as many micro-batches as stages" "2bw with N < D" -- schedule --schedule 2bw --stages 4 --micro-batches 2
 expect_fail 2 "needs an even number of pipeline stages, got 3" "chimera with odd D" -- schedule --schedule chimera --stages 3 --micro-batches 6
 expect_fail 2 "multiple of the pipeline stages" "interleaved with N not a multiple of D" -- schedule --schedule interleaved --stages 4 --micro-batches 6 --chunks 2
 expect_fail 2 "only \"interleaved\" takes more than 1" "chunks for 1f1b" -- schedule --schedule 1f1b --stages 4 --micro-batches 6 --chunks 2
-expect_fail 2 "--schedule pipedream: expected gpipe, 1f1b, interleaved or chimera" "unknown kind" -- schedule --schedule pipedream --stages 4 --micro-batches 6
+expect_fail 2 "--schedule pipedream: expected gpipe, 1f1b, interleaved, chimera, hepipe or 2bw" "unknown kind" -- schedule --schedule pipedream --stages 4 --micro-batches 6
 expect_fail 2 "--stages 0: expected an integer in \[1, 4096\]" "zero stages" -- schedule --schedule gpipe --stages 0 --micro-batches 6
 expect_fail 2 "no --micro-batches given" "missing micro-batches" -- schedule --schedule gpipe --stages 2
 expect_fail 2 "--bf -1: expected a number > 0" "negative B/F ratio" -- schedule --schedule gpipe --stages 2 --micro-batches 2 --bf -1

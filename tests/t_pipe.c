@@ -235,7 +235,7 @@ static void test_bad_params(void) {
         {HT_PIPE_INTERLEAVED, 4, 4, 0, "0 model chunks"},
         {HT_PIPE_CHIMERA, 3, 6, 1, "even"},
         {HT_PIPE_CHIMERA, 1, 6, 1, "even"},
-        {HT_PIPE_HEPIPE, 4, 8, 1, "\"hepipe\" is not available"},
+        {HT_PIPE_2BW, 4, 3, 1, "at least as many micro-batches as stages"},
         {HT_PIPE_NKINDS, 4, 8, 1, "out of range"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {

@@ -54,5 +54,12 @@ int ht_pipe_gen_gpipe(const ht_pipe_params *p, ht_pipe_sched *s);
 int ht_pipe_gen_1f1b(const ht_pipe_params *p, ht_pipe_sched *s);
 int ht_pipe_gen_interleaved(const ht_pipe_params *p, ht_pipe_sched *s);
 int ht_pipe_gen_chimera(const ht_pipe_params *p, ht_pipe_sched *s);
+int ht_pipe_gen_hepipe(const ht_pipe_params *p, ht_pipe_sched *s);
+int ht_pipe_gen_2bw(const ht_pipe_params *p, ht_pipe_sched *s);
+
+/* 1F1B with a warm-up of w[r] forwards on rank r (0 <= w[r] <= N - 1, non-increasing in r):
+ * then one forward and one backward alternate, then the remaining backwards. w[r] = D-1-r is
+ * PipeDream-Flush; deeper is HePipe's multi-forward warm-up, N - 1 is GPipe's order. */
+void ht_pipe_order_warmup(ht_pipe_order *o, int D, int N, const int *w);
 
 #endif

@@ -20,8 +20,8 @@ static const ht_pipe_gen_fn generators[HT_PIPE_NKINDS] = {
     [HT_PIPE_1F1B] = ht_pipe_gen_1f1b,
     [HT_PIPE_INTERLEAVED] = ht_pipe_gen_interleaved,
     [HT_PIPE_CHIMERA] = ht_pipe_gen_chimera,
-    [HT_PIPE_HEPIPE] = NULL,
-    [HT_PIPE_2BW] = NULL,
+    [HT_PIPE_HEPIPE] = ht_pipe_gen_hepipe,
+    [HT_PIPE_2BW] = ht_pipe_gen_2bw,
 };
 
 /* Bounds that keep every id and the checker's tables well inside int32. */

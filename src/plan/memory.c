@@ -1,0 +1,155 @@
+/* The memory model of a pipeline rank and the choice of layers to recompute (pure). A rank
+ * holds its stage's weights, gradients and optimizer state for the whole run; per micro-batch
+ * in flight (a slot) the stage input and what each layer keeps for its backward; for the one
+ * micro-batch in backward the gradients at its boundaries and whatever recomputation rebuilt;
+ * and one workspace shared by its layers. Recomputation (Chen et al. 2016, "Training deep nets
+ * with sublinear memory cost"; HePipe's dynamic recomputation) trades a layer's kept bytes in
+ * every slot for one more forward of it per micro-batch. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "nn/model.h"
+#include "plan/partition.h"
+
+/* ---------------------------------------------------------------- description */
+
+void ht_mem_desc_from_model(ht_mem_desc *d, const ht_model *m, int mb, int opt_states) {
+    int L = m->nlayers;
+    memset(d, 0, sizeof *d);
+    d->L = L;
+    d->in_bytes = (double)m->in_features * 4;
+    double *all = ht_xcalloc((size_t)(5 * (L ? L : 1)), sizeof *all);
+    d->out_bytes = all;
+    d->keep_bytes = all + L;
+    d->param_bytes = all + 2 * L;
+    d->state_bytes = all + 3 * L;
+    d->work_bytes = all + 4 * L;
+    if (mb < 1) mb = 1;
+    for (int l = 0; l < L; l++) {
+        const ht_layer *y = &m->layers[l];
+        d->out_bytes[l] = (double)y->out * 4;
+        d->keep_bytes[l] = (double)ht_layer_act_bytes(y);
+        d->param_bytes[l] = (double)y->nparams * 4;
+        d->state_bytes[l] = (double)y->nparams * 4 * (2 + opt_states);
+        d->work_bytes[l] = (double)ht_layer_work_floats(y, mb) * 4 / mb;
+    }
+}
+
+void ht_part_times_from_model(const ht_model *m, int R, const double *flops_per_s,
+                              double *fwd, double *bwd) {
+    int L = m->nlayers;
+    for (int r = 0; r < R; r++)
+        for (int l = 0; l < L; l++) {
+            fwd[r * L + l] = ht_layer_flops_forward(&m->layers[l]) / flops_per_s[r];
+            bwd[r * L + l] = ht_layer_flops_backward(&m->layers[l], l > 0) / flops_per_s[r];
+        }
+}
+
+void ht_mem_desc_free(ht_mem_desc *d) {
+    free(d->out_bytes);
+    memset(d, 0, sizeof *d);
+}
+
+/* ---------------------------------------------------------------- one stage */
+
+static double in_bytes_of(const ht_mem_desc *d, int lo) {
+    return lo == 0 ? d->in_bytes : d->out_bytes[lo - 1];
+}
+
+/* Per sample: bytes one slot keeps, bytes the one micro-batch in BWD needs besides. */
+static void per_sample(const ht_mem_desc *d, int lo, int hi, const uint8_t *rc, double *slot,
+                       double *live, double *work) {
+    *slot = in_bytes_of(d, lo);
+    *live = lo > 0 ? in_bytes_of(d, lo) : 0; /* the gradient sent back (none on stage 0) */
+    *work = 0;
+    for (int l = lo; l < hi; l++) {
+        if (rc && rc[l])
+            *live += d->keep_bytes[l];
+        else
+            *slot += d->keep_bytes[l];
+        *live += d->out_bytes[l]; /* the gradient arriving at each boundary */
+        if (d->work_bytes[l] > *work) *work = d->work_bytes[l];
+    }
+}
+
+static double state_of(const ht_mem_desc *d, int lo, int hi, int weight_versions) {
+    double s = 0;
+    for (int l = lo; l < hi; l++)
+        s += d->state_bytes[l] + (weight_versions - 1) * d->param_bytes[l];
+    return s;
+}
+
+double ht_mem_stage(const ht_mem_desc *d, int lo, int hi, int mb, int slots, int weight_versions,
+                    const uint8_t *rc, ht_mem_use *u) {
+    return ht_mem_rank(d, 1, &lo, &hi, mb, slots, weight_versions, rc, u);
+}
+
+double ht_mem_rank(const ht_mem_desc *d, int nchunk, const int *lo, const int *hi, int mb,
+                   int slots, int weight_versions, const uint8_t *rc, ht_mem_use *u) {
+    ht_mem_use m = {0};
+    double slot_max = 0, live_max = 0, work_max = 0;
+    for (int c = 0; c < nchunk; c++) {
+        double slot, live, work;
+        per_sample(d, lo[c], hi[c], rc, &slot, &live, &work);
+        m.state += state_of(d, lo[c], hi[c], weight_versions);
+        if (slot > slot_max) slot_max = slot;
+        if (live > live_max) live_max = live;
+        if (work > work_max) work_max = work;
+    }
+    m.acts = (double)slots * mb * slot_max;
+    m.live = (double)mb * live_max;
+    m.work = (double)mb * work_max;
+    m.total = m.state + m.acts + m.live + m.work;
+    if (u) *u = m;
+    return m.total;
+}
+
+int ht_mem_max_slots(const ht_mem_desc *d, int lo, int hi, int mb, int weight_versions,
+                     const uint8_t *rc, double limit, int cap) {
+    if (limit <= 0) return cap;
+    double base = ht_mem_stage(d, lo, hi, mb, 0, weight_versions, rc, NULL);
+    double per = ht_mem_stage(d, lo, hi, mb, 1, weight_versions, rc, NULL) - base; /* a slot */
+    if (base + per > limit) return 0;
+    if (per <= 0) return cap;
+    double n = floor((limit - base) / per);
+    return n >= cap ? cap : (int)n;
+}
+
+/* ---------------------------------------------------------------- recomputation */
+
+typedef struct cand {
+    int l;
+    double ratio; /* bytes kept per sample / forward seconds per sample */
+} cand;
+
+static int by_ratio(const void *a, const void *b) {
+    const cand *x = a, *y = b;
+    if (x->ratio != y->ratio) return x->ratio > y->ratio ? -1 : 1;
+    return x->l - y->l;
+}
+
+int ht_mem_choose_recompute(const ht_mem_desc *d, const double *fwd, int lo, int hi, int mb,
+                            int slots, int weight_versions, double limit, uint8_t *rc,
+                            double *extra_s, ht_mem_use *u) {
+    for (int l = lo; l < hi; l++)
+        rc[l] = 0;
+    *extra_s = 0;
+    double need = ht_mem_stage(d, lo, hi, mb, slots, weight_versions, rc, u);
+    if (limit <= 0 || need <= limit) return 1;
+    if (slots <= 1) return 0; /* a recomputed layer is live once anyway: nothing to gain */
+    cand c[hi - lo > 0 ? hi - lo : 1];
+    int n = 0;
+    for (int l = lo; l < hi; l++)
+        if (d->keep_bytes[l] > 0)
+            c[n++] = (cand){l, fwd[l] > 0 ? d->keep_bytes[l] / fwd[l] : INFINITY};
+    qsort(c, (size_t)n, sizeof *c, by_ratio);
+    for (int i = 0; i < n; i++) {
+        rc[c[i].l] = 1;
+        *extra_s += mb * fwd[c[i].l];
+        need = ht_mem_stage(d, lo, hi, mb, slots, weight_versions, rc, u);
+        if (need <= limit) return 1;
+    }
+    return 0;
+}

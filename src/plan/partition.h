@@ -1,0 +1,206 @@
+/* Pipeline planning (pure: no MPI, no OpenCL, no I/O but the printed table, no globals): how
+ * much device memory a pipeline stage needs (weights, gradients, optimizer state, activations
+ * of the micro-batches in flight, workspace), which layers to recompute to fit a limit, and how
+ * to cut the model's layers into stages: by layer count ("uniform"), by measured per-layer time
+ * ("balanced"), or by HePipe's two-level partition over hosts and their devices ("hetero").
+ *
+ * Units: bytes and seconds, as doubles. A stage is a contiguous layer range [lo, hi). Layer l
+ * reads boundary activation l and writes boundary l + 1 (boundary 0 is the model's input,
+ * boundary L the logits). Seed: HePipe (Lizhi Ma, Dan Liu), see shared/DESIGN.md. */
+#ifndef HT_PLAN_PARTITION_H
+#define HT_PLAN_PARTITION_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+struct ht_model;
+
+/* ---------------------------------------------------------------- costs */
+
+/* Per-layer times from FLOPs, a stand-in for measured ones (a hetprof profile's or a
+ * start-up calibration's): fwd[r*L + l] = forward FLOPs per sample of layer l / flops_per_s[r],
+ * bwd likewise (layer 0 without its input gradient). flops_per_s[r] > 0: e.g. a device's
+ * GFLOP/s over its emulated slowdown. */
+void ht_part_times_from_model(const struct ht_model *m, int R, const double *flops_per_s,
+                              double *fwd, double *bwd);
+
+/* ---------------------------------------------------------------- memory model */
+
+/* What memory each layer of a model needs, device-independent. */
+typedef struct ht_mem_desc {
+    int L;              /* layers */
+    double in_bytes;    /* per sample: the model's input (boundary 0) */
+    double *out_bytes;  /* [L] per sample: layer l's output, boundary l + 1 (its gradient is as
+                           large; it is what a stage boundary after layer l sends) */
+    double *keep_bytes; /* [L] per sample kept from a micro-batch's FWD to its BWD: the output
+                           (unless it aliases the input) and the layer's saved state */
+    double *param_bytes; /* [L] parameters */
+    double *state_bytes; /* [L] parameters + their gradients + optimizer state */
+    double *work_bytes;  /* [L] workspace per sample (shared by the stage's layers: the max) */
+} ht_mem_desc;
+
+/* Fills d from a model (built with or without a device: only the description is read) for
+ * micro-batches of mb samples (the workspace is taken at that size) and opt_states optimizer
+ * floats per parameter (0: plain SGD, 1: momentum, 2: AdamW). Floats and int32 tokens are 4
+ * bytes. Free with ht_mem_desc_free. */
+void ht_mem_desc_from_model(ht_mem_desc *d, const struct ht_model *m, int mb, int opt_states);
+void ht_mem_desc_free(ht_mem_desc *d);
+
+/* A rank's predicted memory, by part. */
+typedef struct ht_mem_use {
+    double state;  /* weights (weight_versions copies) + gradients + optimizer state */
+    double acts;   /* slots x (stage input + kept activations of the layers not recomputed) */
+    double live;   /* one micro-batch's activations of the recomputed layers, rebuilt for its
+                      BWD, plus its activation gradients at the stage's boundaries */
+    double work;   /* workspace: mb x the largest per-sample workspace of the stage's layers */
+    double total;
+} ht_mem_use;
+
+/* Memory of a rank running stage [lo, hi) on micro-batches of mb samples with `slots` of them
+ * in flight (1F1B: min(N, D - s) at stage s; GPipe: N; the checker's peak_inflight for any
+ * schedule), weight_versions copies of the weights (2: PipeDream-2BW), recomputing the
+ * layers l with rc[l] != 0 (rc may be NULL: none). A recomputed layer keeps nothing per slot
+ * (its input is the kept output of the layer before it, or the stage input) and is rebuilt
+ * for one micro-batch at a time before its BWD: it costs its forward once more per
+ * micro-batch. Returns u->total (u may be NULL). */
+double ht_mem_stage(const ht_mem_desc *d, int lo, int hi, int mb, int slots, int weight_versions,
+                    const uint8_t *rc, ht_mem_use *u);
+
+/* A rank holding several chunks (interleaved, Chimera: nchunk ranges lo[c]..hi[c]) and `slots`
+ * slots in all (the checker's peak for that rank): weights of every chunk, slots sized for
+ * the largest chunk (an upper bound), one micro-batch's live part and workspace of the
+ * largest. rc as above over the model's layers (NULL: none). Returns u->total. */
+double ht_mem_rank(const ht_mem_desc *d, int nchunk, const int *lo, const int *hi, int mb,
+                   int slots, int weight_versions, const uint8_t *rc, ht_mem_use *u);
+
+/* Chooses layers of stage [lo, hi) to recompute so that ht_mem_stage fits `limit` bytes: the
+ * layers that free the most memory per second of recompute (keep_bytes[l] / fwd[l], a layer
+ * with no forward time first, lower l on ties), one at a time until the stage fits. fwd[l]
+ * is the layer's forward seconds per sample on this rank (index l of an [L] array). Writes
+ * rc[lo .. hi) (other entries untouched), *extra_s the recompute seconds per micro-batch (mb x
+ * the chosen layers' forward), *u the memory with them. Returns 1 when it fits, 0 when not even
+ * with every layer that frees memory recomputed (rc then holds all of those). Recomputing
+ * frees nothing with one slot: then nothing is chosen. */
+/* The most micro-batches in flight that stage [lo, hi) fits in `limit` bytes with the layers
+ * rc recomputed (NULL: none): the largest n with ht_mem_stage(.., n, ..) <= limit, capped at
+ * cap (e.g. N); 0 when not even one fits; cap when limit <= 0 (no limit). A rank's bound for
+ * ht_pipe_params.max_inflight (hepipe). */
+int ht_mem_max_slots(const ht_mem_desc *d, int lo, int hi, int mb, int weight_versions,
+                     const uint8_t *rc, double limit, int cap);
+
+int ht_mem_choose_recompute(const ht_mem_desc *d, const double *fwd, int lo, int hi, int mb,
+                            int slots, int weight_versions, double limit, uint8_t *rc,
+                            double *extra_s, ht_mem_use *u);
+
+/* ---------------------------------------------------------------- simple partitions */
+
+/* D stages of L layers by count: bounds[0] = 0 < bounds[1] < ... < bounds[D] = L, stage s is
+ * [bounds[s], bounds[s+1]); sizes differ by at most one and the larger stages come last (the
+ * first stages hold the most micro-batches in flight under 1F1B). HT_EINPUT when D < 1 or
+ * D > L (every stage needs a layer). */
+int ht_part_uniform(int L, int D, int *bounds);
+
+/* D stages minimising the largest stage's summed t[l] (seconds per layer, >= 0, finite):
+ * exact (dynamic program). Among equally good splits: the one whose earlier stages are as
+ * short as possible (the first stages hold the most in flight). HT_EINPUT as above, or for a
+ * negative or non-finite time. */
+int ht_part_balanced(int L, int D, const double *t, int *bounds);
+
+/* ---------------------------------------------------------------- hetero (HePipe) */
+
+/* How many micro-batches a stage holds in flight. */
+enum {
+    HT_PART_SLOTS_1F1B, /* min(N, D - s) at stage s: 1F1B, hepipe, 2bw */
+    HT_PART_SLOTS_ALL,  /* N: GPipe */
+};
+
+#define HT_PART_MAX_RANKS 64
+#define HT_PART_MAX_HOST_RANKS 10 /* the device-level program runs over subsets of a host */
+#define HT_PART_MAX_REP 8
+
+typedef struct ht_part_input {
+    const ht_mem_desc *model;
+    int R;                    /* ranks, 1 .. HT_PART_MAX_RANKS */
+    const double *fwd, *bwd;  /* [R*L] seconds per sample of layer l on rank r: [r*L + l] */
+    const double *mem_limit;  /* [R] bytes (<= 0: no limit); NULL: none */
+    const int *host;          /* [R] host id of each rank (ranks with equal ids share a host;
+                                 hosts are ordered by their lowest rank); NULL: one host */
+    const double *lat, *bw;   /* [R*R] seconds and bytes/s between ranks a and b ([a*R + b]);
+                                 NULL: the defaults below by host */
+    double lat_intra, bw_intra; /* default link within a host (bw <= 0: free) */
+    double lat_inter, bw_inter; /* default link between hosts (bw <= 0: free) */
+    double overhead;          /* seconds per stage and micro-batch that do not grow with its
+                                 samples (kernel launches, synchronisation), >= 0 */
+    int B;                    /* samples per step through the pipeline, >= 1 */
+    int N;                    /* micro-batches, dividing B; 0: the best divisor of B */
+    int slots_rule;           /* HT_PART_SLOTS_1F1B or HT_PART_SLOTS_ALL */
+    int weight_versions;      /* 1, or 2 (PipeDream-2BW) */
+    int allow_recompute;      /* may recompute layers to fit memory */
+    int allow_replicas;       /* may run a stage on several devices of a host, each
+                                 micro-batch split between them by speed */
+    int in_rank_order;        /* stage s on rank s, every rank one stage, no replicas: the
+                                 placement the executor runs (world rank = replica x D +
+                                 stage); needs each host's ranks contiguous */
+    const uint8_t *can_cut;   /* [L] 1 where a stage may start (layer 0 always may); NULL:
+                                 anywhere (pipe/bounds.h: not at an activation fused with the
+                                 layer before it) */
+} ht_part_input;
+
+typedef struct ht_part_stage {
+    int lo, hi;   /* layers [lo, hi) */
+    int host;     /* host index (0 = the host of rank 0, ...) */
+    int nrep;     /* devices running it: 1, or more when replicated */
+    int rank[HT_PART_MAX_REP];  /* their ranks */
+    int share[HT_PART_MAX_REP]; /* samples of each micro-batch each one computes */
+    int slots;    /* micro-batches in flight on it */
+    double time;  /* seconds per micro-batch, FWD + BWD + recompute + boundary transfers +
+                     overhead, of its slowest replica (+ its replicas' gradient reduction over
+                     the N micro-batches) */
+} ht_part_stage;
+
+typedef struct ht_partition {
+    int L, R, D, N, mb; /* layers, ranks, stages, micro-batches, samples per micro-batch */
+    ht_part_stage stage[HT_PART_MAX_RANKS]; /* [D] in pipeline order */
+    int stage_of[HT_PART_MAX_RANKS];        /* [R] stage of each rank, -1 when idle */
+    uint8_t *recompute;   /* [R*L] 1: rank r recomputes layer l */
+    ht_mem_use mem[HT_PART_MAX_RANKS];      /* [R] predicted peak per rank (zero when idle) */
+    double limit[HT_PART_MAX_RANKS];        /* [R] the limits (0: none) */
+    double bottleneck;    /* the slowest stage's time per micro-batch */
+    double step_time;     /* predicted: sum of stage times + (N - 1) x the slowest */
+} ht_partition;
+
+/* HePipe's two-level partition. Level 1 cuts the layers into contiguous groups, one per host
+ * in host order (a host may get none), so that the only traffic between hosts is the boundary
+ * activations (and their gradients) where one host's group ends and the next begins; level 2
+ * cuts each host's group into stages over subsets of its devices (any order, a device may
+ * stay idle, a stage may have replicas) by a dynamic program. Both minimise the slowest
+ * stage's time per micro-batch (compute at its rank's speed + recompute + the transfers of
+ * both its boundaries + overhead) subject to every rank's memory (ht_mem_stage, with
+ * recomputation chosen by ht_mem_choose_recompute when allowed): among all partitions, the
+ * one with the smallest largest memory shortfall first, then the fastest. Links: a stage
+ * boundary inside a host is charged the host's slowest link, one between hosts the slowest
+ * link between the two hosts' ranks (conservative: the program does not track which device
+ * runs the neighbouring stage). Level 1 sizes memory for the slots of a pipeline in which
+ * every rank of the later hosts runs a stage (an upper bound); the result is then evaluated
+ * with its true stage count. With N = 0 it tries every divisor of B and keeps the smallest
+ * predicted step time (fewest micro-batches on ties).
+ * HT_OK with *p filled (free with ht_partition_free), or HT_EINPUT with ht_errmsg() saying
+ * what is wrong: bad input (naming the field), or memory: "no partition fits: rank 2 (host
+ * 0) needs 1.53 GB for layers 4..7 with 2 slots of 8 samples, its limit is 1.00 GB: short by
+ * 0.53 GB" and what to change. *p needs no free on error. */
+int ht_part_hetero(const ht_part_input *in, ht_partition *p);
+void ht_partition_free(ht_partition *p);
+
+/* Glue for the executor and hepipe (stages in pipeline order, s = 0 .. D-1): bounds[0..D]
+ * (stage s runs layers [bounds[s], bounds[s+1])); stage_time[s] its predicted seconds per
+ * micro-batch (hepipe's relative stage times); max_inflight[s] the most micro-batches its
+ * ranks fit in memory with their recomputation (ht_mem_max_slots, the smallest over its
+ * replicas, at most N): hepipe's slot limits. Any output may be NULL. */
+void ht_partition_export(const ht_partition *p, const ht_mem_desc *d, int weight_versions,
+                         int *bounds, double *stage_time, int *max_inflight);
+
+/* The partition as a table: one row per stage (layers, host, ranks and shares, slots, time
+ * per micro-batch, recomputed layers, predicted memory / limit), then the step time. */
+void ht_partition_print(FILE *f, const ht_partition *p);
+
+#endif
