@@ -108,6 +108,18 @@ check 2 gpt 4 chimera 2 6
 check 4 gpt 4 chimera 4 4
 check 4 mlp 6 chimera 2 2    # 2 replicas of Chimera: 4 holders of every stage
 
+# recomputation: stages keep only their inputs and run the forward again before the backward,
+# with the same dropout masks: the very losses of the run without it, and less slot memory
+check 2 gpt 4 1f1b 2 6 --set pipe.recompute=all
+pp 2 gpt rc0 --set pipe.schedule=1f1b --set pipe.stages=2 --set pipe.micro_batches=6
+pp 2 gpt rc1 --set pipe.schedule=1f1b --set pipe.stages=2 --set pipe.micro_batches=6 --set pipe.recompute=all
+[ -s "$TMP/rc0.loss" ] && cmp -s "$TMP/rc0.loss" "$TMP/rc1.loss"
+ok $? "1f1b with recomputation: bit for bit the losses without it"
+mem() { grep '"type":"pipe"' "$1" | sed -E 's/.*"activation_bytes":([0-9.e+]+).*/\1/' | sort -g | tail -1; }
+awk -v a="$(mem "$TMP/rc1.jsonl")" -v b="$(mem "$TMP/rc0.jsonl")" 'BEGIN { exit !(a > 0 && a < b) }'
+ok $? "and less activation memory per rank ($(mem "$TMP/rc1.jsonl") < $(mem "$TMP/rc0.jsonl") bytes)"
+check 4 gpt 4 chimera 4 4 --set pipe.recompute=all
+
 # a 4-stage checkpoint resumes in one process (and the reverse): the one-process sequence
 pp 4 gpt stop --set pipe.schedule=1f1b --set pipe.stages=4 --set pipe.micro_batches=4 --stop-after 2
 [ $RC -eq 0 ] && [ -s "$TMP/stop.ckpt" ]; ok $? "4 stages, --stop-after 2: exit 0, checkpoint written"

@@ -542,7 +542,8 @@ static const char *const ALL_KEYS[] = {
     "sync.deadline_ms",  "sync.global_every",  "sync.alpha",        "sync.period",
     "sync.threshold",    "sync.max_period",    "sync.similar",      "sync.interval",
     "sync.max_ahead",    "sync.log",           "pipe.schedule",     "pipe.stages",
-    "pipe.micro_batches", "pipe.chunks",       "pipe.partition",    "pipe.boundaries"};
+    "pipe.micro_batches", "pipe.chunks",       "pipe.partition",    "pipe.boundaries",
+    "pipe.recompute"};
 #define NKEYS (int)(sizeof ALL_KEYS / sizeof ALL_KEYS[0])
 
 static void test_schema_and_write(void) {

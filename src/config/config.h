@@ -136,6 +136,7 @@ typedef struct ht_config {
         int micro_batches;     /* N per global batch (per replica) */
         int chunks;            /* interleaved: model chunks per rank */
         char partition[16];    /* "uniform" | "balanced"; pipe.boundaries overrides */
+        char recompute[16];    /* "none" | "all": stages keep only their inputs */
         int boundaries[HT_MAX_LAYERS]; /* explicit: first layer of stages 1 .. S-1 */
         int nboundaries;
     } pipe;

@@ -28,6 +28,7 @@ static const char *const ALLREDUCES[] = {"ring", "mpi", NULL};
 static const char *const PIPE_SCHEDULES[] = {"none", "gpipe", "1f1b", "interleaved", "chimera",
                                              NULL};
 static const char *const PIPE_PARTITIONS[] = {"uniform", "balanced", NULL};
+static const char *const PIPE_RECOMPUTE[] = {"none", "all", NULL};
 static const char *const SYNC_MODES[] = {
     "bsp", "asp", "ssp", "dasp", "preduce", "sap-reduce", "gossip", "gossip-adaptive", NULL};
 
@@ -247,6 +248,9 @@ const ht_ckey ht_config_keys[] = {
     {"pipe.partition", HT_CK_STR, 0, "\"uniform\"", 0, 0, PIPE_PARTITIONS, FIELD(pipe.partition),
      "how layers become stages: \"uniform\" (equal layer counts), \"balanced\" (equal "
      "forward + backward FLOPs)"},
+    {"pipe.recompute", HT_CK_STR, 0, "\"none\"", 0, 0, PIPE_RECOMPUTE, FIELD(pipe.recompute),
+     "\"all\": every stage keeps only its input between a micro-batch's forward and backward "
+     "and runs the forward again before the backward (less memory, about one more forward)"},
     {"pipe.boundaries", HT_CK_INTS, GE, "[]", 1, 0, NULL, offsetof(ht_config, pipe.boundaries),
      sizeof(((ht_config *)0)->pipe.boundaries), offsetof(ht_config, pipe.nboundaries),
      "explicit stage boundaries: the first layer of stages 1 .. S-1, increasing (overrides "

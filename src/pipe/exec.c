@@ -34,6 +34,10 @@ typedef struct stage_layout {
     size_t *act_off;  /* [nlayers + 1] */
     size_t *save_off; /* [nlayers] */
     size_t act_floats, save_floats;
+    /* a recomputing rank's slot keeps only the stage input (at 0, as in act_off) and, after
+     * it, a LOAD's inputs: keep_off is act_off with act_off[0] moved there */
+    size_t *keep_off;
+    size_t keep_floats;
 } stage_layout;
 
 struct ht_pipe_exec {
@@ -48,6 +52,9 @@ struct ht_pipe_exec {
     double slowdown;
     int nslot;
     slot *slots;
+    int rc;       /* this rank recomputes: slots keep stage inputs, stages run in `work` */
+    slot work;    /* a recomputing rank's one full stage buffer set (labels stay per slot) */
+    size_t work_bytes;
     const ht_pipe_instr *ins;
     int len;
     msg *msgs; /* [len]: used by SEND_* and RECV_* entries */
@@ -115,9 +122,14 @@ static void layout_init(ht_pipe_exec *x, int s) {
         L->save_off[i] = L->save_floats;
         L->save_floats += B * l->save;
     }
+    L->keep_off = ht_xmalloc((size_t)(m->nlayers + 1) * sizeof(size_t));
+    memcpy(L->keep_off, L->act_off, (size_t)(m->nlayers + 1) * sizeof(size_t));
+    L->keep_floats = B * (size_t)m->width[lo];
     if (lo > 0) { /* a LOAD's inputs (labels are what this stage needs) */
         L->act_off[0] = L->act_floats;
         L->act_floats += B * (size_t)m->width[0];
+        L->keep_off[0] = L->keep_floats;
+        L->keep_floats += B * (size_t)m->width[0];
     }
 }
 
@@ -142,7 +154,8 @@ static void msg_init(ht_pipe_exec *x, int i) {
 }
 
 ht_pipe_exec *ht_pipe_exec_new(ht_model *m, const ht_pipe_sched *s, const int *bounds,
-                               ht_pipe_place place, int mb, double slowdown) {
+                               ht_pipe_place place, int mb, double slowdown,
+                               const uint8_t *recompute) {
     ht_pipe_exec *x = ht_xcalloc(1, sizeof *x);
     x->m = m;
     x->s = s;
@@ -150,6 +163,7 @@ ht_pipe_exec *ht_pipe_exec_new(ht_model *m, const ht_pipe_sched *s, const int *b
     x->me = place.replica * place.D + place.prank;
     x->mb = mb;
     x->slowdown = slowdown;
+    x->rc = recompute && recompute[place.prank];
     x->bounds = ht_xmalloc((size_t)(s->S + 1) * sizeof(int));
     memcpy(x->bounds, bounds, (size_t)(s->S + 1) * sizeof(int));
     if (1024 + 4 * s->S * s->p.N >= HT_COMM_GROUP_TAG)
@@ -166,7 +180,7 @@ ht_pipe_exec *ht_pipe_exec_new(ht_model *m, const ht_pipe_sched *s, const int *b
     x->lay = ht_xcalloc((size_t)s->S, sizeof *x->lay);
     x->msgs = ht_xcalloc((size_t)x->len, sizeof *x->msgs);
     x->red_stage = ht_xcalloc((size_t)x->len, sizeof(int));
-    size_t red = 1, act = 1, save = 1;
+    size_t red = 1, act = 1, save = 1, keep = 1;
     for (int i = 0; i < x->len; i++) {
         msg_init(x, i);
         const ht_pipe_instr *in = &x->ins[i];
@@ -175,6 +189,7 @@ ht_pipe_exec *ht_pipe_exec_new(ht_model *m, const ht_pipe_sched *s, const int *b
         const stage_layout *L = &x->lay[in->stage];
         if (L->act_floats > act) act = L->act_floats;
         if (L->save_floats > save) save = L->save_floats;
+        if (L->keep_floats > keep) keep = L->keep_floats;
         size_t off, n; /* REDUCE_GRADS and ht_pipe_exec_grad_sq stage through x->red */
         ht_pipe_exec_stage_params(x, in->stage, &off, &n);
         if (n > red) red = n;
@@ -185,16 +200,25 @@ ht_pipe_exec *ht_pipe_exec_new(ht_model *m, const ht_pipe_sched *s, const int *b
     x->slots = ht_xcalloc((size_t)x->nslot, sizeof *x->slots);
     x->slots[0] = (slot){m->acts, m->dacts, m->saved, m->labels, m->losses, m->correct};
     const size_t rows = (size_t)mb * (size_t)m->rows;
+    /* a recomputing rank's slots hold the stage input; its stages run in one work set */
+    const size_t sa = x->rc ? keep : act, sd = x->rc ? 1 : act, ss = x->rc ? 1 : save;
     for (int k = 1; k < x->nslot; k++) {
         slot *o = &x->slots[k];
-        o->acts = ht_buf_new(m->dev, act * sizeof(float), "pipeline slot activations");
-        o->dacts = ht_buf_new(m->dev, act * sizeof(float), "pipeline slot gradients");
-        o->saved = ht_buf_new(m->dev, save * sizeof(float), "pipeline slot saved state");
+        o->acts = ht_buf_new(m->dev, sa * sizeof(float), "pipeline slot activations");
+        o->dacts = ht_buf_new(m->dev, sd * sizeof(float), "pipeline slot gradients");
+        o->saved = ht_buf_new(m->dev, ss * sizeof(float), "pipeline slot saved state");
         o->labels = ht_buf_new(m->dev, rows * sizeof(int32_t), "pipeline slot labels");
         o->losses = ht_buf_new(m->dev, rows * sizeof(float), "pipeline slot losses");
         o->correct = ht_buf_new(m->dev, rows * sizeof(int32_t), "pipeline slot flags");
     }
-    x->st.slot_bytes = (2 * act + save) * sizeof(float) + 3 * rows * sizeof(float);
+    if (x->rc) {
+        x->work.acts = ht_buf_new(m->dev, act * sizeof(float), "pipeline recompute activations");
+        x->work.dacts = ht_buf_new(m->dev, act * sizeof(float), "pipeline recompute gradients");
+        x->work.saved = ht_buf_new(m->dev, save * sizeof(float), "pipeline recompute state");
+        x->work_bytes = (2 * act + save) * sizeof(float);
+    }
+    x->st.slot_bytes = (sa + sd + ss) * sizeof(float) + 3 * rows * sizeof(float);
+    x->st.work_bytes = x->work_bytes;
     x->st.slots = s->nbuf[place.prank];
     return x;
 }
@@ -220,6 +244,11 @@ void ht_pipe_exec_free(ht_pipe_exec *x) {
         for (size_t j = 0; j < sizeof b / sizeof b[0]; j++)
             ht_buf_free(b[j]);
     }
+    if (x->rc) {
+        ht_buf_free(x->work.acts);
+        ht_buf_free(x->work.dacts);
+        ht_buf_free(x->work.saved);
+    }
     for (int i = 0; i < x->len; i++)
         free(x->msgs[i].host);
     free(x->msgs);
@@ -227,7 +256,7 @@ void ht_pipe_exec_free(ht_pipe_exec *x) {
     free(x->red);
     free(x->red_stage);
     for (int st = 0; st < x->s->S; st++)
-        free(x->lay[st].act_off), free(x->lay[st].save_off);
+        free(x->lay[st].act_off), free(x->lay[st].save_off), free(x->lay[st].keep_off);
     free(x->lay);
     free(x->orig_save_off);
     free(x->bounds);
@@ -238,16 +267,18 @@ const ht_pipe_stats *ht_pipe_exec_stats(const ht_pipe_exec *x) { return &x->st; 
 
 /* ------------------------------------------------------------------ instructions */
 
-/* Points the model at slot k laid out for the stage of instruction `in`. */
-static void use_slot(ht_pipe_exec *x, const ht_pipe_instr *in) {
+/* Points the model at slot `in->buf` laid out for the stage of instruction `in`: what the slot
+ * keeps (keep = 1: LOAD, RECV_ACT) or where the stage runs (keep = 0): on a recomputing rank
+ * the work set, with the slot's labels. */
+static void use_slot(ht_pipe_exec *x, const ht_pipe_instr *in, int keep) {
     const int k = in->buf;
     if (k < 0 || k >= x->nslot) ht_die(HT_ERUNTIME, "pipe: slot %d outside [0, %d)", k, x->nslot);
-    const slot *o = &x->slots[k];
+    const slot *o = &x->slots[k], *w = x->rc && !keep ? &x->work : o;
     const stage_layout *L = &x->lay[in->stage];
     ht_model *m = x->m;
-    m->acts = o->acts, m->dacts = o->dacts, m->saved = o->saved;
+    m->acts = w->acts, m->dacts = w->dacts, m->saved = w->saved;
     m->labels = o->labels, m->losses = o->losses, m->correct = o->correct;
-    m->act_off = L->act_off;
+    m->act_off = x->rc && keep ? L->keep_off : L->act_off;
     for (int i = stage_lo(x, in->stage); i < stage_hi(x, in->stage); i++)
         m->layers[i].save_off = L->save_off[i];
     m->max_batch = x->mb;
@@ -277,14 +308,17 @@ static void exec_fwd(ht_pipe_exec *x, const ht_pipe_instr *in, int64_t step, uin
                      int want_loss, double *loss_sum, int recompute) {
     ht_model *m = x->m;
     double t0 = ht_now();
-    use_slot(x, in);
+    const int lo = stage_lo(x, in->stage), hi = stage_hi(x, in->stage);
+    use_slot(x, in, 0);
+    if (x->rc) /* the kept stage input (at 0 in both layouts) into the work set */
+        ht_buf_copy(m->dev, x->work.acts, 0, x->slots[in->buf].acts, 0,
+                    (size_t)x->mb * (size_t)m->width[lo] * sizeof(float));
     ht_model_set_training(m, 1, seed, step);
     ht_model_set_row_offset(m, row0_of(x, in->mb));
-    int hi = stage_hi(x, in->stage);
-    ht_model_forward_range(m, stage_lo(x, in->stage), hi, x->mb);
-    if (hi == m->nlayers && !recompute) {
+    ht_model_forward_range(m, lo, hi, x->mb);
+    if (hi == m->nlayers) { /* a recompute rebuilds the loss gradient too */
         ht_model_loss_forward(m, x->mb, 1);
-        if (want_loss) {
+        if (want_loss && !recompute) {
             double l = 0;
             ht_model_loss(m, x->mb, &l, NULL);
             *loss_sum += l;
@@ -296,7 +330,7 @@ static void exec_fwd(ht_pipe_exec *x, const ht_pipe_instr *in, int64_t step, uin
 static void exec_bwd(ht_pipe_exec *x, const ht_pipe_instr *in, float grad_scale) {
     ht_model *m = x->m;
     double t0 = ht_now();
-    use_slot(x, in);
+    use_slot(x, in, 0);
     ht_model_set_row_offset(m, row0_of(x, in->mb)); /* dropout masks as in the forward */
     int hi = stage_hi(x, in->stage);
     /* the loss gradient is unscaled; a received gradient already carries the scale */
@@ -309,7 +343,7 @@ static void exec_send(ht_pipe_exec *x, int i) {
     const ht_pipe_instr *in = &x->ins[i];
     msg *g = &x->msgs[i];
     double t0 = ht_now();
-    use_slot(x, in);
+    use_slot(x, in, 0);
     const ht_buf *b = in->op == HT_PI_SEND_ACT ? x->m->acts : x->m->dacts;
     ht_buf_read(x->m->dev, b, g->off * sizeof(float), g->bytes, g->host);
     g->req = ht_comm_isend(g->host, g->bytes, g->peer, g->tag);
@@ -325,7 +359,7 @@ static void exec_recv(ht_pipe_exec *x, int i) {
     ht_comm_msg_wait(g->req, NULL, NULL);
     g->req = NULL;
     double t1 = ht_now();
-    use_slot(x, in);
+    use_slot(x, in, in->op == HT_PI_RECV_ACT);
     ht_buf *b = in->op == HT_PI_RECV_ACT ? x->m->acts : x->m->dacts;
     ht_buf_write(x->m->dev, b, g->off * sizeof(float), g->bytes, g->host);
     x->st.wait += t1 - t0;
@@ -403,7 +437,7 @@ void ht_pipe_exec_step(ht_pipe_exec *x, int64_t step, uint64_t seed, float grad_
         const ht_pipe_instr *in = &x->ins[i];
         switch ((ht_pipe_op)in->op) {
         case HT_PI_LOAD:
-            use_slot(x, in);
+            use_slot(x, in, 1);
             load(ctx, x->m, step, row0_of(x, in->mb), x->mb);
             break;
         case HT_PI_FWD: exec_fwd(x, in, step, seed, want_loss, loss_sum, 0); break;

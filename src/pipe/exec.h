@@ -37,18 +37,23 @@ typedef struct ht_pipe_stats {
     double wait;      /* blocked in RECV_* */
     double comm;      /* device <-> host copies of messages, posting, REDUCE_GRADS */
     uint64_t p2p_bytes; /* activation and gradient bytes this rank sent */
-    size_t slot_bytes;  /* activation memory of one slot of this rank's stages (device) */
+    size_t slot_bytes;  /* device memory of one slot (a recomputing rank: stage inputs only) */
     int slots;          /* slots the schedule uses on this rank */
+    size_t work_bytes;  /* a recomputing rank's one full stage buffer set, else 0 */
 } ht_pipe_stats;
 
 typedef struct ht_pipe_exec ht_pipe_exec;
 
 /* bounds[0..S]: stage s runs layers [bounds[s], bounds[s+1]) (bounds[0] = 0, bounds[S] =
  * m->nlayers, increasing). mb: samples per micro-batch (the global batch is R * N * mb).
- * slowdown: emulated (DESIGN.md), 1 = none. Allocates the slots' device buffers and the
+ * slowdown: emulated (DESIGN.md), 1 = none. recompute[prank] != 0 (recompute may be NULL):
+ * this rank's slots keep only its stages' inputs between FWD and BWD, and a RECOMPUTE
+ * (src/pipe/transform.h puts one before each BWD) runs the stage forward again, with the
+ * same dropout masks, in one work buffer set. Allocates the slots' device buffers and the
  * message staging. */
 ht_pipe_exec *ht_pipe_exec_new(ht_model *m, const ht_pipe_sched *s, const int *bounds,
-                               ht_pipe_place place, int mb, double slowdown);
+                               ht_pipe_place place, int mb, double slowdown,
+                               const uint8_t *recompute);
 void ht_pipe_exec_free(ht_pipe_exec *x);
 
 /* Runs the stream for global batch `step`: parameter gradients zeroed, then accumulated

@@ -18,6 +18,7 @@
 #include "pipe/bounds.h"
 #include "pipe/exec.h"
 #include "pipe/schedule.h"
+#include "pipe/transform.h"
 #include "train/engine.h"
 
 enum { TAG_GATHER = 900 }; /* stage owner -> rank 0, below the executor's tags */
@@ -168,15 +169,24 @@ static int setup(ht_job *j, pipe_state *p) {
         snprintf(msg, sizeof msg, "%s", ht_errmsg());
         return ht_error(rc, "%s: pipe: %s", src_of(cfg), msg);
     }
-    ht_pipe_report rep;
-    if (ht_pipe_check(&p->sched, 2.0, NULL, &rep) != HT_OK) /* a generator bug, not the user's */
-        return ht_error(HT_ERUNTIME, "pipe: the generated schedule is wrong: %s", ht_errmsg());
     p->bounds = ht_xmalloc((size_t)(p->sched.S + 1) * sizeof(int));
     if ((rc = make_bounds(j, p->sched.S, p->bounds)) != HT_OK) return rc;
+    uint8_t *recomp = NULL;
+    if (!strcmp(cfg->pipe.recompute, "all")) { /* RECOMPUTE before every BWD, on every rank */
+        recomp = ht_xmalloc((size_t)D);
+        memset(recomp, 1, (size_t)D);
+        ht_pipe_add_recompute(&p->sched, recomp);
+    }
+    ht_pipe_report rep;
+    if (ht_pipe_check(&p->sched, 2.0, NULL, &rep) != HT_OK) { /* a bug, not the user's */
+        free(recomp);
+        return ht_error(HT_ERUNTIME, "pipe: the generated schedule is wrong: %s", ht_errmsg());
+    }
     p->place = (ht_pipe_place){.D = D, .R = R, .prank = j->rank % D, .replica = j->rank / D};
     p->mb = j->B / (R * pp.N);
     double slowdown = cfg->cluster.nslowdown ? cfg->cluster.slowdown[j->rank] : 1.0;
-    p->x = ht_pipe_exec_new(&j->model, &p->sched, p->bounds, p->place, p->mb, slowdown);
+    p->x = ht_pipe_exec_new(&j->model, &p->sched, p->bounds, p->place, p->mb, slowdown, recomp);
+    free(recomp);
     /* clipping needs the norm over every stage: the engine clips, the optimizer does not */
     p->clip = (float)j->opt.cfg.clip;
     j->opt.cfg.clip = 0;
@@ -208,7 +218,8 @@ static void clip_global(ht_job *j, pipe_state *p) {
 /* One "pipe" metrics record per rank: its share of the last step. */
 static int records(ht_job *j, pipe_state *p, const double *sum, int64_t steps) {
     const ht_pipe_stats *st = ht_pipe_exec_stats(p->x);
-    double mine[6] = {sum[0], sum[1], sum[2], sum[3], (double)st->slot_bytes * st->slots,
+    double mine[6] = {sum[0], sum[1], sum[2], sum[3],
+                      (double)st->slot_bytes * st->slots + (double)st->work_bytes,
                       (double)st->p2p_bytes};
     double *all = ht_xcalloc((size_t)j->world * 6, sizeof(double));
     ht_comm_allgather(mine, sizeof mine, all);
