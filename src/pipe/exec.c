@@ -62,6 +62,8 @@ struct ht_pipe_exec {
     int nred;   /* REDUCE_GRADS of this stream, executed at OPT_STEP */
     int *red_stage;
     ht_pipe_stats st;
+    double *t_fwd, *t_bwd; /* [S] seconds of FWD / BWD (RECOMPUTE counts as FWD) since reset */
+    int *n_fwd, *n_bwd;
 };
 
 /* ------------------------------------------------------------------ layout */
@@ -178,6 +180,10 @@ ht_pipe_exec *ht_pipe_exec_new(ht_model *m, const ht_pipe_sched *s, const int *b
     for (int i = 0; i < m->nlayers; i++)
         x->orig_save_off[i] = m->layers[i].save_off;
     x->lay = ht_xcalloc((size_t)s->S, sizeof *x->lay);
+    x->t_fwd = ht_xcalloc((size_t)s->S, sizeof(double));
+    x->t_bwd = ht_xcalloc((size_t)s->S, sizeof(double));
+    x->n_fwd = ht_xcalloc((size_t)s->S, sizeof(int));
+    x->n_bwd = ht_xcalloc((size_t)s->S, sizeof(int));
     x->msgs = ht_xcalloc((size_t)x->len, sizeof *x->msgs);
     x->red_stage = ht_xcalloc((size_t)x->len, sizeof(int));
     size_t red = 1, act = 1, save = 1, keep = 1;
@@ -258,6 +264,7 @@ void ht_pipe_exec_free(ht_pipe_exec *x) {
     for (int st = 0; st < x->s->S; st++)
         free(x->lay[st].act_off), free(x->lay[st].save_off), free(x->lay[st].keep_off);
     free(x->lay);
+    free(x->t_fwd), free(x->t_bwd), free(x->n_fwd), free(x->n_bwd);
     free(x->orig_save_off);
     free(x->bounds);
     free(x);
@@ -296,6 +303,8 @@ static void compute_done(ht_pipe_exec *x, double t0, const char *what, const ht_
     if (x->slowdown != 1) ht_sleep((x->slowdown - 1) * dt);
     double t1 = ht_now();
     x->st.compute += t1 - t0;
+    if (in->op == HT_PI_BWD) x->t_bwd[in->stage] += t1 - t0, x->n_bwd[in->stage]++;
+    else x->t_fwd[in->stage] += t1 - t0, x->n_fwd[in->stage]++;
     if (ht_trace_on()) {
         char name[HT_TRACE_NAME];
         snprintf(name, sizeof name, "%s mb%d s%d%s", what, in->mb, in->stage,
@@ -474,4 +483,12 @@ double ht_pipe_exec_grad_sq(ht_pipe_exec *x) {
             sq += (double)x->red[i] * x->red[i];
     }
     return sq;
+}
+
+void ht_pipe_exec_stage_times(ht_pipe_exec *x, int reset, double *fwd, double *bwd) {
+    for (int st = 0; st < x->s->S; st++) {
+        if (fwd) fwd[st] = x->n_fwd[st] ? x->t_fwd[st] / x->n_fwd[st] : 0;
+        if (bwd) bwd[st] = x->n_bwd[st] ? x->t_bwd[st] / x->n_bwd[st] : 0;
+        if (reset) x->t_fwd[st] = x->t_bwd[st] = 0, x->n_fwd[st] = x->n_bwd[st] = 0;
+    }
 }

@@ -76,5 +76,9 @@ void ht_pipe_exec_stage_params(const ht_pipe_exec *x, int s, size_t *off, size_t
 int ht_pipe_exec_owner(const ht_pipe_exec *x, int s);
 
 const ht_pipe_stats *ht_pipe_exec_stats(const ht_pipe_exec *x);
+/* Mean seconds of one micro-batch's FWD (RECOMPUTE included) and BWD per stage since the
+ * last reset, emulated slowdown included (0 for stages this rank does not run); reset != 0
+ * starts counting anew. fwd, bwd: [S] or NULL. */
+void ht_pipe_exec_stage_times(ht_pipe_exec *x, int reset, double *fwd, double *bwd);
 
 #endif

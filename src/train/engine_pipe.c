@@ -30,6 +30,7 @@ typedef struct pipe_state {
     ht_pipe_place place;
     int mb;
     float clip;
+    double bubble_unit; /* the checker's bubble at F = 1, B = 2 */
 } pipe_state;
 
 static int wants(const ht_config *cfg) { return strcmp(cfg->pipe.schedule, "none") != 0; }
@@ -190,6 +191,7 @@ static int setup(ht_job *j, pipe_state *p) {
     /* clipping needs the norm over every stage: the engine clips, the optimizer does not */
     p->clip = (float)j->opt.cfg.clip;
     j->opt.cfg.clip = 0;
+    p->bubble_unit = rep.bubble;
     announce(j, p);
     if (j->rank == 0)
         ht_log_info("schedule (unit times, backward = 2 x forward): makespan %.0f, bubble "
@@ -215,6 +217,27 @@ static void clip_global(ht_job *j, pipe_state *p) {
         ht_scale(j->dev, ht_view_at(j->model.grads, 0), j->model.nparams, (float)c);
 }
 
+/* The checker's bubble under the stage times measured in this run (the mean FWD per stage
+ * over the ranks that ran it, and the measured backward/forward ratio): what the schedule
+ * alone costs on these devices, without communication and host copies. Collective. */
+static double bubble_measured_costs(ht_job *j, pipe_state *p) {
+    const int S = p->sched.S;
+    double *v = ht_xcalloc((size_t)S * 3, sizeof(double));
+    ht_pipe_exec_stage_times(p->x, 0, v, v + S);
+    for (int s = 0; s < S; s++)
+        v[2 * S + s] = v[s] > 0;
+    ht_comm_allreduce_sum_f64(v, (size_t)S * 3);
+    double f = 0, b = 0, bubble = NAN;
+    for (int s = 0; s < S; s++)
+        if (v[2 * S + s] > 0) v[s] /= v[2 * S + s], v[S + s] /= v[2 * S + s];
+    for (int s = 0; s < S; s++)
+        f += v[s], b += v[S + s];
+    ht_pipe_report r;
+    if (f > 0 && b > 0 && ht_pipe_check(&p->sched, b / f, v, &r) == HT_OK) bubble = r.bubble;
+    free(v);
+    return bubble;
+}
+
 /* One "pipe" metrics record per rank: its share of the last step. */
 static int records(ht_job *j, pipe_state *p, const double *sum, int64_t steps) {
     const ht_pipe_stats *st = ht_pipe_exec_stats(p->x);
@@ -233,6 +256,13 @@ static int records(ht_job *j, pipe_state *p, const double *sum, int64_t steps) {
                               a[0] > 0 ? 1 - a[1] / a[0] : 0, a[4], a[5]);
     }
     free(all);
+    double pred = bubble_measured_costs(j, p);
+    if (rc == HT_OK && j->metrics)
+        rc = ht_metrics_write(j->metrics,
+                              "type=%s schedule=%s stages=%d micro_batches=%d "
+                              "bubble_unit_times=%g bubble_measured_costs=%g",
+                              "pipe_summary", j->cfg->pipe.schedule, p->sched.S, p->sched.p.N,
+                              p->bubble_unit, pred);
     return rc;
 }
 
@@ -268,6 +298,7 @@ static int pipe_loop(ht_job *j, pipe_state *p, ht_train_result *res) {
         stop = v[1] > 0;
         if (step == j->start) {
             res->first_step_s = ht_now() - j->t_start;
+            ht_pipe_exec_stage_times(p->x, 1, NULL, NULL);
         } else { /* the first step compiles and allocates: not counted */
             const ht_pipe_stats *st = ht_pipe_exec_stats(p->x);
             sum[0] += st->step, sum[1] += st->compute, sum[2] += st->wait, sum[3] += st->comm;

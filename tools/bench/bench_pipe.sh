@@ -2,7 +2,8 @@
 # Pipeline schedules side by side on NP ranks (default 4) training a GPT of 8 blocks, from one
 # run: per schedule and micro-batch count, the measured bubble (mean over ranks of
 # 1 - compute / step time, from the per-rank "pipe" metrics records) beside the schedule
-# checker's prediction (unit times, backward = 2 forwards: hettrain schedule), throughput,
+# checker's predictions (unit times with backward = 2 forwards, and the stage forward /
+# backward times measured in the same run: the "pipe_summary" record), throughput,
 # activation memory per rank (what the executor allocates for its slots) and point-to-point
 # bytes per step; then data parallelism on the same ranks and its all-reduce bytes per step.
 #   tools/bench/bench_pipe.sh [STEPS] [hettrain args...]
@@ -34,25 +35,25 @@ run() { # run NAME ARGS: mpirun NP ranks, metrics in $tmp/NAME.jsonl
 }
 echo "== pipelines on $np ranks: GPT L$layers C$dmodel T64, batch $batch, $steps steps (first not counted)"
 echo "   $(nproc) cores$([ "${PIN:-0}" = 1 ] && echo ', ranks pinned, 1 PoCL thread each' || echo ', ranks share the cores')"
-printf '%-12s %3s %9s %9s %7s %12s %12s %12s\n' schedule N predicted measured diff samples/s \
-    "act MiB/rank" "p2p KiB/step"
+printf '%-12s %3s %9s %9s %9s %7s %10s %12s %12s\n' schedule N "pred F=1" "pred meas" \
+    measured diff samples/s "act MiB/rank" "p2p KiB/step"
 for cfg in "gpipe 4" "1f1b 4" "interleaved 4" "chimera 4" "gpipe 8" "1f1b 8" "interleaved 8" "chimera 8"; do
     set -- $cfg
     s=$1 n=$2
     extra=(--set pipe.schedule="$s" --set pipe.stages="$np" --set pipe.micro_batches="$n")
     [ "$s" = interleaved ] && extra+=(--set pipe.chunks=2)
-    pred=$("$build/hettrain" schedule -c "$tmp/job.cfg" "${extra[@]}" | sed -nE 's/.*bubble ([0-9.]+).*/\1/p')
     run "$s-$n" "${extra[@]}"
-    /usr/bin/python3 - "$tmp/$s-$n.jsonl" "$s" "$n" "$pred" "$batch" <<'PY'
+    /usr/bin/python3 - "$tmp/$s-$n.jsonl" "$s" "$n" "$batch" <<'PY'
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1]) if '"type":"pipe"' in l]
+summ = [json.loads(l) for l in open(sys.argv[1]) if '"type":"pipe_summary"' in l][0]
 idle = sum(r['idle_fraction'] for r in recs) / len(recs)
 step = max(r['step_s'] for r in recs)
 act = max(r['activation_bytes'] for r in recs) / 2**20
 p2p = sum(r['p2p_bytes_per_step'] for r in recs) / 1024
-pred = float(sys.argv[4])
-print('%-12s %3s %9.3f %9.3f %+7.3f %12.1f %12.2f %12.1f' % (sys.argv[2], sys.argv[3], pred, idle,
-      idle - pred, int(sys.argv[5]) / step, act, p2p))
+unit, pred = summ['bubble_unit_times'], summ['bubble_measured_costs']
+print('%-12s %3s %9.3f %9.3f %9.3f %+7.3f %10.1f %12.2f %12.1f' % (sys.argv[2], sys.argv[3], unit,
+      pred, idle, idle - pred, int(sys.argv[4]) / step, act, p2p))
 PY
 done
 run dp
@@ -61,6 +62,6 @@ sps=$(sed -nE 's/.* ([0-9.]+) samples\/s.*/\1/p' "$tmp/dp.out")
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1]) if '"type":"sync"' in l]
 sent = sum(r['bytes_sent'] for r in recs) / int(sys.argv[3]) / 1024
-print('%-12s %3s %9s %9s %7s %12s %12s %12.1f  (all-reduce bytes sent per step, all ranks)' %
-      ('data-par.', '-', '-', '-', '', sys.argv[2], '-', sent))
+print('%-12s %3s %9s %9s %9s %7s %10s %12s %12.1f  (all-reduce, all ranks)' %
+      ('data-par.', '-', '-', '-', '-', '', sys.argv[2], '-', sent))
 PY
