@@ -17,6 +17,14 @@ train = { batch = 24; steps = 6; seed = 7; eval_every = 0; };
 optim = { type = "sgd"; lr = 0.05; momentum = 0.9; };
 log = { every = 1; progress = "none"; };
 CFG
+cat >"$TMP/cnn.cfg" <<'CFG'
+model = { type = "cnn"; layers = ["conv 3 4 pad=1", "relu", "maxpool 2", "conv 3 6 pad=1", "relu",
+          "avgpool 2", "flatten", "linear 12", "relu", "linear 4"]; };
+data = { kind = "synthetic"; samples = 400; features = 64; classes = 4; seed = 5; };
+train = { batch = 12; steps = 5; seed = 3; eval_every = 0; };
+optim = { type = "sgd"; lr = 0.05; momentum = 0.9; };
+log = { every = 1; progress = "none"; };
+CFG
 cat >"$TMP/gpt.cfg" <<CFG
 model = { type = "gpt"; n_layer = 6; d_model = 32; n_head = 2; context = 16; dropout = 0.1; };
 data = { kind = "text"; path = "$TEXT"; val_fraction = 0.1; };
@@ -78,6 +86,8 @@ one mlp mlp1
 ok $RC "MLP, one process: reference run"
 one gpt gpt1
 ok $RC "GPT, one process: reference run"
+one cnn cnn1
+ok $RC "CNN, one process: reference run"
 
 # check NP MODEL STEPS SCHEDULE D N [ARGS]: a pipeline run against the reference
 check() {
@@ -99,6 +109,8 @@ for s in gpipe 1f1b; do
     check 2 mlp 6 $s 2 2
 done
 check 4 gpt 4 1f1b 4 4 --set pipe.partition=balanced
+check 3 cnn 5 1f1b 3 3       # stages cut at the pooling and flatten layers
+check 2 cnn 5 gpipe 2 4 --set 'pipe.boundaries=[6]'   # the cut right at flatten
 check 4 mlp 6 1f1b 2 3   # 2 replicas of a 2-stage pipeline
 check 2 gpt 4 interleaved 2 2 --set pipe.chunks=2
 check 2 gpt 4 interleaved 2 6 --set pipe.chunks=2
@@ -119,6 +131,20 @@ mem() { grep '"type":"pipe"' "$1" | sed -E 's/.*"activation_bytes":([0-9.e+]+).*
 awk -v a="$(mem "$TMP/rc1.jsonl")" -v b="$(mem "$TMP/rc0.jsonl")" 'BEGIN { exit !(a > 0 && a < b) }'
 ok $? "and less activation memory per rank ($(mem "$TMP/rc1.jsonl") < $(mem "$TMP/rc0.jsonl") bytes)"
 check 4 gpt 4 chimera 4 4 --set pipe.recompute=all
+
+# --trace: one track per rank with its forwards, backwards and waits
+pp 2 gpt tr --set pipe.schedule=1f1b --set pipe.stages=2 --set pipe.micro_batches=2 --trace "$TMP/pipe.trace"
+[ $RC -eq 0 ] && /usr/bin/python3 - "$TMP/pipe.trace" <<'PY'
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))['traceEvents'] if e.get('ph') == 'X']
+for pid in (0, 1):
+    names = [e['name'] for e in ev if e['pid'] == pid]
+    # 4 steps x 2 micro-batches: 8 forwards and 8 backwards of this rank's stage
+    assert sum(n.startswith('FWD mb') and n.endswith('s%d' % pid) for n in names) == 8, names
+    assert sum(n.startswith('BWD mb') for n in names) == 8
+    assert any(n.startswith('wait') for n in names) and any(n.startswith('SEND_') for n in names)
+PY
+ok $? "--trace: every rank's FWD/BWD per micro-batch, sends and waits"
 
 # a 4-stage checkpoint resumes in one process (and the reverse): the one-process sequence
 pp 4 gpt stop --set pipe.schedule=1f1b --set pipe.stages=4 --set pipe.micro_batches=4 --stop-after 2
