@@ -59,8 +59,6 @@ struct ht_pipe_exec {
     int len;
     msg *msgs; /* [len]: used by SEND_* and RECV_* entries */
     float *red; /* host staging of one stage's gradients (the largest this rank holds) */
-    int nred;   /* REDUCE_GRADS of this stream, executed at OPT_STEP */
-    int *red_stage;
     ht_pipe_stats st;
     double *t_fwd, *t_bwd; /* [S] seconds of FWD / BWD (RECOMPUTE counts as FWD) since reset */
     int *n_fwd, *n_bwd;
@@ -185,7 +183,6 @@ ht_pipe_exec *ht_pipe_exec_new(ht_model *m, const ht_pipe_sched *s, const int *b
     x->n_fwd = ht_xcalloc((size_t)s->S, sizeof(int));
     x->n_bwd = ht_xcalloc((size_t)s->S, sizeof(int));
     x->msgs = ht_xcalloc((size_t)x->len, sizeof *x->msgs);
-    x->red_stage = ht_xcalloc((size_t)x->len, sizeof(int));
     size_t red = 1, act = 1, save = 1, keep = 1;
     for (int i = 0; i < x->len; i++) {
         msg_init(x, i);
@@ -260,7 +257,6 @@ void ht_pipe_exec_free(ht_pipe_exec *x) {
     free(x->msgs);
     free(x->slots);
     free(x->red);
-    free(x->red_stage);
     for (int st = 0; st < x->s->S; st++)
         free(x->lay[st].act_off), free(x->lay[st].save_off), free(x->lay[st].keep_off);
     free(x->lay);
@@ -396,22 +392,17 @@ static int holders(const ht_pipe_exec *x, int s, int *out) {
     return n;
 }
 
-/* The REDUCE_GRADS of the stream, in ascending stage order on every rank so that no two
- * groups wait on each other (each is a blocking ring among the holders). */
-static void reduce_all(ht_pipe_exec *x) {
-    for (int a = 1; a < x->nred; a++)
-        for (int b = a; b > 0 && x->red_stage[b - 1] > x->red_stage[b]; b--) {
-            int t = x->red_stage[b];
-            x->red_stage[b] = x->red_stage[b - 1], x->red_stage[b - 1] = t;
-        }
+/* REDUCE_GRADS of stage s: its gradients summed over every rank that holds it, where the
+ * stream says (right after the stage's last backward, so that it overlaps the other ranks'
+ * remaining work). A blocking ring among the holders: the checker verified that every holder
+ * reaches its reductions in the same order (Chimera's two replicas meet as a rendezvous;
+ * data-parallel replicas run the same stream). */
+static void reduce_stage(ht_pipe_exec *x, int s) {
     int *members = ht_xmalloc((size_t)(2 * x->pl.R) * sizeof(int));
-    for (int k = 0; k < x->nred; k++) {
-        int s = x->red_stage[k];
-        if (k > 0 && x->red_stage[k - 1] == s) continue;
-        int p = holders(x, s, members);
-        size_t off, n;
-        ht_pipe_exec_stage_params(x, s, &off, &n);
-        if (p < 2 || n == 0) continue;
+    int p = holders(x, s, members);
+    size_t off, n;
+    ht_pipe_exec_stage_params(x, s, &off, &n);
+    if (p >= 2 && n > 0) {
         double t0 = ht_now();
         ht_buf_read(x->m->dev, x->m->grads, off * sizeof(float), n * sizeof(float), x->red);
         ht_comm_group_allreduce(x->red, n, members, p, HT_COMM_GROUP_TAG + s);
@@ -437,7 +428,6 @@ void ht_pipe_exec_step(ht_pipe_exec *x, int64_t step, uint64_t seed, float grad_
     memset(&x->st, 0, offsetof(ht_pipe_stats, slot_bytes));
     *loss_sum = 0;
     ht_buf_zero(x->m->dev, x->m->grads, 0, x->m->nparams * sizeof(float));
-    x->nred = 0;
     for (int i = 0; i < x->len; i++) /* every receive of the step posted now */
         if (x->ins[i].op == HT_PI_RECV_ACT || x->ins[i].op == HT_PI_RECV_GRAD)
             x->msgs[i].req = ht_comm_irecv(x->msgs[i].host, x->msgs[i].bytes, x->msgs[i].peer,
@@ -456,8 +446,8 @@ void ht_pipe_exec_step(ht_pipe_exec *x, int64_t step, uint64_t seed, float grad_
         case HT_PI_SEND_GRAD: exec_send(x, i); break;
         case HT_PI_RECV_ACT:
         case HT_PI_RECV_GRAD: exec_recv(x, i); break;
-        case HT_PI_REDUCE_GRADS: x->red_stage[x->nred++] = in->stage; break;
-        case HT_PI_OPT_STEP: reduce_all(x); break;
+        case HT_PI_REDUCE_GRADS: reduce_stage(x, in->stage); break;
+        case HT_PI_OPT_STEP: break; /* the caller's, after the stream */
         case HT_PI_NOPS: ht_die(HT_ERUNTIME, "pipe: bad instruction %d", in->op);
         }
         poll_sends(x, i + 1);
