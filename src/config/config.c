@@ -5,8 +5,11 @@
 
 #include "config/schema.h"
 #include "core/err.h"
+#include "core/intlit.h"
+#include "core/path.h"
 
 #include <errno.h>
+#include <float.h>
 #include <libconfig.h>
 #include <limits.h>
 #include <math.h>
@@ -121,47 +124,6 @@ static int unknown_key(const loader *L, const origin *o, const char *group, cons
 }
 
 /* ------------------------------------------------------------------------------------ */
-/* 32-bit integer literals                                                              */
-
-/* libconfig 1.5 reads an integer literal without the L suffix into an int and silently
- * wraps values past 2^31. To refuse them rather than use a wrapped number, look at the
- * literal on the setting's line: returns 1 and its value if "name = <int>" there is out
- * of int range. */
-static int wrapped_literal(const loader *L, const origin *o, const char *name, long long *v) {
-    char path[HT_PATH_MAX + 32], buf[4096];
-    resolve_file(L, o->file, path, sizeof path);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    int line = 1, c = 0;
-    while (line < o->line && (c = fgetc(f)) != EOF)
-        if (c == '\n') line++;
-    char *got = fgets(buf, sizeof buf, f);
-    fclose(f);
-    if (!got) return 0;
-    size_t nlen = strlen(name);
-    for (char *p = strstr(buf, name); p; p = strstr(p + 1, name)) {
-        char prev = p > buf ? p[-1] : ' ', *q = p + nlen, *end;
-        if (prev == '_' || prev == '-' || prev == '*' || (prev >= '0' && prev <= '9') ||
-            (prev >= 'a' && prev <= 'z') || (prev >= 'A' && prev <= 'Z'))
-            continue;
-        while (*q == ' ' || *q == '\t')
-            q++;
-        if (*q != '=' && *q != ':') continue;
-        q++;
-        while (*q == ' ' || *q == '\t')
-            q++;
-        errno = 0;
-        long long x = strtoll(q, &end, 0);
-        if (end == q || *end == 'L' || *end == '.' || *end == 'e' || *end == 'E') continue;
-        if (errno == ERANGE || x > INT_MAX || x < INT_MIN) {
-            *v = x;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* ------------------------------------------------------------------------------------ */
 /* Applying one value                                                                   */
 
 static int in_range(const ht_ckey *k, double v) {
@@ -177,21 +139,28 @@ static int is_int(const config_setting_t *s) {
     return t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64;
 }
 
-/* An integer for k (or for one element of it): type, width and range. */
+/* An integer for k (or for one element of it): type, width and range. A literal that
+ * libconfig wrapped to 32 bits or clamped to 64 (core/intlit.h) is an error quoting what
+ * was written, never a different number. */
 static int get_int(const loader *L, const ht_ckey *k, const char *key, const config_setting_t *s,
                    const origin *o, long long *out) {
-    char expect[256];
+    char expect[256], file[HT_PATH_MAX + 32], text[64];
     ht_ckey_expect(k, expect, sizeof expect);
     if (!is_int(s)) return wrong_type(L, o, key, s, expect);
     long long v = config_setting_get_int64(s);
-    const char *name = config_setting_name(s);
-    if (o->file && name && config_setting_type(s) == CONFIG_TYPE_INT &&
-        wrapped_literal(L, o, name, &v)) {
-        if (k->kind == HT_CK_U64)
-            return fail(L, o,
-                        "key '%s': found %lld, which libconfig reads as a 32-bit integer; "
-                        "write it as %lldL",
-                        key, v, v);
+    int is64 = config_setting_type(s) == CONFIG_TYPE_INT64;
+    resolve_file(L, o->file, file, sizeof file);
+    const char *eq = o->set ? strchr(o->set, '=') : NULL;
+    int lost = eq ? ht_int_literal_lost_in(eq + 1, v, is64, text, sizeof text)
+                  : o->line > 0 && ht_int_literal_lost(file, o->line, v, is64, text, sizeof text);
+    if (lost) {
+        if (is64 || k->kind != HT_CK_U64)
+            return fail(L, o, "key '%s': found %s, which does not fit in %d bits; expected %s",
+                        key, text, is64 ? 64 : 32, expect);
+        return fail(L, o,
+                    "key '%s': found %s, which libconfig reads as a 32-bit integer; write it "
+                    "as %sL",
+                    key, text, text);
     }
     if (!in_range(k, (double)v) || (k->kind != HT_CK_U64 && (v > INT_MAX || v < INT_MIN))) {
         if (k->kind != HT_CK_U64 && !(k->flags & (HT_CF_LE | HT_CF_LT)) && v > INT_MAX)
@@ -273,6 +242,13 @@ static int get_num(loader *L, const ht_ckey *k, const char *key, const config_se
     char num[40];
     ht_fmt_num(v, num, sizeof num);
     if (!isfinite(v)) return fail(L, o, "key '%s': found %s, expected a finite number", key, num);
+    /* the devices compute in float: a number that is not 0 must be a normal float, or lr =
+     * 1e-320 silently trains with lr 0 */
+    if (v != 0 && !(fabs(v) >= FLT_MIN && fabs(v) <= FLT_MAX))
+        return fail(L, o,
+                    "key '%s': found %s, expected 0 or a magnitude between %.9g and %.9g (the "
+                    "range of a normal float, as the devices compute)",
+                    key, num, (double)FLT_MIN, (double)FLT_MAX);
     if (!in_range(k, v)) return fail(L, o, "key '%s': found %s, expected %s", key, num, expect);
     *out = v;
     return HT_OK;
@@ -472,8 +448,12 @@ static int apply_set(loader *L, const char *text) {
         char *end;
         errno = 0;
         long long x = strtoll(value, &end, 10);
-        if (end != value && !*end && (errno == ERANGE || x > INT_MAX || x < INT_MIN))
-            strcat(value, "L");
+        if (ht_int_text_beyond64(value)) {
+            free(value);
+            return fail(L, &o, "key '%s': found %s, which does not fit in 64 bits", key,
+                        eq + 1);
+        }
+        if (end != value && !*end && (x > INT_MAX || x < INT_MIN)) strcat(value, "L");
         config_t c;
         config_init(&c);
         config_setting_t *s = parse_value(&c, value);
@@ -589,6 +569,15 @@ static int check_all(const loader *L) {
                     "key 'model.input_shape': found %d values, expected 3 ([C, H, W]) or [] "
                     "(from the data)",
                     c->model.ninput_shape);
+    if (c->model.ninput_shape == 3) {
+        const int *d = c->model.input_shape;
+        long long vals = (long long)d[0] * d[1] * d[2]; /* each <= 2^31: no overflow */
+        if (vals > INT_MAX)
+            return fail(L, &L->where[ht_ckey_find("model.input_shape")],
+                        "key 'model.input_shape': found [%d, %d, %d] = %lld values per sample, "
+                        "expected at most %d",
+                        d[0], d[1], d[2], vals, INT_MAX);
+    }
     if (strcmp(c->model.type, "cnn") == 0 && c->model.nlayers == 0)
         return fail(L, &L->where[ht_ckey_find("model.layers")],
                     "key 'model.layers': found no layers, expected at least one for model.type "

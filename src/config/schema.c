@@ -63,6 +63,7 @@ static int check_layer(const char *v, char *err, size_t n) {
 #define GE HT_CF_GE
 #define GT HT_CF_GT
 #define LT HT_CF_LT
+#define LE HT_CF_LE
 #define REQ HT_CF_REQ
 
 /* path, kind, flags, default (libconfig syntax), min, max, choices, field, doc */
@@ -116,7 +117,7 @@ const ht_ckey ht_config_keys[] = {
     {"train.batch", HT_CK_INT, REQ | GE, NULL, 1, 0, NULL, FIELD(train.batch), "global batch size"},
     {"train.steps", HT_CK_INT, GE, "0", 0, 0, NULL, FIELD(train.steps),
      "optimizer steps; 0 = derive from epochs (steps or epochs must be > 0)"},
-    {"train.epochs", HT_CK_NUM, GE, "0", 0, 0, NULL, FIELD(train.epochs),
+    {"train.epochs", HT_CK_NUM, GE | LE, "0", 0, 1e6, NULL, FIELD(train.epochs),
      "passes over the training set, used when steps = 0"},
     {"train.seed", HT_CK_U64, GE, "42", 0, 0, NULL, FIELD(train.seed),
      "seed for initialisation and data order"},

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/err.h"
+#include "core/path.h"
 #include "io/json.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -105,6 +106,10 @@ static int check_args(const ht_st_tensor *t, int nt, const char *const *mk, cons
 
 int ht_st_write(const char *path, const ht_st_tensor *t, int nt, const char *const *meta_keys,
                 const char *const *meta_vals, int nmeta) {
+    /* never rename over a device, FIFO, socket or directory (checkpoint.path = "/dev/full"
+     * once turned the system's device into a regular file) */
+    if (ht_check_replaceable(path, "checkpoint") != HT_OK) return HT_EINPUT;
+    ht_remove_stale_tmp(path); /* leftovers of a killed writer */
     int64_t *nbytes = ht_xmalloc((size_t)(nt > 0 ? nt : 1) * sizeof *nbytes);
     int rc = check_args(t, nt, meta_keys, meta_vals, nmeta, nbytes);
     if (rc) {

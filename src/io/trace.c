@@ -2,6 +2,8 @@
  * (no formatting in the loop) and turned into JSON only at the end. */
 #include "io/trace.h"
 
+#include "core/path.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,6 +120,8 @@ void ht_trace_serialize(char **out, size_t *len) {
 
 int ht_trace_write(const char *path, const char *const *parts, const size_t *lens, int nparts) {
     char tmp[4096];
+    if (ht_check_replaceable(path, "--trace") != HT_OK) return HT_EINPUT;
+    ht_remove_stale_tmp(path);
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp)
         return ht_error(HT_ERUNTIME, "trace %s: path too long", path);
     FILE *f = fopen(tmp, "wb");
