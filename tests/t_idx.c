@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -142,11 +143,11 @@ static float norm(int p) { return (float)((p / 255.0 - 0.1307) / 0.3081); }
 
 static void check_valid(const char *kind, const char *img, const char *lab) {
     ht_dataset ds;
-    int rc = ht_idx_load(&ds, img, lab);
+    int rc = ht_idx_load_classes(&ds, img, lab, 8);
     if (!tap_ok(rc == HT_OK, "%s: valid 3 x 5x7 set loads (%s)", kind, rc ? ht_errmsg() : "ok"))
         return;
     tap_ok(ds.n == 3 && ds.features == 35 && ds.classes == 8,
-           "%s: n 3, 35 features, classes = 1 + max label = 8", kind);
+           "%s: n 3, 35 features, classes = 8 as asked", kind);
     tap_ok(ds.y[0] == 7 && ds.y[1] == 2 && ds.y[2] == 1, "%s: labels 7 2 1", kind);
     /* hand-computed (p/255 - 0.1307)/0.3081 */
     tap_ok(fabsf(ds.x[0] - -0.424212918f) < 1e-6f && fabsf(ds.x[1] - 2.821486530f) < 1e-6f &&
@@ -182,7 +183,7 @@ static void test_open_and_header(const char *img, const char *lab) {
                 "No such file", NULL);
     expect_fail(ht_idx_load(&ds, img, missing), &ds, "missing labels file", missing, "cannot open",
                 NULL);
-    expect_fail(ht_idx_load(&ds, g_dir, lab), &ds, "a directory", g_dir, "is a directory", NULL);
+    expect_fail(ht_idx_load(&ds, g_dir, lab), &ds, "a directory", g_dir, "directory", NULL);
 
     blob f = images(MAGIC_IMG, N, ROWS, COLS, NPIX);
     const char *p = write_plain("short.idx", &f, 10);
@@ -338,6 +339,70 @@ static void test_data(const char *img, const char *lab, const char *imggz, const
     (void)labgz;
 }
 
+/* Labels that lie, junk after a gzip stream, a FIFO (must not block). */
+static void test_lies(const char *img, const char *imggz) {
+    ht_dataset ds;
+    blob l = labels(MAGIC_LAB, N, g_lab, N);
+    const char *p = write_plain("labels-721.idx", &l, l.len);
+    expect_fail(ht_idx_load(&ds, img, p), &ds, "classes from labels 7 2 1 (0 absent)", p,
+                "byte offset 8", "found label 7", "no label 0 occurs", NULL);
+    const unsigned char stray[N] = {0, 1, 200};
+    l = labels(MAGIC_LAB, N, stray, N);
+    p = write_plain("labels-200.idx", &l, l.len);
+    expect_fail(ht_idx_load(&ds, img, p), &ds, "a stray label 200 among 0 1", p,
+                "byte offset 10", "found label 200", "no label 2 occurs", NULL);
+    const unsigned char zeros[N] = {0, 0, 0};
+    l = labels(MAGIC_LAB, N, zeros, N);
+    p = write_plain("labels-0.idx", &l, l.len);
+    expect_fail(ht_idx_load(&ds, img, p), &ds, "all labels 0 (inferred)", p, "byte offset 8",
+                "at least 2 classes", NULL);
+    expect_fail(ht_idx_load_classes(&ds, img, p, 10), &ds, "all labels 0 (10 classes)", p,
+                "at least 2 classes", NULL);
+    const unsigned char ok3[N] = {1, 0, 1};
+    l = labels(MAGIC_LAB, N, ok3, N);
+    p = write_plain("labels-101.idx", &l, l.len);
+    tap_ok(ht_idx_load(&ds, img, p) == HT_OK && ds.classes == 2, "labels 1 0 1: 2 classes");
+    ht_dataset_free(&ds);
+
+    /* junk after the gzip stream: refused like plain trailing data */
+    long sz = file_size(imggz);
+    unsigned char buf[8192];
+    FILE *fp = fopen(imggz, "rb");
+    size_t got = fp ? fread(buf, 1, sizeof buf, fp) : 0;
+    if (fp) fclose(fp);
+    blob j = {{0}, 0};
+    add(&j, buf, got);
+    add(&j, "junk", 4);
+    p = write_plain("junk.gz", &j, j.len);
+    expect_fail(ht_idx_load_classes(&ds, p, at("labels.idx"), 8), &ds, "4 junk bytes after the gzip stream", p,
+                "trailing data", "found 4 more bytes", NULL);
+    tap_ok(got == (size_t)sz, "read the .gz (%zu bytes)", got);
+    /* two members, as gzip -c a b > c makes: still one valid file */
+    blob f = images(MAGIC_IMG, N, ROWS, COLS, NPIX);
+    blob head = {{0}, 0}, rest = {{0}, 0};
+    add(&head, f.b, 50);
+    add(&rest, f.b + 50, f.len - 50);
+    const char *a = write_gz("m1.gz", &head), *b = write_gz("m2.gz", &rest);
+    blob two = {{0}, 0};
+    fp = fopen(a, "rb");
+    two.len = fread(two.b, 1, 2048, fp);
+    fclose(fp);
+    fp = fopen(b, "rb");
+    two.len += fread(two.b + two.len, 1, 2048, fp);
+    fclose(fp);
+    p = write_plain("two-members.gz", &two, two.len);
+    tap_ok(ht_idx_load_classes(&ds, p, at("labels.idx"), 8) == HT_OK && ds.n == N,
+           "two concatenated gzip members load (%s)", ht_errmsg());
+    ht_dataset_free(&ds);
+
+    /* a FIFO without a writer: refused at once, not a hang */
+    p = at("fifo.idx");
+    unlink(p);
+    if (mkfifo(p, 0600) != 0) tap_diag("mkfifo failed");
+    expect_fail(ht_idx_load(&ds, p, at("labels.idx")), &ds, "a FIFO as images", p, "FIFO",
+                "expected a regular file", NULL);
+}
+
 /* ------------------------------------------------------------- real MNIST */
 
 static void test_mnist(void) {
@@ -402,6 +467,7 @@ int main(void) {
     test_open_and_header(img, lab);
     test_dims(img, lab);
     test_data(img, lab, imggz, labgz);
+    test_lies(img, imggz);
     test_mnist();
 
     /* Leave nothing behind. */

@@ -348,20 +348,43 @@ static int apply_defaults(loader *L) {
     return HT_OK;
 }
 
-static int read_file(loader *L, config_t *c, const char *path) {
-    struct stat st;
-    FILE *f;
-    if (stat(path, &st) != 0 || !(f = fopen(path, "r")))
-        return ht_error(HT_EINPUT, "cannot open config '%s': %s", path, strerror(errno));
+/* @include "x" lines of file (and of what they include, depth-first): each must be a
+ * regular file, checked without blocking before libconfig opens it (libconfig 1.5 has no
+ * include hook; a FIFO would block it for ever, a folder fails with no file or line). */
+static int check_includes(const loader *L, const char *file, int depth) {
+    FILE *f = ht_open_input(file, "cannot open config");
+    if (!f) return HT_EINPUT;
+    char line[HT_PATH_MAX + 64], inc[HT_PATH_MAX + 32], full[2 * HT_PATH_MAX + 64];
+    int rc = HT_OK;
+    for (int n = 1; rc == HT_OK && fgets(line, sizeof line, f); n++) {
+        const char *p = line;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (strncmp(p, "@include", 8) != 0 || sscanf(p + 8, " \"%1055[^\"]\"", inc) != 1) continue;
+        if (inc[0] == '/' || !L->dir[0]) snprintf(full, sizeof full, "%s", inc);
+        else snprintf(full, sizeof full, "%s/%s", L->dir, inc);
+        origin o = {file, n, NULL};
+        if (depth >= 10)
+            rc = fail(L, &o, "@include \"%s\": includes nested more than 10 deep", inc);
+        else if (ht_check_input(full, "@include") != HT_OK)
+            rc = fail(L, &o, "%s", ht_errmsg());
+        else
+            rc = check_includes(L, full, depth + 1);
+    }
     fclose(f);
-    if (S_ISDIR(st.st_mode))
-        return ht_error(HT_EINPUT, "cannot open config '%s': %s", path, strerror(EISDIR));
+    return rc;
+}
+
+static int read_file(loader *L, config_t *c, const char *path) {
+    if (ht_check_input(path, "cannot open config") != HT_OK) return HT_EINPUT;
     const char *slash = strrchr(path, '/');
     if (slash) {
         snprintf(L->dir, sizeof L->dir, "%.*s", (int)(slash - path), path);
         if (!L->dir[0]) snprintf(L->dir, sizeof L->dir, "/");
         config_set_include_dir(c, L->dir);
     }
+    int rc = check_includes(L, path, 0);
+    if (rc != HT_OK) return rc;
     if (config_read_file(c, path)) return HT_OK;
     if (config_error_type(c) == CONFIG_ERR_FILE_IO)
         return ht_error(HT_EINPUT, "cannot read config '%s': %s", path, strerror(errno));

@@ -28,7 +28,7 @@ const char *ht_file_kind(unsigned mode) {
 
 static int not_regular(const char *path, const char *what, unsigned mode) {
     if (S_ISDIR(mode))
-        return ht_error(HT_EINPUT, "%s '%s': %s (a directory; expected a regular file)", what,
+        return ht_error(HT_EINPUT, "%s '%s': %s, expected a regular file", what,
                         path, strerror(EISDIR));
     return ht_error(HT_EINPUT, "%s '%s': found %s, expected a regular file", what, path,
                     ht_file_kind(mode));

@@ -5,12 +5,13 @@
 #include "data/data.h"
 
 #include "core/err.h"
+#include "core/path.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #define IDX_MAGIC_IMAGES 0x00000803u
@@ -106,19 +107,17 @@ static int idx_open(idx_file *f, const char *path, int images) {
     uint32_t magic = images ? IDX_MAGIC_IMAGES : IDX_MAGIC_LABELS;
     const char *magic_desc = images ? "IDX3 unsigned byte images" : "IDX1 unsigned byte labels";
 
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return ht_error(
-            HT_EINPUT,
-            "%s: cannot open IDX %s file: %s (expected an MNIST-style IDX file, plain or .gz)",
-            path, f->kind, strerror(errno));
-    if (S_ISDIR(st.st_mode))
-        return ht_error(HT_EINPUT, "%s: is a directory, expected an IDX %s file", path, f->kind);
-    f->size = S_ISREG(st.st_mode) ? (long long)st.st_size : -1;
-    f->gz = gzopen(path, "rb");
-    if (!f->gz)
+    /* opened without blocking (a FIFO would hang), refused unless a regular file */
+    char what[64];
+    snprintf(what, sizeof what, "cannot open IDX %s file", f->kind);
+    int fd;
+    if (ht_open_input_fd(path, what, &fd, &f->size) != HT_OK) return HT_EINPUT;
+    f->gz = gzdopen(fd, "rb");
+    if (!f->gz) {
+        close(fd);
         return ht_error(HT_EINPUT, "%s: cannot open IDX %s file: %s", path, f->kind,
                         errno ? strerror(errno) : "out of memory");
+    }
     gzbuffer(f->gz, 1u << 17);
 
     unsigned char h[16];
@@ -180,6 +179,50 @@ static int idx_open(idx_file *f, const char *path, int images) {
     return HT_OK;
 }
 
+/* zlib's gzread ignores whatever follows the last gzip member, while plain trailing data
+ * is refused: so that both are treated alike, inflate the file once more (member after
+ * member, as gzread reads them) and refuse any byte after the last one. */
+static int gz_trailing(const idx_file *f) {
+    int fd;
+    if (ht_open_input_fd(f->path, "cannot open IDX file", &fd, NULL) != HT_OK) return HT_EINPUT;
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    unsigned char *in = ht_xmalloc(IDX_CHUNK), *out = ht_xmalloc(IDX_CHUNK);
+    int rc = HT_OK, ended = 0;
+    ull nread = 0; /* compressed bytes read; the next one to inflate is nread - avail_in */
+    inflateInit2(&z, 15 + 16);
+    for (;;) {
+        if (z.avail_in < 2) { /* keep two bytes to recognise a member's magic */
+            memmove(in, z.next_in ? z.next_in : in, z.avail_in);
+            ssize_t r = read(fd, in + z.avail_in, IDX_CHUNK - z.avail_in);
+            if (r > 0) nread += (ull)r;
+            z.next_in = in, z.avail_in += r > 0 ? (unsigned)r : 0;
+            if (z.avail_in == 0) break;
+        }
+        if (ended) { /* after a member: another member, or trailing data */
+            if (z.avail_in < 2 || z.next_in[0] != 0x1f || z.next_in[1] != 0x8b) {
+                rc = ht_error(HT_EINPUT,
+                              "%s: trailing data at byte offset %llu of the .gz file: expected "
+                              "end of file after the gzip stream, found %llu more byte%s",
+                              f->path, nread - z.avail_in, (ull)f->size - (nread - z.avail_in),
+                              (ull)f->size - (nread - z.avail_in) == 1 ? "" : "s");
+                break;
+            }
+            inflateReset(&z);
+            ended = 0;
+        }
+        z.next_out = out, z.avail_out = IDX_CHUNK;
+        int zr = inflate(&z, Z_NO_FLUSH);
+        if (zr == Z_STREAM_END) ended = 1;
+        else if (zr != Z_OK) break; /* corrupt or cut short: gzread has said so already */
+    }
+    inflateEnd(&z);
+    close(fd);
+    free(in);
+    free(out);
+    return rc;
+}
+
 /* Reads the f->values data bytes into *out (malloc'd). The buffer grows
  * geometrically as data arrives, so a header that overstates a gzip stream's
  * content costs no more memory than the stream holds. Then checks that the
@@ -229,6 +272,10 @@ static int idx_read_data(idx_file *f, unsigned char **out) {
             f->path, f->off - (ull)r, f->values, f->unit,
             r == (long long)sizeof extra ? "at least " : "", r, r == 1 ? "" : "s");
     }
+    if (!f->direct && !f->gz_short && gz_trailing(f) != HT_OK) {
+        free(buf);
+        return HT_EINPUT;
+    }
     if (f->gz_short) {
         /* All data arrived but the gzip trailer (CRC and length) did not. */
         free(buf);
@@ -243,6 +290,45 @@ static int idx_read_data(idx_file *f, unsigned char **out) {
 }
 
 /* -------------------------------------------------------------------- load */
+
+/* Labels are classes [0, K): K configured, or found as 1 + the largest label, and then
+ * every class below it must occur (a stray byte of 200 among MNIST's digits would make a
+ * 201-class model); at least 2 classes either way. Errors give the first bad label's
+ * offset. */
+static int check_labels(const char *path, const unsigned char *lab, int n, int classes,
+                        int *maxlab) {
+    int count[256] = {0}, first[256], max = 0;
+    for (int i = 0; i < n; i++) {
+        if (classes > 0 && lab[i] >= classes)
+            return ht_error(HT_EINPUT,
+                            "%s: byte offset %d: found label %d, expected a class in [0, %d)",
+                            path, 8 + i, lab[i], classes);
+        if (!count[lab[i]]++) first[lab[i]] = i;
+        if (lab[i] > max) max = lab[i];
+    }
+    int k = classes > 0 ? classes : max + 1, distinct = 0;
+    for (int c = 0; c <= max; c++)
+        distinct += count[c] > 0;
+    if (k < 2 || distinct < 2)
+        return ht_error(HT_EINPUT,
+                        "%s: byte offset 8: found only label %d in all %d labels, expected at "
+                        "least 2 classes",
+                        path, lab[0], n);
+    for (int c = 0; classes == 0 && c < max; c++)
+        if (!count[c]) {
+            int bad = -1; /* the first label above the gap */
+            for (int i = 0; i < n && bad < 0; i++)
+                if (lab[i] > c) bad = i;
+            return ht_error(HT_EINPUT,
+                            "%s: byte offset %d: found label %d, but no label %d occurs: "
+                            "expected the classes 0..K-1 each present (K is found from the "
+                            "largest label)",
+                            path, 8 + bad, lab[bad], c);
+        }
+    (void)first;
+    *maxlab = max;
+    return HT_OK;
+}
 
 int ht_idx_load_classes(ht_dataset *ds, const char *images_path, const char *labels_path,
                         int classes) {
@@ -272,13 +358,7 @@ int ht_idx_load_classes(ht_dataset *ds, const char *images_path, const char *lab
 
     int n = (int)fi.dims[0];
     int maxlab = 0;
-    for (int i = 0; rc == HT_OK && i < n; i++) {
-        if (classes > 0 && lab[i] >= classes)
-            rc = ht_error(HT_EINPUT,
-                          "%s: byte offset %d: found label %d, expected a class in [0, %d)",
-                          labels_path, 8 + i, lab[i], classes);
-        if (lab[i] > maxlab) maxlab = lab[i];
-    }
+    if (rc == HT_OK) rc = check_labels(labels_path, lab, n, classes, &maxlab);
     if (rc != HT_OK) {
         free(pix);
         free(lab);
