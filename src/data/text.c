@@ -8,24 +8,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/err.h"
+#include "core/path.h"
 #include "core/rng.h"
 
 int ht_text_load(ht_text *t, const char *path) {
     memset(t, 0, sizeof *t);
-    struct stat st;
     if (!path || !*path) return ht_error(HT_EINPUT, "data.path is empty: expected a text file");
-    if (stat(path, &st) != 0)
+    int fd;
+    long long size;
+    /* without blocking (a FIFO would hang), and only a regular file */
+    if (ht_open_input_fd(path, "cannot open text", &fd, &size) != HT_OK) return HT_EINPUT;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
         return ht_error(HT_EINPUT, "cannot open text '%s': %s", path, strerror(errno));
-    if (S_ISDIR(st.st_mode))
-        return ht_error(HT_EINPUT, "cannot read text '%s': it is a directory, expected a file",
-                        path);
-    FILE *f = fopen(path, "rb");
-    if (!f) return ht_error(HT_EINPUT, "cannot open text '%s': %s", path, strerror(errno));
-    /* read in chunks rather than trust st_size (pipes, files that change underneath) */
-    size_t cap = S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size + 1 : 1 << 16, n = 0;
+    }
+    /* read in chunks rather than trust the size (files that change underneath) */
+    size_t cap = size > 0 ? (size_t)size + 1 : 1 << 16, n = 0;
     if (cap > HT_TEXT_MAX_BYTES + 1) cap = HT_TEXT_MAX_BYTES + 1;
     uint8_t *buf = ht_xmalloc(cap);
     for (;;) {

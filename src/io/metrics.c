@@ -7,12 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "io/json.h"
 
 struct ht_metrics {
     FILE *fp;
     char *path; /* NULL when the stream belongs to the caller */
     ht_jbuf line;
+    long long failed;   /* records that could not be written */
+    char first_err[256]; /* the first write failure */
 };
 
 int ht_metrics_open(ht_metrics **out, const char *path, int append) {
@@ -33,11 +36,18 @@ ht_metrics *ht_metrics_from_stream(FILE *fp) {
     return m;
 }
 
+int ht_metrics_status(const ht_metrics *m) {
+    if (!m || !m->failed) return HT_OK;
+    return ht_error(HT_ERUNTIME, "%lld metrics record%s could not be written: %s", m->failed,
+                    m->failed == 1 ? "" : "s", m->first_err);
+}
+
 int ht_metrics_close(ht_metrics *m) {
     int rc = HT_OK;
     if (!m) return rc;
-    if (m->path && fclose(m->fp) != 0)
+    if (m->path && fclose(m->fp) != 0 && !m->failed)
         rc = ht_error(HT_ERUNTIME, "closing metrics file '%s': %s", m->path, strerror(errno));
+    if (m->failed) rc = ht_metrics_status(m);
     free(m->path);
     ht_jbuf_free(&m->line);
     free(m);
@@ -134,8 +144,17 @@ int ht_metrics_write(ht_metrics *m, const char *fmt, ...) {
     if (fwrite(m->line.s, 1, m->line.len, m->fp) != m->line.len || fflush(m->fp) != 0) {
         int e = errno;
         clearerr(m->fp);
-        return ht_error(HT_ERUNTIME, "writing metrics file '%s': %s",
-                        m->path ? m->path : "(stream)", e ? strerror(e) : "write failed");
+        rc = ht_error(HT_ERUNTIME, "writing metrics file '%s': %s",
+                      m->path ? m->path : "(stream)", e ? strerror(e) : "write failed");
+        /* a full disk must not pass silently, nor flood the log: one warning, and the
+         * failure sticks (ht_metrics_status, ht_metrics_close) so the run exits 1 */
+        if (!m->failed++) {
+            ht_strlcpy(m->first_err, ht_errmsg(), sizeof m->first_err);
+            ht_log_warn("%s; later records may be lost too, and the run will end with exit "
+                        "status 1",
+                        m->first_err);
+        }
+        return rc;
     }
     return HT_OK;
 }

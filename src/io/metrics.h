@@ -20,8 +20,12 @@ typedef struct ht_metrics ht_metrics;
 int ht_metrics_open(ht_metrics **out, const char *path, int append);
 /* Writes to an open stream the caller keeps owning (stdout, a test's tmpfile()). */
 ht_metrics *ht_metrics_from_stream(FILE *fp);
-/* Closes (reporting a failed final write as HT_ERUNTIME); NULL is a no-op. */
+/* Closes; HT_ERUNTIME when the final write or any earlier record failed (the message counts
+ * the lost records and quotes the first error); NULL is a no-op. */
 int ht_metrics_close(ht_metrics *m);
+/* HT_ERUNTIME (message as above) once any record could not be written, else HT_OK. The
+ * first failure is also logged as a warning, once; later ones only counted. */
+int ht_metrics_status(const ht_metrics *m);
 
 /* Writes one record from "key=%conv key=%conv ..." pairs separated by spaces, e.g.
  *   ht_metrics_write(m, "type=%s step=%lld loss=%f", "train", (long long)step, loss);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/err.h"
+#include "core/path.h"
 #include "io/json.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -373,14 +374,16 @@ static int read_all(FILE *fp, void *buf, size_t n, const char *path, uint64_t of
 
 int ht_st_open(ht_st_file **out, const char *path) {
     *out = NULL;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return ht_error(HT_EINPUT, "cannot open checkpoint '%s': %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fileno(fp), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fclose(fp);
-        return ht_error(HT_EINPUT, "checkpoint '%s' is not a regular file", path);
+    int fd;
+    long long fsize;
+    /* without blocking: a FIFO named as a checkpoint must not hang the run */
+    if (ht_open_input_fd(path, "cannot open checkpoint", &fd, &fsize) != HT_OK) return HT_EINPUT;
+    FILE *fp = fdopen(fd, "rb");
+    if (!fp) {
+        close(fd);
+        return ht_error(HT_EINPUT, "cannot open checkpoint '%s': %s", path, strerror(errno));
     }
-    uint64_t size = (uint64_t)sb.st_size;
+    uint64_t size = (uint64_t)fsize;
     ht_st_file *f = ht_xcalloc(1, sizeof *f);
     f->path = ht_xstrdup(path);
     char *hdr = NULL;

@@ -1,7 +1,9 @@
 /* Checkpoint save/load over the flat parameter and optimizer-state buffers. */
 #include "train/checkpoint.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,66 @@
 /* The builders write the signature (nn/model_build.c): "mlp 784-1024-10 relu",
  * "cnn 1x28x28 conv5x32p2-relu-maxpool2-...", "gpt L4 C128 H4 T64 V256". */
 void ht_model_signature(const ht_model *m, char *out, size_t n) { snprintf(out, n, "%s", m->desc); }
+
+/* Index of the first NaN or infinity in p[0..n), or -1. */
+static long long first_nonfinite(const float *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(p[i])) return (long long)i;
+    return -1;
+}
+
+/* HT_OK when data[0..n) is finite, else code naming tensor `name` of `where`. */
+static int check_finite(int code, const char *where, const char *name, const float *data,
+                        size_t n) {
+    long long bad = first_nonfinite(data, n);
+    if (bad < 0) return HT_OK;
+    return ht_error(code, "%s: tensor '%s' element %lld of %zu is %s, expected a finite number",
+                    where, name, bad, n, isnan(data[bad]) ? "NaN" : "infinite");
+}
+
+/* Every parameter tensor of the host copy params, then the optimizer states st[0..ns). */
+static int check_all_finite(int code, const char *where, const ht_model *m, const float *params,
+                            ht_optim *o, float *const *st) {
+    int np = ht_model_param_tensors((ht_model *)m, NULL, 0), rc = HT_OK;
+    ht_param_tensor *pt = ht_xmalloc((size_t)(np ? np : 1) * sizeof *pt);
+    ht_model_param_tensors((ht_model *)m, pt, np);
+    for (int i = 0; rc == HT_OK && i < np; i++) {
+        size_t n = 1;
+        for (int j = 0; j < pt[i].ndim; j++)
+            n *= (size_t)pt[i].shape[j];
+        rc = check_finite(code, where, pt[i].name, params + pt[i].off, n);
+    }
+    free(pt);
+    for (int i = 0; rc == HT_OK && o && i < ht_optim_state_count(o); i++) {
+        const char *name;
+        ht_buf *buf;
+        size_t n;
+        ht_optim_state(o, i, &name, &buf, &n);
+        rc = check_finite(code, where, name, st[i], n);
+    }
+    return rc;
+}
+
+int ht_checkpoint_finite(ht_model *m, ht_optim *o) {
+    int ns = o ? ht_optim_state_count(o) : 0;
+    if (ns > MAX_STATES) return ht_error(HT_ERUNTIME, "too many optimizer state tensors");
+    float *params = ht_xmalloc((m->nparams ? m->nparams : 1) * sizeof(float));
+    float *state[MAX_STATES] = {0};
+    ht_buf_read(m->dev, m->params, 0, m->nparams * sizeof(float), params);
+    for (int i = 0; i < ns; i++) {
+        const char *name;
+        ht_buf *buf;
+        size_t n;
+        ht_optim_state(o, i, &name, &buf, &n);
+        state[i] = ht_xmalloc((n ? n : 1) * sizeof(float));
+        ht_buf_read(m->dev, buf, 0, n * sizeof(float), state[i]);
+    }
+    int rc = check_all_finite(HT_ERUNTIME, "the model diverged", m, params, o, state);
+    free(params);
+    for (int i = 0; i < ns; i++)
+        free(state[i]);
+    return rc;
+}
 
 int ht_checkpoint_save(const char *path, ht_model *m, ht_optim *o, int64_t step,
                        const char *optim_name) {
@@ -48,6 +110,18 @@ int ht_checkpoint_save(const char *path, ht_model *m, ht_optim *o, int64_t step,
         t[nt].shape[0] = (int64_t)n;
         t[nt].data = state[i];
     }
+    /* never a checkpoint of non-finite numbers: the last good one stays */
+    char where[64];
+    snprintf(where, sizeof where, "step %lld: checkpoint not written", (long long)step);
+    int frc = check_all_finite(HT_ERUNTIME, where, m, params, o, state);
+    if (frc != HT_OK) {
+        free(params);
+        for (int i = 0; i < MAX_STATES; i++)
+            free(state[i]);
+        free(t);
+        free(pt);
+        return frc;
+    }
     char sig[256], st[32], ot[32];
     ht_model_signature(m, sig, sizeof sig);
     snprintf(st, sizeof st, "%" PRId64, step);
@@ -66,8 +140,9 @@ int ht_checkpoint_save(const char *path, ht_model *m, ht_optim *o, int64_t step,
 static int meta_int(const ht_st_file *f, const char *path, const char *key, int64_t *out) {
     const char *v = ht_st_meta(f, key);
     char *end = NULL;
+    errno = 0;
     long long x = v ? strtoll(v, &end, 10) : 0;
-    if (!v || !*v || *end || x < 0)
+    if (!v || !*v || *end || x < 0 || errno == ERANGE || v[0] == ' ' || v[0] == '+')
         return ht_error(HT_EINPUT, "%s: metadata '%s' is %s%s%s, expected a non-negative integer",
                         path, key, v ? "'" : "missing", v ? v : "", v ? "'" : "");
     *out = x;
@@ -125,7 +200,8 @@ static int read_params(ht_st_file *f, const char *path, const ht_model *m, float
         size_t n = 1;
         for (int j = 0; j < pt[i].ndim; j++)
             n *= (size_t)pt[i].shape[j];
-        if (src) memcpy(p + pt[i].off, src, n * sizeof(float));
+        if (src) rc = check_finite(HT_EINPUT, path, pt[i].name, src, n);
+        if (src && rc == HT_OK) memcpy(p + pt[i].off, src, n * sizeof(float));
     }
     free(pt);
     if (rc != HT_OK)
@@ -161,7 +237,13 @@ int ht_checkpoint_load(const char *path, ht_model *m, ht_optim *o, int64_t *step
         ht_optim_state(o, i, &name, &buf, &n);
         int64_t shape[1] = {(int64_t)n};
         sp[i] = want(f, path, name, 1, shape, &rc);
+        if (sp[i]) rc = check_finite(HT_EINPUT, path, name, sp[i], n);
     }
+    if (rc == HT_OK && ot > fstep)
+        rc = ht_error(HT_EINPUT,
+                      "%s: metadata 'optimizer_steps' is %lld, expected at most 'step' (%lld): "
+                      "the optimizer cannot have stepped more often than the trainer",
+                      path, (long long)ot, (long long)fstep);
     if (rc == HT_OK) {
         ht_buf_write(m->dev, m->params, 0, m->nparams * sizeof(float), params);
         for (int i = 0; i < ns; i++) {
@@ -194,4 +276,13 @@ int ht_checkpoint_load_params(const char *path, ht_model *m, int64_t *step) {
     free(params);
     ht_st_close(f);
     return rc;
+}
+
+int ht_checkpoint_check_step(const char *path, int64_t step, int64_t total) {
+    if (step > total)
+        return ht_error(HT_EINPUT,
+                        "%s: metadata 'step' is %lld, beyond the %lld steps this config trains "
+                        "(train.steps / train.epochs): expected a checkpoint of this run",
+                        path, (long long)step, (long long)total);
+    return HT_OK;
 }

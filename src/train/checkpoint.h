@@ -14,14 +14,27 @@
  * V256". */
 void ht_model_signature(const ht_model *m, char *out, size_t n);
 
+/* Writes parameters and optimizer state atomically; refuses (HT_ERUNTIME naming the tensor and
+ * element, nothing written, the previous file kept) when any of them is NaN or infinite. */
 int ht_checkpoint_save(const char *path, ht_model *m, ht_optim *o, int64_t step,
                        const char *optim_name);
 /* Loads parameters and optimizer state into device buffers; *step is the step to resume at.
- * HT_EINPUT naming the file and what differs when it does not match the model/optimizer. */
+ * HT_EINPUT naming the file and what differs when it does not match the model/optimizer, a
+ * tensor holds a NaN or infinity (its name and element), or the metadata do not parse as
+ * integers in range (optimizer_steps <= step). Nothing changes on the device then. */
 int ht_checkpoint_load(const char *path, ht_model *m, ht_optim *o, int64_t *step,
                        const char *optim_name);
 /* Only the parameters (inference: generation), after the same format and model checks;
  * *step (may be NULL) is the step it was saved at. */
 int ht_checkpoint_load_params(const char *path, ht_model *m, int64_t *step);
+
+/* Reads the parameters and optimizer state (o may be NULL) back from the device: HT_OK when
+ * every value is finite, else HT_ERUNTIME naming the first tensor and element that is not.
+ * The trainer calls it before each save (and may stop on it: the model diverged). */
+int ht_checkpoint_finite(ht_model *m, ht_optim *o);
+
+/* HT_EINPUT when a checkpoint's step (from ht_checkpoint_load) is beyond the total steps
+ * of this run: resuming it would train nothing and report a finished run. */
+int ht_checkpoint_check_step(const char *path, int64_t step, int64_t total);
 
 #endif
