@@ -2,6 +2,7 @@
  * with `generate`, samples text from a GPT checkpoint); exit 0 on success, 2 on bad input
  * (CLI, config, data, checkpoint), 1 on runtime failure. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -266,11 +267,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--resume")) resume = 1;
         else if (!strcmp(a, "--profile")) profile = 1;
         else if (!strcmp(a, "--stop-after")) {
-            const char *v = need_arg(argc, argv, &i);
-            char *e;
-            stop_after = strtoll(v, &e, 10);
-            if (!*v || *e || stop_after < 1)
-                ht_die(HT_EINPUT, "--stop-after %s: expected a positive number of steps", v);
+            /* bounded like train.steps, so that step + N cannot overflow */
+            stop_after = parse_count(a, need_arg(argc, argv, &i), 1, INT_MAX);
         }
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) ht_log_set_level(HT_LOG_WARN);
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) ht_log_set_level(HT_LOG_DEBUG);
@@ -304,6 +302,8 @@ int main(int argc, char **argv) {
     ht_comm_init(&argc, &argv);
     ht_config cfg;
     ht_exit_on_error(ht_config_load(&cfg, cfg_path, sets, nset));
+    /* every output location before any work: a bad path fails now, not after the run */
+    ht_exit_on_error(ht_config_check_outputs(&cfg, trace));
     ht_train_opts opts = {.device = device, .resume = resume, .profile = profile,
                           .stop_after = stop_after, .trace = trace};
     ht_train_result res;

@@ -157,6 +157,12 @@ int ht_config_load(ht_config *cfg, const char *path, const char *const *sets, in
  * (or the --set) of the key. */
 int ht_config_check_world(const ht_config *cfg, int world);
 
+/* Every output the run will write (checkpoint.path, log.metrics, sync.log, and trace_path
+ * from --trace, which may be NULL): each must be absent or a regular file, in a folder that
+ * exists and is writable. HT_EINPUT naming the key otherwise. Called at start, before any
+ * training, so that a bad path fails in a second, not after the run. */
+int ht_config_check_outputs(const ht_config *cfg, const char *trace_path);
+
 /* Prints every key with its type, default and meaning (for --help / README). */
 void ht_config_print_schema(void *file /* FILE* */);
 

@@ -1,0 +1,24 @@
+/* The outputs a run will write, checked before it starts (core/path.h does the checks). */
+#include "config/config.h"
+
+#include <stdio.h>
+
+#include "core/err.h"
+#include "core/path.h"
+
+int ht_config_check_outputs(const ht_config *cfg, const char *trace_path) {
+    const struct {
+        const char *what, *path;
+    } out[] = {
+        {"key 'checkpoint.path'", cfg->checkpoint.path},
+        {"key 'log.metrics'", cfg->log.metrics},
+        {"key 'sync.log'", cfg->sync.log},
+        {"--trace", trace_path},
+    };
+    for (size_t i = 0; i < sizeof out / sizeof out[0]; i++) {
+        if (!out[i].path || !*out[i].path) continue;
+        if (ht_check_output(out[i].path, out[i].what) != HT_OK)
+            return !cfg->source[0] || out[i].path == trace_path ? HT_EINPUT : ht_error(HT_EINPUT, "%s: %s", cfg->source, ht_errmsg());
+    }
+    return HT_OK;
+}
