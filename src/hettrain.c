@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "ocl/ocl.h"
 #include "pipe/schedule.h"
+#include "prof/profile.h"
 #include "train/generate.h"
 #include "train/train.h"
 
@@ -304,6 +305,8 @@ int main(int argc, char **argv) {
     ht_exit_on_error(ht_config_load(&cfg, cfg_path, sets, nset));
     /* every output location before any work: a bad path fails now, not after the run */
     ht_exit_on_error(ht_config_check_outputs(&cfg, trace));
+    /* a bad profile fails the same way at one rank as at many */
+    if (cfg.cluster.profile[0]) ht_exit_on_error(ht_profile_check_file(cfg.cluster.profile));
     ht_train_opts opts = {.device = device, .resume = resume, .profile = profile,
                           .stop_after = stop_after, .trace = trace};
     ht_train_result res;

@@ -14,6 +14,7 @@
 #include "comm/comm.h"
 #include "config/config.h"
 #include "core/err.h"
+#include "core/path.h"
 #include "core/log.h"
 #include "nn/model.h"
 #include "ocl/ocl.h"
@@ -169,6 +170,12 @@ int main(int argc, char **argv) {
             quick = 1;
             continue;
         }
+        static const char *const with_value[] = {"--device", "-c", "-o", "--check", "--batch",
+                                                 "--tune-seconds", "--seed", NULL};
+        int known = 0;
+        while (with_value[known] && strcmp(with_value[known], a))
+            known++;
+        if (!with_value[known]) ht_die(HT_EINPUT, "unknown argument '%s'\n%s", a, USAGE);
         const char *v = i + 1 < argc ? argv[++i] : NULL;
         if (!v) ht_die(HT_EINPUT, "option '%s' needs a value\n%s", a, USAGE);
         char *end;
@@ -195,6 +202,8 @@ int main(int argc, char **argv) {
     }
 
     static ht_profile prof;
+    /* the output location before any measuring: never a device or folder, never after the run */
+    if (out) ht_exit_on_error(ht_check_output(out, "-o"));
     if (check) {
         ht_exit_on_error(ht_profile_load(check, &prof));
         if (rank == 0) {

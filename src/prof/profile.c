@@ -4,12 +4,17 @@
 #include "prof/profile.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <libconfig.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/err.h"
+#include "core/intlit.h"
+#include "core/path.h"
 
 /* ---------------------------------------------------------------- reading */
 
@@ -86,7 +91,9 @@ static double get_num(reader *r, const config_setting_t *g, const char *where, c
         fail(r, s, "%s.%s: found %s, expected %s", where, key, type_name(s), exp);
         return 0;
     }
-    if (!(v > lo || (!strict && v == lo)))
+    if (!isfinite(v))
+        fail(r, s, "%s.%s: found %g, expected a finite number", where, key, v);
+    else if (!(v > lo || (!strict && v == lo)))
         fail(r, s, "%s.%s: found %g, expected %s", where, key, v, exp);
     return v;
 }
@@ -102,7 +109,12 @@ static int get_int(reader *r, const config_setting_t *g, const char *where, cons
         return lo;
     }
     long long v = config_setting_get_int64(s);
-    if (v < lo || v > hi) fail(r, s, "%s.%s: found %lld, expected %s", where, key, v, exp);
+    char text[64];
+    if (ht_int_literal_lost(r->path, line_of(s), v,
+                            config_setting_type(s) == CONFIG_TYPE_INT64, text, sizeof text))
+        fail(r, s, "%s.%s: found %s, expected %s", where, key, text, exp);
+    else if (v < lo || v > hi)
+        fail(r, s, "%s.%s: found %lld, expected %s", where, key, v, exp);
     return (int)v;
 }
 
@@ -147,6 +159,26 @@ static int get_list(reader *r, const config_setting_t *g, const char *where, con
     return n;
 }
 
+/* Every member of group g must be one of keys (NULL-terminated): a typo is an error, never
+ * a value silently ignored. */
+static void known_keys(reader *r, const config_setting_t *g, const char *where,
+                       const char *const *keys) {
+    for (int i = 0; r->rc == HT_OK && i < config_setting_length(g); i++) {
+        const config_setting_t *s = config_setting_get_elem(g, (unsigned)i);
+        const char *name = config_setting_name(s);
+        int k = 0;
+        while (keys[k] && strcmp(keys[k], name))
+            k++;
+        if (keys[k]) continue;
+        char list[512] = "";
+        for (k = 0; keys[k]; k++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "",
+                     keys[k]);
+        fail(r, s, "%s%s%s: unknown key, expected one of: %s", where, *where ? "." : "", name,
+             list);
+    }
+}
+
 static void read_clblast(reader *r, const config_setting_t *g, const char *where, ht_prof_dev *d) {
     int n = config_setting_length(g);
     if (!config_setting_is_group(g) || n > HT_PROF_MAX_KERNELS) {
@@ -158,6 +190,12 @@ static void read_clblast(reader *r, const config_setting_t *g, const char *where
         config_setting_t *k = config_setting_get_elem(g, i);
         ht_prof_kparams *kp = &d->clblast[d->nclblast++];
         memset(kp, 0, sizeof *kp);
+        if (strlen(config_setting_name(k)) >= sizeof kp->kernel) {
+            fail(r, k, "%s.clblast.%s: kernel name of %zu characters, expected at most %zu",
+                 where, config_setting_name(k), strlen(config_setting_name(k)),
+                 sizeof kp->kernel - 1);
+            return;
+        }
         ht_strlcpy(kp->kernel, config_setting_name(k), sizeof kp->kernel);
         int np = config_setting_length(k);
         if (!config_setting_is_group(k) || np > HT_PROF_MAX_PARAMS) {
@@ -172,6 +210,11 @@ static void read_clblast(reader *r, const config_setting_t *g, const char *where
                      config_setting_name(p));
                 return;
             }
+            if (strlen(config_setting_name(p)) >= sizeof kp->names[j]) {
+                fail(r, p, "%s.clblast.%s.%s: parameter name longer than %zu characters", where,
+                     kp->kernel, config_setting_name(p), sizeof kp->names[j] - 1);
+                return;
+            }
             ht_strlcpy(kp->names[j], config_setting_name(p), sizeof kp->names[j]);
             kp->values[j] = config_setting_get_int(p);
         }
@@ -179,14 +222,34 @@ static void read_clblast(reader *r, const config_setting_t *g, const char *where
     }
 }
 
+static const char *const DEV_KEYS[] = {"name", "platform", "driver", "type", "mem_bw_gbs",
+                                        "h2d_gbs", "d2h_gbs", "launch_us", "gemm", "layers",
+                                        "samples_per_s", "tuning", "clblast", NULL};
+static const char *const GEMM_KEYS[] = {"m", "n", "k", "ta", "tb", "gflops", NULL};
+static const char *const LAYER_KEYS[] = {"name", "batch", "fwd_ms", "bwd_ms", NULL};
+static const char *const RATE_KEYS[] = {"batch", "value", NULL};
+static const char *const LINK_KEYS[] = {"a", "b", "latency_us", "bandwidth_gbs", NULL};
+static const char *const ROOT_KEYS[] = {"version", "model", "batches", "devices", "links", NULL};
+static const char *const DEV_TYPES[] = {"cpu", "gpu", "accel", "other", NULL};
+
 static void read_dev(reader *r, const config_setting_t *g, int idx, ht_prof_dev *d) {
     char w[64], e[96];
     snprintf(w, sizeof w, "devices[%d]", idx);
     memset(d, 0, sizeof *d);
+    known_keys(r, g, w, DEV_KEYS);
     get_str(r, g, w, "name", d->name, sizeof d->name, 0);
     get_str(r, g, w, "platform", d->platform, sizeof d->platform, 0);
     get_str(r, g, w, "driver", d->driver, sizeof d->driver, 0);
     get_str(r, g, w, "type", d->type, sizeof d->type, 1);
+    if (r->rc == HT_OK && config_setting_get_member(g, "type")) {
+        int k = 0;
+        while (DEV_TYPES[k] && strcmp(DEV_TYPES[k], d->type))
+            k++;
+        if (!DEV_TYPES[k])
+            fail(r, config_setting_get_member(g, "type"),
+                 "%s.type: found \"%s\", expected \"cpu\", \"gpu\", \"accel\" or \"other\"", w,
+                 d->type);
+    }
     d->mem_bw_gbs = get_num(r, g, w, "mem_bw_gbs", 0, 1);
     d->h2d_gbs = get_num(r, g, w, "h2d_gbs", 0, 1);
     d->d2h_gbs = get_num(r, g, w, "d2h_gbs", 0, 1);
@@ -197,6 +260,7 @@ static void read_dev(reader *r, const config_setting_t *g, int idx, ht_prof_dev 
         config_setting_t *x = config_setting_get_elem(l, i);
         ht_prof_gemm *q = &d->gemm[i];
         snprintf(e, sizeof e, "%s.gemm[%d]", w, i);
+        known_keys(r, x, e, GEMM_KEYS);
         q->m = get_int(r, x, e, "m", 1, 1 << 30);
         q->n = get_int(r, x, e, "n", 1, 1 << 30);
         q->k = get_int(r, x, e, "k", 1, 1 << 30);
@@ -209,6 +273,7 @@ static void read_dev(reader *r, const config_setting_t *g, int idx, ht_prof_dev 
         config_setting_t *x = config_setting_get_elem(l, i);
         ht_prof_layer *q = &d->layers[i];
         snprintf(e, sizeof e, "%s.layers[%d]", w, i);
+        known_keys(r, x, e, LAYER_KEYS);
         get_str(r, x, e, "name", q->name, sizeof q->name, 0);
         q->batch = get_int(r, x, e, "batch", 1, 1 << 24);
         q->fwd_ms = get_num(r, x, e, "fwd_ms", 0, 0);
@@ -218,6 +283,7 @@ static void read_dev(reader *r, const config_setting_t *g, int idx, ht_prof_dev 
     for (int i = 0; i < d->nrates && r->rc == HT_OK; i++) {
         config_setting_t *x = config_setting_get_elem(l, i);
         snprintf(e, sizeof e, "%s.samples_per_s[%d]", w, i);
+        known_keys(r, x, e, RATE_KEYS);
         d->rates[i].batch = get_int(r, x, e, "batch", 1, 1 << 24);
         d->rates[i].value = get_num(r, x, e, "value", 0, 1);
     }
@@ -234,6 +300,7 @@ static void read_links(reader *r, const config_setting_t *root, ht_profile *p) {
         ht_prof_link *q = &p->links[i];
         char e[32];
         snprintf(e, sizeof e, "links[%d]", i);
+        known_keys(r, x, e, LINK_KEYS);
         q->a = get_int(r, x, e, "a", 0, p->ndev - 1);
         q->b = get_int(r, x, e, "b", 0, p->ndev - 1);
         q->latency_us = get_num(r, x, e, "latency_us", 0, 1);
@@ -253,7 +320,15 @@ int ht_profile_load(const char *path, ht_profile *p) {
     config_init(&cf);
     memset(p, 0, sizeof *p);
     reader r = {path, HT_OK};
-    if (config_read_file(&cf, path) != CONFIG_TRUE) {
+    /* without blocking, and only a regular file (a folder used to read as "Success") */
+    FILE *fp = ht_open_input(path, "cannot read profile");
+    if (!fp) {
+        config_destroy(&cf);
+        return HT_EINPUT;
+    }
+    int ok = config_read(&cf, fp);
+    fclose(fp);
+    if (ok != CONFIG_TRUE) {
         if (config_error_type(&cf) == CONFIG_ERR_FILE_IO)
             r.rc = ht_error(HT_EINPUT, "cannot read profile '%s': %s", path, strerror(errno));
         else
@@ -263,6 +338,7 @@ int ht_profile_load(const char *path, ht_profile *p) {
         return r.rc;
     }
     config_setting_t *root = config_root_setting(&cf), *s;
+    known_keys(&r, root, "", ROOT_KEYS);
     int version = get_int(&r, root, "", "version", 1, 1);
     (void)version;
     get_str(&r, root, "", "model", p->model, sizeof p->model, 1);
@@ -275,6 +351,15 @@ int ht_profile_load(const char *path, ht_profile *p) {
             config_setting_t *e = config_setting_get_elem(s, i);
             if (config_setting_type(e) != CONFIG_TYPE_INT || config_setting_get_int(e) < 1)
                 fail(&r, e, "batches[%d]: expected an integer >= 1", i);
+            char text[64];
+            if (r.rc == HT_OK && ht_int_literal_lost(path, line_of(e), config_setting_get_int(e),
+                                                      0, text, sizeof text))
+                fail(&r, e, "batches[%d]: found %s, expected an integer in [1, %d]", i, text,
+                     INT_MAX);
+            for (int j = 0; r.rc == HT_OK && j < i; j++)
+                if (p->batches[j] == config_setting_get_int(e))
+                    fail(&r, e, "batches[%d]: found %d again (batches[%d]), expected each batch "
+                         "size once", i, p->batches[j], j);
             p->batches[p->nbatches++] = config_setting_get_int(e);
         }
     }
@@ -374,6 +459,7 @@ void ht_profile_write(FILE *f, const ht_profile *p) {
 }
 
 int ht_profile_save(const char *path, const ht_profile *p) {
+    if (ht_check_replaceable(path, "profile") != HT_OK) return HT_EINPUT;
     FILE *f = fopen(path, "w");
     if (!f) return ht_error(HT_ERUNTIME, "cannot write profile '%s': %s", path, strerror(errno));
     ht_profile_write(f, p);
@@ -385,6 +471,7 @@ int ht_profile_save(const char *path, const ht_profile *p) {
 int ht_profile_write_tuning(const ht_profile *p, int dev, const char *path) {
     if (dev < 0 || dev >= p->ndev || !p->dev[dev].nclblast)
         return ht_error(HT_EINPUT, "profile device %d has no CLBlast parameters", dev);
+    if (ht_check_replaceable(path, "tuning file") != HT_OK) return HT_EINPUT;
     FILE *f = fopen(path, "w");
     if (!f) return ht_error(HT_ERUNTIME, "cannot write '%s': %s", path, strerror(errno));
     fprintf(f, "# CLBlast parameters for '%s' (%s), from hetprof; use as device.tuning\n",
@@ -470,4 +557,11 @@ void ht_profile_print(FILE *f, const ht_profile *p) {
     for (int i = 0; i < p->nlinks; i++)
         fprintf(f, "  %4d %4d %12.2f %14.3f\n", p->links[i].a, p->links[i].b,
                 p->links[i].latency_us, p->links[i].bandwidth_gbs);
+}
+
+int ht_profile_check_file(const char *path) {
+    ht_profile *p = ht_xmalloc(sizeof *p);
+    int rc = ht_profile_load(path, p);
+    free(p);
+    return rc;
 }

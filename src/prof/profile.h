@@ -99,6 +99,9 @@ typedef struct ht_profile {
 /* Reads and validates a profile. HT_EINPUT with "FILE:LINE: what, expected what" for a
  * syntax error, a missing key, a wrong type or a value out of range; *p is then undefined. */
 int ht_profile_load(const char *path, ht_profile *p);
+/* Only validates (the profile is large: loaded on the heap and dropped), for a trainer that
+ * must refuse a bad cluster.profile at start, whatever the number of ranks. */
+int ht_profile_check_file(const char *path);
 /* Writes p in the format above (readable by ht_profile_load). HT_ERUNTIME on I/O errors. */
 int ht_profile_save(const char *path, const ht_profile *p);
 void ht_profile_write(FILE *f, const ht_profile *p);
