@@ -17,8 +17,12 @@ int ht_config_check_outputs(const ht_config *cfg, const char *trace_path) {
     };
     for (size_t i = 0; i < sizeof out / sizeof out[0]; i++) {
         if (!out[i].path || !*out[i].path) continue;
-        if (ht_check_output(out[i].path, out[i].what) != HT_OK)
-            return !cfg->source[0] || out[i].path == trace_path ? HT_EINPUT : ht_error(HT_EINPUT, "%s: %s", cfg->source, ht_errmsg());
+        if (ht_check_output(out[i].path, out[i].what) != HT_OK) {
+            if (!cfg->source[0] || out[i].path == trace_path) return HT_EINPUT;
+            char msg[2 * HT_PATH_MAX + 256];
+            snprintf(msg, sizeof msg, "%s", ht_errmsg()); /* ht_error overwrites it */
+            return ht_error(HT_EINPUT, "%s: %s", cfg->source, msg);
+        }
     }
     return HT_OK;
 }
