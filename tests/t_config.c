@@ -185,6 +185,55 @@ static void test_numbers(void) {
            "expected an integer >= 0", NULL);
 }
 
+/* libconfig 1.5 wraps integer literals past 32 bits (without L) and clamps past 64 (with
+ * L): each is refused quoting the literal, in scalars, arrays (on any line of a multi-line
+ * array), hex, and --set values. (When a small element on the same line equals the wrapped
+ * value, the error may name that element's index; it still quotes the literal.) Numbers are
+ * 0 or normal floats; derived sizes are bounded. */
+static void test_lost_numbers(void) {
+    ht_config c;
+    const char *t = "train = { batch = 32; steps = 100; };\noptim = { lr = 0.1; };\n"
+                    "model = { hidden = [16,\n   4294967312]; };\n";
+    const char *p = put("lost1.cfg", t);
+    is_err(load(&c, p, NULL), "hidden = [..., 4294967312] on the array's second line",
+           at(p, t, "4294967312"), "key 'model.hidden[1]': found 4294967312", "<= 2147483647");
+    t = "train = { batch = 32; steps = 100; };\noptim = { lr = 0.1; };\n"
+        "model = { hidden = [4294967312, 16]; };\n";
+    p = put("lost2.cfg", t);
+    is_err(load(&c, p, NULL), "the wrapped element comes first",
+           "key 'model.hidden[0]': found 4294967312", NULL, NULL);
+    t = "train = { batch = 0x100000020; steps = 100; };\noptim = { lr = 0.1; };\n";
+    p = put("lost3.cfg", t);
+    is_err(load(&c, p, NULL), "a hex literal past 32 bits", "key 'train.batch': found 0x100000020",
+           NULL, NULL);
+    t = "train = { batch = 32; steps = 100; seed = 18446744073709551617L; };\n"
+        "optim = { lr = 0.1; };\n";
+    p = put("lost4.cfg", t);
+    is_err(load(&c, p, NULL), "a seed past 64 bits (clamped by libconfig)",
+           "found 18446744073709551617L, which does not fit in 64 bits", NULL, NULL);
+    t = "# 4294967312 in a comment, \"4294967312\" in a string\n"
+        "train = { batch = 32; steps = 100; };\noptim = { lr = 0.1; };\n"
+        "model = { hidden = [16]; }; # 4294967312\n";
+    p = put("lost5.cfg", t);
+    is_ok(load(&c, p, NULL), "big numbers in comments do not count");
+    p = with_base("ok.cfg", "");
+    is_err(load(&c, p, "model.hidden=[7, 4294967304]", NULL), "--set array element past 32 bits",
+           "--set model.hidden=[7, 4294967304]: key 'model.hidden[1]': found 4294967304", NULL,
+           NULL);
+    is_err(load(&c, p, "data.seed=99999999999999999999", NULL), "--set seed past 64 bits",
+           "found 99999999999999999999, which does not fit in 64 bits", NULL, NULL);
+    is_ok(load(&c, p, "data.seed=9223372036854775807", NULL), "--set seed 2^63 - 1");
+    is_err(load(&c, p, "optim.lr=1e-320", NULL), "denormal lr refused",
+           "key 'optim.lr': found", "expected 0 or a magnitude between 1.17549435e-38", NULL);
+    is_err(load(&c, p, "optim.weight_decay=1e300", NULL), "beyond float refused",
+           "key 'optim.weight_decay'", "3.40282347e+38", NULL);
+    is_ok(load(&c, p, "optim.weight_decay=0", NULL), "0 is still fine");
+    is_err(load(&c, p, "train.epochs=1e30", "train.steps=0", NULL), "epochs = 1e30 refused",
+           "key 'train.epochs': found 1e+30", "<= 1000000", NULL);
+    is_err(load(&c, p, "model.type=cnn", "model.input_shape=[3, 65536, 65536]", NULL),
+           "input_shape product past 2^31", "= 12884901888 values per sample", NULL, NULL);
+}
+
 static void test_file_errors(void) {
     ht_config c;
     const char *t, *p;
@@ -625,6 +674,7 @@ int main(void) {
     test_full_file();
     test_defaults();
     test_numbers();
+    test_lost_numbers();
     test_file_errors();
     test_include();
     test_overrides();

@@ -225,10 +225,18 @@ static void test_metrics(void) {
     tap_ok(rc == HT_ERUNTIME && !m && strstr(ht_errmsg(), "No such file"), "open failure: %s",
            ht_errmsg());
     if (access("/dev/full", W_OK) == 0 && ht_metrics_open(&m, "/dev/full", 0) == HT_OK) {
+        tap_ok(ht_metrics_status(m) == HT_OK, "no failure before the first write");
         rc = ht_metrics_train(m, 1, 1, 1, 1);
         tap_ok(rc == HT_ERUNTIME && strstr(ht_errmsg(), "No space"), "disk full reported: %s",
                ht_errmsg());
-        ht_metrics_close(m);
+        rc = ht_metrics_train(m, 2, 1, 1, 1);
+        tap_ok(rc == HT_ERUNTIME && ht_metrics_status(m) == HT_ERUNTIME &&
+                   strstr(ht_errmsg(), "2 metrics records could not be written") &&
+                   strstr(ht_errmsg(), "No space"),
+               "the failure sticks and counts: %s", ht_errmsg());
+        rc = ht_metrics_close(m);
+        tap_ok(rc == HT_ERUNTIME && strstr(ht_errmsg(), "2 metrics records"),
+               "close reports the lost records (exit 1 at the end): %s", ht_errmsg());
     } else {
         tap_skip("no /dev/full");
     }

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/err.h"
@@ -463,14 +465,39 @@ static void test_atomic(void) {
     }
     signal(SIGXFSZ, prev);
 
-    /* rename onto a directory fails after the temp was fully written. */
+    /* a directory, a FIFO or a device is never replaced: refused before any temp file */
     const char *d = tpath("adir");
     char cmd[300];
     snprintf(cmd, sizeof cmd, "mkdir -p '%s/keep'", d);
     (void)!system(cmd);
     rc = ht_st_write(d, &small, 1, NULL, NULL, 0);
-    tap_ok(rc == HT_ERUNTIME && strstr(ht_errmsg(), "cannot rename") && !tmp_left(d),
-           "rename failure removes the temp: %s", ht_errmsg());
+    tap_ok(rc == HT_EINPUT && strstr(ht_errmsg(), "found a directory") && !tmp_left(d) &&
+               access(tpath("adir/keep"), F_OK) == 0,
+           "a directory is not replaced: %s", ht_errmsg());
+    const char *fifo = tpath("afifo");
+    unlink(fifo);
+    struct stat sb;
+    rc = mkfifo(fifo, 0600) == 0 ? ht_st_write(fifo, &small, 1, NULL, NULL, 0) : -1;
+    tap_ok(rc == HT_EINPUT && strstr(ht_errmsg(), "found a FIFO") && stat(fifo, &sb) == 0 &&
+               S_ISFIFO(sb.st_mode) && !tmp_left(fifo),
+           "a FIFO is not replaced: %s", ht_errmsg());
+    unlink(fifo);
+    /* a dead writer's temp file goes, a live process's stays */
+    const char *keep = tpath("stale.safetensors");
+    char dead[600], live[600];
+    pid_t child = fork();
+    if (child == 0) _exit(0);
+    waitpid(child, NULL, 0);
+    snprintf(dead, sizeof dead, "%s.tmp.%d", keep, (int)child);
+    snprintf(live, sizeof live, "%s.tmp.%d", keep, (int)getppid());
+    FILE *tf = fopen(dead, "w");
+    if (tf) fclose(tf);
+    tf = fopen(live, "w");
+    if (tf) fclose(tf);
+    rc = ht_st_write(keep, &small, 1, NULL, NULL, 0);
+    tap_ok(rc == HT_OK && access(dead, F_OK) != 0 && access(live, F_OK) == 0,
+           "stale temp of a dead writer removed, a live one's kept");
+    unlink(live);
 
     const char *bad_keys[] = {"k", "k"}, *vals[] = {"1", "2"};
     ht_st_tensor dup[2] = {small, small}, neg = {"n", 1, {-1}, &one};

@@ -154,9 +154,15 @@ static int get_int(const loader *L, const ht_ckey *k, const char *key, const con
     int lost = eq ? ht_int_literal_lost_in(eq + 1, v, is64, text, sizeof text)
                   : o->line > 0 && ht_int_literal_lost(file, o->line, v, is64, text, sizeof text);
     if (lost) {
-        if (is64 || k->kind != HT_CK_U64)
-            return fail(L, o, "key '%s': found %s, which does not fit in %d bits; expected %s",
-                        key, text, is64 ? 64 : 32, expect);
+        if (is64)
+            return fail(L, o, "key '%s': found %s, which does not fit in 64 bits; expected %s",
+                        key, text, expect);
+        if (k->kind != HT_CK_U64) {
+            if (!(k->flags & (HT_CF_LE | HT_CF_LT)))
+                snprintf(expect + strlen(expect), sizeof expect - strlen(expect), " and <= %d",
+                         INT_MAX);
+            return fail(L, o, "key '%s': found %s, expected %s", key, text, expect);
+        }
         return fail(L, o,
                     "key '%s': found %s, which libconfig reads as a 32-bit integer; write it "
                     "as %sL",
