@@ -80,7 +80,7 @@ num() { # num LINE_IN_FILE PATTERN DESCRIPTION: the file holds that line; the re
     printf '# a number that lies\n%s\n' "$1" >"$TMP/num.cfg"
     ht 2 "num.cfg:2: $2" "$3" -- -c "$TMP/num.cfg" --set train.batch=16 --set train.steps=3 --set optim.lr=0.1
 }
-num 'model = { hidden = [4294967312]; };' "key 'model.hidden\[0\]': found 4294967312, which does not fit in 32 bits" "hidden = [4294967312] (wraps to 16)"
+num 'model = { hidden = [4294967312]; };' "key 'model.hidden\[0\]': found 4294967312, expected an integer >= 1 and <= 2147483647" "hidden = [4294967312] (wraps to 16)"
 num 'train = { batch = 4294967328; steps = 3; };' "key 'train.batch': found 4294967328" "batch = 4294967328 (wraps to 32)"
 num 'train = { batch = 16; steps = 3; seed = 5000000000; };' "key 'train.seed': found 5000000000, which libconfig reads as a 32-bit integer; write it as 5000000000L" "seed = 5000000000 without L"
 num 'train = { batch = 16; steps = 3; seed = 18446744073709551617L; };' "key 'train.seed': found 18446744073709551617L, which does not fit in 64 bits" "seed beyond 2^64"
@@ -88,6 +88,8 @@ num 'train = { batch = 16; steps = 0; epochs = 1e30; };' "key 'train.epochs': fo
 num 'optim = { lr = 1e-320; };' "key 'optim.lr': found .*e-321, expected 0 or a magnitude between" "lr = 1e-320 (denormal)"
 num 'optim = { lr = 1e999; };' "key 'optim.lr': found inf, expected a finite number" "lr = 1e999"
 num 'model = { type = "cnn"; input_shape = [65536, 65536, 2]; };' "key 'model.input_shape': found \[65536, 65536, 2\] = 8589934592 values per sample" "CNN input_shape product overflows"
+ht 2 "key 'model.n_layer': found 100000000, expected an integer >= 0 and <= 10000" "n_layer = 1e8" -- "${G[@]}" --set model.type=gpt --set data.kind=text --set "data.path=$TMP/good.cfg" --set model.n_layer=100000000
+ht 2 "layer fc1 at batch 16: 16000000000 output values, expected at most 2\^31 - 1" "hidden = [1e9]: refused before allocating" -- "${G[@]}" --set 'model.hidden=[1000000000]'
 ht 2 "--set cluster.shares=\[4294967312\]: key 'cluster.shares\[0\]': found 4294967312" "ints in a --set array" -- "${G[@]}" --set 'cluster.shares=[4294967312]'
 ht 2 "--stop-after 9223372036854775807: expected an integer in \[1, 2147483647\]" "--stop-after beyond train.steps' range" -- "${G[@]}" --stop-after 9223372036854775807
 

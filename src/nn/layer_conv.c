@@ -2,9 +2,11 @@
  * nn/ops_conv.h; fuses a following ReLU/GELU like linear), max and average pooling. Shapes are
  * checked when the layer is added, naming the config element that asked for it. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "core/err.h"
+
 #include "nn/layer.h"
 #include "nn/ops_conv.h"
 
@@ -43,8 +45,11 @@ static double conv_flops_bwd(const ht_layer *l, int with_dx) { /* dW GEMM, db su
     return conv_gemm_flops(l) + l->out + (with_dx ? conv_gemm_flops(l) : 0.0);
 }
 
+/* SIZE_MAX (the error recorded) when a tensor of the layer at batch B is past 2^31
+ * elements: ht_chain_finish turns it into HT_EINPUT before anything is allocated. */
 static size_t conv_work(const ht_layer *l, int B) {
     ht_conv2d_shape s = conv_shape(l, B);
+    if (ht_conv2d_check(&s) != HT_OK) return SIZE_MAX;
     return ht_conv2d_workspace_floats(&s);
 }
 

@@ -4,7 +4,9 @@
  * activation it can fuse. What a layer does is its kind's business (layer_*.c). */
 #include "nn/model.h"
 
+#include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,6 +142,18 @@ int ht_chain_finish(ht_model *m, ht_dev *d, int classes, int rows, int max_batch
         m->save_floats += B * l->save;
         size_t w = ht_layer_work_floats(l, max_batch);
         if (w > m->work_floats) m->work_floats = w;
+        /* kernels index a batch's tensors with int: refuse here, before any allocation,
+         * rather than fail inside an op after the run started */
+        if (w == SIZE_MAX || B * (size_t)l->out > (size_t)INT_MAX) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", w == SIZE_MAX ? ht_errmsg() : "");
+            int rc = ht_error(HT_EINPUT,
+                              "layer %s at batch %d: %s%s%zu output values, expected at most "
+                              "2^31 - 1 per tensor",
+                              l->name, max_batch, msg, msg[0] ? "; " : "", B * (size_t)l->out);
+            ht_model_free(m);
+            return rc;
+        }
     }
     if (!d) return HT_OK;
 
