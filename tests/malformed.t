@@ -113,7 +113,10 @@ idx "$TMP/lab" 01 4 0 1 2 1
 gzip -c "$TMP/img" >"$TMP/img.gz"
 printf 'junk' >>"$TMP/img.gz"
 ht 2 "img.gz: trailing data at byte offset [0-9]+ of the .gz file" ".gz with junk after the stream" -- "${G[@]}" "${D[@]}" --set "data.images=$TMP/img.gz" --set "data.labels=$TMP/lab"
-ht 2 "data.val_fraction" "val_fraction leaving no training samples names the key" -- "${G[@]}" --set data.samples=1 --set data.val_fraction=0.5
+printf 'model = { hidden = [8]; };\ndata = { samples = 100000000;\n  features = 64; val_fraction = 0.5; };\ntrain = { batch = 16; steps = 3; };\noptim = { lr = 0.1; };\n' >"$TMP/syn.cfg"
+ht 2 "syn.cfg:2: key 'data.samples': synthetic data: 100000000 samples x 64 features, expected at most" "synthetic size names file:line and key" -- -c "$TMP/syn.cfg"
+ht 2 "syn.cfg:3: key 'data.val_fraction': 0.5 of 1 samples leaves 0 for training" "val_fraction leaving no training samples names file:line and key" -- -c "$TMP/syn.cfg" --set data.samples=1
+ht 2 "--set data.val_fraction: key 'data.val_fraction': 0.9 of 1 samples" "... or the --set that replaced it" -- -c "$TMP/syn.cfg" --set data.samples=1 --set data.val_fraction=0.9
 
 # ---- checkpoints with NaN or lying metadata
 timeout 120 "$HETTRAIN" "${G[@]}" --set "checkpoint.path=$TMP/ok.ckpt" >/dev/null 2>&1

@@ -5,6 +5,7 @@
 #ifndef HT_CONFIG_CONFIG_H
 #define HT_CONFIG_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define HT_PATH_MAX 1024
@@ -162,6 +163,11 @@ int ht_config_check_world(const ht_config *cfg, int world);
  * exists and is writable. HT_EINPUT naming the key otherwise. Called at start, before any
  * training, so that a bad path fails in a second, not after the run. */
 int ht_config_check_outputs(const ht_config *cfg, const char *trace_path);
+
+/* "FILE:LINE" where key ("data.samples") is set in cfg->source or a file it includes; the
+ * file alone when the key is not in it (a default or a --set); "" without a file. For
+ * messages about values that turn out wrong only later (data sizes, val_fraction). */
+void ht_config_where(const ht_config *cfg, const char *key, char *buf, size_t n);
 
 /* Prints every key with its type, default and meaning (for --help / README). */
 void ht_config_print_schema(void *file /* FILE* */);

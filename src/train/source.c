@@ -10,6 +10,18 @@
 #include "core/rng.h"
 #include "io/trace.h"
 
+/* Prefixes the recorded error with where key was set ("job.cfg:7: key 'data.samples': "). */
+static int at_key(const ht_config *cfg, const char *key, int rc) {
+    if (rc != HT_EINPUT) return rc;
+    char where[HT_PATH_MAX + 32], msg[2048];
+    ht_config_where(cfg, key, where, sizeof where);
+    const char *m = ht_errmsg();
+    size_t kl = strlen(key);
+    if (!strncmp(m, key, kl) && !strncmp(m + kl, ": ", 2)) m += kl + 2; /* said below */
+    snprintf(msg, sizeof msg, "%s", m);
+    return ht_error(rc, "%s%skey '%s': %s", where, where[0] ? ": " : "", key, msg);
+}
+
 int ht_source_load(const ht_config *cfg, ht_source *src) {
     ht_dataset all = {0};
     int rc;
@@ -17,8 +29,9 @@ int ht_source_load(const ht_config *cfg, ht_source *src) {
         src->text = 1;
         src->T = cfg->model.context;
         if ((rc = ht_text_load(&src->all, cfg->data.path)) != HT_OK) return rc;
-        rc = ht_text_split(&src->all, cfg->data.val_fraction, src->T, cfg->data.path, &src->ttrain,
-                           &src->tval);
+        rc = at_key(cfg, "data.val_fraction",
+                    ht_text_split(&src->all, cfg->data.val_fraction, src->T, cfg->data.path,
+                                  &src->ttrain, &src->tval));
         if (rc == HT_OK)
             ht_log_info("data: %s, %zu bytes: %zu training, %zu validation (by position)",
                         cfg->data.path, src->all.n, src->ttrain.n, src->tval.n);
@@ -27,14 +40,17 @@ int ht_source_load(const ht_config *cfg, ht_source *src) {
     if (!strcmp(cfg->data.kind, "idx"))
         rc = ht_idx_load(&all, cfg->data.images, cfg->data.labels);
     else
-        rc = ht_synthetic_make(&all, cfg->data.samples, cfg->data.features, cfg->data.classes,
-                               cfg->data.seed);
+        rc = at_key(cfg, "data.samples",
+                    ht_synthetic_make(&all, cfg->data.samples, cfg->data.features,
+                                      cfg->data.classes, cfg->data.seed));
     if (rc != HT_OK) return rc;
-    rc = ht_dataset_split(&all, cfg->data.val_fraction, &src->train, &src->val);
+    rc = at_key(cfg, "data.val_fraction",
+                ht_dataset_split(&all, cfg->data.val_fraction, &src->train, &src->val));
     ht_dataset_free(&all);
     if (rc == HT_OK && src->train.n < 1)
-        rc = ht_error(HT_EINPUT, "%s: data.val_fraction %.3g leaves no training samples",
-                      cfg->source, cfg->data.val_fraction);
+        rc = at_key(cfg, "data.val_fraction",
+                    ht_error(HT_EINPUT, "%.3g leaves no training samples",
+                             cfg->data.val_fraction));
     if (rc == HT_OK)
         ht_log_info("data: %d training, %d validation samples, %d features, %d classes",
                     src->train.n, src->val.n, src->train.features, src->train.classes);
