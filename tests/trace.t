@@ -71,7 +71,7 @@ assert steps == set(range(6)), steps
 ' "$TMP/two.json"
 ok $? "the slowed rank's emulated idle is on its own track; forward events carry their step"
 
-expect_fail 1 "trace .*/nodir/t.json" "an unwritable trace path fails naming it" -- \
+expect_fail 2 "--trace .*/nodir/t.json.: folder .*nodir. does not exist" "a trace path in a missing folder fails at start, naming it" -- \
     -c "$TMP/job.cfg" -q --trace "$TMP/nodir/t.json"
 expect_fail 2 "--trace: expected a file name" "--trace with an empty name: exit 2" -- \
     -c "$TMP/job.cfg" -q --trace ""
