@@ -120,7 +120,7 @@ ht 2 "--set data.val_fraction: key 'data.val_fraction': 0.9 of 1 samples" "... o
 
 # ---- checkpoints with NaN or lying metadata
 timeout 120 "$HETTRAIN" "${G[@]}" --set "checkpoint.path=$TMP/ok.ckpt" >/dev/null 2>&1
-python3 - "$TMP/ok.ckpt" "$TMP/nan.ckpt" "$TMP/step.ckpt" <<'PY'
+python3 - "$TMP/ok.ckpt" "$TMP/nan.ckpt" "$TMP/step.ckpt" "$TMP/ot.ckpt" <<'PY'
 import json, struct, sys
 raw = open(sys.argv[1], 'rb').read()
 n = struct.unpack('<Q', raw[:8])[0]
@@ -134,9 +134,15 @@ head['__metadata__']['step'] = '99999999999999999999'
 h = json.dumps(head).encode()
 h += b' ' * (-len(h) % 8)
 open(sys.argv[3], 'wb').write(struct.pack('<Q', len(h)) + h + raw[8 + n:])
+head['__metadata__']['step'] = '3'
+head['__metadata__']['optimizer_steps'] = '9'
+h = json.dumps(head).encode()
+h += b' ' * (-len(h) % 8)
+open(sys.argv[4], 'wb').write(struct.pack('<Q', len(h)) + h + raw[8 + n:])
 PY
 ht 2 "nan.ckpt: tensor '[^']+' element 1 of [0-9]+ is NaN, expected a finite number" "a NaN in a checkpoint (--resume)" -- "${G[@]}" --set "checkpoint.path=$TMP/nan.ckpt" --resume
 ht 2 "step.ckpt: metadata 'step' is '99999999999999999999', expected a non-negative integer" "a step that does not fit 64 bits" -- "${G[@]}" --set "checkpoint.path=$TMP/step.ckpt" --resume
+ht 2 "ot.ckpt: metadata 'optimizer_steps' is 9, expected at most 'step' \(3\)" "optimizer_steps beyond step" -- "${G[@]}" --set "checkpoint.path=$TMP/ot.ckpt" --resume
 
 # ---- profiles
 cat >"$TMP/p.cfg" <<'CFG'
