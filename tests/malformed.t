@@ -48,6 +48,7 @@ printf 'model = { hidden = [8]; };\n@include "fifo"\n' >"$TMP/inc-fifo.cfg"
 ht 2 "inc-fifo.cfg:2: @include '$TMP/fifo': found a FIFO" "@include of a FIFO names file:line" -- -c "$TMP/inc-fifo.cfg"
 ht 2 "IDX images file '$TMP/fifo': found a FIFO" "IDX images are a FIFO" -- "${G[@]}" --set data.kind=idx --set "data.images=$TMP/fifo" --set "data.labels=$TMP/fifo"
 ht 2 "text '$TMP/fifo': found a FIFO" "text is a FIFO" -- "${G[@]}" --set model.type=gpt --set data.kind=text --set "data.path=$TMP/fifo"
+ht 2 "tuning file \(device.tuning\) '$TMP/fifo': found a FIFO" "device.tuning is a FIFO" -- "${G[@]}" --set "device.tuning=$TMP/fifo"
 ht 2 "profile '$TMP/fifo': found a FIFO" "cluster.profile is a FIFO (one rank)" -- "${G[@]}" --set "cluster.profile=$TMP/fifo"
 ht 2 "key 'checkpoint.path' '/dev/full': found a character device" "checkpoint.path = /dev/full" -- "${G[@]}" --set checkpoint.path=/dev/full
 [ -c /dev/full ]; ok $? "/dev/full is still a character device"

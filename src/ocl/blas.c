@@ -32,6 +32,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "core/path.h"
 
 /* ---------------------------------------------------------------- built-in PoCL CPU defaults */
 
@@ -165,7 +166,15 @@ static int apply_file(ht_dev *d, blas_dev *r, const char *path) {
     config_t cf;
     config_init(&cf);
     int rc = HT_OK;
-    if (config_read_file(&cf, path) != CONFIG_TRUE) {
+    /* without blocking, and only a regular file (core/path.h) */
+    FILE *fp = ht_open_input(path, "cannot read tuning file (device.tuning)");
+    if (!fp) {
+        config_destroy(&cf);
+        return HT_EINPUT;
+    }
+    int ok = config_read(&cf, fp);
+    fclose(fp);
+    if (ok != CONFIG_TRUE) {
         if (config_error_type(&cf) == CONFIG_ERR_FILE_IO)
             rc = ht_error(HT_EINPUT, "cannot read tuning file '%s'", path);
         else

@@ -39,6 +39,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "core/path.h"
 #include "core/rng.h"
 #include "ocl/ocl.h" /* ht_dev_tune switches CLBlast parameter sets on an open device */
 #include "prof/tune.h"
@@ -258,7 +259,14 @@ static int read_config(const char *path, config *c) {
     config_t cf;
     config_init(&cf);
     int rc = HT_OK;
-    if (config_read_file(&cf, path) != CONFIG_TRUE) {
+    FILE *fp = ht_open_input(path, "cannot read tuning file"); /* never blocks */
+    if (!fp) {
+        config_destroy(&cf);
+        return HT_EINPUT;
+    }
+    int ok = config_read(&cf, fp);
+    fclose(fp);
+    if (ok != CONFIG_TRUE) {
         rc = ht_error(HT_EINPUT, "%s:%d: %s", path, config_error_line(&cf),
                       config_error_text(&cf) ? config_error_text(&cf) : "cannot read");
         config_destroy(&cf);
