@@ -14,6 +14,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "core/path.h"
 
 struct ht_cl_source {
     const char *name;
@@ -72,9 +73,9 @@ static int load_source(strbuf *src) {
     for (int i = 0; i < n; i++) {
         char path[2048];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        FILE *f = fopen(path, "rb");
+        FILE *f = ht_open_input(path, "cannot read kernel file"); /* HT_KERNEL_DIR: user's */
         if (!f) {
-            rc = ht_error(HT_EINPUT, "cannot read kernel file '%s': %s", path, strerror(errno));
+            rc = HT_EINPUT;
         } else {
             char hdr[160], buf[8192];
             int k = snprintf(hdr, sizeof hdr, "\n/* ---- %s */\n", names[i]);
@@ -125,8 +126,11 @@ static const char CACHE_MAGIC[8] = {'H', 'T', 'C', 'L', 'B', 'I', 'N', '1'};
 
 /* Reads a cache entry; returns a malloc'd binary or NULL if absent or damaged. */
 static unsigned char *cache_read(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
+    FILE *f = ht_open_input(path, "program cache"); /* a FIFO there must not hang the run */
+    if (!f) {
+        ht_error_clear(); /* a miss, not an error */
+        return NULL;
+    }
     char magic[8];
     uint64_t n = 0, sum = 0;
     unsigned char *bin = NULL;
