@@ -7,7 +7,7 @@
 #include "config/config.h"
 #include "core/err.h"
 #include "tap.h"
-#include "train/fit.h"
+#include "build/fit.h"
 
 static int load(ht_config *c, const char *a, const char *b, const char *d) {
     const char *sets[8] = {"train.batch=128", "train.steps=1", "optim.lr=0.1",

@@ -1,8 +1,8 @@
 /* Whether a model fits a device, checked before anything is allocated: the model a config
  * describes at the real batch is built as a description (no device), its buffers are summed
  * and compared with the device's memory and allocation limits. */
-#ifndef HT_TRAIN_FIT_H
-#define HT_TRAIN_FIT_H
+#ifndef HT_BUILD_FIT_H
+#define HT_BUILD_FIT_H
 
 #include <stddef.h>
 

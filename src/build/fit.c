@@ -1,13 +1,13 @@
 /* Model size against device memory (fit.h). The sizes come from the same builders that
  * allocate (a model built with dev == NULL is a description), so they cannot drift apart. */
-#include "train/fit.h"
+#include "build/fit.h"
 
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "build/build.h"
 #include "core/err.h"
-#include "train/train.h"
 
 /* The keys that size the model, for messages. */
 static const char *model_keys(const ht_config *cfg) {
@@ -27,7 +27,7 @@ static void take(ht_fit *f, double bytes, size_t elems, const char *name) {
 int ht_fit_measure(const ht_config *cfg, int features, int classes, int batch, ht_fit *f) {
     memset(f, 0, sizeof *f);
     ht_model m;
-    int rc = ht_train_build_model(&m, NULL, cfg, features, classes, batch);
+    int rc = ht_build_model(&m, NULL, cfg, features, classes, batch);
     if (rc != HT_OK) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", ht_errmsg());
