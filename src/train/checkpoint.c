@@ -142,8 +142,12 @@ static int meta_int(const ht_st_file *f, const char *path, const char *key, int6
     char *end = NULL;
     errno = 0;
     long long x = v ? strtoll(v, &end, 10) : 0;
-    if (!v || !*v || *end || x < 0 || errno == ERANGE || v[0] == ' ' || v[0] == '+')
-        return ht_error(HT_EINPUT, "%s: metadata '%s' is %s%s%s, expected a non-negative integer",
+    /* at most 2^62: the trainer adds --stop-after (< 2^31) to it without overflow */
+    if (!v || !*v || *end || x < 0 || errno == ERANGE || v[0] == ' ' || v[0] == '+' ||
+        x > (1LL << 62))
+        return ht_error(HT_EINPUT,
+                        "%s: metadata '%s' is %s%s%s, expected a non-negative integer of at "
+                        "most 2^62",
                         path, key, v ? "'" : "missing", v ? v : "", v ? "'" : "");
     *out = x;
     return HT_OK;
