@@ -211,7 +211,11 @@ static void test_lost_numbers(void) {
     p = put("lost4.cfg", t);
     is_err(load(&c, p, NULL), "a seed past 64 bits (clamped by libconfig)",
            "found 18446744073709551617L, which does not fit in 64 bits", NULL, NULL);
-    t = "# 4294967312 in a comment, \"4294967312\" in a string\n"
+    t = "train = { batch = 16; steps = 4294967312; };\noptim = { lr = 0.1; };\n";
+    p = put("lost6.cfg", t);
+    is_err(load(&c, p, NULL), "two keys on a line: the wrapped one is named, not its twin",
+           "key 'train.steps': found 4294967312", NULL, NULL);
+        t = "# 4294967312 in a comment, \"4294967312\" in a string\n"
         "train = { batch = 32; steps = 100; };\noptim = { lr = 0.1; };\n"
         "model = { hidden = [16]; }; # 4294967312\n";
     p = put("lost5.cfg", t);

@@ -151,8 +151,10 @@ static int get_int(const loader *L, const ht_ckey *k, const char *key, const con
     int is64 = config_setting_type(s) == CONFIG_TYPE_INT64;
     resolve_file(L, o->file, file, sizeof file);
     const char *eq = o->set ? strchr(o->set, '=') : NULL;
-    int lost = eq ? ht_int_literal_lost_in(eq + 1, v, is64, text, sizeof text)
-                  : o->line > 0 && ht_int_literal_lost(file, o->line, v, is64, text, sizeof text);
+    const char *name = config_setting_name(s); /* NULL for an array element */
+    int lost = eq ? ht_int_literal_lost_in(eq + 1, NULL, v, is64, text, sizeof text)
+                  : o->line > 0 &&
+                        ht_int_literal_lost(file, o->line, name, v, is64, text, sizeof text);
     if (lost) {
         if (is64)
             return fail(L, o, "key '%s': found %s, which does not fit in 64 bits; expected %s",

@@ -41,14 +41,41 @@ static int token_lost(const char *p, size_t *len, long long got, int is64) {
     return L && is64 && range && x == got;
 }
 
-int ht_int_literal_lost(const char *file, int line, long long got, int is64, char *text,
-                        size_t n) {
+int ht_int_literal_lost(const char *file, int line, const char *name, long long got, int is64,
+                        char *text, size_t n) {
     char buf[8192];
     if (!file || line < 1 || !read_line(file, line, buf, sizeof buf)) return 0;
-    return ht_int_literal_lost_in(buf, got, is64, text, n);
+    return ht_int_literal_lost_in(buf, name, got, is64, text, n);
 }
 
-int ht_int_literal_lost_in(const char *buf, long long got, int is64, char *text, size_t n) {
+static int ident(char c) { return isalnum((unsigned char)c) || c == '_' || c == '-' || c == '*'; }
+
+/* The literal right after "name =" (or "name :") on the line, so that another key's value
+ * on the same line is never taken for this one's. */
+static int named_lost(const char *buf, const char *name, long long got, int is64, char *text,
+                      size_t n) {
+    size_t nlen = strlen(name), len;
+    for (const char *p = strstr(buf, name); p; p = strstr(p + 1, name)) {
+        const char *q = p + nlen;
+        if ((p > buf && ident(p[-1])) || ident(*q)) continue;
+        while (*q == ' ' || *q == '\t')
+            q++;
+        if (*q != '=' && *q != ':') continue;
+        for (q++; *q == ' ' || *q == '\t';)
+            q++;
+        int sign = (*q == '-' || *q == '+') && isdigit((unsigned char)q[1]);
+        if (!isdigit((unsigned char)*q) && !sign) continue;
+        if (token_lost(q, &len, got, is64)) {
+            snprintf(text, n, "%.*s", (int)len, q);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int ht_int_literal_lost_in(const char *buf, const char *name, long long got, int is64, char *text,
+                           size_t n) {
+    if (name) return named_lost(buf, name, got, is64, text, n);
     for (const char *p = buf; *p;) {
         if (*p == '"') { /* a string: skip to its closing quote */
             for (p++; *p && *p != '"'; p++)

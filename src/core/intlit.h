@@ -8,15 +8,18 @@
 
 #include <stddef.h>
 
-/* Scans line `line` of `file` (strings and comments skipped) for an integer literal that
- * libconfig could not hold: without L, outside 32 bits and wrapping to `got`; with L (is64),
- * outside 64 bits and clamped to `got`. Returns 1 and copies the literal's text into text
- * (n bytes) when one is found, else 0 (also when the file cannot be read). */
-int ht_int_literal_lost(const char *file, int line, long long got, int is64, char *text,
-                        size_t n);
+/* Scans line `line` of `file` for an integer literal that libconfig could not hold: without
+ * L, outside 32 bits and wrapping to `got`; with L (is64), outside 64 bits and clamped to
+ * `got`. With name (a scalar setting), only the literal after "name =" counts; with NULL (an
+ * array element), any literal on the line outside strings and comments. Returns 1 and copies
+ * the literal's text into text (n bytes) when one is found, else 0 (also when the file cannot
+ * be read). */
+int ht_int_literal_lost(const char *file, int line, const char *name, long long got, int is64,
+                        char *text, size_t n);
 
 /* The same within one line of text (a --set value). */
-int ht_int_literal_lost_in(const char *line, long long got, int is64, char *text, size_t n);
+int ht_int_literal_lost_in(const char *line, const char *name, long long got, int is64,
+                           char *text, size_t n);
 
 /* The same for a literal given as a whole string (a --set value): 1 when s is an integer
  * literal (optional L) beyond 64 bits. */

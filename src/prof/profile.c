@@ -110,7 +110,7 @@ static int get_int(reader *r, const config_setting_t *g, const char *where, cons
     }
     long long v = config_setting_get_int64(s);
     char text[64];
-    if (ht_int_literal_lost(r->path, line_of(s), v,
+    if (ht_int_literal_lost(r->path, line_of(s), config_setting_name(s), v,
                             config_setting_type(s) == CONFIG_TYPE_INT64, text, sizeof text))
         fail(r, s, "%s.%s: found %s, expected %s", where, key, text, exp);
     else if (v < lo || v > hi)
@@ -352,8 +352,9 @@ int ht_profile_load(const char *path, ht_profile *p) {
             if (config_setting_type(e) != CONFIG_TYPE_INT || config_setting_get_int(e) < 1)
                 fail(&r, e, "batches[%d]: expected an integer >= 1", i);
             char text[64];
-            if (r.rc == HT_OK && ht_int_literal_lost(path, line_of(e), config_setting_get_int(e),
-                                                      0, text, sizeof text))
+            if (r.rc == HT_OK && ht_int_literal_lost(path, line_of(e), NULL,
+                                                      config_setting_get_int(e), 0, text,
+                                                      sizeof text))
                 fail(&r, e, "batches[%d]: found %s, expected an integer in [1, %d]", i, text,
                      INT_MAX);
             for (int j = 0; r.rc == HT_OK && j < i; j++)
