@@ -50,8 +50,10 @@ ht 2 "IDX images file '$TMP/fifo': found a FIFO" "IDX images are a FIFO" -- "${G
 ht 2 "text '$TMP/fifo': found a FIFO" "text is a FIFO" -- "${G[@]}" --set model.type=gpt --set data.kind=text --set "data.path=$TMP/fifo"
 ht 2 "tuning file \(device.tuning\) '$TMP/fifo': found a FIFO" "device.tuning is a FIFO" -- "${G[@]}" --set "device.tuning=$TMP/fifo"
 ht 2 "profile '$TMP/fifo': found a FIFO" "cluster.profile is a FIFO (one rank)" -- "${G[@]}" --set "cluster.profile=$TMP/fifo"
-ht 2 "key 'checkpoint.path' '/dev/full': found a character device" "checkpoint.path = /dev/full" -- "${G[@]}" --set checkpoint.path=/dev/full
-[ -c /dev/full ]; ok $? "/dev/full is still a character device"
+# /dev/full through a link in $TMP: a regression then replaces the link, not the system's device
+ln -s /dev/full "$TMP/full"
+ht 2 "key 'checkpoint.path' '$TMP/full': found a character device" "checkpoint.path names /dev/full" -- "${G[@]}" --set "checkpoint.path=$TMP/full"
+[ -L "$TMP/full" ] && [ -c "$TMP/full" ]; ok $? "the device (and the link to it) are untouched"
 ht 2 "key 'checkpoint.path' '$TMP/fifo': found a FIFO" "checkpoint.path is a FIFO (--resume)" -- "${G[@]}" --set "checkpoint.path=$TMP/fifo" --resume
 ht 2 "key 'checkpoint.path' '$TMP/no/c.ckpt': folder '$TMP/no' does not exist" "checkpoint in a missing folder: at start" -- "${G[@]}" --set "checkpoint.path=$TMP/no/c.ckpt"
 ht 2 "key 'log.metrics' '$TMP/dir': found a directory" "log.metrics is a directory" -- "${G[@]}" --set "log.metrics=$TMP/dir"
