@@ -93,6 +93,7 @@ num 'optim = { lr = 1e999; };' "key 'optim.lr': found inf, expected a finite num
 num 'model = { type = "cnn"; input_shape = [65536, 65536, 2]; };' "key 'model.input_shape': found \[65536, 65536, 2\] = 8589934592 values per sample" "CNN input_shape product overflows"
 ht 2 "key 'model.n_layer': found 100000000, expected an integer >= 0 and <= 10000" "n_layer = 1e8" -- "${G[@]}" --set model.type=gpt --set data.kind=text --set "data.path=$TMP/good.cfg" --set model.n_layer=100000000
 ht 2 "layer fc1 at batch 16: 16000000000 output values, expected at most 2\^31 - 1" "hidden = [1e9]: refused before allocating" -- "${G[@]}" --set 'model.hidden=[1000000000]'
+ht 2 "keys train.batch \(16\) and model.hidden: the parameters buffer needs [0-9]+ bytes, but device .* allocates at most [0-9]+ bytes at once" "a model too large for the device: bytes needed vs available, before allocating" -- "${G[@]}" --set 'model.hidden=[20000,20000,20000,20000,20000]'
 ht 2 "--set cluster.shares=\[4294967312\]: key 'cluster.shares\[0\]': found 4294967312" "ints in a --set array" -- "${G[@]}" --set 'cluster.shares=[4294967312]'
 ht 2 "--stop-after 9223372036854775807: expected an integer in \[1, 2147483647\]" "--stop-after beyond train.steps' range" -- "${G[@]}" --stop-after 9223372036854775807
 

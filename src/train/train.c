@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "build/build.h"
+#include "build/fit.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "io/trace.h"
@@ -63,6 +64,7 @@ static int resume(ht_job *j) {
         return HT_OK;
     }
     int rc = ht_checkpoint_load(ckpt, &j->model, &j->opt, &j->start, j->cfg->optim.type);
+    if (rc == HT_OK) rc = ht_checkpoint_check_step(ckpt, j->start, j->total);
     if (rc == HT_OK) ht_log_info("resumed from %s at step %lld", ckpt, (long long)j->start);
     return rc;
 }
@@ -72,8 +74,12 @@ static int resume(ht_job *j) {
 static int setup_model(ht_job *j) {
     const ht_config *cfg = j->cfg;
     const ht_source *src = &j->src;
-    int rc = ht_build_model(&j->model, j->dev, cfg, src->train.features, src->train.classes, j->B);
+    /* sizes against the device before anything is allocated: exit 2 naming the keys */
+    int rc = ht_fit_check(cfg, ht_dev_info(j->dev), src->train.features, src->train.classes, j->B);
     if (rc != HT_OK) return rc;
+    if ((rc = ht_build_model(&j->model, j->dev, cfg, src->train.features, src->train.classes,
+                             j->B)) != HT_OK)
+        return rc;
     if (ht_log_level() >= HT_LOG_DEBUG) ht_model_print(&j->model, stderr);
     ht_model_init_params(&j->model, cfg->train.seed);
     ht_optim_cfg ocfg = ht_optim_cfg_from(cfg);
