@@ -247,8 +247,8 @@ const ht_ckey ht_config_keys[] = {
      "interleaved: model chunks v per rank (stages = D x v)"},
     {"pipe.partition", HT_CK_STR, 0, "\"uniform\"", 0, 0, PIPE_PARTITIONS, FIELD(pipe.partition),
      "how layers become stages: \"uniform\" (equal layer counts), \"balanced\" (equal "
-     "forward + backward FLOPs), \"hetero\" (HePipe: by the ranks' speeds, FLOPs / "
-     "cluster.slowdown)"},
+     "forward + backward FLOPs), \"hetero\" (HePipe: by layer times measured at start-up "
+     "on every rank)"},
     {"pipe.recompute", HT_CK_STR, 0, "\"none\"", 0, 0, PIPE_RECOMPUTE, FIELD(pipe.recompute),
      "\"all\": every stage keeps only its input between a micro-batch's forward and backward "
      "and runs the forward again before the backward (less memory, about one more forward)"},

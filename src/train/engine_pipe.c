@@ -113,7 +113,8 @@ static void gather(ht_job *j) {
 
 /* ------------------------------------------------------------------ setup */
 
-static int make_bounds(ht_job *j, const ht_pipe_params *pp, int mb, int *bounds) {
+static int make_bounds(ht_job *j, const ht_pipe_params *pp, int mb, const double *cal,
+                       int *bounds) {
     const int S = pp->D * pp->v;
     const ht_config *cfg = j->cfg;
     if (cfg->pipe.nboundaries) {
@@ -132,7 +133,7 @@ static int make_bounds(ht_job *j, const ht_pipe_params *pp, int mb, int *bounds)
                             "one stage on each rank; \"%s\" places several: use it with gpipe, "
                             "1f1b or hepipe",
                             src_of(cfg), cfg->pipe.schedule);
-        int rc = ht_pipe_plan_hetero(cfg, &j->model, j->world, pp->kind, pp->D, pp->N, mb,
+        int rc = ht_pipe_plan_hetero(&j->model, cal, j->world, pp->kind, pp->D, pp->N, mb,
                                      ht_optim_state_count(&j->opt), j->rank == 0, bounds);
         if (rc != HT_OK) {
             char msg[1024];
@@ -180,9 +181,9 @@ static void log_hepipe(const ht_pipe_sched *s, const double *times) {
     ht_pipe_report h, f;
     if (ht_pipe_generate(&q, &o) != HT_OK) return;
     if (ht_pipe_check(s, 2.0, times, &h) == HT_OK && ht_pipe_check(&o, 2.0, times, &f) == HT_OK)
-        ht_log_info("hepipe under the stages' relative times (FLOPs x slowdown): makespan %.4g, "
-                    "bubble %.1f%%; 1f1b %.4g, bubble %.1f%%",
-                    h.makespan, 100 * h.bubble, f.makespan, 100 * f.bubble);
+        ht_log_info("hepipe under the stage times measured at start-up: makespan %.4g ms, "
+                    "bubble %.1f%%; 1f1b %.4g ms, bubble %.1f%%",
+                    h.makespan * 1e3, 100 * h.bubble, f.makespan * 1e3, 100 * f.bubble);
     ht_pipe_sched_free(&o);
 }
 
@@ -198,14 +199,21 @@ static int setup(ht_job *j, pipe_state *p) {
     /* the stages first: hepipe plans its warm-ups from their times */
     p->mb = j->B / (R * pp.N);
     p->bounds = ht_xmalloc((size_t)(D * pp.v + 1) * sizeof(int));
-    int rc = make_bounds(j, &pp, p->mb, p->bounds);
-    if (rc != HT_OK) return rc;
+    double slowdown = cfg->cluster.nslowdown ? cfg->cluster.slowdown[j->rank] : 1.0;
+    double *cal = NULL; /* every layer's times on every rank, measured now */
+    if (pp.kind == HT_PIPE_HEPIPE || !strcmp(cfg->pipe.partition, "hetero")) {
+        cal = ht_xmalloc((size_t)j->world * 2 * (size_t)j->model.nlayers * sizeof *cal);
+        ht_pipe_plan_calibrate(&j->model, p->mb, slowdown, cal);
+    }
+    int rc = make_bounds(j, &pp, p->mb, cal, p->bounds);
     double *times = NULL;
-    if (pp.kind == HT_PIPE_HEPIPE) {
+    if (rc == HT_OK && pp.kind == HT_PIPE_HEPIPE) {
         times = ht_xmalloc((size_t)D * sizeof *times);
-        ht_pipe_plan_stage_times(cfg, &j->model, j->world, D, p->bounds, times);
+        ht_pipe_plan_stage_times(&j->model, cal, j->world, D, p->bounds, times);
         pp.stage_time = times;
     }
+    free(cal);
+    if (rc != HT_OK) return rc;
     rc = ht_pipe_generate(&pp, &p->sched);
     if (rc != HT_OK) {
         char msg[1024];
@@ -227,7 +235,6 @@ static int setup(ht_job *j, pipe_state *p) {
         return ht_error(HT_ERUNTIME, "pipe: the generated schedule is wrong: %s", ht_errmsg());
     }
     p->place = (ht_pipe_place){.D = D, .R = R, .prank = j->rank % D, .replica = j->rank / D};
-    double slowdown = cfg->cluster.nslowdown ? cfg->cluster.slowdown[j->rank] : 1.0;
     p->x = ht_pipe_exec_new(&j->model, &p->sched, p->bounds, p->place, p->mb, slowdown, recomp);
     free(recomp);
     /* clipping needs the norm over every stage: the engine clips, the optimizer does not */

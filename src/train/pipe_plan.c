@@ -5,29 +5,67 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "pipe/bounds.h"
 #include "pipe/schedule.h"
 #include "plan/partition.h"
 
-/* The slowest emulated slowdown among the replicas of pipeline rank q (world = r D + q). */
-static double rank_slowdown(const ht_config *cfg, int q, int D, int world) {
-    double s = 1;
-    for (int w = q; w < world && cfg->cluster.nslowdown; w += D)
-        if (w < cfg->cluster.nslowdown && cfg->cluster.slowdown[w] > s) s = cfg->cluster.slowdown[w];
-    return s;
+#define REPEATS 3
+
+/* ---------------------------------------------------------------- calibration */
+
+static double best_of(ht_model *m, int l, int mb, int bwd) {
+    double best = 1e300;
+    for (int k = 0; k < REPEATS; k++) {
+        double t0 = ht_now();
+        if (bwd) ht_model_backward_range(m, l, l + 1, mb, 1.0f, 0);
+        else ht_model_forward_range(m, l, l + 1, mb);
+        ht_dev_finish(m->dev);
+        double t = ht_now() - t0;
+        if (t < best) best = t;
+    }
+    return best;
 }
 
-void ht_pipe_plan_stage_times(const ht_config *cfg, const ht_model *m, int world, int D,
+void ht_pipe_plan_calibrate(ht_model *m, int mb, double slowdown, double *times) {
+    int L = m->nlayers;
+    double *mine = ht_xmalloc((size_t)2 * L * sizeof *mine);
+    ht_model_set_training(m, 0, 0, 0);
+    ht_buf_zero(m->dev, m->acts, 0, ht_buf_size(m->acts)); /* defined values, tokens 0 */
+    ht_buf_zero(m->dev, m->dacts, 0, ht_buf_size(m->dacts));
+    ht_model_forward_range(m, 0, L, mb); /* warm-up: every kernel once */
+    ht_model_backward_range(m, 0, L, mb, 1.0f, 0);
+    ht_dev_finish(m->dev);
+    for (int l = 0; l < L; l++) {
+        mine[l] = best_of(m, l, mb, 0) * slowdown;
+        mine[L + l] = best_of(m, l, mb, 1) * slowdown;
+    }
+    ht_comm_allgather(mine, (size_t)2 * L * sizeof *mine, times);
+    free(mine);
+}
+
+/* Seconds per micro-batch of layer l on pipeline rank q: its slowest replica (world = r D + q). */
+static double layer_time(const double *times, int L, int world, int D, int q, int l, int bwd) {
+    double t = 0;
+    for (int w = q; w < world; w += D)
+        if (times[(size_t)w * 2 * L + (size_t)bwd * L + l] > t)
+            t = times[(size_t)w * 2 * L + (size_t)bwd * L + l];
+    return t;
+}
+
+void ht_pipe_plan_stage_times(const ht_model *m, const double *times, int world, int D,
                               const int *bounds, double *stage_time) {
     for (int s = 0; s < D; s++) {
-        double f = 0;
+        double t = 0;
         for (int l = bounds[s]; l < bounds[s + 1]; l++)
-            f += ht_layer_flops_forward(&m->layers[l]);
-        stage_time[s] = (f > 0 ? f : 1) * rank_slowdown(cfg, s, D, world);
+            t += layer_time(times, m->nlayers, world, D, s, l, 0);
+        stage_time[s] = t > 0 ? t : 1e-9;
     }
 }
+
+/* ---------------------------------------------------------------- partition */
 
 static void log_table(const ht_partition *p) {
     char *buf = NULL;
@@ -38,21 +76,22 @@ static void log_table(const ht_partition *p) {
     fclose(f);
     for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
         ht_log_info("%s", line);
-    ht_log_info("(times from FLOPs at a nominal 1 GFLOP/s over each rank's slowdown)");
+    ht_log_info("(layer times measured at start-up on each rank, times its slowdown)");
     free(buf);
 }
 
-int ht_pipe_plan_hetero(const ht_config *cfg, const ht_model *m, int world, int kind, int D,
+int ht_pipe_plan_hetero(const ht_model *m, const double *times, int world, int kind, int D,
                         int N, int mb, int opt_states, int print, int *bounds) {
     int L = m->nlayers;
     if (D > HT_PART_MAX_RANKS)
         return ht_error(HT_EINPUT, "pipe.partition \"hetero\": %d stages; at most %d", D,
                         HT_PART_MAX_RANKS);
     double *f = ht_xmalloc((size_t)D * L * sizeof *f), *b = ht_xmalloc((size_t)D * L * sizeof *b);
-    double rate[HT_PART_MAX_RANKS];
-    for (int q = 0; q < D; q++)
-        rate[q] = 1e9 / rank_slowdown(cfg, q, D, world);
-    ht_part_times_from_model(m, D, rate, f, b);
+    for (int q = 0; q < D; q++) /* per sample */
+        for (int l = 0; l < L; l++) {
+            f[q * L + l] = layer_time(times, L, world, D, q, l, 0) / mb;
+            b[q * L + l] = layer_time(times, L, world, D, q, l, 1) / mb;
+        }
     uint8_t *cut = ht_xmalloc((size_t)L);
     for (int l = 0; l < L; l++)
         cut[l] = l == 0 || ht_pipe_can_cut(m, l);

@@ -14,6 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 steps=${1:-20}; shift || true
+args=("$@") # extra hettrain arguments, for every run
 np=${NP:-4}; slow=${SLOW:-1.0,1.0,2.0,4.0}; layers=${LAYERS:-8}; dmodel=${DMODEL:-64}
 batch=${BATCH:-32}; nmb=${N:-8}
 build=${HT_BUILD:-build}
@@ -34,7 +35,7 @@ CFG
 run() { # run NAME ARGS: mpirun NP ranks, metrics in $tmp/NAME.jsonl
     local name=$1; shift
     mpirun -np "$np" --oversubscribe "${bind[@]}" "$build/hettrain" -c "$tmp/job.cfg" -q \
-        --set log.metrics="$tmp/$name.jsonl" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" ||
+        --set log.metrics="$tmp/$name.jsonl" "$@" ${args[@]+"${args[@]}"} >"$tmp/$name.out" 2>"$tmp/$name.err" ||
         { cat "$tmp/$name.err" >&2; exit 1; }
 }
 echo "== HePipe on $np ranks, slowdowns $slow: GPT L$layers C$dmodel T64, batch $batch," \
@@ -44,10 +45,10 @@ printf '%-28s %10s %7s %10s %9s %13s\n' run samples/s ratio "pred meas" measured
 base=""
 for cfg in "1f1b uniform none" "1f1b hetero none" "hepipe uniform none" "hepipe hetero none" \
     "hepipe hetero all"; do
-    set -- $cfg
-    name="$1-$2-$3"
-    run "$name" --set pipe.schedule="$1" --set pipe.partition="$2" --set pipe.recompute="$3" \
-        --set pipe.stages="$np" --set pipe.micro_batches="$nmb" "$@"
+    read -r sched part recomp <<<"$cfg"
+    name="$sched-$part-$recomp"
+    run "$name" --set pipe.schedule="$sched" --set pipe.partition="$part" \
+        --set pipe.recompute="$recomp" --set pipe.stages="$np" --set pipe.micro_batches="$nmb"
     line=$(/usr/bin/python3 - "$tmp/$name.jsonl" "$batch" <<'PY'
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1]) if '"type":"pipe"' in l]
