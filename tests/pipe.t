@@ -119,6 +119,18 @@ check 2 gpt 4 chimera 2 2
 check 2 gpt 4 chimera 2 6
 check 4 gpt 4 chimera 4 4
 check 4 mlp 6 chimera 2 2    # 2 replicas of Chimera: 4 holders of every stage
+# HePipe (issue 11): multi-forward 1F1B and the hetero partition under emulated slowdowns
+check 2 gpt 4 hepipe 2 6 --set pipe.partition=hetero --set 'cluster.slowdown=[1.0,3.0]'
+check 4 gpt 4 hepipe 4 8 --set 'cluster.slowdown=[1.0,1.0,2.0,4.0]'
+check 2 gpt 4 gpipe 2 2 --set pipe.partition=hetero
+# the 3x slower rank gets the last block, ln_f and the head: by hand, cutting at 6 costs
+# max(5, 3 (1 + h)) block-times and at 7 max(6, 3h), h = ln_f + head in blocks (about 0.6 by
+# FLOPs, less in measured time), so 6 wins unless h > 1; the table is logged at start-up
+mpirun_ht 2 "$HETTRAIN" -c "$TMP/gpt.cfg" --set train.steps=1 --set pipe.schedule=1f1b \
+    --set pipe.partition=hetero --set 'cluster.slowdown=[1.0,3.0]' >"$TMP/het.out" 2>"$TMP/het.err"
+[ $? -eq 0 ] && grep -q 'stage 0: rank 0, layers 0-5 (embed .. h4)' "$TMP/het.err" &&
+    grep -q 'pipeline partition: 2 stages over 2 ranks' "$TMP/het.err"
+ok $? "hetero partition with slowdowns 1, 3: layers 0-5 on rank 0, the table logged"
 
 # recomputation: stages keep only their inputs and run the forward again before the backward,
 # with the same dropout masks: the very losses of the run without it, and less slot memory
@@ -171,6 +183,8 @@ bad() {
     [ $rc -eq 2 ] && grep -Eq -- "$pat" "$TMP/bad.err"
     ok $? "$desc (exit $rc)"
 }
+bad 2 "\"hetero\" places one stage on each rank" "hetero partition with chimera" \
+    --set pipe.schedule=chimera --set pipe.partition=hetero
 bad 2 "pipe.stages.*at most 9" "more stages than the model has layers" \
     --set pipe.schedule=1f1b --set pipe.stages=2 --set pipe.chunks=5 --set pipe.schedule=interleaved
 bad 2 "train.batch.*pipe.micro_batches" "micro-batches not dividing the batch" \

@@ -25,9 +25,9 @@ static const char *const SCHEDULES[] = {"constant", "step", "cosine", NULL};
 static const char *const PROGRESS[] = {"auto", "bar", "plain", "none", NULL};
 static const char *const SPLITS[] = {"equal", "speed", NULL};
 static const char *const ALLREDUCES[] = {"ring", "mpi", NULL};
-static const char *const PIPE_SCHEDULES[] = {"none", "gpipe", "1f1b", "interleaved", "chimera",
-                                             NULL};
-static const char *const PIPE_PARTITIONS[] = {"uniform", "balanced", NULL};
+static const char *const PIPE_SCHEDULES[] = {"none",    "gpipe",  "1f1b", "interleaved",
+                                             "chimera", "hepipe", NULL};
+static const char *const PIPE_PARTITIONS[] = {"uniform", "balanced", "hetero", NULL};
 static const char *const PIPE_RECOMPUTE[] = {"none", "all", NULL};
 static const char *const SYNC_MODES[] = {
     "bsp", "asp", "ssp", "dasp", "preduce", "sap-reduce", "gossip", "gossip-adaptive", NULL};
@@ -248,7 +248,8 @@ const ht_ckey ht_config_keys[] = {
      "interleaved: model chunks v per rank (stages = D x v)"},
     {"pipe.partition", HT_CK_STR, 0, "\"uniform\"", 0, 0, PIPE_PARTITIONS, FIELD(pipe.partition),
      "how layers become stages: \"uniform\" (equal layer counts), \"balanced\" (equal "
-     "forward + backward FLOPs)"},
+     "forward + backward FLOPs), \"hetero\" (HePipe: by layer times measured at start-up "
+     "on every rank)"},
     {"pipe.recompute", HT_CK_STR, 0, "\"none\"", 0, 0, PIPE_RECOMPUTE, FIELD(pipe.recompute),
      "\"all\": every stage keeps only its input between a micro-batch's forward and backward "
      "and runs the forward again before the backward (less memory, about one more forward)"},

@@ -20,6 +20,7 @@
 #include "pipe/schedule.h"
 #include "pipe/transform.h"
 #include "train/engine.h"
+#include "train/pipe_plan.h"
 
 enum { TAG_GATHER = 900 }; /* stage owner -> rank 0, below the executor's tags */
 
@@ -112,7 +113,9 @@ static void gather(ht_job *j) {
 
 /* ------------------------------------------------------------------ setup */
 
-static int make_bounds(ht_job *j, int S, int *bounds) {
+static int make_bounds(ht_job *j, const ht_pipe_params *pp, int mb, const double *cal,
+                       int *bounds) {
+    const int S = pp->D * pp->v;
     const ht_config *cfg = j->cfg;
     if (cfg->pipe.nboundaries) {
         if (cfg->pipe.nboundaries != S - 1)
@@ -122,6 +125,22 @@ static int make_bounds(ht_job *j, int S, int *bounds) {
                             src_of(cfg), cfg->pipe.nboundaries, S, S - 1, S - 1);
         return ht_pipe_bounds_explicit(&j->model, cfg->pipe.boundaries, S - 1, src_of(cfg),
                                        bounds);
+    }
+    if (!strcmp(cfg->pipe.partition, "hetero")) {
+        if (pp->v > 1 || pp->kind == HT_PIPE_CHIMERA)
+            return ht_error(HT_EINPUT,
+                            "%s: keys 'pipe.partition' and 'pipe.schedule': \"hetero\" places "
+                            "one stage on each rank; \"%s\" places several: use it with gpipe, "
+                            "1f1b or hepipe",
+                            src_of(cfg), cfg->pipe.schedule);
+        int rc = ht_pipe_plan_hetero(&j->model, cal, j->world, pp->kind, pp->D, pp->N, mb,
+                                     ht_optim_state_count(&j->opt), j->rank == 0, bounds);
+        if (rc != HT_OK) {
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", ht_errmsg());
+            rc = ht_error(rc, "%s: %s", src_of(cfg), msg);
+        }
+        return rc;
     }
     int how = !strcmp(cfg->pipe.partition, "balanced") ? HT_PIPE_BALANCED : HT_PIPE_UNIFORM;
     int rc = ht_pipe_bounds(&j->model, S, how, bounds);
@@ -155,6 +174,19 @@ static void announce(const ht_job *j, const pipe_state *p) {
     }
 }
 
+/* hepipe's predicted makespan and bubble under its stage times beside 1F1B's (B = 2F). */
+static void log_hepipe(const ht_pipe_sched *s, const double *times) {
+    ht_pipe_params q = {.kind = HT_PIPE_1F1B, .D = s->p.D, .N = s->p.N, .v = 1};
+    ht_pipe_sched o;
+    ht_pipe_report h, f;
+    if (ht_pipe_generate(&q, &o) != HT_OK) return;
+    if (ht_pipe_check(s, 2.0, times, &h) == HT_OK && ht_pipe_check(&o, 2.0, times, &f) == HT_OK)
+        ht_log_info("hepipe under the stage times measured at start-up: makespan %.4g ms, "
+                    "bubble %.1f%%; 1f1b %.4g ms, bubble %.1f%%",
+                    h.makespan * 1e3, 100 * h.bubble, f.makespan * 1e3, 100 * f.bubble);
+    ht_pipe_sched_free(&o);
+}
+
 static int setup(ht_job *j, pipe_state *p) {
     const ht_config *cfg = j->cfg;
     const int D = cfg->pipe.stages, R = j->world / D;
@@ -164,14 +196,33 @@ static int setup(ht_job *j, pipe_state *p) {
                          .v = !strcmp(cfg->pipe.schedule, "interleaved") ? cfg->pipe.chunks : 1,
                          /* a backward costs about two forwards (Chimera plans its order so) */
                          .bf_ratio = 2.0};
-    int rc = ht_pipe_generate(&pp, &p->sched);
+    /* the stages first: hepipe plans its warm-ups from their times */
+    p->mb = j->B / (R * pp.N);
+    p->bounds = ht_xmalloc((size_t)(D * pp.v + 1) * sizeof(int));
+    double slowdown = cfg->cluster.nslowdown ? cfg->cluster.slowdown[j->rank] : 1.0;
+    double *cal = NULL; /* every layer's times on every rank, measured now */
+    if (pp.kind == HT_PIPE_HEPIPE || !strcmp(cfg->pipe.partition, "hetero")) {
+        cal = ht_xmalloc((size_t)j->world * 2 * (size_t)j->model.nlayers * sizeof *cal);
+        ht_pipe_plan_calibrate(&j->model, p->mb, slowdown, cal);
+    }
+    int rc = make_bounds(j, &pp, p->mb, cal, p->bounds);
+    double *times = NULL;
+    if (rc == HT_OK && pp.kind == HT_PIPE_HEPIPE) {
+        times = ht_xmalloc((size_t)D * sizeof *times);
+        ht_pipe_plan_stage_times(&j->model, cal, j->world, D, p->bounds, times);
+        pp.stage_time = times;
+    }
+    free(cal);
+    if (rc != HT_OK) return rc;
+    rc = ht_pipe_generate(&pp, &p->sched);
     if (rc != HT_OK) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", ht_errmsg());
+        free(times);
         return ht_error(rc, "%s: pipe: %s", src_of(cfg), msg);
     }
-    p->bounds = ht_xmalloc((size_t)(p->sched.S + 1) * sizeof(int));
-    if ((rc = make_bounds(j, p->sched.S, p->bounds)) != HT_OK) return rc;
+    if (times && j->rank == 0) log_hepipe(&p->sched, times);
+    free(times);
     uint8_t *recomp = NULL;
     if (!strcmp(cfg->pipe.recompute, "all")) { /* RECOMPUTE before every BWD, on every rank */
         recomp = ht_xmalloc((size_t)D);
@@ -184,8 +235,6 @@ static int setup(ht_job *j, pipe_state *p) {
         return ht_error(HT_ERUNTIME, "pipe: the generated schedule is wrong: %s", ht_errmsg());
     }
     p->place = (ht_pipe_place){.D = D, .R = R, .prank = j->rank % D, .replica = j->rank / D};
-    p->mb = j->B / (R * pp.N);
-    double slowdown = cfg->cluster.nslowdown ? cfg->cluster.slowdown[j->rank] : 1.0;
     p->x = ht_pipe_exec_new(&j->model, &p->sched, p->bounds, p->place, p->mb, slowdown, recomp);
     free(recomp);
     /* clipping needs the norm over every stage: the engine clips, the optimizer does not */

@@ -1,0 +1,114 @@
+/* Heterogeneity-aware pipeline planning (see pipe_plan.h). */
+#include "train/pipe_plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "pipe/bounds.h"
+#include "pipe/schedule.h"
+#include "plan/partition.h"
+
+#define REPEATS 3
+
+/* ---------------------------------------------------------------- calibration */
+
+static double best_of(ht_model *m, int l, int mb, int bwd) {
+    double best = 1e300;
+    for (int k = 0; k < REPEATS; k++) {
+        double t0 = ht_now();
+        if (bwd) ht_model_backward_range(m, l, l + 1, mb, 1.0f, 0);
+        else ht_model_forward_range(m, l, l + 1, mb);
+        ht_dev_finish(m->dev);
+        double t = ht_now() - t0;
+        if (t < best) best = t;
+    }
+    return best;
+}
+
+void ht_pipe_plan_calibrate(ht_model *m, int mb, double slowdown, double *times) {
+    int L = m->nlayers;
+    double *mine = ht_xmalloc((size_t)2 * L * sizeof *mine);
+    ht_model_set_training(m, 0, 0, 0);
+    ht_buf_zero(m->dev, m->acts, 0, ht_buf_size(m->acts)); /* defined values, tokens 0 */
+    ht_buf_zero(m->dev, m->dacts, 0, ht_buf_size(m->dacts));
+    ht_model_forward_range(m, 0, L, mb); /* warm-up: every kernel once */
+    ht_model_backward_range(m, 0, L, mb, 1.0f, 0);
+    ht_dev_finish(m->dev);
+    for (int l = 0; l < L; l++) {
+        mine[l] = best_of(m, l, mb, 0) * slowdown;
+        mine[L + l] = best_of(m, l, mb, 1) * slowdown;
+    }
+    ht_comm_allgather(mine, (size_t)2 * L * sizeof *mine, times);
+    free(mine);
+}
+
+/* Seconds per micro-batch of layer l on pipeline rank q: its slowest replica (world = r D + q). */
+static double layer_time(const double *times, int L, int world, int D, int q, int l, int bwd) {
+    double t = 0;
+    for (int w = q; w < world; w += D)
+        if (times[(size_t)w * 2 * L + (size_t)bwd * L + l] > t)
+            t = times[(size_t)w * 2 * L + (size_t)bwd * L + l];
+    return t;
+}
+
+void ht_pipe_plan_stage_times(const ht_model *m, const double *times, int world, int D,
+                              const int *bounds, double *stage_time) {
+    for (int s = 0; s < D; s++) {
+        double t = 0;
+        for (int l = bounds[s]; l < bounds[s + 1]; l++)
+            t += layer_time(times, m->nlayers, world, D, s, l, 0);
+        stage_time[s] = t > 0 ? t : 1e-9;
+    }
+}
+
+/* ---------------------------------------------------------------- partition */
+
+static void log_table(const ht_partition *p) {
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f) return;
+    ht_partition_print(f, p);
+    fclose(f);
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
+        ht_log_info("%s", line);
+    ht_log_info("(layer times measured at start-up on each rank, times its slowdown)");
+    free(buf);
+}
+
+int ht_pipe_plan_hetero(const ht_model *m, const double *times, int world, int kind, int D,
+                        int N, int mb, int opt_states, int print, int *bounds) {
+    int L = m->nlayers;
+    if (D > HT_PART_MAX_RANKS)
+        return ht_error(HT_EINPUT, "pipe.partition \"hetero\": %d stages; at most %d", D,
+                        HT_PART_MAX_RANKS);
+    double *f = ht_xmalloc((size_t)D * L * sizeof *f), *b = ht_xmalloc((size_t)D * L * sizeof *b);
+    for (int q = 0; q < D; q++) /* per sample */
+        for (int l = 0; l < L; l++) {
+            f[q * L + l] = layer_time(times, L, world, D, q, l, 0) / mb;
+            b[q * L + l] = layer_time(times, L, world, D, q, l, 1) / mb;
+        }
+    uint8_t *cut = ht_xmalloc((size_t)L);
+    for (int l = 0; l < L; l++)
+        cut[l] = l == 0 || ht_pipe_can_cut(m, l);
+    ht_mem_desc d;
+    ht_mem_desc_from_model(&d, m, mb, opt_states);
+    ht_part_input in = {.model = &d, .R = D, .fwd = f, .bwd = b, .B = N * mb, .N = N,
+                        .slots_rule = kind == HT_PIPE_GPIPE ? HT_PART_SLOTS_ALL
+                                                             : HT_PART_SLOTS_1F1B,
+                        .weight_versions = 1, .in_rank_order = 1, .can_cut = cut};
+    ht_partition p;
+    int rc = ht_part_hetero(&in, &p);
+    if (rc == HT_OK) {
+        ht_partition_export(&p, &d, 1, bounds, NULL, NULL);
+        if (print) log_table(&p);
+        ht_partition_free(&p);
+    }
+    ht_mem_desc_free(&d);
+    free(f), free(b), free(cut);
+    return rc;
+}

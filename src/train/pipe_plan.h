@@ -1,0 +1,30 @@
+/* Heterogeneity-aware pipeline planning for the pipeline engine (issue 11, HePipe): the
+ * "hetero" stage partition and hepipe's per-stage times, from each layer's forward and
+ * backward time measured at start-up on every rank's own device (times its emulated
+ * cluster.slowdown), the slowest replica of a pipeline rank pacing it. */
+#ifndef HT_TRAIN_PIPE_PLAN_H
+#define HT_TRAIN_PIPE_PLAN_H
+
+#include "config/config.h"
+#include "nn/model.h"
+
+/* Times every layer's forward and backward at mb samples on this rank's device (best of 3
+ * after a warm-up pass; the model's gradients are overwritten, its parameters untouched),
+ * scales them by `slowdown`, and gathers every rank's (collective: all ranks call it):
+ * times[w * 2L + l] forward, times[w * 2L + L + l] backward of rank w, seconds per
+ * micro-batch; times has world * 2 * nlayers entries. */
+void ht_pipe_plan_calibrate(ht_model *m, int mb, double slowdown, double *times);
+
+/* bounds[0..D] by ht_part_hetero (stage s on pipeline rank s, every rank a stage, cuts only
+ * where pipe/bounds.h allows; the schedule `kind`'s slots in flight; opt_states optimizer
+ * floats per parameter; no memory limit). With `print`, logs the partition table. HT_OK or
+ * HT_EINPUT with ht_errmsg(). */
+int ht_pipe_plan_hetero(const ht_model *m, const double *times, int world, int kind, int D,
+                        int N, int mb, int opt_states, int print, int *bounds);
+
+/* Forward seconds per micro-batch of each stage of bounds[0..D] on its pipeline rank (the
+ * slowest replica), from the calibration: hepipe's ht_pipe_params.stage_time. */
+void ht_pipe_plan_stage_times(const ht_model *m, const double *times, int world, int D,
+                              const int *bounds, double *stage_time);
+
+#endif

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# HePipe (issue 11) side by side, from one run: NP ranks (default 4) with emulated slowdowns
+# (default 1, 1, 2, 4) training a GPT of 8 blocks: 1f1b on the uniform partition, 1f1b on
+# the hetero partition, hepipe on both, hepipe + hetero with recomputation forced on, and data
+# parallelism with the speed split. Per run: samples/s (steady steps), the ratio to uniform
+# 1f1b, the checker's bubble under the stage costs measured in the run and the measured idle
+# fraction, the largest activation memory of a rank (what the executor allocates).
+# PipeDream-2BW is not in it: its generator and version rule exist (src/pipe/sched_2bw.h), the
+# executor does not chain its periods yet.
+#   tools/bench/bench_hepipe.sh [STEPS] [hettrain args...]
+# Env: NP (4), SLOW ("1.0,1.0,2.0,4.0"), LAYERS (8), DMODEL (64), BATCH (32), N (8), PIN=1
+# (one core and one PoCL thread per rank: only meaningful with NP <= cores). Run from the
+# repository root.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+steps=${1:-20}; shift || true
+args=("$@") # extra hettrain arguments, for every run
+np=${NP:-4}; slow=${SLOW:-1.0,1.0,2.0,4.0}; layers=${LAYERS:-8}; dmodel=${DMODEL:-64}
+batch=${BATCH:-32}; nmb=${N:-8}
+build=${HT_BUILD:-build}
+text=$(cd .. && pwd)/shared/data/tinyshakespeare/input.txt
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+bind=(--bind-to none)
+if [ "${PIN:-0}" = 1 ]; then bind=(--bind-to core); export POCL_MAX_PTHREAD_COUNT=1; fi
+cat >"$tmp/job.cfg" <<CFG
+model = { type = "gpt"; n_layer = $layers; d_model = $dmodel; n_head = 4; context = 64; };
+data = { kind = "text"; path = "$text"; val_fraction = 0.1; };
+train = { batch = $batch; steps = $steps; seed = 1; eval_every = 0; eval_batches = 1; };
+optim = { type = "adamw"; lr = 0.001; };
+log = { every = 5; progress = "none"; };
+cluster = { slowdown = [$slow]; };
+CFG
+run() { # run NAME ARGS: mpirun NP ranks, metrics in $tmp/NAME.jsonl
+    local name=$1; shift
+    mpirun -np "$np" --oversubscribe "${bind[@]}" "$build/hettrain" -c "$tmp/job.cfg" -q \
+        --set log.metrics="$tmp/$name.jsonl" "$@" ${args[@]+"${args[@]}"} >"$tmp/$name.out" 2>"$tmp/$name.err" ||
+        { cat "$tmp/$name.err" >&2; exit 1; }
+}
+echo "== HePipe on $np ranks, slowdowns $slow: GPT L$layers C$dmodel T64, batch $batch," \
+     "N=$nmb, $steps steps"
+echo "   $(nproc) cores$([ "${PIN:-0}" = 1 ] && echo ', ranks pinned, 1 PoCL thread each' || echo ', ranks share the cores')"
+printf '%-28s %10s %7s %10s %9s %13s\n' run samples/s ratio "pred meas" measured "act MiB/rank"
+base=""
+for cfg in "1f1b uniform none" "1f1b hetero none" "hepipe uniform none" "hepipe hetero none" \
+    "hepipe hetero all"; do
+    read -r sched part recomp <<<"$cfg"
+    name="$sched-$part-$recomp"
+    run "$name" --set pipe.schedule="$sched" --set pipe.partition="$part" \
+        --set pipe.recompute="$recomp" --set pipe.stages="$np" --set pipe.micro_batches="$nmb"
+    line=$(/usr/bin/python3 - "$tmp/$name.jsonl" "$batch" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if '"type":"pipe"' in l]
+summ = [json.loads(l) for l in open(sys.argv[1]) if '"type":"pipe_summary"' in l][0]
+idle = sum(r['idle_fraction'] for r in recs) / len(recs)
+step = max(r['step_s'] for r in recs)
+act = max(r['activation_bytes'] for r in recs) / 2**20
+print('%.2f %.3f %.3f %.2f' % (int(sys.argv[2]) / step, summ['bubble_measured_costs'], idle, act))
+PY
+)
+    set -- $line
+    [ -z "$base" ] && base=$1
+    printf '%-28s %10s %7.2f %10s %9s %13s\n' "$name" "$1" "$(echo "$1 / $base" | bc -l)" "$2" "$3" "$4"
+done
+run dp --set cluster.split=speed
+sps=$(sed -nE 's/.* ([0-9.]+) samples\/s.*/\1/p' "$tmp/dp.out")
+printf '%-28s %10s %7.2f   (final summary, first step included)\n' "data parallel, speed split" "$sps" \
+    "$(echo "$sps / $base" | bc -l)"
