@@ -1,0 +1,289 @@
+/* Pipeline executor: a schedule's instruction streams (src/pipe/schedule.h), instruction by
+ * instruction, as simulator ops. W replicas of the D-rank pipeline run side by side (rank
+ * w * D + d); FWD / BWD / RECOMPUTE take the stage's layer times at the micro-batch size on
+ * the rank's device; SEND / RECV move the stage boundary's activation or gradient over the
+ * link between the two ranks; REDUCE_GRADS is a blocking all-reduce among every rank that
+ * holds a copy of the same stages (the replicas, and Chimera's other direction); memory
+ * counts the parameters, gradients and optimizer state of the rank's stages plus every slot
+ * in use, a slot holding a micro-batch's kept activations of its stage from its first use
+ * (LOAD, RECV_ACT, FWD) until the BWD that frees it (only the stage's input between FWD and
+ * RECOMPUTE where the stream recomputes). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "sim/sim.h"
+
+int ht_sim_partition(const ht_sim_model *sm, int S, int *bounds) {
+    int L = sm->nlayers;
+    if (S < 1 || S > L)
+        return ht_error(HT_EINPUT, "%d stages asked for a model of %d layers: 1 to %d possible", S,
+                        L, L);
+    double *pre = ht_xmalloc((size_t)(L + 1) * sizeof *pre);
+    pre[0] = 0;
+    for (int i = 0; i < L; i++)
+        pre[i + 1] = pre[i] + sm->l[i].flops_f + sm->l[i].flops_b;
+    /* cut s after the layer whose prefix of work is nearest s/S of the total, leaving at
+     * least one layer to every stage */
+    bounds[0] = 0;
+    for (int s = 1; s < S; s++) {
+        double goal = pre[L] * s / S;
+        int best = bounds[s - 1] + 1;
+        for (int i = best; i <= L - (S - s); i++)
+            if (fabs(pre[i] - goal) < fabs(pre[best] - goal)) best = i;
+        bounds[s] = best;
+    }
+    bounds[S] = L;
+    free(pre);
+    return HT_OK;
+}
+
+/* Text names of the ops, for the trace (indexed by ht_pipe_op). */
+static const char *const op_name[HT_PI_NOPS] = {"LOAD",      "FWD",       "BWD",
+                                                 "SEND_ACT",  "RECV_ACT",  "SEND_GRAD",
+                                                 "RECV_GRAD", "RECOMPUTE", "REDUCE_GRADS",
+                                                 "OPT_STEP"};
+
+/* Rank of `stage` in pipeline `dir` (schedule.h: stage % D; Chimera's up pipeline
+ * D - 1 - stage). */
+static int stage_rank(const ht_pipe_sched *s, int dir, int stage) {
+    int D = s->p.D;
+    return dir == 1 ? D - 1 - stage : stage % D;
+}
+
+/* The boundary a message crosses: activations of stage s travel to stage s + 1 (a SEND_ACT
+ * names s, its RECV_ACT s + 1), gradients back (a SEND_GRAD names s, its RECV_GRAD s - 1);
+ * a message is keyed by its kind, direction, boundary (the later stage) and micro-batch. */
+static int64_t tag_of(const ht_pipe_sched *s, const ht_pipe_instr *in) {
+    int grad = in->op == HT_PI_SEND_GRAD || in->op == HT_PI_RECV_GRAD;
+    int b = in->stage + (in->op == HT_PI_SEND_ACT || in->op == HT_PI_RECV_GRAD);
+    return (((int64_t)(grad * 2 + in->dir) * (s->S + 1) + b) * s->p.N) + in->mb;
+}
+
+typedef struct ctx {
+    const ht_sim_cluster *c;
+    const ht_sim_model *sm;
+    const ht_sim_pipe *p;
+    const ht_pipe_sched *s;
+    const int *bounds;
+    int D, W, S;
+    double *tf, *tb;  /* [rank][S] stage times, filled lazily (< 0: not yet) */
+    double *slot;     /* [S] bytes a slot holds for the stage */
+    double *inb;      /* [S] bytes of the stage's input (kept when recomputing) */
+} ctx;
+
+static double stage_time(ctx *x, int r, int st, int bwd) {
+    double *t = (bwd ? x->tb : x->tf) + (size_t)r * x->S + st;
+    if (*t < 0)
+        *t = ht_sim_range_time(x->c, r, x->sm, x->bounds[st], x->bounds[st + 1], x->p->mb, bwd);
+    return *t;
+}
+
+static double stage_params(const ctx *x, int st) {
+    double b = 0;
+    for (int i = x->bounds[st]; i < x->bounds[st + 1]; i++)
+        b += x->sm->l[i].param_bytes;
+    return b;
+}
+
+/* Stages (over both directions) that rank d holds: mask[st] = 1. */
+static void held(const ctx *x, int d, char *mask) {
+    memset(mask, 0, (size_t)x->S);
+    for (int dir = 0; dir < x->s->ndir; dir++)
+        for (int st = 0; st < x->S; st++)
+            if (stage_rank(x->s, dir, st) == d) mask[st] = 1;
+}
+
+/* Creates the REDUCE_GRADS collectives: the k-th REDUCE_GRADS of every rank holding the
+ * same stage set (the smallest stage it reduces names the set) joins one all-reduce. ids
+ * gets, per pipeline rank d and occurrence k, the collective of replica-independent key. */
+static int *make_reductions(ht_sim *sim, ctx *x, int **occ_base) {
+    const ht_pipe_sched *s = x->s;
+    int D = x->D, W = x->W, S = x->S;
+    int *key = ht_xmalloc((size_t)D * sizeof *key); /* smallest stage held */
+    char *mask = ht_xmalloc((size_t)S);
+    double *bytes = ht_xcalloc((size_t)D, sizeof *bytes);
+    for (int d = 0; d < D; d++) {
+        held(x, d, mask);
+        key[d] = -1;
+        for (int st = 0; st < S; st++)
+            if (mask[st]) {
+                if (key[d] < 0) key[d] = st;
+                bytes[d] += stage_params(x, st);
+            }
+    }
+    int maxk = 0;
+    for (int d = 0; d < D; d++) {
+        int k = 0;
+        for (int i = 0; i < s->len[d]; i++)
+            k += s->ins[d][i].op == HT_PI_REDUCE_GRADS;
+        if (k > maxk) maxk = k;
+    }
+    /* ids[(key * maxk + k)]: one collective per (stage set, occurrence) */
+    int *ids = ht_xmalloc((size_t)(S * (maxk ? maxk : 1)) * sizeof *ids);
+    int *members = ht_xmalloc((size_t)D * W * sizeof *members);
+    for (int st = 0; st < S; st++)
+        for (int k = 0; k < maxk; k++) {
+            int n = 0;
+            double b = 0;
+            for (int d = 0; d < D; d++)
+                if (key[d] == st)
+                    for (int w = 0; w < W; w++) {
+                        members[n++] = w * D + d;
+                        b = bytes[d];
+                    }
+            ids[st * maxk + k] = n ? ht_sim_coll_new(sim, members, n, b, x->p->alg) : -1;
+        }
+    *occ_base = key;
+    free(mask);
+    free(bytes);
+    free(members);
+    return ids;
+}
+
+/* Rank w * D + d's stream. */
+static void push_rank(ht_sim *sim, ctx *x, int w, int d, const int *ids, const int *key,
+                      int maxk, const char *recompute, const int *names) {
+    const ht_pipe_sched *s = x->s;
+    int r = w * x->D + d, nred = 0;
+    char *busy = ht_xcalloc((size_t)(s->nbuf[d] > 0 ? s->nbuf[d] : 1), 1);
+    double *held_b = ht_xcalloc((size_t)(s->nbuf[d] > 0 ? s->nbuf[d] : 1), sizeof *held_b);
+    for (int i = 0; i < s->len[d]; i++) {
+        const ht_pipe_instr *in = &s->ins[d][i];
+        int st = in->stage, peer = in->peer >= 0 ? w * x->D + in->peer : -1;
+        int name = names[in->op];
+        switch (in->op) {
+        case HT_PI_FWD:
+        case HT_PI_RECOMPUTE:
+            ht_sim_compute(sim, r, stage_time(x, r, st, 0), HT_SIM_CAT_COMPUTE, name);
+            break;
+        case HT_PI_BWD:
+            ht_sim_compute(sim, r, stage_time(x, r, st, 1), HT_SIM_CAT_COMPUTE, name);
+            break;
+        case HT_PI_SEND_ACT:
+        case HT_PI_SEND_GRAD: {
+            int b = in->op == HT_PI_SEND_ACT ? x->bounds[st + 1] - 1 : x->bounds[st];
+            double bytes = (in->op == HT_PI_SEND_ACT ? x->sm->l[b].out_bytes : x->sm->l[b].in_bytes) *
+                           x->p->mb;
+            ht_sim_send(sim, r, peer, tag_of(s, in), bytes, name);
+            break;
+        }
+        case HT_PI_RECV_ACT:
+        case HT_PI_RECV_GRAD:
+            ht_sim_recv(sim, r, peer, tag_of(s, in), name);
+            break;
+        case HT_PI_REDUCE_GRADS: {
+            int id = ids[key[d] * maxk + nred++];
+            ht_sim_coll(sim, r, id, name);
+            ht_sim_wait(sim, r, id, name);
+            break;
+        }
+        case HT_PI_OPT_STEP: {
+            char mask[4096];
+            double b = 0;
+            held(x, d, mask);
+            for (int k = 0; k < x->S; k++)
+                b += mask[k] ? stage_params(x, k) : 0;
+            ht_sim_compute(sim, r, ht_sim_optim_time(x->c, r, x->sm, b), HT_SIM_CAT_OPT, name);
+            break;
+        }
+        default: /* LOAD: the inputs are on the host already; copying them is in the layer */
+            ht_sim_compute(sim, r, 0, HT_SIM_CAT_COMPUTE, name);
+        }
+        /* slots: taken at first use, freed by BWD; a recomputed stage keeps only its input
+         * from its FWD to its RECOMPUTE */
+        int bf = in->buf;
+        if (bf >= 0 && bf < s->nbuf[d] && st >= 0 && st < x->S) {
+            int rec = recompute[st];
+            double want = in->op == HT_PI_BWD ? 0
+                          : rec && in->op == HT_PI_FWD ? x->inb[st] * x->p->mb
+                                                       : x->slot[st] * x->p->mb;
+            if (in->op == HT_PI_BWD || !busy[bf] || in->op == HT_PI_RECOMPUTE ||
+                (in->op == HT_PI_FWD && rec)) {
+                ht_sim_mem_at_last(sim, r, want - held_b[bf]);
+                held_b[bf] = want;
+                busy[bf] = in->op != HT_PI_BWD;
+            }
+        }
+    }
+    free(busy);
+    free(held_b);
+}
+
+int ht_sim_run_pipe(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_sim_pipe *p,
+                    int trace_on, const char *trace, ht_sim_result *res) {
+    memset(res, 0, sizeof *res);
+    const ht_pipe_sched *s = p->s;
+    ctx x = {c, sm, p, s, NULL, s->p.D, p->W > 0 ? p->W : 1, s->S, NULL, NULL, NULL, NULL};
+    int n = x.D * x.W;
+    if (n > c->nranks)
+        return ht_error(HT_EINPUT, "%s: the pipeline needs %d ranks (%d x %d), the cluster has %d",
+                        c->source, n, x.W, x.D, c->nranks);
+    if (x.S > 4096) return ht_error(HT_EINPUT, "%d stages: at most 4096", x.S);
+    int *bounds = ht_xmalloc((size_t)(x.S + 1) * sizeof *bounds);
+    int rc = HT_OK;
+    if (p->bounds) memcpy(bounds, p->bounds, (size_t)(x.S + 1) * sizeof *bounds);
+    else rc = ht_sim_partition(sm, x.S, bounds);
+    if (rc != HT_OK) {
+        free(bounds);
+        return rc;
+    }
+    x.bounds = bounds;
+    x.tf = ht_xmalloc((size_t)n * x.S * sizeof *x.tf);
+    x.tb = ht_xmalloc((size_t)n * x.S * sizeof *x.tb);
+    for (size_t i = 0; i < (size_t)n * x.S; i++)
+        x.tf[i] = x.tb[i] = -1;
+    x.slot = ht_xcalloc((size_t)x.S, sizeof *x.slot);
+    x.inb = ht_xcalloc((size_t)x.S, sizeof *x.inb);
+    for (int st = 0; st < x.S; st++) {
+        x.inb[st] = bounds[st] == 0 ? sm->in_bytes : sm->l[bounds[st]].in_bytes;
+        x.slot[st] = x.inb[st];
+        for (int i = bounds[st]; i < bounds[st + 1]; i++)
+            x.slot[st] += sm->l[i].act_bytes;
+    }
+    char *recompute = ht_xcalloc((size_t)x.S, 1);
+    for (int d = 0; d < x.D; d++)
+        for (int i = 0; i < s->len[d]; i++)
+            if (s->ins[d][i].op == HT_PI_RECOMPUTE && s->ins[d][i].stage >= 0 &&
+                s->ins[d][i].stage < x.S)
+                recompute[s->ins[d][i].stage] = 1;
+
+    ht_sim *sim = ht_sim_new(c, n, trace_on);
+    int names[HT_PI_NOPS];
+    for (int o = 0; o < HT_PI_NOPS; o++)
+        names[o] = ht_sim_name(sim, op_name[o]);
+    int *key = NULL;
+    int maxk = 0;
+    for (int d = 0; d < x.D; d++) {
+        int k = 0;
+        for (int i = 0; i < s->len[d]; i++)
+            k += s->ins[d][i].op == HT_PI_REDUCE_GRADS;
+        if (k > maxk) maxk = k;
+    }
+    int *ids = make_reductions(sim, &x, &key);
+    char mask[4096];
+    for (int w = 0; w < x.W; w++)
+        for (int d = 0; d < x.D; d++) {
+            push_rank(sim, &x, w, d, ids, key, maxk, recompute, names);
+            double b = 0;
+            held(&x, d, mask);
+            for (int st = 0; st < x.S; st++)
+                b += mask[st] ? stage_params(&x, st) : 0;
+            ht_sim_mem_base(sim, w * x.D + d, b * (2 + sm->optim_state_floats));
+        }
+    rc = ht_sim_run(sim, res);
+    if (rc == HT_OK && trace_on && trace) rc = ht_sim_write_trace(sim, trace);
+    res->samples = s->p.N * p->mb * x.W;
+    res->throughput = res->makespan > 0 ? res->samples / res->makespan : 0;
+    ht_sim_free(sim);
+    free(ids);
+    free(key);
+    free(recompute);
+    free(x.tf);
+    free(x.tb);
+    free(x.slot);
+    free(x.inb);
+    free(bounds);
+    return rc;
+}

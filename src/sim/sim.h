@@ -1,0 +1,219 @@
+/* hetsim: a deterministic discrete-event simulator of hettrain's own step structures on a
+ * cost model (pure C: no MPI, no OpenCL, no clocks). Executors turn a job into per-rank
+ * streams of simulator operations (compute, point-to-point send / receive, collective start
+ * and wait), and the engine runs the streams: each rank has a device timeline and a network
+ * interface (sends and collectives are serialised on it), messages are matched by (source,
+ * destination, tag), a collective starts when its last member has issued it and the members'
+ * interfaces are free, and takes its algorithm's closed-form step structure.
+ *
+ * What runs unchanged from the trainer: the batch split (src/plan), the gradient bucketing
+ * (src/train/reduce.h ht_reduce_plan), every pipeline schedule's instruction stream
+ * (src/pipe/schedule.h, instruction by instruction). Cost model: per-layer forward/backward
+ * time per device interpolated over the batch size from a hetprof profile, or a roofline from
+ * a device's peak GFLOP/s and memory bandwidth (FLOPs and bytes from the model description);
+ * launch overhead, optimizer time, links as latency + bytes / bandwidth (intra / inter host),
+ * emulated slowdowns as cluster.slowdown. */
+#ifndef HT_SIM_SIM_H
+#define HT_SIM_SIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pipe/schedule.h"
+#include "prof/profile.h"
+
+struct ht_model;
+struct ht_config;
+
+/* ------------------------------------------------------------------ cluster */
+
+#define HT_SIM_NAME 64
+
+/* One device kind: a profile entry (optionally a scaled copy: times divided by `scale`), or
+ * a roofline from gflops and mem_bw_gbs. */
+typedef struct ht_sim_devtype {
+    char name[HT_SIM_NAME];
+    int prof_dev;       /* entry of the cluster's profile, -1: roofline */
+    double scale;       /* speed factor over the profile entry (> 0; 1 = as measured) */
+    double gflops;      /* roofline: sustained GFLOP/s (0: from the profile's best GEMM) */
+    double mem_bw_gbs;  /* device memory bandwidth (optimizer, memory-bound layers) */
+    double mem_gb;      /* device memory, GB (1e9 bytes); 0 = unlimited */
+    double launch_us;   /* per kernel launch */
+    double h2d_gbs, d2h_gbs; /* host staging of gradient buckets (0: none, e.g. GPU-direct) */
+} ht_sim_devtype;
+
+typedef struct ht_sim_link {
+    double latency_s, bw_Bps; /* seconds, bytes / second */
+} ht_sim_link;
+
+typedef struct ht_sim_cluster {
+    char source[1024];
+    ht_profile *prof;       /* NULL: none (owned) */
+    ht_sim_devtype *types;  /* [ntypes] */
+    int ntypes;
+    int nranks;
+    int *rank_type;   /* [nranks] device kind of rank r (ranks host by host) */
+    int *rank_host;   /* [nranks] */
+    double *slowdown; /* [nranks] >= 1 */
+    int nhosts;
+    ht_sim_link intra, inter;
+    double host_add_gbs; /* host memory bandwidth for the ring's adds (0: free) */
+} ht_sim_cluster;
+
+/* Reads a cluster description (format in conf/README.md). HT_EINPUT with "FILE:LINE: what,
+ * expected what" for bad files. */
+int ht_sim_cluster_load(const char *path, ht_sim_cluster *c);
+/* Builds a cluster by hand: n ranks of one kind on hosts of per_host ranks. */
+void ht_sim_cluster_uniform(ht_sim_cluster *c, const ht_sim_devtype *t, int n, int per_host,
+                            ht_sim_link intra, ht_sim_link inter);
+void ht_sim_cluster_free(ht_sim_cluster *c);
+/* The link between two ranks. */
+ht_sim_link ht_sim_link_of(const ht_sim_cluster *c, int a, int b);
+
+/* ------------------------------------------------------------------ model and costs */
+
+typedef struct ht_sim_layer {
+    char name[32];
+    int kind;            /* ht_layer_kind */
+    double flops_f;      /* per sample */
+    double flops_b;      /* per sample, with the input gradient */
+    double act_bytes;    /* per sample kept for backward (ht_layer_act_bytes) */
+    double out_bytes;    /* per sample: the layer's output (what a stage boundary sends) */
+    double in_bytes;     /* per sample: its input */
+    double param_bytes;  /* 4 * nparams */
+    int launches;        /* kernels per forward (backward: twice) */
+} ht_sim_layer;
+
+typedef struct ht_sim_model {
+    int nlayers;
+    ht_sim_layer *l;
+    double param_bytes; /* total */
+    double in_bytes;    /* per sample input */
+    int optim_bytes_per_param; /* optimizer traffic per parameter: sgd 20, adamw 28 */
+    int optim_state_floats;    /* per parameter besides params and grads: sgd 1, adamw 2 */
+} ht_sim_model;
+
+/* Description of m (built with d == NULL is enough); optim "sgd" | "adamw". */
+void ht_sim_model_from(ht_sim_model *sm, const struct ht_model *m, const char *optim);
+void ht_sim_model_free(ht_sim_model *sm);
+
+/* Seconds of layer l's forward (bwd = 0) or backward (bwd = 1; with_dx = 0 on a first layer
+ * is ignored: the profile times include it) on rank r's device at batch b, slowdown included. */
+double ht_sim_layer_time(const ht_sim_cluster *c, int r, const ht_sim_model *m, int l, int b,
+                         int bwd);
+/* Sum over layers [lo, hi). */
+double ht_sim_range_time(const ht_sim_cluster *c, int r, const ht_sim_model *m, int lo, int hi,
+                         int b, int bwd);
+/* One optimizer step over param_bytes of parameters on rank r. */
+double ht_sim_optim_time(const ht_sim_cluster *c, int r, const ht_sim_model *m, double param_bytes);
+
+/* ------------------------------------------------------------------ engine */
+
+enum { HT_SIM_COMPUTE, HT_SIM_SEND, HT_SIM_RECV, HT_SIM_COLL, HT_SIM_WAIT };
+/* What a span counts as in the split. */
+enum { HT_SIM_CAT_COMPUTE, HT_SIM_CAT_COMM, HT_SIM_CAT_OPT };
+enum { HT_SIM_RING, HT_SIM_MPI }; /* collective algorithms */
+
+typedef struct ht_sim_op {
+    uint8_t kind, cat;
+    int32_t peer;  /* SEND / RECV: the other rank; COLL / WAIT: collective id */
+    int64_t tag;   /* SEND / RECV match key */
+    double dur;    /* COMPUTE: seconds */
+    double bytes;  /* SEND: bytes */
+    int32_t name;  /* index into the engine's name table (trace) */
+    double mem;    /* change of the rank's memory in bytes at the op's start (+ or -) */
+} ht_sim_op;
+
+typedef struct ht_sim ht_sim;
+
+ht_sim *ht_sim_new(const ht_sim_cluster *c, int nranks, int trace);
+void ht_sim_free(ht_sim *s);
+/* Interns a span name for the trace; returns its index. */
+int ht_sim_name(ht_sim *s, const char *name);
+/* Appends one op to rank r's stream. */
+void ht_sim_push(ht_sim *s, int r, ht_sim_op op);
+void ht_sim_compute(ht_sim *s, int r, double dur, int cat, int name);
+void ht_sim_send(ht_sim *s, int r, int to, int64_t tag, double bytes, int name);
+void ht_sim_recv(ht_sim *s, int r, int from, int64_t tag, int name);
+/* A collective over members[0..n) reducing `bytes` with algorithm alg; returns its id.
+ * Every member must push HT_SIM_COLL (start) and later HT_SIM_WAIT with that id. */
+int ht_sim_coll_new(ht_sim *s, const int *members, int n, double bytes, int alg);
+void ht_sim_coll(ht_sim *s, int r, int id, int name);
+void ht_sim_wait(ht_sim *s, int r, int id, int name);
+/* Memory: the last op pushed on rank r also changes its memory by delta bytes (at the op's
+ * start); base bytes (parameters, gradients, optimizer state) count from the beginning. */
+void ht_sim_mem_at_last(ht_sim *s, int r, double delta);
+void ht_sim_mem_base(ht_sim *s, int r, double bytes);
+
+/* Closed-form cost of a collective over n ranks on link l: ring 2 (n-1) (lat + B/(n bw)),
+ * mpi: the smaller of the ring and recursive doubling ceil(log2 n) (lat + B/bw). */
+double ht_sim_coll_cost(int alg, int n, double bytes, ht_sim_link l, double add_Bps);
+
+typedef struct ht_sim_rank {
+    double end;     /* its last op's end */
+    double busy;    /* compute */
+    double comm;    /* host staging, and waiting while its data was in flight */
+    double opt;     /* optimizer */
+    double idle;    /* the rest of the makespan */
+    double peak_mem;
+    double bytes_sent;
+} ht_sim_rank;
+
+typedef struct ht_sim_result {
+    int nranks;
+    double makespan;     /* seconds of one step (the last rank's end) */
+    double throughput;   /* samples / s (set by the executor) */
+    int samples;
+    double bytes;        /* moved over links, all ranks */
+    double peak_mem;     /* max over ranks */
+    ht_sim_rank *rank;   /* [nranks] */
+    double busy, comm, idle, opt; /* means over ranks, seconds */
+    int64_t events;      /* ops executed */
+} ht_sim_result;
+
+/* Runs every stream to its end. HT_OK, or HT_EINPUT naming a rank that waits forever
+ * (deadlock: a RECV with no SEND, a collective a member never joins). */
+int ht_sim_run(ht_sim *s, ht_sim_result *res);
+void ht_sim_result_free(ht_sim_result *res);
+/* Chrome trace of the last run (the format of src/io/trace.c; needs trace = 1). */
+int ht_sim_write_trace(const ht_sim *s, const char *path);
+
+/* ------------------------------------------------------------------ executors */
+
+/* A data-parallel step (bsp). */
+typedef struct ht_sim_dp {
+    int B;                  /* global batch */
+    const int *shares;      /* [nranks] or NULL: split by `speed` */
+    int speed;              /* 1: split by the cost model's speeds (ht_plan_batch_split_affine),
+                               0: equal */
+    int alg;                /* HT_SIM_RING | HT_SIM_MPI */
+    int overlap;            /* bucketed reduction during backward */
+    double bucket_first_mb, bucket_cap_mb;
+    int steps;              /* > 1: run the rebalancer over steps (speed split), last step
+                               reported */
+} ht_sim_dp;
+
+/* Simulates one step of m over the cluster's first n ranks. out_shares (may be NULL) gets
+ * the split used. */
+int ht_sim_run_dp(const ht_sim_cluster *c, int n, const struct ht_model *model,
+                  const ht_sim_model *sm, const ht_sim_dp *p, int trace_on, const char *trace,
+                  ht_sim_result *res, int *out_shares);
+
+/* A pipeline step: W replicas of the schedule s (D = s->p.D ranks each, rank w * D + d), the
+ * model's layers cut into s->S stages at bounds[0..S] (NULL: equal FLOPs), micro-batches of
+ * mb samples; REDUCE_GRADS among the copies of a stage (ring or mpi). */
+typedef struct ht_sim_pipe {
+    const ht_pipe_sched *s;
+    int W;
+    int mb;
+    const int *bounds;
+    int alg;
+} ht_sim_pipe;
+
+int ht_sim_run_pipe(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_sim_pipe *p,
+                    int trace_on, const char *trace, ht_sim_result *res);
+/* Cuts layers into S stages of nearly equal forward FLOPs + backward FLOPs (greedy by
+ * prefix sums); bounds[0] = 0, bounds[S] = nlayers. HT_EINPUT when S > nlayers. */
+int ht_sim_partition(const ht_sim_model *sm, int S, int *bounds);
+
+#endif

@@ -1,0 +1,233 @@
+/* hetsim (src/sim): hand-computed cases. One rank: the step is the sum of its layer times
+ * (interpolated from a hand-made profile) plus the optimizer; two equal ranks data parallel
+ * over a known link: compute plus the ring's 2 (n-1) steps in closed form; a pipeline with
+ * unit costs: GPipe's (N + D - 1)(1 + b) and 1F1B's same makespan, the hand-written
+ * streams' memory; a slowdown of 2 on one rank; the same run twice gives the same bits. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "nn/model.h"
+#include "sim/sim.h"
+#include "tap.h"
+
+#define NEAR(a, b) (fabs((a) - (b)) <= 1e-9 * (fabs(b) + 1e-9))
+
+/* An MLP 8 -> 8 x (L-1) -> 8: layers fc1, relu1, ..., fcL. */
+static void mlp(ht_model *m, int L) {
+    int hidden[16];
+    for (int i = 0; i < L - 1; i++)
+        hidden[i] = 8;
+    ht_exit_on_error(ht_model_mlp(m, NULL, 8, hidden, L - 1, 8, "relu", 64));
+}
+
+/* A profile with one device: fc<k> takes fwd[k-1] ms at batch 32 and twice that at 64
+ * (backward: bwd_ratio times forward), the relus 0.5 ms at both. */
+static ht_profile *profile(int L, const double *fwd, double bwd_ratio) {
+    ht_profile *p = ht_xcalloc(1, sizeof *p);
+    p->ndev = 1;
+    ht_prof_dev *d = &p->dev[0];
+    d->mem_bw_gbs = 1e6; /* optimizer time ~ 0 */
+    for (int b = 32; b <= 64; b *= 2)
+        for (int k = 1; k <= L; k++) {
+            ht_prof_layer *l = &d->layers[d->nlayers++];
+            snprintf(l->name, sizeof l->name, "fc%d", k);
+            l->batch = b;
+            l->fwd_ms = fwd[k - 1] * b / 32;
+            l->bwd_ms = bwd_ratio * l->fwd_ms;
+            if (k < L) {
+                l = &d->layers[d->nlayers++];
+                snprintf(l->name, sizeof l->name, "relu%d", k);
+                l->batch = b;
+                l->fwd_ms = l->bwd_ms = 0.5;
+            }
+        }
+    return p;
+}
+
+static void cluster(ht_sim_cluster *c, ht_profile *p, int n, double lat, double bw) {
+    ht_sim_devtype t = {.prof_dev = p ? 0 : -1, .scale = 1};
+    ht_sim_link l = {lat, bw};
+    ht_sim_cluster_uniform(c, &t, n, 1, l, l);
+    c->prof = p;
+}
+
+static void one_rank(void) {
+    const double fwd[3] = {1, 2, 3};
+    ht_model m;
+    mlp(&m, 3);
+    ht_sim_model sm;
+    ht_sim_model_from(&sm, &m, "sgd");
+    ht_sim_cluster c;
+    cluster(&c, profile(3, fwd, 2), 1, 0, 1);
+    ht_sim_dp p = {.B = 48, .alg = HT_SIM_RING, .overlap = 1, .bucket_first_mb = 1, .bucket_cap_mb = 25};
+    ht_sim_result r;
+    int rc = ht_sim_run_dp(&c, 1, &m, &sm, &p, 0, NULL, &r, NULL);
+    /* batch 48 is halfway between 32 and 64: fc times 1.5x, relus 0.5 ms; fwd + 2 fwd */
+    double want = 3 * 1.5e-3 * (1 + 2 + 3) + 2 * 2 * 0.5e-3;
+    double opt = 4.0 * (double)m.nparams * 5 / 1e15; /* 20 bytes per parameter at 1e6 GB/s */
+    tap_ok(rc == HT_OK && NEAR(r.makespan, want + opt), "one rank: step %.9f s = sum of layers %.9f",
+           r.makespan, want + opt);
+    tap_ok(rc == HT_OK && NEAR(r.rank[0].busy, want) && r.rank[0].comm == 0 && r.bytes == 0,
+           "one rank: all compute, nothing moved");
+    ht_sim_result_free(&r);
+    ht_sim_cluster_free(&c);
+    ht_sim_model_free(&sm);
+    ht_model_free(&m);
+}
+
+/* Two equal ranks, B = 64 split 32 / 32, one all-reduce of every gradient after backward
+ * (no overlap): 2 (n - 1) = 2 ring steps of half the gradient each. */
+static void two_ranks(double slow1) {
+    const double fwd[2] = {1, 1};
+    ht_model m;
+    mlp(&m, 2);
+    ht_sim_model sm;
+    ht_sim_model_from(&sm, &m, "sgd");
+    ht_sim_cluster c;
+    const double lat = 1e-3, bw = 1e6; /* 1 ms, 1 MB/s */
+    cluster(&c, profile(2, fwd, 2), 2, lat, bw);
+    c.slowdown[1] = slow1;
+    ht_sim_dp p = {.B = 64, .alg = HT_SIM_RING, .overlap = 0};
+    ht_sim_result r;
+    int sh[2];
+    int rc = ht_sim_run_dp(&c, 2, &m, &sm, &p, 0, NULL, &r, sh);
+    double comp = 3 * 1e-3 * 2 + 2 * 0.5e-3; /* fc1, fc2 fwd + bwd at 32; relu1 fwd + bwd */
+    double bytes = 4.0 * (double)m.nparams;
+    double ring = 2 * (lat + bytes / 2 / bw);
+    double opt = bytes / 4 * 20 / 1e15;
+    double want = slow1 * comp + ring + slow1 * opt;
+    tap_ok(rc == HT_OK && sh[0] == 32 && sh[1] == 32 && NEAR(r.makespan, want),
+           "two ranks, slowdown %g on rank 1: step %.9f s = %g compute + %.9f ring", slow1,
+           r.makespan, slow1 * comp, ring);
+    tap_ok(rc == HT_OK && NEAR(r.bytes, 2 * bytes), "two ranks: each sends 2 (n-1)/n of the gradient");
+    if (slow1 > 1)
+        tap_ok(rc == HT_OK && NEAR(r.rank[0].idle, (slow1 - 1) * comp + (slow1 - 1) * opt),
+               "rank 0 idles while rank 1 computes (%.6f s)", r.rank[0].idle);
+    ht_sim_result_free(&r);
+    /* speed split: rank 1 at half speed gets about a third */
+    p.speed = 1;
+    rc = ht_sim_run_dp(&c, 2, &m, &sm, &p, 0, NULL, &r, sh);
+    if (slow1 > 1)
+        tap_ok(rc == HT_OK && sh[1] < 32 && sh[0] + sh[1] == 64, "speed split: %d / %d", sh[0], sh[1]);
+    ht_sim_result_free(&r);
+    ht_sim_cluster_free(&c);
+    ht_sim_model_free(&sm);
+    ht_model_free(&m);
+}
+
+/* ---------------------------------------------------------------- pipelines by hand */
+
+static void add(ht_pipe_sched *s, int d, int op, int stage, int mb, int peer, int buf) {
+    s->ins[d][s->len[d]++] = (ht_pipe_instr){.op = (uint8_t)op, .stage = stage, .mb = mb,
+                                             .peer = peer, .buf = buf};
+}
+
+/* GPipe (all forwards, then all backwards) or 1F1B (D - d - 1 warm-up forwards, then one
+ * forward one backward) on D ranks, N micro-batches, written here independently of src/pipe. */
+static void hand_sched(ht_pipe_sched *s, int D, int N, int one_f_one_b) {
+    memset(s, 0, sizeof *s);
+    s->p = (ht_pipe_params){.kind = one_f_one_b ? HT_PIPE_1F1B : HT_PIPE_GPIPE, .D = D, .N = N, .v = 1};
+    s->S = D;
+    s->ndir = 1;
+    s->len = ht_xcalloc((size_t)D, sizeof *s->len);
+    s->nbuf = ht_xcalloc((size_t)D, sizeof *s->nbuf);
+    s->ins = ht_xcalloc((size_t)D, sizeof *s->ins);
+    for (int d = 0; d < D; d++) {
+        s->ins[d] = ht_xcalloc((size_t)(8 * N + 4), sizeof **s->ins);
+        s->nbuf[d] = N;
+        /* the order of forwards (1) and backwards (0): gpipe N then N; 1f1b warm-up
+         * forwards, then forward-backward pairs, then the remaining backwards */
+        int warm = one_f_one_b ? (D - d - 1 < N ? D - d - 1 : N) : N, f = 0, b = 0;
+        for (int k = 0; k < 2 * N; k++) {
+            int fwd = f < N && (k < warm || (k - warm) % 2 == 0);
+            if (!one_f_one_b) fwd = k < N;
+            if (fwd) {
+                if (d == 0) add(s, d, HT_PI_LOAD, d, f, -1, f);
+                else add(s, d, HT_PI_RECV_ACT, d, f, d - 1, f);
+                add(s, d, HT_PI_FWD, d, f, -1, f);
+                if (d < D - 1) add(s, d, HT_PI_SEND_ACT, d, f, d + 1, f);
+                f++;
+            } else {
+                if (d < D - 1) add(s, d, HT_PI_RECV_GRAD, d, b, d + 1, b);
+                add(s, d, HT_PI_BWD, d, b, -1, b);
+                if (d > 0) add(s, d, HT_PI_SEND_GRAD, d, b, d - 1, b);
+                b++;
+            }
+        }
+        add(s, d, HT_PI_REDUCE_GRADS, -1, -1, -1, -1);
+        add(s, d, HT_PI_OPT_STEP, -1, -1, -1, -1);
+    }
+}
+
+static void free_sched(ht_pipe_sched *s) {
+    for (int d = 0; d < s->p.D; d++)
+        free(s->ins[d]);
+    free(s->ins);
+    free(s->len);
+    free(s->nbuf);
+}
+
+static void pipelines(void) {
+    const int D = 4, N = 6;
+    double fwd[4] = {1000, 1000, 1000, 1000}; /* 1 s per stage forward at batch 32 */
+    ht_model m;
+    mlp(&m, D);
+    ht_sim_model sm;
+    ht_sim_model_from(&sm, &m, "sgd");
+    for (int i = 0; i < sm.nlayers; i++) /* relus free: unit stage times */
+        sm.l[i].act_bytes = 1000, sm.l[i].out_bytes = sm.l[i].in_bytes = 0;
+    ht_profile *p = profile(D, fwd, 2);
+    for (int i = 0; i < p->dev[0].nlayers; i++)
+        if (!strncmp(p->dev[0].layers[i].name, "relu", 4))
+            p->dev[0].layers[i].fwd_ms = p->dev[0].layers[i].bwd_ms = 0;
+    ht_sim_cluster c;
+    cluster(&c, p, 2 * D, 0, 1e30);
+    int bounds[5] = {0, 2, 4, 6, 7}; /* fc1 relu1 | fc2 relu2 | fc3 relu3 | fc4 */
+    for (int k = 0; k < 2; k++) {
+        ht_pipe_sched s;
+        hand_sched(&s, D, N, k);
+        ht_sim_pipe pp = {.s = &s, .W = 1, .mb = 32, .bounds = bounds, .alg = HT_SIM_RING};
+        ht_sim_result r;
+        int rc = ht_sim_run_pipe(&c, &sm, &pp, 0, NULL, &r);
+        double want = (N + D - 1) * 3.0; /* (N + D - 1)(f + b), b = 2 f: both schedules */
+        tap_ok(rc == HT_OK && fabs(r.makespan - want) < 1e-6, "%s D=%d N=%d unit costs: %.6f = %g",
+               k ? "1f1b" : "gpipe", D, N, r.makespan, want);
+        /* rank 0 holds N slots (gpipe) or D (1f1b) of 2 layers' kept bytes at 32 + input */
+        double slot = 32 * (1000 * 2 + 4.0 * 8), base = 3 * 4.0 * (8 * 8 + 8);
+        double mem = base + (k ? D : N) * slot;
+        tap_ok(rc == HT_OK && NEAR(r.rank[0].peak_mem, mem), "%s: rank 0 peak memory %.0f = %.0f",
+               k ? "1f1b" : "gpipe", r.rank[0].peak_mem, mem);
+        ht_sim_result_free(&r);
+        /* two replicas: REDUCE_GRADS sums each stage over two ranks on a free link */
+        pp.W = 2;
+        rc = ht_sim_run_pipe(&c, &sm, &pp, 0, NULL, &r);
+        tap_ok(rc == HT_OK && fabs(r.makespan - want) < 1e-6 && r.samples == 2 * N * 32,
+               "%s, 2 replicas: same makespan, twice the samples", k ? "1f1b" : "gpipe");
+        ht_sim_result_free(&r);
+        free_sched(&s);
+    }
+    /* a stream that waits for a message nobody sends: deadlock, not a hang */
+    ht_pipe_sched s;
+    hand_sched(&s, D, N, 0);
+    s.ins[1][0].mb = N + 5;
+    ht_sim_pipe pp = {.s = &s, .W = 1, .mb = 32, .bounds = bounds};
+    ht_sim_result r;
+    int rc = ht_sim_run_pipe(&c, &sm, &pp, 0, NULL, &r);
+    tap_ok(rc == HT_EINPUT && strstr(ht_errmsg(), "deadlock"), "deadlock reported: %s", ht_errmsg());
+    ht_sim_result_free(&r);
+    free_sched(&s);
+    ht_sim_cluster_free(&c);
+    ht_sim_model_free(&sm);
+    ht_model_free(&m);
+}
+
+int main(void) {
+    one_rank();
+    two_ranks(1);
+    two_ranks(2);
+    pipelines();
+    return tap_done();
+}
