@@ -79,16 +79,16 @@ static double prof_layer(const ht_prof_dev *d, const char *name, int b, int bwd)
 
 /* Sustained GFLOP/s of a kind: its own figure, else the profile entry's best GEMM. */
 static double gflops_of(const ht_sim_cluster *c, const ht_sim_devtype *t) {
-    if (t->gflops > 0) return t->gflops;
+    if (t->gflops > 0) return t->gflops * t->scale;
     double g = 0;
     if (c->prof && t->prof_dev >= 0)
         for (int i = 0; i < c->prof->dev[t->prof_dev].ngemm; i++)
             if (c->prof->dev[t->prof_dev].gemm[i].gflops > g) g = c->prof->dev[t->prof_dev].gemm[i].gflops;
-    return g * (t->scale > 0 ? t->scale : 1);
+    return g * t->scale;
 }
 
 static double bw_of(const ht_sim_cluster *c, const ht_sim_devtype *t) {
-    if (t->mem_bw_gbs > 0) return t->mem_bw_gbs;
+    if (t->mem_bw_gbs > 0) return t->mem_bw_gbs * t->scale;
     if (c->prof && t->prof_dev >= 0) return c->prof->dev[t->prof_dev].mem_bw_gbs * t->scale;
     return 0;
 }
