@@ -13,9 +13,17 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "nn/model.h"
 #include "sim/sim.h"
 
-int ht_sim_partition(const ht_sim_model *sm, int S, int *bounds) {
+/* A stage may start at layer i unless layer i is the ReLU / GELU that runs fused with the
+ * linear or conv layer before it (the executor keeps them in one stage). */
+static int cut_ok(const ht_sim_model *sm, int i) {
+    int k = sm->l[i].kind, p = sm->l[i - 1].kind;
+    return !((k == HT_LAYER_RELU || k == HT_LAYER_GELU) && (p == HT_LAYER_LINEAR || p == HT_LAYER_CONV));
+}
+
+int ht_sim_partition(const ht_sim_model *sm, int S, int balanced, int *bounds) {
     int L = sm->nlayers;
     if (S < 1 || S > L)
         return ht_error(HT_EINPUT, "%d stages asked for a model of %d layers: 1 to %d possible", S,
@@ -23,20 +31,24 @@ int ht_sim_partition(const ht_sim_model *sm, int S, int *bounds) {
     double *pre = ht_xmalloc((size_t)(L + 1) * sizeof *pre);
     pre[0] = 0;
     for (int i = 0; i < L; i++)
-        pre[i + 1] = pre[i] + sm->l[i].flops_f + sm->l[i].flops_b;
-    /* cut s after the layer whose prefix of work is nearest s/S of the total, leaving at
-     * least one layer to every stage */
+        pre[i + 1] = pre[i] + (balanced ? sm->l[i].flops_f + sm->l[i].flops_b : 1);
+    /* cut s before the allowed layer whose prefix of work is nearest s/S of the total,
+     * leaving at least one layer to every stage */
     bounds[0] = 0;
-    for (int s = 1; s < S; s++) {
+    int rc = HT_OK;
+    for (int s = 1; s < S && rc == HT_OK; s++) {
         double goal = pre[L] * s / S;
-        int best = bounds[s - 1] + 1;
-        for (int i = best; i <= L - (S - s); i++)
-            if (fabs(pre[i] - goal) < fabs(pre[best] - goal)) best = i;
+        int best = -1;
+        for (int i = bounds[s - 1] + 1; i <= L - (S - s); i++)
+            if (cut_ok(sm, i) && (best < 0 || fabs(pre[i] - goal) < fabs(pre[best] - goal))) best = i;
+        if (best < 0)
+            rc = ht_error(HT_EINPUT, "%d stages: the model's %d layers (fused pairs kept together) "
+                          "do not give every stage one", S, L);
         bounds[s] = best;
     }
     bounds[S] = L;
     free(pre);
-    return HT_OK;
+    return rc;
 }
 
 /* Text names of the ops, for the trace (indexed by ht_pipe_op). */
@@ -95,58 +107,63 @@ static void held(const ctx *x, int d, char *mask) {
             if (stage_rank(x->s, dir, st) == d) mask[st] = 1;
 }
 
-/* Creates the REDUCE_GRADS collectives: the k-th REDUCE_GRADS of every rank holding the
- * same stage set (the smallest stage it reduces names the set) joins one all-reduce. ids
- * gets, per pipeline rank d and occurrence k, the collective of replica-independent key. */
-static int *make_reductions(ht_sim *sim, ctx *x, int **occ_base) {
+/* The reduction key of a REDUCE_GRADS on pipeline rank d: its stage (0 .. S-1) when it
+ * names one, else S + the smallest stage the rank holds (it reduces all of them). */
+static int red_key(const ctx *x, int d, const ht_pipe_instr *in, char *mask) {
+    if (in->stage >= 0 && in->stage < x->S) return in->stage;
+    held(x, d, mask);
+    for (int st = 0; st < x->S; st++)
+        if (mask[st]) return x->S + st;
+    return x->S;
+}
+
+/* Bytes a key reduces: one stage's parameters, or every stage of the set. */
+static double key_bytes(const ctx *x, int key, char *mask) {
+    if (key < x->S) return stage_params(x, key);
+    held(x, stage_rank(x->s, 0, key - x->S) , mask);
+    double b = 0;
+    for (int st = 0; st < x->S; st++)
+        b += mask[st] ? stage_params(x, st) : 0;
+    return b;
+}
+
+/* Creates the REDUCE_GRADS collectives: the k-th REDUCE_GRADS of a key on every rank (of
+ * every replica) that issues one joins one all-reduce. Returns ids[key * maxk + k]. */
+static int *make_reductions(ht_sim *sim, ctx *x, int *maxk_out) {
     const ht_pipe_sched *s = x->s;
-    int D = x->D, W = x->W, S = x->S;
-    int *key = ht_xmalloc((size_t)D * sizeof *key); /* smallest stage held */
-    char *mask = ht_xmalloc((size_t)S);
-    double *bytes = ht_xcalloc((size_t)D, sizeof *bytes);
-    for (int d = 0; d < D; d++) {
-        held(x, d, mask);
-        key[d] = -1;
-        for (int st = 0; st < S; st++)
-            if (mask[st]) {
-                if (key[d] < 0) key[d] = st;
-                bytes[d] += stage_params(x, st);
-            }
-    }
-    int maxk = 0;
-    for (int d = 0; d < D; d++) {
-        int k = 0;
+    int D = x->D, W = x->W, K = 2 * x->S;
+    char *mask = ht_xmalloc((size_t)x->S);
+    int *cnt = ht_xcalloc((size_t)D * K, sizeof *cnt), maxk = 1;
+    for (int d = 0; d < D; d++)
         for (int i = 0; i < s->len[d]; i++)
-            k += s->ins[d][i].op == HT_PI_REDUCE_GRADS;
-        if (k > maxk) maxk = k;
-    }
-    /* ids[(key * maxk + k)]: one collective per (stage set, occurrence) */
-    int *ids = ht_xmalloc((size_t)(S * (maxk ? maxk : 1)) * sizeof *ids);
+            if (s->ins[d][i].op == HT_PI_REDUCE_GRADS) {
+                int c = ++cnt[d * K + red_key(x, d, &s->ins[d][i], mask)];
+                if (c > maxk) maxk = c;
+            }
+    int *ids = ht_xmalloc((size_t)K * maxk * sizeof *ids);
     int *members = ht_xmalloc((size_t)D * W * sizeof *members);
-    for (int st = 0; st < S; st++)
+    for (int key = 0; key < K; key++)
         for (int k = 0; k < maxk; k++) {
             int n = 0;
-            double b = 0;
-            for (int d = 0; d < D; d++)
-                if (key[d] == st)
-                    for (int w = 0; w < W; w++) {
-                        members[n++] = w * D + d;
-                        b = bytes[d];
-                    }
-            ids[st * maxk + k] = n ? ht_sim_coll_new(sim, members, n, b, x->p->alg) : -1;
+            for (int w = 0; w < W; w++)
+                for (int d = 0; d < D; d++)
+                    if (cnt[d * K + key] > k) members[n++] = w * D + d;
+            ids[key * maxk + k] = n ? ht_sim_coll_new(sim, members, n, key_bytes(x, key, mask), x->p->alg) : -1;
         }
-    *occ_base = key;
+    *maxk_out = maxk;
     free(mask);
-    free(bytes);
+    free(cnt);
     free(members);
     return ids;
 }
 
 /* Rank w * D + d's stream. */
-static void push_rank(ht_sim *sim, ctx *x, int w, int d, const int *ids, const int *key,
-                      int maxk, const char *recompute, const int *names) {
+static void push_rank(ht_sim *sim, ctx *x, int w, int d, const int *ids, int maxk,
+                      const char *recompute, const int *names) {
     const ht_pipe_sched *s = x->s;
-    int r = w * x->D + d, nred = 0;
+    int r = w * x->D + d;
+    int *occ = ht_xcalloc((size_t)(2 * x->S), sizeof *occ);
+    char *mask = ht_xmalloc((size_t)x->S);
     char *busy = ht_xcalloc((size_t)(s->nbuf[d] > 0 ? s->nbuf[d] : 1), 1);
     double *held_b = ht_xcalloc((size_t)(s->nbuf[d] > 0 ? s->nbuf[d] : 1), sizeof *held_b);
     for (int i = 0; i < s->len[d]; i++) {
@@ -174,13 +191,13 @@ static void push_rank(ht_sim *sim, ctx *x, int w, int d, const int *ids, const i
             ht_sim_recv(sim, r, peer, tag_of(s, in), name);
             break;
         case HT_PI_REDUCE_GRADS: {
-            int id = ids[key[d] * maxk + nred++];
+            int key = red_key(x, d, in, mask);
+            int id = ids[key * maxk + occ[key]++];
             ht_sim_coll(sim, r, id, name);
             ht_sim_wait(sim, r, id, name);
             break;
         }
         case HT_PI_OPT_STEP: {
-            char mask[4096];
             double b = 0;
             held(x, d, mask);
             for (int k = 0; k < x->S; k++)
@@ -209,6 +226,8 @@ static void push_rank(ht_sim *sim, ctx *x, int w, int d, const int *ids, const i
     }
     free(busy);
     free(held_b);
+    free(occ);
+    free(mask);
 }
 
 int ht_sim_run_pipe(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_sim_pipe *p,
@@ -221,10 +240,12 @@ int ht_sim_run_pipe(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_si
         return ht_error(HT_EINPUT, "%s: the pipeline needs %d ranks (%d x %d), the cluster has %d",
                         c->source, n, x.W, x.D, c->nranks);
     if (x.S > 4096) return ht_error(HT_EINPUT, "%d stages: at most 4096", x.S);
+    if (s->ndir == 2 && x.D % 2)
+        return ht_error(HT_EINPUT, "chimera with %d ranks: D must be even", x.D);
     int *bounds = ht_xmalloc((size_t)(x.S + 1) * sizeof *bounds);
     int rc = HT_OK;
     if (p->bounds) memcpy(bounds, p->bounds, (size_t)(x.S + 1) * sizeof *bounds);
-    else rc = ht_sim_partition(sm, x.S, bounds);
+    else rc = ht_sim_partition(sm, x.S, p->balanced, bounds);
     if (rc != HT_OK) {
         free(bounds);
         return rc;
@@ -253,19 +274,12 @@ int ht_sim_run_pipe(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_si
     int names[HT_PI_NOPS];
     for (int o = 0; o < HT_PI_NOPS; o++)
         names[o] = ht_sim_name(sim, op_name[o]);
-    int *key = NULL;
-    int maxk = 0;
-    for (int d = 0; d < x.D; d++) {
-        int k = 0;
-        for (int i = 0; i < s->len[d]; i++)
-            k += s->ins[d][i].op == HT_PI_REDUCE_GRADS;
-        if (k > maxk) maxk = k;
-    }
-    int *ids = make_reductions(sim, &x, &key);
+    int maxk;
+    int *ids = make_reductions(sim, &x, &maxk);
     char mask[4096];
     for (int w = 0; w < x.W; w++)
         for (int d = 0; d < x.D; d++) {
-            push_rank(sim, &x, w, d, ids, key, maxk, recompute, names);
+            push_rank(sim, &x, w, d, ids, maxk, recompute, names);
             double b = 0;
             held(&x, d, mask);
             for (int st = 0; st < x.S; st++)
@@ -278,7 +292,6 @@ int ht_sim_run_pipe(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_si
     res->throughput = res->makespan > 0 ? res->samples / res->makespan : 0;
     ht_sim_free(sim);
     free(ids);
-    free(key);
     free(recompute);
     free(x.tf);
     free(x.tb);

@@ -207,13 +207,46 @@ typedef struct ht_sim_pipe {
     int W;
     int mb;
     const int *bounds;
+    int balanced;  /* without bounds: 1 equal FLOPs (pipe.partition "balanced"), 0 equal
+                      layer counts ("uniform") */
     int alg;
 } ht_sim_pipe;
 
 int ht_sim_run_pipe(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_sim_pipe *p,
                     int trace_on, const char *trace, ht_sim_result *res);
-/* Cuts layers into S stages of nearly equal forward FLOPs + backward FLOPs (greedy by
- * prefix sums); bounds[0] = 0, bounds[S] = nlayers. HT_EINPUT when S > nlayers. */
-int ht_sim_partition(const ht_sim_model *sm, int S, int *bounds);
+/* Cuts layers into S stages of nearly equal forward + backward FLOPs (balanced) or layer
+ * counts: each cut before the layer whose prefix is nearest s/S of the total, never between
+ * a linear / conv layer and the ReLU / GELU fused with it; bounds[0] = 0, bounds[S] =
+ * nlayers. HT_EINPUT when the layers cannot give every stage one. */
+int ht_sim_partition(const ht_sim_model *sm, int S, int balanced, int *bounds);
+
+/* ------------------------------------------------------------------ planner */
+
+/* ht_pipe_generate from src/pipe, or HT_EINPUT saying the generators are not linked in. */
+int ht_sim_generate(const ht_pipe_params *p, ht_pipe_sched *s);
+void ht_sim_sched_free(ht_pipe_sched *s);
+/* "gpipe", "1f1b", ... by ht_pipe_kind; "dp" for -1. */
+const char *ht_sim_kind_name(int kind);
+
+/* One configuration the planner tried. */
+typedef struct ht_sim_cand {
+    int kind;        /* -1: data parallel, else ht_pipe_kind */
+    int speed;       /* data parallel: speed split */
+    int D, W, N, v;  /* pipeline ranks, replicas, micro-batches, chunks */
+    int ok;          /* simulated and fits memory */
+    double step, throughput, peak_mem, busy, comm, idle; /* busy..idle: fractions of the step */
+    char why[256];   /* why it lost (or could not run) */
+} ht_sim_cand;
+
+/* "1f1b D=4 x2 replicas, N=8", "data parallel, speed split". */
+const char *ht_sim_cand_name(const ht_sim_cand *k, char *buf, size_t n);
+
+/* Tries every configuration of the job (model m / sm, global batch B) on the cluster's first
+ * n ranks: data parallel (equal and speed split, bucketed overlapped reduction), and gpipe,
+ * 1f1b, interleaved (v = 2) and chimera with every D >= 2 dividing n (W = n / D replicas)
+ * and N = D, 2D, 4D micro-batches where W N divides B, partition balanced by FLOPs. *out
+ * (free it) gets them best first; HT_EINPUT when none fits. */
+int ht_sim_plan(const ht_sim_cluster *c, int n, const struct ht_model *m, const ht_sim_model *sm,
+                int B, int alg, ht_sim_cand **out, int *nout);
 
 #endif

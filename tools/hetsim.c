@@ -1,0 +1,308 @@
+/* hetsim: predicts a hettrain job's step on a described cluster (src/sim) without running
+ * it: data parallel (cluster.* keys) or a pipeline (pipe.* keys), with --scale over rank
+ * counts and --plan to pick the configuration. Exit 0, 2 on bad input (file:line), 1 on
+ * runtime failure. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "config/config.h"
+#include "core/err.h"
+#include "data/data.h"
+#include "nn/model.h"
+#include "sim/sim.h"
+#include "train/train.h"
+
+#define MAX_SETS 128
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: hetsim --cluster FILE -c JOB.cfg [--set KEY=VALUE]... [--ranks N]\n"
+            "              [--steps N] [--trace FILE] [--scale] [--plan [-o PLAN.cfg] [--top K]]\n"
+            "\n"
+            "Simulates one training step of the job on the cluster description (conf/README.md,\n"
+            "section hetsim) and prints the predicted step time, throughput, per-rank busy /\n"
+            "communication / idle split, peak memory and bytes moved.\n"
+            "  --cluster FILE   cluster description (devices, hosts, links)\n"
+            "  -c FILE          the job (model, train.batch, cluster.*, pipe.*)\n"
+            "  --set KEY=VALUE  override a job key\n"
+            "  --ranks N        use the cluster's first N ranks (default: all)\n"
+            "  --steps N        data parallel with split \"speed\" and cluster.rebalance: run the\n"
+            "                   rebalancer over N simulated steps, report the last (default 1)\n"
+            "  --trace FILE     Chrome trace of the simulated step (ui.perfetto.dev)\n"
+            "  --scale          the job at 1, 2, 4, ... ranks up to N: throughput, efficiency,\n"
+            "                   and the simulator's own time\n"
+            "  --plan           try every configuration (data parallel, pipelines), print the\n"
+            "                   best K (--top, default 5) and why the others lost\n"
+            "  -o FILE          with --plan: write the job with the winner's settings\n");
+}
+
+static const char *need(int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) ht_die(HT_EINPUT, "option %s needs a value (see hetsim --help)", argv[*i]);
+    return argv[++*i];
+}
+
+static int count_of(const char *opt, const char *v, int lo, int hi) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || end == v || x < lo || x > hi)
+        ht_die(HT_EINPUT, "%s: found '%s', expected an integer in [%d, %d]", opt, v, lo, hi);
+    return (int)x;
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+/* The job's model, description only (features and classes from the data keys). */
+static void build_model(const ht_config *cfg, ht_model *m) {
+    int features = cfg->data.features, classes = cfg->data.classes;
+    if (!strcmp(cfg->data.kind, "idx")) {
+        ht_dataset ds;
+        ht_exit_on_error(ht_idx_load(&ds, cfg->data.images, cfg->data.labels));
+        features = ds.features, classes = ds.classes;
+        ht_dataset_free(&ds);
+    }
+    int mb = cfg->train.batch;
+    ht_exit_on_error(ht_train_build_model(m, NULL, cfg, features, classes, mb));
+}
+
+typedef struct job {
+    const ht_config *cfg;
+    const ht_sim_cluster *c;
+    const ht_model *m;
+    const ht_sim_model *sm;
+    int steps;
+} job;
+
+/* One simulated step of the job on n ranks; shares (room for n) gets the split. */
+static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, int *shares,
+                    int *W_out) {
+    const ht_config *cfg = j->cfg;
+    int alg = strcmp(cfg->cluster.allreduce, "mpi") ? HT_SIM_RING : HT_SIM_MPI;
+    if (!strcmp(cfg->pipe.schedule, "none")) {
+        if (cfg->cluster.nshares && cfg->cluster.nshares != n)
+            return ht_error(HT_EINPUT, "%s: cluster.shares has %d values for %d ranks", cfg->source,
+                            cfg->cluster.nshares, n);
+        ht_sim_dp p = {.B = cfg->train.batch, .shares = cfg->cluster.nshares ? cfg->cluster.shares : NULL,
+                       .speed = !strcmp(cfg->cluster.split, "speed"), .alg = alg,
+                       .overlap = cfg->cluster.overlap, .bucket_first_mb = cfg->cluster.bucket_first_mb,
+                       .bucket_cap_mb = cfg->cluster.bucket_cap_mb,
+                       .steps = cfg->cluster.rebalance ? j->steps : 1};
+        *W_out = n;
+        return ht_sim_run_dp(j->c, n, j->m, j->sm, &p, trace != NULL, trace, r, shares);
+    }
+    int kind = -1;
+    for (int k = 0; k < HT_PIPE_NKINDS; k++)
+        if (!strcmp(ht_sim_kind_name(k), cfg->pipe.schedule)) kind = k;
+    int D = cfg->pipe.stages, N = cfg->pipe.micro_batches;
+    if (n % D)
+        return ht_error(HT_EINPUT, "%s: pipe.stages = %d does not divide the %d ranks", cfg->source, D, n);
+    int W = n / D;
+    *W_out = W;
+    if (cfg->train.batch % (W * N))
+        return ht_error(HT_EINPUT, "%s: train.batch = %d is not a multiple of replicas x "
+                        "micro-batches = %d x %d", cfg->source, cfg->train.batch, W, N);
+    ht_pipe_params pp = {.kind = kind, .D = D, .N = N,
+                         .v = kind == HT_PIPE_INTERLEAVED ? cfg->pipe.chunks : 1};
+    ht_pipe_sched s;
+    int rc = ht_sim_generate(&pp, &s);
+    if (rc != HT_OK) return rc;
+    int bounds[HT_MAX_LAYERS + 2];
+    if (cfg->pipe.nboundaries) {
+        if (cfg->pipe.nboundaries != s.S - 1) {
+            ht_sim_sched_free(&s);
+            return ht_error(HT_EINPUT, "%s: pipe.boundaries has %d values, %d stages need %d",
+                            cfg->source, cfg->pipe.nboundaries, s.S, s.S - 1);
+        }
+        bounds[0] = 0;
+        memcpy(bounds + 1, cfg->pipe.boundaries, (size_t)(s.S - 1) * sizeof *bounds);
+        bounds[s.S] = j->sm->nlayers;
+    }
+    ht_sim_pipe p = {.s = &s, .W = W, .mb = cfg->train.batch / (W * N),
+                     .bounds = cfg->pipe.nboundaries ? bounds : NULL,
+                     .balanced = !strcmp(cfg->pipe.partition, "balanced"), .alg = alg};
+    rc = ht_sim_run_pipe(j->c, j->sm, &p, trace != NULL, trace, r);
+    ht_sim_sched_free(&s);
+    return rc;
+}
+
+static void print_result(const job *j, int n, const ht_sim_result *r, const int *shares, int W) {
+    const ht_config *cfg = j->cfg;
+    int pipe = strcmp(cfg->pipe.schedule, "none") != 0;
+    if (pipe)
+        printf("mode         pipeline %s, D=%d x %d replicas, %d micro-batches of %d\n",
+               cfg->pipe.schedule, cfg->pipe.stages, W, cfg->pipe.micro_batches,
+               cfg->train.batch / (W * cfg->pipe.micro_batches));
+    else
+        printf("mode         data parallel (bsp), %d ranks, split %s, %s all-reduce, overlap %s\n", n,
+               cfg->cluster.nshares ? "given" : cfg->cluster.split, cfg->cluster.allreduce,
+               cfg->cluster.overlap ? "on" : "off");
+    printf("step time    %.6g ms\n", r->makespan * 1e3);
+    printf("throughput   %.6g samples/s\n", r->throughput);
+    printf("split        busy %.1f%%  communication %.1f%%  optimizer %.1f%%  idle %.1f%% (mean over ranks)\n",
+           100 * r->busy / r->makespan, 100 * r->comm / r->makespan, 100 * r->opt / r->makespan,
+           100 * r->idle / r->makespan);
+    printf("bytes moved  %.6g MB per step\n", r->bytes / 1e6);
+    printf("peak memory  %.6g MB (largest rank)\n", r->peak_mem / 1e6);
+    if (n > 64) return;
+    printf("%5s %-16s %6s %10s %10s %10s %10s %10s %10s\n", "rank", "device", pipe ? "" : "share",
+           "busy ms", "comm ms", "opt ms", "idle ms", "peak MB", "sent MB");
+    for (int i = 0; i < n; i++) {
+        const ht_sim_rank *k = &r->rank[i];
+        char sh[16] = "";
+        if (!pipe) snprintf(sh, sizeof sh, "%d", shares[i]);
+        printf("%5d %-16.16s %6s %10.4f %10.4f %10.4f %10.4f %10.3f %10.3f\n", i,
+               j->c->types[j->c->rank_type[i]].name, sh, k->busy * 1e3, k->comm * 1e3, k->opt * 1e3,
+               k->idle * 1e3, k->peak_mem / 1e6, k->bytes_sent / 1e6);
+    }
+}
+
+static int do_scale(const job *j, int nmax) {
+    printf("%7s %14s %16s %12s %12s %10s\n", "ranks", "step ms", "samples/s", "speedup", "efficiency",
+           "sim s");
+    double base = 0;
+    for (int n = 1; n <= nmax; n *= 2) {
+        int *sh = ht_xcalloc((size_t)n, sizeof *sh), W;
+        ht_sim_result r;
+        double t0 = now_s();
+        int rc = simulate(j, n, NULL, &r, sh, &W);
+        double dt = now_s() - t0;
+        free(sh);
+        if (rc != HT_OK) {
+            printf("%7d  (%s)\n", n, ht_errmsg());
+            continue;
+        }
+        if (base == 0) base = r.throughput / n;
+        printf("%7d %14.6g %16.6g %12.3f %11.1f%% %10.3f\n", n, r.makespan * 1e3, r.throughput,
+               r.throughput / base, 100 * r.throughput / (base * n), dt);
+        ht_sim_result_free(&r);
+        if (n < nmax && 2 * n > nmax) n = nmax / 2; /* end at nmax */
+    }
+    return HT_OK;
+}
+
+/* The job with the winner's settings, complete (ht_config_write): hettrain -c runs it. */
+static int write_plan(const job *j, const ht_sim_cand *k, const char *path) {
+    ht_config c = *j->cfg;
+    if (k->kind < 0) {
+        ht_strlcpy(c.pipe.schedule, "none", sizeof c.pipe.schedule);
+        ht_strlcpy(c.cluster.split, k->speed ? "speed" : "equal", sizeof c.cluster.split);
+        c.cluster.nshares = 0;
+    } else {
+        ht_strlcpy(c.pipe.schedule, ht_sim_kind_name(k->kind), sizeof c.pipe.schedule);
+        c.pipe.stages = k->D;
+        c.pipe.micro_batches = k->N;
+        c.pipe.chunks = k->v > 1 ? k->v : c.pipe.chunks;
+        ht_strlcpy(c.pipe.partition, "balanced", sizeof c.pipe.partition);
+        c.pipe.nboundaries = 0;
+    }
+    FILE *f = fopen(path, "w");
+    if (!f) return ht_error(HT_ERUNTIME, "cannot create %s: %s", path, strerror(errno));
+    char name[128];
+    fprintf(f, "# hetsim --plan: %s, predicted %.6g samples/s on %s (%d ranks)\n",
+            ht_sim_cand_name(k, name, sizeof name), k->throughput, j->c->source,
+            k->kind < 0 ? k->W : k->D * k->W);
+    ht_config_write(f, &c);
+    if (fclose(f) != 0) return ht_error(HT_ERUNTIME, "cannot write %s", path);
+    return HT_OK;
+}
+
+static int do_plan(const job *j, int n, int top, const char *out) {
+    int alg = strcmp(j->cfg->cluster.allreduce, "mpi") ? HT_SIM_RING : HT_SIM_MPI;
+    ht_sim_cand *v;
+    int nv;
+    double t0 = now_s();
+    int rc = ht_sim_plan(j->c, n, j->m, j->sm, j->cfg->train.batch, alg, &v, &nv);
+    printf("hetsim --plan: %d configurations of %d ranks simulated in %.2f s\n", nv, n, now_s() - t0);
+    char name[128];
+    printf("%4s %-40s %14s %10s %12s\n", "#", "configuration", "samples/s", "step ms", "peak MB");
+    for (int i = 0; i < nv && i < top; i++)
+        if (v[i].ok)
+            printf("%4d %-40s %14.6g %10.4g %12.4g\n", i + 1, ht_sim_cand_name(&v[i], name, sizeof name),
+                   v[i].throughput, v[i].step * 1e3, v[i].peak_mem / 1e6);
+    printf("why the others lost:\n");
+    for (int i = 1; i < nv; i++)
+        printf("  %-40s %s\n", ht_sim_cand_name(&v[i], name, sizeof name), v[i].why);
+    if (rc == HT_OK && out) {
+        rc = write_plan(j, &v[0], out);
+        if (rc == HT_OK) printf("wrote %s (%s)\n", out, ht_sim_cand_name(&v[0], name, sizeof name));
+    }
+    free(v);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    ht_set_progname("hetsim");
+    const char *cluster = NULL, *cfg_path = NULL, *trace = NULL, *out = NULL, *sets[MAX_SETS];
+    int nset = 0, ranks = 0, scale = 0, plan = 0, top = 5, steps = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--cluster")) cluster = need(argc, argv, &i);
+        else if (!strcmp(a, "-c") || !strcmp(a, "--config")) cfg_path = need(argc, argv, &i);
+        else if (!strcmp(a, "--set")) {
+            if (nset == MAX_SETS) ht_die(HT_EINPUT, "more than %d --set options", MAX_SETS);
+            sets[nset++] = need(argc, argv, &i);
+        } else if (!strcmp(a, "--ranks")) ranks = count_of(a, need(argc, argv, &i), 1, 1 << 20);
+        else if (!strcmp(a, "--steps")) steps = count_of(a, need(argc, argv, &i), 1, 100000);
+        else if (!strcmp(a, "--top")) top = count_of(a, need(argc, argv, &i), 1, 1000);
+        else if (!strcmp(a, "--trace")) trace = need(argc, argv, &i);
+        else if (!strcmp(a, "-o")) out = need(argc, argv, &i);
+        else if (!strcmp(a, "--scale")) scale = 1;
+        else if (!strcmp(a, "--plan")) plan = 1;
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else {
+            usage(stderr);
+            ht_die(HT_EINPUT, "unknown option '%s'", a);
+        }
+    }
+    if (!cluster || !cfg_path) {
+        usage(stderr);
+        ht_die(HT_EINPUT, "--cluster FILE and -c JOB.cfg are both required");
+    }
+    if (out && !plan) ht_die(HT_EINPUT, "-o needs --plan");
+    ht_config cfg;
+    ht_exit_on_error(ht_config_load(&cfg, cfg_path, sets, nset));
+    ht_sim_cluster c;
+    ht_exit_on_error(ht_sim_cluster_load(cluster, &c));
+    if (ranks > c.nranks)
+        ht_die(HT_EINPUT, "--ranks %d: %s describes %d ranks", ranks, cluster, c.nranks);
+    int n = ranks ? ranks : c.nranks;
+    for (int i = 0; i < cfg.cluster.nslowdown && i < n; i++)
+        if (cfg.cluster.slowdown[i] > 0) c.slowdown[i] = cfg.cluster.slowdown[i];
+    ht_model m;
+    build_model(&cfg, &m);
+    ht_sim_model sm;
+    ht_sim_model_from(&sm, &m, cfg.optim.type);
+    job j = {&cfg, &c, &m, &sm, steps};
+    printf("hetsim: %s on %s: %d ranks on %d hosts, model %s (%zu parameters), batch %d\n",
+           cfg_path, cluster, n, c.rank_host[n - 1] + 1, m.desc, m.nparams, cfg.train.batch);
+    int rc;
+    if (plan) rc = do_plan(&j, n, top, out);
+    else if (scale) rc = do_scale(&j, n);
+    else {
+        int *sh = ht_xcalloc((size_t)n, sizeof *sh), W = 1;
+        ht_sim_result r;
+        double t0 = now_s();
+        rc = simulate(&j, n, trace, &r, sh, &W);
+        if (rc == HT_OK) {
+            print_result(&j, n, &r, sh, W);
+            printf("simulated    %lld events in %.3f s%s%s\n", (long long)r.events, now_s() - t0,
+                   trace ? ", trace " : "", trace ? trace : "");
+            ht_sim_result_free(&r);
+        }
+        free(sh);
+    }
+    ht_sim_model_free(&sm);
+    ht_model_free(&m);
+    ht_sim_cluster_free(&c);
+    ht_exit_on_error(rc);
+    return 0;
+}
