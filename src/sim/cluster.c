@@ -133,8 +133,8 @@ static void read_type(rd *r, ht_sim_cluster *c, config_setting_t *e, int i) {
     t->h2d_gbs = num(r, e, where, "h2d_gbs", 0, 0, t->h2d_gbs);
     t->d2h_gbs = num(r, e, where, "d2h_gbs", 0, 0, t->d2h_gbs);
     if (r->rc == HT_OK && t->prof_dev < 0 && !(t->gflops > 0 && t->mem_bw_gbs > 0))
-        fail(r, e, "%s: device kind '%s' has no cost model, expected profile_device, like, or "
-                   "gflops and mem_bw_gbs", where, name);
+        fail(r, e, "%.*s: device kind '%s' has no cost model, expected profile_device, like, "
+                   "or gflops and mem_bw_gbs", (int)strlen(where) - 1, where, name);
 }
 
 static ht_sim_link read_link(rd *r, config_setting_t *links, const char *key) {

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# hetsim (tools/hetsim.c): a prediction from the example cluster descriptions, bad cluster
+# files exit 2 naming file:line and what was expected, the planner's config loads in hettrain,
+# the trace is valid JSON with one track per rank.
+source "$(dirname "$0")/lib.sh"
+HETSIM="$HT_BUILD/hetsim"
+CONF="$(cd "$(dirname "$0")/../conf" && pwd)"
+
+run_sim() { "$HETSIM" "$@" >"$TMP/out" 2>"$TMP/err"; RC=$?; OUT=$(cat "$TMP/out"); ERR=$(cat "$TMP/err"); }
+sim_fail() { # sim_fail PATTERN DESCRIPTION FILE_TEXT
+    printf '%s\n' "$3" >"$TMP/c.cfg"
+    run_sim --cluster "$TMP/c.cfg" -c "$CONF/quickstart.cfg"
+    local good=1
+    [ "$RC" -eq 2 ] && printf '%s' "$ERR" | grep -Eq -- "$1" && good=0
+    ok $good "$2 (exit $RC)"
+    [ $good -eq 0 ] || diag "expected exit 2 and /$1/; stderr was:" "$ERR"
+}
+
+run_sim --cluster "$CONF/cluster-lab.cfg" -c "$CONF/quickstart.cfg" --trace "$TMP/t.json"
+ok $(( RC != 0 )) "lab cluster, quickstart job: exit 0"
+printf '%s' "$OUT" | grep -Eq '^step time +[0-9.]+' ; ok $? "prints a step time"
+python3 -c "import json,sys; d=json.load(open('$TMP/t.json')); p={e['pid'] for e in d['traceEvents']}; sys.exit(0 if p=={0,1,2,3,4,5} else 1)"
+ok $? "trace: valid JSON, one track per rank (6)"
+
+GOOD='devices = ( { name = "g"; gflops = 100.0; mem_bw_gbs = 10.0; } );
+hosts = ( { count = 2; devices = ["g"]; } );
+links = { intra = { latency_us = 1.0; bandwidth_gbs = 1.0; }; inter = { latency_us = 1.0; bandwidth_gbs = 1.0; }; };'
+printf '%s\n' "$GOOD" >"$TMP/good.cfg"
+run_sim --cluster "$TMP/good.cfg" -c "$CONF/quickstart.cfg"
+ok $(( RC != 0 )) "a minimal description works"
+sim_fail 'c.cfg:1: devices\[0\]\.gflops: found .* expected a number > 0' "negative gflops: file:line" \
+    "${GOOD/gflops = 100.0/gflops = -1.0}"
+sim_fail 'c.cfg:2: hosts\[0\]\.devices\[0\]: no device kind .h.' "unknown device kind" \
+    "${GOOD/devices = \[\"g\"\]/devices = [\"h\"]}"
+sim_fail 'c.cfg:1: devices\[0\]: .*no cost model' "a kind without rates" \
+    "${GOOD/gflops = 100.0; mem_bw_gbs = 10.0;/}"
+sim_fail 'c.cfg:3: links\.inter: missing' "a missing link" \
+    "${GOOD/inter = \{ latency_us = 1.0; bandwidth_gbs = 1.0; \};/}"
+sim_fail 'c.cfg:1: devices\[0\]\.bogus: unknown key' "an unknown key" \
+    "${GOOD/mem_bw_gbs = 10.0;/mem_bw_gbs = 10.0; bogus = 1;}"
+sim_fail 'c.cfg:[0-9]+: syntax error' "a syntax error" "devices = ( { name = \"g\"; ;"
+sim_fail 'c.cfg:1: devices\[0\]\.like: no device kind .x.' "like an undefined kind" \
+    "${GOOD/name = \"g\";/name = \"g\"; like = \"x\";}"
+
+# --plan writes a config that hettrain loads as is (--help-config style check: --set nothing)
+run_sim --cluster "$TMP/good.cfg" -c "$CONF/quickstart.cfg" --plan -o "$TMP/plan.cfg"
+ok $(( RC != 0 )) "--plan: exit 0"
+printf '%s' "$OUT" | grep -q "^wrote" ; ok $? "--plan -o writes the winner"
+"$HETSIM" --cluster "$TMP/good.cfg" -c "$TMP/plan.cfg" >/dev/null 2>"$TMP/err"
+ok $? "the written plan loads back as a job"
+done_testing
