@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/err.h"
 #include "nn/model.h"
@@ -224,7 +225,88 @@ static void pipelines(void) {
     ht_model_free(&m);
 }
 
+/* Sync policies, timing only: asp with one worker and one server is compute + push + the
+ * server's update + reply per step; gossip with two equal workers exchanging every step is
+ * steps x compute + (steps - 1) exchanges (the budget ends at the last compute). */
+static void sync_policies(void) {
+    const double fwd[2] = {1, 1};
+    ht_model m;
+    mlp(&m, 2);
+    ht_sim_model sm;
+    ht_sim_model_from(&sm, &m, "sgd");
+    ht_sim_cluster c;
+    const double lat = 1e-3, bw = 1e6;
+    cluster(&c, profile(2, fwd, 2), 3, lat, bw);
+    double P = 4.0 * (double)m.nparams;
+    double comp = 3 * 1e-3 * 2 + 2 * 0.5e-3; /* batch 32, as two_ranks */
+    double opt = P / 4 * 20 / 1e15;
+    ht_sim_sync p = {.mode = HT_SYNC_ASP_SIM, .workers = 1, .servers = 1, .B = 32, .steps = 5};
+    ht_sim_result r;
+    int rc = ht_sim_run_sync(&c, &sm, &p, &r);
+    double want = 5 * (comp + 2 * (lat + P / bw) + opt);
+    tap_ok(rc == HT_OK && NEAR(r.makespan, want), "asp, 1 worker + 1 server: %.9f s = %.9f", r.makespan, want);
+    ht_sim_result_free(&r);
+    p = (ht_sim_sync){.mode = HT_SYNC_GOSSIP_SIM, .workers = 2, .B = 64, .steps = 5, .period = 1};
+    rc = ht_sim_run_sync(&c, &sm, &p, &r);
+    want = 5 * (comp + opt) + 4 * (lat + P / bw);
+    tap_ok(rc == HT_OK && NEAR(r.makespan, want), "gossip, 2 workers, period 1: %.9f s = %.9f",
+           r.makespan, want);
+    ht_sim_result_free(&r);
+    /* preduce with P = 2 of 2 equal workers: lockstep, one ring all-reduce of the model each step */
+    p = (ht_sim_sync){.mode = HT_SYNC_PREDUCE_SIM, .workers = 2, .B = 64, .steps = 5, .group = 2};
+    rc = ht_sim_run_sync(&c, &sm, &p, &r);
+    want = 5 * (comp + opt + (lat + 64 / bw) + 2 * (lat + P / 2 / bw));
+    tap_ok(rc == HT_OK && NEAR(r.makespan, want), "preduce, P = 2 of 2: %.9f s = %.9f (ready message + ring)",
+           r.makespan, want);
+    ht_sim_result_free(&r);
+    ht_sim_cluster_free(&c);
+    ht_sim_model_free(&sm);
+    ht_model_free(&m);
+}
+
+/* The same data-parallel job twice: bit-identical results; with a trace, the file is a
+ * trace-event JSON object. */
+static void determinism(void) {
+    ht_model m;
+    mlp(&m, 3);
+    ht_sim_model sm;
+    ht_sim_model_from(&sm, &m, "adamw");
+    ht_sim_devtype t = {.prof_dev = -1, .scale = 1, .gflops = 50, .mem_bw_gbs = 5, .launch_us = 7,
+                        .h2d_gbs = 3, .d2h_gbs = 2};
+    ht_sim_cluster c;
+    ht_sim_cluster_uniform(&c, &t, 6, 2, (ht_sim_link){2e-6, 5e9}, (ht_sim_link){3e-5, 1e8});
+    c.slowdown[4] = 3;
+    ht_sim_dp p = {.B = 61, .speed = 1, .alg = HT_SIM_RING, .overlap = 1, .bucket_first_mb = 1e-4,
+                   .bucket_cap_mb = 1e-3, .steps = 12};
+    ht_sim_result a, b;
+    int sa[6], sb[6];
+    char path[] = "/tmp/t_sim_trace_XXXXXX";
+    int fd = mkstemp(path);
+    int rc = ht_sim_run_dp(&c, 6, &m, &sm, &p, 1, path, &a, sa);
+    int rc2 = ht_sim_run_dp(&c, 6, &m, &sm, &p, 0, NULL, &b, sb);
+    int same = rc == HT_OK && rc2 == HT_OK && !memcmp(sa, sb, sizeof sa) && a.makespan == b.makespan;
+    for (int i = 0; same && i < 6; i++)
+        same = !memcmp(&a.rank[i], &b.rank[i], sizeof a.rank[i]);
+    tap_ok(same, "determinism: two runs give the same bits (step %.9g s, shares %d..%d)", a.makespan,
+           sa[0], sa[5]);
+    tap_ok(rc == HT_OK && sa[4] < sa[0], "the rank slowed 3x gets fewer samples (%d < %d)", sa[4], sa[0]);
+    close(fd);
+    FILE *f = fopen(path, "r");
+    char head[64] = {0};
+    size_t got = f ? fread(head, 1, sizeof head - 1, f) : 0;
+    tap_ok(got > 0 && !strncmp(head, "{\"displayTimeUnit\"", 18), "trace written: %.30s", head);
+    if (f) fclose(f);
+    remove(path);
+    ht_sim_result_free(&a);
+    ht_sim_result_free(&b);
+    ht_sim_cluster_free(&c);
+    ht_sim_model_free(&sm);
+    ht_model_free(&m);
+}
+
 int main(void) {
+    sync_policies();
+    determinism();
     one_rank();
     two_ranks(1);
     two_ranks(2);

@@ -80,11 +80,40 @@ typedef struct job {
     int steps;
 } job;
 
+/* An asynchronous policy over the budget train.steps x train.batch (src/sim/sync.c). */
+static int simulate_sync(const job *j, int n, ht_sim_result *r, int *W_out) {
+    const ht_config *cfg = j->cfg;
+    const char *m = cfg->sync.mode;
+    ht_sim_sync p = {.B = cfg->train.batch, .steps = cfg->train.steps, .servers = cfg->sync.servers,
+                     .staleness = cfg->sync.staleness, .group = cfg->sync.group,
+                     .deadline_s = cfg->sync.deadline_ms * 1e-3,
+                     .global_every = cfg->sync.global_every, .period = cfg->sync.period};
+    if (!strcmp(m, "asp") || !strcmp(m, "ssp")) {
+        p.mode = !strcmp(m, "asp") ? HT_SYNC_ASP_SIM : HT_SYNC_SSP_SIM;
+        p.workers = n - p.servers;
+    } else if (!strcmp(m, "preduce") || !strcmp(m, "sap-reduce")) {
+        p.mode = HT_SYNC_PREDUCE_SIM;
+        p.workers = n - 1;
+    } else if (!strcmp(m, "gossip") || !strcmp(m, "gossip-adaptive")) {
+        p.mode = HT_SYNC_GOSSIP_SIM;
+        p.workers = n - 1;
+        if (!strcmp(m, "gossip-adaptive")) p.period = cfg->sync.max_period;
+    } else
+        return ht_error(HT_EINPUT, "%s: sync.mode \"%s\" is not simulated (bsp, asp, ssp, "
+                        "preduce, sap-reduce, gossip, gossip-adaptive are)", cfg->source, m);
+    if (p.steps < 1)
+        return ht_error(HT_EINPUT, "%s: an asynchronous policy is simulated over train.steps "
+                        "(set it, --set train.steps=N)", cfg->source);
+    *W_out = p.workers;
+    return ht_sim_run_sync(j->c, j->sm, &p, r);
+}
+
 /* One simulated step of the job on n ranks; shares (room for n) gets the split. */
 static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, int *shares,
                     int *W_out) {
     const ht_config *cfg = j->cfg;
     int alg = strcmp(cfg->cluster.allreduce, "mpi") ? HT_SIM_RING : HT_SIM_MPI;
+    if (strcmp(cfg->sync.mode, "bsp")) return simulate_sync(j, n, r, W_out);
     if (!strcmp(cfg->pipe.schedule, "none")) {
         if (cfg->cluster.nshares && cfg->cluster.nshares != n)
             return ht_error(HT_EINPUT, "%s: cluster.shares has %d values for %d ranks", cfg->source,
@@ -135,6 +164,15 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
 static void print_result(const job *j, int n, const ht_sim_result *r, const int *shares, int W) {
     const ht_config *cfg = j->cfg;
     int pipe = strcmp(cfg->pipe.schedule, "none") != 0;
+    if (strcmp(cfg->sync.mode, "bsp")) {
+        printf("mode         sync %s, %d workers, budget %d steps of batch %d\n", cfg->sync.mode, W,
+               cfg->train.steps, cfg->train.batch);
+        printf("time         %.6g s for the budget\n", r->makespan);
+        printf("throughput   %.6g samples/s\n", r->throughput);
+        printf("split        busy %.1f%%  communication %.1f%%  idle %.1f%% (mean over workers)\n",
+               100 * r->busy / r->makespan, 100 * r->comm / r->makespan, 100 * r->idle / r->makespan);
+        return;
+    }
     if (pipe)
         printf("mode         pipeline %s, D=%d x %d replicas, %d micro-batches of %d\n",
                cfg->pipe.schedule, cfg->pipe.stages, W, cfg->pipe.micro_batches,

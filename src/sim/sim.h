@@ -220,6 +220,24 @@ int ht_sim_run_pipe(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_si
  * nlayers. HT_EINPUT when the layers cannot give every stage one. */
 int ht_sim_partition(const ht_sim_model *sm, int S, int balanced, int *bounds);
 
+/* Sync policies (timing only; src/sim/sync.c): workers 0 .. workers-1, then the serving
+ * ranks (asp / ssp: `servers` parameter servers; preduce: one group generator). */
+enum { HT_SYNC_ASP_SIM, HT_SYNC_SSP_SIM, HT_SYNC_PREDUCE_SIM, HT_SYNC_GOSSIP_SIM };
+typedef struct ht_sim_sync {
+    int mode;          /* HT_SYNC_*_SIM */
+    int workers, servers;
+    int B, steps;      /* budget: steps x B samples, B / workers per local step */
+    int staleness;     /* ssp */
+    int group;         /* preduce: P */
+    double deadline_s; /* preduce */
+    int global_every;  /* preduce */
+    int period;        /* gossip: local steps between exchanges */
+} ht_sim_sync;
+
+/* Runs the budget; res->makespan is its time, throughput samples / s, rank[] per worker. */
+int ht_sim_run_sync(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_sim_sync *p,
+                    ht_sim_result *res);
+
 /* ------------------------------------------------------------------ planner */
 
 /* ht_pipe_generate from src/pipe, or HT_EINPUT saying the generators are not linked in. */
