@@ -304,7 +304,71 @@ static void determinism(void) {
     ht_model_free(&m);
 }
 
+/* The planner on hand-made clusters: one device: data parallel (no pipeline); a model too
+ * large for one device's memory: a pipeline; hosts joined by a very slow link: no stage
+ * boundary across hosts. */
+static void planner(void) {
+    int hidden[7] = {1024, 1024, 1024, 1024, 1024, 1024, 1024};
+    ht_model m;
+    ht_exit_on_error(ht_model_mlp(&m, NULL, 1024, hidden, 7, 1024, "relu", 64));
+    ht_sim_model sm;
+    ht_sim_model_from(&sm, &m, "sgd");
+    ht_sim_devtype t = {.prof_dev = -1, .scale = 1, .gflops = 1000, .mem_bw_gbs = 100, .launch_us = 5};
+    ht_sim_link fast = {2e-6, 10e9}, slow = {1e-3, 1e6};
+    ht_sim_cluster c;
+    ht_sim_cand *v;
+    int nv;
+    ht_sim_cluster_uniform(&c, &t, 1, 1, fast, fast);
+    int rc = ht_sim_plan(&c, 1, &m, &sm, 64, HT_SIM_RING, &v, &nv);
+    tap_ok(rc == HT_OK && nv == 1 && v[0].kind < 0, "one device: data parallel, nothing else to try");
+    free(v);
+    ht_sim_cluster_free(&c);
+    ht_pipe_params pp = {.kind = HT_PIPE_1F1B, .D = 2, .N = 2, .v = 1};
+    ht_pipe_sched s;
+    if (ht_sim_generate(&pp, &s) != HT_OK) {
+        tap_skip("pipeline generators not linked in (src/pipe): planner pipeline cases");
+        tap_skip("pipeline generators not linked in (src/pipe): slow links");
+    } else {
+        ht_sim_sched_free(&s);
+        /* 8 linear layers of 4 MiB each (+ SGD state: x3): 100 MB does not fit a 50 MB device,
+         * a quarter of it does */
+        t.mem_gb = 0.05;
+        ht_sim_cluster_uniform(&c, &t, 4, 4, fast, fast);
+        rc = ht_sim_plan(&c, 4, &m, &sm, 64, HT_SIM_RING, &v, &nv);
+        char name[128];
+        tap_ok(rc == HT_OK && v[0].kind >= 0, "too large for one device: %s",
+               rc == HT_OK ? ht_sim_cand_name(&v[0], name, sizeof name) : ht_errmsg());
+        int dp_lost = 0;
+        for (int i = 0; i < nv; i++)
+            if (v[i].kind < 0 && !v[i].ok) dp_lost = 1;
+        tap_ok(dp_lost, "data parallel lost for memory");
+        free(v);
+        ht_sim_cluster_free(&c);
+        /* 2 hosts of 2 over a 1 MB/s link; a narrow model at a large batch: 1 MiB of
+         * activations per stage boundary and step against 16 KiB of gradients per layer, so
+         * a stage boundary across the hosts costs more than reducing gradients over them */
+        t.mem_gb = 0;
+        ht_sim_cluster_uniform(&c, &t, 4, 2, fast, slow);
+        ht_model m2;
+        int narrow[7] = {64, 64, 64, 64, 64, 64, 64};
+        ht_exit_on_error(ht_model_mlp(&m2, NULL, 64, narrow, 7, 64, "relu", 4096));
+        ht_sim_model sm2;
+        ht_sim_model_from(&sm2, &m2, "sgd");
+        rc = ht_sim_plan(&c, 4, &m2, &sm2, 4096, HT_SIM_RING, &v, &nv);
+        ht_sim_model_free(&sm2);
+        ht_model_free(&m2);
+        tap_ok(rc == HT_OK && v[0].D <= 2 && v[0].D * v[0].v <= 2,
+               "slow links between hosts: %s (no stage across hosts)",
+               rc == HT_OK ? ht_sim_cand_name(&v[0], name, sizeof name) : ht_errmsg());
+        free(v);
+        ht_sim_cluster_free(&c);
+    }
+    ht_sim_model_free(&sm);
+    ht_model_free(&m);
+}
+
 int main(void) {
+    planner();
     sync_policies();
     determinism();
     one_rank();

@@ -341,6 +341,7 @@ int main(int argc, char **argv) {
     ht_sim_model_free(&sm);
     ht_model_free(&m);
     ht_sim_cluster_free(&c);
+    fflush(stdout);
     ht_exit_on_error(rc);
     return 0;
 }
