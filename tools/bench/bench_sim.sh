@@ -44,6 +44,16 @@ echo "   compute ms: the slowest rank's forward + backward per step (metrics 'ra
 echo "   3 intervals) against the simulated one: the device model alone"
 printf '%-36s %10s %10s %7s %11s %11s %7s\n' "case" "meas sps" "pred sps" "error" "meas comp" \
     "pred comp" "error"
+cat >"$tmp/comp.py" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if '"type":"rank"' in l]
+steps = sorted({r["step"] for r in recs})[-3:]
+per = {}
+for r in recs:
+    if r["step"] in steps:
+        per.setdefault(r["rank"], []).append(r["compute_s"])
+print("%.3f" % (1e3 * max(sum(v) / len(v) for v in per.values())))
+PY
 case_run() { # case_run NAME SETS...
     local name=$1; shift
     "${mpi[@]}" "$build/hettrain" -c "$job" "${sets[@]}" --set log.metrics="$tmp/$name.jsonl" "$@" \
@@ -55,16 +65,7 @@ case_run() { # case_run NAME SETS...
         { cat "$tmp/$name.sim"; exit 1; }
     pred=$(sed -nE 's/^throughput +([0-9.e+]+) .*/\1/p' "$tmp/$name.sim")
     local mc pc
-    mc=$(/usr/bin/python3 - "$tmp/$name.jsonl" <<'PY'
-import json, sys
-recs = [json.loads(l) for l in open(sys.argv[1]) if '"type":"rank"' in l]
-steps = sorted({r["step"] for r in recs})[-3:]
-per = {}
-for r in recs:
-    if r["step"] in steps: per.setdefault(r["rank"], []).append(r["compute_s"])
-print("%.3f" % (1e3 * max(sum(v) / len(v) for v in per.values())))
-PY
-)
+    mc=$(/usr/bin/python3 "$tmp/comp.py" "$tmp/$name.jsonl")
     pc=$(awk '$1 ~ /^[0-9]+$/ && NF == 9 { if ($4 > m) m = $4 } END { print m }' "$tmp/$name.sim")
     awk -v n="$name" -v m="$meas" -v p="$pred" -v mc="$mc" -v pc="$pc" 'BEGIN {
         printf "%-36s %10.0f %10.0f %6.1f%% %11.2f %11.2f %6.1f%%\n", n, m, p, 100 * (p - m) / m, mc, pc,
