@@ -318,8 +318,13 @@ static void do_send(ht_sim *s, ht_sim_rank *acc, int r, const ht_sim_op *o) {
     if (s->nic[r] > start) start = s->nic[r];
     if (s->nic[d] > start) start = s->nic[d];
     double x = o->bytes / l.bw_Bps;
-    s->nic[r] = s->nic[d] = start + x;
-    acc[r].bytes_sent += o->bytes;
+    if (d == r) { /* both stages on this rank: a local copy, no link (counted in compute) */
+        start = s->t[r];
+        x = l.latency_s = 0;
+    } else {
+        s->nic[r] = s->nic[d] = start + x;
+        acc[r].bytes_sent += o->bytes;
+    }
     msg *m = lookup(s, r, d, o->tag, 1);
     int waiting = m->state == 2;
     m->state = 1;
