@@ -11,6 +11,7 @@
 
 #include "core/err.h"
 #include "nn/model.h"
+#include "pipe/schedule.h"
 #include "sim/sim.h"
 #include "tap.h"
 
@@ -323,13 +324,7 @@ static void planner(void) {
     tap_ok(rc == HT_OK && nv == 1 && v[0].kind < 0, "one device: data parallel, nothing else to try");
     free(v);
     ht_sim_cluster_free(&c);
-    ht_pipe_params pp = {.kind = HT_PIPE_1F1B, .D = 2, .N = 2, .v = 1};
-    ht_pipe_sched s;
-    if (ht_sim_generate(&pp, &s) != HT_OK) {
-        tap_skip("pipeline generators not linked in (src/pipe): planner pipeline cases");
-        tap_skip("pipeline generators not linked in (src/pipe): slow links");
-    } else {
-        ht_sim_sched_free(&s);
+    {
         /* 8 linear layers of 4 MiB each (+ SGD state: x3): 100 MB does not fit a 50 MB device,
          * a quarter of it does */
         t.mem_gb = 0.05;
@@ -367,7 +362,58 @@ static void planner(void) {
     ht_model_free(&m);
 }
 
+/* Generated schedules (src/pipe) with unit costs: the simulated makespan equals the
+ * checker's (ht_pipe_check), forward 1, backward 2, free communication. */
+static void against_checker(void) {
+    static const struct { int kind, D, N, v; } cases[] = {
+        {HT_PIPE_GPIPE, 4, 8, 1},       {HT_PIPE_1F1B, 4, 8, 1},  {HT_PIPE_1F1B, 3, 2, 1},
+        {HT_PIPE_INTERLEAVED, 2, 4, 2}, {HT_PIPE_INTERLEAVED, 4, 8, 2},
+        {HT_PIPE_CHIMERA, 4, 4, 1},     {HT_PIPE_CHIMERA, 4, 8, 1}, {HT_PIPE_CHIMERA, 6, 6, 1},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        ht_pipe_params pp = {.kind = cases[k].kind, .D = cases[k].D, .N = cases[k].N, .v = cases[k].v};
+        ht_pipe_sched s;
+        if (ht_pipe_generate(&pp, &s) != HT_OK) {
+            tap_ok(0, "generate %s: %s", ht_pipe_kind_names[pp.kind], ht_errmsg());
+            continue;
+        }
+        int S = s.S;
+        ht_model m;
+        mlp(&m, S); /* fc1 relu1 ... fcS: stage s = fc(s+1) and its relu */
+        ht_sim_model sm;
+        ht_sim_model_from(&sm, &m, "sgd");
+        double fwd[64];
+        for (int i = 0; i < S; i++)
+            fwd[i] = 1000; /* 1 s at batch 32 */
+        ht_profile *p = profile(S, fwd, 2);
+        for (int i = 0; i < p->dev[0].nlayers; i++)
+            if (!strncmp(p->dev[0].layers[i].name, "relu", 4))
+                p->dev[0].layers[i].fwd_ms = p->dev[0].layers[i].bwd_ms = 0;
+        ht_sim_cluster c;
+        cluster(&c, p, s.p.D, 0, 1e30);
+        int bounds[65];
+        for (int i = 0; i < S; i++)
+            bounds[i] = 2 * i;
+        bounds[S] = sm.nlayers;
+        ht_pipe_report rep;
+        int rc = ht_pipe_check(&s, 2, NULL, &rep);
+        ht_sim_pipe sp = {.s = &s, .W = 1, .mb = 32, .bounds = bounds, .alg = HT_SIM_RING};
+        ht_sim_result r;
+        int rc2 = ht_sim_run_pipe(&c, &sm, &sp, 0, NULL, &r);
+        tap_ok(rc == HT_OK && rc2 == HT_OK && fabs(r.makespan - rep.makespan) < 1e-6,
+               "%s D=%d N=%d v=%d unit costs: simulated %.6f = checker %.6f",
+               ht_pipe_kind_names[pp.kind], pp.D, pp.N, pp.v, rc2 == HT_OK ? r.makespan : -1,
+               rc == HT_OK ? rep.makespan : -1);
+        if (rc2 == HT_OK) ht_sim_result_free(&r);
+        ht_sim_cluster_free(&c);
+        ht_sim_model_free(&sm);
+        ht_model_free(&m);
+        ht_pipe_sched_free(&s);
+    }
+}
+
 int main(void) {
+    against_checker();
     planner();
     sync_policies();
     determinism();

@@ -12,6 +12,7 @@
 #include "core/err.h"
 #include "data/data.h"
 #include "nn/model.h"
+#include "pipe/bounds.h"
 #include "sim/sim.h"
 #include "train/train.h"
 
@@ -126,9 +127,7 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
         *W_out = n;
         return ht_sim_run_dp(j->c, n, j->m, j->sm, &p, trace != NULL, trace, r, shares);
     }
-    int kind = -1;
-    for (int k = 0; k < HT_PIPE_NKINDS; k++)
-        if (!strcmp(ht_sim_kind_name(k), cfg->pipe.schedule)) kind = k;
+    int kind = ht_pipe_kind_parse(cfg->pipe.schedule);
     int D = cfg->pipe.stages, N = cfg->pipe.micro_batches;
     if (n % D)
         return ht_error(HT_EINPUT, "%s: pipe.stages = %d does not divide the %d ranks", cfg->source, D, n);
@@ -140,24 +139,24 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
     ht_pipe_params pp = {.kind = kind, .D = D, .N = N,
                          .v = kind == HT_PIPE_INTERLEAVED ? cfg->pipe.chunks : 1};
     ht_pipe_sched s;
-    int rc = ht_sim_generate(&pp, &s);
+    int rc = ht_pipe_generate(&pp, &s);
     if (rc != HT_OK) return rc;
-    int bounds[HT_MAX_LAYERS + 2];
+    /* the executor's cut (src/pipe/bounds.h) */
+    int *bounds = ht_xmalloc((size_t)(s.S + 1) * sizeof *bounds);
     if (cfg->pipe.nboundaries) {
-        if (cfg->pipe.nboundaries != s.S - 1) {
-            ht_sim_sched_free(&s);
-            return ht_error(HT_EINPUT, "%s: pipe.boundaries has %d values, %d stages need %d",
-                            cfg->source, cfg->pipe.nboundaries, s.S, s.S - 1);
-        }
-        bounds[0] = 0;
-        memcpy(bounds + 1, cfg->pipe.boundaries, (size_t)(s.S - 1) * sizeof *bounds);
-        bounds[s.S] = j->sm->nlayers;
-    }
-    ht_sim_pipe p = {.s = &s, .W = W, .mb = cfg->train.batch / (W * N),
-                     .bounds = cfg->pipe.nboundaries ? bounds : NULL,
-                     .balanced = !strcmp(cfg->pipe.partition, "balanced"), .alg = alg};
-    rc = ht_sim_run_pipe(j->c, j->sm, &p, trace != NULL, trace, r);
-    ht_sim_sched_free(&s);
+        if (cfg->pipe.nboundaries != s.S - 1)
+            rc = ht_error(HT_EINPUT, "%s: pipe.boundaries has %d values, %d stages need %d",
+                          cfg->source, cfg->pipe.nboundaries, s.S, s.S - 1);
+        else
+            rc = ht_pipe_bounds_explicit(j->m, cfg->pipe.boundaries, s.S - 1, cfg->source, bounds);
+    } else
+        rc = ht_pipe_bounds(j->m, s.S, strcmp(cfg->pipe.partition, "balanced") ? HT_PIPE_UNIFORM
+                                                                              : HT_PIPE_BALANCED,
+                            bounds);
+    ht_sim_pipe p = {.s = &s, .W = W, .mb = cfg->train.batch / (W * N), .bounds = bounds, .alg = alg};
+    if (rc == HT_OK) rc = ht_sim_run_pipe(j->c, j->sm, &p, trace != NULL, trace, r);
+    ht_pipe_sched_free(&s);
+    free(bounds);
     return rc;
 }
 
@@ -233,7 +232,7 @@ static int write_plan(const job *j, const ht_sim_cand *k, const char *path) {
         ht_strlcpy(c.cluster.split, k->speed ? "speed" : "equal", sizeof c.cluster.split);
         c.cluster.nshares = 0;
     } else {
-        ht_strlcpy(c.pipe.schedule, ht_sim_kind_name(k->kind), sizeof c.pipe.schedule);
+        ht_strlcpy(c.pipe.schedule, ht_pipe_kind_names[k->kind], sizeof c.pipe.schedule);
         c.pipe.stages = k->D;
         c.pipe.micro_batches = k->N;
         c.pipe.chunks = k->v > 1 ? k->v : c.pipe.chunks;

@@ -8,54 +8,11 @@
  * in use, a slot holding a micro-batch's kept activations of its stage from its first use
  * (LOAD, RECV_ACT, FWD) until the BWD that frees it (only the stage's input between FWD and
  * RECOMPUTE where the stream recomputes). */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/err.h"
-#include "nn/model.h"
 #include "sim/sim.h"
-
-/* A stage may start at layer i unless layer i is the ReLU / GELU that runs fused with the
- * linear or conv layer before it (the executor keeps them in one stage). */
-static int cut_ok(const ht_sim_model *sm, int i) {
-    int k = sm->l[i].kind, p = sm->l[i - 1].kind;
-    return !((k == HT_LAYER_RELU || k == HT_LAYER_GELU) && (p == HT_LAYER_LINEAR || p == HT_LAYER_CONV));
-}
-
-int ht_sim_partition(const ht_sim_model *sm, int S, int balanced, int *bounds) {
-    int L = sm->nlayers;
-    if (S < 1 || S > L)
-        return ht_error(HT_EINPUT, "%d stages asked for a model of %d layers: 1 to %d possible", S,
-                        L, L);
-    double *pre = ht_xmalloc((size_t)(L + 1) * sizeof *pre);
-    pre[0] = 0;
-    for (int i = 0; i < L; i++)
-        pre[i + 1] = pre[i] + (balanced ? sm->l[i].flops_f + sm->l[i].flops_b : 1);
-    /* cut s before the allowed layer whose prefix of work is nearest s/S of the total,
-     * leaving at least one layer to every stage */
-    bounds[0] = 0;
-    int rc = HT_OK;
-    for (int s = 1; s < S && rc == HT_OK; s++) {
-        double goal = pre[L] * s / S;
-        int best = -1;
-        for (int i = bounds[s - 1] + 1; i <= L - (S - s); i++)
-            if (cut_ok(sm, i) && (best < 0 || fabs(pre[i] - goal) < fabs(pre[best] - goal))) best = i;
-        if (best < 0)
-            rc = ht_error(HT_EINPUT, "%d stages: the model's %d layers (fused pairs kept together) "
-                          "do not give every stage one", S, L);
-        bounds[s] = best;
-    }
-    bounds[S] = L;
-    free(pre);
-    return rc;
-}
-
-/* Text names of the ops, for the trace (indexed by ht_pipe_op). */
-static const char *const op_name[HT_PI_NOPS] = {"LOAD",      "FWD",       "BWD",
-                                                 "SEND_ACT",  "RECV_ACT",  "SEND_GRAD",
-                                                 "RECV_GRAD", "RECOMPUTE", "REDUCE_GRADS",
-                                                 "OPT_STEP"};
 
 /* Rank of `stage` in pipeline `dir` (schedule.h: stage % D; Chimera's up pipeline
  * D - 1 - stage). */
@@ -242,15 +199,13 @@ int ht_sim_run_pipe(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_si
     if (x.S > 4096) return ht_error(HT_EINPUT, "%d stages: at most 4096", x.S);
     if (s->ndir == 2 && x.D % 2)
         return ht_error(HT_EINPUT, "chimera with %d ranks: D must be even", x.D);
-    int *bounds = ht_xmalloc((size_t)(x.S + 1) * sizeof *bounds);
-    int rc = HT_OK;
-    if (p->bounds) memcpy(bounds, p->bounds, (size_t)(x.S + 1) * sizeof *bounds);
-    else rc = ht_sim_partition(sm, x.S, p->balanced, bounds);
-    if (rc != HT_OK) {
-        free(bounds);
-        return rc;
-    }
+    const int *bounds = p->bounds;
+    for (int st = 0; st < x.S; st++)
+        if (!(bounds[0] == 0 && bounds[x.S] == sm->nlayers && bounds[st] < bounds[st + 1]))
+            return ht_error(HT_EINPUT, "pipeline bounds: stage %d's layers [%d, %d) of %d are "
+                            "not a proper cut", st, bounds[st], bounds[st + 1], sm->nlayers);
     x.bounds = bounds;
+    int rc;
     x.tf = ht_xmalloc((size_t)n * x.S * sizeof *x.tf);
     x.tb = ht_xmalloc((size_t)n * x.S * sizeof *x.tb);
     for (size_t i = 0; i < (size_t)n * x.S; i++)
@@ -273,7 +228,7 @@ int ht_sim_run_pipe(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_si
     ht_sim *sim = ht_sim_new(c, n, trace_on);
     int names[HT_PI_NOPS];
     for (int o = 0; o < HT_PI_NOPS; o++)
-        names[o] = ht_sim_name(sim, op_name[o]);
+        names[o] = ht_sim_name(sim, ht_pipe_op_names[o]);
     int maxk;
     int *ids = make_reductions(sim, &x, &maxk);
     char mask[4096];
@@ -297,6 +252,5 @@ int ht_sim_run_pipe(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_si
     free(x.tb);
     free(x.slot);
     free(x.inb);
-    free(bounds);
     return rc;
 }

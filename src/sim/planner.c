@@ -10,38 +10,18 @@
 
 #include "core/err.h"
 #include "nn/model.h"
+#include "pipe/bounds.h"
 #include "sim/sim.h"
-
-/* The generators live in src/pipe; until they are linked in, a pipeline cannot be
- * simulated and says so (weak references resolve to NULL in a static link). */
-extern int ht_pipe_generate(const ht_pipe_params *p, ht_pipe_sched *s) __attribute__((weak));
-extern void ht_pipe_sched_free(ht_pipe_sched *s) __attribute__((weak));
-
-int ht_sim_generate(const ht_pipe_params *p, ht_pipe_sched *s) {
-    if (!ht_pipe_generate)
-        return ht_error(HT_EINPUT, "pipeline schedules are not built in (src/pipe generators "
-                                   "missing): only data parallel can be simulated");
-    return ht_pipe_generate(p, s);
-}
-
-void ht_sim_sched_free(ht_pipe_sched *s) {
-    if (ht_pipe_sched_free) ht_pipe_sched_free(s);
-}
 
 const char *ht_sim_cand_name(const ht_sim_cand *k, char *buf, size_t n) {
     if (k->kind < 0)
         snprintf(buf, n, "data parallel, %s split", k->speed ? "speed" : "equal");
     else if (k->kind == HT_PIPE_INTERLEAVED)
-        snprintf(buf, n, "%s D=%d v=%d x%d replicas, N=%d", ht_sim_kind_name(k->kind), k->D, k->v,
+        snprintf(buf, n, "%s D=%d v=%d x%d replicas, N=%d", ht_pipe_kind_names[k->kind], k->D, k->v,
                  k->W, k->N);
     else
-        snprintf(buf, n, "%s D=%d x%d replicas, N=%d", ht_sim_kind_name(k->kind), k->D, k->W, k->N);
+        snprintf(buf, n, "%s D=%d x%d replicas, N=%d", ht_pipe_kind_names[k->kind], k->D, k->W, k->N);
     return buf;
-}
-
-const char *ht_sim_kind_name(int kind) {
-    static const char *const names[] = {"gpipe", "1f1b", "interleaved", "chimera", "hepipe", "2bw"};
-    return kind >= 0 && kind < (int)(sizeof names / sizeof *names) ? names[kind] : "dp";
 }
 
 /* Simulates one candidate and fills its figures (or its reason). */
@@ -56,12 +36,14 @@ static void evaluate(const ht_sim_cluster *c, int n, const ht_model *m, const ht
     } else {
         ht_pipe_params pp = {.kind = k->kind, .D = k->D, .N = k->N, .v = k->v};
         ht_pipe_sched s;
-        rc = ht_sim_generate(&pp, &s);
-        if (rc == HT_OK) {
-            ht_sim_pipe p = {.s = &s, .W = k->W, .mb = B / (k->W * k->N), .balanced = 1, .alg = alg};
+        int *bounds = ht_xmalloc((size_t)(k->D * k->v + 1) * sizeof *bounds);
+        rc = ht_pipe_bounds(m, k->D * k->v, HT_PIPE_BALANCED, bounds);
+        if (rc == HT_OK && (rc = ht_pipe_generate(&pp, &s)) == HT_OK) {
+            ht_sim_pipe p = {.s = &s, .W = k->W, .mb = B / (k->W * k->N), .bounds = bounds, .alg = alg};
             rc = ht_sim_run_pipe(c, sm, &p, 0, NULL, &r);
-            ht_sim_sched_free(&s);
+            ht_pipe_sched_free(&s);
         }
+        free(bounds);
     }
     if (rc != HT_OK) {
         k->ok = 0;
@@ -103,13 +85,14 @@ int ht_sim_plan(const ht_sim_cluster *c, int n, const ht_model *m, const ht_sim_
         v[k++] = (ht_sim_cand){.kind = -1, .speed = sp, .D = 1, .W = n, .N = 1, .v = 1};
     if (n == 1) v[k++] = (ht_sim_cand){.kind = -1, .D = 1, .W = 1, .N = 1, .v = 1};
     static const int kinds[] = {HT_PIPE_GPIPE, HT_PIPE_1F1B, HT_PIPE_INTERLEAVED, HT_PIPE_CHIMERA};
-    for (int D = 2; D <= n && D <= sm->nlayers; D++) {
+    int maxS = ht_pipe_max_stages(m);
+    for (int D = 2; D <= n && D <= maxS; D++) {
         if (n % D) continue;
         int W = n / D;
         for (int ki = 0; ki < 4; ki++) {
             int kind = kinds[ki], vv = kind == HT_PIPE_INTERLEAVED ? 2 : 1;
             if (kind == HT_PIPE_CHIMERA && D % 2) continue;
-            if (D * vv > sm->nlayers) continue;
+            if (D * vv > maxS) continue;
             for (int f = 1; f <= 4; f *= 2) { /* N = D, 2D, 4D micro-batches */
                 int N = f * D;
                 if (B % (W * N)) continue;

@@ -200,25 +200,20 @@ int ht_sim_run_dp(const ht_sim_cluster *c, int n, const struct ht_model *model,
                   ht_sim_result *res, int *out_shares);
 
 /* A pipeline step: W replicas of the schedule s (D = s->p.D ranks each, rank w * D + d), the
- * model's layers cut into s->S stages at bounds[0..S] (NULL: equal FLOPs), micro-batches of
- * mb samples; REDUCE_GRADS among the copies of a stage (ring or mpi). */
+ * model's layers cut into s->S stages at bounds[0..S] (as the executor cuts them:
+ * ht_pipe_bounds of src/pipe/bounds.h), micro-batches of mb samples; REDUCE_GRADS among the
+ * copies of a stage (ring or mpi). */
 typedef struct ht_sim_pipe {
     const ht_pipe_sched *s;
     int W;
     int mb;
     const int *bounds;
-    int balanced;  /* without bounds: 1 equal FLOPs (pipe.partition "balanced"), 0 equal
-                      layer counts ("uniform") */
     int alg;
 } ht_sim_pipe;
 
 int ht_sim_run_pipe(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_sim_pipe *p,
                     int trace_on, const char *trace, ht_sim_result *res);
-/* Cuts layers into S stages of nearly equal forward + backward FLOPs (balanced) or layer
- * counts: each cut before the layer whose prefix is nearest s/S of the total, never between
- * a linear / conv layer and the ReLU / GELU fused with it; bounds[0] = 0, bounds[S] =
- * nlayers. HT_EINPUT when the layers cannot give every stage one. */
-int ht_sim_partition(const ht_sim_model *sm, int S, int balanced, int *bounds);
+
 
 /* Sync policies (timing only; src/sim/sync.c): workers 0 .. workers-1, then the serving
  * ranks (asp / ssp: `servers` parameter servers; preduce: one group generator). */
@@ -239,12 +234,6 @@ int ht_sim_run_sync(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_si
                     ht_sim_result *res);
 
 /* ------------------------------------------------------------------ planner */
-
-/* ht_pipe_generate from src/pipe, or HT_EINPUT saying the generators are not linked in. */
-int ht_sim_generate(const ht_pipe_params *p, ht_pipe_sched *s);
-void ht_sim_sched_free(ht_pipe_sched *s);
-/* "gpipe", "1f1b", ... by ht_pipe_kind; "dp" for -1. */
-const char *ht_sim_kind_name(int kind);
 
 /* One configuration the planner tried. */
 typedef struct ht_sim_cand {
