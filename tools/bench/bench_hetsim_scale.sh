@@ -7,15 +7,23 @@
 #   2. simulation cost: 1f1b and chimera at D = 32 from 64 to 2,048 ranks (batch 32 W), and at
 #      2,048 ranks with N = 32, 64, 128 micro-batches.
 #   tools/bench/bench_hetsim_scale.sh            (from the repository root)
+# STAGES="8 16 32" picks the stage counts of part 1 (STAGES=" " skips it).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${HT_BUILD:-build}
 sim() { "$build/hetsim" --cluster conf/cluster-daint.cfg -c conf/gpt2-1.3b-sim.cfg "$@"; }
+timed() { # timed ARGS...: sim under /usr/bin/time; CPU seconds in $cpu
+    /usr/bin/time -f "%U %S" -o "$tmp/time" "$build/hetsim" --cluster conf/cluster-daint.cfg \
+        -c conf/gpt2-1.3b-sim.cfg "$@"
+    cpu=$(awk '{ print $1 + $2 }' "$tmp/time")
+}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 field() { sed -nE "s/^$1 +([0-9.e+]+).*/\\1/p"; }
 echo "== hetsim at scale: GPT-2-1.3B-shaped (48 x d1600, T 632), Piz-Daint-like; $(date -u +%F)"
 echo "   host: $(nproc) cores, $(sed -nE 's/^model name\s*: //p' /proc/cpuinfo | head -1)"
 printf '%-12s %4s %4s %4s %4s %14s %12s %10s %8s\n' schedule D v W N "samples/s" "step ms" "peak GB" "sim s"
-for D in 8 16 32; do
+for D in ${STAGES:-8 16 32}; do
     W=$((2048 / D))
     for s in gpipe 1f1b interleaved chimera 2bw; do
         v=1; [ "$s" = interleaved ] && v=2
@@ -33,24 +41,24 @@ for D in 8 16 32; do
     done
 done
 echo
-echo "== simulation cost (wall seconds of one hetsim run, this machine, shared)"
-printf '%-10s %6s %4s %4s %10s %12s\n' schedule ranks W N events "sim s"
+echo "== simulation cost of one hetsim run: wall seconds and CPU (user + sys) seconds"
+printf '%-10s %6s %4s %4s %10s %10s %10s\n' schedule ranks W N events "wall s" "cpu s"
 for s in 1f1b chimera; do
     for n in 64 128 256 512 1024 2048; do
         W=$((n / 32))
         t0=$(date +%s.%N)
-        out=$(sim --ranks $n --set "pipe.schedule=\"$s\"" --set pipe.stages=32 --set pipe.micro_batches=32 \
-                  --set train.batch=$((32 * W)))
+        timed --ranks $n --set "pipe.schedule=\"$s\"" --set pipe.stages=32 --set pipe.micro_batches=32 \
+            --set train.batch=$((32 * W)) >"$tmp/out"
         t1=$(date +%s.%N)
-        printf '%-10s %6d %4d %4d %10s %12.3f\n' "$s" $n $W 32 "$(sed -nE 's/^simulated +([0-9]+) events.*/\1/p' <<<"$out")" \
-            "$(echo "$t1 - $t0" | bc)"
+        printf '%-10s %6d %4d %4d %10s %10.3f %10.2f\n' "$s" $n $W 32 \
+            "$(sed -nE 's/^simulated +([0-9]+) events.*/\1/p' "$tmp/out")" "$(echo "$t1 - $t0" | bc)" "$cpu"
     done
     for N in 64 128; do
         t0=$(date +%s.%N)
-        out=$(sim --set "pipe.schedule=\"$s\"" --set pipe.stages=32 --set pipe.micro_batches=$N \
-                  --set train.batch=$((64 * N)))
+        timed --set "pipe.schedule=\"$s\"" --set pipe.stages=32 --set pipe.micro_batches=$N \
+            --set train.batch=$((64 * N)) >"$tmp/out"
         t1=$(date +%s.%N)
-        printf '%-10s %6d %4d %4d %10s %12.3f\n' "$s" 2048 64 $N "$(sed -nE 's/^simulated +([0-9]+) events.*/\1/p' <<<"$out")" \
-            "$(echo "$t1 - $t0" | bc)"
+        printf '%-10s %6d %4d %4d %10s %10.3f %10.2f\n' "$s" 2048 64 $N \
+            "$(sed -nE 's/^simulated +([0-9]+) events.*/\1/p' "$tmp/out")" "$(echo "$t1 - $t0" | bc)" "$cpu"
     done
 done
