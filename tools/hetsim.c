@@ -187,6 +187,14 @@ static void print_result(const job *j, int n, const ht_sim_result *r, const int 
            100 * r->idle / r->makespan);
     printf("bytes moved  %.6g MB per step\n", r->bytes / 1e6);
     printf("peak memory  %.6g MB (largest rank)\n", r->peak_mem / 1e6);
+    for (int i = 0; i < n; i++) { /* the planner's rule: 90% of a device is usable */
+        double cap = j->c->types[j->c->rank_type[i]].mem_gb * 1e9 * 0.9;
+        if (cap > 0 && r->rank[i].peak_mem > cap) {
+            printf("warning      rank %d needs %.4g GB, its device has %.4g GB usable: the job "
+                   "would not fit\n", i, r->rank[i].peak_mem / 1e9, cap / 1e9);
+            break;
+        }
+    }
     if (n > 64) return;
     printf("%5s %-16s %6s %10s %10s %10s %10s %10s %10s\n", "rank", "device", pipe ? "" : "share",
            "busy ms", "comm ms", "opt ms", "idle ms", "peak MB", "sent MB");
