@@ -261,6 +261,24 @@ static void sync_policies(void) {
            r.makespan, want);
     ht_sim_result_free(&r);
     ht_sim_cluster_free(&c);
+    /* free links and server: ssp with staleness 0 holds the fast worker (compute c) for the
+     * one 3x slower, 2 pushes per 3c: 12 pushes in 18c; asp lets it run: 4 pushes per 3c, 12 by
+     * 9c (9 fast + 3 slow) */
+    ht_sim_devtype t = {.prof_dev = -1, .scale = 1, .gflops = 1, .mem_bw_gbs = 1e12};
+    ht_sim_cluster_uniform(&c, &t, 3, 3, (ht_sim_link){0, 1e30}, (ht_sim_link){0, 1e30});
+    c.slowdown[1] = 3;
+    double cc = ht_sim_range_time(&c, 0, &sm, 0, sm.nlayers, 32, 0) +
+                ht_sim_range_time(&c, 0, &sm, 0, sm.nlayers, 32, 1);
+    p = (ht_sim_sync){.mode = HT_SYNC_SSP_SIM, .workers = 2, .servers = 1, .B = 64, .steps = 6};
+    rc = ht_sim_run_sync(&c, &sm, &p, &r);
+    tap_ok(rc == HT_OK && fabs(r.makespan - 18 * cc) < 1e-9 * cc, "ssp, s = 0, slowdown 3: %.6g = 18 c (c = %.6g)",
+           r.makespan, cc);
+    ht_sim_result_free(&r);
+    p.mode = HT_SYNC_ASP_SIM;
+    rc = ht_sim_run_sync(&c, &sm, &p, &r);
+    tap_ok(rc == HT_OK && fabs(r.makespan - 9 * cc) < 1e-9 * cc, "asp, same: %.6g = 9 c", r.makespan);
+    ht_sim_result_free(&r);
+    ht_sim_cluster_free(&c);
     ht_sim_model_free(&sm);
     ht_model_free(&m);
 }

@@ -89,8 +89,11 @@ static int simulate_sync(const job *j, int n, ht_sim_result *r, int *W_out) {
                      .staleness = cfg->sync.staleness, .group = cfg->sync.group,
                      .deadline_s = cfg->sync.deadline_ms * 1e-3,
                      .global_every = cfg->sync.global_every, .period = cfg->sync.period};
-    if (!strcmp(m, "asp") || !strcmp(m, "ssp")) {
-        p.mode = !strcmp(m, "asp") ? HT_SYNC_ASP_SIM : HT_SYNC_SSP_SIM;
+    p.similar = cfg->sync.similar;
+    p.interval = cfg->sync.interval;
+    p.max_ahead = cfg->sync.max_ahead;
+    if (!strcmp(m, "asp") || !strcmp(m, "ssp") || !strcmp(m, "dasp")) {
+        p.mode = !strcmp(m, "asp") ? HT_SYNC_ASP_SIM : !strcmp(m, "ssp") ? HT_SYNC_SSP_SIM : HT_SYNC_DASP_SIM;
         p.workers = n - p.servers;
     } else if (!strcmp(m, "preduce") || !strcmp(m, "sap-reduce")) {
         p.mode = HT_SYNC_PREDUCE_SIM;
@@ -100,8 +103,7 @@ static int simulate_sync(const job *j, int n, ht_sim_result *r, int *W_out) {
         p.workers = n - 1;
         if (!strcmp(m, "gossip-adaptive")) p.period = cfg->sync.max_period;
     } else
-        return ht_error(HT_EINPUT, "%s: sync.mode \"%s\" is not simulated (bsp, asp, ssp, "
-                        "preduce, sap-reduce, gossip, gossip-adaptive are)", cfg->source, m);
+        return ht_error(HT_EINPUT, "%s: sync.mode \"%s\" is not simulated", cfg->source, m);
     if (p.steps < 1)
         return ht_error(HT_EINPUT, "%s: an asynchronous policy is simulated over train.steps "
                         "(set it, --set train.steps=N)", cfg->source);

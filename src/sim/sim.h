@@ -216,8 +216,8 @@ int ht_sim_run_pipe(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_si
 
 
 /* Sync policies (timing only; src/sim/sync.c): workers 0 .. workers-1, then the serving
- * ranks (asp / ssp: `servers` parameter servers; preduce: one group generator). */
-enum { HT_SYNC_ASP_SIM, HT_SYNC_SSP_SIM, HT_SYNC_PREDUCE_SIM, HT_SYNC_GOSSIP_SIM };
+ * ranks (asp / ssp / dasp: `servers` parameter servers; preduce: one group generator). */
+enum { HT_SYNC_ASP_SIM, HT_SYNC_SSP_SIM, HT_SYNC_DASP_SIM, HT_SYNC_PREDUCE_SIM, HT_SYNC_GOSSIP_SIM };
 typedef struct ht_sim_sync {
     int mode;          /* HT_SYNC_*_SIM */
     int workers, servers;
@@ -227,6 +227,9 @@ typedef struct ht_sim_sync {
     double deadline_s; /* preduce */
     int global_every;  /* preduce */
     int period;        /* gossip: local steps between exchanges */
+    double similar;    /* dasp: speed ratio of a sync group */
+    int interval;      /* dasp: updates between state assignments */
+    int max_ahead;     /* dasp: clocks an ASYNC worker may run ahead; 0 = unbounded */
 } ht_sim_sync;
 
 /* Runs the budget; res->makespan is its time, throughput samples / s, rank[] per worker. */

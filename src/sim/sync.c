@@ -1,9 +1,13 @@
 /* Timing of the synchronisation policies (timing only: the model's values are not
  * simulated), driving the rules of src/sync/rules.h as the runtime does: workers 0 .. W-1
  * compute their equal slice of each global batch at their own speed, then
- *   asp / ssp   push their gradient shards to the servers (ranks W ..), which apply them one
- *               push at a time and reply with the shard; ssp holds a reply while the worker
- *               is more than `staleness` clocks ahead of the slowest (ht_ssp_may_run);
+ *   asp / ssp / dasp   push their gradient shards to the servers (ranks W ..), which apply
+ *               them one push at a time and reply with the shard; ssp holds a reply while
+ *               the worker is more than `staleness` clocks ahead of the slowest
+ *               (ht_ssp_may_run); dasp re-assigns states every `interval` updates
+ *               (ht_dasp_assign over the workers' compute times): a SYNC group's members
+ *               wait until all have pushed and their update is applied once, ASYNC workers
+ *               go on as asp, held only past max_ahead;
  *   preduce / sap-reduce   report ready to the group generator (ht_pgroup: full groups of P,
  *               the deadline, every global_every-th group global) and all-reduce the model
  *               within each group;
@@ -47,64 +51,137 @@ static void start_compute(wk *w, double t, double dt) {
     w->clock++;
 }
 
-/* asp / ssp: servers apply pushes in arrival order; ssp holds replies. */
+/* The parameter servers' state (asp, ssp, dasp). */
+typedef struct ps {
+    const ht_sim_cluster *c;
+    const ht_sim_model *sm;
+    const ht_sim_sync *p;
+    const double *tc;
+    wk *w;
+    int W, S;
+    double shard, *sfree, *held; /* held[i]: when worker i's reply could have left */
+    int64_t *clk, version, last_assign;
+    int *active, *state, *group, *pushed, units;
+    double *tau;
+} ps;
+
+/* One update applied by every server, the shards arriving from worker i at t: when the
+ * reply to worker i can arrive. Servers apply in arrival order. */
+static double ps_apply(ps *v, int i, double t) {
+    double done = t;
+    for (int j = 0; j < v->S; j++) {
+        int srv = v->W + j;
+        double arr = t + link_time(v->c, i, srv, v->shard);
+        double st = arr > v->sfree[j] ? arr : v->sfree[j];
+        v->sfree[j] = st + ht_sim_optim_time(v->c, srv, v->sm, v->shard);
+        double rep = v->sfree[j] + link_time(v->c, srv, i, v->shard);
+        if (rep > done) done = rep;
+    }
+    v->version++;
+    return done;
+}
+
+/* Worker k, held since its push, goes on at `go` (>= the reply time). */
+static void ps_release(ps *v, int k, double go) {
+    wk *m = &v->w[k];
+    if (go < v->held[k]) go = v->held[k];
+    m->comm += v->held[k] - m->t;
+    m->idle += go - v->held[k];
+    start_compute(m, go, v->tc[k]);
+}
+
+/* DASP: SYNC group g's update, once all its active members pushed: one apply, all released. */
+static void dasp_flush(ps *v, int g, double now) {
+    int last = -1;
+    for (int k = 0; k < v->W; k++)
+        if (v->group[k] == g && v->pushed[k]) last = k;
+    if (last < 0) return;
+    double done = ps_apply(v, last, now);
+    for (int k = 0; k < v->W; k++)
+        if (v->group[k] == g && v->pushed[k]) {
+            v->pushed[k] = 0;
+            v->held[k] = done;
+            ps_release(v, k, done);
+        }
+}
+
+static void dasp_push(ps *v, int i, double t) {
+    int g = v->group[i];
+    v->pushed[i] = 1;
+    v->w[i].state = 1;
+    v->held[i] = t;
+    int waiting = 0;
+    for (int k = 0; k < v->W; k++)
+        waiting += v->active[k] && v->group[k] == g && v->state[k] == HT_DASP_SYNC && !v->pushed[k];
+    if (!waiting) dasp_flush(v, g, t);
+}
+
+/* asp / ssp / dasp: a worker's push is applied (dasp SYNC members: their group's at once),
+ * and its reply held while the policy says so. */
 static void run_ps(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_sim_sync *p,
                    const double *tc, wk *w, double *end) {
-    int W = p->workers, S = p->servers;
-    double shard = sm->param_bytes / S;
-    double *sfree = ht_xcalloc((size_t)S, sizeof *sfree);
-    int64_t *clk = ht_xcalloc((size_t)W, sizeof *clk);
-    int *active = ht_xmalloc((size_t)W * sizeof *active);
-    double *held = ht_xcalloc((size_t)W, sizeof *held); /* pushed, reply not yet released */
+    int W = p->workers;
+    ps v = {.c = c, .sm = sm, .p = p, .tc = tc, .w = w, .W = W, .S = p->servers,
+            .shard = sm->param_bytes / p->servers};
+    v.sfree = ht_xcalloc((size_t)v.S, sizeof *v.sfree);
+    v.held = ht_xcalloc((size_t)W, sizeof *v.held);
+    v.clk = ht_xcalloc((size_t)W, sizeof *v.clk);
+    v.active = ht_xmalloc((size_t)W * sizeof *v.active);
+    v.state = ht_xcalloc((size_t)W, sizeof *v.state); /* HT_DASP_ASYNC until assigned */
+    v.group = ht_xmalloc((size_t)W * sizeof *v.group);
+    v.pushed = ht_xcalloc((size_t)W, sizeof *v.pushed);
+    v.tau = ht_xmalloc((size_t)W * sizeof *v.tau);
     for (int i = 0; i < W; i++) {
-        active[i] = 1;
+        v.active[i] = 1;
+        v.group[i] = -1;
+        v.tau[i] = tc[i]; /* the EMA of a constant compute time */
         start_compute(&w[i], 0, tc[i]);
         w[i].clock = 0;
     }
+    int dasp = p->mode == HT_SYNC_DASP_SIM;
+    int bound = p->mode == HT_SYNC_SSP_SIM ? p->staleness : dasp && p->max_ahead > 0 ? p->max_ahead : -1;
     int64_t samples = 0, budget = (int64_t)p->steps * p->B;
     int b = p->B / W;
-    double last = 0;
     for (int i; (i = next_worker(w, W)) >= 0;) {
-        double t = w[i].t, done = t;
-        for (int j = 0; j < S; j++) { /* push to every server, applied in arrival order */
-            int srv = W + j;
-            double arr = t + link_time(c, i, srv, shard);
-            double st = arr > sfree[j] ? arr : sfree[j];
-            sfree[j] = st + ht_sim_optim_time(c, srv, sm, shard);
-            double rep = sfree[j] + link_time(c, srv, i, shard);
-            if (rep > done) done = rep;
-        }
+        double t = w[i].t;
         samples += b;
-        clk[i]++;
-        if (done > last) last = done;
-        if (samples >= budget) { /* the servers stop the job */
-            *end = last;
-            break;
-        }
-        /* ssp: released once every active worker has reached clk - s */
-        if (p->mode == HT_SYNC_SSP_SIM &&
-            !ht_ssp_may_run(clk[i], ht_ssp_min_clock(clk, active, W), p->staleness)) {
-            w[i].state = 1;
-            w[i].wait_from = done;
-            held[i] = done;
+        v.clk[i]++;
+        if (dasp && v.state[i] == HT_DASP_SYNC) {
+            dasp_push(&v, i, t);
         } else {
-            w[i].comm += done - t;
-            start_compute(&w[i], done, tc[i]);
-        }
-        for (int k = 0; k < W; k++) /* a slow worker's push may release held ones */
-            if (w[k].state == 1 &&
-                ht_ssp_may_run(clk[k], ht_ssp_min_clock(clk, active, W), p->staleness)) {
-                double go = held[k] > t ? held[k] : t;
-                w[k].comm += held[k] - (w[k].t);
-                w[k].idle += go - held[k];
-                start_compute(&w[k], go, tc[k]);
+            double done = ps_apply(&v, i, t);
+            if (done > *end) *end = done;
+            /* ssp (and dasp's max_ahead for ASYNC workers): held while too far ahead */
+            if (bound >= 0 && !ht_ssp_may_run(v.clk[i], ht_ssp_min_clock(v.clk, v.active, W), bound)) {
+                w[i].state = 1;
+                v.held[i] = done;
+            } else {
+                w[i].comm += done - t;
+                start_compute(&w[i], done, tc[i]);
             }
-        *end = last;
+        }
+        if (samples >= budget) break; /* the servers stop the job */
+        for (int k = 0; bound >= 0 && k < W; k++) /* this push may release held ones */
+            if (w[k].state == 1 && !v.pushed[k] &&
+                ht_ssp_may_run(v.clk[k], ht_ssp_min_clock(v.clk, v.active, W), bound))
+                ps_release(&v, k, t);
+        if (dasp && v.version - v.last_assign >= p->interval) { /* new states (rules.h) */
+            for (int g = 0; g < W; g++)
+                dasp_flush(&v, g, t);
+            v.units = ht_dasp_assign(v.tau, v.active, W, p->similar, v.state, v.group);
+            v.last_assign = v.version;
+        }
     }
-    free(sfree);
-    free(clk);
-    free(active);
-    free(held);
+    for (int j = 0; j < v.S; j++)
+        if (v.sfree[j] > *end) *end = v.sfree[j];
+    free(v.sfree);
+    free(v.held);
+    free(v.clk);
+    free(v.active);
+    free(v.state);
+    free(v.group);
+    free(v.pushed);
+    free(v.tau);
 }
 
 /* preduce / sap-reduce: groups from ht_pgroup, an all-reduce of the model within each. */
@@ -207,7 +284,8 @@ int ht_sim_run_sync(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_si
                     ht_sim_result *res) {
     memset(res, 0, sizeof *res);
     int W = p->workers;
-    int extra = p->mode == HT_SYNC_ASP_SIM || p->mode == HT_SYNC_SSP_SIM ? p->servers
+    int ps_mode = p->mode == HT_SYNC_ASP_SIM || p->mode == HT_SYNC_SSP_SIM || p->mode == HT_SYNC_DASP_SIM;
+    int extra = ps_mode ? p->servers
                 : p->mode == HT_SYNC_GOSSIP_SIM                         ? 0
                                                                        : 1;
     if (W < 1 || W + extra > c->nranks || p->B < W)
@@ -217,11 +295,10 @@ int ht_sim_run_sync(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_si
     for (int i = 0; i < W; i++)
         tc[i] = ht_sim_range_time(c, i, sm, 0, sm->nlayers, p->B / W, 0) +
                 ht_sim_range_time(c, i, sm, 0, sm->nlayers, p->B / W, 1) +
-                (p->mode == HT_SYNC_ASP_SIM || p->mode == HT_SYNC_SSP_SIM
-                     ? 0 : ht_sim_optim_time(c, i, sm, sm->param_bytes));
+                (ps_mode ? 0 : ht_sim_optim_time(c, i, sm, sm->param_bytes));
     wk *w = ht_xcalloc((size_t)W, sizeof *w);
     double end = 0;
-    if (p->mode == HT_SYNC_ASP_SIM || p->mode == HT_SYNC_SSP_SIM) run_ps(c, sm, p, tc, w, &end);
+    if (ps_mode) run_ps(c, sm, p, tc, w, &end);
     else if (p->mode == HT_SYNC_PREDUCE_SIM) run_preduce(c, sm, p, tc, w, &end);
     else run_gossip(c, sm, p, tc, w, &end);
     res->nranks = W;
