@@ -42,6 +42,19 @@ sim_fail 'c.cfg:[0-9]+: syntax error' "a syntax error" "devices = ( { name = \"g
 sim_fail 'c.cfg:1: devices\[0\]\.like: no device kind .x.' "like an undefined kind" \
     "${GOOD/name = \"g\";/name = \"g\"; like = \"x\";}"
 
+# bad jobs and options: exit 2 saying what
+run_sim --cluster "$TMP/good.cfg" -c "$CONF/quickstart.cfg" --ranks 3
+[ "$RC" -eq 2 ] && printf '%s' "$ERR" | grep -q -- "--ranks 3: .* describes 2 ranks"; ok $? "--ranks past the cluster: exit 2"
+run_sim --cluster "$TMP/good.cfg" -c "$CONF/quickstart.cfg" --set 'pipe.schedule="1f1b"' --set pipe.stages=3
+[ "$RC" -eq 2 ] && printf '%s' "$ERR" | grep -q "pipe.stages = 3 does not divide the 2 ranks"; ok $? "stages not dividing the ranks: exit 2"
+run_sim --cluster "$TMP/good.cfg" -c "$CONF/quickstart.cfg" --set 'pipe.schedule="1f1b"' --set pipe.stages=2 \
+    --set pipe.micro_batches=3
+[ "$RC" -eq 2 ] && printf '%s' "$ERR" | grep -q "not a multiple of replicas x micro-batches"; ok $? "batch not divisible: exit 2"
+run_sim --cluster "$TMP/good.cfg" -c "$CONF/quickstart.cfg" --set 'pipe.schedule="chimera"' --set pipe.stages=2 \
+    --set pipe.micro_batches=2
+ok $(( RC != 0 )) "a chimera pipeline on 2 ranks: exit 0"
+printf '%s' "$OUT" | grep -q "^mode *pipeline chimera, D=2 x 1 replicas"; ok $? "it says what it simulated"
+
 # --plan writes a config that hettrain loads as is (--help-config style check: --set nothing)
 run_sim --cluster "$TMP/good.cfg" -c "$CONF/quickstart.cfg" --plan -o "$TMP/plan.cfg"
 ok $(( RC != 0 )) "--plan: exit 0"
