@@ -14,7 +14,7 @@
 #include "nn/model.h"
 #include "pipe/bounds.h"
 #include "sim/sim.h"
-#include "train/train.h"
+#include "build/build.h"
 
 #define MAX_SETS 128
 
@@ -70,7 +70,7 @@ static void build_model(const ht_config *cfg, ht_model *m) {
         ht_dataset_free(&ds);
     }
     int mb = cfg->train.batch;
-    ht_exit_on_error(ht_train_build_model(m, NULL, cfg, features, classes, mb));
+    ht_exit_on_error(ht_build_model(m, NULL, cfg, features, classes, mb));
 }
 
 typedef struct job {

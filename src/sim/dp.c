@@ -2,7 +2,7 @@
  * the trainer splits it (src/plan: equal, or by each rank's fixed + per-sample cost model
  * taken at its equal share and a quarter of it, as train.c does), then forward layer by
  * layer, backward bucket by bucket (ht_reduce_plan, top layers first), each bucket read to
- * the host and its all-reduce started as its layers finish (src/train/reduce.c), the
+ * the host and its all-reduce started as its layers finish (src/sync/bsp.c), the
  * buckets' sums written back, and the optimizer step. Without overlap: the whole backward,
  * then one all-reduce of every gradient. */
 #include <math.h>
@@ -13,7 +13,7 @@
 #include "nn/model.h"
 #include "plan/plan.h"
 #include "sim/sim.h"
-#include "train/reduce.h"
+#include "sync/bsp.h"
 
 /* Rank r's fixed + per-sample model at share s1 (and s1 / 4), as train.c calibrates it. */
 static void rank_model(const ht_sim_cluster *c, int r, const ht_sim_model *sm, int s1,
