@@ -1,6 +1,6 @@
 /* Data-parallel (bsp) executor: the trainer's step as simulator ops. The batch is split as
  * the trainer splits it (src/plan: equal, or by each rank's fixed + per-sample cost model
- * taken at its equal share and a quarter of it, as train.c does), then forward layer by
+ * taken at its equal share and a quarter of it, as src/train/engine_dp.c does), then forward layer by
  * layer, backward bucket by bucket (ht_reduce_plan, top layers first), each bucket read to
  * the host and its all-reduce started as its layers finish (src/sync/bsp.c), the
  * buckets' sums written back, and the optimizer step. Without overlap: the whole backward,
@@ -15,7 +15,7 @@
 #include "sim/sim.h"
 #include "sync/bsp.h"
 
-/* Rank r's fixed + per-sample model at share s1 (and s1 / 4), as train.c calibrates it. */
+/* Rank r's fixed + per-sample model at share s1 (and s1 / 4), as src/train/engine_dp.c calibrates it. */
 static void rank_model(const ht_sim_cluster *c, int r, const ht_sim_model *sm, int s1,
                        double *speed, double *fixed) {
     int s2 = s1 >= 4 ? s1 / 4 : s1;
