@@ -5,8 +5,9 @@
 #      several batch sizes) and the MPI link between the ranks -> a profile;
 #   2. a cluster description from it (one host, NP devices from the profile entries, the
 #      measured link);
-#   3. for each case (equal / speed split, slowdowns), hettrain trains STEPS steps of the
-#      MNIST MLP and reports samples/s; hetsim predicts the step from the same job.
+#   3. for each case (equal / speed split, slowdowns; 1f1b, gpipe, chimera on 2 stages),
+#      hettrain trains STEPS steps of the MNIST MLP and reports samples/s; hetsim predicts
+#      the step from the same job.
 #   tools/bench/bench_sim.sh [STEPS (60)]        (from the repository root; KEEP=DIR keeps files)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -46,13 +47,18 @@ printf '%-36s %10s %10s %7s %11s %11s %7s\n' "case" "meas sps" "pred sps" "error
     "pred comp" "error"
 cat >"$tmp/comp.py" <<'PY'
 import json, sys
-recs = [json.loads(l) for l in open(sys.argv[1]) if '"type":"rank"' in l]
-steps = sorted({r["step"] for r in recs})[-3:]
-per = {}
-for r in recs:
-    if r["step"] in steps:
-        per.setdefault(r["rank"], []).append(r["compute_s"])
-print("%.3f" % (1e3 * max(sum(v) / len(v) for v in per.values())))
+lines = open(sys.argv[1]).read().splitlines()
+recs = [json.loads(l) for l in lines if '"type":"rank"' in l]
+if recs:  # data parallel: each rank's compute over the last 3 log intervals
+    steps = sorted({r["step"] for r in recs})[-3:]
+    per = {}
+    for r in recs:
+        if r["step"] in steps:
+            per.setdefault(r["rank"], []).append(r["compute_s"])
+    print("%.3f" % (1e3 * max(sum(v) / len(v) for v in per.values())))
+else:  # pipeline: the "pipe" records (per-step means of the run)
+    recs = [json.loads(l) for l in lines if '"type":"pipe"' in l]
+    print("%.3f" % (1e3 * max(r["compute_s"] for r in recs)))
 PY
 case_run() { # case_run NAME SETS...
     local name=$1; shift
@@ -66,7 +72,9 @@ case_run() { # case_run NAME SETS...
     pred=$(sed -nE 's/^throughput +([0-9.e+]+) .*/\1/p' "$tmp/$name.sim")
     local mc pc
     mc=$(/usr/bin/python3 "$tmp/comp.py" "$tmp/$name.jsonl")
-    pc=$(awk '$1 ~ /^[0-9]+$/ && NF == 9 { if ($4 > m) m = $4 } END { print m }' "$tmp/$name.sim")
+    # the largest busy ms of the per-rank table (a pipeline's rows have no share column)
+    pc=$(awk '$1 ~ /^[0-9]+$/ && (NF == 9 || NF == 8) { b = NF == 9 ? $4 : $3; if (b > m) m = b }
+              END { print m }' "$tmp/$name.sim")
     awk -v n="$name" -v m="$meas" -v p="$pred" -v mc="$mc" -v pc="$pc" 'BEGIN {
         printf "%-36s %10.0f %10.0f %6.1f%% %11.2f %11.2f %6.1f%%\n", n, m, p, 100 * (p - m) / m, mc, pc,
             100 * (pc - mc) / mc }'
@@ -77,3 +85,8 @@ slow="[1, 2]"; [ "$np" -ne 2 ] && slow="[1, 1, 2, 4]"
 case_run "equal split, slowdown $slow" --set cluster.split=equal --set "cluster.slowdown=$slow"
 case_run "speed split, slowdown $slow" --set cluster.split=speed --set cluster.rebalance=false --set "cluster.slowdown=$slow"
 case_run "speed + rebalance, slowdown $slow" --set cluster.split=speed --set cluster.rebalance=true --set "cluster.slowdown=$slow"
+case_run "1f1b D=2 N=4" --set 'pipe.schedule="1f1b"' --set pipe.stages=2 --set pipe.micro_batches=4
+case_run "gpipe D=2 N=4" --set 'pipe.schedule="gpipe"' --set pipe.stages=2 --set pipe.micro_batches=4
+case_run "chimera D=2 N=4" --set 'pipe.schedule="chimera"' --set pipe.stages=2 --set pipe.micro_batches=4
+case_run "1f1b D=2 N=4, slowdown $slow" --set 'pipe.schedule="1f1b"' --set pipe.stages=2 \
+    --set pipe.micro_batches=4 --set "cluster.slowdown=$slow"
