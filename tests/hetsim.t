@@ -61,4 +61,24 @@ ok $(( RC != 0 )) "--plan: exit 0"
 printf '%s' "$OUT" | grep -q "^wrote" ; ok $? "--plan -o writes the winner"
 "$HETSIM" --cluster "$TMP/good.cfg" -c "$TMP/plan.cfg" >/dev/null 2>"$TMP/err"
 ok $? "the written plan loads back as a job"
+# a model too large for one 50 MB device on 4 of them: the plan is a pipeline, and hettrain
+# reads the written job as is (hettrain schedule prints its pipeline)
+cat >"$TMP/small.cfg" <<'CFG'
+devices = ( { name = "g"; gflops = 1000.0; mem_bw_gbs = 100.0; mem_gb = 0.05; launch_us = 5.0; } );
+hosts = ( { count = 4; devices = ["g"]; } );
+links = { intra = { latency_us = 2.0; bandwidth_gbs = 10.0; }; inter = { latency_us = 2.0; bandwidth_gbs = 10.0; }; };
+CFG
+cat >"$TMP/big.cfg" <<'CFG'
+model = { type = "mlp"; hidden = [1024, 1024, 1024, 1024, 1024, 1024, 1024]; };
+data = { kind = "synthetic"; samples = 2000; features = 1024; classes = 1024; };
+train = { batch = 64; steps = 3; };
+optim = { lr = 0.01; };
+CFG
+run_sim --cluster "$TMP/small.cfg" -c "$TMP/big.cfg" --plan -o "$TMP/plan2.cfg"
+printf '%s' "$OUT" | grep -Eq '^wrote .*\((gpipe|1f1b|interleaved|chimera) D=4' ; ok $? "too large for one device: a 4-stage pipeline"
+printf '%s' "$OUT" | grep -q 'data parallel, equal split .*does not fit\|data parallel, equal split .*holds 0 samples'
+ok $? "data parallel lost for memory, and says so"
+"$HETTRAIN" schedule -c "$TMP/plan2.cfg" >"$TMP/sched" 2>&1
+ok $? "hettrain schedule -c plan.cfg accepts the written job"
+grep -q '^makespan' "$TMP/sched"; ok $? "and prints its pipeline"
 done_testing
