@@ -139,6 +139,15 @@ double ht_sim_optim_time(const ht_sim_cluster *c, int r, const ht_sim_model *m, 
     return s * ((bw > 0 ? bytes / (bw * 1e9) : 0) + launch_of(c, t));
 }
 
+double ht_sim_host_copy(const ht_sim_cluster *c, int r, double *d2h) {
+    const ht_sim_devtype *t = &c->types[c->rank_type[r]];
+    double dg = t->d2h_gbs, hg = t->h2d_gbs;
+    if (c->prof && t->prof_dev >= 0 && dg <= 0) dg = c->prof->dev[t->prof_dev].d2h_gbs;
+    if (c->prof && t->prof_dev >= 0 && hg <= 0) hg = c->prof->dev[t->prof_dev].h2d_gbs;
+    if (d2h) *d2h = dg > 0 ? 1 / (dg * 1e9) : 0;
+    return hg > 0 ? 1 / (hg * 1e9) : 0;
+}
+
 ht_sim_link ht_sim_link_of(const ht_sim_cluster *c, int a, int b) {
     return c->rank_host[a] == c->rank_host[b] ? c->intra : c->inter;
 }

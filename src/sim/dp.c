@@ -71,14 +71,10 @@ static void build_step(ht_sim *s, const ht_sim_cluster *c, int n, const ht_sim_m
     int nf = ht_sim_name(s, "forward"), nbw = ht_sim_name(s, "backward");
     int nrd = ht_sim_name(s, "read grads"), nal = ht_sim_name(s, "allreduce");
     int nwr = ht_sim_name(s, "write grads"), nop = ht_sim_name(s, "optimizer");
+    int nld = ht_sim_name(s, "load batch");
     for (int r = 0; r < n; r++) {
-        const ht_sim_devtype *t = &c->types[c->rank_type[r]];
-        /* host staging as the trainer does it: the kind's figures, else its profile entry's */
-        double dg = t->d2h_gbs, hg = t->h2d_gbs;
-        if (c->prof && t->prof_dev >= 0 && dg <= 0) dg = c->prof->dev[t->prof_dev].d2h_gbs;
-        if (c->prof && t->prof_dev >= 0 && hg <= 0) hg = c->prof->dev[t->prof_dev].h2d_gbs;
-        double d2h = dg > 0 ? 1 / (dg * 1e9) : 0;
-        double h2d = hg > 0 ? 1 / (hg * 1e9) : 0;
+        double d2h, h2d = ht_sim_host_copy(c, r, &d2h);
+        ht_sim_compute(s, r, share[r] * sm->in_bytes * h2d, HT_SIM_CAT_COMM, nld);
         ht_sim_compute(s, r, ht_sim_range_time(c, r, sm, 0, sm->nlayers, share[r], 0),
                        HT_SIM_CAT_COMPUTE, nf);
         for (int k = 0; k < nb; k++) {

@@ -162,8 +162,9 @@ static void push_rank(ht_sim *sim, ctx *x, int w, int d, const int *ids, int max
             ht_sim_compute(sim, r, ht_sim_optim_time(x->c, r, x->sm, b), HT_SIM_CAT_OPT, name);
             break;
         }
-        default: /* LOAD: the inputs are on the host already; copying them is in the layer */
-            ht_sim_compute(sim, r, 0, HT_SIM_CAT_COMPUTE, name);
+        default: /* LOAD: the micro-batch's inputs copied to the device */
+            ht_sim_compute(sim, r, x->p->mb * x->sm->in_bytes * ht_sim_host_copy(x->c, r, NULL),
+                           HT_SIM_CAT_COMM, name);
         }
         /* slots: taken at first use, freed by BWD; a recomputed stage keeps only its input
          * from its FWD to its RECOMPUTE */

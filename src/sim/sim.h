@@ -107,6 +107,10 @@ double ht_sim_range_time(const ht_sim_cluster *c, int r, const ht_sim_model *m, 
 /* One optimizer step over param_bytes of parameters on rank r. */
 double ht_sim_optim_time(const ht_sim_cluster *c, int r, const ht_sim_model *m, double param_bytes);
 
+/* Seconds per byte of host -> device copies on rank r (the kind's h2d_gbs, else its profile
+ * entry's; 0 when neither: GPU-direct), and of device -> host in *d2h (may be NULL). */
+double ht_sim_host_copy(const ht_sim_cluster *c, int r, double *d2h);
+
 /* ------------------------------------------------------------------ engine */
 
 enum { HT_SIM_COMPUTE, HT_SIM_SEND, HT_SIM_RECV, HT_SIM_COLL, HT_SIM_WAIT };
