@@ -13,6 +13,7 @@
 #include "data/data.h"
 #include "nn/model.h"
 #include "pipe/bounds.h"
+#include "pipe/transform.h"
 #include "sim/sim.h"
 #include "build/build.h"
 
@@ -143,6 +144,12 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
     ht_pipe_sched s;
     int rc = ht_pipe_generate(&pp, &s);
     if (rc != HT_OK) return rc;
+    if (!strcmp(cfg->pipe.recompute, "all")) { /* as the pipeline engine does */
+        uint8_t *all = ht_xmalloc((size_t)D);
+        memset(all, 1, (size_t)D);
+        ht_pipe_add_recompute(&s, all);
+        free(all);
+    }
     /* the executor's cut (src/pipe/bounds.h) */
     int *bounds = ht_xmalloc((size_t)(s.S + 1) * sizeof *bounds);
     if (cfg->pipe.nboundaries) {
@@ -247,7 +254,16 @@ static int write_plan(const job *j, const ht_sim_cand *k, const char *path) {
         c.pipe.micro_batches = k->N;
         c.pipe.chunks = k->v > 1 ? k->v : c.pipe.chunks;
         ht_strlcpy(c.pipe.partition, "balanced", sizeof c.pipe.partition);
+        ht_strlcpy(c.pipe.recompute, k->recompute ? "all" : "none", sizeof c.pipe.recompute);
         c.pipe.nboundaries = 0;
+        int S = k->D * k->v;
+        if (k->by_speed && S - 1 <= HT_MAX_LAYERS) { /* the cut simulated, explicitly */
+            c.pipe.nboundaries = S - 1;
+            memcpy(c.pipe.boundaries, k->bounds + 1, (size_t)(S - 1) * sizeof *k->bounds);
+        } else if (k->by_speed)
+            fprintf(stderr, "hetsim: %d stage boundaries do not fit pipe.boundaries (%d): the "
+                            "plan says \"balanced\" instead of the cut by speed\n", S - 1,
+                    HT_MAX_LAYERS);
     }
     FILE *f = fopen(path, "w");
     if (!f) return ht_error(HT_ERUNTIME, "cannot create %s: %s", path, strerror(errno));

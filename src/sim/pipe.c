@@ -171,11 +171,10 @@ static void push_rank(ht_sim *sim, ctx *x, int w, int d, const int *ids, int max
         int bf = in->buf;
         if (bf >= 0 && bf < s->nbuf[d] && st >= 0 && st < x->S) {
             int rec = recompute[st];
-            double want = in->op == HT_PI_BWD ? 0
-                          : rec && in->op == HT_PI_FWD ? x->inb[st] * x->p->mb
-                                                       : x->slot[st] * x->p->mb;
-            if (in->op == HT_PI_BWD || !busy[bf] || in->op == HT_PI_RECOMPUTE ||
-                (in->op == HT_PI_FWD && rec)) {
+            double want = in->op == HT_PI_BWD                  ? 0
+                          : rec && in->op != HT_PI_RECOMPUTE ? x->inb[st] * x->p->mb
+                                                             : x->slot[st] * x->p->mb;
+            if (in->op == HT_PI_BWD || in->op == HT_PI_RECOMPUTE || !busy[bf]) {
                 ht_sim_mem_at_last(sim, r, want - held_b[bf]);
                 held_b[bf] = want;
                 busy[bf] = in->op != HT_PI_BWD;

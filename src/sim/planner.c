@@ -11,17 +11,64 @@
 #include "core/err.h"
 #include "nn/model.h"
 #include "pipe/bounds.h"
+#include "pipe/transform.h"
 #include "sim/sim.h"
 
 const char *ht_sim_cand_name(const ht_sim_cand *k, char *buf, size_t n) {
     if (k->kind < 0)
         snprintf(buf, n, "data parallel, %s split", k->speed ? "speed" : "equal");
     else if (k->kind == HT_PIPE_INTERLEAVED)
-        snprintf(buf, n, "%s D=%d v=%d x%d replicas, N=%d", ht_pipe_kind_names[k->kind], k->D, k->v,
-                 k->W, k->N);
+        snprintf(buf, n, "%s D=%d v=%d x%d replicas, N=%d%s", ht_pipe_kind_names[k->kind], k->D,
+                 k->v, k->W, k->N, k->recompute ? ", recompute" : "");
     else
-        snprintf(buf, n, "%s D=%d x%d replicas, N=%d", ht_pipe_kind_names[k->kind], k->D, k->W, k->N);
+        snprintf(buf, n, "%s D=%d x%d replicas, N=%d%s%s", ht_pipe_kind_names[k->kind], k->D, k->W,
+                 k->N, k->by_speed ? ", cut by speed" : "", k->recompute ? ", recompute" : "");
     return buf;
+}
+
+/* The cut of a 1-direction, 1-chunk pipeline (gpipe, 1f1b) that minimises the slowest
+ * stage's forward + backward time on the devices that run it (stage d on rank w D + d of
+ * every replica w: the slowest of them), by dynamic programming over the legal cuts
+ * (ht_pipe_can_cut): for mixed devices, where equal FLOPs leave the fast ones idle. */
+static int cut_by_speed(const ht_sim_cluster *c, const ht_model *m, const ht_sim_model *sm,
+                        const ht_sim_cand *k, int mb, int *bounds) {
+    int L = sm->nlayers, D = k->D;
+    double *pre = ht_xcalloc((size_t)D * (L + 1), sizeof *pre); /* [d][i] time of layers < i */
+    for (int d = 0; d < D; d++)
+        for (int i = 0; i < L; i++) {
+            double t = 0;
+            for (int w = 0; w < k->W; w++) {
+                int r = w * D + d;
+                double x = ht_sim_layer_time(c, r, sm, i, mb, 0) + ht_sim_layer_time(c, r, sm, i, mb, 1);
+                if (x > t) t = x;
+            }
+            pre[d * (L + 1) + i + 1] = pre[d * (L + 1) + i] + t;
+        }
+    double *f = ht_xmalloc((size_t)(D + 1) * (L + 1) * sizeof *f); /* f[s][i]: stages < s over layers < i */
+    int *arg = ht_xmalloc((size_t)(D + 1) * (L + 1) * sizeof *arg);
+    for (int i = 0; i <= (D + 1) * (L + 1) - 1; i++)
+        f[i] = INFINITY;
+    f[0] = 0;
+    for (int s = 1; s <= D; s++)
+        for (int i = s; i <= L; i++) {
+            if (i < L && !ht_pipe_can_cut(m, i)) continue;
+            for (int j = s - 1; j < i; j++) {
+                if (j > 0 && !ht_pipe_can_cut(m, j)) continue;
+                double cost = pre[(s - 1) * (L + 1) + i] - pre[(s - 1) * (L + 1) + j];
+                double v = f[(s - 1) * (L + 1) + j] > cost ? f[(s - 1) * (L + 1) + j] : cost;
+                if (v < f[s * (L + 1) + i]) f[s * (L + 1) + i] = v, arg[s * (L + 1) + i] = j;
+            }
+        }
+    int ok = isfinite(f[D * (L + 1) + L]);
+    if (ok) {
+        bounds[D] = L;
+        for (int s = D; s > 0; s--)
+            bounds[s - 1] = arg[s * (L + 1) + bounds[s]];
+    }
+    free(pre);
+    free(f);
+    free(arg);
+    return ok ? HT_OK : ht_error(HT_EINPUT, "no legal cut of %d layers into %d stages", L, D);
 }
 
 /* Simulates one candidate and fills its figures (or its reason). */
@@ -36,14 +83,20 @@ static void evaluate(const ht_sim_cluster *c, int n, const ht_model *m, const ht
     } else {
         ht_pipe_params pp = {.kind = k->kind, .D = k->D, .N = k->N, .v = k->v};
         ht_pipe_sched s;
-        int *bounds = ht_xmalloc((size_t)(k->D * k->v + 1) * sizeof *bounds);
-        rc = ht_pipe_bounds(m, k->D * k->v, HT_PIPE_BALANCED, bounds);
+        int *bounds = k->bounds;
+        rc = k->by_speed ? cut_by_speed(c, m, sm, k, B / (k->W * k->N), bounds)
+                         : ht_pipe_bounds(m, k->D * k->v, HT_PIPE_BALANCED, bounds);
         if (rc == HT_OK && (rc = ht_pipe_generate(&pp, &s)) == HT_OK) {
+            if (k->recompute) { /* pipe.recompute = "all" */
+                uint8_t *all = ht_xmalloc((size_t)k->D);
+                memset(all, 1, (size_t)k->D);
+                ht_pipe_add_recompute(&s, all);
+                free(all);
+            }
             ht_sim_pipe p = {.s = &s, .W = k->W, .mb = B / (k->W * k->N), .bounds = bounds, .alg = alg};
             rc = ht_sim_run_pipe(c, sm, &p, 0, NULL, &r);
             ht_pipe_sched_free(&s);
         }
-        free(bounds);
     }
     if (rc != HT_OK) {
         k->ok = 0;
@@ -85,7 +138,10 @@ int ht_sim_plan(const ht_sim_cluster *c, int n, const ht_model *m, const ht_sim_
         v[k++] = (ht_sim_cand){.kind = -1, .speed = sp, .D = 1, .W = n, .N = 1, .v = 1};
     if (n == 1) v[k++] = (ht_sim_cand){.kind = -1, .D = 1, .W = 1, .N = 1, .v = 1};
     static const int kinds[] = {HT_PIPE_GPIPE, HT_PIPE_1F1B, HT_PIPE_INTERLEAVED, HT_PIPE_CHIMERA};
-    int maxS = ht_pipe_max_stages(m);
+    int maxS = ht_pipe_max_stages(m), mixed = 0;
+    for (int i = 1; i < n; i++) /* a cut by device speed is worth trying on mixed devices */
+        mixed |= c->rank_type[i] != c->rank_type[0] || c->slowdown[i] != c->slowdown[0];
+    if (maxS > HT_SIM_MAX_STAGES) maxS = HT_SIM_MAX_STAGES;
     for (int D = 2; D <= n && D <= maxS; D++) {
         if (n % D) continue;
         int W = n / D;
@@ -96,13 +152,25 @@ int ht_sim_plan(const ht_sim_cluster *c, int n, const ht_model *m, const ht_sim_
             for (int f = 1; f <= 4; f *= 2) { /* N = D, 2D, 4D micro-batches */
                 int N = f * D;
                 if (B % (W * N)) continue;
-                if (k == cap) v = ht_xrealloc(v, (size_t)(cap *= 2) * sizeof *v);
-                v[k++] = (ht_sim_cand){.kind = kind, .D = D, .W = W, .N = N, .v = vv};
+                for (int bs = 0; bs <= (mixed && vv == 1 && kind != HT_PIPE_CHIMERA); bs++) {
+                    if (k == cap) v = ht_xrealloc(v, (size_t)(cap *= 2) * sizeof *v);
+                    v[k++] = (ht_sim_cand){.kind = kind, .D = D, .W = W, .N = N, .v = vv, .by_speed = bs};
+                }
             }
         }
     }
     for (int i = 0; i < k; i++)
         evaluate(c, n, m, sm, B, alg, &v[i]);
+    /* recomputation where memory needs it: pipelines that do not fit, again with every
+     * stage keeping only its inputs (pipe.recompute = "all") */
+    for (int i = 0, k0 = k; i < k0; i++)
+        if (v[i].kind >= 0 && !v[i].ok && !strncmp(v[i].why, "does not fit", 12)) {
+            if (k == cap) v = ht_xrealloc(v, (size_t)(cap *= 2) * sizeof *v);
+            v[k] = v[i];
+            v[k].recompute = 1;
+            v[k].why[0] = 0;
+            evaluate(c, n, m, sm, B, alg, &v[k++]);
+        }
     qsort(v, (size_t)k, sizeof *v, by_throughput);
     for (int i = 1; i < k; i++)
         if (v[i].ok && v[0].ok)
