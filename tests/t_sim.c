@@ -378,6 +378,27 @@ static void planner(void) {
         tap_ok(dp_lost, "data parallel lost for memory");
         free(v);
         ht_sim_cluster_free(&c);
+        /* one rank 3x slower: the 1f1b cut by device speed gives it fewer layers and beats the
+         * balanced cut of the same configuration */
+        t.mem_gb = 0;
+        ht_sim_cluster_uniform(&c, &t, 4, 4, fast, fast);
+        c.slowdown[2] = 3;
+        rc = ht_sim_plan(&c, 4, &m, &sm, 256, HT_SIM_RING, &v, &nv);
+        double bal = 0, spd = 0;
+        int fewer = 0;
+        for (int i = 0; i < nv; i++)
+            if (v[i].ok && v[i].kind == HT_PIPE_1F1B && v[i].D == 4 && v[i].N == 8) {
+                if (v[i].by_speed) {
+                    spd = v[i].throughput;
+                    fewer = v[i].bounds[3] - v[i].bounds[2] < v[i].bounds[2] - v[i].bounds[1];
+                } else
+                    bal = v[i].throughput;
+            }
+        tap_ok(rc == HT_OK && spd > 1.2 * bal && fewer,
+               "slowdown 3 on rank 2: 1f1b cut by speed %.0f samples/s > balanced %.0f, rank 2 "
+               "holds fewer layers", spd, bal);
+        free(v);
+        ht_sim_cluster_free(&c);
         /* 2 hosts of 2 over a 1 MB/s link; a narrow model at a large batch: 1 MiB of
          * activations per stage boundary and step against 16 KiB of gradients per layer, so
          * a stage boundary across the hosts costs more than reducing gradients over them */
