@@ -344,6 +344,12 @@ int main(int argc, char **argv) {
     build_model(&cfg, &m);
     ht_sim_model sm;
     ht_sim_model_from(&sm, &m, cfg.optim.type);
+    if (c.prof && c.prof->model[0] && strcmp(c.prof->model, m.desc))
+        fprintf(stderr,
+                "hetsim: warning: the cluster's profile was measured for model '%s', this job "
+                "trains '%s': layer times are taken by layer name, so they may not fit (profile "
+                "this job's model: hetprof -c JOB)\n",
+                c.prof->model, m.desc);
     job j = {&cfg, &c, &m, &sm, steps};
     printf("hetsim: %s on %s: %d ranks on %d hosts, model %s (%zu parameters), batch %d\n",
            cfg_path, cluster, n, c.rank_host[n - 1] + 1, m.desc, m.nparams, cfg.train.batch);
