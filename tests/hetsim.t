@@ -55,6 +55,20 @@ run_sim --cluster "$TMP/good.cfg" -c "$CONF/quickstart.cfg" --set 'pipe.schedule
 ok $(( RC != 0 )) "a chimera pipeline on 2 ranks: exit 0"
 printf '%s' "$OUT" | grep -q "^mode *pipeline chimera, D=2 x 1 replicas"; ok $? "it says what it simulated"
 
+# 4 one-core CPU devices on a host of 2 cores: each rank computes twice as long as on 4 cores
+for hc in 4 2; do
+    cat >"$TMP/cores$hc.cfg" <<CFG
+devices = ( { name = "c"; gflops = 20.0; mem_bw_gbs = 10.0; cores = 1.0; } );
+hosts = ( { cores = $hc; devices = ["c", "c", "c", "c"]; } );
+links = { intra = { latency_us = 1.0; bandwidth_gbs = 5.0; }; inter = { latency_us = 1.0; bandwidth_gbs = 5.0; }; };
+CFG
+    "$HETSIM" --cluster "$TMP/cores$hc.cfg" -c "$CONF/quickstart.cfg" >"$TMP/cores$hc.out" 2>&1
+done
+b4=$(awk '$1 == "0" && NF == 9 { print $4 }' "$TMP/cores4.out")
+b2=$(awk '$1 == "0" && NF == 9 { print $4 }' "$TMP/cores2.out")
+awk -v a="$b4" -v b="$b2" 'BEGIN { exit !(a > 0 && b > 1.999 * a && b < 2.001 * a) }'
+ok $? "hosts[].cores: 4 one-core devices on 2 cores compute 2x longer ($b4 -> $b2 ms)"
+
 # --plan writes a config that hettrain loads as is (--help-config style check: --set nothing)
 run_sim --cluster "$TMP/good.cfg" -c "$CONF/quickstart.cfg" --plan -o "$TMP/plan.cfg"
 ok $(( RC != 0 )) "--plan: exit 0"

@@ -339,7 +339,7 @@ int main(int argc, char **argv) {
         ht_die(HT_EINPUT, "--ranks %d: %s describes %d ranks", ranks, cluster, c.nranks);
     int n = ranks ? ranks : c.nranks;
     for (int i = 0; i < cfg.cluster.nslowdown && i < n; i++)
-        if (cfg.cluster.slowdown[i] > 0) c.slowdown[i] = cfg.cluster.slowdown[i];
+        if (cfg.cluster.slowdown[i] > 0) c.slowdown[i] *= cfg.cluster.slowdown[i];
     ht_model m;
     build_model(&cfg, &m);
     ht_sim_model sm;

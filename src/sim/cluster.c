@@ -89,7 +89,7 @@ static void read_type(rd *r, ht_sim_cluster *c, config_setting_t *e, int i) {
     snprintf(where, sizeof where, "devices[%d].", i);
     only(r, e, where,
          "name,profile_device,like,scale,gflops,efficiency,mem_bw_gbs,mem_gb,launch_us,h2d_gbs,"
-         "d2h_gbs");
+         "d2h_gbs,cores");
     ht_sim_devtype *t = &c->types[i];
     const char *name = str(r, e, where, "name"), *like = str(r, e, where, "like");
     if (r->rc != HT_OK) return;
@@ -132,6 +132,7 @@ static void read_type(rd *r, ht_sim_cluster *c, config_setting_t *e, int i) {
     t->launch_us = num(r, e, where, "launch_us", 0, 0, t->launch_us);
     t->h2d_gbs = num(r, e, where, "h2d_gbs", 0, 0, t->h2d_gbs);
     t->d2h_gbs = num(r, e, where, "d2h_gbs", 0, 0, t->d2h_gbs);
+    t->cores = num(r, e, where, "cores", 0, 0, t->cores);
     if (r->rc == HT_OK && t->prof_dev < 0 && !(t->gflops > 0 && t->mem_bw_gbs > 0))
         fail(r, e, "%.*s: device kind '%s' has no cost model, expected profile_device, like, "
                    "or gflops and mem_bw_gbs", (int)strlen(where) - 1, where, name);
@@ -166,7 +167,8 @@ static void read_hosts(rd *r, ht_sim_cluster *c, config_setting_t *hosts) {
                 fail(r, h, "hosts[%d]: expected a group { count = N; devices = [...]; }", i);
                 return;
             }
-            only(r, h, where, "count,devices");
+            only(r, h, where, "count,devices,cores");
+            double hc = num(r, h, where, "cores", 0, 1, 0);
             config_setting_t *cnt = config_setting_get_member(h, "count");
             int count = 1;
             if (cnt && (config_setting_type(cnt) != CONFIG_TYPE_INT ||
@@ -178,6 +180,15 @@ static void read_hosts(rd *r, ht_sim_cluster *c, config_setting_t *hosts) {
                 fail(r, dv ? dv : h, "%sdevices: expected an array of device kind names [\"a\", ...]", where);
                 return;
             }
+            /* cores shared: the host's devices use more cores than it has, every rank on it
+             * runs that many times slower (proportional sharing) */
+            double used = 0;
+            for (int j = 0; j < nd; j++) {
+                const char *name = config_setting_get_string(config_setting_get_elem(dv, j));
+                int t = name ? find_type(c, name) : -1;
+                used += t >= 0 ? c->types[t].cores : 0;
+            }
+            double share = hc > 0 && used > hc ? used / hc : 1;
             for (int k = 0; k < count && r->rc == HT_OK; k++, host++)
                 for (int j = 0; j < nd && r->rc == HT_OK; j++, rank++) {
                     config_setting_t *e = config_setting_get_elem(dv, j);
@@ -188,7 +199,7 @@ static void read_hosts(rd *r, ht_sim_cluster *c, config_setting_t *hosts) {
                     if (pass == 1 && r->rc == HT_OK) {
                         c->rank_type[rank] = t;
                         c->rank_host[rank] = host;
-                        c->slowdown[rank] = 1;
+                        c->slowdown[rank] = share;
                     }
                 }
         }

@@ -40,6 +40,7 @@ typedef struct ht_sim_devtype {
     double mem_gb;      /* device memory, GB (1e9 bytes); 0 = unlimited */
     double launch_us;   /* per kernel launch */
     double h2d_gbs, d2h_gbs; /* host staging of gradient buckets (0: none, e.g. GPU-direct) */
+    double cores;       /* host cores its kernels keep busy (a CPU device), 0: none of them */
 } ht_sim_devtype;
 
 typedef struct ht_sim_link {
@@ -54,7 +55,8 @@ typedef struct ht_sim_cluster {
     int nranks;
     int *rank_type;   /* [nranks] device kind of rank r (ranks host by host) */
     int *rank_host;   /* [nranks] */
-    double *slowdown; /* [nranks] >= 1 */
+    double *slowdown; /* [nranks] >= 1: host cores shared (hosts[].cores), times the job's
+                         cluster.slowdown */
     int nhosts;
     ht_sim_link intra, inter;
     double host_add_gbs; /* host memory bandwidth for the ring's adds (0: free) */
