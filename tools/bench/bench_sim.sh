@@ -10,6 +10,7 @@
 #      hettrain trains STEPS steps of the MNIST MLP and reports samples/s; hetsim predicts
 #      the step from the same job.
 #   tools/bench/bench_sim.sh [STEPS (60)]        (from the repository root; KEEP=DIR keeps files)
+# NP=4 runs 4 ranks (on 2 cores: oversubscribed, unbound; slowdowns [1, 1, 2, 4]).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 steps=${1:-60}
@@ -23,6 +24,7 @@ export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
 export POCL_MAX_PTHREAD_COUNT=1
 job=conf/mnist-mlp.cfg
 mpi=(mpirun -np "$np" --bind-to core)
+[ "$np" -gt "$(nproc)" ] && mpi=(mpirun -np "$np" --oversubscribe --bind-to none) # ranks share cores
 
 "${mpi[@]}" "$build/hetprof" -c "$job" --batch 32,64,128,256 -o "$tmp/prof.cfg" >"$tmp/prof.out" 2>&1 ||
     { tail -20 "$tmp/prof.out"; exit 1; }
@@ -39,7 +41,7 @@ read -r lat bw < <(sed -nE 's/.*latency_us = ([0-9.e+-]+); bandwidth_gbs = ([0-9
 
 sets=(--set train.steps="$steps" --set train.eval_every=0 --set log.every=10 --set log.progress=none
       --set checkpoint.path=)
-echo "== hetsim vs measured: $job, $np ranks bound to cores, POCL_MAX_PTHREAD_COUNT=1, $steps steps; $(date -u +%F)"
+echo "== hetsim vs measured: $job, ${mpi[*]}, POCL_MAX_PTHREAD_COUNT=1, $steps steps; $(date -u +%F)"
 echo "   host: $(nproc) cores, $(sed -nE 's/^model name\s*: //p' /proc/cpuinfo | head -1); link ${lat:-?} us, ${bw:-?} GB/s (hetprof)"
 echo "   sps: samples/s of the whole run (hettrain's final line) and of the simulated step;"
 echo "   compute ms: the slowest rank's forward + backward per step (metrics 'rank' records, last"
