@@ -82,6 +82,10 @@ case_run() { # case_run NAME SETS...
         printf "%-36s %10.0f %10.0f %6.1f%% %11.2f %11.2f %6.1f%%\n", n, m, p, 100 * (p - m) / m, mc, pc,
             100 * (pc - mc) / mc }'
 }
+# a throwaway run first: in three runs of this script the first case alone measured 1.7-3x
+# slower than the same shares a moment later (program cache, first-touch allocation)
+"${mpi[@]}" "$build/hettrain" -c "$job" "${sets[@]}" --set train.steps=5 --set log.metrics= \
+    >/dev/null 2>&1 || true
 case_run "equal split" --set cluster.split=equal
 case_run "speed split" --set cluster.split=speed --set cluster.rebalance=false
 slow="[1, 2]"; [ "$np" -ne 2 ] && slow="[1, 1, 2, 4]"
