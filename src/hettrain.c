@@ -1,6 +1,7 @@
 /* hettrain: the command line. Parses arguments, loads the config, and runs the trainer (or,
  * with `generate`, samples text from a GPT checkpoint); exit 0 on success, 2 on bad input
- * (CLI, config, data, checkpoint), 1 on runtime failure. */
+ * (CLI, config, data, checkpoint), 1 on runtime failure, 75 when SIGINT/SIGTERM stopped
+ * the run early with its checkpoint saved (core/err.h: HT_ESTOPPED). */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -12,6 +13,7 @@
 #include "config/config.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "core/stop.h"
 #include "ocl/ocl.h"
 #include "pipe/schedule.h"
 #include "prof/profile.h"
@@ -41,6 +43,7 @@ static void usage(FILE *f) {
             "  --resume            continue from checkpoint.path when it exists\n"
             "  --profile           print per-kernel device times at the end\n"
             "  --stop-after N      run at most N steps now, save the checkpoint, exit 0\n"
+            "                      (Ctrl-C / SIGTERM: stop after this step, save, exit 75)\n"
             "  --trace FILE        write a Chrome trace (every rank's steps) for ui.perfetto.dev\n"
             "  -q, --quiet         only errors and the final summary\n"
             "  -v, --verbose       debug messages\n"
@@ -244,6 +247,14 @@ static int schedule_main(int argc, char **argv) {
     return 0;
 }
 
+/* The trainer's status, with a stop on a signal as HT_ESTOPPED. Until train.c returns
+ * HT_ESTOPPED itself, it reports the stop as a runtime error "interrupted at step N...". */
+static int stopped_status(int rc) {
+    if (rc == HT_ERUNTIME && ht_stop_requested() && !strncmp(ht_errmsg(), "interrupted", 11))
+        return HT_ESTOPPED;
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "generate")) return generate_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "schedule")) return schedule_main(argc - 1, argv + 1);
@@ -311,7 +322,15 @@ int main(int argc, char **argv) {
                           .stop_after = stop_after, .trace = trace};
     ht_train_result res;
     ht_train_install_signal_handlers();
-    ht_exit_on_error(ht_train(&cfg, &opts, &res));
+    ht_stop_install(); /* after the trainer's: ours chains to it */
+    int rc = stopped_status(ht_train(&cfg, &opts, &res));
+    if (rc == HT_ESTOPPED) { /* not an error: every rank stopped after the same step */
+        if (ht_comm_rank() == 0)
+            fprintf(stderr, "hettrain: %s; continue with --resume\n", ht_errmsg());
+        ht_comm_finalize();
+        return HT_ESTOPPED;
+    }
+    ht_exit_on_error(rc);
     if (ht_comm_rank() == 0)
         printf("final: step %lld, val_loss %.4f, val_acc %.2f%%, %.0f samples/s, first step after "
            "%.2f s\n",

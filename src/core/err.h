@@ -8,7 +8,12 @@
 
 #include <stddef.h>
 
-enum { HT_OK = 0, HT_ERUNTIME = 1, HT_EINPUT = 2 };
+enum { HT_OK = 0, HT_ERUNTIME = 1, HT_EINPUT = 2, HT_ESTOPPED = 75 };
+/* HT_ESTOPPED: the run stopped early on SIGINT/SIGTERM (core/stop.h) with its checkpoint
+ * saved; --resume continues it. 75 is EX_TEMPFAIL of sysexits.h ("temporary failure, the
+ * user is invited to retry"): neither success nor a failure (1, 2), nor what a shell reports
+ * for a death by signal (128 + n) or timeout(1) uses (124, 137); a scheduler can requeue on
+ * it (Slurm: RequeueExit=75 in slurm.conf). Not an error: hettrain.c reports it as a note. */
 
 #if defined(__GNUC__)
 #define HT_PRINTF(a, b) __attribute__((format(printf, a, b)))

@@ -1,6 +1,8 @@
 /* Logging and clock. */
 #include "core/log.h"
 
+#include "core/stop.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <time.h>
@@ -37,9 +39,17 @@ double ht_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void ht_sleep(double s) {
-    if (!(s > 0)) return;
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0) {
+int ht_sleep(double s) {
+    if (!(s > 0)) return ht_stop_requested();
+    /* in slices: the signal may be delivered to another thread (an OpenCL runtime's), and
+     * then this nanosleep is not interrupted; a slice bounds how late we notice */
+    double end = ht_now() + s;
+    for (;;) {
+        if (ht_stop_requested()) return 1;
+        double left = end - ht_now();
+        if (left <= 0) return 0;
+        if (left > HT_SLEEP_SLICE) left = HT_SLEEP_SLICE;
+        struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+        nanosleep(&ts, NULL); /* EINTR: the loop looks at the flag */
     }
 }

@@ -16,7 +16,9 @@ void ht_log_debug(const char *fmt, ...) HT_PRINTF(1, 2);
 
 /* Seconds from an arbitrary origin, monotonic. */
 double ht_now(void);
-/* Sleeps s seconds (nothing when s <= 0 or NaN), resuming after signals. */
-void ht_sleep(double s);
+/* Sleeps s seconds (nothing when s <= 0 or NaN), resuming after signals, but returns
+ * early (within HT_SLEEP_SLICE) once a stop was requested (core/stop.h): 1 then, else 0. */
+int ht_sleep(double s);
+#define HT_SLEEP_SLICE 0.05 /* seconds */
 
 #endif

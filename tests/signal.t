@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# SIGINT / SIGTERM during a run: the run stops after the current step, saves its checkpoint,
+# says so and exits 75 (HT_ESTOPPED: stopped early, resume to continue), also while it idles
+# for a huge emulated slowdown (the sleep wakes on the signal); --resume then continues from
+# that checkpoint to the end. Under mpirun, signals to the ranks give mpirun's status 75.
+. "$(dirname "$0")/lib.sh"
+
+cat >"$TMP/job.cfg" <<'CFG'
+model = { hidden = [16]; };
+data = { kind = "synthetic"; samples = 600; features = 8; classes = 3; seed = 3; };
+train = { batch = 32; steps = 40; seed = 7; };
+optim = { type = "sgd"; lr = 0.05; };
+log = { every = 1; progress = "none"; };
+CFG
+# compiles (or loads) the kernels, so that the runs below start at once
+run_ht -c "$TMP/job.cfg" -q --set train.steps=1
+ok $RC "warm-up run exits 0"
+
+# start_bg ARGS...: hettrain in the background ($PID), its metrics file $TMP/m.jsonl marks
+# that training is about to start; returns once it exists (or after 60 s)
+start_bg() {
+    rm -f "$TMP/m.jsonl" "$TMP/c.ckpt"
+    "$@" >"$TMP/out" 2>"$TMP/err" &
+    PID=$!
+    for _ in $(seq 600); do [ -e "$TMP/m.jsonl" ] && break; sleep 0.1; done
+    sleep 1 # into the first step's emulated idling
+}
+# stop_bg SIG: sends SIG to $PID (or to the pids in $TARGETS), waits (at most 30 s); sets RC, SECS
+stop_bg() {
+    local t0 t1
+    t0=$(date +%s.%N)
+    kill -"$1" ${TARGETS:-$PID}
+    for _ in $(seq 300); do kill -0 $PID 2>/dev/null || break; sleep 0.1; done
+    if kill -0 $PID 2>/dev/null; then kill -9 $PID; fi
+    wait $PID
+    RC=$?
+    t1=$(date +%s.%N)
+    SECS=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+}
+
+args=(-c "$TMP/job.cfg" --set checkpoint.path="$TMP/c.ckpt" --set log.metrics="$TMP/m.jsonl")
+for sig in INT TERM; do
+    start_bg "$HETTRAIN" "${args[@]}" --set 'cluster.slowdown=[1e6]'
+    stop_bg $sig
+    ok $([ $RC -eq 75 ] && awk -v s="$SECS" 'BEGIN { exit !(s < 5) }'; echo $?) \
+        "SIG$sig during a 1e6x emulated slowdown: exit 75 after ${SECS} s (< 5 s)"
+    grep -Eq "interrupted at step [0-9]+; checkpoint saved to .*c.ckpt; continue with --resume" "$TMP/err"
+    ok $? "SIG$sig: the message says where the checkpoint is and how to continue"
+    [ $? -eq 0 ] || diag "$(cat "$TMP/err")"
+done
+[ -s "$TMP/c.ckpt" ]; ok $? "the checkpoint was written"
+run_ht "${args[@]}" -q --resume
+ok $RC "--resume from it exits 0"
+printf '%s' "$OUT" | grep -q '^final: step 40,'; ok $? "and ends at step 40"
+
+# under mpirun: the ranks signalled (as a scheduler does), mpirun exits 75
+if command -v mpirun >/dev/null; then
+    start_bg mpirun --oversubscribe -np 2 "$HETTRAIN" "${args[@]}" --set cluster.overlap=false \
+        --set 'cluster.slowdown=[1e6, 1e6]'
+    TARGETS=$(pgrep -P $PID -x hettrain | tr '\n' ' ')
+    stop_bg INT
+    TARGETS=
+    ok $([ $RC -eq 75 ] && [ -s "$TMP/c.ckpt" ]; echo $?) \
+        "mpirun -np 2, SIGINT to both ranks while they idle: mpirun exits 75 after ${SECS} s, checkpoint saved"
+    [ $RC -eq 75 ] || diag "$(cat "$TMP/err")"
+fi
+done_testing
