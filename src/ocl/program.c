@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -171,21 +172,76 @@ static void cache_write(const char *dir, const char *path, const unsigned char *
 
 /* ---------------------------------------------------------------- build */
 
-static void fail_build(ht_dev *d, cl_int err, const char *opts) {
+/* The compiler's output. Some runtimes also write it to our stderr themselves (PoCL's
+ * clang prints "N warnings generated." there), so a build runs with fd 2 sent to a
+ * temporary file; what it caught and the program's build log are kept for -v and for a
+ * failure, instead of reaching the user of a build that worked. */
+typedef struct {
+    int saved; /* the real stderr, -1 when not redirected */
+    FILE *tmp;
+} capture;
+
+static void capture_begin(capture *c) {
+    c->saved = -1;
+    fflush(stderr);
+    if (!(c->tmp = tmpfile())) return;
+    if ((c->saved = dup(2)) < 0 || dup2(fileno(c->tmp), 2) < 0) {
+        if (c->saved >= 0) close(c->saved);
+        c->saved = -1;
+        fclose(c->tmp);
+        c->tmp = NULL;
+    }
+}
+
+/* Restores stderr and appends what the build wrote there to *log. */
+static void capture_end(capture *c, strbuf *log) {
+    if (!c->tmp) return;
+    fflush(stderr);
+    dup2(c->saved, 2);
+    close(c->saved);
+    rewind(c->tmp);
+    char buf[4096];
+    for (size_t r; (r = fread(buf, 1, sizeof buf, c->tmp)) > 0;) sb_add(log, buf, r);
+    fclose(c->tmp);
+    c->tmp = NULL;
+}
+
+/* Appends the program's build log (CL_PROGRAM_BUILD_LOG) to *log. */
+static void add_build_log(ht_dev *d, strbuf *log) {
     size_t n = 0;
-    clGetProgramBuildInfo(d->program, d->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &n);
-    char *log = ht_xcalloc(n + 1, 1);
-    clGetProgramBuildInfo(d->program, d->device, CL_PROGRAM_BUILD_LOG, n, log, NULL);
+    if (clGetProgramBuildInfo(d->program, d->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &n) !=
+            CL_SUCCESS || n < 2)
+        return;
+    char *b = ht_xcalloc(n + 1, 1);
+    if (clGetProgramBuildInfo(d->program, d->device, CL_PROGRAM_BUILD_LOG, n, b, NULL) ==
+        CL_SUCCESS)
+        sb_add(log, b, strlen(b));
+    free(b);
+}
+
+/* clBuildProgram with the compiler's output captured into *log (build log last). */
+static cl_int build_captured(ht_dev *d, const char *opts, strbuf *log) {
+    capture c;
+    capture_begin(&c);
+    cl_int err = clBuildProgram(d->program, 1, &d->device, opts, NULL, NULL);
+    capture_end(&c, log);
+    add_build_log(d, log);
+    return err;
+}
+
+static void fail_build(ht_dev *d, cl_int err, const char *opts, const strbuf *log) {
     ht_die(HT_ERUNTIME, "device '%s': clBuildProgram(%s) failed: %s (%d); build log:\n%s",
-           d->info.name, opts, ht_clerr_name(err), (int)err, log);
+           d->info.name, opts, ht_clerr_name(err), (int)err, log->p ? log->p : "(empty)");
 }
 
 static int try_binary(ht_dev *d, const unsigned char *bin, size_t n, const char *opts) {
     cl_int err, status;
     d->program = clCreateProgramWithBinary(d->ctx, 1, &d->device, &n, &bin, &status, &err);
-    if (err == CL_SUCCESS && status == CL_SUCCESS &&
-        clBuildProgram(d->program, 1, &d->device, opts, NULL, NULL) == CL_SUCCESS)
-        return 1;
+    strbuf log = {0}; /* a cached binary has nothing to say; a rejected one is rebuilt */
+    int ok = err == CL_SUCCESS && status == CL_SUCCESS &&
+             build_captured(d, opts, &log) == CL_SUCCESS;
+    free(log.p);
+    if (ok) return 1;
     if (d->program) clReleaseProgram(d->program);
     d->program = NULL;
     return 0;
@@ -218,10 +274,17 @@ int ht_program_build(ht_dev *d, const ht_dev_opts *o) {
     if (!d->cache_hit) {
         cl_int err;
         const char *s = src.p;
+        /* the wait is long on a CPU (PoCL: ~20 s on 2 cores); say why it is silent */
+        ht_log_info("compiling kernels for %s (first run only, cached afterwards)",
+                    d->info.name);
         d->program = clCreateProgramWithSource(d->ctx, 1, &s, &src.n, &err);
         if (err != CL_SUCCESS) ht_cl_fail(d, "clCreateProgramWithSource", err, __FILE__, __LINE__);
-        err = clBuildProgram(d->program, 1, &d->device, opts, NULL, NULL);
-        if (err != CL_SUCCESS) fail_build(d, err, opts);
+        strbuf log = {0};
+        err = build_captured(d, opts, &log);
+        if (err != CL_SUCCESS) fail_build(d, err, opts, &log);
+        if (log.n && log.p[strspn(log.p, " \t\r\n")])
+            ht_log_debug("compiler output for '%s':\n%s", d->info.name, log.p);
+        free(log.p);
         if (use_cache) {
             size_t n = 0;
             HT_CL(d, clGetProgramInfo(d->program, CL_PROGRAM_BINARY_SIZES, sizeof n, &n, NULL));
