@@ -80,6 +80,15 @@ static long long parse_count(const char *opt, const char *v, long long lo, long 
     return x;
 }
 
+/* Exit status 2 with the usage, printed by the first rank only under mpirun. */
+static int unknown_argument(const char *a, const char *where) {
+    if (ht_comm_env_rank() == 0) {
+        fprintf(stderr, "hettrain: error: unknown argument '%s'%s\n", a, where);
+        usage(stderr);
+    }
+    return HT_EINPUT;
+}
+
 static int add_set(const char **sets, int *nset, const char *v) {
     if (*nset == MAX_SETS) ht_die(HT_EINPUT, "more than %d --set options", MAX_SETS);
     sets[(*nset)++] = v;
@@ -114,9 +123,7 @@ static int generate_main(int argc, char **argv) {
             usage(stdout);
             return 0;
         } else {
-            fprintf(stderr, "hettrain: error: unknown argument '%s' for generate\n", a);
-            usage(stderr);
-            return HT_EINPUT;
+            return unknown_argument(a, " for generate");
         }
     }
     if (!cfg_path)
@@ -256,6 +263,8 @@ static int stopped_status(int rc) {
 }
 
 int main(int argc, char **argv) {
+    /* under mpirun every rank parses the same command line: one reports a mistake in it */
+    ht_set_quiet_input_errors(ht_comm_env_rank() > 0);
     if (argc > 1 && !strcmp(argv[1], "generate")) return generate_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "schedule")) return schedule_main(argc - 1, argv + 1);
     const char *cfg_path = NULL, *device = NULL, *trace = NULL;
@@ -300,9 +309,7 @@ int main(int argc, char **argv) {
             printf("hettrain %s\n", HT_VERSION);
             return 0;
         } else {
-            fprintf(stderr, "hettrain: error: unknown argument '%s'\n", a);
-            usage(stderr);
-            return HT_EINPUT;
+            return unknown_argument(a, "");
         }
     }
     if (!cfg_path)
@@ -310,20 +317,23 @@ int main(int argc, char **argv) {
     if (trace && !*trace) ht_die(HT_EINPUT, "--trace: expected a file name, got \"\"");
 
     /* MPI only for a training run, and only under mpirun (see comm.h): any error after this
-     * on any rank aborts the whole job with the error's exit code */
+     * on any rank aborts the whole job with the error's exit code, except the checks below */
     ht_comm_init(&argc, &argv);
     ht_config cfg;
-    ht_exit_on_error(ht_config_load(&cfg, cfg_path, sets, nset));
+    int rc = ht_config_load(&cfg, cfg_path, sets, nset);
     /* every output location before any work: a bad path fails now, not after the run */
-    ht_exit_on_error(ht_config_check_outputs(&cfg, trace));
+    if (rc == HT_OK) rc = ht_config_check_outputs(&cfg, trace);
     /* a bad profile fails the same way at one rank as at many */
-    if (cfg.cluster.profile[0]) ht_exit_on_error(ht_profile_check_file(cfg.cluster.profile));
+    if (rc == HT_OK && cfg.cluster.profile[0]) rc = ht_profile_check_file(cfg.cluster.profile);
+    /* printed once, and no MPI_Abort with its help text: every rank gets here */
+    ht_comm_exit_if_any(rc);
+    ht_set_quiet_input_errors(0); /* from here, the rank that fails says why */
     ht_train_opts opts = {.device = device, .resume = resume, .profile = profile,
                           .stop_after = stop_after, .trace = trace};
     ht_train_result res;
     ht_train_install_signal_handlers();
     ht_stop_install(); /* after the trainer's: ours chains to it */
-    int rc = stopped_status(ht_train(&cfg, &opts, &res));
+    rc = stopped_status(ht_train(&cfg, &opts, &res));
     if (rc == HT_ESTOPPED) { /* not an error: every rank stopped after the same step */
         if (ht_comm_rank() == 0)
             fprintf(stderr, "hettrain: %s; continue with --resume\n", ht_errmsg());

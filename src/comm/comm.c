@@ -69,6 +69,34 @@ void ht_comm_finalize(void) {
     CHECK(MPI_Finalize());
 }
 
+void ht_comm_exit_if_any(int rc) {
+    if (!g_active || g_done || g_size == 1) {
+        ht_exit_on_error(rc);
+        return;
+    }
+    int failed = rc != HT_OK ? g_rank : g_size, first = g_size;
+    CHECK(MPI_Allreduce(&failed, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (first == g_size) return;
+    int code = g_rank == first ? rc : 0, all = 0;
+    CHECK(MPI_Allreduce(&code, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (g_rank == first) ht_error_print();
+    fflush(stdout);
+    fflush(stderr);
+    ring_comms(0);
+    g_done = 1; /* the exit hook must not abort: every rank is here */
+    MPI_Finalize();
+    exit(all);
+}
+
+int ht_comm_env_rank(void) {
+    const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+    for (int i = 0; i < 3; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) return atoi(v);
+    }
+    return 0;
+}
+
 int ht_comm_rank(void) { return g_rank; }
 int ht_comm_size(void) { return g_size; }
 int ht_comm_active(void) { return g_active && !g_done; }

@@ -15,6 +15,15 @@
 void ht_comm_init(int *argc, char ***argv);
 /* Finalises MPI when ht_comm_init started it (after a barrier); no-op otherwise. */
 void ht_comm_finalize(void);
+/* Collective (every rank must call it at the same point): when any rank's rc is not HT_OK,
+ * the lowest such rank prints its message once ("hettrain: error: ..."), and every rank
+ * finalises MPI and exits with that rank's code: no MPI_Abort and its help text for an
+ * error every rank could report, such as a bad config. Returns when all ranks had HT_OK.
+ * Without MPI: ht_exit_on_error(rc). */
+void ht_comm_exit_if_any(int rc);
+/* This process's rank as the process manager announced it in the environment (Open MPI,
+ * PMIx, MPICH), before MPI is initialised; 0 when not started by one. */
+int ht_comm_env_rank(void);
 
 int ht_comm_rank(void); /* 0 without MPI */
 int ht_comm_size(void); /* 1 without MPI */

@@ -9,6 +9,7 @@
 static char g_msg[4096];
 static void (*g_exit_hook)(int);
 static const char *g_prog = "hettrain";
+static int g_quiet_input;
 
 int ht_error(int code, const char *fmt, ...) {
     va_list ap;
@@ -23,12 +24,20 @@ void ht_error_clear(void) { g_msg[0] = 0; }
 void ht_set_exit_hook(void (*hook)(int)) { g_exit_hook = hook; }
 void ht_set_progname(const char *name) { g_prog = name; }
 
+void ht_set_quiet_input_errors(int on) { g_quiet_input = on; }
+
+void ht_error_print(void) {
+    fprintf(stderr, "%s: error: %s\n", g_prog, g_msg[0] ? g_msg : "unknown error");
+}
+
 void ht_die(int code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s: error: ", g_prog);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    if (!(g_quiet_input && code == HT_EINPUT)) {
+        fprintf(stderr, "%s: error: ", g_prog);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+    }
     va_end(ap);
     fflush(stdout);
     fflush(stderr);

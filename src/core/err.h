@@ -34,6 +34,11 @@ void ht_error_clear(void);
 HT_NORETURN void ht_die(int code, const char *fmt, ...) HT_PRINTF(2, 3);
 /* If code != HT_OK, prints the recorded message and exits with code. */
 void ht_exit_on_error(int code);
+/* Prints the recorded message as ht_exit_on_error would, without exiting. */
+void ht_error_print(void);
+/* While on, ht_die does not print input errors (HT_EINPUT), only exits: for the ranks of
+ * a job other than the first, before MPI can agree on who reports (src/hettrain.c). */
+void ht_set_quiet_input_errors(int on);
 /* Called by ht_die before exit (e.g. to MPI_Abort when several ranks run). */
 void ht_set_exit_hook(void (*hook)(int code));
 /* Name used as the prefix of error messages (default "hettrain"). */

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Faults across ranks under mpirun. A config or command-line mistake is printed once (by
+# the first rank) and ends the job with exit 2 without MPI_Abort's help text. kill -9 of
+# one rank (a bsp worker; a parameter server under asp; the coordinator under preduce;
+# a worker under preduce) ends the whole job within 30 s, mpirun naming the lost rank, and
+# the bsp checkpoint written before is intact (a run resumes from it). Open MPI ends the
+# job itself when a rank dies: this pins that behaviour for every role.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/mpi.sh"
+
+# --- a user's mistake, printed once
+mpirun_ht 3 "$HETTRAIN" -c conf/sync-sap-reduce.cfg --set train.stepz=3 >"$TMP/out" 2>"$TMP/err"
+RC=$?
+n=$(grep -c "unknown key 'train.stepz'" "$TMP/err")
+ok $([ $RC -eq 2 ] && [ "$n" -eq 1 ] && ! grep -q MPI_ABORT "$TMP/err"; echo $?) \
+    "mpirun -np 3, unknown key: exit $RC, message printed $n time(s), no MPI_ABORT text"
+[ "$n" -eq 1 ] || diag "$(cat "$TMP/err")"
+mpirun_ht 3 "$HETTRAIN" -c "$TMP/missing.cfg" >"$TMP/out" 2>"$TMP/err"
+RC=$?
+n=$(grep -c "cannot open config" "$TMP/err")
+ok $([ $RC -eq 2 ] && [ "$n" -eq 1 ] && ! grep -q MPI_ABORT "$TMP/err"; echo $?) \
+    "mpirun -np 3, missing config: exit $RC, message printed $n time(s), no MPI_ABORT text"
+mpirun_ht 3 "$HETTRAIN" --frobnicate >"$TMP/out" 2>"$TMP/err"
+RC=$?
+n=$(grep -c "unknown argument '--frobnicate'" "$TMP/err")
+ok $([ $RC -eq 2 ] && [ "$n" -eq 1 ]; echo $?) "mpirun -np 3, unknown option: exit $RC, printed $n time(s)"
+
+# --- kill -9 of one rank
+cat >"$TMP/job.cfg" <<'CFG'
+model = { hidden = [16]; };
+data = { kind = "synthetic"; samples = 600; features = 8; classes = 3; seed = 3; };
+train = { batch = 30; steps = 100000000; seed = 7; };
+optim = { type = "sgd"; lr = 0.05; };
+log = { every = 10; progress = "none"; };
+CFG
+descendants() { local c; for c in $(ps -o pid= --ppid "$1"); do echo "$c"; descendants "$c"; done; }
+rank_pid() { # rank_pid ROOT_PID RANK: the hettrain process of that rank under ROOT_PID
+    local p
+    for p in $(descendants "$1"); do
+        [ "$(cat /proc/"$p"/comm 2>/dev/null)" = hettrain ] || continue
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" &&
+            { echo "$p"; return; }
+    done
+}
+# kill_rank NAME NP RANK ARGS...: starts the job, waits until it trains (metrics written),
+# kill -9s RANK; sets RC, SECS (from the kill to the job's end, at most 60 s)
+kill_rank() {
+    local name=$1 np=$2 rank=$3 i v t0
+    shift 3
+    rm -f "$TMP/m.jsonl"
+    MPI_TIMEOUT=300 mpirun_ht "$np" "$HETTRAIN" -c "$TMP/job.cfg" --set log.metrics="$TMP/m.jsonl" \
+        "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
+    local pid=$!
+    for i in $(seq 600); do [ -s "$TMP/m.jsonl" ] && break; sleep 0.1; done
+    [ -n "${WAIT_FOR:-}" ] && for i in $(seq 600); do [ -s "$WAIT_FOR" ] && break; sleep 0.1; done
+    sleep 1
+    v=$(rank_pid $pid "$rank")
+    t0=$SECONDS
+    [ -n "$v" ] && kill -9 "$v"
+    for i in $(seq 600); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+    SECS=$((SECONDS - t0))
+    if kill -0 $pid 2>/dev/null; then SECS=hung; kill -9 $pid; fi
+    wait $pid
+    RC=$?
+    [ -n "$v" ] || SECS="no rank $rank found"
+}
+check_kill() { # check_kill NAME RANK ROLE
+    ok $([ "$SECS" != hung ] && [ "$SECS" -le 30 ] 2>/dev/null && [ $RC -ne 0 ] &&
+         grep -q "rank $2 .*exited on signal 9" "$TMP/$1.err"; echo $?) \
+        "$3 (rank $2) killed: the job ends after $SECS s (exit $RC) naming rank $2"
+    grep -q "rank $2 .*exited on signal 9" "$TMP/$1.err" || diag "$(tail -5 "$TMP/$1.err")"
+}
+WAIT_FOR="$TMP/c.ckpt" kill_rank bsp 3 1 --set checkpoint.path="$TMP/c.ckpt" --set checkpoint.every=20
+check_kill bsp 1 "bsp worker"
+run_ht -c "$TMP/job.cfg" -q --resume --stop-after 1 --set checkpoint.path="$TMP/c.ckpt"
+ok $RC "the bsp checkpoint written before the kill is intact: a run resumes from it"
+[ $RC -eq 0 ] || diag "$ERR"
+kill_rank asp 3 2 --set sync.mode=asp --set sync.servers=1
+check_kill asp 2 "asp parameter server"
+kill_rank preduce 3 2 --set sync.mode=preduce --set sync.group=2
+check_kill preduce 2 "preduce coordinator"
+kill_rank preduce_w 3 0 --set sync.mode=preduce --set sync.group=2
+check_kill preduce_w 0 "preduce worker"
+done_testing
