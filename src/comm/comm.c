@@ -11,6 +11,7 @@
 
 #include "comm/internal.h"
 #include "core/err.h"
+#include "core/log.h"
 
 static int g_active, g_done, g_rank, g_size = 1;
 static int g_nreqs; /* nonblocking requests started and not yet waited for */
@@ -56,11 +57,13 @@ void ht_comm_init(int *argc, char ***argv) {
     CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_rank));
     CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g_size));
     ring_comms(1);
+    if (ht_comm_watchdog_start(g_rank, g_size) != 0)
+        ht_log_warn("cannot start the communication watchdog: a lost rank may hang the job");
 }
 
 void ht_comm_finalize(void) {
     if (!g_active || g_done) return;
-    CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    WAITING("MPI_Barrier (finalize)", HT_COMM_ANY, CHECK(MPI_Barrier(MPI_COMM_WORLD)));
     if (g_nreqs)
         ht_die(HT_ERUNTIME, "ht_comm_finalize: %d nonblocking all-reduce(s) never waited for",
                g_nreqs);
@@ -75,10 +78,13 @@ void ht_comm_exit_if_any(int rc) {
         return;
     }
     int failed = rc != HT_OK ? g_rank : g_size, first = g_size;
+    ht_comm_wait_begin("MPI_Allreduce (errors)", HT_COMM_ANY);
     CHECK(MPI_Allreduce(&failed, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    ht_comm_wait_end();
     if (first == g_size) return;
     int code = g_rank == first ? rc : 0, all = 0;
-    CHECK(MPI_Allreduce(&code, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    WAITING("MPI_Allreduce (errors)", HT_COMM_ANY,
+            CHECK(MPI_Allreduce(&code, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD)));
     if (g_rank == first) ht_error_print();
     fflush(stdout);
     fflush(stderr);
@@ -109,12 +115,14 @@ int ht_comm_count(size_t n, const char *what) {
 }
 
 void ht_comm_barrier(void) {
-    if (g_size > 1) CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    if (g_size > 1) WAITING("MPI_Barrier", HT_COMM_ANY, CHECK(MPI_Barrier(MPI_COMM_WORLD)));
 }
 
 void ht_comm_bcast(void *buf, size_t bytes, int root) {
     if (g_size > 1)
-        CHECK(MPI_Bcast(buf, ht_comm_count(bytes, "MPI_Bcast"), MPI_BYTE, root, MPI_COMM_WORLD));
+        WAITING("MPI_Bcast", g_rank == root ? HT_COMM_ANY : root,
+                CHECK(MPI_Bcast(buf, ht_comm_count(bytes, "MPI_Bcast"), MPI_BYTE, root,
+                                MPI_COMM_WORLD)));
 }
 
 void ht_comm_allgather(const void *send, size_t bytes, void *recv) {
@@ -123,7 +131,8 @@ void ht_comm_allgather(const void *send, size_t bytes, void *recv) {
         return;
     }
     int c = ht_comm_count(bytes, "MPI_Allgather");
-    CHECK(MPI_Allgather(send, c, MPI_BYTE, recv, c, MPI_BYTE, MPI_COMM_WORLD));
+    WAITING("MPI_Allgather", HT_COMM_ANY,
+            CHECK(MPI_Allgather(send, c, MPI_BYTE, recv, c, MPI_BYTE, MPI_COMM_WORLD)));
 }
 
 void ht_comm_gatherv(const void *send, size_t bytes, void *recv, const size_t *counts, int root) {
@@ -142,8 +151,9 @@ void ht_comm_gatherv(const void *send, size_t bytes, void *recv, const size_t *c
             off += counts[r];
         }
     }
-    CHECK(MPI_Gatherv(send, ht_comm_count(bytes, "MPI_Gatherv"), MPI_BYTE, recv, cnt, displ,
-                      MPI_BYTE, root, MPI_COMM_WORLD));
+    WAITING("MPI_Gatherv", g_rank == root ? HT_COMM_ANY : root,
+            CHECK(MPI_Gatherv(send, ht_comm_count(bytes, "MPI_Gatherv"), MPI_BYTE, recv, cnt,
+                              displ, MPI_BYTE, root, MPI_COMM_WORLD)));
     free(cnt);
     free(displ);
 }
@@ -152,14 +162,16 @@ void ht_comm_allreduce_sum(float *buf, size_t n) {
     if (g_size == 1) return;
     ht_comm_sent_bytes += 2 * (g_size - 1) * n * sizeof(float) / g_size;
     ht_comm_recv_bytes += 2 * (g_size - 1) * n * sizeof(float) / g_size;
-    CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, ht_comm_count(n, "MPI_Allreduce"), MPI_FLOAT, MPI_SUM,
-                        MPI_COMM_WORLD));
+    WAITING("MPI_Allreduce", HT_COMM_ANY,
+            CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, ht_comm_count(n, "MPI_Allreduce"), MPI_FLOAT,
+                                MPI_SUM, MPI_COMM_WORLD)));
 }
 
 void ht_comm_allreduce_sum_f64(double *buf, size_t n) {
     if (g_size > 1)
-        CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, ht_comm_count(n, "MPI_Allreduce"), MPI_DOUBLE,
-                            MPI_SUM, MPI_COMM_WORLD));
+        WAITING("MPI_Allreduce", HT_COMM_ANY,
+                CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, ht_comm_count(n, "MPI_Allreduce"),
+                                    MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD)));
 }
 
 void ht_comm_traffic(uint64_t *sent, uint64_t *received) {
@@ -169,13 +181,16 @@ void ht_comm_traffic(uint64_t *sent, uint64_t *received) {
 
 void ht_comm_send(const void *buf, size_t bytes, int peer, int tag) {
     ht_comm_sent_bytes += bytes;
-    CHECK(MPI_Send(buf, ht_comm_count(bytes, "MPI_Send"), MPI_BYTE, peer, tag, MPI_COMM_WORLD));
+    WAITING("MPI_Send", peer,
+            CHECK(MPI_Send(buf, ht_comm_count(bytes, "MPI_Send"), MPI_BYTE, peer, tag,
+                           MPI_COMM_WORLD)));
 }
 
 void ht_comm_recv(void *buf, size_t bytes, int peer, int tag) {
     MPI_Status st;
-    CHECK(
-        MPI_Recv(buf, ht_comm_count(bytes, "MPI_Recv"), MPI_BYTE, peer, tag, MPI_COMM_WORLD, &st));
+    WAITING("MPI_Recv", peer,
+            CHECK(MPI_Recv(buf, ht_comm_count(bytes, "MPI_Recv"), MPI_BYTE, peer, tag,
+                           MPI_COMM_WORLD, &st)));
     int got = 0;
     CHECK(MPI_Get_count(&st, MPI_BYTE, &got));
     ht_comm_recv_bytes += (uint64_t)got;
@@ -408,12 +423,16 @@ int ht_comm_test(ht_comm_req *r) {
 
 void ht_comm_wait(ht_comm_req *r) {
     if (!r) return;
+    /* a ring step waits for the left neighbour's data */
+    ht_comm_wait_begin(r->ring ? "ring all-reduce" : "MPI_Iallreduce",
+                       r->ring ? r->members[(r->pos + r->p - 1) % r->p] : HT_COMM_ANY);
     /* Poll rather than block on r alone: the others' ring steps must keep moving, or a
      * neighbour waiting on one of them (in another order) could wait for us forever. */
     if (g_reqs == r && !r->next) progress_one(r, 1); /* alone: block in MPI */
     while (!r->done) {
         ht_comm_test(NULL);
     }
+    ht_comm_wait_end();
     for (ht_comm_req **at = &g_reqs; *at; at = &(*at)->next)
         if (*at == r) {
             *at = r->next;

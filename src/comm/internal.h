@@ -22,4 +22,20 @@ extern uint64_t ht_comm_sent_bytes, ht_comm_recv_bytes;
  * deadline block in MPI instead: large messages move in fragments that both sides progress. */
 void ht_comm_backoff(int spins);
 
+/* The watchdog (watchdog.c): a wait for other ranks (a blocking MPI call or a polling
+ * loop) is bracketed by ht_comm_wait_begin/end; one that lasts HT_COMM_TIMEOUT seconds
+ * (default 600, 0 = none) ends this rank with exit 1 and a message naming the call and
+ * `peer` (HT_COMM_ANY: not one rank). Waits nest; the outermost is timed. */
+void ht_comm_wait_begin(const char *what, int peer);
+void ht_comm_wait_end(void);
+/* Reads HT_COMM_TIMEOUT and starts the thread (with two ranks or more); -1 if it cannot. */
+int ht_comm_watchdog_start(int rank, int size);
+/* A blocking call inside a timed wait: WAITING("MPI_Bcast", root, CHECK(MPI_Bcast(...))). */
+#define WAITING(what, peer, stmt)                                                                  \
+    do {                                                                                           \
+        ht_comm_wait_begin((what), (peer));                                                        \
+        stmt;                                                                                      \
+        ht_comm_wait_end();                                                                        \
+    } while (0)
+
 #endif

@@ -78,7 +78,8 @@ void ht_comm_msg_wait(ht_comm_msg *m, int *from, size_t *bytes) {
      * and Open MPI yields the core between polls when the node is oversubscribed */
     if (!m->done) {
         MPI_Status st;
-        CHECK(MPI_Wait(&m->req, &st));
+        WAITING(m->recv ? "MPI_Wait (receive)" : "MPI_Wait (send)", m->peer,
+                CHECK(MPI_Wait(&m->req, &st)));
         complete(m, &st);
     }
     report(m, from, bytes);
@@ -101,24 +102,28 @@ int ht_comm_msg_waitany(ht_comm_msg **msgs, int n, double timeout_s) {
         }
         if (any && idx == MPI_UNDEFINED) {
             MPI_Status st;
-            CHECK(MPI_Waitany(n, reqs, &idx, &st));
+            WAITING("MPI_Waitany", HT_COMM_ANY, CHECK(MPI_Waitany(n, reqs, &idx, &st)));
             if (idx != MPI_UNDEFINED) complete(msgs[idx], &st);
         }
         free(reqs);
         return any && idx != MPI_UNDEFINED ? idx : -1;
     }
     double t0 = ht_now();
-    for (int spins = 0;; spins++) {
+    ht_comm_wait_begin("a wait for messages", HT_COMM_ANY);
+    int got = -1;
+    for (int spins = 0; got < 0; spins++) {
         int any = 0;
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < n && got < 0; i++) {
             if (!msgs[i]) continue;
             any = 1;
-            if (ht_comm_msg_done(msgs[i], NULL, NULL)) return i;
+            if (ht_comm_msg_done(msgs[i], NULL, NULL)) got = i;
         }
-        if (!any || (timeout_s >= 0 && ht_now() - t0 >= timeout_s)) return -1;
+        if (got >= 0 || !any || (timeout_s >= 0 && ht_now() - t0 >= timeout_s)) break;
         ht_comm_test(NULL); /* outstanding all-reduces move on too */
         ht_comm_backoff(spins);
     }
+    ht_comm_wait_end();
+    return got;
 }
 
 int ht_comm_probe(int peer, int tag, int *from, size_t *bytes) {
@@ -133,6 +138,8 @@ int ht_comm_probe(int peer, int tag, int *from, size_t *bytes) {
 }
 
 void ht_comm_probe_wait(int peer, int tag, int *from, size_t *bytes) {
+    ht_comm_wait_begin("a wait for a message", peer);
     for (int spins = 0; !ht_comm_probe(peer, tag, from, bytes); spins++)
         ht_comm_backoff(spins);
+    ht_comm_wait_end();
 }
