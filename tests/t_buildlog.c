@@ -40,7 +40,8 @@ int main(void) {
     snprintf(path, sizeof path, "%s/k.cl", kdir);
     FILE *f = fopen(path, "w");
     fputs("#warning \"ht-test-warning\"\n"
-          "__kernel void twice(__global float *x) { x[get_global_id(0)] *= 2.0f; }\n", f);
+          "__kernel void twice(__global float *x) { x[get_global_id(0)] *= 2.0f; }\n",
+          f);
     fclose(f);
     setenv("HT_KERNEL_DIR", kdir, 1);
     const char *sel = getenv("HT_TEST_DEVICE");
@@ -52,7 +53,8 @@ int main(void) {
     ht_log_set_level(HT_LOG_INFO);
     char *err = open_capturing(idx, &o, &rc);
     tap_ok(rc == HT_OK, "a program with a #warning builds");
-    tap_ok(strstr(err, "compiling kernels for ") && strstr(err, "(first run only, cached afterwards)"),
+    tap_ok(strstr(err, "compiling kernels for ") &&
+               strstr(err, "(first run only, cached afterwards)"),
            "a build from source says it compiles, first run only");
     if (!tap_ok(!strstr(err, "ht-test-warning") && !strstr(err, "warning generated"),
                 "the compiler's warning stays off stderr"))

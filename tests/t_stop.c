@@ -17,8 +17,10 @@ static pthread_t g_main;
 static void *signal_later(void *arg) {
     ht_sleep(0.2);
     /* to this thread, not the sleeping one: its nanosleep is not interrupted */
-    if (arg) pthread_kill(pthread_self(), SIGINT);
-    else pthread_kill(g_main, SIGTERM);
+    if (arg)
+        pthread_kill(pthread_self(), SIGINT);
+    else
+        pthread_kill(g_main, SIGTERM);
     return NULL;
 }
 
@@ -38,7 +40,8 @@ int main(void) {
     double t0 = ht_now();
     int r = ht_sleep(0.15);
     double dt = ht_now() - t0;
-    tap_ok(r == 0 && dt >= 0.15 && dt < 1.0, "ht_sleep(0.15) without a stop sleeps it (%.3f s)", dt);
+    tap_ok(r == 0 && dt >= 0.15 && dt < 1.0, "ht_sleep(0.15) without a stop sleeps it (%.3f s)",
+           dt);
     tap_ok(ht_sleep(0) == 0 && ht_sleep(-1) == 0, "ht_sleep(0), (-1): nothing, not stopped");
 
     signal(SIGINT, prev_handler);
@@ -66,6 +69,7 @@ int main(void) {
     }
     int st = 0;
     waitpid(pid, &st, 0);
-    tap_ok(WIFSIGNALED(st) && WTERMSIG(st) == SIGINT, "the second SIGINT ends the process by SIGINT");
+    tap_ok(WIFSIGNALED(st) && WTERMSIG(st) == SIGINT,
+           "the second SIGINT ends the process by SIGINT");
     return tap_done();
 }

@@ -17,11 +17,11 @@
 
 #define DEFAULT_TIMEOUT_S 600.0
 
-static double g_timeout;                  /* seconds; 0: off */
-static int g_depth;                       /* nested waits: only the outermost is timed */
-static _Atomic double g_since;            /* start of the current wait, 0: none */
-static const char *_Atomic g_what;        /* its call */
-static _Atomic int g_peer = HT_COMM_ANY;  /* the rank it waits for, if one */
+static double g_timeout;                 /* seconds; 0: off */
+static int g_depth;                      /* nested waits: only the outermost is timed */
+static _Atomic double g_since;           /* start of the current wait, 0: none */
+static const char *_Atomic g_what;       /* its call */
+static _Atomic int g_peer = HT_COMM_ANY; /* the rank it waits for, if one */
 static int g_rank_w, g_size_w;
 
 void ht_comm_wait_begin(const char *what, int peer) {
