@@ -6,7 +6,7 @@
  * The generator picks the depths from the measured relative stage times: the vector that
  * gives the shortest makespan of the in-order execution (the checker's semantics, backward =
  * p->bf_ratio x forward, communication free), fewest slots on ties, within each rank's slot
- * limit.
+ * limit; more slots than 1F1B's only for a predicted makespan at least 1% shorter.
  * Depths must not increase along the pipeline: a rank whose warm-up were shallower than its
  * successor's would wait for a gradient while the successor waits for one more activation
  * (a circular wait). Small searches are exhaustive; larger ones a local search from 1F1B. The
@@ -19,6 +19,8 @@
 #include "pipe/internal.h"
 
 #define EXHAUSTIVE_MAX 4096  /* depth vectors tried one by one at most */
+#define MIN_GAIN 0.01 /* deeper than 1F1B only for a predicted makespan >= 1% shorter: the model
+                         leaves out what extra slots cost (memory traffic, messages) */
 
 void ht_pipe_order_warmup(ht_pipe_order *o, int D, int N, const int *w) {
     for (int r = 0; r < D; r++) {
@@ -217,13 +219,16 @@ static void choose_depths(const ht_pipe_params *p, int *w) {
     for (int r = 0; r < D; r++) /* 1F1B within the limits */
         s.w[r] = D - 1 - r < u[r] ? D - 1 - r : u[r];
     try_vector(&s, s.w);
+    double t_1f1b = s.best_t;
+    memcpy(w, s.w, (size_t)D * sizeof *w);
     if (count_vectors(u, D, EXHAUSTIVE_MAX) <= EXHAUSTIVE_MAX) {
         s.w[D - 1] = 0;
         enumerate(&s, D - 2);
     } else {
         local_search(&s);
     }
-    memcpy(w, s.best, (size_t)D * sizeof *w);
+    if (s.best_t <= t_1f1b * (1 - MIN_GAIN) || s.best_sum < sum_of(w, D))
+        memcpy(w, s.best, (size_t)D * sizeof *w);
     free(s.m.fwd_end), free(s.m.bwd_end), free(s.m.pos), free(s.m.clock);
     free(s.w), free(s.best), free(u), free(ones);
 }

@@ -85,8 +85,8 @@ static void layer_list(char *buf, size_t n, const uint8_t *rc, int lo, int hi) {
 void ht_partition_print(FILE *f, const ht_partition *p) {
     fprintf(f, "pipeline partition: %d stages over %d ranks, %d micro-batches of %d samples\n",
             p->D, p->R, p->N, p->mb);
-    fprintf(f, "%5s %9s %4s %5s %5s %5s %10s %12s %21s\n", "stage", "layers", "host", "rank",
-            "share", "slots", "ms/mbatch", "recompute", "memory MB / limit");
+    fprintf(f, "%5s %9s %4s %5s %5s %5s %10s %12s %8s %21s\n", "stage", "layers", "host", "rank",
+            "share", "slots", "ms/mbatch", "recompute", "acts MB", "memory MB / limit");
     for (int s = 0; s < p->D; s++) {
         const ht_part_stage *st = &p->stage[s];
         for (int k = 0; k < st->nrep; k++) {
@@ -98,8 +98,10 @@ void ht_partition_print(FILE *f, const ht_partition *p) {
                 snprintf(lim, sizeof lim, "%.1f", p->limit[r] / 1e6);
             else
                 snprintf(lim, sizeof lim, "none");
-            fprintf(f, "%5d %9s %4d %5d %5d %5d %10.3f %12s %10.1f / %8s\n", s, lay, st->host, r,
-                    st->share[k], st->slots, st->time * 1e3, rc, p->mem[r].total / 1e6, lim);
+            const ht_mem_use *u = &p->mem[r];
+            fprintf(f, "%5d %9s %4d %5d %5d %5d %10.3f %12s %8.2f %10.1f / %8s\n", s, lay,
+                    st->host, r, st->share[k], st->slots, st->time * 1e3, rc,
+                    (u->acts + u->live + u->work) / 1e6, u->total / 1e6, lim);
         }
     }
     for (int r = 0; r < p->R; r++)

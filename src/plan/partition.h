@@ -200,7 +200,8 @@ void ht_partition_export(const ht_partition *p, const ht_mem_desc *d, int weight
                          int *bounds, double *stage_time, int *max_inflight);
 
 /* The partition as a table: one row per stage (layers, host, ranks and shares, slots, time
- * per micro-batch, recomputed layers, predicted memory / limit), then the step time. */
+ * per micro-batch, recomputed layers, predicted activation memory (acts + live + work) and
+ * total memory / limit), then the step time. */
 void ht_partition_print(FILE *f, const ht_partition *p);
 
 #endif

@@ -12,7 +12,7 @@
 #include "pipe/schedule.h"
 #include "plan/partition.h"
 
-#define REPEATS 3
+#define REPEATS 5
 
 /* ---------------------------------------------------------------- calibration */
 

@@ -8,7 +8,7 @@
 #include "config/config.h"
 #include "nn/model.h"
 
-/* Times every layer's forward and backward at mb samples on this rank's device (best of 3
+/* Times every layer's forward and backward at mb samples on this rank's device (best of 5
  * after a warm-up pass; the model's gradients are overwritten, its parameters untouched),
  * scales them by `slowdown`, and gathers every rank's (collective: all ranks call it):
  * times[w * 2L + l] forward, times[w * 2L + L + l] backward of rank w, seconds per
