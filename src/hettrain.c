@@ -254,14 +254,6 @@ static int schedule_main(int argc, char **argv) {
     return 0;
 }
 
-/* The trainer's status, with a stop on a signal as HT_ESTOPPED. Until train.c returns
- * HT_ESTOPPED itself, it reports the stop as a runtime error "interrupted at step N...". */
-static int stopped_status(int rc) {
-    if (rc == HT_ERUNTIME && ht_stop_requested() && !strncmp(ht_errmsg(), "interrupted", 11))
-        return HT_ESTOPPED;
-    return rc;
-}
-
 int main(int argc, char **argv) {
     /* under mpirun every rank parses the same command line: one reports a mistake in it */
     ht_set_quiet_input_errors(ht_comm_env_rank() > 0);
@@ -331,9 +323,8 @@ int main(int argc, char **argv) {
     ht_train_opts opts = {.device = device, .resume = resume, .profile = profile,
                           .stop_after = stop_after, .trace = trace};
     ht_train_result res;
-    ht_train_install_signal_handlers();
-    ht_stop_install(); /* after the trainer's: ours chains to it */
-    rc = stopped_status(ht_train(&cfg, &opts, &res));
+    ht_stop_install(); /* SIGINT/SIGTERM: stop after the current step (core/stop.h) */
+    rc = ht_train(&cfg, &opts, &res);
     if (rc == HT_ESTOPPED) { /* not an error: every rank stopped after the same step */
         if (ht_comm_rank() == 0)
             fprintf(stderr, "hettrain: %s; continue with --resume\n", ht_errmsg());

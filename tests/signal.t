@@ -4,6 +4,7 @@
 # for a huge emulated slowdown (the sleep wakes on the signal); --resume then continues from
 # that checkpoint to the end. Under mpirun, signals to the ranks give mpirun's status 75.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/mpi.sh"
 
 cat >"$TMP/job.cfg" <<'CFG'
 model = { hidden = [16]; };
@@ -55,7 +56,7 @@ printf '%s' "$OUT" | grep -q '^final: step 40,'; ok $? "and ends at step 40"
 
 # under mpirun: the ranks signalled (as a scheduler does), mpirun exits 75
 if command -v mpirun >/dev/null; then
-    start_bg mpirun --oversubscribe -np 2 "$HETTRAIN" "${args[@]}" --set cluster.overlap=false \
+    start_bg mpirun --oversubscribe -np 2 "$HETTRAIN" "${args[@]}" \
         --set 'cluster.slowdown=[1e6, 1e6]'
     TARGETS=$(pgrep -P $PID -x hettrain | tr '\n' ' ')
     stop_bg INT

@@ -15,6 +15,7 @@
 #include "comm/comm.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "core/stop.h"
 #include "io/trace.h"
 #include "nn/layer.h"
 #include "sync/internal.h"
@@ -148,7 +149,7 @@ static void idle_poll(bsp *p, int started, double sec) {
     for (;;) {
         poll(p, started);
         double left = end - ht_now();
-        if (left <= 0) break;
+        if (left <= 0 || ht_stop_requested()) break; /* a stop ends the emulated idling */
         if (left > 1e-4) left = 1e-4;
         struct timespec ts = {0, (long)(left * 1e9)};
         nanosleep(&ts, NULL);
@@ -235,8 +236,7 @@ static double bucket_start(ht_sync *s, int k, int B, float grad_scale, int stop_
     return dt;
 }
 
-static void backward_bucketed(ht_sync *s, int B, float grad_scale, double t_start,
-                              volatile sig_atomic_t *stop_src) {
+static void backward_bucketed(ht_sync *s, int B, float grad_scale, double t_start) {
     bsp *p = s->impl;
     ht_model *m = s->m;
     if (!p->b) buckets_make(p, m);
@@ -244,7 +244,7 @@ static void backward_bucketed(ht_sync *s, int B, float grad_scale, double t_star
     double compute = ht_now() - t_start;
     idle_poll(p, 0, (p->slowdown - 1) * compute);
     for (int k = 0; k < p->nb; k++)
-        compute += bucket_start(s, k, B, grad_scale, *stop_src);
+        compute += bucket_start(s, k, B, grad_scale, ht_stop_requested());
     double t_end_bwd = ht_now();
     for (int k = 0; k < p->nb; k++) {
         ht_comm_wait(p->req[k]);
@@ -268,15 +268,14 @@ static void backward_bucketed(ht_sync *s, int B, float grad_scale, double t_star
  * included), comm_s (overlapped: the communication left after backward, write-back
  * included), hidden_s (communication in flight while backward ran), wait_s (one piece only;
  * overlapped, waiting for slower ranks shows up in comm_s). */
-static void bsp_backward(ht_sync *s, int B, float grad_scale, double t_start,
-                         volatile sig_atomic_t *stop_src) {
+static void bsp_backward(ht_sync *s, int B, float grad_scale, double t_start) {
     bsp *p = s->impl;
     if (p->world > 1 && p->overlap) {
-        backward_bucketed(s, B, grad_scale, t_start, stop_src);
+        backward_bucketed(s, B, grad_scale, t_start);
         return;
     }
     ht_model_backward(s->m, B, grad_scale);
-    int stop = *stop_src;
+    int stop = ht_stop_requested();
     if (p->world > 1 || p->slowdown != 1) {
         ht_dev_finish(s->m->dev);
         reduce_whole(s, ht_now() - t_start, &stop);

@@ -3,7 +3,6 @@
 #ifndef HT_SYNC_INTERNAL_H
 #define HT_SYNC_INTERNAL_H
 
-#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -88,8 +87,7 @@ struct ht_sync_policy {
     int (*serve)(const ht_config *cfg, const ht_sync_layout *L, int rank, const char *sel,
                  ht_sync_stats *st);
     /* as ht_sync_backward; sets s->stop */
-    void (*backward)(ht_sync *s, int b, float grad_scale, double t_start,
-                     volatile sig_atomic_t *stop_src);
+    void (*backward)(ht_sync *s, int b, float grad_scale, double t_start);
 };
 
 extern const ht_sync_policy ht_bsp_policy;     /* bsp: sync/bsp.c */

@@ -146,10 +146,9 @@ ht_sync *ht_sync_open(const ht_config *cfg, const ht_sync_layout *L, int rank, h
     return s;
 }
 
-void ht_sync_backward(ht_sync *s, int b, float grad_scale, double t_start,
-                      volatile sig_atomic_t *stop_src) {
+void ht_sync_backward(ht_sync *s, int b, float grad_scale, double t_start) {
     if (s->policy->backward)
-        s->policy->backward(s, b, grad_scale, t_start, stop_src);
+        s->policy->backward(s, b, grad_scale, t_start);
     else
         ht_model_backward(s->m, b, grad_scale);
 }

@@ -13,7 +13,6 @@
 #ifndef HT_SYNC_SYNC_H
 #define HT_SYNC_SYNC_H
 
-#include <signal.h>
 #include <stdint.h>
 
 #include "config/config.h"
@@ -72,11 +71,10 @@ ht_sync *ht_sync_open(const ht_config *cfg, const ht_sync_layout *L, int rank, h
                       ht_optim *opt, int64_t total_steps);
 /* Backward of a local batch of b samples after its forward (as ht_model_backward: grad_scale
  * scales the loss gradient). bsp also sums the gradients over all ranks, in buckets
- * overlapped with backward, and ORs *stop_src (read during the step) over the ranks into the
+ * overlapped with backward, and ORs ht_stop_requested() (core/stop.h, read during the step) over the ranks into the
  * stop that ht_sync_step reports; t_start is ht_now() at the start of the step (its forward
  * counts as compute). The others: ht_model_backward. */
-void ht_sync_backward(ht_sync *s, int b, float grad_scale, double t_start,
-                      volatile sig_atomic_t *stop_src);
+void ht_sync_backward(ht_sync *s, int b, float grad_scale, double t_start);
 /* After ht_sync_backward of a local batch of b samples (m->grads holds this batch's mean
  * gradient; bsp: summed over the ranks): the policy's update with learning rate lr (parameter servers use their own, from
  * the global step), then its exchange. *stop becomes 1 when the budget is spent; *global

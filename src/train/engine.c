@@ -111,7 +111,7 @@ int ht_job_loop_finish(ht_job *j, int64_t step, ht_train_result *res) {
         ht_log_info("stopped at step %lld of %lld%s%s", (long long)step, (long long)j->total,
                     *ckpt ? "; checkpoint saved to " : " (no checkpoint.path set)", ckpt);
     if (j->interrupted)
-        return ht_error(HT_ERUNTIME, "interrupted at step %lld%s%s", (long long)step,
+        return ht_error(HT_ESTOPPED, "interrupted at step %lld%s%s", (long long)step,
                         *ckpt ? "; checkpoint saved to " : " (no checkpoint.path set)", ckpt);
     /* rank 0 evaluates for everyone (the others' models are identical, or gathered there) */
     if (j->gather && !gathered) j->gather(j);

@@ -8,7 +8,6 @@
 #ifndef HT_TRAIN_ENGINE_H
 #define HT_TRAIN_ENGINE_H
 
-#include <signal.h>
 #include <stdint.h>
 
 #include "config/config.h"
@@ -31,7 +30,6 @@ typedef struct ht_job {
     ht_cluster *cl;       /* ranks, shares, start-up table, per-rank records (cluster.h) */
     const char *selector; /* this rank's device selector (build/build.h) */
     int holds_model;      /* 1 unless the engine's check cleared it: no device, data, model */
-    volatile sig_atomic_t *stop_src; /* set by SIGINT/SIGTERM: stop after the current step */
     ht_dev *dev;
     ht_source src;
     ht_model model; /* the whole model (a pipeline stage runs a range of its layers) */
@@ -47,7 +45,7 @@ typedef struct ht_job {
     /* Kept current by the engine before ht_job_after_step / ht_job_loop_finish: */
     int64_t samples; /* samples trained on by all ranks since step 0 (bsp: steps x B) */
     int last;        /* this is the run's last step (bsp: step total; async: the policy said so) */
-    int interrupted; /* the loop ended on a signal (stop_src, on any rank) */
+    int interrupted; /* the loop ended on a stop request (core/stop.h: a signal, any rank) */
     /* Periodic checkpoints (checkpoint.every; an engine whose rank 0 has no consistent model
      * during the run clears it: the asynchronous policies save only at the end) */
     int64_t ckpt_every;

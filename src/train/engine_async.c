@@ -51,7 +51,7 @@ static void async_step(ht_job *j, ht_sync *s, int64_t local, int lo, int hi, flo
     ht_source_batch(&j->src, &j->model, local, j->B, lo, hi);
     ht_model_set_training(&j->model, 1, j->cfg->train.seed, local);
     ht_model_forward(&j->model, b, 1);
-    ht_sync_backward(s, b, (float)(1.0 / j->rows), tc, j->stop_src);
+    ht_sync_backward(s, b, (float)(1.0 / j->rows), tc);
     ht_dev_finish(j->dev);
     double compute = ht_now() - tc;
     ht_sleep((j->cl->slowdown - 1) * compute); /* emulated heterogeneity (DESIGN.md) */

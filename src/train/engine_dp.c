@@ -9,6 +9,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "core/stop.h"
 #include "io/trace.h"
 #include "plan/plan.h"
 #include "prof/profile.h"
@@ -129,7 +130,7 @@ static void dp_step(ht_job *j, ht_sync *s, int64_t step, float lr, int *stop) {
      * in gradient buckets, each all-reduced while the layers below still compute
      * (cluster.overlap = false: all after). */
     ht_trace_begin("backward + reduce");
-    ht_sync_backward(s, b, (float)(1.0 / j->rows), tc, j->stop_src);
+    ht_sync_backward(s, b, (float)(1.0 / j->rows), tc);
     trace_end(j->dev);
     ht_trace_begin("optimizer step");
     ht_sync_step(s, b, lr, stop, &global);
@@ -160,7 +161,7 @@ static int dp_after(ht_job *j, ht_sync *s, int64_t done, float lr) {
 
 static int dp_loop(ht_job *j, ht_sync *s, ht_train_result *res) {
     int64_t step = j->start;
-    int stop = *j->stop_src, rc;
+    int stop = ht_stop_requested(), rc;
     ht_job_loop_start(j);
     for (; step < j->end && !stop; step++) {
         float lr = (float)ht_lr_at(&j->sched, step, j->total);

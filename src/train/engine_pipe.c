@@ -13,6 +13,7 @@
 #include "comm/comm.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "core/stop.h"
 #include "io/trace.h"
 #include "nn/ops.h"
 #include "pipe/bounds.h"
@@ -319,7 +320,7 @@ static int records(ht_job *j, pipe_state *p, const double *sum, int64_t steps) {
  * the last stages and any rank's stop request summed over all ranks. */
 static void pipe_step(ht_job *j, pipe_state *p, int64_t step, float lr, int logs, double *v) {
     v[0] = 0;
-    v[1] = *j->stop_src ? 1 : 0;
+    v[1] = ht_stop_requested() ? 1 : 0;
     ht_trace_set_step(step);
     ht_pipe_exec_step(p->x, step, j->cfg->train.seed, (float)(1.0 / j->rows), load, j, logs,
                       &v[0]);

@@ -4,7 +4,6 @@
 #include "train/train.h"
 
 #include <math.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -16,18 +15,6 @@
 #include "io/trace.h"
 #include "train/checkpoint.h"
 #include "train/engine.h"
-
-static volatile sig_atomic_t g_stop;
-
-static void on_signal(int sig) {
-    if (g_stop) signal(sig, SIG_DFL); /* a second ^C ends at once */
-    g_stop = 1;
-}
-
-void ht_train_install_signal_handlers(void) {
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-}
 
 static int file_exists(const char *path) {
     struct stat st;
@@ -118,7 +105,6 @@ static int setup_ranks(ht_job *j, const ht_engine *e) {
         if (j->rank != 0 && ht_log_level() == HT_LOG_INFO) ht_log_set_level(HT_LOG_WARN);
     }
     j->holds_model = 1;
-    j->stop_src = &g_stop;
     j->B = j->cfg->train.batch;
     j->selector = ht_build_selector(j->cfg, j->opts->device, j->rank);
     return e->check ? e->check(j) : HT_OK;

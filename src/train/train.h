@@ -27,10 +27,8 @@ typedef struct ht_train_result {
 } ht_train_result;
 
 /* Runs the job. Returns HT_OK, HT_EINPUT (bad data/checkpoint: message set) or
- * HT_ERUNTIME; OpenCL failures exit 1 directly. */
+ * HT_ERUNTIME, or HT_ESTOPPED after a stop request (core/stop.h: checkpoint saved); OpenCL failures exit 1 directly. */
 int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *res);
 
-/* Set by SIGINT/SIGTERM: the loop stops after the current step and saves a checkpoint. */
-void ht_train_install_signal_handlers(void);
 
 #endif
