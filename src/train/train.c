@@ -10,6 +10,7 @@
 
 #include "build/build.h"
 #include "build/fit.h"
+#include "comm/comm.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "io/trace.h"
@@ -128,12 +129,16 @@ int ht_train(const ht_config *cfg, const ht_train_opts *opts, ht_train_result *r
     ht_job j = {.cfg = cfg, .opts = opts, .t_start = ht_now()};
     ht_cluster cl;
     int rc = ht_cluster_init(&cl, cfg);
+    /* under mpirun a setup error is every rank's: printed once by the first rank that has
+     * it, and all end with its status (no MPI_Abort); each call is collective */
+    if (cl.world > 1) ht_comm_exit_if_any(rc);
     if (rc != HT_OK) return rc;
     j.cl = &cl;
     const ht_engine *e = ht_engine_for(cfg);
-    if ((rc = setup_ranks(&j, e)) == HT_OK && j.holds_model &&
-        (rc = setup_device(&j)) == HT_OK)
-        rc = setup_model(&j);
+    rc = setup_ranks(&j, e);
+    if (j.world > 1) ht_comm_exit_if_any(rc);
+    if (rc == HT_OK && j.holds_model && (rc = setup_device(&j)) == HT_OK) rc = setup_model(&j);
+    if (j.world > 1) ht_comm_exit_if_any(rc);
     if (rc == HT_OK) rc = e->run(&j, res);
     rc = finish(&j, rc);
     ht_cluster_free(&cl);
