@@ -34,9 +34,19 @@ void ht_job_loop_start(ht_job *j) {
     j->vloss = j->vacc = NAN;
     j->t_loop = j->t_mark = ht_now();
     j->t_eval = 0;
-    j->samples = j->mark_samples = j->start * j->B;
+    j->samples = j->mark_samples = j->warm_samples = j->start * j->B;
+    j->t_warm = j->t_loop;
     j->next_log = next_multiple(j->start, cfg->log.every);
     j->next_eval = cfg->train.eval_every > 0 ? next_multiple(j->start, cfg->train.eval_every) : 0;
+}
+
+void ht_job_first_step(ht_job *j, ht_train_result *res) {
+    if (j->dev) ht_dev_finish(j->dev);
+    double now = ht_now();
+    res->first_step_s = now - j->t_start;
+    ht_log_debug("first step done %.2f s after start", res->first_step_s);
+    j->t_warm = j->t_mark = now;
+    j->warm_samples = j->mark_samples = j->samples;
 }
 
 int ht_job_logs_at(const ht_job *j, int64_t done) { return done >= j->next_log || j->last; }
@@ -100,7 +110,7 @@ int ht_job_after_step(ht_job *j, int64_t done, double loss_sum, float lr) {
 int ht_job_loop_finish(ht_job *j, int64_t step, ht_train_result *res) {
     const char *ckpt = j->cfg->checkpoint.path;
     if (j->dev) ht_dev_finish(j->dev);
-    double t_train = ht_now() - j->t_loop - j->t_eval;
+    double now = ht_now(), t_train = now - j->t_loop - j->t_eval;
     ht_progress_finish(&j->prog);
     int rc, gathered = 0;
     if (*ckpt && step > j->start) {
@@ -117,10 +127,12 @@ int ht_job_loop_finish(ht_job *j, int64_t step, ht_train_result *res) {
     if (j->gather && !gathered) j->gather(j);
     if (j->rank == 0) ht_source_evaluate(&j->model, &j->src, &j->vloss, &j->vacc);
     if (j->metrics) ht_metrics_eval(j->metrics, step, j->vloss, j->vacc, t_train);
-    const int64_t done = j->samples - j->start * j->B;
+    /* from the end of the first step: evaluations all came after it */
+    const int64_t done = j->samples - j->warm_samples;
+    const double t_timed = now - j->t_warm - j->t_eval;
     res->steps = step;
     res->val_loss = j->vloss;
     res->val_acc = j->vacc;
-    res->samples_per_s = done > 0 ? (double)done / t_train : 0;
+    res->samples_per_s = done > 0 && t_timed > 0 ? (double)done / t_timed : 0;
     return HT_OK;
 }

@@ -54,6 +54,11 @@ typedef struct ht_job {
     int show; /* this rank reports (rank 0 at info level) */
     double t_loop, t_mark, t_eval, vloss, vacc;
     int64_t mark_samples, next_log, next_eval;
+    /* throughput counts from the end of the first step (ht_job_first_step): that step also
+     * compiles kernels for their launch sizes and allocates, so a first run would otherwise
+     * report a figure that means something else than the second's */
+    double t_warm;
+    int64_t warm_samples;
     /* Set by an engine whose rank 0 does not hold the whole model's current parameters and
      * optimizer state at all times (a pipeline: each stage owns a range): called
      * collectively on every rank before an evaluation or a checkpoint, so that rank 0 holds
@@ -93,6 +98,9 @@ void ht_job_loop_start(ht_job *j);
  * checkpoint steps rank 0 saves. Collective when j->gather is set. Returns HT_OK or the
  * error. */
 int ht_job_after_step(ht_job *j, int64_t done, double loss_sum, float lr);
+/* After the first step's device work, with j->samples current: res->first_step_s, and the
+ * throughput clocks restart. */
+void ht_job_first_step(ht_job *j, ht_train_result *res);
 /* 1 on the steps where ht_job_after_step needs loss_sum (log.every crossed, the last step). */
 int ht_job_logs_at(const ht_job *j, int64_t done);
 /* After the loop, `step` steps done: final checkpoint (if any step ran), the "stopped at"

@@ -70,8 +70,8 @@ static int async_loop(ht_job *j, ht_sync *s, int lo, int hi, ht_train_result *re
         int64_t g = global / B;
         float lr = (float)ht_lr_at(&j->sched, g < j->total ? g : j->total - 1, j->total);
         async_step(j, s, local, lo, hi, lr, &stop, &global);
-        if (local++ == 0) res->first_step_s = ht_now() - j->t_start;
         j->samples = global;
+        if (local++ == 0) ht_job_first_step(j, res);
         j->last = stop;
         if (j->rank != 0) continue; /* rank 0 reports for the job */
         g = global / B;

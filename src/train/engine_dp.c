@@ -167,12 +167,8 @@ static int dp_loop(ht_job *j, ht_sync *s, ht_train_result *res) {
         float lr = (float)ht_lr_at(&j->sched, step, j->total);
         dp_step(j, s, step, lr, &stop);
         int64_t done = step + 1;
-        if (step == j->start) {
-            ht_dev_finish(j->dev);
-            res->first_step_s = ht_now() - j->t_start;
-            ht_log_debug("first step done %.2f s after start", res->first_step_s);
-        }
         j->samples = done * j->B;
+        if (step == j->start) ht_job_first_step(j, res);
         j->last = done == j->total;
         if ((rc = dp_after(j, s, done, lr)) != HT_OK) return rc;
     }

@@ -346,15 +346,15 @@ static int pipe_loop(ht_job *j, pipe_state *p, ht_train_result *res) {
         double v[2];
         pipe_step(j, p, step, lr, ht_job_logs_at(j, done), v);
         stop = v[1] > 0;
+        j->samples = done * j->B;
         if (step == j->start) {
-            res->first_step_s = ht_now() - j->t_start;
+            ht_job_first_step(j, res);
             ht_pipe_exec_stage_times(p->x, 1, NULL, NULL);
         } else { /* the first step compiles and allocates: not counted */
             const ht_pipe_stats *st = ht_pipe_exec_stats(p->x);
             sum[0] += st->step, sum[1] += st->compute, sum[2] += st->wait, sum[3] += st->comm;
             counted++;
         }
-        j->samples = done * j->B;
         if ((rc = ht_job_after_step(j, done, ht_job_logs_at(j, done) ? v[0] : NAN, lr)) != HT_OK)
             return rc;
     }
