@@ -37,9 +37,8 @@ echo "== pipelines on $np ranks: GPT L$layers C$dmodel T64, batch $batch, $steps
 echo "   $(nproc) cores$([ "${PIN:-0}" = 1 ] && echo ', ranks pinned, 1 PoCL thread each' || echo ', ranks share the cores')"
 printf '%-12s %3s %9s %9s %9s %7s %10s %12s %12s\n' schedule N "pred F=1" "pred meas" \
     measured diff samples/s "act MiB/rank" "p2p KiB/step"
-for cfg in "gpipe 4" "1f1b 4" "interleaved 4" "chimera 4" "gpipe 8" "1f1b 8" "interleaved 8" "chimera 8"; do
-    set -- $cfg
-    s=$1 n=$2
+for n in "$np" $((2 * np)); do  # N = D (Chimera's basic unit) and 2D
+for s in gpipe 1f1b interleaved chimera; do
     extra=(--set pipe.schedule="$s" --set pipe.stages="$np" --set pipe.micro_batches="$n")
     [ "$s" = interleaved ] && extra+=(--set pipe.chunks=2)
     run "$s-$n" "${extra[@]}"
@@ -55,6 +54,7 @@ unit, pred = summ['bubble_unit_times'], summ['bubble_measured_costs']
 print('%-12s %3s %9.3f %9.3f %9.3f %+7.3f %10.1f %12.2f %12.1f' % (sys.argv[2], sys.argv[3], unit,
       pred, idle, idle - pred, int(sys.argv[4]) / step, act, p2p))
 PY
+done
 done
 run dp
 sps=$(sed -nE 's/.* ([0-9.]+) samples\/s.*/\1/p' "$tmp/dp.out")
