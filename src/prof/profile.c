@@ -3,10 +3,12 @@
  * > 0"), and the per-device speed model the partitioner reads. */
 #include "prof/profile.h"
 
+#include "config/reader.h"
+
 #include <errno.h>
+#include <libconfig.h>
 #include <limits.h>
 #include <math.h>
-#include <libconfig.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,31 +19,6 @@
 #include "core/path.h"
 
 /* ---------------------------------------------------------------- reading */
-
-typedef struct {
-    const char *path;
-    int rc;
-} reader;
-
-static int line_of(const config_setting_t *s) {
-    for (; s; s = config_setting_parent(s)) {
-        int l = config_setting_source_line(s);
-        if (l > 0) return l;
-    }
-    return 1;
-}
-
-static int fail(reader *r, const config_setting_t *at, const char *fmt, ...) HT_PRINTF(3, 4);
-static int fail(reader *r, const config_setting_t *at, const char *fmt, ...) {
-    if (r->rc != HT_OK) return r->rc; /* keep the first error */
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    r->rc = ht_error(HT_EINPUT, "%s:%d: %s", r->path, line_of(at), msg);
-    return r->rc;
-}
 
 static const char *type_name(const config_setting_t *s) {
     switch (config_setting_type(s)) {
@@ -66,18 +43,18 @@ static const char *type_name(const config_setting_t *s) {
 }
 
 /* Member `key` of group g; missing: an error at g unless optional. */
-static config_setting_t *member(reader *r, const config_setting_t *g, const char *where,
+static config_setting_t *member(ht_cfg_reader *r, const config_setting_t *g, const char *where,
                                 const char *key, const char *expected, int optional) {
     config_setting_t *s = config_setting_get_member(g, key);
     if (!s && !optional)
-        fail(r, g, "%s%s%s: missing required key, expected %s", where, *where ? "." : "", key,
-             expected);
+        ht_cfg_fail(r, g, "%s%s%s: missing required key, expected %s", where, *where ? "." : "",
+                    key, expected);
     return s;
 }
 
 /* A number (integer or float) >= lo, or > lo when strict. */
-static double get_num(reader *r, const config_setting_t *g, const char *where, const char *key,
-                      double lo, int strict) {
+static double get_num(ht_cfg_reader *r, const config_setting_t *g, const char *where,
+                      const char *key, double lo, int strict) {
     const char *exp = strict ? "a number > 0" : "a number >= 0";
     config_setting_t *s = member(r, g, where, key, exp, 0);
     if (!s) return 0;
@@ -88,71 +65,71 @@ static double get_num(reader *r, const config_setting_t *g, const char *where, c
     else if (t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64)
         v = (double)config_setting_get_int64(s);
     else {
-        fail(r, s, "%s.%s: found %s, expected %s", where, key, type_name(s), exp);
+        ht_cfg_fail(r, s, "%s.%s: found %s, expected %s", where, key, type_name(s), exp);
         return 0;
     }
     if (!isfinite(v))
-        fail(r, s, "%s.%s: found %g, expected a finite number", where, key, v);
+        ht_cfg_fail(r, s, "%s.%s: found %g, expected a finite number", where, key, v);
     else if (!(v > lo || (!strict && v == lo)))
-        fail(r, s, "%s.%s: found %g, expected %s", where, key, v, exp);
+        ht_cfg_fail(r, s, "%s.%s: found %g, expected %s", where, key, v, exp);
     return v;
 }
 
-static int get_int(reader *r, const config_setting_t *g, const char *where, const char *key, int lo,
-                   int hi) {
+static int get_int(ht_cfg_reader *r, const config_setting_t *g, const char *where, const char *key,
+                   int lo, int hi) {
     char exp[64];
     snprintf(exp, sizeof exp, "an integer in [%d, %d]", lo, hi);
     config_setting_t *s = member(r, g, where, key, exp, 0);
     if (!s) return lo;
     if (config_setting_type(s) != CONFIG_TYPE_INT && config_setting_type(s) != CONFIG_TYPE_INT64) {
-        fail(r, s, "%s.%s: found %s, expected %s", where, key, type_name(s), exp);
+        ht_cfg_fail(r, s, "%s.%s: found %s, expected %s", where, key, type_name(s), exp);
         return lo;
     }
     long long v = config_setting_get_int64(s);
     char text[64];
-    if (ht_int_literal_lost(r->path, line_of(s), config_setting_name(s), v,
+    if (ht_int_literal_lost(r->path, ht_cfg_line(s), config_setting_name(s), v,
                             config_setting_type(s) == CONFIG_TYPE_INT64, text, sizeof text))
-        fail(r, s, "%s.%s: found %s, expected %s", where, key, text, exp);
+        ht_cfg_fail(r, s, "%s.%s: found %s, expected %s", where, key, text, exp);
     else if (v < lo || v > hi)
-        fail(r, s, "%s.%s: found %lld, expected %s", where, key, v, exp);
+        ht_cfg_fail(r, s, "%s.%s: found %lld, expected %s", where, key, v, exp);
     return (int)v;
 }
 
-static void get_str(reader *r, const config_setting_t *g, const char *where, const char *key,
+static void get_str(ht_cfg_reader *r, const config_setting_t *g, const char *where, const char *key,
                     char *dst, size_t n, int optional) {
     config_setting_t *s = member(r, g, where, key, "a string", optional);
     if (!s) return;
     if (config_setting_type(s) != CONFIG_TYPE_STRING) {
-        fail(r, s, "%s.%s: found %s, expected a string", where, key, type_name(s));
+        ht_cfg_fail(r, s, "%s.%s: found %s, expected a string", where, key, type_name(s));
         return;
     }
     const char *v = config_setting_get_string(s);
-    if (strlen(v) >= n) fail(r, s, "%s.%s: longer than %zu characters", where, key, n - 1);
+    if (strlen(v) >= n) ht_cfg_fail(r, s, "%s.%s: longer than %zu characters", where, key, n - 1);
     ht_strlcpy(dst, v, n);
 }
 
 /* A list (or an empty array: libconfig writes "()" and "[]" alike for nothing) of at most
  * max groups; returns its length. */
-static int get_list(reader *r, const config_setting_t *g, const char *where, const char *key,
+static int get_list(ht_cfg_reader *r, const config_setting_t *g, const char *where, const char *key,
                     int max, config_setting_t **out) {
     *out = member(r, g, where, key, "a list ( { ... }, ... )", 0);
     if (!*out) return 0;
     int t = config_setting_type(*out), n = config_setting_length(*out);
     if (t != CONFIG_TYPE_LIST && !(t == CONFIG_TYPE_ARRAY && n == 0)) {
-        fail(r, *out, "%s%s%s: found %s, expected a list ( { ... }, ... )", where,
-             *where ? "." : "", key, type_name(*out));
+        ht_cfg_fail(r, *out, "%s%s%s: found %s, expected a list ( { ... }, ... )", where,
+                    *where ? "." : "", key, type_name(*out));
         return 0;
     }
     if (n > max) {
-        fail(r, *out, "%s%s%s: %d entries, at most %d supported", where, *where ? "." : "", key, n,
-             max);
+        ht_cfg_fail(r, *out, "%s%s%s: %d entries, at most %d supported", where, *where ? "." : "",
+                    key, n, max);
         return 0;
     }
     for (int i = 0; i < n; i++) {
         config_setting_t *e = config_setting_get_elem(*out, i);
         if (!config_setting_is_group(e)) {
-            fail(r, e, "%s%s%s[%d]: found %s, expected a group { ... }", where, *where ? "." : "",
-                 key, i, type_name(e));
+            ht_cfg_fail(r, e, "%s%s%s[%d]: found %s, expected a group { ... }", where,
+                        *where ? "." : "", key, i, type_name(e));
             return 0;
         }
     }
@@ -161,7 +138,7 @@ static int get_list(reader *r, const config_setting_t *g, const char *where, con
 
 /* Every member of group g must be one of keys (NULL-terminated): a typo is an error, never
  * a value silently ignored. */
-static void known_keys(reader *r, const config_setting_t *g, const char *where,
+static void known_keys(ht_cfg_reader *r, const config_setting_t *g, const char *where,
                        const char *const *keys) {
     for (int i = 0; r->rc == HT_OK && i < config_setting_length(g); i++) {
         const config_setting_t *s = config_setting_get_elem(g, (unsigned)i);
@@ -174,16 +151,17 @@ static void known_keys(reader *r, const config_setting_t *g, const char *where,
         for (k = 0; keys[k]; k++)
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "",
                      keys[k]);
-        fail(r, s, "%s%s%s: unknown key, expected one of: %s", where, *where ? "." : "", name,
-             list);
+        ht_cfg_fail(r, s, "%s%s%s: unknown key, expected one of: %s", where, *where ? "." : "",
+                    name, list);
     }
 }
 
-static void read_clblast(reader *r, const config_setting_t *g, const char *where, ht_prof_dev *d) {
+static void read_clblast(ht_cfg_reader *r, const config_setting_t *g, const char *where,
+                         ht_prof_dev *d) {
     int n = config_setting_length(g);
     if (!config_setting_is_group(g) || n > HT_PROF_MAX_KERNELS) {
-        fail(r, g, "%s.clblast: expected a group of at most %d kernel groups", where,
-             HT_PROF_MAX_KERNELS);
+        ht_cfg_fail(r, g, "%s.clblast: expected a group of at most %d kernel groups", where,
+                    HT_PROF_MAX_KERNELS);
         return;
     }
     for (int i = 0; i < n && r->rc == HT_OK; i++) {
@@ -191,28 +169,28 @@ static void read_clblast(reader *r, const config_setting_t *g, const char *where
         ht_prof_kparams *kp = &d->clblast[d->nclblast++];
         memset(kp, 0, sizeof *kp);
         if (strlen(config_setting_name(k)) >= sizeof kp->kernel) {
-            fail(r, k, "%s.clblast.%s: kernel name of %zu characters, expected at most %zu",
-                 where, config_setting_name(k), strlen(config_setting_name(k)),
-                 sizeof kp->kernel - 1);
+            ht_cfg_fail(r, k, "%s.clblast.%s: kernel name of %zu characters, expected at most %zu",
+                        where, config_setting_name(k), strlen(config_setting_name(k)),
+                        sizeof kp->kernel - 1);
             return;
         }
         ht_strlcpy(kp->kernel, config_setting_name(k), sizeof kp->kernel);
         int np = config_setting_length(k);
         if (!config_setting_is_group(k) || np > HT_PROF_MAX_PARAMS) {
-            fail(r, k, "%s.clblast.%s: expected a group of at most %d integer parameters", where,
-                 kp->kernel, HT_PROF_MAX_PARAMS);
+            ht_cfg_fail(r, k, "%s.clblast.%s: expected a group of at most %d integer parameters",
+                        where, kp->kernel, HT_PROF_MAX_PARAMS);
             return;
         }
         for (int j = 0; j < np; j++) {
             config_setting_t *p = config_setting_get_elem(k, j);
             if (config_setting_type(p) != CONFIG_TYPE_INT || config_setting_get_int(p) < 0) {
-                fail(r, p, "%s.clblast.%s.%s: expected a non-negative integer", where, kp->kernel,
-                     config_setting_name(p));
+                ht_cfg_fail(r, p, "%s.clblast.%s.%s: expected a non-negative integer", where,
+                            kp->kernel, config_setting_name(p));
                 return;
             }
             if (strlen(config_setting_name(p)) >= sizeof kp->names[j]) {
-                fail(r, p, "%s.clblast.%s.%s: parameter name longer than %zu characters", where,
-                     kp->kernel, config_setting_name(p), sizeof kp->names[j] - 1);
+                ht_cfg_fail(r, p, "%s.clblast.%s.%s: parameter name longer than %zu characters",
+                            where, kp->kernel, config_setting_name(p), sizeof kp->names[j] - 1);
                 return;
             }
             ht_strlcpy(kp->names[j], config_setting_name(p), sizeof kp->names[j]);
@@ -222,9 +200,9 @@ static void read_clblast(reader *r, const config_setting_t *g, const char *where
     }
 }
 
-static const char *const DEV_KEYS[] = {"name", "platform", "driver", "type", "mem_bw_gbs",
-                                        "h2d_gbs", "d2h_gbs", "launch_us", "gemm", "layers",
-                                        "samples_per_s", "tuning", "clblast", NULL};
+static const char *const DEV_KEYS[] = {
+    "name",      "platform", "driver", "type",          "mem_bw_gbs", "h2d_gbs", "d2h_gbs",
+    "launch_us", "gemm",     "layers", "samples_per_s", "tuning",     "clblast", NULL};
 static const char *const GEMM_KEYS[] = {"m", "n", "k", "ta", "tb", "gflops", NULL};
 static const char *const LAYER_KEYS[] = {"name", "batch", "fwd_ms", "bwd_ms", NULL};
 static const char *const RATE_KEYS[] = {"batch", "value", NULL};
@@ -232,7 +210,7 @@ static const char *const LINK_KEYS[] = {"a", "b", "latency_us", "bandwidth_gbs",
 static const char *const ROOT_KEYS[] = {"version", "model", "batches", "devices", "links", NULL};
 static const char *const DEV_TYPES[] = {"cpu", "gpu", "accel", "other", NULL};
 
-static void read_dev(reader *r, const config_setting_t *g, int idx, ht_prof_dev *d) {
+static void read_dev(ht_cfg_reader *r, const config_setting_t *g, int idx, ht_prof_dev *d) {
     char w[64], e[96];
     snprintf(w, sizeof w, "devices[%d]", idx);
     memset(d, 0, sizeof *d);
@@ -246,9 +224,9 @@ static void read_dev(reader *r, const config_setting_t *g, int idx, ht_prof_dev 
         while (DEV_TYPES[k] && strcmp(DEV_TYPES[k], d->type))
             k++;
         if (!DEV_TYPES[k])
-            fail(r, config_setting_get_member(g, "type"),
-                 "%s.type: found \"%s\", expected \"cpu\", \"gpu\", \"accel\" or \"other\"", w,
-                 d->type);
+            ht_cfg_fail(r, config_setting_get_member(g, "type"),
+                        "%s.type: found \"%s\", expected \"cpu\", \"gpu\", \"accel\" or \"other\"",
+                        w, d->type);
     }
     d->mem_bw_gbs = get_num(r, g, w, "mem_bw_gbs", 0, 1);
     d->h2d_gbs = get_num(r, g, w, "h2d_gbs", 0, 1);
@@ -292,7 +270,7 @@ static void read_dev(reader *r, const config_setting_t *g, int idx, ht_prof_dev 
     if (c && r->rc == HT_OK) read_clblast(r, c, w, d);
 }
 
-static void read_links(reader *r, const config_setting_t *root, ht_profile *p) {
+static void read_links(ht_cfg_reader *r, const config_setting_t *root, ht_profile *p) {
     config_setting_t *l;
     p->nlinks = get_list(r, root, "", "links", HT_PROF_MAX_LINKS, &l);
     for (int i = 0; i < p->nlinks && r->rc == HT_OK; i++) {
@@ -307,11 +285,12 @@ static void read_links(reader *r, const config_setting_t *root, ht_profile *p) {
         q->bandwidth_gbs = get_num(r, x, e, "bandwidth_gbs", 0, 1);
         if (r->rc != HT_OK) return;
         if (q->a >= q->b)
-            fail(r, x, "%s: a = %d, b = %d, expected a < b (devices of the profile)", e, q->a,
-                 q->b);
+            ht_cfg_fail(r, x, "%s: a = %d, b = %d, expected a < b (devices of the profile)", e,
+                        q->a, q->b);
         for (int j = 0; j < i && r->rc == HT_OK; j++)
             if (p->links[j].a == q->a && p->links[j].b == q->b)
-                fail(r, x, "%s: devices %d and %d already linked by links[%d]", e, q->a, q->b, j);
+                ht_cfg_fail(r, x, "%s: devices %d and %d already linked by links[%d]", e, q->a,
+                            q->b, j);
     }
 }
 
@@ -319,7 +298,7 @@ int ht_profile_load(const char *path, ht_profile *p) {
     config_t cf;
     config_init(&cf);
     memset(p, 0, sizeof *p);
-    reader r = {path, HT_OK};
+    ht_cfg_reader r = {path, HT_OK};
     /* without blocking, and only a regular file (a folder used to read as "Success") */
     FILE *fp = ht_open_input(path, "cannot read profile");
     if (!fp) {
@@ -345,29 +324,31 @@ int ht_profile_load(const char *path, ht_profile *p) {
     if ((s = config_setting_get_member(root, "batches"))) {
         int n = config_setting_length(s);
         if (config_setting_type(s) != CONFIG_TYPE_ARRAY || n > HT_PROF_MAX_BATCHES)
-            fail(&r, s, "batches: found %s, expected an array of at most %d integers", type_name(s),
-                 HT_PROF_MAX_BATCHES);
+            ht_cfg_fail(&r, s, "batches: found %s, expected an array of at most %d integers",
+                        type_name(s), HT_PROF_MAX_BATCHES);
         for (int i = 0; i < n && r.rc == HT_OK; i++) {
             config_setting_t *e = config_setting_get_elem(s, i);
             if (config_setting_type(e) != CONFIG_TYPE_INT || config_setting_get_int(e) < 1)
-                fail(&r, e, "batches[%d]: expected an integer >= 1", i);
+                ht_cfg_fail(&r, e, "batches[%d]: expected an integer >= 1", i);
             char text[64];
-            if (r.rc == HT_OK && ht_int_literal_lost(path, line_of(e), NULL,
-                                                      config_setting_get_int(e), 0, text,
-                                                      sizeof text))
-                fail(&r, e, "batches[%d]: found %s, expected an integer in [1, %d]", i, text,
-                     INT_MAX);
+            if (r.rc == HT_OK &&
+                ht_int_literal_lost(path, ht_cfg_line(e), NULL, config_setting_get_int(e), 0, text,
+                                    sizeof text))
+                ht_cfg_fail(&r, e, "batches[%d]: found %s, expected an integer in [1, %d]", i, text,
+                            INT_MAX);
             for (int j = 0; r.rc == HT_OK && j < i; j++)
                 if (p->batches[j] == config_setting_get_int(e))
-                    fail(&r, e, "batches[%d]: found %d again (batches[%d]), expected each batch "
-                         "size once", i, p->batches[j], j);
+                    ht_cfg_fail(&r, e,
+                                "batches[%d]: found %d again (batches[%d]), expected each batch "
+                                "size once",
+                                i, p->batches[j], j);
             p->batches[p->nbatches++] = config_setting_get_int(e);
         }
     }
     config_setting_t *devs;
     p->ndev = get_list(&r, root, "", "devices", HT_PROF_MAX_DEVS, &devs);
     if (r.rc == HT_OK && p->ndev == 0)
-        fail(&r, devs, "devices: empty, expected at least one device");
+        ht_cfg_fail(&r, devs, "devices: empty, expected at least one device");
     for (int i = 0; i < p->ndev && r.rc == HT_OK; i++)
         read_dev(&r, config_setting_get_elem(devs, i), i, &p->dev[i]);
     if (r.rc == HT_OK && config_setting_get_member(root, "links")) read_links(&r, root, p);

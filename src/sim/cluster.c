@@ -10,37 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/reader.h"
 #include "core/err.h"
 #include "sim/sim.h"
 
 #define MAX_RANKS (1 << 20)
 
-typedef struct {
-    const char *path;
-    int rc;
-} rd;
-
-static int line_of(const config_setting_t *s) {
-    for (; s; s = config_setting_parent(s)) {
-        int l = config_setting_source_line(s);
-        if (l > 0) return l;
-    }
-    return 1;
-}
-
-static void fail(rd *r, const config_setting_t *at, const char *fmt, ...) HT_PRINTF(3, 4);
-static void fail(rd *r, const config_setting_t *at, const char *fmt, ...) {
-    if (r->rc != HT_OK) return; /* the first error only */
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    r->rc = ht_error(HT_EINPUT, "%s:%d: %s", r->path, line_of(at), msg);
-}
-
 /* Every member of g must be one of the comma-separated names in `known`. */
-static void only(rd *r, const config_setting_t *g, const char *where, const char *known) {
+static void only(ht_cfg_reader *r, const config_setting_t *g, const char *where,
+                 const char *known) {
     for (int i = 0; g && i < config_setting_length(g); i++) {
         const config_setting_t *e = config_setting_get_elem(g, i);
         const char *n = config_setting_name(e);
@@ -49,30 +27,33 @@ static void only(rd *r, const config_setting_t *g, const char *where, const char
         snprintf(pat, sizeof pat, ",%s,", n);
         char all[512];
         snprintf(all, sizeof all, ",%s,", known);
-        if (!strstr(all, pat)) fail(r, e, "%s%s: unknown key, expected one of %s", where, n, known);
+        if (!strstr(all, pat))
+            ht_cfg_fail(r, e, "%s%s: unknown key, expected one of %s", where, n, known);
     }
 }
 
 /* Optional number key (int or float) in (lo, inf) when strict, else [lo, inf); def if absent. */
-static double num(rd *r, const config_setting_t *g, const char *where, const char *key, double lo,
-                  int strict, double def) {
+static double num(ht_cfg_reader *r, const config_setting_t *g, const char *where, const char *key,
+                  double lo, int strict, double def) {
     config_setting_t *s = config_setting_get_member(g, key);
     if (!s) return def;
     int t = config_setting_type(s);
-    double v = t == CONFIG_TYPE_FLOAT                             ? config_setting_get_float(s)
-               : t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64 ? (double)config_setting_get_int64(s)
-                                                                 : NAN;
+    double v = t == CONFIG_TYPE_FLOAT ? config_setting_get_float(s)
+               : t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64
+                   ? (double)config_setting_get_int64(s)
+                   : NAN;
     if (!(isfinite(v) && (v > lo || (!strict && v == lo))))
-        fail(r, s, "%s%s: found %s, expected a number %s %g", where, key,
-             isnan(v) ? "something else" : "an out-of-range value", strict ? ">" : ">=", lo);
+        ht_cfg_fail(r, s, "%s%s: found %s, expected a number %s %g", where, key,
+                    isnan(v) ? "something else" : "an out-of-range value", strict ? ">" : ">=", lo);
     return v;
 }
 
-static const char *str(rd *r, const config_setting_t *g, const char *where, const char *key) {
+static const char *str(ht_cfg_reader *r, const config_setting_t *g, const char *where,
+                       const char *key) {
     config_setting_t *s = config_setting_get_member(g, key);
     if (!s) return NULL;
     if (config_setting_type(s) != CONFIG_TYPE_STRING) {
-        fail(r, s, "%s%s: expected a string", where, key);
+        ht_cfg_fail(r, s, "%s%s: expected a string", where, key);
         return NULL;
     }
     return config_setting_get_string(s);
@@ -84,7 +65,7 @@ static int find_type(const ht_sim_cluster *c, const char *name) {
     return -1;
 }
 
-static void read_type(rd *r, ht_sim_cluster *c, config_setting_t *e, int i) {
+static void read_type(ht_cfg_reader *r, ht_sim_cluster *c, config_setting_t *e, int i) {
     char where[64];
     snprintf(where, sizeof where, "devices[%d].", i);
     only(r, e, where,
@@ -94,17 +75,18 @@ static void read_type(rd *r, ht_sim_cluster *c, config_setting_t *e, int i) {
     const char *name = str(r, e, where, "name"), *like = str(r, e, where, "like");
     if (r->rc != HT_OK) return;
     if (!name || !*name || strlen(name) >= sizeof t->name) {
-        fail(r, e, "%sname: missing or empty or too long, expected a string of 1 to %zu characters",
-             where, sizeof t->name - 1);
+        ht_cfg_fail(
+            r, e, "%sname: missing or empty or too long, expected a string of 1 to %zu characters",
+            where, sizeof t->name - 1);
         return;
     }
-    if (find_type(c, name) >= 0) fail(r, e, "%sname: '%s' defined twice", where, name);
+    if (find_type(c, name) >= 0) ht_cfg_fail(r, e, "%sname: '%s' defined twice", where, name);
     *t = (ht_sim_devtype){.prof_dev = -1, .scale = 1};
     if (like) { /* a scaled copy: everything of the other kind, then this entry's keys */
         int k = find_type(c, like);
         if (k < 0) {
-            fail(r, config_setting_get_member(e, "like"),
-                 "%slike: no device kind '%s' defined before this one", where, like);
+            ht_cfg_fail(r, config_setting_get_member(e, "like"),
+                        "%slike: no device kind '%s' defined before this one", where, like);
             return;
         }
         *t = c->types[k];
@@ -116,17 +98,22 @@ static void read_type(rd *r, ht_sim_cluster *c, config_setting_t *e, int i) {
         int ndev = c->prof ? c->prof->ndev : 0;
         int v = config_setting_type(pd) == CONFIG_TYPE_INT ? config_setting_get_int(pd) : -1;
         if (v < 0 || v >= ndev)
-            fail(r, pd, "%sprofile_device: expected an integer in [0, %d) naming a device of the "
-                        "profile%s", where, ndev, c->prof ? "" : " (no profile = \"...\" given)");
+            ht_cfg_fail(r, pd,
+                        "%sprofile_device: expected an integer in [0, %d) naming a device of the "
+                        "profile%s",
+                        where, ndev, c->prof ? "" : " (no profile = \"...\" given)");
         t->prof_dev = v;
     }
     /* scale multiplies every rate of the kind (a copy at half speed: 0.5) */
     t->scale *= num(r, e, where, "scale", 0, 1, 1);
     double eff = num(r, e, where, "efficiency", 0, 1, 1);
     if (eff > 1)
-        fail(r, config_setting_get_member(e, "efficiency"), "%sefficiency: found %g, expected a "
-             "number in (0, 1]", where, eff);
-    if (config_setting_get_member(e, "gflops")) t->gflops = num(r, e, where, "gflops", 0, 1, 0) * eff;
+        ht_cfg_fail(r, config_setting_get_member(e, "efficiency"),
+                    "%sefficiency: found %g, expected a "
+                    "number in (0, 1]",
+                    where, eff);
+    if (config_setting_get_member(e, "gflops"))
+        t->gflops = num(r, e, where, "gflops", 0, 1, 0) * eff;
     t->mem_bw_gbs = num(r, e, where, "mem_bw_gbs", 0, 1, t->mem_bw_gbs);
     t->mem_gb = num(r, e, where, "mem_gb", 0, 0, t->mem_gb);
     t->launch_us = num(r, e, where, "launch_us", 0, 0, t->launch_us);
@@ -134,28 +121,33 @@ static void read_type(rd *r, ht_sim_cluster *c, config_setting_t *e, int i) {
     t->d2h_gbs = num(r, e, where, "d2h_gbs", 0, 0, t->d2h_gbs);
     t->cores = num(r, e, where, "cores", 0, 0, t->cores);
     if (r->rc == HT_OK && t->prof_dev < 0 && !(t->gflops > 0 && t->mem_bw_gbs > 0))
-        fail(r, e, "%.*s: device kind '%s' has no cost model, expected profile_device, like, "
-                   "or gflops and mem_bw_gbs", (int)strlen(where) - 1, where, name);
+        ht_cfg_fail(r, e,
+                    "%.*s: device kind '%s' has no cost model, expected profile_device, like, "
+                    "or gflops and mem_bw_gbs",
+                    (int)strlen(where) - 1, where, name);
 }
 
-static ht_sim_link read_link(rd *r, config_setting_t *links, const char *key) {
+static ht_sim_link read_link(ht_cfg_reader *r, config_setting_t *links, const char *key) {
     config_setting_t *g = config_setting_get_member(links, key);
     char where[32];
     snprintf(where, sizeof where, "links.%s.", key);
     if (!g || config_setting_type(g) != CONFIG_TYPE_GROUP) {
-        fail(r, g ? g : links, "links.%s: %s, expected { latency_us = ...; bandwidth_gbs = ...; }",
-             key, g ? "not a group" : "missing");
+        ht_cfg_fail(r, g ? g : links,
+                    "links.%s: %s, expected { latency_us = ...; bandwidth_gbs = ...; }", key,
+                    g ? "not a group" : "missing");
         return (ht_sim_link){0, 1};
     }
     only(r, g, where, "latency_us,bandwidth_gbs");
-    if (!config_setting_get_member(g, "latency_us") || !config_setting_get_member(g, "bandwidth_gbs"))
-        fail(r, g, "links.%s: expected both latency_us and bandwidth_gbs", key);
-    double lat = num(r, g, where, "latency_us", 0, 0, 0), bw = num(r, g, where, "bandwidth_gbs", 0, 1, 1);
+    if (!config_setting_get_member(g, "latency_us") ||
+        !config_setting_get_member(g, "bandwidth_gbs"))
+        ht_cfg_fail(r, g, "links.%s: expected both latency_us and bandwidth_gbs", key);
+    double lat = num(r, g, where, "latency_us", 0, 0, 0),
+           bw = num(r, g, where, "bandwidth_gbs", 0, 1, 1);
     return (ht_sim_link){lat * 1e-6, bw * 1e9};
 }
 
 /* hosts: ( { count = N; devices = ["kind", ...]; }, ... ): ranks host by host. */
-static void read_hosts(rd *r, ht_sim_cluster *c, config_setting_t *hosts) {
+static void read_hosts(ht_cfg_reader *r, ht_sim_cluster *c, config_setting_t *hosts) {
     int n = config_setting_length(hosts);
     for (int pass = 0; pass < 2 && r->rc == HT_OK; pass++) {
         int rank = 0, host = 0;
@@ -164,7 +156,7 @@ static void read_hosts(rd *r, ht_sim_cluster *c, config_setting_t *hosts) {
             char where[32];
             snprintf(where, sizeof where, "hosts[%d].", i);
             if (config_setting_type(h) != CONFIG_TYPE_GROUP) {
-                fail(r, h, "hosts[%d]: expected a group { count = N; devices = [...]; }", i);
+                ht_cfg_fail(r, h, "hosts[%d]: expected a group { count = N; devices = [...]; }", i);
                 return;
             }
             only(r, h, where, "count,devices,cores");
@@ -173,11 +165,13 @@ static void read_hosts(rd *r, ht_sim_cluster *c, config_setting_t *hosts) {
             int count = 1;
             if (cnt && (config_setting_type(cnt) != CONFIG_TYPE_INT ||
                         (count = config_setting_get_int(cnt)) < 1 || count > MAX_RANKS))
-                fail(r, cnt, "%scount: expected an integer in [1, %d]", where, MAX_RANKS);
+                ht_cfg_fail(r, cnt, "%scount: expected an integer in [1, %d]", where, MAX_RANKS);
             config_setting_t *dv = config_setting_get_member(h, "devices");
             int nd = dv ? config_setting_length(dv) : 0;
             if (!dv || config_setting_type(dv) != CONFIG_TYPE_ARRAY || nd < 1) {
-                fail(r, dv ? dv : h, "%sdevices: expected an array of device kind names [\"a\", ...]", where);
+                ht_cfg_fail(r, dv ? dv : h,
+                            "%sdevices: expected an array of device kind names [\"a\", ...]",
+                            where);
                 return;
             }
             /* cores shared: the host's devices use more cores than it has, every rank on it
@@ -194,8 +188,10 @@ static void read_hosts(rd *r, ht_sim_cluster *c, config_setting_t *hosts) {
                     config_setting_t *e = config_setting_get_elem(dv, j);
                     const char *name = config_setting_get_string(e);
                     int t = name ? find_type(c, name) : -1;
-                    if (t < 0) fail(r, e, "%sdevices[%d]: no device kind '%s'", where, j, name ? name : "(not a string)");
-                    if (rank >= MAX_RANKS) fail(r, h, "more than %d ranks", MAX_RANKS);
+                    if (t < 0)
+                        ht_cfg_fail(r, e, "%sdevices[%d]: no device kind '%s'", where, j,
+                                    name ? name : "(not a string)");
+                    if (rank >= MAX_RANKS) ht_cfg_fail(r, h, "more than %d ranks", MAX_RANKS);
                     if (pass == 1 && r->rc == HT_OK) {
                         c->rank_type[rank] = t;
                         c->rank_host[rank] = host;
@@ -213,7 +209,7 @@ static void read_hosts(rd *r, ht_sim_cluster *c, config_setting_t *hosts) {
     }
 }
 
-static void read_profile(rd *r, ht_sim_cluster *c, config_setting_t *root) {
+static void read_profile(ht_cfg_reader *r, ht_sim_cluster *c, config_setting_t *root) {
     const char *p = str(r, root, "", "profile");
     if (!p || !*p) return;
     char path[2048];
@@ -226,21 +222,23 @@ static void read_profile(rd *r, ht_sim_cluster *c, config_setting_t *root) {
     if (ht_profile_load(path, c->prof) != HT_OK) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", ht_errmsg());
-        fail(r, config_setting_get_member(root, "profile"), "profile: %s", msg);
+        ht_cfg_fail(r, config_setting_get_member(root, "profile"), "profile: %s", msg);
     }
 }
 
 int ht_sim_cluster_load(const char *path, ht_sim_cluster *c) {
     memset(c, 0, sizeof *c);
     ht_strlcpy(c->source, path, sizeof c->source);
-    rd r = {path, HT_OK};
+    ht_cfg_reader r = {path, HT_OK};
     config_t cf;
     config_init(&cf);
     if (config_read_file(&cf, path) != CONFIG_TRUE) {
         if (config_error_type(&cf) == CONFIG_ERR_FILE_IO)
-            r.rc = ht_error(HT_EINPUT, "cannot read cluster description '%s': %s", path, strerror(errno));
+            r.rc = ht_error(HT_EINPUT, "cannot read cluster description '%s': %s", path,
+                            strerror(errno));
         else
-            r.rc = ht_error(HT_EINPUT, "%s:%d: %s", path, config_error_line(&cf), config_error_text(&cf));
+            r.rc = ht_error(HT_EINPUT, "%s:%d: %s", path, config_error_line(&cf),
+                            config_error_text(&cf));
         config_destroy(&cf);
         return r.rc;
     }
@@ -250,24 +248,29 @@ int ht_sim_cluster_load(const char *path, ht_sim_cluster *c) {
     config_setting_t *devs = config_setting_get_member(root, "devices");
     int nt = devs ? config_setting_length(devs) : 0;
     if (r.rc == HT_OK && (!devs || config_setting_type(devs) != CONFIG_TYPE_LIST || nt < 1))
-        fail(&r, devs ? devs : root, "devices: %s, expected a list ( { name = \"...\"; ... }, ... )",
-             devs ? "not a non-empty list" : "missing");
+        ht_cfg_fail(&r, devs ? devs : root,
+                    "devices: %s, expected a list ( { name = \"...\"; ... }, ... )",
+                    devs ? "not a non-empty list" : "missing");
     if (r.rc == HT_OK) c->types = ht_xcalloc((size_t)nt, sizeof *c->types);
     for (int i = 0; i < nt && r.rc == HT_OK; i++) {
         config_setting_t *e = config_setting_get_elem(devs, i);
-        if (config_setting_type(e) != CONFIG_TYPE_GROUP) fail(&r, e, "devices[%d]: expected a group", i);
-        else read_type(&r, c, e, i);
+        if (config_setting_type(e) != CONFIG_TYPE_GROUP)
+            ht_cfg_fail(&r, e, "devices[%d]: expected a group", i);
+        else
+            read_type(&r, c, e, i);
     }
     config_setting_t *hosts = config_setting_get_member(root, "hosts");
     if (r.rc == HT_OK && (!hosts || config_setting_type(hosts) != CONFIG_TYPE_LIST ||
                           config_setting_length(hosts) < 1))
-        fail(&r, hosts ? hosts : root, "hosts: %s, expected a list ( { count = N; devices = [...]; }, ... )",
-             hosts ? "not a non-empty list" : "missing");
+        ht_cfg_fail(&r, hosts ? hosts : root,
+                    "hosts: %s, expected a list ( { count = N; devices = [...]; }, ... )",
+                    hosts ? "not a non-empty list" : "missing");
     if (r.rc == HT_OK) read_hosts(&r, c, hosts);
     config_setting_t *links = config_setting_get_member(root, "links");
     if (r.rc == HT_OK && (!links || config_setting_type(links) != CONFIG_TYPE_GROUP))
-        fail(&r, links ? links : root, "links: %s, expected { intra = {...}; inter = {...}; }",
-             links ? "not a group" : "missing");
+        ht_cfg_fail(&r, links ? links : root,
+                    "links: %s, expected { intra = {...}; inter = {...}; }",
+                    links ? "not a group" : "missing");
     if (r.rc == HT_OK) {
         only(&r, links, "links.", "intra,inter");
         c->intra = read_link(&r, links, "intra");
