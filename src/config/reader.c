@@ -1,8 +1,32 @@
 /* The shared error path of our libconfig readers (see reader.h). */
 #include "config/reader.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
+
+#include "core/path.h"
+
+int ht_cfg_read_file(config_t *cf, const char *path, const char *what) {
+    config_init(cf);
+    char why[128];
+    snprintf(why, sizeof why, "cannot read %s", what);
+    FILE *fp = ht_open_input(path, why);
+    if (!fp) {
+        config_destroy(cf);
+        return HT_EINPUT;
+    }
+    int ok = config_read(cf, fp), err = errno;
+    fclose(fp);
+    if (ok == CONFIG_TRUE) return HT_OK;
+    int rc = config_error_type(cf) == CONFIG_ERR_FILE_IO
+                 ? ht_error(HT_EINPUT, "cannot read %s '%s': %s", what, path, strerror(err))
+                 : ht_error(HT_EINPUT, "%s:%d: %s", path, config_error_line(cf),
+                            config_error_text(cf) ? config_error_text(cf) : "syntax error");
+    config_destroy(cf);
+    return rc;
+}
 
 int ht_cfg_line(const config_setting_t *s) {
     for (; s; s = config_setting_parent(s)) {

@@ -296,26 +296,10 @@ static void read_links(ht_cfg_reader *r, const config_setting_t *root, ht_profil
 
 int ht_profile_load(const char *path, ht_profile *p) {
     config_t cf;
-    config_init(&cf);
     memset(p, 0, sizeof *p);
     ht_cfg_reader r = {path, HT_OK};
     /* without blocking, and only a regular file (a folder used to read as "Success") */
-    FILE *fp = ht_open_input(path, "cannot read profile");
-    if (!fp) {
-        config_destroy(&cf);
-        return HT_EINPUT;
-    }
-    int ok = config_read(&cf, fp);
-    fclose(fp);
-    if (ok != CONFIG_TRUE) {
-        if (config_error_type(&cf) == CONFIG_ERR_FILE_IO)
-            r.rc = ht_error(HT_EINPUT, "cannot read profile '%s': %s", path, strerror(errno));
-        else
-            r.rc = ht_error(HT_EINPUT, "%s:%d: %s", path, config_error_line(&cf),
-                            config_error_text(&cf));
-        config_destroy(&cf);
-        return r.rc;
-    }
+    if ((r.rc = ht_cfg_read_file(&cf, path, "profile")) != HT_OK) return r.rc;
     config_setting_t *root = config_root_setting(&cf), *s;
     known_keys(&r, root, "", ROOT_KEYS);
     int version = get_int(&r, root, "", "version", 1, 1);

@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config/reader.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/path.h"
@@ -257,21 +258,8 @@ static int write_config(const char *path, const config *c, const char *comment) 
 /* Reads the kernels a tuning file gives over *c (the others keep their values). */
 static int read_config(const char *path, config *c) {
     config_t cf;
-    config_init(&cf);
-    int rc = HT_OK;
-    FILE *fp = ht_open_input(path, "cannot read tuning file"); /* never blocks */
-    if (!fp) {
-        config_destroy(&cf);
-        return HT_EINPUT;
-    }
-    int ok = config_read(&cf, fp);
-    fclose(fp);
-    if (ok != CONFIG_TRUE) {
-        rc = ht_error(HT_EINPUT, "%s:%d: %s", path, config_error_line(&cf),
-                      config_error_text(&cf) ? config_error_text(&cf) : "cannot read");
-        config_destroy(&cf);
-        return rc;
-    }
+    int rc = ht_cfg_read_file(&cf, path, "tuning file"); /* never blocks */
+    if (rc != HT_OK) return rc;
     for (int k = 0; rc == HT_OK && k < NKERN; k++) {
         char key[64];
         snprintf(key, sizeof key, "clblast.%s", SPACE[k].kernel);
