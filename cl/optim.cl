@@ -5,38 +5,48 @@
 /* ---------------------------------------------------------------- gradient norm */
 
 /* Pass 1: each group reduces its work-items' sums of x[i]^2 as a tree in local memory and
- * writes part[group]. Which elements a work-item sums depends on the device: with chunk == 0
- * (GPUs) item j takes i = j + k*G*L, so neighbours read neighbouring floats (coalesced);
- * with chunk > 0 (CPUs, where PoCL runs one work-item after another) item j takes the
- * contiguous range [j*chunk, (j+1)*chunk), read as float4 into four running sums, which
- * streams through the cache instead of striding by G*L floats. G, L and chunk are fixed per
- * device and n, so the order of every addition is too: bit-identical sums on every run. */
-__kernel void optim_sumsq_partial(__global const float *x, const int n, const int chunk,
-                                  __global float *part, __local float *acc) {
-    const uint lid = get_local_id(0), l = get_local_size(0);
+ * writes part[group]. Which elements a work-item sums depends on the device, one kernel per
+ * walk: optim_sumsq_stride (GPUs) has item j take i = j + k*G*L, so neighbours read
+ * neighbouring floats (coalesced); optim_sumsq_chunk (CPUs, where PoCL runs one work-item
+ * after another) has item j take the contiguous range [j*chunk, (j+1)*chunk), read as float4
+ * into four running sums, which streams through the cache instead of striding by G*L floats.
+ * Two kernels rather than one branching on `chunk`: Mesa's llvmpipe (rusticl) warned
+ * "Treating load_kernel_arg in control flow as uniform, results may be incorrect" for the
+ * argument loads its compiler had sunk into the two arms of that branch. G, L and chunk are
+ * fixed per device and n, so the order of every addition is too: bit-identical sums on every
+ * run. The tree over the group is shared. */
+#define OPTIM_GROUP_SUM(s, part, acc)                                                              \
+    do {                                                                                           \
+        const uint lid = get_local_id(0), l = get_local_size(0);                                   \
+        acc[lid] = (s);                                                                            \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                              \
+        for (uint h = l / 2; h > 0; h /= 2) {                                                      \
+            if (lid < h) acc[lid] += acc[lid + h];                                                 \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                          \
+        }                                                                                          \
+        if (lid == 0) part[get_group_id(0)] = acc[0];                                              \
+    } while (0)
+
+__kernel void optim_sumsq_chunk(__global const float *x, const int n, const int chunk,
+                                __global float *part, __local float *acc) {
+    const uint lo = (uint)get_global_id(0) * (uint)chunk; /* n <= INT_MAX: no overflow */
+    const uint hi = min(lo + (uint)chunk, (uint)n);
+    float4 s4 = (float4)(0.0f);
+    uint i = lo;
+    for (; i + 4 <= hi; i += 4) {
+        const float4 v = vload4(0, x + i);
+        s4 += v * v;
+    }
+    for (; i < hi; i++) s4.x += x[i] * x[i];
+    OPTIM_GROUP_SUM((s4.x + s4.y) + (s4.z + s4.w), part, acc);
+}
+
+__kernel void optim_sumsq_stride(__global const float *x, const int n, __global float *part,
+                                 __local float *acc) {
+    const uint stride = get_global_size(0); /* i + stride fits a uint */
     float s = 0.0f;
-    if (chunk > 0) {
-        const uint lo = (uint)get_global_id(0) * (uint)chunk; /* n <= INT_MAX: no overflow */
-        const uint hi = min(lo + (uint)chunk, (uint)n);
-        float4 s4 = (float4)(0.0f);
-        uint i = lo;
-        for (; i + 4 <= hi; i += 4) {
-            const float4 v = vload4(0, x + i);
-            s4 += v * v;
-        }
-        for (; i < hi; i++) s4.x += x[i] * x[i];
-        s = (s4.x + s4.y) + (s4.z + s4.w);
-    } else {
-        const uint stride = get_global_size(0); /* i + stride fits a uint */
-        for (uint i = get_global_id(0); i < (uint)n; i += stride) s += x[i] * x[i];
-    }
-    acc[lid] = s;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint h = l / 2; h > 0; h /= 2) {
-        if (lid < h) acc[lid] += acc[lid + h];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (lid == 0) part[get_group_id(0)] = acc[0];
+    for (uint i = get_global_id(0); i < (uint)n; i += stride) s += x[i] * x[i];
+    OPTIM_GROUP_SUM(s, part, acc);
 }
 
 /* Pass 2, one work-group: sums the ng partials (strided, then a tree), and writes

@@ -94,7 +94,8 @@ void ht_optim_init(ht_optim *o, ht_dev *d, const ht_optim_cfg *cfg, size_t n) {
 
     /* Local sizes are powers of two (the trees halve) and fit local memory. */
     size_t lmem = (size_t)ht_dev_info(d)->local_mem;
-    size_t l = ht_kernel_max_wg(d, "optim_sumsq_partial");
+    const int cpu = !strcmp(ht_dev_info(d)->type, "cpu");
+    size_t l = ht_kernel_max_wg(d, cpu ? "optim_sumsq_chunk" : "optim_sumsq_stride");
     l = pow2_floor(l < NORM_MAX_LOCAL ? l : NORM_MAX_LOCAL);
     while (l > 1 && l * sizeof(float) > lmem)
         l /= 2;
@@ -103,7 +104,7 @@ void ht_optim_init(ht_optim *o, ht_dev *d, const ht_optim_cfg *cfg, size_t n) {
     o->norm_groups = groups < 1 ? 1 : groups > NORM_MAX_GROUPS ? NORM_MAX_GROUPS : groups;
     /* CPUs run a group's work-items one after another: give each a contiguous chunk (a
      * multiple of 4 floats, for float4 loads) rather than a stride-G*L walk (see optim.cl). */
-    if (!strcmp(ht_dev_info(d)->type, "cpu")) {
+    if (cpu) {
         const size_t items = o->norm_groups * o->norm_local;
         o->norm_chunk = ((n + items - 1) / items + 3) / 4 * 4;
         if (o->norm_chunk < 4) o->norm_chunk = 4;
@@ -139,8 +140,12 @@ void ht_optim_track_norm(ht_optim *o, int on) { o->track_norm = on != 0; }
  * group, pass 2 (a single group) adds them. No float atomics, fixed shapes: deterministic. */
 static void grad_norm(ht_optim *o, ht_buf *grads) {
     size_t gws = o->norm_groups * o->norm_local, lws = o->norm_local;
-    ht_launch(o->dev, "optim_sumsq_partial", 1, &gws, &lws, HT_BUF(grads), HT_INT(o->n),
-              HT_INT(o->norm_chunk), HT_BUF(o->part), HT_LOCAL(lws * sizeof(float)));
+    if (o->norm_chunk > 0)
+        ht_launch(o->dev, "optim_sumsq_chunk", 1, &gws, &lws, HT_BUF(grads), HT_INT(o->n),
+                  HT_INT(o->norm_chunk), HT_BUF(o->part), HT_LOCAL(lws * sizeof(float)));
+    else
+        ht_launch(o->dev, "optim_sumsq_stride", 1, &gws, &lws, HT_BUF(grads), HT_INT(o->n),
+                  HT_BUF(o->part), HT_LOCAL(lws * sizeof(float)));
     gws = lws = o->final_local;
     ht_launch(o->dev, "optim_norm_final", 1, &gws, &lws, HT_BUF(o->part), HT_INT(o->norm_groups),
               HT_BUF(o->stat), HT_FLOAT(o->cfg.clip), HT_LOCAL(lws * sizeof(float)));
