@@ -306,6 +306,7 @@ void ht_sgemm_at(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t
     cl_command_queue q = d->queue;
     CLBlastTranspose ta = trans_a ? CLBlastTransposeYes : CLBlastTransposeNo;
     CLBlastTranspose tb = trans_b ? CLBlastTransposeYes : CLBlastTransposeNo;
+    double t0 = d->profile == HT_PROF_HOST ? ht_prof_host_begin(d) : 0.0;
     CLBlastStatusCode st =
         col ? CLBlastSgemm(CLBlastLayoutColMajor, tb, ta, n, m, k, alpha, mb, b_off, ldb, ma, a_off,
                            lda, beta, mc, c_off, ldc, &q, &ev)
@@ -322,12 +323,10 @@ void ht_sgemm_at(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t
                  trans_b ? 'T' : 'N', m, n, k);
         ht_cl_fail(d, call, st, file, line);
     }
-    if (ev && d->profile) {
-        char name[96];
-        snprintf(name, sizeof name, "sgemm %c%c %zux%zux%zu", trans_a ? 'T' : 'N',
-                 trans_b ? 'T' : 'N', m, n, k);
-        ht_prof_record(d, name, ev);
-    } else if (ev) {
-        clReleaseEvent(ev);
-    }
+    char name[96];
+    snprintf(name, sizeof name, "sgemm %c%c %zux%zux%zu", trans_a ? 'T' : 'N', trans_b ? 'T' : 'N',
+             m, n, k);
+    if (d->profile == HT_PROF_HOST) ht_prof_host_end(d, name, t0);
+    if (ev && d->profile == HT_PROF_EVENTS) ht_prof_record(d, name, ev);
+    else if (ev) clReleaseEvent(ev);
 }

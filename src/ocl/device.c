@@ -233,14 +233,23 @@ int ht_dev_open(ht_dev **out, int index, const ht_dev_opts *opts) {
     ht_dev *d = ht_xcalloc(1, sizeof *d);
     d->info = list[index];
     d->device = ht_ocl_device_id(index, &d->platform);
-    d->profile = opts->profile;
+    d->profile = opts->profile ? HT_PROF_EVENTS : HT_PROF_OFF;
+    const char *pt = getenv("HT_PROFILE_TIMING");
+    if (pt && !strcmp(pt, "host") && d->profile) d->profile = HT_PROF_HOST;
+    else if (pt && *pt && strcmp(pt, "events") && strcmp(pt, "host"))
+        ht_die(HT_EINPUT, "HT_PROFILE_TIMING='%s': expected events or host", pt);
+    if (opts->profile == HT_PROF_HOST) d->profile = HT_PROF_HOST;
+    if (clGetDeviceInfo(d->device, CL_DEVICE_PROFILING_TIMER_RESOLUTION,
+                        sizeof d->prof_resolution, &d->prof_resolution, NULL) != CL_SUCCESS)
+        d->prof_resolution = 0;
     d->gemm = opts->gemm;
     cl_int err;
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)d->platform, 0};
     d->ctx = clCreateContext(props, 1, &d->device, NULL, NULL, &err);
     if (err != CL_SUCCESS) ht_cl_fail(d, "clCreateContext", err, __FILE__, __LINE__);
     d->queue = clCreateCommandQueue(d->ctx, d->device,
-                                    opts->profile ? CL_QUEUE_PROFILING_ENABLE : 0, &err);
+                                    d->profile == HT_PROF_EVENTS ? CL_QUEUE_PROFILING_ENABLE : 0,
+                                    &err);
     if (err != CL_SUCCESS) ht_cl_fail(d, "clCreateCommandQueue", err, __FILE__, __LINE__);
     rc = ht_program_build(d, opts);
     if (rc == HT_OK) rc = ht_blas_tune(d, opts->tuning);

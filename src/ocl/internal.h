@@ -35,7 +35,10 @@ struct ht_dev {
     int nkerns, capkerns;
     double build_seconds;
     int cache_hit;
-    int profile;
+    int profile;   /* HT_PROF_OFF, _EVENTS, _HOST (ht_dev_opts.profile, $HT_PROFILE_TIMING) */
+    long prof_timed; /* folded events with an end after their start */
+    long prof_zero;  /* folded events without (no timestamps: rusticl reports 2 and 3 ns) */
+    size_t prof_resolution; /* CL_DEVICE_PROFILING_TIMER_RESOLUTION, ns (rusticl: 0) */
     int gemm; /* HT_GEMM_* from ht_dev_opts */
     ht_prof_rec *pending;
     int npending, cappending;
@@ -70,6 +73,10 @@ int ht_program_build(ht_dev *d, const ht_dev_opts *opts);
 
 /* Profiling: takes ownership of ev (launch.c). */
 void ht_prof_record(ht_dev *d, const char *name, cl_event ev);
+/* Host timing of one launch (profile == HT_PROF_HOST): ht_prof_host_begin finishes the queue
+ * and returns the time; ht_prof_host_end finishes it again and adds the difference to name. */
+double ht_prof_host_begin(ht_dev *d);
+void ht_prof_host_end(ht_dev *d, const char *name, double t0);
 
 /* Tiled SGEMM for CPU devices (gemm.c): whether ht_sgemm_at should use it for this call
  * (HT_GEMM=clblast|tiled|auto; auto: devices of type cpu), and the call itself. */

@@ -48,12 +48,17 @@ typedef struct ht_dev ht_dev;
 typedef struct ht_buf ht_buf;
 
 enum { HT_GEMM_AUTO = 0, HT_GEMM_TILED = 1, HT_GEMM_CLBLAST = 2 };
+/* Per-kernel timing: none; the device's profiling events (start/end timestamps); or the
+ * host clock around each launch, the queue finished before and after it (slower: no
+ * overlap, every launch waited for; for devices without timestamps, such as rusticl). */
+enum { HT_PROF_OFF = 0, HT_PROF_EVENTS = 1, HT_PROF_HOST = 2 };
 
 typedef struct ht_dev_opts {
     int cache;              /* program binary cache (default 1 via ht_dev_opts_default) */
     const char *cache_dir;  /* NULL/"" = $HT_CACHE_DIR, $XDG_CACHE_HOME/hettrain, ~/.cache/hettrain */
     const char *tuning;     /* CLBlast tuning file (libconfig); NULL/"" = built-in defaults */
-    int profile;            /* record per-kernel times with profiling events */
+    int profile;            /* HT_PROF_*: record per-kernel times; ht_dev_open turns
+                               HT_PROF_EVENTS into HT_PROF_HOST when $HT_PROFILE_TIMING=host */
     int gemm;               /* HT_GEMM_AUTO (tiled kernels on CPUs, CLBlast elsewhere), _TILED,
                                _CLBLAST; the default comes from $HT_GEMM */
 } ht_dev_opts;
@@ -137,8 +142,12 @@ void ht_sgemm_at(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t
 
 /* ---------------------------------------------------------------- profiling */
 
-/* Per-kernel totals (count, seconds) from profiling events; needs opts.profile. */
+/* Per-kernel totals (count, seconds, share) from profiling events or host timing; needs
+ * opts.profile. A device whose events all carried no timestamps (a timer resolution of 0,
+ * or end - start <= 1 ns: rusticl gives start = 2, end = 3) gets a line saying so and counts only, never zero times with shares. */
 void ht_dev_profile_report(ht_dev *d, FILE *f);
+/* Whether the events folded so far all lacked timestamps (then the times are unknown). */
+int ht_dev_profile_no_timestamps(const ht_dev *d);
 void ht_dev_profile_reset(ht_dev *d);
 
 #endif
