@@ -243,6 +243,7 @@ int ht_dev_open(ht_dev **out, int index, const ht_dev_opts *opts) {
                         sizeof d->prof_resolution, &d->prof_resolution, NULL) != CL_SUCCESS)
         d->prof_resolution = 0;
     d->gemm = opts->gemm;
+    ht_strlcpy(d->tuning, opts->tuning ? opts->tuning : "", sizeof d->tuning);
     cl_int err;
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)d->platform, 0};
     d->ctx = clCreateContext(props, 1, &d->device, NULL, NULL, &err);

@@ -4,7 +4,7 @@
  * (see cl/gemm.cl for the scheme and why). With a single column panel (n <= 16) and A's rows
  * along k, A is read in place by gemm_rows instead: packing it cost as much as the product
  * (the n = 10 layer's forward: 0.12 -> 0.08 ms at batch 256). Chosen by ht_sgemm_at (blas.c)
- * for devices of type cpu; ht_dev_opts.gemm (default from $HT_GEMM) forces either path (tests,
+ * where measurement found it faster than CLBlast (choose.c); ht_dev_opts.gemm (default from $HT_GEMM) forces either path (tests,
  * benchmarks, the CLBlast tuner). Each element's sum over k runs in order. */
 #include "ocl/internal.h"
 
@@ -33,7 +33,7 @@ int ht_gemm_tiled_wanted(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n
                          const ht_buf *a, const ht_buf *b, const ht_buf *c) {
     (void)trans_a, (void)trans_b;
     if (d->gemm == HT_GEMM_CLBLAST) return 0;
-    if (d->gemm == HT_GEMM_AUTO && strcmp(d->info.type, "cpu")) return 0;
+    if (d->gemm == HT_GEMM_AUTO && ht_gemm_choose(d) != HT_GEMM_TILED) return 0;
     if (m > (size_t)INT_MAX || n > (size_t)INT_MAX || k > (size_t)INT_MAX / TN) return 0;
     size_t fa = a->size / sizeof(float), fb = b->size / sizeof(float), fc = c->size / sizeof(float);
     return fits_int(fa, TN) && fits_int(fb, TN) && fits_int(fc, TN) &&

@@ -45,6 +45,10 @@ struct ht_dev {
     ht_prof_sum *sums;
     int nsums, capsums;
     const char *prof_name;  /* when set, the name ht_launch_at profiles its kernel under */
+    ht_gemm_choice gemm_choice; /* HT_GEMM_AUTO: the measured path (choose.c); 0 = not yet */
+    char cache_dir[1024];       /* program cache directory (program.c), also the GEMM choice's */
+    int use_cache;
+    char tuning[1024];          /* CLBlast tuning file given at open ("" = none) */
     struct ht_buf *gemm_ws; /* tiled SGEMM's packed panels (gemm.c), NULL until needed */
 };
 
@@ -79,13 +83,16 @@ double ht_prof_host_begin(ht_dev *d);
 void ht_prof_host_end(ht_dev *d, const char *name, double t0);
 
 /* Tiled SGEMM for CPU devices (gemm.c): whether ht_sgemm_at should use it for this call
- * (HT_GEMM=clblast|tiled|auto; auto: devices of type cpu), and the call itself. */
+ * (HT_GEMM=clblast|tiled|auto; auto: the path measured faster, choose.c), and the call itself. */
 int ht_gemm_tiled_wanted(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t k,
                          const ht_buf *a, const ht_buf *b, const ht_buf *c);
 void ht_gemm_tiled(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
                    const ht_buf *a, size_t a_off, size_t lda, const ht_buf *b, size_t b_off,
                    size_t ldb, float beta, ht_buf *c, size_t c_off, size_t ldc, const char *file,
                    int line);
+
+/* The SGEMM path for HT_GEMM_AUTO, measured at first use (choose.c). */
+int ht_gemm_choose(ht_dev *d);
 
 /* CLBlast tuning (blas.c). */
 int ht_blas_tune(ht_dev *d, const char *tuning_path);

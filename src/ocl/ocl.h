@@ -59,8 +59,8 @@ typedef struct ht_dev_opts {
     const char *tuning;     /* CLBlast tuning file (libconfig); NULL/"" = built-in defaults */
     int profile;            /* HT_PROF_*: record per-kernel times; ht_dev_open turns
                                HT_PROF_EVENTS into HT_PROF_HOST when $HT_PROFILE_TIMING=host */
-    int gemm;               /* HT_GEMM_AUTO (tiled kernels on CPUs, CLBlast elsewhere), _TILED,
-                               _CLBLAST; the default comes from $HT_GEMM */
+    int gemm;               /* HT_GEMM_AUTO (the faster path on this device, measured: see
+                               ht_dev_gemm_choice), _TILED, _CLBLAST; default from $HT_GEMM */
 } ht_dev_opts;
 
 /* Defaults; gemm from $HT_GEMM (auto|tiled|clblast; another value exits 2). */
@@ -139,6 +139,21 @@ void ht_sgemm_at(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t
 #define ht_sgemm(d, ta, tb, m, n, k, alpha, a, aoff, lda, b, boff, ldb, beta, c, coff, ldc)        \
     ht_sgemm_at((d), (ta), (tb), (m), (n), (k), (alpha), (a), (aoff), (lda), (b), (boff), (ldb),   \
                 (beta), (c), (coff), (ldc), __FILE__, __LINE__)
+
+/* The SGEMM path of a device. With HT_GEMM=auto it is chosen by measurement (src/ocl/choose.c):
+ * at the first ht_sgemm every path is timed on layer-shaped products (small ones, then
+ * batch 256 x width 512 for the paths within 8x of the best) and the fastest kept, cached on disk with the program binaries; printed with -v. ms[i] is path
+ * i+1's probe time (HT_GEMM_TILED, HT_GEMM_CLBLAST), 0 when forced by HT_GEMM / opts.gemm. */
+typedef struct ht_gemm_choice {
+    int path;      /* HT_GEMM_TILED or HT_GEMM_CLBLAST */
+    double ms[2];  /* probe time per path, ms (0 = not measured; < 0: minus the time at
+                      the small shapes, where it was > 8x the best and dropped) */
+    int cached;    /* 1 when read from the disk cache instead of measured now */
+} ht_gemm_choice;
+/* The choice for device d (measured or loaded now if not yet). */
+const ht_gemm_choice *ht_dev_gemm_choice(ht_dev *d);
+/* "tiled", "clblast" ("auto" for HT_GEMM_AUTO). */
+const char *ht_gemm_path_name(int path);
 
 /* ---------------------------------------------------------------- profiling */
 

@@ -261,6 +261,8 @@ int ht_program_build(ht_dev *d, const ht_dev_opts *o) {
     h = fnv_str(fnv_str(fnv_str(fnv_str(h, opts), d->info.name), d->info.driver),
                 d->info.platform_version);
     cache_dir_path(o, dir, sizeof dir);
+    ht_strlcpy(d->cache_dir, dir, sizeof d->cache_dir);
+    d->use_cache = use_cache;
     snprintf(path, sizeof path, "%s/%016llx.clbin", dir, (unsigned long long)h);
 
     d->cache_hit = 0;
