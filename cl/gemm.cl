@@ -64,10 +64,10 @@ void gemm_store_tile(__global float *C, const int ldc, const int M, const int N,
  * for every caller, and each work-item reads long runs along that contiguous direction
  * (gathering a panel's 64 bytes from each of K rows 4 KiB apart is latency-bound, ~5x
  * slower than a copy):
- *  - sr == 1 (rows side by side: B, or A^T): work-item (x, y) copies GEMM_RUN / W panels,
+ *  - sr == 1 (rows side by side: B, or A^T; gemm_pack*_run): work-item (x, y) copies GEMM_RUN / W panels,
  *    GEMM_RUN floats of each step, for the GEMM_PK steps from GEMM_PK*y; range
  *    (ceil(panels / (GEMM_RUN / W)), ceil(K / GEMM_PK)).
- *  - sl == 1 (steps side by side: B^T, or A): work-item (x, y) gathers steps GEMM_PL*x.. of
+ *  - sl == 1 (steps side by side: B^T, or A; gemm_pack*_gather): work-item (x, y) gathers steps GEMM_PL*x.. of
  *    panel y, reading 4 (or 6) of its rows at a time and storing one vector per step
  *    (16 rows 4 KiB apart read side by side would thrash their one L1 set); range
  *    (ceil(K / GEMM_PL), panels).
@@ -94,44 +94,51 @@ void gemm_store_tile(__global float *C, const int ldc, const int M, const int N,
                              (s)[(h + 3) * (sr) + l]),                                             \
                     0, (d) + 16 * l + h)
 
-#define GEMM_PACK(NAME, W)                                                                         \
+/* Two kernels per width, one per direction (gemm.c picks by which stride is 1), rather than
+ * one branching on `sr`: Mesa's llvmpipe (rusticl) warned "Treating load_kernel_arg in
+ * control flow as uniform" for argument loads its compiler had sunk into the two arms. */
+#define GEMM_PACK_RUN(NAME, W)                                                                     \
     __kernel void NAME(__global float *dst, const int dso, __global const float *src,              \
                        const int so, const int sr, const int sl, const int rows, const int K) {    \
         const int panels = (rows + (W)-1) / (W);                                                   \
-        if (sr == 1) {                                                                             \
-            const int pp = GEMM_RUN / (W), p0 = pp * get_global_id(0);                             \
-            const int l0 = GEMM_PK * get_global_id(1);                                             \
-            if (p0 >= panels || l0 >= K) return;                                                   \
-            const int p1 = min(p0 + pp, panels), l1 = min(l0 + GEMM_PK, K);                        \
-            for (int l = l0; l < l1; l++) {                                                        \
-                __global const float *s = src + so + l * sl;                                       \
-                for (int p = p0; p < p1; p++) {                                                    \
-                    __global float *d = dst + dso + (p * K + l) * (W);                             \
-                    if ((p + 1) * (W) <= rows) {                                                   \
-                        GEMM_COPY##W(d, s + p * (W));                                              \
-                    } else {                                                                       \
-                        for (int i = 0; i < (W); i++)                                              \
-                            d[i] = p * (W) + i < rows ? s[p * (W) + i] : 0.0f;                     \
-                    }                                                                              \
+        const int pp = GEMM_RUN / (W), p0 = pp * get_global_id(0);                                 \
+        const int l0 = GEMM_PK * get_global_id(1);                                                 \
+        if (p0 >= panels || l0 >= K) return;                                                       \
+        const int p1 = min(p0 + pp, panels), l1 = min(l0 + GEMM_PK, K);                            \
+        for (int l = l0; l < l1; l++) {                                                            \
+            __global const float *s = src + so + l * sl;                                           \
+            for (int p = p0; p < p1; p++) {                                                        \
+                __global float *d = dst + dso + (p * K + l) * (W);                                 \
+                if ((p + 1) * (W) <= rows) {                                                       \
+                    GEMM_COPY##W(d, s + p * (W));                                                  \
+                } else {                                                                           \
+                    for (int i = 0; i < (W); i++)                                                  \
+                        d[i] = p * (W) + i < rows ? s[p * (W) + i] : 0.0f;                         \
                 }                                                                                  \
             }                                                                                      \
-        } else {                                                                                   \
-            const int l0 = GEMM_PL * get_global_id(0), p = get_global_id(1);                       \
-            if (l0 >= K || p >= panels) return;                                                    \
-            const int nl = min(GEMM_PL, K - l0);                                                   \
-            __global float *d = dst + dso + (p * K + l0) * (W);                                    \
-            __global const float *s = src + so + p * (W)*sr + l0;                                  \
-            if ((p + 1) * (W) <= rows) {                                                           \
-                GEMM_GATHER##W(d, s, sr, nl);                                                      \
-                return;                                                                            \
-            }                                                                                      \
-            for (int i = 0; i < (W); i++) /* the last, partial panel */                            \
-                for (int l = 0; l < nl; l++)                                                       \
-                    d[l * (W) + i] = p * (W) + i < rows ? s[i * sr + l] : 0.0f;                    \
         }                                                                                          \
     }
-GEMM_PACK(gemm_pack6, 6)   /* GEMM_TM wide */
-GEMM_PACK(gemm_pack16, 16) /* GEMM_TN wide */
+#define GEMM_PACK_GATHER(NAME, W)                                                                  \
+    __kernel void NAME(__global float *dst, const int dso, __global const float *src,              \
+                       const int so, const int sr, const int sl, const int rows, const int K) {    \
+        const int panels = (rows + (W)-1) / (W);                                                   \
+        const int l0 = GEMM_PL * get_global_id(0), p = get_global_id(1);                           \
+        if (l0 >= K || p >= panels) return;                                                        \
+        const int nl = min(GEMM_PL, K - l0);                                                       \
+        __global float *d = dst + dso + (p * K + l0) * (W);                                        \
+        __global const float *s = src + so + p * (W)*sr + l0;                                      \
+        if ((p + 1) * (W) <= rows) {                                                               \
+            GEMM_GATHER##W(d, s, sr, nl);                                                          \
+            return;                                                                                \
+        }                                                                                          \
+        for (int i = 0; i < (W); i++) /* the last, partial panel */                                \
+            for (int l = 0; l < nl; l++)                                                           \
+                d[l * (W) + i] = p * (W) + i < rows ? s[i * sr + l] : 0.0f;                        \
+    }
+GEMM_PACK_RUN(gemm_pack6_run, 6)         /* GEMM_TM wide, sr == 1 */
+GEMM_PACK_GATHER(gemm_pack6_gather, 6)   /* sl == 1 */
+GEMM_PACK_RUN(gemm_pack16_run, 16)       /* GEMM_TN wide, sr == 1 */
+GEMM_PACK_GATHER(gemm_pack16_gather, 16) /* sl == 1 */
 
 /* Range (ceil(N/16), ceil(M/6)); A's panels at P + ao, B's at P + bo (gemm_pack). */
 __kernel void gemm_packed(__global float *C, const int co, const int ldc, __global const float *P,

@@ -56,7 +56,9 @@ static void pack(ht_dev *d, ht_buf *ws, size_t wso, const ht_buf *x, size_t off,
     size_t panels = (rows + w - 1) / w, per = PACK_RUN / w;
     size_t gws[2] = {(panels + per - 1) / per, (k + PACK_K - 1) / PACK_K}, lws[2] = {1, 1};
     if (sr != 1) gws[0] = (k + PACK_L - 1) / PACK_L, gws[1] = panels;
-    ht_launch_at(d, w == TM ? "gemm_pack6" : "gemm_pack16", 2, gws, lws, 8,
+    const char *name = w == TM ? (sr == 1 ? "gemm_pack6_run" : "gemm_pack6_gather")
+                               : (sr == 1 ? "gemm_pack16_run" : "gemm_pack16_gather");
+    ht_launch_at(d, name, 2, gws, lws, 8,
                  (ht_arg[]){HT_BUF(ws), HT_INT(wso), HT_BUF(x), HT_INT(off), HT_INT(sr), HT_INT(sl),
                             HT_INT(rows), HT_INT(k)},
                  file, line);
