@@ -604,6 +604,109 @@ static void test_revert(void) {
     ht_rebalancer_free(&r);
 }
 
+/* ---------------------------------------------------------------- leaving ranks out */
+
+/* Step time of a split in which share 0 means "left out": the max over the ranks with samples. */
+static double kept_time(int n, const int *b, const double *s, const double *f) {
+    double t = 0;
+    for (int i = 0; i < n; i++)
+        if (b[i] > 0 && f[i] + b[i] / s[i] > t) t = f[i] + b[i] / s[i];
+    return t;
+}
+
+static void test_exclude_hand(void) {
+    /* the issue's job: PoCL ~125,000 samples/s + 0.5 ms, rusticl ~500/s + 258 ms, B = 128.
+     * With both, rusticl's one sample costs 258 + 2 = 260 ms; PoCL alone 0.5 + 128/125 ms. */
+    double s[2] = {125000, 500}, f[2] = {0.0005, 0.258}, ta = 0, tk = 0;
+    int b[2] = {-1, -1};
+    int rc = ht_plan_batch_split_exclude(128, 2, s, f, NULL, 0.05, b, &ta, &tk);
+    tap_ok(rc == HT_OK && b[0] == 128 && b[1] == 0 && fabs(ta - 0.260) < 1e-12 &&
+               fabs(tk - (0.0005 + 128 / 125000.0)) < 1e-15,
+           "PoCL + slow rusticl, B=128: rusticl left out (%s), step %.4g s -> %.4g s",
+           fmt_shares(2, b), ta, tk);
+    /* equal ranks, no fixed cost: nobody left out, the plain split */
+    double s2[3] = {1, 1, 1};
+    int b3[3], want[3];
+    rc = ht_plan_batch_split_exclude(10, 3, s2, NULL, NULL, 0.0, b3, &ta, &tk);
+    ht_plan_batch_split_affine(10, 3, s2, NULL, NULL, want);
+    tap_ok(rc == HT_OK && same(3, b3, want) && ta == tk && tk == 4.0,
+           "equal ranks B=10: nobody left out (%s, 4 s)", fmt_shares(3, b3));
+    /* speeds 1, 1; rank 1's fixed cost f1. Both: its one sample takes f1 + 1 against rank 0's
+     * 9 s; alone: rank 0 takes 10 s. f1 = 4.5: both win (7 and 3 samples: 7 s and 7.5 s).
+     * f1 = 9: 10 s either way: kept (no gain). f1 = 9.6: 10.6 s with it, 10 s without: a 5.7%
+     * gain, taken at min_gain 0.05, not at 0.1. */
+    const struct {
+        double f1, gain;
+        int b0, b1;
+        double tk;
+    } C[] = {{4.5, 0.0, 7, 3, 7.5}, {9, 0.0, 9, 1, 10}, {9.6, 0.05, 10, 0, 10},
+             {9.6, 0.1, 9, 1, 10.6}};
+    for (size_t i = 0; i < sizeof C / sizeof *C; i++) {
+        double sp[2] = {1, 1}, fx[2] = {0, C[i].f1};
+        int bb[2];
+        rc = ht_plan_batch_split_exclude(10, 2, sp, fx, NULL, C[i].gain, bb, &ta, &tk);
+        tap_ok(rc == HT_OK && bb[0] == C[i].b0 && bb[1] == C[i].b1 && fabs(tk - C[i].tk) < 1e-12,
+               "speeds 1,1, fixed 0,%g, min_gain %g, B=10: %s in %g s (want %d,%d in %g s)",
+               C[i].f1, C[i].gain, fmt_shares(2, bb), tk, C[i].b0, C[i].b1, C[i].tk);
+    }
+    /* a cap that the fast rank alone cannot meet keeps the slow one in */
+    int cap[2] = {100, HT_PLAN_NO_CAP};
+    rc = ht_plan_batch_split_exclude(128, 2, s, f, cap, 0.05, b, &ta, &tk);
+    tap_ok(rc == HT_OK && b[0] == 100 && b[1] == 28 && ta == tk,
+           "the fast rank capped at 100 of 128: the slow rank stays (%s)", fmt_shares(2, b));
+    /* errors: as the plain split over everyone, and min_gain out of range; share untouched */
+    int u[2] = {-7, -7};
+    ht_error_clear();
+    rc = ht_plan_batch_split_exclude(1, 2, s, f, NULL, 0.05, u, NULL, NULL);
+    int rc2 = ht_plan_batch_split_exclude(128, 2, s, f, NULL, 1.0, u, NULL, NULL);
+    tap_ok(rc == HT_EINPUT && rc2 == HT_EINPUT && u[0] == -7 && u[1] == -7,
+           "B < n and min_gain 1 rejected, shares untouched (\"%s\")", ht_errmsg());
+}
+
+/* Over all splits with shares >= 0 (at least one rank kept), by enumeration. */
+static double brute_kept(int B, int n, const double *s, const double *f) {
+    double best = INFINITY;
+    for (int b0 = 0; b0 <= B; b0++)
+        for (int b1 = 0; b1 <= (n > 1 ? B - b0 : 0); b1++) {
+            int b[3] = {b0, b1, B - b0 - b1};
+            if (n == 1 && b0 != B) continue;
+            if (n == 2 && b0 + b1 != B) continue;
+            double t = kept_time(n, b, s, f);
+            if (t < best) best = t;
+        }
+    return best;
+}
+
+static void test_exclude_brute(void) {
+    const uint64_t seed = 0x5eedec1du;
+    uint64_t k = 0;
+    int cases = 0, worse = 0, bad = 0;
+    for (int n = 1; n <= 3; n++)
+        for (int B = n; B <= 12; B++)
+            for (int rep = 0; rep < 40; rep++) {
+                double s[3], f[3], ta, tk;
+                for (int i = 0; i < n; i++) {
+                    s[i] = pow(100, unif(seed, k++));
+                    f[i] = unif(seed, k++) < 0.4 ? 0 : pow(100, unif(seed, k++)) * 0.01 * B;
+                }
+                int b[3];
+                cases++;
+                if (ht_plan_batch_split_exclude(B, n, s, f, NULL, 0.0, b, &ta, &tk) != HT_OK ||
+                    sum_of(n, b) != B || fabs(kept_time(n, b, s, f) - tk) > 1e-12 * tk) {
+                    bad++;
+                    continue;
+                }
+                double want = brute_kept(B, n, s, f);
+                if (tk > want * (1 + 1e-12) && worse++ < 5)
+                    tap_diag("n=%d B=%d: %s takes %.17g, best %.17g", n, B, fmt_shares(n, b), tk,
+                             want);
+            }
+    tap_ok(bad == 0 && worse == 0,
+           "n <= 3, B <= 12, %d random speeds and fixed costs, min_gain 0: the step time equals "
+           "the brute-force minimum over splits that may leave ranks out (%d worse, %d bad)",
+           cases, worse, bad);
+}
+
 int main(void) {
     test_hand();
     test_affine();
@@ -614,5 +717,7 @@ int main(void) {
     test_rebalancer();
     test_calibrated();
     test_revert();
+    test_exclude_hand();
+    test_exclude_brute();
     return tap_done();
 }

@@ -32,6 +32,23 @@
 int ht_plan_batch_split_affine(int B, int n, const double *speed, const double *fixed,
                                const int *max_share, int *share);
 
+/* The same split, except that ranks may be left out (share 0: they only synchronise) when
+ * that shortens the step: a rank whose fixed cost per step exceeds what its samples save the
+ * others sets the pace whatever share it gets (rusticl's llvmpipe beside PoCL: 258 ms of
+ * fixed cost per step against PoCL's whole step of ~1 ms). Candidates are the splits over
+ * the k ranks of smallest fixed[i] + 1/speed[i] (k = 1..n, ties: lower rank first), each as
+ * ht_plan_batch_split_affine; the fastest is kept, and everyone is kept unless leaving ranks
+ * out predicts a step shorter by more than min_gain (a fraction in [0, 1), e.g. 0.05), so
+ * that timing noise does not drop a rank that nearly pays its way. Every share of a kept rank
+ * is >= 1, the shares sum to B, caps hold as there; a prefix whose caps cannot hold B, or
+ * with more ranks than B, is not a candidate. *t_all (may be NULL) gets the predicted step
+ * time with every rank, *t_kept that of the split returned (equal when nobody is left out).
+ * Errors as ht_plan_batch_split_affine over all n ranks (share[] untouched), or HT_EINPUT
+ * for min_gain outside [0, 1). */
+int ht_plan_batch_split_exclude(int B, int n, const double *speed, const double *fixed,
+                                const int *max_share, double min_gain, int *share,
+                                double *t_all, double *t_kept);
+
 /* Predicted synchronous step time of a split: max_i fixed[i] + share[i]/speed[i]; fixed may
  * be NULL (0); 0 when n < 1. */
 double ht_plan_step_time_affine(int n, const int *share, const double *speed, const double *fixed);
