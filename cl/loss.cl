@@ -11,11 +11,12 @@
  *                  may alias logits: each element is read then written by one work-item)
  * A label outside [0, C) reads and writes nothing out of bounds: loss = NaN (so the run
  * notices), correct = -1 (the flag), and the row's gradient is zero. */
-void nn_softmax_xent_body(__global float *loss, const int loss_o, __global int *correct,
-                          const int correct_o, __global float *dlogits, const int dl_o,
-                          __global const float *logits, const int lg_o, __global const int *labels,
-                          const int lb_o, const int C, const float grad_scale, const int with_grad,
-                          __local float *sval, __local int *sidx) {
+__kernel void nn_softmax_xent(__global float *loss, const int loss_o, __global int *correct,
+                              const int correct_o, __global float *dlogits, const int dl_o,
+                              __global const float *logits, const int lg_o,
+                              __global const int *labels, const int lb_o, const int C,
+                              const float grad_scale, const int with_grad,
+                              __local float *sval, __local int *sidx) {
     const int r = get_group_id(0), t = get_local_id(0), L = get_local_size(0);
     __global const float *row = logits + lg_o + (size_t)r * C;
     const int label = labels[lb_o + r];
@@ -75,11 +76,11 @@ void nn_softmax_xent_body(__global float *loss, const int loss_o, __global int *
 /* The same for narrow rows (C up to a few dozen classes): one work-item per row, three
  * passes over it in order, no local memory or barriers (a group per row costs ~40 us per
  * 256 rows on PoCL in barriers alone). Same outputs and conventions as above. */
-void nn_softmax_xent_rows_body(__global float *loss, const int loss_o, __global int *correct,
-                               const int correct_o, __global float *dlogits, const int dl_o,
-                               __global const float *logits, const int lg_o,
-                               __global const int *labels, const int lb_o, const int B,
-                               const int C, const float grad_scale, const int with_grad) {
+__kernel void nn_softmax_xent_rows(__global float *loss, const int loss_o, __global int *correct,
+                                   const int correct_o, __global float *dlogits, const int dl_o,
+                                   __global const float *logits, const int lg_o,
+                                   __global const int *labels, const int lb_o, const int B,
+                                   const int C, const float grad_scale, const int with_grad) {
     const int r = get_global_id(0);
     if (r >= B) return;
     __global const float *row = logits + lg_o + (size_t)r * C;
@@ -103,31 +104,4 @@ void nn_softmax_xent_rows_body(__global float *loss, const int loss_o, __global 
             drow[j] = valid ? (p - (j == label ? 1.0f : 0.0f)) * grad_scale : 0.0f;
         }
     }
-}
-
-/* The kernels: with the gradient (training) and without (evaluation), each calling its body
- * with a constant with_grad, rather than one kernel branching on the argument: Mesa's
- * llvmpipe (rusticl) warned "Treating load_kernel_arg in control flow as uniform" for the
- * argument loads (dlogits, dl_o, grad_scale) its compiler had sunk into that branch. The
- * argument list is the same for both (dlogits is unused by the _eval ones). */
-#define NN_XENT_ARGS                                                                               \
-    __global float *loss, const int loss_o, __global int *correct, const int correct_o,            \
-        __global float *dlogits, const int dl_o, __global const float *logits, const int lg_o,     \
-        __global const int *labels, const int lb_o
-#define NN_XENT_PASS loss, loss_o, correct, correct_o, dlogits, dl_o, logits, lg_o, labels, lb_o
-__kernel void nn_softmax_xent(NN_XENT_ARGS, const int C, const float grad_scale,
-                              __local float *sval, __local int *sidx) {
-    nn_softmax_xent_body(NN_XENT_PASS, C, grad_scale, 1, sval, sidx);
-}
-__kernel void nn_softmax_xent_eval(NN_XENT_ARGS, const int C, const float grad_scale,
-                                   __local float *sval, __local int *sidx) {
-    nn_softmax_xent_body(NN_XENT_PASS, C, grad_scale, 0, sval, sidx);
-}
-__kernel void nn_softmax_xent_rows(NN_XENT_ARGS, const int B, const int C,
-                                   const float grad_scale) {
-    nn_softmax_xent_rows_body(NN_XENT_PASS, B, C, grad_scale, 1);
-}
-__kernel void nn_softmax_xent_rows_eval(NN_XENT_ARGS, const int B, const int C,
-                                        const float grad_scale) {
-    nn_softmax_xent_rows_body(NN_XENT_PASS, B, C, grad_scale, 0);
 }

@@ -199,15 +199,14 @@ void ht_softmax_xent(ht_dev *d, ht_view loss, ht_view correct, ht_view dlogits, 
     int a_dl = ioff(dl.off, "dlogits"), a_lg = ioff(logits.off, "logits");
     int a_lab = ioff(labels.off, "labels");
     if (C <= XENT_ROW_MAX_C) {
-        ht_launch1d(d, with_grad ? "nn_softmax_xent_rows" : "nn_softmax_xent_rows_eval",
-                    (size_t)B, HT_BUF(loss.buf), HT_INT(a_loss), HT_BUF(correct.buf),
-                    HT_INT(a_corr), HT_BUF(dl.buf), HT_INT(a_dl), HT_BUF(logits.buf), HT_INT(a_lg),
-                    HT_BUF(labels.buf), HT_INT(a_lab), HT_INT(B), HT_INT(C),
-                    HT_FLOAT(grad_scale));
+        ht_launch1d(d, "nn_softmax_xent_rows", (size_t)B, HT_BUF(loss.buf), HT_INT(a_loss),
+                    HT_BUF(correct.buf), HT_INT(a_corr), HT_BUF(dl.buf), HT_INT(a_dl),
+                    HT_BUF(logits.buf), HT_INT(a_lg), HT_BUF(labels.buf), HT_INT(a_lab), HT_INT(B),
+                    HT_INT(C), HT_FLOAT(grad_scale), HT_INT(with_grad));
         return;
     }
     /* wide rows: a group per row, enough lanes to cover C, at most 256 (longer rows loop) */
-    const char *k = with_grad ? "nn_softmax_xent" : "nn_softmax_xent_eval";
+    const char *k = "nn_softmax_xent";
     size_t l = pow2_at_least((size_t)C);
     size_t cap = pow2_at_most(ht_kernel_max_wg(d, k));
     if (cap > 256) cap = 256;
@@ -215,6 +214,6 @@ void ht_softmax_xent(ht_dev *d, ht_view loss, ht_view correct, ht_view dlogits, 
     size_t gws = (size_t)B * l;
     ht_launch(d, k, 1, &gws, &l, HT_BUF(loss.buf), HT_INT(a_loss), HT_BUF(correct.buf),
               HT_INT(a_corr), HT_BUF(dl.buf), HT_INT(a_dl), HT_BUF(logits.buf), HT_INT(a_lg),
-              HT_BUF(labels.buf), HT_INT(a_lab), HT_INT(C), HT_FLOAT(grad_scale),
+              HT_BUF(labels.buf), HT_INT(a_lab), HT_INT(C), HT_FLOAT(grad_scale), HT_INT(with_grad),
               HT_LOCAL(l * sizeof(float)), HT_LOCAL(l * sizeof(int)));
 }
