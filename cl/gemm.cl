@@ -64,11 +64,12 @@ void gemm_store_tile(__global float *C, const int ldc, const int M, const int N,
  * for every caller, and each work-item reads long runs along that contiguous direction
  * (gathering a panel's 64 bytes from each of K rows 4 KiB apart is latency-bound, ~5x
  * slower than a copy):
- *  - sr == 1 (rows side by side: B, or A^T; gemm_pack*_run): work-item (x, y) copies GEMM_RUN / W panels,
- *    GEMM_RUN floats of each step, for the GEMM_PK steps from GEMM_PK*y; range
+ *  - sr == 1 (rows side by side: B, or A^T; gemm_pack*_run): work-item (x, y) copies
+ *    GEMM_RUN / W panels, GEMM_RUN floats of each step, for the GEMM_PK steps from GEMM_PK*y;
+ *    range
  *    (ceil(panels / (GEMM_RUN / W)), ceil(K / GEMM_PK)).
- *  - sl == 1 (steps side by side: B^T, or A; gemm_pack*_gather): work-item (x, y) gathers steps GEMM_PL*x.. of
- *    panel y, reading 4 (or 6) of its rows at a time and storing one vector per step
+ *  - sl == 1 (steps side by side: B^T, or A; gemm_pack*_gather): work-item (x, y) gathers
+ *    steps GEMM_PL*x.. of panel y, reading 4 (or 6) of its rows at a time and storing one vector per step
  *    (16 rows 4 KiB apart read side by side would thrash their one L1 set); range
  *    (ceil(K / GEMM_PL), panels).
  * src/ocl/gemm.c knows these numbers too. */

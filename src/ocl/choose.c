@@ -33,9 +33,10 @@ _Static_assert(NVARIANTS == sizeof(((ht_gemm_choice *)0)->ms) / sizeof(double),
  * gradient TN). Stage 0 is small, so that a path that is far slower on this device (our
  * tiled kernels on llvmpipe: ~0.03 GFLOP/s, 1.5 s for stage 0) is found cheaply and dropped
  * when it takes more than DROP times the best (noise on a loaded machine stays well
- * inside that: 1.2x at worst seen; the gap on llvmpipe is 28x); stage 1, at batch 256 and width 512, decides
- * among the rest at shapes where the kernels, not launch overhead, dominate (on PoCL the two
- * paths tie at stage 0 but the tiled kernels are 1.6x faster at the MLP's shapes). */
+ * inside that: 1.2x at worst seen; the gap on llvmpipe is 28x); stage 1, at batch 256 and
+ * width 512, decides among the rest at shapes where the kernels, not launch overhead,
+ * dominate (on PoCL the two paths tie at stage 0 but the tiled kernels are 1.6x faster at
+ * the MLP's shapes). */
 static const struct {
     int ta, tb;
     size_t m, n, k;

@@ -4,8 +4,9 @@
  * (see cl/gemm.cl for the scheme and why). With a single column panel (n <= 16) and A's rows
  * along k, A is read in place by gemm_rows instead: packing it cost as much as the product
  * (the n = 10 layer's forward: 0.12 -> 0.08 ms at batch 256). Chosen by ht_sgemm_at (blas.c)
- * where measurement found it faster than CLBlast (choose.c); ht_dev_opts.gemm (default from $HT_GEMM) forces either path (tests,
- * benchmarks, the CLBlast tuner). Each element's sum over k runs in order. */
+ * where measurement found it faster than CLBlast (choose.c); ht_dev_opts.gemm (default from
+ * $HT_GEMM) forces either path (tests, benchmarks, the CLBlast tuner). Each element's sum
+ * over k runs in order. */
 #include "ocl/internal.h"
 
 #include <limits.h>

@@ -152,7 +152,8 @@ void ht_dev_profile_report(ht_dev *d, FILE *f) {
     if (ht_dev_profile_no_timestamps(d)) {
         fprintf(f,
                 "profile: device '%s' (%s) gives no profiling timestamps (timer resolution %zu ns, "
-                "no event of %ld spans more than 1 ns), so its kernel times are unknown; launch counts only. For times, "
+                "no event of %ld spans more than 1 ns), so its kernel times are unknown; launch "
+                "counts only. For times, "
                 "run with HT_PROFILE_TIMING=host (host clock around each launch, the queue "
                 "finished before and after: slower, no overlap)\n",
                 d->info.name, d->info.platform, d->prof_resolution, d->prof_zero);
