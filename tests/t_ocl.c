@@ -104,6 +104,36 @@ static int run_open_broken(const char *dir, char *out, size_t n) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
+/* The SGEMM path by measurement (src/ocl/choose.c), on an open device d (closed here): with
+ * HT_GEMM forced, that path and no times; with auto, the chosen path measured and the fastest
+ * (a later variant only when faster than 0.9x the earlier; a dropped one has minus its
+ * small-shape time), and a second open reads the same choice from the disk cache. */
+static void check_gemm_choice(ht_dev *d) {
+    const char *forced = getenv("HT_GEMM");
+    ht_gemm_choice c = *ht_dev_gemm_choice(d);
+    const char *name = ht_gemm_path_name(c.path);
+    int idx = ht_dev_info(d)->index;
+    ht_dev_close(d);
+    if (forced && *forced && strcmp(forced, "auto")) {
+        tap_ok(!strcmp(name, forced) && c.ms[0] == 0 && c.ms[1] == 0,
+               "HT_GEMM=%s: the forced path, nothing measured (%s)", forced, name);
+        return;
+    }
+    int i = c.path == HT_GEMM_CLBLAST, o = 1 - i;
+    int fastest = c.ms[i] > 0 && (c.ms[o] < 0 || (i == 0 ? c.ms[i] <= c.ms[o] / 0.9
+                                                          : c.ms[i] < 0.9 * c.ms[o]));
+    tap_ok((c.path == HT_GEMM_TILED || c.path == HT_GEMM_CLBLAST) && fastest,
+           "GEMM path by measurement: %s (tiled %.3g ms, clblast %.3g ms%s)", name, c.ms[0],
+           c.ms[1], c.cached ? ", from the cache" : "");
+    if (getenv("HT_NO_CACHE")) return;
+    ht_exit_on_error(ht_dev_open(&d, idx, NULL));
+    const ht_gemm_choice *again = ht_dev_gemm_choice(d);
+    tap_ok(again->cached && again->path == c.path && again->ms[0] == c.ms[0] &&
+               again->ms[1] == c.ms[1],
+           "reopened: the same choice from the cache (%s)", ht_gemm_path_name(again->path));
+    ht_dev_close(d);
+}
+
 static void write_file(const char *path, const char *text) {
     FILE *f = fopen(path, "w");
     fputs(text, f);
@@ -229,6 +259,6 @@ int main(int argc, char **argv) {
     /* The MLP's forward and weight-gradient shapes (784-1024 layer, batch 256). */
     check_gemm(d, 0, 1, 256, 1024, 784, 0.0f);
     check_gemm(d, 1, 0, 1024, 784, 256, 0.0f);
-    ht_dev_close(d);
+    check_gemm_choice(d);
     return tap_done();
 }

@@ -1,8 +1,9 @@
 /* Which SGEMM path a device runs, chosen by measurement rather than by its type or name:
  * the first time ht_sgemm runs on a device with HT_GEMM=auto, every path of the VARIANTS
  * table is timed on the PROBE shapes and the fastest kept. The choice and its times are
- * cached on disk next to the program binaries (keyed like them by device, driver and
- * platform version, plus the CLBlast tuning file), so a device is probed once per machine.
+ * cached on disk next to the program binaries (keyed like them by our kernel sources, device,
+ * driver and platform version, plus the CLBlast tuning file), so a device is probed once per
+ * machine and again when the kernels change.
  * Why measure: the paths' ranking is not a property of the device type. On PoCL's CPU
  * device our packed tiled kernels run 1.6-2x CLBlast; on Mesa's rusticl (llvmpipe, also a
  * CPU device) CLBlast's kernels train the quickstart 10x faster than ours. A GPU vendor
@@ -54,9 +55,9 @@ const char *ht_gemm_path_name(int path) {
 }
 
 static void cache_path(const ht_dev *d, char *out, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    const char *parts[] = {"gemm-choice-v2", d->info.name, d->info.driver,
-                           d->info.platform_version, d->tuning};
+    /* the program's key covers our kernels, the device, driver and platform version */
+    uint64_t h = d->program_hash;
+    const char *parts[] = {"gemm-choice-v2", d->tuning};
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
         for (const char *p = parts[i]; ; p++) {
             h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
@@ -91,7 +92,7 @@ static void cache_store(const ht_dev *d, const char *path) {
     FILE *f = fopen(tmp, "w");
     if (!f) return; /* the program cache warns about an unwritable directory */
     fprintf(f, "%s", ht_gemm_path_name(d->gemm_choice.path));
-    for (int i = 0; i < NVARIANTS; i++) fprintf(f, " %.6f", d->gemm_choice.ms[i]);
+    for (int i = 0; i < NVARIANTS; i++) fprintf(f, " %.17g", d->gemm_choice.ms[i]);
     fprintf(f, "\n");
     if (fclose(f) != 0 || rename(tmp, path) != 0) remove(tmp);
 }

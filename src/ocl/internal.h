@@ -48,6 +48,7 @@ struct ht_dev {
     ht_gemm_choice gemm_choice; /* HT_GEMM_AUTO: the measured path (choose.c); 0 = not yet */
     char cache_dir[1024];       /* program cache directory (program.c), also the GEMM choice's */
     int use_cache;
+    uint64_t program_hash;      /* the program cache's key: kernel sources, options, device */
     char tuning[1024];          /* CLBlast tuning file given at open ("" = none) */
     struct ht_buf *gemm_ws; /* tiled SGEMM's packed panels (gemm.c), NULL until needed */
 };

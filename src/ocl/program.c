@@ -262,6 +262,7 @@ int ht_program_build(ht_dev *d, const ht_dev_opts *o) {
                 d->info.platform_version);
     cache_dir_path(o, dir, sizeof dir);
     ht_strlcpy(d->cache_dir, dir, sizeof d->cache_dir);
+    d->program_hash = h;
     d->use_cache = use_cache;
     snprintf(path, sizeof path, "%s/%016llx.clbin", dir, (unsigned long long)h);
 
