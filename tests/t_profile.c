@@ -73,6 +73,8 @@ static void fill(ht_profile *p) {
     strcpy(k->names[1], "KWG"), k->values[1] = 16;
     p->dev[1].nclblast = 1;
     strcpy(p->dev[1].tuning, "p.1.tuning.cfg");
+    strcpy(p->dev[1].gemm_path, "clblast"), strcpy(p->dev[1].gemm_dropped, "tiled");
+    p->dev[1].gemm_ms[0] = 1081.125, p->dev[1].gemm_ms[1] = 52.25;
     p->links[0] = (ht_prof_link){0, 1, 1.875, 6.25};
     p->nlinks = 1;
 }
@@ -83,7 +85,9 @@ static int same(const ht_profile *a, const ht_profile *b) {
         const ht_prof_dev *x = &a->dev[i], *y = &b->dev[i];
         if (strcmp(x->name, y->name) || strcmp(x->type, y->type) || x->ngemm != y->ngemm ||
             x->nlayers != y->nlayers || x->nrates != y->nrates || x->nclblast != y->nclblast ||
-            strcmp(x->tuning, y->tuning) || x->mem_bw_gbs != y->mem_bw_gbs ||
+            strcmp(x->tuning, y->tuning) || strcmp(x->gemm_path, y->gemm_path) ||
+            strcmp(x->gemm_dropped, y->gemm_dropped) || x->gemm_ms[0] != y->gemm_ms[0] ||
+            x->gemm_ms[1] != y->gemm_ms[1] || x->mem_bw_gbs != y->mem_bw_gbs ||
             x->launch_us != y->launch_us)
             return 0;
         for (int j = 0; j < x->ngemm; j++)
@@ -144,6 +148,12 @@ int main(void) {
     strcat(text, ");\n");
     bad("type.cfg", text, 4, "devices[0].h2d_gbs: found a string, expected a number > 0",
         "wrong type names file:line");
+    snprintf(text, sizeof text, "version = 1;\ndevices = (\n%s", GOOD_DEV);
+    strcpy(strstr(text, "  }\n"), "    gemm_choice = { path = \"blas\"; tiled_ms = 2.0;\n"
+                                    "      clblast_ms = 1.0; };\n  }\n);\n");
+    bad("gemmpath.cfg", text, 6,
+        "devices[0].gemm_choice.path: found \"blas\", expected \"tiled\" or \"clblast\"",
+        "an unknown GEMM path names file:line, the value and the two paths");
     snprintf(text, sizeof text, "version = 1;\ndevices = (\n%s,\n%s);\n", GOOD_DEV, GOOD_DEV);
     p = strstr(strstr(text, "}\n,") + 1, "mem_bw_gbs = 10.0");
     memcpy(p, "mem_bw_gbs = -3.0", 17);

@@ -265,6 +265,17 @@ static void read_dev(ht_cfg_reader *r, const config_setting_t *g, int idx, ht_pr
         d->rates[i].batch = get_int(r, x, e, "batch", 1, 1 << 24);
         d->rates[i].value = get_num(r, x, e, "value", 0, 1);
     }
+    config_setting_t *gc = config_setting_get_member(g, "gemm_choice");
+    if (gc && r->rc == HT_OK) {
+        snprintf(e, sizeof e, "%s.gemm_choice", w);
+        get_str(r, gc, e, "path", d->gemm_path, sizeof d->gemm_path, 0);
+        d->gemm_ms[0] = get_num(r, gc, e, "tiled_ms", 0, 1);
+        d->gemm_ms[1] = get_num(r, gc, e, "clblast_ms", 0, 1);
+        get_str(r, gc, e, "dropped", d->gemm_dropped, sizeof d->gemm_dropped, 1);
+        if (r->rc == HT_OK && strcmp(d->gemm_path, "tiled") && strcmp(d->gemm_path, "clblast"))
+            fail(r, gc, "%s.path: found \"%s\", expected \"tiled\" or \"clblast\"", e,
+                 d->gemm_path);
+    }
     get_str(r, g, w, "tuning", d->tuning, sizeof d->tuning, 1);
     config_setting_t *c = config_setting_get_member(g, "clblast");
     if (c && r->rc == HT_OK) read_clblast(r, c, w, d);
@@ -408,6 +419,12 @@ void ht_profile_write(FILE *f, const ht_profile *p) {
             put_num(f, d->rates[j].value), fprintf(f, "; }");
         }
         fprintf(f, " );\n");
+        if (d->gemm_path[0]) {
+            fprintf(f, "    gemm_choice = { path = "), put_str(f, d->gemm_path);
+            fprintf(f, "; tiled_ms = "), put_num(f, d->gemm_ms[0]);
+            fprintf(f, "; clblast_ms = "), put_num(f, d->gemm_ms[1]);
+            fprintf(f, "; dropped = "), put_str(f, d->gemm_dropped), fprintf(f, "; };\n");
+        }
         if (d->tuning[0]) fprintf(f, "    tuning = "), put_str(f, d->tuning), fprintf(f, ";\n");
         if (d->nclblast) put_clblast(f, d->clblast, d->nclblast, "    ");
         fprintf(f, "  }%s\n", i + 1 < p->ndev ? "," : "");
@@ -504,6 +521,11 @@ void ht_profile_print(FILE *f, const ht_profile *p) {
                 "  memory %.2f GB/s   host->device %.2f GB/s   device->host %.2f GB/s   "
                 "launch %.1f us\n",
                 d->mem_bw_gbs, d->h2d_gbs, d->d2h_gbs, d->launch_us);
+        const char *drop = " (small shapes, dropped)";
+        if (d->gemm_path[0])
+            fprintf(f, "  SGEMM path %s by measurement: tiled %.3g ms%s, clblast %.3g ms%s\n",
+                    d->gemm_path, d->gemm_ms[0], strcmp(d->gemm_dropped, "tiled") ? "" : drop,
+                    d->gemm_ms[1], strcmp(d->gemm_dropped, "clblast") ? "" : drop);
         if (d->ngemm) fprintf(f, "  %-4s %7s %7s %7s %9s\n", "op", "M", "N", "K", "GFLOP/s");
         for (int j = 0; j < d->ngemm; j++) {
             const ht_prof_gemm *g = &d->gemm[j];

@@ -17,6 +17,10 @@
  *       launch_us = 8.2;               # mean enqueue-to-finish time of an empty kernel
  *       layers = ( { name = "fc1"; batch = 256; fwd_ms = 0.41; bwd_ms = 0.83; } );
  *       samples_per_s = ( { batch = 256; value = 12345.0; } );  # whole model fwd + bwd
+ *       gemm_choice = { path = "clblast"; tiled_ms = 1472.6; clblast_ms = 52.0;   # optional:
+ *                       dropped = "tiled"; };  # the SGEMM path measured fastest (src/ocl/
+ *                       # choose.c), each path's probe time; dropped: too slow at the small
+ *                       # shapes, its time is theirs ("" = none)
  *       tuning = "p.0.tuning.cfg";     # optional: a device.tuning file of the clblast group
  *       clblast = { Xgemm = { GEMMK = 0; KWG = 16; ... }; GemmRoutine = { ... }; };  # optional
  *     } );
@@ -75,6 +79,9 @@ typedef struct ht_prof_dev {
     int nlayers;
     ht_prof_rate rates[HT_PROF_MAX_BATCHES];
     int nrates;
+    char gemm_path[16];   /* the SGEMM path chosen by measurement ("" = not recorded) */
+    double gemm_ms[2];    /* its probe: tiled and clblast times, ms (src/ocl/choose.c) */
+    char gemm_dropped[16]; /* the path dropped at the small shapes, whose time that is; "" */
     char tuning[1024]; /* "" = none */
     ht_prof_kparams clblast[HT_PROF_MAX_KERNELS];
     int nclblast; /* 0 = not tuned */
