@@ -48,6 +48,25 @@ int ht_cluster_init(ht_cluster *c, const ht_config *cfg) {
     return HT_OK;
 }
 
+/* Issue 14 (helper branch rusticl): whether leaving ranks out of the speed split would pay
+ * (ht_plan_batch_split_exclude, 5% minimum gain), said in one line per such rank with the
+ * numbers that decide it. Advice only: the shares stay >= 1 until the trainer can run a rank
+ * with share 0 (synchronisation only) or without it (cluster.exclude_slow). */
+static void report_exclusion(const ht_cluster *c, const double *sp, const double *fx) {
+    int *ex = ht_xcalloc((size_t)c->world, sizeof *ex);
+    double t_all = 0, t_kept = 0;
+    if (ht_plan_batch_split_exclude(c->B, c->world, sp, fx, NULL, 0.05, ex, &t_all, &t_kept) ==
+        HT_OK)
+        for (int r = 0; r < c->world; r++)
+            if (ex[r] == 0)
+                ht_log_info("cluster: rank %d (%.0f samples/s + %.1f ms per step) slows the job: "
+                            "its fixed cost exceeds what its samples save the others (step "
+                            "%.2f ms with it, %.2f ms without); it would pay to leave it out "
+                            "(not done yet)",
+                            r, sp[r], 1e3 * fx[r], 1e3 * t_all, 1e3 * t_kept);
+    free(ex);
+}
+
 int ht_cluster_split_by_model(ht_cluster *c, double speed, double fixed) {
     double mine[2] = {speed, fixed};
     double *all = ht_xcalloc((size_t)c->world * 2, sizeof(double));
@@ -69,6 +88,7 @@ int ht_cluster_split_by_model(ht_cluster *c, double speed, double fixed) {
             ht_log_info("cluster: shares by measured speed: %s (samples/s beyond a fixed cost "
                         "per step)",
                         line);
+            report_exclusion(c, sp, fx);
         }
     }
     free(all);
