@@ -87,7 +87,7 @@ static int cache_load(ht_dev *d, const char *path) {
 }
 
 static void cache_store(const ht_dev *d, const char *path) {
-    char tmp[1300];
+    char tmp[1400];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "w");
     if (!f) return; /* the program cache warns about an unwritable directory */
