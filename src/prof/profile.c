@@ -201,8 +201,10 @@ static void read_clblast(ht_cfg_reader *r, const config_setting_t *g, const char
 }
 
 static const char *const DEV_KEYS[] = {
-    "name",      "platform", "driver", "type",          "mem_bw_gbs", "h2d_gbs", "d2h_gbs",
-    "launch_us", "gemm",     "layers", "samples_per_s", "tuning",     "clblast", NULL};
+    "name",      "platform", "driver", "type",          "mem_bw_gbs",  "h2d_gbs", "d2h_gbs",
+    "launch_us", "gemm",     "layers", "samples_per_s", "gemm_choice", "tuning",  "clblast",
+    NULL};
+static const char *const CHOICE_KEYS[] = {"path", "tiled_ms", "clblast_ms", "dropped", NULL};
 static const char *const GEMM_KEYS[] = {"m", "n", "k", "ta", "tb", "gflops", NULL};
 static const char *const LAYER_KEYS[] = {"name", "batch", "fwd_ms", "bwd_ms", NULL};
 static const char *const RATE_KEYS[] = {"batch", "value", NULL};
@@ -268,6 +270,10 @@ static void read_dev(ht_cfg_reader *r, const config_setting_t *g, int idx, ht_pr
     config_setting_t *gc = config_setting_get_member(g, "gemm_choice");
     if (gc && r->rc == HT_OK) {
         snprintf(e, sizeof e, "%s.gemm_choice", w);
+        if (!config_setting_is_group(gc))
+            fail(r, gc, "%s: expected a group { path; tiled_ms; clblast_ms; dropped; }", e);
+        else
+            known_keys(r, gc, e, CHOICE_KEYS);
         get_str(r, gc, e, "path", d->gemm_path, sizeof d->gemm_path, 0);
         d->gemm_ms[0] = get_num(r, gc, e, "tiled_ms", 0, 1);
         d->gemm_ms[1] = get_num(r, gc, e, "clblast_ms", 0, 1);
