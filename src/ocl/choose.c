@@ -59,7 +59,7 @@ static void cache_path(const ht_dev *d, char *out, size_t n) {
     uint64_t h = d->program_hash;
     const char *parts[] = {"gemm-choice-v2", d->tuning};
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
-        for (const char *p = parts[i]; ; p++) {
+        for (const char *p = parts[i];; p++) {
             h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
             if (!*p) break;
         }
@@ -73,7 +73,8 @@ static int cache_load(ht_dev *d, const char *path) {
     char name[32];
     double ms[NVARIANTS];
     int ok = fscanf(f, "%31s", name) == 1;
-    for (int i = 0; ok && i < NVARIANTS; i++) ok = fscanf(f, "%lf", &ms[i]) == 1 && ms[i] != 0;
+    for (int i = 0; ok && i < NVARIANTS; i++)
+        ok = fscanf(f, "%lf", &ms[i]) == 1 && ms[i] != 0;
     fclose(f);
     for (int i = 0; ok && i < NVARIANTS; i++)
         if (!strcmp(name, VARIANTS[i].name)) {
@@ -92,7 +93,8 @@ static void cache_store(const ht_dev *d, const char *path) {
     FILE *f = fopen(tmp, "w");
     if (!f) return; /* the program cache warns about an unwritable directory */
     fprintf(f, "%s", ht_gemm_path_name(d->gemm_choice.path));
-    for (int i = 0; i < NVARIANTS; i++) fprintf(f, " %.17g", d->gemm_choice.ms[i]);
+    for (int i = 0; i < NVARIANTS; i++)
+        fprintf(f, " %.17g", d->gemm_choice.ms[i]);
     fprintf(f, "\n");
     if (fclose(f) != 0 || rename(tmp, path) != 0) remove(tmp);
 }
@@ -124,7 +126,8 @@ static double probe(ht_dev *d, int stage, int path, ht_buf *a, ht_buf *b, ht_buf
 static void measure(ht_dev *d) {
     size_t floats = PROBE_FLOATS;
     float *h = ht_xmalloc(floats * sizeof *h);
-    for (size_t i = 0; i < floats; i++) h[i] = (float)((i * 7919) % 1000) * 1e-3f - 0.5f;
+    for (size_t i = 0; i < floats; i++)
+        h[i] = (float)((i * 7919) % 1000) * 1e-3f - 0.5f;
     ht_buf *a = ht_buf_new(d, floats * sizeof *h, "gemm probe A");
     ht_buf *b = ht_buf_new(d, floats * sizeof *h, "gemm probe B");
     ht_buf *c = ht_buf_new(d, floats * sizeof *h, "gemm probe C");
@@ -172,7 +175,8 @@ int ht_gemm_choose(ht_dev *d) {
 }
 
 const ht_gemm_choice *ht_dev_gemm_choice(ht_dev *d) {
-    if (d->gemm == HT_GEMM_AUTO) ht_gemm_choose(d);
+    if (d->gemm == HT_GEMM_AUTO)
+        ht_gemm_choose(d);
     else {
         memset(&d->gemm_choice, 0, sizeof d->gemm_choice);
         d->gemm_choice.path = d->gemm;

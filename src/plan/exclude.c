@@ -34,18 +34,21 @@ static double split_prefix(int B, int k, const cost_rank *ord, const double *spe
         sp[j] = speed[i], fx[j] = fixed ? fixed[i] : 0, cap[j] = max_share ? max_share[i] : -1;
     }
     int64_t room = 0;
-    for (int j = 0; j < k; j++) room += cap[j] < 0 ? B : cap[j];
+    for (int j = 0; j < k; j++)
+        room += cap[j] < 0 ? B : cap[j];
     if (k > B || room < B) return INFINITY;
     if (ht_plan_batch_split_affine(B, k, sp, fx, max_share ? cap : NULL, sub) != HT_OK)
         return INFINITY;
-    for (int i = 0; i < n; i++) share[i] = 0;
-    for (int j = 0; j < k; j++) share[ord[j].i] = sub[j];
+    for (int i = 0; i < n; i++)
+        share[i] = 0;
+    for (int j = 0; j < k; j++)
+        share[ord[j].i] = sub[j];
     return ht_plan_step_time_affine(k, sub, sp, fx);
 }
 
 int ht_plan_batch_split_exclude(int B, int n, const double *speed, const double *fixed,
-                                const int *max_share, double min_gain, int *share,
-                                double *t_all, double *t_kept) {
+                                const int *max_share, double min_gain, int *share, double *t_all,
+                                double *t_kept) {
     if (!(min_gain >= 0 && min_gain < 1))
         return ht_error(HT_EINPUT, "batch split: min_gain %g; expected 0 <= min_gain < 1",
                         min_gain);
@@ -61,7 +64,8 @@ int ht_plan_batch_split_exclude(int B, int n, const double *speed, const double 
     double *sp = ht_xcalloc((size_t)n, sizeof *sp), *fx = ht_xcalloc((size_t)n, sizeof *fx);
     int *cap = ht_xcalloc((size_t)n, sizeof *cap), *sub = ht_xcalloc((size_t)n, sizeof *sub);
     int *cand = ht_xcalloc((size_t)n, sizeof *cand), *best = ht_xcalloc((size_t)n, sizeof *best);
-    for (int i = 0; i < n; i++) ord[i] = (cost_rank){(fixed ? fixed[i] : 0) + 1 / speed[i], i};
+    for (int i = 0; i < n; i++)
+        ord[i] = (cost_rank){(fixed ? fixed[i] : 0) + 1 / speed[i], i};
     qsort(ord, (size_t)n, sizeof *ord, cmp_cost);
     memcpy(best, all, (size_t)n * sizeof *best);
     for (int k = 1; k < n; k++) {
