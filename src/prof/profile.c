@@ -271,7 +271,8 @@ static void read_dev(ht_cfg_reader *r, const config_setting_t *g, int idx, ht_pr
     if (gc && r->rc == HT_OK) {
         snprintf(e, sizeof e, "%s.gemm_choice", w);
         if (!config_setting_is_group(gc))
-            fail(r, gc, "%s: expected a group { path; tiled_ms; clblast_ms; dropped; }", e);
+            ht_cfg_fail(r, gc, "%s: expected a group { path; tiled_ms; clblast_ms; dropped; }",
+                        e);
         else
             known_keys(r, gc, e, CHOICE_KEYS);
         get_str(r, gc, e, "path", d->gemm_path, sizeof d->gemm_path, 0);
@@ -279,8 +280,8 @@ static void read_dev(ht_cfg_reader *r, const config_setting_t *g, int idx, ht_pr
         d->gemm_ms[1] = get_num(r, gc, e, "clblast_ms", 0, 1);
         get_str(r, gc, e, "dropped", d->gemm_dropped, sizeof d->gemm_dropped, 1);
         if (r->rc == HT_OK && strcmp(d->gemm_path, "tiled") && strcmp(d->gemm_path, "clblast"))
-            fail(r, gc, "%s.path: found \"%s\", expected \"tiled\" or \"clblast\"", e,
-                 d->gemm_path);
+            ht_cfg_fail(r, gc, "%s.path: found \"%s\", expected \"tiled\" or \"clblast\"",
+                        e, d->gemm_path);
     }
     get_str(r, g, w, "tuning", d->tuning, sizeof d->tuning, 1);
     config_setting_t *c = config_setting_get_member(g, "clblast");
