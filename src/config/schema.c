@@ -26,7 +26,7 @@ static const char *const PROGRESS[] = {"auto", "bar", "plain", "none", NULL};
 static const char *const SPLITS[] = {"equal", "speed", NULL};
 static const char *const ALLREDUCES[] = {"ring", "mpi", NULL};
 static const char *const PIPE_SCHEDULES[] = {"none",    "gpipe",  "1f1b", "interleaved",
-                                             "chimera", "hepipe", NULL};
+                                             "chimera", "hepipe", "2bw",  NULL};
 static const char *const PIPE_PARTITIONS[] = {"uniform", "balanced", "hetero", NULL};
 static const char *const PIPE_RECOMPUTE[] = {"none", "all", NULL};
 static const char *const SYNC_MODES[] = {

@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "io/trace.h"
 #include "nn/layer.h"
+#include "pipe/sched_2bw.h"
 
 /* One activation buffer set: what a micro-batch's forward through a stage leaves for its
  * backward. Slot 0 is the model's own buffers. */
@@ -62,6 +63,15 @@ struct ht_pipe_exec {
     ht_pipe_stats st;
     double *t_fwd, *t_bwd; /* [S] seconds of FWD / BWD (RECOMPUTE counts as FWD) since reset */
     int *n_fwd, *n_bwd;
+    /* PipeDream-2BW (s is the period stream, sched_2bw.h; see ht_pipe_exec_2bw_period) */
+    int tbw;
+    ht_buf *pv[2], *gv[2]; /* two weight versions, two gradient buffers (pv[0], gv[0]: the
+                              model's own) */
+    int newest;            /* pv index of the newest version */
+    int has_older;         /* the other pv holds the version before it */
+    int64_t pend;          /* the batch whose gradient is not applied yet, -1: none */
+    int pend_p, cur_p;     /* pv index that batch pend / the period's batch run on */
+    int8_t *rel;           /* [len] ht_pipe_2bw_batch of each instruction */
 };
 
 /* ------------------------------------------------------------------ layout */
@@ -96,8 +106,13 @@ int ht_pipe_exec_owns(const ht_pipe_exec *x, int s) {
 /* Message tag: kind (0 activation, 1 gradient), direction, the stage whose input (or input
  * gradient) it carries, micro-batch. Both ends compute the same number. */
 static int tag_of(const ht_pipe_exec *x, int kind, int dir, int stage, int mbi) {
+    if (mbi < 0) mbi += x->s->p.N; /* 2BW: micro-batch N + mb of the previous batch */
     return 1024 + ((kind * 2 + dir) * x->s->S + stage) * x->s->p.N + mbi;
 }
+
+/* 2BW: the tags of batches of odd index follow those of even ones, so that a gradient sent
+ * in one period and received in the next never matches the next batch's. */
+static int tag_span(const ht_pipe_exec *x) { return 4 * x->s->S * x->s->p.N; }
 
 static void layout_init(ht_pipe_exec *x, int s) {
     const ht_model *m = x->m;
@@ -153,6 +168,37 @@ static void msg_init(ht_pipe_exec *x, int i) {
     g->tag = tag_of(x, kind, in->dir, key, in->mb);
 }
 
+/* 2BW: the second weight version and gradient buffer, each instruction's batch. */
+static void init_2bw(ht_pipe_exec *x) {
+    ht_model *m = x->m;
+    const size_t bytes = (m->nparams ? m->nparams : 1) * sizeof(float);
+    x->tbw = 1;
+    x->pv[0] = m->params, x->gv[0] = m->grads;
+    x->pv[1] = ht_buf_new(m->dev, bytes, "2bw second weight version");
+    x->gv[1] = ht_buf_new(m->dev, bytes, "2bw second gradient buffer");
+    ht_buf_zero(m->dev, x->gv[1], 0, bytes);
+    x->pend = -1;
+    x->rel = ht_xmalloc((size_t)(x->len ? x->len : 1));
+    for (int i = 0; i < x->len; i++)
+        x->rel[i] = (int8_t)ht_pipe_2bw_batch(x->s, x->pl.prank, i);
+}
+
+/* 2BW at the end: the newest version into the model's own buffer, the second ones freed. */
+static void free_2bw(ht_pipe_exec *x) {
+    ht_model *m = x->m;
+    for (int i = 0; i < x->len; i++) /* every receive was matched in its period */
+        if (x->msgs[i].req) {
+            ht_comm_msg_wait(x->msgs[i].req, NULL, NULL);
+            x->msgs[i].req = NULL;
+        }
+    if (x->newest == 1 && m->nparams)
+        ht_buf_copy(m->dev, x->pv[0], 0, x->pv[1], 0, m->nparams * sizeof(float));
+    m->params = x->pv[0], m->grads = x->gv[0];
+    ht_buf_free(x->pv[1]);
+    ht_buf_free(x->gv[1]);
+    free(x->rel);
+}
+
 ht_pipe_exec *ht_pipe_exec_new(ht_model *m, const ht_pipe_sched *s, const int *bounds,
                                ht_pipe_place place, int mb, double slowdown,
                                const uint8_t *recompute) {
@@ -166,7 +212,7 @@ ht_pipe_exec *ht_pipe_exec_new(ht_model *m, const ht_pipe_sched *s, const int *b
     x->rc = recompute && recompute[place.prank];
     x->bounds = ht_xmalloc((size_t)(s->S + 1) * sizeof(int));
     memcpy(x->bounds, bounds, (size_t)(s->S + 1) * sizeof(int));
-    if (1024 + 4 * s->S * s->p.N >= HT_COMM_GROUP_TAG)
+    if (1024 + (s->p.kind == HT_PIPE_2BW ? 2 : 1) * 4 * s->S * s->p.N >= HT_COMM_GROUP_TAG)
         ht_die(HT_EINPUT, "pipe: %d stages x %d micro-batches need more message tags than MPI "
                           "guarantees; use fewer micro-batches",
                s->S, s->p.N);
@@ -223,6 +269,7 @@ ht_pipe_exec *ht_pipe_exec_new(ht_model *m, const ht_pipe_sched *s, const int *b
     x->st.slot_bytes = (sa + sd + ss) * sizeof(float) + 3 * rows * sizeof(float);
     x->st.work_bytes = x->work_bytes;
     x->st.slots = s->nbuf[place.prank];
+    if (s->p.kind == HT_PIPE_2BW) init_2bw(x);
     return x;
 }
 
@@ -241,6 +288,7 @@ static void restore(ht_pipe_exec *x) {
 void ht_pipe_exec_free(ht_pipe_exec *x) {
     if (!x) return;
     restore(x);
+    if (x->tbw) free_2bw(x);
     for (int k = 1; k < x->nslot; k++) {
         slot *o = &x->slots[k];
         ht_buf *b[] = {o->acts, o->dacts, o->saved, o->labels, o->losses, o->correct};
@@ -289,6 +337,7 @@ static void use_slot(ht_pipe_exec *x, const ht_pipe_instr *in, int keep) {
 
 /* Global row of micro-batch mbi's first sample: replica r takes rows [r N mb, (r+1) N mb). */
 static int row0_of(const ht_pipe_exec *x, int mbi) {
+    if (mbi < 0) mbi += x->s->p.N; /* 2BW: the previous batch's */
     return (x->pl.replica * x->s->p.N + mbi) * x->mb;
 }
 
@@ -348,6 +397,10 @@ static void exec_send(ht_pipe_exec *x, int i) {
     const ht_pipe_instr *in = &x->ins[i];
     msg *g = &x->msgs[i];
     double t0 = ht_now();
+    if (g->req) { /* 2BW: the last period's send from this staging may still be under way */
+        ht_comm_msg_wait(g->req, NULL, NULL);
+        g->req = NULL;
+    }
     use_slot(x, in, 0);
     const ht_buf *b = in->op == HT_PI_SEND_ACT ? x->m->acts : x->m->dacts;
     ht_buf_read(x->m->dev, b, g->off * sizeof(float), g->bytes, g->host);
@@ -422,8 +475,31 @@ static void poll_sends(ht_pipe_exec *x, int upto) {
     }
 }
 
+/* Instruction i of the stream for global batch `batch`. */
+static void run_instr(ht_pipe_exec *x, int i, int64_t batch, uint64_t seed, float grad_scale,
+                      ht_pipe_load_fn load, void *ctx, int want_loss, double *loss_sum) {
+    const ht_pipe_instr *in = &x->ins[i];
+    switch ((ht_pipe_op)in->op) {
+    case HT_PI_LOAD:
+        use_slot(x, in, 1);
+        load(ctx, x->m, batch, row0_of(x, in->mb), x->mb);
+        break;
+    case HT_PI_FWD: exec_fwd(x, in, batch, seed, want_loss, loss_sum, 0); break;
+    case HT_PI_RECOMPUTE: exec_fwd(x, in, batch, seed, 0, loss_sum, 1); break;
+    case HT_PI_BWD: exec_bwd(x, in, grad_scale); break;
+    case HT_PI_SEND_ACT:
+    case HT_PI_SEND_GRAD: exec_send(x, i); break;
+    case HT_PI_RECV_ACT:
+    case HT_PI_RECV_GRAD: exec_recv(x, i); break;
+    case HT_PI_REDUCE_GRADS: reduce_stage(x, in->stage); break;
+    case HT_PI_OPT_STEP: break; /* the caller's, after the stream */
+    case HT_PI_NOPS: ht_die(HT_ERUNTIME, "pipe: bad instruction %d", in->op);
+    }
+}
+
 void ht_pipe_exec_step(ht_pipe_exec *x, int64_t step, uint64_t seed, float grad_scale,
                        ht_pipe_load_fn load, void *ctx, int want_loss, double *loss_sum) {
+    if (x->tbw) ht_die(HT_ERUNTIME, "pipe: a 2bw stream runs through ht_pipe_exec_2bw_period");
     double t_step = ht_now();
     memset(&x->st, 0, offsetof(ht_pipe_stats, slot_bytes));
     *loss_sum = 0;
@@ -433,23 +509,7 @@ void ht_pipe_exec_step(ht_pipe_exec *x, int64_t step, uint64_t seed, float grad_
             x->msgs[i].req = ht_comm_irecv(x->msgs[i].host, x->msgs[i].bytes, x->msgs[i].peer,
                                            x->msgs[i].tag);
     for (int i = 0; i < x->len; i++) {
-        const ht_pipe_instr *in = &x->ins[i];
-        switch ((ht_pipe_op)in->op) {
-        case HT_PI_LOAD:
-            use_slot(x, in, 1);
-            load(ctx, x->m, step, row0_of(x, in->mb), x->mb);
-            break;
-        case HT_PI_FWD: exec_fwd(x, in, step, seed, want_loss, loss_sum, 0); break;
-        case HT_PI_RECOMPUTE: exec_fwd(x, in, step, seed, 0, loss_sum, 1); break;
-        case HT_PI_BWD: exec_bwd(x, in, grad_scale); break;
-        case HT_PI_SEND_ACT:
-        case HT_PI_SEND_GRAD: exec_send(x, i); break;
-        case HT_PI_RECV_ACT:
-        case HT_PI_RECV_GRAD: exec_recv(x, i); break;
-        case HT_PI_REDUCE_GRADS: reduce_stage(x, in->stage); break;
-        case HT_PI_OPT_STEP: break; /* the caller's, after the stream */
-        case HT_PI_NOPS: ht_die(HT_ERUNTIME, "pipe: bad instruction %d", in->op);
-        }
+        run_instr(x, i, step, seed, grad_scale, load, ctx, want_loss, loss_sum);
         poll_sends(x, i + 1);
     }
     for (int i = 0; i < x->len; i++)
@@ -460,6 +520,77 @@ void ht_pipe_exec_step(ht_pipe_exec *x, int64_t step, uint64_t seed, float grad_
     restore(x);
     x->st.step = ht_now() - t_step;
 }
+
+/* ------------------------------------------------------------------ 2BW */
+
+/* The weights and gradient buffer of the batch of relative index rel (0: this period's
+ * batch t, -1: the pending one) into the model. */
+static void use_version(ht_pipe_exec *x, int64_t t, int rel) {
+    x->m->params = x->pv[rel ? x->pend_p : x->cur_p];
+    x->m->grads = x->gv[(t + rel) & 1];
+}
+
+/* Whether instruction i runs in period t (has_cur: batch t exists). */
+static int runs_2bw(const ht_pipe_exec *x, int i, int has_cur) {
+    return x->rel[i] ? x->pend >= 0 : has_cur;
+}
+
+int ht_pipe_exec_2bw_period(ht_pipe_exec *x, int64_t t, int has_cur, uint64_t seed,
+                            float grad_scale, ht_pipe_load_fn load, void *ctx, int want_loss,
+                            double *loss_sum) {
+    double t_step = ht_now();
+    ht_model *m = x->m;
+    memset(&x->st, 0, offsetof(ht_pipe_stats, slot_bytes));
+    *loss_sum = 0;
+    if (!x->tbw) ht_die(HT_ERUNTIME, "pipe: ht_pipe_exec_2bw_period on a stream other than 2bw");
+    if (x->pend >= 0 && x->pend != t - 1)
+        ht_die(HT_ERUNTIME, "pipe: 2bw period %lld with batch %lld pending", (long long)t,
+               (long long)x->pend);
+    /* batch t runs on W(t-1): the newest unless a drain just made W(t) (the other then holds
+     * W(t-1)); at the start only one version exists */
+    x->cur_p = x->pend < 0 && x->has_older ? 1 - x->newest : x->newest;
+    if (has_cur) ht_buf_zero(m->dev, x->gv[t & 1], 0, m->nparams * sizeof(float));
+    for (int i = 0; i < x->len; i++) {
+        const int op = x->ins[i].op;
+        if ((op == HT_PI_RECV_ACT || op == HT_PI_RECV_GRAD) && runs_2bw(x, i, has_cur)) {
+            msg *g = &x->msgs[i];
+            int tag = g->tag + (int)((t + x->rel[i]) & 1) * tag_span(x);
+            g->req = ht_comm_irecv(g->host, g->bytes, g->peer, tag);
+        }
+    }
+    for (int i = 0; i < x->len; i++) {
+        if (!runs_2bw(x, i, has_cur)) continue;
+        const int op = x->ins[i].op;
+        if (op == HT_PI_SEND_ACT || op == HT_PI_SEND_GRAD) { /* the batch's tag */
+            msg *g = &x->msgs[i];
+            if (g->req) ht_comm_msg_wait(g->req, NULL, NULL), g->req = NULL;
+            g->tag = tag_of(x, op == HT_PI_SEND_GRAD, x->ins[i].dir,
+                            op == HT_PI_SEND_ACT ? x->ins[i].stage + 1 : x->ins[i].stage,
+                            x->ins[i].mb) +
+                     (int)((t + x->rel[i]) & 1) * tag_span(x);
+        }
+        use_version(x, t, x->rel[i]);
+        run_instr(x, i, t + x->rel[i], seed, grad_scale, load, ctx, want_loss, loss_sum);
+        poll_sends(x, i + 1);
+    }
+    restore(x);
+    int step = x->pend >= 0; /* batch t-1's gradient is whole: W(t) = W(t-1) - lr g(t-1) */
+    if (step) {
+        const int dst = 1 - x->newest; /* W(t-2), last read by batch t-1's backwards */
+        ht_buf_copy(m->dev, x->pv[dst], 0, x->pv[x->newest], 0, m->nparams * sizeof(float));
+        x->newest = dst, x->has_older = 1;
+        m->grads = x->gv[x->pend & 1];
+    }
+    m->params = x->pv[x->newest];
+    x->pend = has_cur ? t : -1, x->pend_p = x->cur_p;
+    if (!has_cur) /* a drain: every message of the chain matched */
+        for (int i = 0; i < x->len; i++)
+            if (x->msgs[i].req) ht_comm_msg_wait(x->msgs[i].req, NULL, NULL), x->msgs[i].req = NULL;
+    x->st.step = ht_now() - t_step;
+    return step;
+}
+
+int ht_pipe_exec_2bw_pending(const ht_pipe_exec *x) { return x->tbw && x->pend >= 0; }
 
 double ht_pipe_exec_grad_sq(ht_pipe_exec *x) {
     double sq = 0;

@@ -64,6 +64,25 @@ void ht_pipe_exec_free(ht_pipe_exec *x);
 void ht_pipe_exec_step(ht_pipe_exec *x, int64_t step, uint64_t seed, float grad_scale,
                        ht_pipe_load_fn load, void *ctx, int want_loss, double *loss_sum);
 
+/* PipeDream-2BW (src/pipe/sched_2bw.h): an executor built on the period stream
+ * (ht_pipe_2bw_steady) runs it once per call without a flush, keeping two weight versions and
+ * two gradient buffers (the model's own and one more of each). Period t runs batch t's
+ * forwards and the backwards placed in it (has_cur; 0: a drain, no new batch) and the pending
+ * batch t-1's remaining backwards; every micro-batch of batch b runs on W(b-1) (W(b) at the
+ * first batch after the executor's creation: only one version exists then). Returns 1 when
+ * batch t-1's gradient is whole: the model's params then point to a copy of the newest
+ * version, its grads to that gradient, and the caller must take the optimizer step on them
+ * before the next call (W(t) = W(t-1) - lr grad f_{t-1}(W(t-2))); 0 when no step is due.
+ * Between calls the model's params are the newest version; a drain (has_cur = 0) applies the
+ * last gradient, so that evaluation and checkpoints see every batch, and the batch after it
+ * still runs on the version before (the rule holds across drains). Tags carry the batch's
+ * parity: a gradient may be sent in one period and received in the next. */
+int ht_pipe_exec_2bw_period(ht_pipe_exec *x, int64_t t, int has_cur, uint64_t seed,
+                            float grad_scale, ht_pipe_load_fn load, void *ctx, int want_loss,
+                            double *loss_sum);
+/* 1 when a 2BW batch's gradient is not applied yet (a drain is due before using the weights). */
+int ht_pipe_exec_2bw_pending(const ht_pipe_exec *x);
+
 /* Sum of squared gradients over the stages this rank owns for the global norm (each stage
  * counted on one rank only: replica 0, its down-pipeline holder). Reads the gradients back. */
 double ht_pipe_exec_grad_sq(ht_pipe_exec *x);

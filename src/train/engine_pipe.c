@@ -18,6 +18,7 @@
 #include "nn/ops.h"
 #include "pipe/bounds.h"
 #include "pipe/exec.h"
+#include "pipe/sched_2bw.h"
 #include "pipe/schedule.h"
 #include "pipe/transform.h"
 #include "train/engine.h"
@@ -33,7 +34,16 @@ typedef struct pipe_state {
     int mb;
     float clip;
     double bubble_unit; /* the checker's bubble at F = 1, B = 2 */
+    /* 2bw: sched is the period stream, chk three periods chained for the checker */
+    int tbw;
+    ht_pipe_sched chk;
+    int64_t last;   /* the last batch run */
+    float pend_lr;  /* the learning rate of that batch: its gradient is applied with it */
 } pipe_state;
+
+static void load(void *ctx, ht_model *m, int64_t step, int row0, int n);
+
+static const ht_pipe_sched *checked(const pipe_state *p) { return p->tbw ? &p->chk : &p->sched; }
 
 static int wants(const ht_config *cfg) { return strcmp(cfg->pipe.schedule, "none") != 0; }
 
@@ -71,6 +81,11 @@ static int check(ht_job *j) {
         return ht_error(HT_EINPUT,
                         "%s: key 'pipe.stages': %d stages need %d ranks; run under mpirun -np %d",
                         src_of(cfg), D, D, D);
+    if (!strcmp(cfg->pipe.schedule, "2bw") && strcmp(cfg->pipe.recompute, "none"))
+        return ht_error(HT_EINPUT,
+                        "%s: keys 'pipe.schedule' and 'pipe.recompute': \"2bw\" does not "
+                        "recompute; found recompute \"%s\", expected \"none\"",
+                        src_of(cfg), cfg->pipe.recompute);
     if (D == 1 && !strcmp(cfg->pipe.schedule, "interleaved") && cfg->pipe.chunks > 1)
         return ht_error(HT_EINPUT,
                         "%s: keys 'pipe.schedule' and 'pipe.stages': \"interleaved\" with one "
@@ -81,9 +96,22 @@ static int check(ht_job *j) {
 
 /* ------------------------------------------------------------------ gather */
 
-/* Owner of every stage sends its parameters and optimizer state to rank 0. */
+static void opt_apply(ht_job *j, pipe_state *p, float lr);
+
+/* 2bw: the pending batch's remaining backwards and its optimizer step (collective). */
+static void drain_2bw(ht_job *j, pipe_state *p) {
+    if (!p->tbw || !ht_pipe_exec_2bw_pending(p->x)) return;
+    double l;
+    if (ht_pipe_exec_2bw_period(p->x, p->last + 1, 0, j->cfg->train.seed, (float)(1.0 / j->rows),
+                                load, j, 0, &l))
+        opt_apply(j, p, p->pend_lr);
+}
+
+/* Owner of every stage sends its parameters and optimizer state to rank 0 (2bw: the newest
+ * weights, after a drain). */
 static void gather(ht_job *j) {
     pipe_state *p = j->engine_state;
+    drain_2bw(j, p);
     ht_model *m = &j->model;
     const int nst = ht_optim_state_count(&j->opt);
     for (int s = 0; s < p->sched.S; s++) {
@@ -215,7 +243,9 @@ static int setup(ht_job *j, pipe_state *p) {
     }
     free(cal);
     if (rc != HT_OK) return rc;
-    rc = ht_pipe_generate(&pp, &p->sched);
+    p->tbw = pp.kind == HT_PIPE_2BW;
+    rc = p->tbw ? ht_pipe_2bw_steady(&pp, &p->sched) : ht_pipe_generate(&pp, &p->sched);
+    if (rc == HT_OK && p->tbw) rc = ht_pipe_2bw_unroll(&p->sched, 3, &p->chk);
     if (rc != HT_OK) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", ht_errmsg());
@@ -231,7 +261,7 @@ static int setup(ht_job *j, pipe_state *p) {
         ht_pipe_add_recompute(&p->sched, recomp);
     }
     ht_pipe_report rep;
-    if (ht_pipe_check(&p->sched, 2.0, NULL, &rep) != HT_OK) { /* a bug, not the user's */
+    if (ht_pipe_check(checked(p), 2.0, NULL, &rep) != HT_OK) { /* a bug, not the user's */
         free(recomp);
         return ht_error(HT_ERUNTIME, "pipe: the generated schedule is wrong: %s", ht_errmsg());
     }
@@ -283,7 +313,7 @@ static double bubble_measured_costs(ht_job *j, pipe_state *p) {
     for (int s = 0; s < S; s++)
         f += v[s], b += v[S + s];
     ht_pipe_report r;
-    if (f > 0 && b > 0 && ht_pipe_check(&p->sched, b / f, v, &r) == HT_OK) bubble = r.bubble;
+    if (f > 0 && b > 0 && ht_pipe_check(checked(p), b / f, v, &r) == HT_OK) bubble = r.bubble;
     free(v);
     return bubble;
 }
@@ -316,20 +346,33 @@ static int records(ht_job *j, pipe_state *p, const double *sum, int64_t steps) {
     return rc;
 }
 
-/* One global step: the stream, clipping by the global norm, the optimizer step; the loss of
- * the last stages and any rank's stop request summed over all ranks. */
-static void pipe_step(ht_job *j, pipe_state *p, int64_t step, float lr, int logs, double *v) {
-    v[0] = 0;
-    v[1] = ht_stop_requested() ? 1 : 0;
-    ht_trace_set_step(step);
-    ht_pipe_exec_step(p->x, step, j->cfg->train.seed, (float)(1.0 / j->rows), load, j, logs,
-                      &v[0]);
+/* Clipping by the global norm, then the optimizer step on the model's params and grads. */
+static void opt_apply(ht_job *j, pipe_state *p, float lr) {
     if (p->clip > 0) clip_global(j, p);
     double t0 = ht_now();
     ht_optim_step(&j->opt, j->model.params, j->model.grads, lr);
     if (ht_trace_on()) {
         ht_dev_finish(j->dev);
         ht_trace_span("optimizer step", t0, ht_now());
+    }
+}
+
+/* One global step: the stream, clipping by the global norm, the optimizer step; the loss of
+ * the last stages and any rank's stop request summed over all ranks. 2bw: one period, and the
+ * step that applies the previous batch's gradient (with that batch's learning rate). */
+static void pipe_step(ht_job *j, pipe_state *p, int64_t step, float lr, int logs, double *v) {
+    v[0] = 0;
+    v[1] = ht_stop_requested() ? 1 : 0;
+    ht_trace_set_step(step);
+    const uint64_t seed = j->cfg->train.seed;
+    const float scale = (float)(1.0 / j->rows);
+    if (p->tbw) {
+        if (ht_pipe_exec_2bw_period(p->x, step, 1, seed, scale, load, j, logs, &v[0]))
+            opt_apply(j, p, p->pend_lr);
+        p->last = step, p->pend_lr = lr;
+    } else {
+        ht_pipe_exec_step(p->x, step, seed, scale, load, j, logs, &v[0]);
+        opt_apply(j, p, lr);
     }
     ht_comm_allreduce_sum_f64(v, 2);
 }
@@ -380,6 +423,7 @@ static int run(ht_job *j, ht_train_result *res) {
     if (rc == HT_OK && j->opts->trace) rc = ht_cluster_trace_write(j->cl, j->opts->trace);
     ht_pipe_exec_free(p.x);
     ht_pipe_sched_free(&p.sched);
+    if (p.tbw) ht_pipe_sched_free(&p.chk);
     free(p.bounds);
     return rc;
 }
