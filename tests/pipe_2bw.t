@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# PipeDream-2BW (pipe.schedule = "2bw", issue 11) in the real executor under mpirun.
+# (a) The staleness rule on the real run: every micro-batch of batch b runs forward and
+#     backward on W(max(0, b-1)), and W(b+1) = W(b) - lr grad f_b(W(b-1)). The reference is
+#     built step by step outside the executor: for each b, a one-process run resumed from a
+#     checkpoint holding V = W(max(0, b-1)) at step b takes one SGD step on batch b, which
+#     gives batch b's loss at V (what 2bw must log at step b+1) and lr grad f_b(V) = V - U;
+#     this script then forms W(b+1) = W(b) - (V - U) itself. 2bw's losses and final
+#     parameters must match within the tolerances of tests/pipe.t (relative 2e-5 per loss,
+#     1e-4 of each tensor's largest value); the synchronous run's losses must NOT (they
+#     differ from step 2 on by more than that: the check can fail).
+#     Also with a checkpoint every 3 steps (2bw drains before it: the rule holds across).
+# (b) 2bw converges on the GPT: see the stated bound below.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/mpi.sh"
+TEXT="$(cd "$(dirname "$0")/../.." && pwd)/shared/data/tinyshakespeare/input.txt"
+
+cat >"$TMP/mlp.cfg" <<'CFG'
+model = { hidden = [32, 32, 32]; activation = "relu"; };
+data = { kind = "synthetic"; samples = 600; features = 16; classes = 4; seed = 3; };
+train = { batch = 24; steps = 6; seed = 7; eval_every = 0; };
+optim = { type = "sgd"; lr = 0.2; momentum = 0.0; };
+log = { every = 1; progress = "none"; };
+CFG
+losses() { grep '"type":"train"' "$1" | sed -E 's/.*"step":([0-9]+),"loss":([^,]+),.*/\1 \2/'; }
+same_losses() {
+    [ "$(wc -l <"$1")" -eq "$3" ] && [ "$(wc -l <"$2")" -eq "$3" ] && paste -d' ' "$1" "$2" |
+        awk '{ d = $2 - $4; if (d < 0) d = -d; if ($1 != $3 || d > 2e-5 * $2) bad = 1 } END { exit bad }'
+}
+
+# the reference: W(0) (lr 1e-30 leaves the initial weights, up to 1e-30), then one resumed step per batch
+T=6
+"$HETTRAIN" -c "$TMP/mlp.cfg" -q --set train.steps=1 --set optim.lr=1e-30 \
+    --set checkpoint.path="$TMP/w0.ckpt" >/dev/null 2>"$TMP/w0.err"
+ok $? "one process: the initial weights W(0)"
+/usr/bin/python3 - "$TMP" "$HETTRAIN" "$T" <<'PY' >"$TMP/ref.loss" 2>"$TMP/ref.err"
+import json, struct, subprocess, sys
+import numpy as np
+tmp, ht, T = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def load(p):
+    b = open(p, 'rb').read()
+    n = struct.unpack('<Q', b[:8])[0]
+    h = json.loads(b[8:8 + n]); base = 8 + n
+    t = {k: np.frombuffer(b[base + v['data_offsets'][0]:base + v['data_offsets'][1]], '<f4').astype(np.float64)
+         for k, v in h.items() if k != '__metadata__'}
+    return h, t
+def save(p, h, t, step):
+    h = json.loads(json.dumps(h)); h['__metadata__']['step'] = str(step)
+    h['__metadata__']['optimizer_steps'] = str(step)
+    data, off = b'', 0
+    for k, v in h.items():
+        if k == '__metadata__': continue
+        a = t[k].astype('<f4').tobytes(); v['data_offsets'] = [off, off + len(a)]; off += len(a); data += a
+    js = json.dumps(h).encode(); js += b' ' * (-len(js) % 8)
+    open(p, 'wb').write(struct.pack('<Q', len(js)) + js + data)
+h, W0 = load(tmp + '/w0.ckpt')
+W = [W0]
+for b in range(T):
+    V = W[max(0, b - 1)]
+    save(tmp + '/in.ckpt', h, V, b)
+    subprocess.run([ht, '-c', tmp + '/mlp.cfg', '-q', '--resume', '--set', 'train.steps=%d' % (b + 1),
+                    '--set', 'checkpoint.path=' + tmp + '/in.ckpt', '--set', 'log.metrics=' + tmp + '/one.jsonl'],
+                   check=True, stdout=subprocess.DEVNULL)
+    rec = [json.loads(l) for l in open(tmp + '/one.jsonl') if '"type":"train"' in l][-1]
+    assert rec['step'] == b + 1
+    print(b + 1, repr(rec['loss']))
+    _, U = load(tmp + '/in.ckpt')
+    W.append({k: W[b][k] - (V[k] - U[k]) for k in V})
+save(tmp + '/ref.ckpt', h, W[T], T)
+PY
+ok $? "the delayed-gradient reference over $T batches (one-process steps + the rule)"
+[ -s "$TMP/ref.loss" ] || diag "$(tail -5 "$TMP/ref.err")"
+
+same_params() {
+    /usr/bin/python3 - "$1" "$2" <<'PY'
+import json, struct, sys
+import numpy as np
+def load(p):
+    b = open(p, 'rb').read()
+    n = struct.unpack('<Q', b[:8])[0]
+    h = json.loads(b[8:8 + n]); base = 8 + n
+    return {k: np.frombuffer(b[base + v['data_offsets'][0]:base + v['data_offsets'][1]], '<f4')
+            for k, v in h.items() if k != '__metadata__' and not k.startswith('optim')}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+bad = [k for k in a if k not in b or
+       np.max(np.abs(a[k] - b[k])) > 1e-4 * max(1e-3, float(np.max(np.abs(a[k]))))]
+if bad or set(a) != set(b): print('# differ:', bad[:5]); sys.exit(1)
+PY
+}
+# tbw NP D N NAME [ARGS]: a 2bw run against the reference
+tbw() {
+    local np=$1 D=$2 N=$3 name=$4
+    shift 4
+    mpirun_ht "$np" "$HETTRAIN" -c "$TMP/mlp.cfg" -q --set pipe.schedule=2bw --set pipe.stages="$D" \
+        --set pipe.micro_batches="$N" --set log.metrics="$TMP/$name.jsonl" \
+        --set checkpoint.path="$TMP/$name.ckpt" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+    local rc=$?
+    [ $rc -eq 0 ] || diag "$(tail -5 "$TMP/$name.err")"
+    losses "$TMP/$name.jsonl" >"$TMP/$name.loss" 2>/dev/null
+    [ $rc -eq 0 ] && same_losses "$TMP/ref.loss" "$TMP/$name.loss" $T &&
+        same_params "$TMP/ref.ckpt" "$TMP/$name.ckpt"
+    ok $? "2bw, $np ranks, D=$D, N=$N $*: batch b on W(b-1), W(b+1) = W(b) - lr g_b(W(b-1)) (losses, final weights)"
+}
+tbw 2 2 2 d2n2
+tbw 2 2 3 d2n3    # w + 1 = 2 does not divide N: a gradient crosses a period, 3 slots
+tbw 4 4 4 d4n4
+tbw 2 2 4 d2ck --set checkpoint.every=3   # a drain after step 3, then on
+tbw 4 2 2 r2 --set train.batch=24          # 2 data-parallel replicas of a 2-stage 2bw
+
+"$HETTRAIN" -c "$TMP/mlp.cfg" -q --set log.metrics="$TMP/sync.jsonl" >/dev/null 2>&1
+losses "$TMP/sync.jsonl" >"$TMP/sync.loss"
+! same_losses "$TMP/ref.loss" "$TMP/sync.loss" $T && head -1 "$TMP/sync.loss" | cmp -s - <(head -1 "$TMP/ref.loss")
+ok $? "the synchronous losses are not the 2bw ones (the first is): the check above can fail"
+
+mpirun_ht 2 "$HETTRAIN" -c "$TMP/mlp.cfg" -q --set pipe.schedule=2bw --set pipe.stages=2 \
+    --set pipe.micro_batches=2 --set pipe.recompute=all >/dev/null 2>"$TMP/bad.err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "pipe.recompute" "$TMP/bad.err"
+ok $? "2bw with recompute: exit 2 naming the keys (exit $rc)"
+mpirun_ht 2 "$HETTRAIN" -c "$TMP/mlp.cfg" -q --set pipe.schedule=2bw --set pipe.stages=2 \
+    --set pipe.micro_batches=1 --set train.batch=24 >/dev/null 2>"$TMP/bad.err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "at least as many micro-batches as stages" "$TMP/bad.err"
+ok $? "2bw with N < D: exit 2 (exit $rc)"
+done_testing
