@@ -22,6 +22,17 @@ train = { batch = 24; steps = 6; seed = 7; eval_every = 0; };
 optim = { type = "sgd"; lr = 0.2; momentum = 0.0; };
 log = { every = 1; progress = "none"; };
 CFG
+cat >"$TMP/gpt.cfg" <<CFG
+model = { type = "gpt"; n_layer = 4; d_model = 32; n_head = 2; context = 16; dropout = 0.1; };
+data = { kind = "text"; path = "$TEXT"; val_fraction = 0.1; };
+train = { batch = 12; steps = 6; seed = 5; eval_every = 0; eval_batches = 2; };
+optim = { type = "sgd"; lr = 0.5; momentum = 0.0; };
+log = { every = 1; progress = "none"; };
+CFG
+if [ ! -f "$TEXT" ]; then
+    echo "1..0 # SKIP tiny shakespeare not found at $TEXT"
+    exit 0
+fi
 losses() { grep '"type":"train"' "$1" | sed -E 's/.*"step":([0-9]+),"loss":([^,]+),.*/\1 \2/'; }
 same_losses() {
     [ "$(wc -l <"$1")" -eq "$3" ] && [ "$(wc -l <"$2")" -eq "$3" ] && paste -d' ' "$1" "$2" |
@@ -30,13 +41,16 @@ same_losses() {
 
 # the reference: W(0) (lr 1e-30 leaves the initial weights, up to 1e-30), then one resumed step per batch
 T=6
-"$HETTRAIN" -c "$TMP/mlp.cfg" -q --set train.steps=1 --set optim.lr=1e-30 \
+# reference MODEL: $TMP/MODEL.ref.loss, $TMP/MODEL.ref.ckpt
+reference() {
+    local model=$1
+"$HETTRAIN" -c "$TMP/$model.cfg" -q --set train.steps=1 --set optim.lr=1e-30 \
     --set checkpoint.path="$TMP/w0.ckpt" >/dev/null 2>"$TMP/w0.err"
-ok $? "one process: the initial weights W(0)"
-/usr/bin/python3 - "$TMP" "$HETTRAIN" "$T" <<'PY' >"$TMP/ref.loss" 2>"$TMP/ref.err"
+ok $? "$model, one process: the initial weights W(0)"
+/usr/bin/python3 - "$TMP" "$HETTRAIN" "$T" "$model" <<'PY' >"$TMP/$model.ref.loss" 2>"$TMP/ref.err"
 import json, struct, subprocess, sys
 import numpy as np
-tmp, ht, T = sys.argv[1], sys.argv[2], int(sys.argv[3])
+tmp, ht, T, model = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 def load(p):
     b = open(p, 'rb').read()
     n = struct.unpack('<Q', b[:8])[0]
@@ -58,7 +72,7 @@ W = [W0]
 for b in range(T):
     V = W[max(0, b - 1)]
     save(tmp + '/in.ckpt', h, V, b)
-    subprocess.run([ht, '-c', tmp + '/mlp.cfg', '-q', '--resume', '--set', 'train.steps=%d' % (b + 1),
+    subprocess.run([ht, '-c', tmp + '/' + model + '.cfg', '-q', '--resume', '--set', 'train.steps=%d' % (b + 1),
                     '--set', 'checkpoint.path=' + tmp + '/in.ckpt', '--set', 'log.metrics=' + tmp + '/one.jsonl'],
                    check=True, stdout=subprocess.DEVNULL)
     rec = [json.loads(l) for l in open(tmp + '/one.jsonl') if '"type":"train"' in l][-1]
@@ -66,10 +80,13 @@ for b in range(T):
     print(b + 1, repr(rec['loss']))
     _, U = load(tmp + '/in.ckpt')
     W.append({k: W[b][k] - (V[k] - U[k]) for k in V})
-save(tmp + '/ref.ckpt', h, W[T], T)
+save(tmp + '/' + model + '.ref.ckpt', h, W[T], T)
 PY
-ok $? "the delayed-gradient reference over $T batches (one-process steps + the rule)"
-[ -s "$TMP/ref.loss" ] || diag "$(tail -5 "$TMP/ref.err")"
+ok $? "$model: the delayed-gradient reference over $T batches (one-process steps + the rule)"
+[ -s "$TMP/$model.ref.loss" ] || diag "$(tail -5 "$TMP/ref.err")"
+}
+reference mlp
+reference gpt
 
 same_params() {
     /usr/bin/python3 - "$1" "$2" <<'PY'
@@ -87,29 +104,32 @@ bad = [k for k in a if k not in b or
 if bad or set(a) != set(b): print('# differ:', bad[:5]); sys.exit(1)
 PY
 }
-# tbw NP D N NAME [ARGS]: a 2bw run against the reference
+# tbw MODEL NP D N NAME [ARGS]: a 2bw run against the reference
 tbw() {
-    local np=$1 D=$2 N=$3 name=$4
-    shift 4
-    mpirun_ht "$np" "$HETTRAIN" -c "$TMP/mlp.cfg" -q --set pipe.schedule=2bw --set pipe.stages="$D" \
+    local model=$1 np=$2 D=$3 N=$4 name=$5
+    shift 5
+    mpirun_ht "$np" "$HETTRAIN" -c "$TMP/$model.cfg" -q --set pipe.schedule=2bw --set pipe.stages="$D" \
         --set pipe.micro_batches="$N" --set log.metrics="$TMP/$name.jsonl" \
         --set checkpoint.path="$TMP/$name.ckpt" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
     local rc=$?
     [ $rc -eq 0 ] || diag "$(tail -5 "$TMP/$name.err")"
     losses "$TMP/$name.jsonl" >"$TMP/$name.loss" 2>/dev/null
-    [ $rc -eq 0 ] && same_losses "$TMP/ref.loss" "$TMP/$name.loss" $T &&
-        same_params "$TMP/ref.ckpt" "$TMP/$name.ckpt"
-    ok $? "2bw, $np ranks, D=$D, N=$N $*: batch b on W(b-1), W(b+1) = W(b) - lr g_b(W(b-1)) (losses, final weights)"
+    [ $rc -eq 0 ] && same_losses "$TMP/$model.ref.loss" "$TMP/$name.loss" $T &&
+        same_params "$TMP/$model.ref.ckpt" "$TMP/$name.ckpt"
+    ok $? "$model, 2bw, $np ranks, D=$D, N=$N $*: batch b on W(b-1), W(b+1) = W(b) - lr g_b(W(b-1)) (losses, final weights)"
 }
-tbw 2 2 2 d2n2
-tbw 2 2 3 d2n3    # w + 1 = 2 does not divide N: a gradient crosses a period, 3 slots
-tbw 4 4 4 d4n4
-tbw 2 2 4 d2ck --set checkpoint.every=3   # a drain after step 3, then on
-tbw 4 2 2 r2 --set train.batch=24          # 2 data-parallel replicas of a 2-stage 2bw
+tbw mlp 2 2 2 d2n2
+tbw mlp 2 2 3 d2n3    # w + 1 = 2 does not divide N: a gradient crosses a period, 3 slots
+tbw mlp 4 4 4 d4n4
+tbw mlp 2 2 4 d2ck --set checkpoint.every=3   # a drain after step 3, then on
+tbw mlp 4 2 2 r2                               # 2 data-parallel replicas of a 2-stage 2bw
+# dropout on: the previous batch's backwards regenerate that batch's masks
+tbw gpt 2 2 3 gd2n3
+tbw gpt 3 3 4 gd3n4
 
 "$HETTRAIN" -c "$TMP/mlp.cfg" -q --set log.metrics="$TMP/sync.jsonl" >/dev/null 2>&1
 losses "$TMP/sync.jsonl" >"$TMP/sync.loss"
-! same_losses "$TMP/ref.loss" "$TMP/sync.loss" $T && head -1 "$TMP/sync.loss" | cmp -s - <(head -1 "$TMP/ref.loss")
+! same_losses "$TMP/mlp.ref.loss" "$TMP/sync.loss" $T && head -1 "$TMP/sync.loss" | cmp -s - <(head -1 "$TMP/mlp.ref.loss")
 ok $? "the synchronous losses are not the 2bw ones (the first is): the check above can fail"
 
 mpirun_ht 2 "$HETTRAIN" -c "$TMP/mlp.cfg" -q --set pipe.schedule=2bw --set pipe.stages=2 \

@@ -381,10 +381,14 @@ static void exec_fwd(ht_pipe_exec *x, const ht_pipe_instr *in, int64_t step, uin
     compute_done(x, t0, recompute ? "RECOMPUTE" : "FWD", in);
 }
 
-static void exec_bwd(ht_pipe_exec *x, const ht_pipe_instr *in, float grad_scale) {
+static void exec_bwd(ht_pipe_exec *x, const ht_pipe_instr *in, int64_t step, uint64_t seed,
+                     float grad_scale) {
     ht_model *m = x->m;
     double t0 = ht_now();
     use_slot(x, in, 0);
+    /* the batch's masks: a 2BW period runs the previous batch's backwards after this one's
+     * forwards */
+    ht_model_set_training(m, 1, seed, step);
     ht_model_set_row_offset(m, row0_of(x, in->mb)); /* dropout masks as in the forward */
     int hi = stage_hi(x, in->stage);
     /* the loss gradient is unscaled; a received gradient already carries the scale */
@@ -486,7 +490,7 @@ static void run_instr(ht_pipe_exec *x, int i, int64_t batch, uint64_t seed, floa
         break;
     case HT_PI_FWD: exec_fwd(x, in, batch, seed, want_loss, loss_sum, 0); break;
     case HT_PI_RECOMPUTE: exec_fwd(x, in, batch, seed, 0, loss_sum, 1); break;
-    case HT_PI_BWD: exec_bwd(x, in, grad_scale); break;
+    case HT_PI_BWD: exec_bwd(x, in, batch, seed, grad_scale); break;
     case HT_PI_SEND_ACT:
     case HT_PI_SEND_GRAD: exec_send(x, i); break;
     case HT_PI_RECV_ACT:
