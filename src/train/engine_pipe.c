@@ -274,9 +274,10 @@ static int setup(ht_job *j, pipe_state *p) {
     p->bubble_unit = rep.bubble;
     announce(j, p);
     if (j->rank == 0)
-        ht_log_info("schedule (unit times, backward = 2 x forward): makespan %.0f, bubble "
+        ht_log_info("schedule (unit times, backward = 2 x forward%s): makespan %.0f, bubble "
                     "%.1f%%, at most %d micro-batches in flight on a rank",
-                    rep.makespan, 100 * rep.bubble, rep.peak_max);
+                    p->tbw ? "; 2bw: 3 batches chained, then drained" : "", rep.makespan,
+                    100 * rep.bubble, rep.peak_max);
     return HT_OK;
 }
 

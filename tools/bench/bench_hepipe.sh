@@ -5,8 +5,8 @@
 # parallelism with the speed split. Per run: samples/s (steady steps), the ratio to uniform
 # 1f1b, the checker's bubble under the stage costs measured in the run and the measured idle
 # fraction, the largest activation memory of a rank (what the executor allocates).
-# PipeDream-2BW is not in it: its generator and version rule exist (src/pipe/sched_2bw.h), the
-# executor does not chain its periods yet.
+# PipeDream-2BW (2bw, uniform and hetero) runs too: asynchronous (one-step-stale weights), no
+# flush per step; its "pred meas" is the checker's bubble of 3 chained batches then a drain.
 #   tools/bench/bench_hepipe.sh [STEPS] [hettrain args...]
 # Env: NP (4), SLOW ("1.0,1.0,2.0,4.0"), LAYERS (8), DMODEL (64), BATCH (32), N (8), PIN=1
 # (one core and one PoCL thread per rank: only meaningful with NP <= cores). Run from the
@@ -44,7 +44,7 @@ echo "   $(nproc) cores$([ "${PIN:-0}" = 1 ] && echo ', ranks pinned, 1 PoCL thr
 printf '%-28s %10s %7s %10s %9s %13s\n' run samples/s ratio "pred meas" measured "act MiB/rank"
 base=""
 for cfg in "1f1b uniform none" "1f1b hetero none" "hepipe uniform none" "hepipe hetero none" \
-    "hepipe hetero all"; do
+    "hepipe hetero all" "2bw uniform none" "2bw hetero none"; do
     read -r sched part recomp <<<"$cfg"
     name="$sched-$part-$recomp"
     run "$name" --set pipe.schedule="$sched" --set pipe.partition="$part" \
