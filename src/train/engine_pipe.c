@@ -37,8 +37,8 @@ typedef struct pipe_state {
     /* 2bw: sched is the period stream, chk three periods chained for the checker */
     int tbw;
     ht_pipe_sched chk;
-    int64_t last;   /* the last batch run */
-    float pend_lr;  /* the learning rate of that batch: its gradient is applied with it */
+    int64_t last;  /* the last batch run */
+    float pend_lr; /* the learning rate of that batch: its gradient is applied with it */
 } pipe_state;
 
 static void load(void *ctx, ht_model *m, int64_t step, int row0, int n);
