@@ -32,7 +32,11 @@
  * message may be sent in one period and received in the next (the gradient of the previous
  * batch's micro-batch N - w): message tags must carry the batch. Activations of the previous
  * batch stay in their slots between periods; the gradient buffer is zeroed after each
- * OPT_STEP, not at the start of a period. */
+ * OPT_STEP, not at the start of a period. The executor (ht_pipe_exec_2bw_period) takes the
+ * step at the end of the period instead, with a second gradient buffer (batch b's gradient
+ * in buffer b mod 2, zeroed when its period starts): the same versions, because no
+ * instruction after a mid-period OPT_STEP reads the version it makes, and a step at one
+ * point on every rank, where clipping by the global norm can sum over all ranks. */
 #ifndef HT_PIPE_SCHED_2BW_H
 #define HT_PIPE_SCHED_2BW_H
 
