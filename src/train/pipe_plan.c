@@ -100,7 +100,8 @@ int ht_pipe_plan_hetero(const ht_model *m, const double *times, int world, int k
     ht_part_input in = {.model = &d, .R = D, .fwd = f, .bwd = b, .B = N * mb, .N = N,
                         .slots_rule = kind == HT_PIPE_GPIPE ? HT_PART_SLOTS_ALL
                                                              : HT_PART_SLOTS_1F1B,
-                        .weight_versions = 1, .in_rank_order = 1, .can_cut = cut};
+                        .weight_versions = kind == HT_PIPE_2BW ? 2 : 1, /* 2bw: two copies */
+                        .in_rank_order = 1, .can_cut = cut};
     ht_partition p;
     int rc = ht_part_hetero(&in, &p);
     if (rc == HT_OK) {
