@@ -474,7 +474,30 @@ static void test_fuzz(void) {
            caught, dropped);
 }
 
+/* 1F1B D=2 N=2 with stage forwards 1, 2 and backwards 2, 4, worked by hand: rank 0 F0 [0,1]
+ * F1 [1,2]; rank 1 F0 [1,3] B0 [3,7] F1 [7,9] B1 [9,13]; rank 0 B0 [7,9] B1 [13,15]: makespan
+ * 15, busy 6 + 12 = 18 of 2 x 15, bubble 0.4. With one ratio (B = 2F) it is the same; with
+ * backwards 3, 4 rank 0's B0 [7,10], B1 [13,16]: makespan 16, busy 8 + 12 = 20. */
+static void test_costs(void) {
+    ht_pipe_params p = {.kind = HT_PIPE_1F1B, .D = 2, .N = 2, .v = 1};
+    ht_pipe_sched s;
+    ht_pipe_report r, r2;
+    const double f[2] = {1, 2}, b[2] = {2, 4}, b2[2] = {3, 4};
+    int ok = ht_pipe_generate(&p, &s) == HT_OK && ht_pipe_check_costs(&s, f, b, &r) == HT_OK &&
+             ht_pipe_check_costs(&s, f, b2, &r2) == HT_OK;
+    tap_ok(ok && r.makespan == 15 && fabs(r.bubble - 0.4) < 1e-12 && r2.makespan == 16 &&
+               fabs(r2.bubble - (1 - 20.0 / 32)) < 1e-12,
+           "per-stage forward and backward times: makespans 15 and 16 as worked by hand (%g, %g)",
+           r.makespan, r2.makespan);
+    const double zero[2] = {2, 0};
+    tap_ok(ht_pipe_check_costs(&s, f, zero, NULL) == HT_EINPUT &&
+               strstr(ht_errmsg(), "stage 1 backward time 0"),
+           "a zero backward time is refused: %s", ht_errmsg());
+    ht_pipe_sched_free(&s);
+}
+
 int main(void) {
+    test_costs();
     test_fuzz();
     test_stage_times();
     test_reduce();

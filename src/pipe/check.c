@@ -17,7 +17,7 @@ typedef struct ctx {
     const ht_pipe_sched *s;
     int D, N, S, ndir, nch;
     double bf;
-    const double *sf;
+    const double *sf, *sb; /* per-stage forward / backward times, NULL: 1 and bf x forward */
     uint8_t *cell;   /* [ndir * S * N] F_* flags per (dir, stage, mb) */
     double *msg_t;   /* [2 * ndir * S * N] time a SEND was issued, -1 before */
     int *pc;         /* [D] next instruction */
@@ -175,6 +175,9 @@ static void slot_free(ctx *c, int r, const ht_pipe_instr *in) {
 }
 
 static double fwd_time(const ctx *c, int stage) { return c->sf ? c->sf[stage] : 1.0; }
+static double bwd_time(const ctx *c, int stage) {
+    return c->sb ? c->sb[stage] : c->bf * fwd_time(c, stage);
+}
 
 static int bwd_all_done(const ctx *c, int r, int i, int ch, const char *what) {
     int k = r * c->nch + ch;
@@ -277,7 +280,7 @@ static int step(ctx *c, int r, int i, int *blocked) {
         if (!(*f & F_FWD)) return fail(c, r, i, "BWD before FWD");
         if (*f & F_BWD) return fail(c, r, i, "BWD of this micro-batch and stage runs twice");
         if (!last && !(*f & F_GIN)) return fail(c, r, i, "BWD before its RECV_GRAD");
-        *f |= F_BWD, dt = c->bf * fwd_time(c, in->stage);
+        *f |= F_BWD, dt = bwd_time(c, in->stage);
         c->bwd_done[r * c->nch + in->chunk]++;
         if (in->stage == 0) slot_free(c, r, in);
         break;
@@ -409,16 +412,20 @@ static int run(ctx *c) {
     return finish(c);
 }
 
-static int check_all(const ht_pipe_sched *s, double bf, const double *sf, ht_pipe_report *rep,
-                     double *const *t0, double *const *t1) {
+static int check_all(const ht_pipe_sched *s, double bf, const double *sf, const double *sb,
+                     ht_pipe_report *rep, double *const *t0, double *const *t1) {
     int rc = check_shape(s);
     if (rc) return rc;
     if (!(bf > 0)) return ht_error(HT_EINPUT, "schedule check: backward/forward ratio %g, expected > 0", bf);
     for (int st = 0; sf && st < s->S; st++)
         if (!(sf[st] > 0))
             return ht_error(HT_EINPUT, "schedule check: stage %d forward time %g, expected > 0", st, sf[st]);
+    for (int st = 0; sb && st < s->S; st++)
+        if (!(sb[st] > 0))
+            return ht_error(HT_EINPUT, "schedule check: stage %d backward time %g, expected > 0", st, sb[st]);
     ctx c;
     ctx_init(&c, s, bf, sf);
+    c.sb = sb;
     c.t0 = t0, c.t1 = t1;
     for (int r = 0; r < c.D && !rc; r++)
         for (int i = 0; i < s->len[r] && !rc; i++)
@@ -441,10 +448,15 @@ static int check_all(const ht_pipe_sched *s, double bf, const double *sf, ht_pip
 
 int ht_pipe_check(const ht_pipe_sched *s, double bf_ratio, const double *stage_fwd,
                   ht_pipe_report *r) {
-    return check_all(s, bf_ratio, stage_fwd, r, NULL, NULL);
+    return check_all(s, bf_ratio, stage_fwd, NULL, r, NULL, NULL);
+}
+
+int ht_pipe_check_costs(const ht_pipe_sched *s, const double *stage_fwd, const double *stage_bwd,
+                        ht_pipe_report *r) {
+    return check_all(s, 1.0, stage_fwd, stage_bwd, r, NULL, NULL);
 }
 
 int ht_pipe_timeline(const ht_pipe_sched *s, double bf_ratio, const double *stage_fwd,
                      double *const *start, double *const *end, ht_pipe_report *r) {
-    return check_all(s, bf_ratio, stage_fwd, r, start, end);
+    return check_all(s, bf_ratio, stage_fwd, NULL, r, start, end);
 }

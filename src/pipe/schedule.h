@@ -144,6 +144,11 @@ typedef struct ht_pipe_report {
 int ht_pipe_check(const ht_pipe_sched *s, double bf_ratio, const double *stage_fwd,
                   ht_pipe_report *r);
 
+/* As ht_pipe_check with each stage's own forward and backward time (both [S], > 0): e.g.
+ * the times a run measured. */
+int ht_pipe_check_costs(const ht_pipe_sched *s, const double *stage_fwd, const double *stage_bwd,
+                        ht_pipe_report *r);
+
 /* Writes rank r's stream as one line per instruction ("FWD mb=3 stage=1 buf=0"). */
 void ht_pipe_instr_str(const ht_pipe_instr *in, char *buf, size_t n);
 

@@ -298,9 +298,9 @@ static void clip_global(ht_job *j, pipe_state *p) {
         ht_scale(j->dev, ht_view_at(j->model.grads, 0), j->model.nparams, (float)c);
 }
 
-/* The checker's bubble under the stage times measured in this run (the mean FWD per stage
- * over the ranks that ran it, and the measured backward/forward ratio): what the schedule
- * alone costs on these devices, without communication and host copies. Collective. */
+/* The checker's bubble under the stage times measured in this run (each stage's mean FWD and
+ * BWD over the ranks that ran it): what the schedule alone costs on these devices, without
+ * communication and host copies. Collective. */
 static double bubble_measured_costs(ht_job *j, pipe_state *p) {
     const int S = p->sched.S;
     double *v = ht_xcalloc((size_t)S * 3, sizeof(double));
@@ -308,13 +308,14 @@ static double bubble_measured_costs(ht_job *j, pipe_state *p) {
     for (int s = 0; s < S; s++)
         v[2 * S + s] = v[s] > 0;
     ht_comm_allreduce_sum_f64(v, (size_t)S * 3);
-    double f = 0, b = 0, bubble = NAN;
-    for (int s = 0; s < S; s++)
+    double bubble = NAN;
+    int all = 1;
+    for (int s = 0; s < S; s++) {
         if (v[2 * S + s] > 0) v[s] /= v[2 * S + s], v[S + s] /= v[2 * S + s];
-    for (int s = 0; s < S; s++)
-        f += v[s], b += v[S + s];
+        all &= v[s] > 0 && v[S + s] > 0;
+    }
     ht_pipe_report r;
-    if (f > 0 && b > 0 && ht_pipe_check(checked(p), b / f, v, &r) == HT_OK) bubble = r.bubble;
+    if (all && ht_pipe_check_costs(checked(p), v, v + S, &r) == HT_OK) bubble = r.bubble;
     free(v);
     return bubble;
 }
