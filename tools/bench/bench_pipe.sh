@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Pipeline schedules side by side on NP ranks (default 4) training a GPT of 8 blocks, from one
-# run: per schedule and micro-batch count, the measured bubble (mean over ranks of
-# 1 - compute / step time, from the per-rank "pipe" metrics records) beside the schedule
+# run: per schedule and micro-batch count, the measured bubble (mean over ranks of the time
+# blocked waiting for a peer's activation or gradient / step time, from the per-rank "pipe"
+# metrics records; the host copies and sends of the messages and the replica reductions are
+# shown apart as "comm", and "idle" is 1 - compute / step, both together) beside the schedule
 # checker's predictions (unit times with backward = 2 forwards, and the stage forward /
 # backward times measured in the same run: the "pipe_summary" record), throughput,
 # activation memory per rank (what the executor allocates for its slots) and point-to-point
@@ -35,8 +37,8 @@ run() { # run NAME ARGS: mpirun NP ranks, metrics in $tmp/NAME.jsonl
 }
 echo "== pipelines on $np ranks: GPT L$layers C$dmodel T64, batch $batch, $steps steps (first not counted)"
 echo "   $(nproc) cores$([ "${PIN:-0}" = 1 ] && echo ', ranks pinned, 1 PoCL thread each' || echo ', ranks share the cores')"
-printf '%-12s %3s %9s %9s %9s %7s %10s %12s %12s\n' schedule N "pred F=1" "pred meas" \
-    measured diff samples/s "act MiB/rank" "p2p KiB/step"
+printf '%-12s %3s %8s %8s %8s %7s %8s %8s %10s %10s %10s\n' schedule N "pred F=1" "pred" \
+    "waiting" diff comm idle samples/s "act MiB" "p2p KiB"
 for n in "$np" $((2 * np)); do  # N = D (Chimera's basic unit) and 2D
 for s in gpipe 1f1b interleaved chimera; do
     extra=(--set pipe.schedule="$s" --set pipe.stages="$np" --set pipe.micro_batches="$n")
@@ -47,12 +49,14 @@ import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1]) if '"type":"pipe"' in l]
 summ = [json.loads(l) for l in open(sys.argv[1]) if '"type":"pipe_summary"' in l][0]
 idle = sum(r['idle_fraction'] for r in recs) / len(recs)
+wait = sum(r['wait_s'] / r['step_s'] for r in recs) / len(recs)
+comm = sum(r['comm_s'] / r['step_s'] for r in recs) / len(recs)
 step = max(r['step_s'] for r in recs)
 act = max(r['activation_bytes'] for r in recs) / 2**20
 p2p = sum(r['p2p_bytes_per_step'] for r in recs) / 1024
 unit, pred = summ['bubble_unit_times'], summ['bubble_measured_costs']
-print('%-12s %3s %9.3f %9.3f %9.3f %+7.3f %10.1f %12.2f %12.1f' % (sys.argv[2], sys.argv[3], unit,
-      pred, idle, idle - pred, int(sys.argv[4]) / step, act, p2p))
+print('%-12s %3s %8.3f %8.3f %8.3f %+7.3f %8.3f %8.3f %10.1f %10.2f %10.1f' % (sys.argv[2],
+      sys.argv[3], unit, pred, wait, wait - pred, comm, idle, int(sys.argv[4]) / step, act, p2p))
 PY
 done
 done
@@ -62,6 +66,6 @@ sps=$(sed -nE 's/.* ([0-9.]+) samples\/s.*/\1/p' "$tmp/dp.out")
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1]) if '"type":"sync"' in l]
 sent = sum(r['bytes_sent'] for r in recs) / int(sys.argv[3]) / 1024
-print('%-12s %3s %9s %9s %9s %7s %10s %12s %12.1f  (all-reduce, all ranks)' %
-      ('data-par.', '-', '-', '-', '-', '', sys.argv[2], '-', sent))
+print('%-12s %3s %8s %8s %8s %7s %8s %8s %10s %10s %10.1f  (all-reduce, all ranks)' %
+      ('data-par.', '-', '-', '-', '-', '', '-', '-', sys.argv[2], '-', sent))
 PY
