@@ -60,4 +60,7 @@ run_ht schedule -c "$TMP/job.cfg" --set pipe.schedule=gpipe --micro-batches 2
 [ $RC -eq 0 ] && printf '%s' "$OUT" | grep -q '^gpipe: D=3 N=2'; ok $? "--set and flags override the file"
 expect_fail 2 "pipe.stages.*found 0, expected an integer >= 1" "a bad pipe key names the key" -- schedule -c "$TMP/job.cfg" --set pipe.stages=0
 
+run_ht schedule -c "$(dirname "$0")/../conf/shakespeare-gpt-pipe.cfg"
+[ $RC -eq 0 ] && printf '%s' "$OUT" | grep -q '^chimera: D=4 N=4'; ok $? "the shipped pipeline example validates"
+
 done_testing
