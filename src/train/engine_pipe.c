@@ -413,6 +413,10 @@ static int run(ht_job *j, ht_train_result *res) {
     int rc = setup(j, &p);
     if (rc == HT_OK) {
         if (j->opts->trace) ht_cluster_trace_start(j->cl);
+        /* the table's share: the samples of a step that pass through the rank (its
+         * replica's part of the batch), not a data-parallel slice */
+        for (int r = 0; r < j->world; r++)
+            j->cl->shares[r] = j->B / p.place.R;
         ht_cluster_announce(j->cl, ht_dev_info(j->dev)->name);
         j->engine_state = &p;
         j->gather = gather;
