@@ -216,6 +216,56 @@ static void log_hepipe(const ht_pipe_sched *s, const double *times) {
     ht_pipe_sched_free(&o);
 }
 
+/* The stage boundaries (p->bounds) and, for hepipe, each stage's time from every rank's
+ * per-layer times measured now (*times, [D], the caller frees). */
+static int plan_stages(ht_job *j, ht_pipe_params *pp, pipe_state *p, double slowdown,
+                       double **times) {
+    const int D = pp->D;
+    p->bounds = ht_xmalloc((size_t)(D * pp->v + 1) * sizeof(int));
+    double *cal = NULL; /* every layer's times on every rank */
+    if (pp->kind == HT_PIPE_HEPIPE || !strcmp(j->cfg->pipe.partition, "hetero")) {
+        cal = ht_xmalloc((size_t)j->world * 2 * (size_t)j->model.nlayers * sizeof *cal);
+        ht_pipe_plan_calibrate(&j->model, p->mb, slowdown, cal);
+    }
+    int rc = make_bounds(j, pp, p->mb, cal, p->bounds);
+    if (rc == HT_OK && pp->kind == HT_PIPE_HEPIPE) {
+        *times = ht_xmalloc((size_t)D * sizeof **times);
+        ht_pipe_plan_stage_times(&j->model, cal, j->world, D, p->bounds, *times);
+        pp->stage_time = *times;
+    }
+    free(cal);
+    return rc;
+}
+
+/* The streams (2bw: the steady period, and 3 chained batches for the checker), recomputation,
+ * the check, the executor. */
+static int make_schedule(ht_job *j, const ht_pipe_params *pp, pipe_state *p, double slowdown,
+                         ht_pipe_report *rep) {
+    const ht_config *cfg = j->cfg;
+    p->tbw = pp->kind == HT_PIPE_2BW;
+    int rc = p->tbw ? ht_pipe_2bw_steady(pp, &p->sched) : ht_pipe_generate(pp, &p->sched);
+    if (rc == HT_OK && p->tbw) rc = ht_pipe_2bw_unroll(&p->sched, 3, &p->chk);
+    if (rc != HT_OK) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", ht_errmsg());
+        return ht_error(rc, "%s: pipe: %s", src_of(cfg), msg);
+    }
+    if (pp->stage_time && j->rank == 0) log_hepipe(&p->sched, pp->stage_time);
+    uint8_t *recomp = NULL;
+    if (!strcmp(cfg->pipe.recompute, "all")) { /* RECOMPUTE before every BWD, on every rank */
+        recomp = ht_xmalloc((size_t)pp->D);
+        memset(recomp, 1, (size_t)pp->D);
+        ht_pipe_add_recompute(&p->sched, recomp);
+    }
+    if (ht_pipe_check(checked(p), 2.0, NULL, rep) != HT_OK) { /* a bug, not the user's */
+        free(recomp);
+        return ht_error(HT_ERUNTIME, "pipe: the generated schedule is wrong: %s", ht_errmsg());
+    }
+    p->x = ht_pipe_exec_new(&j->model, &p->sched, p->bounds, p->place, p->mb, slowdown, recomp);
+    free(recomp);
+    return HT_OK;
+}
+
 static int setup(ht_job *j, pipe_state *p) {
     const ht_config *cfg = j->cfg;
     const int D = cfg->pipe.stages, R = j->world / D;
@@ -225,49 +275,15 @@ static int setup(ht_job *j, pipe_state *p) {
                          .v = !strcmp(cfg->pipe.schedule, "interleaved") ? cfg->pipe.chunks : 1,
                          /* a backward costs about two forwards (Chimera plans its order so) */
                          .bf_ratio = 2.0};
-    /* the stages first: hepipe plans its warm-ups from their times */
     p->mb = j->B / (R * pp.N);
-    p->bounds = ht_xmalloc((size_t)(D * pp.v + 1) * sizeof(int));
-    double slowdown = cfg->cluster.nslowdown ? cfg->cluster.slowdown[j->rank] : 1.0;
-    double *cal = NULL; /* every layer's times on every rank, measured now */
-    if (pp.kind == HT_PIPE_HEPIPE || !strcmp(cfg->pipe.partition, "hetero")) {
-        cal = ht_xmalloc((size_t)j->world * 2 * (size_t)j->model.nlayers * sizeof *cal);
-        ht_pipe_plan_calibrate(&j->model, p->mb, slowdown, cal);
-    }
-    int rc = make_bounds(j, &pp, p->mb, cal, p->bounds);
-    double *times = NULL;
-    if (rc == HT_OK && pp.kind == HT_PIPE_HEPIPE) {
-        times = ht_xmalloc((size_t)D * sizeof *times);
-        ht_pipe_plan_stage_times(&j->model, cal, j->world, D, p->bounds, times);
-        pp.stage_time = times;
-    }
-    free(cal);
-    if (rc != HT_OK) return rc;
-    p->tbw = pp.kind == HT_PIPE_2BW;
-    rc = p->tbw ? ht_pipe_2bw_steady(&pp, &p->sched) : ht_pipe_generate(&pp, &p->sched);
-    if (rc == HT_OK && p->tbw) rc = ht_pipe_2bw_unroll(&p->sched, 3, &p->chk);
-    if (rc != HT_OK) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", ht_errmsg());
-        free(times);
-        return ht_error(rc, "%s: pipe: %s", src_of(cfg), msg);
-    }
-    if (times && j->rank == 0) log_hepipe(&p->sched, times);
-    free(times);
-    uint8_t *recomp = NULL;
-    if (!strcmp(cfg->pipe.recompute, "all")) { /* RECOMPUTE before every BWD, on every rank */
-        recomp = ht_xmalloc((size_t)D);
-        memset(recomp, 1, (size_t)D);
-        ht_pipe_add_recompute(&p->sched, recomp);
-    }
-    ht_pipe_report rep;
-    if (ht_pipe_check(checked(p), 2.0, NULL, &rep) != HT_OK) { /* a bug, not the user's */
-        free(recomp);
-        return ht_error(HT_ERUNTIME, "pipe: the generated schedule is wrong: %s", ht_errmsg());
-    }
     p->place = (ht_pipe_place){.D = D, .R = R, .prank = j->rank % D, .replica = j->rank / D};
-    p->x = ht_pipe_exec_new(&j->model, &p->sched, p->bounds, p->place, p->mb, slowdown, recomp);
-    free(recomp);
+    double slowdown = cfg->cluster.nslowdown ? cfg->cluster.slowdown[j->rank] : 1.0;
+    double *times = NULL; /* hepipe plans its warm-ups from the stages' times */
+    ht_pipe_report rep;
+    int rc = plan_stages(j, &pp, p, slowdown, &times);
+    if (rc == HT_OK) rc = make_schedule(j, &pp, p, slowdown, &rep);
+    free(times);
+    if (rc != HT_OK) return rc;
     /* clipping needs the norm over every stage: the engine clips, the optimizer does not */
     p->clip = (float)j->opt.cfg.clip;
     j->opt.cfg.clip = 0;
