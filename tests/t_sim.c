@@ -81,6 +81,37 @@ static void one_rank(void) {
     ht_model_free(&m);
 }
 
+/* With whole-step rates in the profile, the layers are scaled to the step measured back to
+ * back: sum of the layers at 32 is 3 * (1 + 2 + 3) + 4 * 0.5 = 20 ms, the step 24 ms (1.2x);
+ * at 64, 38 ms and a step of 38 ms (1x). Batch 48: 1.1 x (27 + 2) ms; batch 16: the nearest
+ * ratio, 1.2 x (9 + 1) ms (the relus' 0.5 ms in proportion, 0.25 ms). */
+static void in_step(void) {
+    const double fwd[3] = {1, 2, 3};
+    ht_model m;
+    mlp(&m, 3);
+    ht_sim_model sm;
+    ht_sim_model_from(&sm, &m, "sgd");
+    ht_sim_cluster c;
+    ht_profile *p = profile(3, fwd, 2);
+    p->dev[0].rates[0] = (ht_prof_rate){64, 64 / 38e-3};
+    p->dev[0].rates[1] = (ht_prof_rate){32, 32 / 24e-3};
+    p->dev[0].nrates = 2;
+    cluster(&c, p, 1, 0, 1);
+    const int B[3] = {48, 16, 128};
+    const double want[3] = {1.1 * 29e-3, 1.2 * 10e-3, 1.0 * 76e-3};
+    for (int i = 0; i < 3; i++) {
+        ht_sim_dp d = {.B = B[i], .alg = HT_SIM_RING, .overlap = 1, .bucket_first_mb = 1, .bucket_cap_mb = 25};
+        ht_sim_result r;
+        int rc = ht_sim_run_dp(&c, 1, &m, &sm, &d, 0, NULL, &r, NULL);
+        tap_ok(rc == HT_OK && NEAR(r.rank[0].busy, want[i]),
+               "in-step ratio: batch %d busy %.9f s, want %.9f", B[i], r.rank[0].busy, want[i]);
+        ht_sim_result_free(&r);
+    }
+    ht_sim_cluster_free(&c);
+    ht_sim_model_free(&sm);
+    ht_model_free(&m);
+}
+
 /* Two equal ranks, B = 64 split 32 / 32, one all-reduce of every gradient after backward
  * (no overlap): 2 (n - 1) = 2 ring steps of half the gradient each. */
 static void two_ranks(double slow1) {
@@ -478,6 +509,7 @@ int main(void) {
     sync_policies();
     determinism();
     one_rank();
+    in_step();
     two_ranks(1);
     two_ranks(2);
     pipelines();

@@ -77,6 +77,35 @@ static double prof_layer(const ht_prof_dev *d, const char *name, int b, int bwd)
 #undef T
 }
 
+/* How much longer the layers take inside a step than measured one at a time, at batch b:
+ * hetprof times each layer alone, repeated back to back (its weights and activations warm in
+ * the caches, no other kernel between), and also whole steps; a training step runs the
+ * layers in sequence, like the latter. On this machine (BENCHMARKS.md, 2026-11-23 hetsim
+ * calibration) the whole step took 1.1-1.2x the sum of its layers at batch 128. The ratio
+ * step / sum of the profile's layers at each measured batch, interpolated linearly between
+ * them, the nearest one outside; 1 without whole-step rates. The layers keep their shares of
+ * the step: only the total comes from the step measurement. */
+static double in_step_ratio(const ht_prof_dev *d, int b) {
+    double rb[HT_PROF_MAX_BATCHES], rr[HT_PROF_MAX_BATCHES];
+    int n = 0;
+    for (int i = 0; i < d->nrates; i++) {
+        const ht_prof_rate *q = &d->rates[i];
+        double sum = 0;
+        for (int k = 0; k < d->nlayers; k++)
+            if (d->layers[k].batch == q->batch) sum += d->layers[k].fwd_ms + d->layers[k].bwd_ms;
+        if (q->value <= 0 || sum <= 0) continue;
+        int j = n++; /* insertion by batch */
+        for (; j > 0 && rb[j - 1] > q->batch; j--)
+            rb[j] = rb[j - 1], rr[j] = rr[j - 1];
+        rb[j] = q->batch, rr[j] = 1e3 * q->batch / q->value / sum;
+    }
+    if (n == 0) return 1;
+    if (b <= rb[0]) return rr[0];
+    for (int i = 1; i < n; i++)
+        if (b <= rb[i]) return rr[i - 1] + (rr[i] - rr[i - 1]) * (b - rb[i - 1]) / (rb[i] - rb[i - 1]);
+    return rr[n - 1];
+}
+
 /* Sustained GFLOP/s of a kind: its own figure, else the profile entry's best GEMM. */
 static double gflops_of(const ht_sim_cluster *c, const ht_sim_devtype *t) {
     if (t->gflops > 0) return t->gflops * t->scale;
@@ -117,8 +146,9 @@ double ht_sim_layer_time(const ht_sim_cluster *c, int r, const ht_sim_model *m, 
     const ht_sim_devtype *t = &c->types[c->rank_type[r]];
     double s = c->slowdown ? c->slowdown[r] : 1;
     if (c->prof && t->prof_dev >= 0) {
-        double x = prof_layer(&c->prof->dev[t->prof_dev], m->l[l].name, b, bwd);
-        if (x >= 0) return s * x / t->scale;
+        const ht_prof_dev *d = &c->prof->dev[t->prof_dev];
+        double x = prof_layer(d, m->l[l].name, b, bwd);
+        if (x >= 0) return s * x * in_step_ratio(d, b) / t->scale;
     }
     return s * roofline(c, t, &m->l[l], b, bwd);
 }
