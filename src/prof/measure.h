@@ -1,7 +1,7 @@
 /* Measuring one OpenCL device for a profile: SGEMM at a model's GEMM shapes, device memory
  * and host-link bandwidth, launch latency, per-layer forward/backward times and whole-step
  * throughput at several batch sizes. The model comes from a training config (or a default
- * MLP); every measurement is wall-clock around a finished queue, best of several runs. */
+ * MLP); every measurement is wall-clock around a finished queue, the median of several runs. */
 #ifndef HT_PROF_MEASURE_H
 #define HT_PROF_MEASURE_H
 
