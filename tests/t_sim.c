@@ -112,6 +112,34 @@ static void in_step(void) {
     ht_model_free(&m);
 }
 
+/* The emulated slowdown stretches the batch upload as the trainer's does (its compute_s
+ * counts it): one rank, slowdown 3, B = 48 of 8 features at 1 GB/s host-to-device: 3 x
+ * (48 x 32 bytes / 1e9 + the layers as in one_rank), the optimizer 3x too. */
+static void slow_upload(void) {
+    const double fwd[3] = {1, 2, 3};
+    ht_model m;
+    mlp(&m, 3);
+    ht_sim_model sm;
+    ht_sim_model_from(&sm, &m, "sgd");
+    ht_sim_cluster c;
+    ht_profile *p = profile(3, fwd, 2);
+    p->dev[0].h2d_gbs = 1;
+    cluster(&c, p, 1, 0, 1);
+    c.slowdown[0] = 3;
+    ht_sim_dp d = {.B = 48, .alg = HT_SIM_RING, .overlap = 1, .bucket_first_mb = 1, .bucket_cap_mb = 25};
+    ht_sim_result r;
+    int rc = ht_sim_run_dp(&c, 1, &m, &sm, &d, 0, NULL, &r, NULL);
+    double layers = 3 * 1.5e-3 * (1 + 2 + 3) + 2 * 2 * 0.5e-3, load = 48 * 32 / 1e9;
+    double opt = 4.0 * (double)m.nparams * 5 / 1e15;
+    double want = 3 * (load + layers + opt);
+    tap_ok(rc == HT_OK && NEAR(r.makespan, want), "slowdown 3: step %.9f s = 3 x (upload + layers + optimizer) %.9f",
+           r.makespan, want);
+    ht_sim_result_free(&r);
+    ht_sim_cluster_free(&c);
+    ht_sim_model_free(&sm);
+    ht_model_free(&m);
+}
+
 /* Two equal ranks, B = 64 split 32 / 32, one all-reduce of every gradient after backward
  * (no overlap): 2 (n - 1) = 2 ring steps of half the gradient each. */
 static void two_ranks(double slow1) {
@@ -510,6 +538,7 @@ int main(void) {
     determinism();
     one_rank();
     in_step();
+    slow_upload();
     two_ranks(1);
     two_ranks(2);
     pipelines();

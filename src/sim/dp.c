@@ -74,14 +74,17 @@ static void build_step(ht_sim *s, const ht_sim_cluster *c, int n, const ht_sim_m
     int nld = ht_sim_name(s, "load batch");
     for (int r = 0; r < n; r++) {
         double d2h, h2d = ht_sim_host_copy(c, r, &d2h);
-        ht_sim_compute(s, r, share[r] * sm->in_bytes * h2d, HT_SIM_CAT_COMM, nld);
+        /* the trainer's emulated slowdown idles for (s - 1) x its compute_s, which counts the
+         * batch upload and, overlapped, each bucket's read to the host (src/sync/bsp.c) */
+        double sl = c->slowdown ? c->slowdown[r] : 1, sr = p->overlap ? sl : 1;
+        ht_sim_compute(s, r, sl * share[r] * sm->in_bytes * h2d, HT_SIM_CAT_COMM, nld);
         ht_sim_compute(s, r, ht_sim_range_time(c, r, sm, 0, sm->nlayers, share[r], 0),
                        HT_SIM_CAT_COMPUTE, nf);
         for (int k = 0; k < nb; k++) {
             ht_sim_compute(s, r, ht_sim_range_time(c, r, sm, bk[k].lo, bk[k].hi, share[r], 1),
                            HT_SIM_CAT_COMPUTE, nbw);
             if (n > 1) {
-                ht_sim_compute(s, r, 4.0 * (double)bk[k].n * d2h, HT_SIM_CAT_COMM, nrd);
+                ht_sim_compute(s, r, sr * 4.0 * (double)bk[k].n * d2h, HT_SIM_CAT_COMM, nrd);
                 ht_sim_coll(s, r, ids[k], nal);
             }
         }
