@@ -213,7 +213,10 @@ static double bucket_start(ht_sync *s, int k, int B, float grad_scale, int stop_
     const ht_bucket *b = &p->b[k];
     const size_t n = s->n;
     double a = ht_now();
-    ht_model_backward_range(m, b->lo, b->hi, B, k == 0 ? grad_scale : 1.0f, 0);
+    if (B > 0)
+        ht_model_backward_range(m, b->lo, b->hi, B, k == 0 ? grad_scale : 1.0f, 0);
+    else if (b->n) /* share 0: this rank adds nothing to the sum */
+        ht_buf_zero(m->dev, m->grads, b->off * sizeof(float), b->n * sizeof(float));
     poll(p, k);
     size_t len = b->n;
     if (k == 0) {
@@ -274,7 +277,10 @@ static void bsp_backward(ht_sync *s, int B, float grad_scale, double t_start) {
         backward_bucketed(s, B, grad_scale, t_start);
         return;
     }
-    ht_model_backward(s->m, B, grad_scale);
+    if (B > 0)
+        ht_model_backward(s->m, B, grad_scale);
+    else /* share 0: this rank adds nothing to the sum */
+        ht_buf_zero(s->m->dev, s->m->grads, 0, s->n * sizeof(float));
     int stop = ht_stop_requested();
     if (p->world > 1 || p->slowdown != 1) {
         ht_dev_finish(s->m->dev);

@@ -48,23 +48,17 @@ int ht_cluster_init(ht_cluster *c, const ht_config *cfg) {
     return HT_OK;
 }
 
-/* Issue 14 (helper branch rusticl): whether leaving ranks out of the speed split would pay
- * (ht_plan_batch_split_exclude, 5% minimum gain), said in one line per such rank with the
- * numbers that decide it. Advice only: the shares stay >= 1 until the trainer can run a rank
- * with share 0 (synchronisation only) or without it (cluster.exclude_slow). */
-static void report_exclusion(const ht_cluster *c, const double *sp, const double *fx) {
-    int *ex = ht_xcalloc((size_t)c->world, sizeof *ex);
-    double t_all = 0, t_kept = 0;
-    if (ht_plan_batch_split_exclude(c->B, c->world, sp, fx, NULL, 0.05, ex, &t_all, &t_kept) ==
-        HT_OK)
-        for (int r = 0; r < c->world; r++)
-            if (ex[r] == 0)
-                ht_log_info("cluster: rank %d (%.0f samples/s + %.1f ms per step) slows the job: "
-                            "its fixed cost exceeds what its samples save the others (step "
-                            "%.2f ms with it, %.2f ms without); it would pay to leave it out "
-                            "(not done yet)",
-                            r, sp[r], 1e3 * fx[r], 1e3 * t_all, 1e3 * t_kept);
-    free(ex);
+/* Issue 14: the ranks the speed split left out (share 0: they only synchronise, see
+ * engine_dp.c), one line each with the numbers that decided it. */
+static void report_exclusion(const ht_cluster *c, const double *sp, const double *fx, double t_all,
+                             double t_kept) {
+    for (int r = 0; r < c->world; r++)
+        if (c->shares[r] == 0)
+            ht_log_info("cluster: rank %d (%.0f samples/s + %.1f ms per step) left out: "
+                        "share 0, it only joins the gradient sum and the optimizer step; its "
+                        "fixed cost exceeds what its samples save the others (predicted step "
+                        "%.2f ms with it, %.2f ms without)",
+                        r, sp[r], 1e3 * fx[r], 1e3 * t_all, 1e3 * t_kept);
 }
 
 int ht_cluster_split_by_model(ht_cluster *c, double speed, double fixed) {
@@ -75,7 +69,10 @@ int ht_cluster_split_by_model(ht_cluster *c, double speed, double fixed) {
     ht_comm_allgather(mine, sizeof mine, all);
     for (int r = 0; r < c->world; r++)
         sp[r] = all[2 * r], fx[r] = all[2 * r + 1];
-    int rc = ht_plan_batch_split_affine(c->B, c->world, sp, fx, NULL, c->shares);
+    /* ranks that cost more than their samples save get share 0 (5% minimum gain) */
+    double t_all = 0, t_kept = 0;
+    int rc = ht_plan_batch_split_exclude(c->B, c->world, sp, fx, NULL, 0.05, c->shares, &t_all,
+                                         &t_kept);
     if (rc == HT_OK && c->rebalance) rc = ht_rebalancer_calibrate(&c->rb, sp, fx);
     if (rc == HT_OK) {
         set_slice(c);
@@ -88,7 +85,7 @@ int ht_cluster_split_by_model(ht_cluster *c, double speed, double fixed) {
             ht_log_info("cluster: shares by measured speed: %s (samples/s beyond a fixed cost "
                         "per step)",
                         line);
-            report_exclusion(c, sp, fx);
+            report_exclusion(c, sp, fx, t_all, t_kept);
         }
     }
     free(all);
@@ -114,9 +111,10 @@ void ht_cluster_announce(ht_cluster *c, const char *devname) {
             char slowtxt[48] = "";
             if (slow[r] != 1)
                 snprintf(slowtxt, sizeof slowtxt, "  slowdown x%.3g (emulated)", slow[r]);
-            ht_log_info("  rank %d  host %-16s  device %-32s  share %d%s", r,
+            ht_log_info("  rank %d  host %-16s  device %-32s  share %d%s%s", r,
                         c->hosts + (size_t)r * HT_HOST_TEXT,
-                        c->devnames + (size_t)r * HT_DEVNAME_TEXT, c->shares[r], slowtxt);
+                        c->devnames + (size_t)r * HT_DEVNAME_TEXT, c->shares[r],
+                        c->shares[r] ? "" : " (left out: synchronises only)", slowtxt);
         }
         if (c->rebalance) ht_log_info("cluster: shares follow the measured speeds (rebalancing)");
     }

@@ -118,13 +118,15 @@ static void dp_step(ht_job *j, ht_sync *s, int64_t step, float lr, int *stop) {
     double tc = ht_now();
     int64_t global;
     ht_trace_set_step(step);
-    ht_trace_begin("batch");
-    ht_source_batch(&j->src, m, step, j->B, cl->lo, cl->hi);
-    trace_end(j->dev);
-    ht_model_set_training(m, 1, j->cfg->train.seed, step);
-    ht_trace_begin("forward");
-    ht_model_forward(m, b, 1);
-    trace_end(j->dev);
+    if (b > 0) { /* share 0 (left out by the speed split): zero gradients, same collectives */
+        ht_trace_begin("batch");
+        ht_source_batch(&j->src, m, step, j->B, cl->lo, cl->hi);
+        trace_end(j->dev);
+        ht_model_set_training(m, 1, j->cfg->train.seed, step);
+        ht_trace_begin("forward");
+        ht_model_forward(m, b, 1);
+        trace_end(j->dev);
+    }
     /* 1/rows with the GLOBAL batch: each rank's gradient is its part of the full-batch
      * mean, so the plain sum over ranks is exact whatever the shares. Under mpirun: backward
      * in gradient buckets, each all-reduced while the layers below still compute
@@ -145,8 +147,9 @@ static int dp_after(ht_job *j, ht_sync *s, int64_t done, float lr) {
     int rc;
     ht_sync_stats now = ht_sync_stats_now(s);
     if (ht_job_logs_at(j, done)) {
-        int correct;
-        ht_model_loss(&j->model, cl->hi - cl->lo, &lsum, &correct);
+        int correct = 0;
+        lsum = 0; /* share 0: nothing to add */
+        if (cl->hi > cl->lo) ht_model_loss(&j->model, cl->hi - cl->lo, &lsum, &correct);
         if (j->world > 1) { /* global sums: every rank gets the same numbers */
             double v[2] = {lsum, correct};
             ht_cluster_sum(v, 2);
