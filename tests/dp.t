@@ -3,7 +3,8 @@
 # of B=9: ranks with a share of 1), and 2 ranks with MPI_Allreduce, follow the loss
 # sequence of one process with the same global batch and seed, within a relative 1e-5 per
 # step (the gradient sums run in another order, so not bit for bit); a rank slowed down 4x
-# (emulated) still finishes; stop + resume continues the 4-rank sequence exactly; bad
+# (emulated) still finishes; one 1000x slower is left out by the speed split (share 0) and
+# the losses stay the same; stop + resume continues the 4-rank sequence exactly; bad
 # cluster settings exit 2 naming file:line.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mpi.sh"
@@ -99,6 +100,24 @@ mpirun_ht 2 "$HETTRAIN" -c "$TMP/job.cfg" -q --set log.metrics="$TMP/norb.jsonl"
 [ $? -eq 0 ] && ! grep -q '"type":"rebalance"' "$TMP/norb.jsonl" &&
     [ "$(grep '"type":"rank","step":[0-9]*,"rank":0' "$TMP/norb.jsonl" | sed -E 's/.*"share":([0-9]+).*/\1/' | sort -u | wc -l)" -eq 1 ]
 ok $? "cluster.rebalance = false: the speed split's shares stay"
+
+# a rank 1000x slower (emulated) costs more than its samples save: the speed split leaves it
+# out (share 0: no batch, no forward/backward, zero gradients), yet it joins every all-reduce
+# and optimizer step, so the losses are still the 1-process ones and it finishes with rank 0
+# (not -q: the log lines are checked)
+mpirun_ht 2 "$HETTRAIN" -c "$TMP/job.cfg" --set log.metrics="$TMP/excl.jsonl" --set cluster.split=speed \
+    --set 'cluster.slowdown=[1, 1000]' >"$TMP/excl.out" 2>"$TMP/excl.err"
+RC=$?
+[ $RC -eq 0 ] || diag "$(tail -5 "$TMP/excl.err")"
+losses "$TMP/excl.jsonl" >"$TMP/excl.loss" 2>/dev/null
+[ $RC -eq 0 ] && same_losses "$TMP/one.loss" "$TMP/excl.loss"
+ok $? "2 ranks, rank 1 left out by the speed split: exit 0, the 1-process losses within 1e-5"
+grep -Eq 'cluster: rank 1 \([0-9]+ samples/s \+ [0-9.]+ ms per step\) left out: share 0' "$TMP/excl.err" &&
+    grep -Eq 'rank 1 .* share 0 \(left out' "$TMP/excl.err"
+ok $? "the log names the left-out rank with its measured speed and fixed cost"
+[ "$(grep -c '"type":"rank","step":[0-9]*,"rank":1,.*"share":0,' "$TMP/excl.jsonl")" -eq 12 ] &&
+    [ "$(grep -c '"type":"rank","step":[0-9]*,"rank":0,.*"share":9,' "$TMP/excl.jsonl")" -eq 12 ]
+ok $? "rank records: share 0 for rank 1 and 9 for rank 0 at every step (the rebalancer keeps it out)"
 
 EXPECT_FAIL=1
 dp 2 badsum --set 'cluster.shares=[4,4]'
