@@ -180,7 +180,8 @@ const ht_ckey ht_config_keys[] = {
      "mpirun: samples of train.batch per rank, one per rank, summing to train.batch; [] = by "
      "cluster.split"},
     {"cluster.split", HT_CK_STR, 0, "\"equal\"", 0, 0, SPLITS, FIELD(cluster.split),
-     "mpirun, no shares: equal shares, or proportional to a quick measured speed per rank"},
+     "mpirun, no shares: equal shares, or proportional to a quick measured speed per rank "
+     "(a rank that costs more than its samples save gets share 0)"},
     {"cluster.profile", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(cluster.profile),
      "mpirun, split \"speed\": hetprof profile giving each rank's device speed for this model; "
      "\"\" = time one pass per rank at start-up"},

@@ -39,7 +39,9 @@ typedef struct ht_cluster {
 int ht_cluster_init(ht_cluster *c, const ht_config *cfg);
 /* Re-splits the batch under each rank's cost model (gathered here: `speed` samples/s beyond a
  * `fixed` cost in seconds per step) with src/plan, so that the slowest rank's predicted step
- * is shortest; every rank computes the same split, and the rebalancer starts from the model. */
+ * is shortest, ranks left out (share 0) where that pays more than 5% (the engine then runs
+ * them for synchronisation only); every rank computes the same split, and the rebalancer
+ * starts from the model. */
 int ht_cluster_split_by_model(ht_cluster *c, double speed, double fixed);
 /* Gathers host and device names; with several ranks, rank 0 logs the rank -> host -> device
  * -> share table (call it after any split by speed: it shows the shares used). Names this
