@@ -6,7 +6,8 @@
 # seed within a relative 1e-4 per step (1e-5 holds between ranks on one implementation,
 # tests/dp.t; here the GEMM paths differ too); an asynchronous policy (ssp, staleness 1, a
 # PoCL server rank) finishes, and its last loss is below its first and within 15% of that
-# process's final loss (asynchronous updates follow no fixed sequence).
+# process's final loss (asynchronous updates follow no fixed sequence). With cluster.split
+# "speed" the rusticl rank is left out (share 0) and the losses are the one-process ones.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mpi.sh"
 export RUSTICL_ENABLE=llvmpipe
@@ -42,6 +43,21 @@ grep -q '"type":"rank","step":12,"rank":1,"host":"[^"]*","device":"llvmpipe' "$T
 ok $? "rank 1 ran on rusticl's llvmpipe"
 ! grep -i 'MESA: warning' "$TMP/bsp.err" >/dev/null
 ok $? "no Mesa driver warning (printed only when a kernel is compiled: a cold shader cache)"
+
+# split "speed": rusticl's llvmpipe has a fixed cost per step far above PoCL's whole step, so
+# the split leaves it out (share 0: zero gradients, same all-reduces and optimizer steps);
+# PoCL computes every gradient, so the 1-process losses within 1e-5 (not -q: the log is checked)
+mpirun_ht 2 "$HETTRAIN" -c "$TMP/job.cfg" --set 'cluster.devices=["pthread", "rusticl"]' \
+    --set cluster.split=speed --set log.metrics="$TMP/excl.jsonl" >"$TMP/excl.out" 2>"$TMP/excl.err"
+RC=$?
+[ $RC -eq 0 ] || diag "$(tail -5 "$TMP/excl.err")"
+losses "$TMP/excl.jsonl" >"$TMP/excl.loss" 2>/dev/null
+[ $RC -eq 0 ] && same_losses "$TMP/one.loss" "$TMP/excl.loss" 1e-5 &&
+    grep -q 'cluster: rank 1 (.* per step) left out: share 0' "$TMP/excl.err" &&
+    grep -Eq 'rank 1 .* device llvmpipe.* share 0 \(left out' "$TMP/excl.err" &&
+    [ "$(grep -c '"type":"rank","step":[0-9]*,"rank":1,.*"share":0,' "$TMP/excl.jsonl")" -eq 12 ]
+ok $? "split by speed: the rusticl rank left out (logged, share 0 records), the 1-process losses within 1e-5"
+[ $RC -eq 0 ] || diag "$(grep cluster "$TMP/excl.err")"
 
 # ssp: 2 workers (PoCL, rusticl) and the server (PoCL); asynchronous, so not the same
 # sequence: it must finish and train (last loss below the first, and within 15% of the
