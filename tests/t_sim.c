@@ -174,6 +174,13 @@ static void two_ranks(double slow1) {
     rc = ht_sim_run_dp(&c, 2, &m, &sm, &p, 0, NULL, &r, sh);
     if (slow1 > 1)
         tap_ok(rc == HT_OK && sh[1] < 32 && sh[0] + sh[1] == 64, "speed split: %d / %d", sh[0], sh[1]);
+    /* 1000x slower: its one sample would cost more than it saves (as the trainer decides,
+     * ht_plan_batch_split_exclude): left out, it computes nothing and joins the ring */
+    if (slow1 >= 1000)
+        tap_ok(rc == HT_OK && sh[0] == 64 && sh[1] == 0 &&
+                   NEAR(r.rank[1].busy, 0.0) && r.makespan < 2 * comp + ring + slow1 * opt,
+               "speed split, slowdown %g: rank 1 left out (64 / %d), step %.6f s", slow1, sh[1],
+               r.makespan);
     ht_sim_result_free(&r);
     ht_sim_cluster_free(&c);
     ht_sim_model_free(&sm);
@@ -541,6 +548,7 @@ int main(void) {
     slow_upload();
     two_ranks(1);
     two_ranks(2);
+    two_ranks(1000);
     pipelines();
     return tap_done();
 }

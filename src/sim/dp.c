@@ -52,7 +52,9 @@ static int split(const ht_sim_cluster *c, int n, const ht_sim_model *sm, const h
         sp[r] = 1;
         if (p->speed) rank_model(c, r, sm, eq, &sp[r], &fx[r]);
     }
-    int rc = ht_plan_batch_split_affine(p->B, n, sp, p->speed ? fx : NULL, cap, share);
+    /* as the trainer (src/train/cluster.c): split by speed may leave ranks out (share 0) */
+    int rc = p->speed ? ht_plan_batch_split_exclude(p->B, n, sp, fx, cap, 0.05, share, NULL, NULL)
+                      : ht_plan_batch_split_affine(p->B, n, sp, NULL, cap, share);
     free(sp);
     free(fx);
     free(cap);
@@ -78,10 +80,13 @@ static void build_step(ht_sim *s, const ht_sim_cluster *c, int n, const ht_sim_m
          * batch upload and, overlapped, each bucket's read to the host (src/sync/bsp.c) */
         double sl = c->slowdown ? c->slowdown[r] : 1, sr = p->overlap ? sl : 1;
         ht_sim_compute(s, r, sl * share[r] * sm->in_bytes * h2d, HT_SIM_CAT_COMM, nld);
-        ht_sim_compute(s, r, ht_sim_range_time(c, r, sm, 0, sm->nlayers, share[r], 0),
+        /* a rank left out (share 0) computes nothing but joins every reduction */
+        const int on = share[r] > 0;
+        ht_sim_compute(s, r, on ? ht_sim_range_time(c, r, sm, 0, sm->nlayers, share[r], 0) : 0,
                        HT_SIM_CAT_COMPUTE, nf);
         for (int k = 0; k < nb; k++) {
-            ht_sim_compute(s, r, ht_sim_range_time(c, r, sm, bk[k].lo, bk[k].hi, share[r], 1),
+            ht_sim_compute(s, r,
+                           on ? ht_sim_range_time(c, r, sm, bk[k].lo, bk[k].hi, share[r], 1) : 0,
                            HT_SIM_CAT_COMPUTE, nbw);
             if (n > 1) {
                 ht_sim_compute(s, r, sr * 4.0 * (double)bk[k].n * d2h, HT_SIM_CAT_COMM, nrd);
