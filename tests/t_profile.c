@@ -130,6 +130,12 @@ int main(void) {
     tap_ok(ht_profile_write_tuning(&g_b, 1, tpath) == HT_OK, "a tuned device's clblast group "
                                                              "writes as a tuning file");
     tap_ok(ht_profile_write_tuning(&g_b, 0, tpath) == HT_EINPUT, "an untuned device has none");
+    /* a device without a type (optional) saves and reads back (found by fuzz_profile:
+     * the writer wrote type = "", which the reader refuses) */
+    g_a.dev[0].type[0] = 0;
+    rc = ht_profile_save(path, &g_a) == HT_OK ? ht_profile_load(path, &g_b) : HT_ERUNTIME;
+    if (!tap_ok(rc == HT_OK && !g_b.dev[0].type[0], "a device without a type round-trips"))
+        tap_diag("%s", ht_errmsg());
 
     /* malformed profiles: the line is where the problem is */
     bad("syntax.cfg", "version = 1;\ndevices = (\n  { name = ; }\n);\n", 3, "syntax error",

@@ -400,7 +400,8 @@ void ht_profile_write(FILE *f, const ht_profile *p) {
         fprintf(f, "  {\n    name = "), put_str(f, d->name);
         fprintf(f, ";\n    platform = "), put_str(f, d->platform);
         fprintf(f, ";\n    driver = "), put_str(f, d->driver);
-        fprintf(f, ";\n    type = "), put_str(f, d->type);
+        if (d->type[0]) /* optional on load: a profile without it must read back */
+            fprintf(f, ";\n    type = "), put_str(f, d->type);
         fprintf(f, ";\n    mem_bw_gbs = "), put_num(f, d->mem_bw_gbs);
         fprintf(f, ";\n    h2d_gbs = "), put_num(f, d->h2d_gbs);
         fprintf(f, ";\n    d2h_gbs = "), put_num(f, d->d2h_gbs);
