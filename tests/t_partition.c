@@ -124,9 +124,9 @@ static int same_bounds(const int *a, const int *b, int n) {
 
 static void test_simple(void) {
     int b[8] = {0}, rc = ht_part_uniform(10, 3, b);
-    int want1[] = {0, 3, 6, 10};
+    int want1[] = {0, 4, 7, 10};
     tap_ok(rc == HT_OK && same_bounds(b, want1, 4),
-           "uniform 10 layers / 3: 3,3,4 (%d %d %d %d)", b[0], b[1], b[2], b[3]);
+           "uniform 10 layers / 3: 4,3,3 (%d %d %d %d)", b[0], b[1], b[2], b[3]);
     tap_ok(ht_part_uniform(4, 5, b) == HT_EINPUT && strstr(ht_errmsg(), "1 to 4"),
            "uniform: 5 stages for 4 layers is refused: %s", ht_errmsg());
     double t1[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};

@@ -1,11 +1,11 @@
 /* Stage boundaries (see bounds.h). */
 #include "pipe/bounds.h"
 
-#include <float.h>
 #include <stdlib.h>
 
 #include "core/err.h"
 #include "nn/layer.h"
+#include "plan/partition.h"
 
 int ht_pipe_can_cut(const ht_model *m, int i) {
     if (i <= 0 || i >= m->nlayers) return 0;
@@ -39,33 +39,6 @@ static int units(const ht_model *m, int *start) {
     return n;
 }
 
-/* Minimises the largest stage cost over S contiguous groups of the U units (O(S U^2)). */
-static void balanced(const ht_model *m, const int *start, int U, int S, int *bounds) {
-    double *best = ht_xmalloc((size_t)(S + 1) * (size_t)(U + 1) * sizeof(double));
-    int *from = ht_xmalloc((size_t)(S + 1) * (size_t)(U + 1) * sizeof(int));
-#define AT(a, b) ((size_t)(a) * (size_t)(U + 1) + (size_t)(b))
-    for (int s = 0; s <= S; s++)
-        for (int u = 0; u <= U; u++)
-            best[AT(s, u)] = DBL_MAX, from[AT(s, u)] = -1;
-    best[AT(0, 0)] = 0;
-    for (int s = 1; s <= S; s++)
-        for (int u = s; u <= U - (S - s); u++) /* s stages over the first u units */
-            for (int k = s - 1; k < u; k++) {
-                if (best[AT(s - 1, k)] == DBL_MAX) continue;
-                double c = cost(m, start[k], start[u]);
-                double v = best[AT(s - 1, k)] > c ? best[AT(s - 1, k)] : c;
-                if (v < best[AT(s, u)]) best[AT(s, u)] = v, from[AT(s, u)] = k;
-            }
-    for (int s = S, u = U; s > 0; s--) {
-        bounds[s] = start[u];
-        u = from[AT(s, u)];
-    }
-    bounds[0] = 0;
-#undef AT
-    free(best);
-    free(from);
-}
-
 int ht_pipe_bounds(const ht_model *m, int S, int how, int *bounds) {
     int *start = ht_xmalloc((size_t)(m->nlayers + 1) * sizeof(int));
     int U = units(m, start);
@@ -77,17 +50,23 @@ int ht_pipe_bounds(const ht_model *m, int S, int how, int *bounds) {
                         "together)",
                         S, m->desc, U);
     }
+    /* the cuts over units: src/plan's partitions, by count or by FLOPs */
+    int *ub = ht_xmalloc((size_t)(S + 1) * sizeof(int));
+    int rc;
     if (how == HT_PIPE_BALANCED) {
-        balanced(m, start, U, S, bounds);
+        double *c = ht_xmalloc((size_t)U * sizeof(double));
+        for (int u = 0; u < U; u++)
+            c[u] = cost(m, start[u], start[u + 1]);
+        rc = ht_part_balanced(U, S, c, ub);
+        free(c);
     } else {
-        for (int s = 0, u = 0; s < S; s++) {
-            bounds[s] = start[u];
-            u += U / S + (s < U % S);
-        }
-        bounds[S] = m->nlayers;
+        rc = ht_part_uniform(U, S, ub);
     }
+    for (int s = 0; s <= S; s++)
+        bounds[s] = start[ub[s]];
+    free(ub);
     free(start);
-    return HT_OK;
+    return rc;
 }
 
 int ht_pipe_bounds_explicit(const ht_model *m, const int *first, int n, const char *where,

@@ -20,7 +20,7 @@ int ht_part_uniform(int L, int D, int *bounds) {
     int q = L / D, r = L % D;
     bounds[0] = 0;
     for (int s = 0; s < D; s++)
-        bounds[s + 1] = bounds[s] + q + (s >= D - r); /* the longer stages last */
+        bounds[s + 1] = bounds[s] + q + (s < r); /* the longer stages first */
     return HT_OK;
 }
 

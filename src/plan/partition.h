@@ -95,9 +95,8 @@ int ht_mem_choose_recompute(const ht_mem_desc *d, const double *fwd, int lo, int
 /* ---------------------------------------------------------------- simple partitions */
 
 /* D stages of L layers by count: bounds[0] = 0 < bounds[1] < ... < bounds[D] = L, stage s is
- * [bounds[s], bounds[s+1]); sizes differ by at most one and the larger stages come last (the
- * first stages hold the most micro-batches in flight under 1F1B). HT_EINPUT when D < 1 or
- * D > L (every stage needs a layer). */
+ * [bounds[s], bounds[s+1]); sizes differ by at most one and the larger stages come first.
+ * HT_EINPUT when D < 1 or D > L (every stage needs a layer). */
 int ht_part_uniform(int L, int D, int *bounds);
 
 /* D stages minimising the largest stage's summed t[l] (seconds per layer, >= 0, finite):
