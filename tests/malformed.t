@@ -49,6 +49,10 @@ ht 2 "inc-fifo.cfg:2: @include '$TMP/fifo': found a FIFO" "@include of a FIFO na
 ht 2 "IDX images file '$TMP/fifo': found a FIFO" "IDX images are a FIFO" -- "${G[@]}" --set data.kind=idx --set "data.images=$TMP/fifo" --set "data.labels=$TMP/fifo"
 ht 2 "text '$TMP/fifo': found a FIFO" "text is a FIFO" -- "${G[@]}" --set model.type=gpt --set data.kind=text --set "data.path=$TMP/fifo"
 ht 2 "tuning file \(device.tuning\) '$TMP/fifo': found a FIFO" "device.tuning is a FIFO" -- "${G[@]}" --set "device.tuning=$TMP/fifo"
+printf 'clblast = {\n  Xgemm = {\n    KWG = -1;\n  };\n};\n' >"$TMP/tune-bad.cfg"
+ht 2 "tune-bad.cfg:3: 'clblast.Xgemm.KWG' must be a non-negative integer" "a negative tuning parameter names file:line" -- "${G[@]}" --set "device.tuning=$TMP/tune-bad.cfg"
+printf 'Xgemm = { KWG = 16; };\n' >"$TMP/tune-none.cfg"
+ht 2 "tune-none.cfg:1: expected a group 'clblast" "a tuning file without the clblast group is refused" -- "${G[@]}" --set "device.tuning=$TMP/tune-none.cfg"
 ht 2 "profile '$TMP/fifo': found a FIFO" "cluster.profile is a FIFO (one rank)" -- "${G[@]}" --set "cluster.profile=$TMP/fifo"
 # /dev/full through a link in $TMP: a regression then replaces the link, not the system's device
 ln -s /dev/full "$TMP/full"

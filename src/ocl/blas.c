@@ -27,12 +27,11 @@
 #include "ocl/internal.h"
 
 #include <clblast_c.h>
-#include <libconfig.h>
 #include <string.h>
 
+#include "core/cfgfile.h"
 #include "core/err.h"
 #include "core/log.h"
-#include "core/path.h"
 
 /* ---------------------------------------------------------------- built-in PoCL CPU defaults */
 
@@ -164,58 +163,38 @@ static int apply(ht_dev *d, blas_dev *r, const char *kernel, size_t n, const cha
  * parameters inside, e.g. clblast = { Xgemm = { GEMMK = 0; KWG = 32; ... }; }; */
 static int apply_file(ht_dev *d, blas_dev *r, const char *path) {
     config_t cf;
-    config_init(&cf);
-    int rc = HT_OK;
-    /* without blocking, and only a regular file (core/path.h) */
-    FILE *fp = ht_open_input(path, "cannot read tuning file (device.tuning)");
-    if (!fp) {
-        config_destroy(&cf);
-        return HT_EINPUT;
-    }
-    int ok = config_read(&cf, fp);
-    fclose(fp);
-    if (ok != CONFIG_TRUE) {
-        if (config_error_type(&cf) == CONFIG_ERR_FILE_IO)
-            rc = ht_error(HT_EINPUT, "cannot read tuning file '%s'", path);
-        else
-            rc = ht_error(HT_EINPUT, "%s:%d: %s", path, config_error_line(&cf),
-                          config_error_text(&cf));
-        config_destroy(&cf);
-        return rc;
-    }
+    int rc = ht_cfg_read_file(&cf, path, "tuning file (device.tuning)");
+    if (rc != HT_OK) return rc;
+    ht_cfg_reader rd = {.path = path, .rc = HT_OK};
     config_setting_t *g = config_lookup(&cf, "clblast");
-    if (!g || !config_setting_is_group(g)) {
-        rc = ht_error(HT_EINPUT, "%s: expected a group 'clblast = { Xgemm = { ... }; };'", path);
-        config_destroy(&cf);
-        return rc;
-    }
-    for (int i = 0; rc == HT_OK && i < config_setting_length(g); i++) {
+    if (!g || !config_setting_is_group(g))
+        ht_cfg_fail(&rd, g ? g : config_root_setting(&cf),
+                    "expected a group 'clblast = { Xgemm = { ... }; };'");
+    for (int i = 0; rd.rc == HT_OK && i < config_setting_length(g); i++) {
         config_setting_t *k = config_setting_get_elem(g, i);
         int n = config_setting_length(k);
         const char *names[64];
         size_t vals[64];
-        char where[1200];
-        snprintf(where, sizeof where, "%s:%d", path, config_setting_source_line(k));
         if (!config_setting_is_group(k) || n > 64) {
-            rc = ht_error(HT_EINPUT, "%s: 'clblast.%s' must be a group of integer parameters",
-                          where, config_setting_name(k));
+            ht_cfg_fail(&rd, k, "'clblast.%s' must be a group of integer parameters",
+                        config_setting_name(k));
             break;
         }
-        for (int j = 0; j < n; j++) {
+        for (int j = 0; j < n && rd.rc == HT_OK; j++) {
             config_setting_t *p = config_setting_get_elem(k, j);
-            if (config_setting_type(p) != CONFIG_TYPE_INT || config_setting_get_int(p) < 0) {
-                snprintf(where, sizeof where, "%s:%d", path, config_setting_source_line(p));
-                rc = ht_error(HT_EINPUT, "%s: 'clblast.%s.%s' must be a non-negative integer",
-                              where, config_setting_name(k), config_setting_name(p));
-                break;
-            }
+            if (config_setting_type(p) != CONFIG_TYPE_INT || config_setting_get_int(p) < 0)
+                ht_cfg_fail(&rd, p, "'clblast.%s.%s' must be a non-negative integer",
+                            config_setting_name(k), config_setting_name(p));
             names[j] = config_setting_name(p);
             vals[j] = (size_t)config_setting_get_int(p);
         }
-        if (rc == HT_OK) rc = apply(d, r, config_setting_name(k), (size_t)n, names, vals, where);
+        char where[1200];
+        snprintf(where, sizeof where, "%s:%d", path, ht_cfg_line(k));
+        if (rd.rc == HT_OK)
+            rd.rc = apply(d, r, config_setting_name(k), (size_t)n, names, vals, where);
     }
     config_destroy(&cf);
-    return rc;
+    return rd.rc;
 }
 
 /* PoCL CPUs get the built-in set first; a tuning file then overrides it kernel by kernel

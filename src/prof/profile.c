@@ -3,7 +3,7 @@
  * > 0"), and the per-device speed model the partitioner reads. */
 #include "prof/profile.h"
 
-#include "config/reader.h"
+#include "core/cfgfile.h"
 
 #include <errno.h>
 #include <libconfig.h>

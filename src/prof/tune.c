@@ -37,7 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config/reader.h"
+#include "core/cfgfile.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/path.h"

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/reader.h"
+#include "core/cfgfile.h"
 #include "core/err.h"
 #include "sim/sim.h"
 

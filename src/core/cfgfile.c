@@ -1,5 +1,5 @@
-/* The shared error path of our libconfig readers (see reader.h). */
-#include "config/reader.h"
+/* The shared error path of our libconfig readers (see cfgfile.h). */
+#include "core/cfgfile.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -1,8 +1,8 @@
 /* Reading the project's other libconfig formats (hetprof profiles, hetsim cluster
  * descriptions): the first error is kept, as "FILE:LINE: message" with the line of the
  * setting it is about (or of its nearest parent that has one). */
-#ifndef HT_CONFIG_READER_H
-#define HT_CONFIG_READER_H
+#ifndef HT_CORE_CFGFILE_H
+#define HT_CORE_CFGFILE_H
 
 #include <libconfig.h>
 
