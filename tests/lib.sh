@@ -31,3 +31,31 @@ expect_fail() {
     ok $good "$desc (exit $RC)"
     [ $good -eq 0 ] || diag "expected exit $code and /$pat/; stderr was:" "$ERR"
 }
+
+# Comparing runs (the trainer's metrics and checkpoints), shared by the distributed tests.
+# losses METRICS: "step loss" per train record of a metrics file
+losses() { grep '"type":"train"' "$1" | sed -E 's/.*"step":([0-9]+),"loss":([^,]+),.*/\1 \2/'; }
+# same_losses A B N TOL: N "step loss" lines each, the same steps, |a-b| <= TOL |a| at each
+same_losses() {
+    [ "$(wc -l <"$1")" -eq "$3" ] && [ "$(wc -l <"$2")" -eq "$3" ] && paste -d' ' "$1" "$2" |
+        awk -v tol="$4" '{ d = $2 - $4; if (d < 0) d = -d; if ($1 != $3 || d > tol * $2) bad = 1 }
+                         END { exit bad }'
+}
+# same_params A B TOL: the same tensors in two checkpoints (optimizer state aside), each
+# within TOL of its largest magnitude (at least 1e-3)
+same_params() {
+    /usr/bin/python3 - "$1" "$2" "$3" <<'PY'
+import json, struct, sys
+import numpy as np
+def load(p):
+    b = open(p, 'rb').read()
+    n = struct.unpack('<Q', b[:8])[0]
+    h = json.loads(b[8:8 + n]); base = 8 + n
+    return {k: np.frombuffer(b[base + v['data_offsets'][0]:base + v['data_offsets'][1]], '<f4')
+            for k, v in h.items() if k != '__metadata__' and not k.startswith('optim')}
+a, b, tol = load(sys.argv[1]), load(sys.argv[2]), float(sys.argv[3])
+bad = [k for k in a if k not in b or
+       np.max(np.abs(a[k] - b[k])) > tol * max(1e-3, float(np.max(np.abs(a[k]))))]
+if bad or set(a) != set(b): print('# differ:', bad[:5]); sys.exit(1)
+PY
+}

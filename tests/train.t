@@ -12,7 +12,6 @@ train = { batch = 37; steps = 60; seed = 7; };
 optim = { type = "adamw"; lr = 0.004; weight_decay = 0.01; schedule = "cosine"; warmup = 5; clip = 1.0; };
 log = { every = 1; progress = "none"; };
 CFG
-losses() { grep '"type":"train"' "$1" | sed -E 's/.*"step":([0-9]+),"loss":([^,]+),.*/\1 \2/'; }
 
 run_ht -c "$TMP/job.cfg" -q --set log.metrics="$TMP/a.jsonl" --set checkpoint.path="$TMP/a.ckpt"
 ok $RC "uninterrupted run exits 0"
