@@ -150,28 +150,29 @@ static int cmp_int(const void *a, const void *b) {
     return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
 }
 
-int main(int argc, char **argv) {
-    ht_set_progname("hetprof");
-    ht_comm_init(&argc, &argv);
-    int rank = ht_comm_rank(), world = ht_comm_size();
-    selection sel = {.nsel = 0};
-    const char *cfg_path = NULL, *out = NULL, *check = NULL, *batch_arg = NULL;
-    double tune_s = 0;
-    uint64_t seed = 1;
-    int quick = 0;
-    for (int i = 1; i < argc; i++) {
+typedef struct {
+    selection sel;
+    const char *cfg_path, *out, *check, *batch_arg;
+    double tune_s;
+    uint64_t seed;
+    int quick, help;
+} options;
+
+/* The command line into *o; exits 2 naming the argument that is wrong. */
+static void parse_args(int argc, char **argv, options *o) {
+    static const char *const with_value[] = {"--device", "-c", "-o", "--check", "--batch",
+                                             "--tune-seconds", "--seed", NULL};
+    *o = (options){.seed = 1};
+    for (int i = 1; i < argc && !o->help; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            if (rank == 0) printf("%s\n", USAGE);
-            ht_comm_finalize();
-            return 0;
-        }
-        if (!strcmp(a, "--quick")) {
-            quick = 1;
+            o->help = 1;
             continue;
         }
-        static const char *const with_value[] = {"--device", "-c", "-o", "--check", "--batch",
-                                                 "--tune-seconds", "--seed", NULL};
+        if (!strcmp(a, "--quick")) {
+            o->quick = 1;
+            continue;
+        }
         int known = 0;
         while (with_value[known] && strcmp(with_value[known], a))
             known++;
@@ -180,157 +181,194 @@ int main(int argc, char **argv) {
         if (!v) ht_die(HT_EINPUT, "option '%s' needs a value\n%s", a, USAGE);
         char *end;
         if (!strcmp(a, "--device")) {
-            if (sel.nsel == MAX_SEL) ht_die(HT_EINPUT, "at most %d --device options", MAX_SEL);
-            sel.sels[sel.nsel++] = v;
-        } else if (!strcmp(a, "-c"))
-            cfg_path = v;
-        else if (!strcmp(a, "-o"))
-            out = v;
-        else if (!strcmp(a, "--check"))
-            check = v;
-        else if (!strcmp(a, "--batch"))
-            batch_arg = v;
-        else if (!strcmp(a, "--tune-seconds")) {
-            tune_s = strtod(v, &end);
-            if (*end || !(tune_s >= 0))
+            if (o->sel.nsel == MAX_SEL) ht_die(HT_EINPUT, "at most %d --device options", MAX_SEL);
+            o->sel.sels[o->sel.nsel++] = v;
+        } else if (!strcmp(a, "-c")) {
+            o->cfg_path = v;
+        } else if (!strcmp(a, "-o")) {
+            o->out = v;
+        } else if (!strcmp(a, "--check")) {
+            o->check = v;
+        } else if (!strcmp(a, "--batch")) {
+            o->batch_arg = v;
+        } else if (!strcmp(a, "--tune-seconds")) {
+            o->tune_s = strtod(v, &end);
+            if (*end || !(o->tune_s >= 0))
                 ht_die(HT_EINPUT, "--tune-seconds '%s': expected seconds >= 0", v);
-        } else if (!strcmp(a, "--seed")) {
-            seed = strtoull(v, &end, 10);
+        } else {
+            o->seed = strtoull(v, &end, 10);
             if (*end || !*v) ht_die(HT_EINPUT, "--seed '%s': expected an integer >= 0", v);
-        } else
-            ht_die(HT_EINPUT, "unknown argument '%s'\n%s", a, USAGE);
+        }
     }
+}
 
+/* --check: the profile validated and printed. */
+static void check_profile(const char *path, int rank) {
     static ht_profile prof;
-    /* the output location before any measuring: never a device or folder, never after the run */
-    if (out) ht_exit_on_error(ht_check_output(out, "-o"));
-    if (check) {
-        ht_exit_on_error(ht_profile_load(check, &prof));
-        if (rank == 0) {
-            ht_profile_print(stdout, &prof);
-            printf("%s: a valid profile of %d device(s)%s%s%s\n", check, prof.ndev,
-                   prof.model[0] ? " for " : "", prof.model, prof.nlinks ? " with MPI links" : "");
-        }
-        ht_comm_finalize();
-        return 0;
-    }
-
-    static ht_config cfg;
-    if (cfg_path) ht_exit_on_error(ht_config_load(&cfg, cfg_path, NULL, 0));
-    int batches[HT_PROF_MAX_BATCHES], nb;
-    if (batch_arg) {
-        if (!(nb = parse_batches(batch_arg, batches)))
-            ht_die(HT_EINPUT, "--batch '%s': expected batch sizes like 64,128,256", batch_arg);
-    } else if (quick) {
-        batches[0] = cfg_path ? cfg.train.batch : 128, nb = 1;
-    } else {
-        batches[0] = 64, batches[1] = 128, batches[2] = 256, nb = 3;
-    }
-    qsort(batches, (size_t)nb, sizeof *batches, cmp_int);
-    const ht_config *cp = cfg_path ? &cfg : NULL;
-    {
-        ht_model desc; /* checks the model against the data before any device work */
-        ht_exit_on_error(ht_prof_model(&desc, NULL, cp, batches[nb - 1]));
-        ht_strlcpy(prof.model, desc.desc, sizeof prof.model);
-        ht_model_free(&desc);
-    }
-    memcpy(prof.batches, batches, sizeof batches);
-    prof.nbatches = nb;
-
-    /* CLBlast tuning forks children that open the device: it runs first, while this
-     * process has not touched OpenCL (forking after that is unsafe). Devices are resolved
-     * in a child for the same reason. */
-    /* under mpirun: this rank's one device; its entry in the profile is devices[rank] */
-    if (world > 1) {
-        if (world > HT_PROF_MAX_DEVS)
-            ht_die(HT_EINPUT, "%d ranks: a profile holds at most %d devices", world,
-                   HT_PROF_MAX_DEVS);
-        if (sel.nsel > 1 && sel.nsel != world)
-            ht_die(HT_EINPUT, "%d --device options for %d ranks: give one for all or one per rank",
-                   sel.nsel, world);
-        const char *cli = sel.nsel ? sel.sels[sel.nsel == world ? rank : 0] : NULL;
-        sel.sels[0] = ht_build_selector(&cfg, cli, rank);
-        sel.nsel = 1;
-    }
-    resolved r;
-    char msg[256], tuning[HT_PROF_MAX_DEVS][1100] = {{0}};
-    if (tune_s > 0) {
-        if (!ht_prof_forked(resolve, &sel, &r, sizeof r, 120, msg, sizeof msg))
-            ht_die(HT_ERUNTIME, "listing OpenCL devices failed: %s", msg);
-    } else {
-        resolve(&sel, &r);
-    }
-    if (r.rc != HT_OK) ht_die(r.rc, "%s", r.msg);
-    prof.ndev = r.n;
-    for (int turn = 0; turn < world && tune_s > 0; turn++) { /* one rank after another */
-        if (turn != rank) {
-            ht_comm_barrier();
-            continue;
-        }
-        for (int i = 0; i < r.n; i++) {
-            int di = world > 1 ? rank : i; /* the device's index in the profile */
-            if (out)
-                snprintf(tuning[i], sizeof tuning[i], "%s.%d.tuning.cfg", out, di);
-            else
-                snprintf(tuning[i], sizeof tuning[i], "%s/hetprof.%ld.%d.tuning.cfg",
-                         getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
-                         (long)getpid(), di);
-            tune_device(r.idx[i], cp, batches[nb - 1], tune_s, seed, tuning[i], &prof.dev[i]);
-        }
-        ht_comm_barrier();
-    }
-
-    for (int turn = 0; turn < world; turn++) { /* one rank after another */
-        if (turn != rank) {
-            ht_comm_barrier();
-            continue;
-        }
-        for (int i = 0; i < r.n; i++) {
-            ht_prof_opts o = {.quick = quick,
-                              .batches = batches,
-                              .nbatches = nb,
-                              .cfg = cp,
-                              .seed = seed,
-                              .tuning = tuning[i],
-                              .log = stderr};
-            ht_prof_dev tuned = prof.dev[i];
-            ht_exit_on_error(ht_prof_measure(r.idx[i], &o, &prof.dev[i]));
-            prof.dev[i].nclblast = tuned.nclblast;
-            memcpy(prof.dev[i].clblast, tuned.clblast, sizeof tuned.clblast);
-            if (out) ht_strlcpy(prof.dev[i].tuning, tuned.tuning, sizeof prof.dev[i].tuning);
-        }
-        ht_comm_barrier();
-    }
-    if (world > 1) {
-        /* every rank's device to every rank (plain structs; the ranks run the same build) */
-        ht_prof_dev *all = ht_xcalloc((size_t)world, sizeof *all);
-        ht_comm_allgather(&prof.dev[0], sizeof *all, all);
-        memcpy(prof.dev, all, (size_t)world * sizeof *all);
-        prof.ndev = world;
-        free(all);
-        ht_exit_on_error(ht_prof_links(quick, &prof, stderr));
-        if (rank != 0) {
-            ht_comm_finalize();
-            return 0;
-        }
-        r.n = world;
-    }
-    printf("model: %s\n", prof.model);
+    ht_exit_on_error(ht_profile_load(path, &prof));
+    if (rank != 0) return;
     ht_profile_print(stdout, &prof);
-    for (int i = 0; i < r.n; i++) {
+    printf("%s: a valid profile of %d device(s)%s%s%s\n", path, prof.ndev,
+           prof.model[0] ? " for " : "", prof.model, prof.nlinks ? " with MPI links" : "");
+}
+
+/* The batch sizes to measure, ascending, into prof (with the model's name, checked against
+ * the data before any device work). */
+static void choose_batches(const options *o, const ht_config *cp, ht_profile *prof) {
+    int *b = prof->batches, nb;
+    if (o->batch_arg) {
+        if (!(nb = parse_batches(o->batch_arg, b)))
+            ht_die(HT_EINPUT, "--batch '%s': expected batch sizes like 64,128,256", o->batch_arg);
+    } else if (o->quick) {
+        b[0] = cp ? cp->train.batch : 128, nb = 1;
+    } else {
+        b[0] = 64, b[1] = 128, b[2] = 256, nb = 3;
+    }
+    qsort(b, (size_t)nb, sizeof *b, cmp_int);
+    prof->nbatches = nb;
+    ht_model desc;
+    ht_exit_on_error(ht_prof_model(&desc, NULL, cp, b[nb - 1]));
+    ht_strlcpy(prof->model, desc.desc, sizeof prof->model);
+    ht_model_free(&desc);
+}
+
+/* Under mpirun: this rank's one device (its entry in the profile is devices[rank]). */
+static void select_rank_device(selection *sel, const ht_config *cfg, int rank, int world) {
+    if (world > HT_PROF_MAX_DEVS)
+        ht_die(HT_EINPUT, "%d ranks: a profile holds at most %d devices", world, HT_PROF_MAX_DEVS);
+    if (sel->nsel > 1 && sel->nsel != world)
+        ht_die(HT_EINPUT, "%d --device options for %d ranks: give one for all or one per rank",
+               sel->nsel, world);
+    const char *cli = sel->nsel ? sel->sels[sel->nsel == world ? rank : 0] : NULL;
+    sel->sels[0] = ht_build_selector(cfg, cli, rank);
+    sel->nsel = 1;
+}
+
+typedef char tuning_paths[HT_PROF_MAX_DEVS][1100];
+
+/* CLBlast tuning of this rank's devices, ranks one after another: tuning files beside -o
+ * (else in TMPDIR, removed at the end), parameters into prof. */
+static void tune_all(const options *o, const ht_config *cp, const resolved *r, ht_profile *prof,
+                     tuning_paths tuning, int rank, int world) {
+    for (int turn = 0; turn < world; turn++) {
+        if (turn != rank) {
+            ht_comm_barrier();
+            continue;
+        }
+        for (int i = 0; i < r->n; i++) {
+            int di = world > 1 ? rank : i; /* the device's index in the profile */
+            const char *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+            if (o->out)
+                snprintf(tuning[i], sizeof tuning[i], "%s.%d.tuning.cfg", o->out, di);
+            else
+                snprintf(tuning[i], sizeof tuning[i], "%s/hetprof.%ld.%d.tuning.cfg", tmp,
+                         (long)getpid(), di);
+            tune_device(r->idx[i], cp, prof->batches[prof->nbatches - 1], o->tune_s, o->seed,
+                        tuning[i], &prof->dev[i]);
+        }
+        ht_comm_barrier();
+    }
+}
+
+/* The measurements of this rank's devices, ranks one after another, keeping the tuning. */
+static void measure_all(const options *o, const ht_config *cp, const resolved *r,
+                        ht_profile *prof, tuning_paths tuning, int rank, int world) {
+    for (int turn = 0; turn < world; turn++) {
+        if (turn != rank) {
+            ht_comm_barrier();
+            continue;
+        }
+        for (int i = 0; i < r->n; i++) {
+            ht_prof_opts po = {.quick = o->quick,
+                               .batches = prof->batches,
+                               .nbatches = prof->nbatches,
+                               .cfg = cp,
+                               .seed = o->seed,
+                               .tuning = tuning[i],
+                               .log = stderr};
+            ht_prof_dev tuned = prof->dev[i];
+            ht_exit_on_error(ht_prof_measure(r->idx[i], &po, &prof->dev[i]));
+            prof->dev[i].nclblast = tuned.nclblast;
+            memcpy(prof->dev[i].clblast, tuned.clblast, sizeof tuned.clblast);
+            if (o->out) ht_strlcpy(prof->dev[i].tuning, tuned.tuning, sizeof prof->dev[i].tuning);
+        }
+        ht_comm_barrier();
+    }
+}
+
+/* Every rank's device to every rank (plain structs; the ranks run the same build), then
+ * the MPI links of every pair. */
+static void gather_ranks(int quick, ht_profile *prof, int world) {
+    ht_prof_dev *all = ht_xcalloc((size_t)world, sizeof *all);
+    ht_comm_allgather(&prof->dev[0], sizeof *all, all);
+    memcpy(prof->dev, all, (size_t)world * sizeof *all);
+    prof->ndev = world;
+    free(all);
+    ht_exit_on_error(ht_prof_links(quick, prof, stderr));
+}
+
+/* Rank 0: the table and per-device model speeds, and the profile to -o. */
+static void report(const options *o, const ht_profile *prof, tuning_paths tuning) {
+    printf("model: %s\n", prof->model);
+    ht_profile_print(stdout, prof);
+    for (int i = 0; i < prof->ndev; i++) {
         printf("device %d: model at", i);
-        for (int b = 0; b < nb; b++)
-            printf(" %s%d: %.0f samples/s", b ? ", " : "", batches[b],
-                   ht_profile_speed(&prof, i, batches[b]));
+        for (int b = 0; b < prof->nbatches; b++)
+            printf(" %s%d: %.0f samples/s", b ? ", " : "", prof->batches[b],
+                   ht_profile_speed(prof, i, prof->batches[b]));
         printf(" (from layer times)\n");
     }
-    if (out) {
-        ht_exit_on_error(ht_profile_save(out, &prof));
-        printf("profile written to %s\n", out);
+    if (o->out) {
+        ht_exit_on_error(ht_profile_save(o->out, prof));
+        printf("profile written to %s\n", o->out);
     } else {
         for (int i = 0; i < HT_PROF_MAX_DEVS; i++)
             if (tuning[i][0]) unlink(tuning[i]);
     }
+}
+
+int main(int argc, char **argv) {
+    ht_set_progname("hetprof");
+    ht_comm_init(&argc, &argv);
+    int rank = ht_comm_rank(), world = ht_comm_size();
+    options o;
+    parse_args(argc, argv, &o);
+    if (o.help) {
+        if (rank == 0) printf("%s\n", USAGE);
+        ht_comm_finalize();
+        return 0;
+    }
+    /* the output location before any measuring: never a device or folder, never after the run */
+    if (o.out) ht_exit_on_error(ht_check_output(o.out, "-o"));
+    if (o.check) {
+        check_profile(o.check, rank);
+        ht_comm_finalize();
+        return 0;
+    }
+    static ht_config cfg;
+    static ht_profile prof;
+    if (o.cfg_path) ht_exit_on_error(ht_config_load(&cfg, o.cfg_path, NULL, 0));
+    const ht_config *cp = o.cfg_path ? &cfg : NULL;
+    choose_batches(&o, cp, &prof);
+    if (world > 1) select_rank_device(&o.sel, &cfg, rank, world);
+    /* CLBlast tuning forks children that open the device: it runs first, while this
+     * process has not touched OpenCL (forking after that is unsafe). Devices are resolved
+     * in a child for the same reason. */
+    resolved r;
+    char msg[256];
+    static tuning_paths tuning;
+    if (o.tune_s > 0) {
+        if (!ht_prof_forked(resolve, &o.sel, &r, sizeof r, 120, msg, sizeof msg))
+            ht_die(HT_ERUNTIME, "listing OpenCL devices failed: %s", msg);
+    } else {
+        resolve(&o.sel, &r);
+    }
+    if (r.rc != HT_OK) ht_die(r.rc, "%s", r.msg);
+    prof.ndev = r.n;
+    if (o.tune_s > 0) tune_all(&o, cp, &r, &prof, tuning, rank, world);
+    measure_all(&o, cp, &r, &prof, tuning, rank, world);
+    if (world > 1) gather_ranks(o.quick, &prof, world);
+    if (rank == 0) report(&o, &prof, tuning);
     ht_comm_finalize();
     return 0;
 }
