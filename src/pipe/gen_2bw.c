@@ -29,11 +29,7 @@ int ht_pipe_gen_2bw(const ht_pipe_params *p, ht_pipe_sched *s) {
     int *w = ht_xmalloc((size_t)p->D * sizeof *w);
     for (int r = 0; r < p->D; r++)
         w[r] = p->D - 1 - r;
-    ht_pipe_order o;
-    ht_pipe_order_init(&o, p->D);
-    ht_pipe_order_warmup(&o, p->D, p->N, w);
-    ht_pipe_emit(s, &o);
-    ht_pipe_order_free(&o);
+    ht_pipe_emit_warmup(s, p->D, p->N, w);
     free(w);
     return HT_OK;
 }

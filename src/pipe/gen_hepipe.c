@@ -22,20 +22,6 @@
 #define MIN_GAIN 0.01 /* deeper than 1F1B only for a predicted makespan >= 1% shorter: the model
                          leaves out what extra slots cost (memory traffic, messages) */
 
-void ht_pipe_order_warmup(ht_pipe_order *o, int D, int N, const int *w) {
-    for (int r = 0; r < D; r++) {
-        int ws = w[r] < N ? w[r] : N;
-        for (int k = 0; k < ws; k++)
-            ht_pipe_order_add(o, r, HT_PI_FWD, 0, r, k);
-        for (int i = 0; i < N - ws; i++) {
-            ht_pipe_order_add(o, r, HT_PI_FWD, 0, r, ws + i);
-            ht_pipe_order_add(o, r, HT_PI_BWD, 0, r, i);
-        }
-        for (int k = N - ws; k < N; k++)
-            ht_pipe_order_add(o, r, HT_PI_BWD, 0, r, k);
-    }
-}
-
 /* ---------------------------------------------------------------- the model */
 
 typedef struct sim {
@@ -238,11 +224,7 @@ int ht_pipe_gen_hepipe(const ht_pipe_params *p, ht_pipe_sched *s) {
     if (rc) return rc;
     int *w = ht_xmalloc((size_t)p->D * sizeof *w);
     choose_depths(p, w);
-    ht_pipe_order o;
-    ht_pipe_order_init(&o, p->D);
-    ht_pipe_order_warmup(&o, p->D, p->N, w);
-    ht_pipe_emit(s, &o);
-    ht_pipe_order_free(&o);
+    ht_pipe_emit_warmup(s, p->D, p->N, w);
     free(w);
     return HT_OK;
 }

@@ -57,9 +57,12 @@ int ht_pipe_gen_chimera(const ht_pipe_params *p, ht_pipe_sched *s);
 int ht_pipe_gen_hepipe(const ht_pipe_params *p, ht_pipe_sched *s);
 int ht_pipe_gen_2bw(const ht_pipe_params *p, ht_pipe_sched *s);
 
-/* 1F1B with a warm-up of w[r] forwards on rank r (0 <= w[r] <= N - 1, non-increasing in r):
- * then one forward and one backward alternate, then the remaining backwards. w[r] = D-1-r is
- * PipeDream-Flush; deeper is HePipe's multi-forward warm-up, N - 1 is GPipe's order. */
+/* 1F1B with a warm-up of w[r] forwards on rank r (w[r] >= 0, non-increasing in r, at most N
+ * taken): then one forward and one backward alternate, then the remaining backwards.
+ * w[r] = D-1-r is PipeDream-Flush; deeper is HePipe's multi-forward warm-up, N - 1 is
+ * GPipe's order (sched_basic.c). */
 void ht_pipe_order_warmup(ht_pipe_order *o, int D, int N, const int *w);
+/* The streams of that order (ht_pipe_emit). */
+void ht_pipe_emit_warmup(ht_pipe_sched *s, int D, int N, const int *w);
 
 #endif

@@ -1,5 +1,7 @@
 /* The single-direction schedules: GPipe, 1F1B (PipeDream-Flush) and Megatron's interleaved
  * 1F1B. Each only orders FWD / BWD per rank; ht_pipe_emit adds the rest. */
+#include <stdlib.h>
+
 #include "core/err.h"
 #include "pipe/internal.h"
 
@@ -20,22 +22,39 @@ int ht_pipe_gen_gpipe(const ht_pipe_params *p, ht_pipe_sched *s) {
     return HT_OK;
 }
 
+/* 1F1B with per-rank warm-up depths (internal.h): 1F1B, HePipe and 2BW share it. */
+void ht_pipe_order_warmup(ht_pipe_order *o, int D, int N, const int *w) {
+    for (int r = 0; r < D; r++) {
+        int ws = w[r] < N ? w[r] : N;
+        for (int k = 0; k < ws; k++)
+            ht_pipe_order_add(o, r, HT_PI_FWD, 0, r, k);
+        for (int i = 0; i < N - ws; i++) {
+            ht_pipe_order_add(o, r, HT_PI_FWD, 0, r, ws + i);
+            ht_pipe_order_add(o, r, HT_PI_BWD, 0, r, i);
+        }
+        for (int k = N - ws; k < N; k++)
+            ht_pipe_order_add(o, r, HT_PI_BWD, 0, r, k);
+    }
+}
+
+void ht_pipe_emit_warmup(ht_pipe_sched *s, int D, int N, const int *w) {
+    ht_pipe_order o;
+    ht_pipe_order_init(&o, D);
+    ht_pipe_order_warmup(&o, D, N, w);
+    ht_pipe_emit(s, &o);
+    ht_pipe_order_free(&o);
+}
+
 /* PipeDream-Flush / 1F1B (Narayanan et al., ICML 2021; DeepSpeed's TrainSchedule): rank r
  * first runs min(N, D-1-r) warm-up forwards, then alternates one forward and one backward,
  * then drains the remaining backwards. At most min(N, D-r) micro-batches are in flight on
  * rank r, against N for GPipe, for the same makespan 2(N+D-1) at F = B = 1. */
 static void order_1f1b(ht_pipe_order *o, int D, int N) {
-    for (int r = 0; r < D; r++) {
-        int w = D - 1 - r < N ? D - 1 - r : N;
-        for (int m = 0; m < w; m++)
-            ht_pipe_order_add(o, r, HT_PI_FWD, 0, r, m);
-        for (int m = 0; m < N - w; m++) {
-            ht_pipe_order_add(o, r, HT_PI_FWD, 0, r, m + w);
-            ht_pipe_order_add(o, r, HT_PI_BWD, 0, r, m);
-        }
-        for (int m = N - w; m < N; m++)
-            ht_pipe_order_add(o, r, HT_PI_BWD, 0, r, m);
-    }
+    int *w = ht_xmalloc((size_t)D * sizeof *w);
+    for (int r = 0; r < D; r++)
+        w[r] = D - 1 - r;
+    ht_pipe_order_warmup(o, D, N, w);
+    free(w);
 }
 
 int ht_pipe_gen_1f1b(const ht_pipe_params *p, ht_pipe_sched *s) {
