@@ -11,6 +11,7 @@
 
 #include "core/err.h"
 #include "nn/model.h"
+#include "pipe/sched_2bw.h"
 #include "pipe/schedule.h"
 #include "pipe/transform.h"
 #include "sim/sim.h"
@@ -538,6 +539,49 @@ static void against_checker(void) {
     }
 }
 
+/* PipeDream-2BW without a flush (src/pipe/sched_2bw.h, chained as the executor does): with
+ * unit stage costs (forward 1 s, backward 2 s, free links and optimizer) the period stream
+ * keeps every rank busy, so a batch takes N (1 + 2) in the steady state where 1F1B's flushed
+ * batch takes (N + D - 1)(1 + 2); with one stage twice as slow, that stage's N (2 + 4). The
+ * weight copy of each period: 2 x the model's bytes at the memory bandwidth. */
+static void twobw(void) {
+    const int D = 4, N = 8;
+    for (int slow = 0; slow < 2; slow++) {
+        double fwd[4] = {1000, slow ? 2000 : 1000, 1000, 1000};
+        ht_model m;
+        mlp(&m, D);
+        ht_sim_model sm;
+        ht_sim_model_from(&sm, &m, "sgd");
+        ht_profile *p = profile(D, fwd, 2);
+        for (int i = 0; i < p->dev[0].nlayers; i++)
+            if (!strncmp(p->dev[0].layers[i].name, "relu", 4))
+                p->dev[0].layers[i].fwd_ms = p->dev[0].layers[i].bwd_ms = 0;
+        ht_sim_cluster c;
+        cluster(&c, p, D, 0, 1e30);
+        int bounds[5] = {0, 2, 4, 6, 7};
+        ht_pipe_params pp = {.kind = HT_PIPE_2BW, .D = D, .N = N, .v = 1};
+        ht_pipe_sched s;
+        ht_exit_on_error(ht_pipe_2bw_steady(&pp, &s));
+        ht_sim_pipe sp = {.s = &s, .W = 1, .mb = 32, .bounds = bounds, .alg = HT_SIM_RING, .chain = 4};
+        ht_sim_result r;
+        int rc = ht_sim_run_pipe(&c, &sm, &sp, 0, NULL, &r);
+        double want = N * (slow ? 6.0 : 3.0), opt = 2 * sm.param_bytes / 1e15;
+        double stage_params = sm.l[0].param_bytes; /* rank 0: fc1 (relu1 has none) */
+        opt += stage_params / 4 * 20 / 1e15;
+        tap_ok(rc == HT_OK && fabs(r.makespan - want) < 1e-6 && r.samples == N * 32,
+               "2bw D=%d N=%d%s, steady state: %.6f s per batch = %g", D, N,
+               slow ? ", stage 1 twice as slow" : "", rc == HT_OK ? r.makespan : -1, want);
+        if (!slow)
+            tap_ok(rc == HT_OK && NEAR(r.rank[0].opt, opt), "2bw: rank 0's optimizer + weight copy "
+                   "%.6g s per batch = %.6g", rc == HT_OK ? r.rank[0].opt : -1, opt);
+        if (rc == HT_OK) ht_sim_result_free(&r);
+        ht_pipe_sched_free(&s);
+        ht_sim_cluster_free(&c);
+        ht_sim_model_free(&sm);
+        ht_model_free(&m);
+    }
+}
+
 int main(void) {
     against_checker();
     planner();
@@ -550,5 +594,6 @@ int main(void) {
     two_ranks(2);
     two_ranks(1000);
     pipelines();
+    twobw();
     return tap_done();
 }

@@ -13,6 +13,7 @@
 #include "data/data.h"
 #include "nn/model.h"
 #include "pipe/bounds.h"
+#include "pipe/sched_2bw.h"
 #include "pipe/transform.h"
 #include "sim/sim.h"
 #include "build/build.h"
@@ -142,7 +143,8 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
     ht_pipe_params pp = {.kind = kind, .D = D, .N = N,
                          .v = kind == HT_PIPE_INTERLEAVED ? cfg->pipe.chunks : 1};
     ht_pipe_sched s;
-    int rc = ht_pipe_generate(&pp, &s);
+    /* 2bw: the period stream the executor chains without a flush (the steady state) */
+    int rc = kind == HT_PIPE_2BW ? ht_pipe_2bw_steady(&pp, &s) : ht_pipe_generate(&pp, &s);
     if (rc != HT_OK) return rc;
     if (!strcmp(cfg->pipe.recompute, "all")) { /* as the pipeline engine does */
         uint8_t *all = ht_xmalloc((size_t)D);
@@ -162,7 +164,8 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
         rc = ht_pipe_bounds(j->m, s.S, strcmp(cfg->pipe.partition, "balanced") ? HT_PIPE_UNIFORM
                                                                               : HT_PIPE_BALANCED,
                             bounds);
-    ht_sim_pipe p = {.s = &s, .W = W, .mb = cfg->train.batch / (W * N), .bounds = bounds, .alg = alg};
+    ht_sim_pipe p = {.s = &s, .W = W, .mb = cfg->train.batch / (W * N), .bounds = bounds, .alg = alg,
+                     .chain = kind == HT_PIPE_2BW ? 4 : 0};
     if (rc == HT_OK) rc = ht_sim_run_pipe(j->c, j->sm, &p, trace != NULL, trace, r);
     ht_pipe_sched_free(&s);
     free(bounds);

@@ -169,6 +169,13 @@ double ht_sim_optim_time(const ht_sim_cluster *c, int r, const ht_sim_model *m, 
     return s * ((bw > 0 ? bytes / (bw * 1e9) : 0) + launch_of(c, t));
 }
 
+double ht_sim_copy_time(const ht_sim_cluster *c, int r, double bytes) {
+    const ht_sim_devtype *t = &c->types[c->rank_type[r]];
+    double bw = bw_of(c, t);
+    double s = c->slowdown ? c->slowdown[r] : 1;
+    return s * ((bw > 0 ? 2 * bytes / (bw * 1e9) : 0) + launch_of(c, t));
+}
+
 double ht_sim_host_copy(const ht_sim_cluster *c, int r, double *d2h) {
     const ht_sim_devtype *t = &c->types[c->rank_type[r]];
     double dg = t->d2h_gbs, hg = t->h2d_gbs;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "pipe/sched_2bw.h"
 #include "sim/sim.h"
 
 /* Rank of `stage` in pipeline `dir` (schedule.h: stage % D; Chimera's up pipeline
@@ -40,6 +41,7 @@ typedef struct ctx {
     double *tf, *tb;  /* [rank][S] stage times, filled lazily (< 0: not yet) */
     double *slot;     /* [S] bytes a slot holds for the stage */
     double *inb;      /* [S] bytes of the stage's input (kept when recomputing) */
+    int chained;      /* a 2BW chain (chain_2bw): OPT_STEP also copies the weights */
 } ctx;
 
 static double stage_time(ctx *x, int r, int st, int bwd) {
@@ -159,7 +161,10 @@ static void push_rank(ht_sim *sim, ctx *x, int w, int d, const int *ids, int max
             held(x, d, mask);
             for (int k = 0; k < x->S; k++)
                 b += mask[k] ? stage_params(x, k) : 0;
-            ht_sim_compute(sim, r, ht_sim_optim_time(x->c, r, x->sm, b), HT_SIM_CAT_OPT, name);
+            /* 2BW: the new version is copied over the oldest, the whole model's parameters
+             * (ht_pipe_exec_2bw_period) */
+            double cp = x->chained ? ht_sim_copy_time(x->c, r, x->sm->param_bytes) : 0;
+            ht_sim_compute(sim, r, ht_sim_optim_time(x->c, r, x->sm, b) + cp, HT_SIM_CAT_OPT, name);
             break;
         }
         default: /* LOAD: the micro-batch's inputs copied to the device */
@@ -187,11 +192,12 @@ static void push_rank(ht_sim *sim, ctx *x, int w, int d, const int *ids, int max
     free(mask);
 }
 
-int ht_sim_run_pipe(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_sim_pipe *p,
-                    int trace_on, const char *trace, ht_sim_result *res) {
+/* Runs the streams of s (p->s or a 2BW chain of it). */
+static int run_sched(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_sim_pipe *p,
+                     const ht_pipe_sched *s, int chained, int trace_on, const char *trace,
+                     ht_sim_result *res) {
     memset(res, 0, sizeof *res);
-    const ht_pipe_sched *s = p->s;
-    ctx x = {c, sm, p, s, NULL, s->p.D, p->W > 0 ? p->W : 1, s->S, NULL, NULL, NULL, NULL};
+    ctx x = {c, sm, p, s, NULL, s->p.D, p->W > 0 ? p->W : 1, s->S, NULL, NULL, NULL, NULL, chained};
     int n = x.D * x.W;
     if (n > c->nranks)
         return ht_error(HT_EINPUT, "%s: the pipeline needs %d ranks (%d x %d), the cluster has %d",
@@ -252,5 +258,84 @@ int ht_sim_run_pipe(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_si
     free(x.tb);
     free(x.slot);
     free(x.inb);
+    return rc;
+}
+
+/* T batches of PipeDream-2BW without a flush, as the executor chains them
+ * (ht_pipe_exec_2bw_period, src/pipe/sched_2bw.h): the period stream runs for t = 0 .. T,
+ * each instruction only where its batch t + ht_pipe_2bw_batch() is in [0, T), micro-batch k
+ * of batch b numbered b N + k (messages of different batches never match); REDUCE_GRADS
+ * stays where the stream has it, and the optimizer step (of the stream's OPT_STEP, which the
+ * executor skips) ends every period that has a pending batch: t >= 1. */
+static void chain_2bw(const ht_pipe_sched *st, int T, ht_pipe_sched *out) {
+    int D = st->p.D, N = st->p.N;
+    memset(out, 0, sizeof *out);
+    out->p = st->p;
+    out->p.N = T * N;
+    out->S = st->S;
+    out->ndir = 1;
+    out->len = ht_xcalloc((size_t)D, sizeof *out->len);
+    out->ins = ht_xcalloc((size_t)D, sizeof *out->ins);
+    out->nbuf = ht_xcalloc((size_t)D, sizeof *out->nbuf);
+    out->mb_dir = ht_xcalloc((size_t)T * N, sizeof *out->mb_dir);
+    for (int r = 0; r < D; r++) {
+        out->ins[r] = ht_xmalloc(((size_t)(T + 1) * st->len[r] + (size_t)T) * sizeof **out->ins);
+        out->nbuf[r] = st->nbuf[r];
+        int n = 0;
+        for (int t = 0; t <= T; t++) {
+            for (int i = 0; i < st->len[r]; i++) {
+                ht_pipe_instr in = st->ins[r][i];
+                int b = t + ht_pipe_2bw_batch(st, r, i);
+                if (b < 0 || b >= T || in.op == HT_PI_OPT_STEP) continue;
+                if (in.op != HT_PI_REDUCE_GRADS) /* the others carry a micro-batch */
+                    in.mb = b * N + (in.mb < 0 ? in.mb + N : in.mb);
+                out->ins[r][n++] = in;
+            }
+            if (t >= 1)
+                out->ins[r][n++] = (ht_pipe_instr){HT_PI_OPT_STEP, 0, 0, -1, -1, -1, -1};
+        }
+        out->len[r] = n;
+    }
+}
+
+/* Per-batch figures of a 2BW chain: the difference of chains of T and 2T batches over T, so
+ * the fill and the drain (once per run) drop out: the steady state. */
+static void per_batch(ht_sim_result *a, const ht_sim_result *b, int T) {
+    a->makespan = (b->makespan - a->makespan) / T;
+    a->bytes = (b->bytes - a->bytes) / T;
+    a->events = b->events;
+    a->peak_mem = b->peak_mem;
+    a->busy = a->comm = a->idle = a->opt = 0;
+    for (int r = 0; r < a->nranks; r++) {
+        ht_sim_rank *x = &a->rank[r];
+        const ht_sim_rank *y = &b->rank[r];
+        x->busy = (y->busy - x->busy) / T, x->comm = (y->comm - x->comm) / T;
+        x->opt = (y->opt - x->opt) / T, x->bytes_sent = (y->bytes_sent - x->bytes_sent) / T;
+        x->idle = a->makespan - x->busy - x->comm - x->opt;
+        if (x->idle < 0) x->idle = 0;
+        x->end = y->end, x->peak_mem = y->peak_mem;
+        a->busy += x->busy / a->nranks, a->comm += x->comm / a->nranks;
+        a->opt += x->opt / a->nranks, a->idle += x->idle / a->nranks;
+    }
+}
+
+int ht_sim_run_pipe(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_sim_pipe *p,
+                    int trace_on, const char *trace, ht_sim_result *res) {
+    if (p->chain <= 0) return run_sched(c, sm, p, p->s, 0, trace_on, trace, res);
+    int T = p->chain;
+    ht_pipe_sched a, b;
+    chain_2bw(p->s, T, &a);
+    chain_2bw(p->s, 2 * T, &b);
+    ht_sim_result r2;
+    int rc = run_sched(c, sm, p, &a, 1, 0, NULL, res);
+    if (rc == HT_OK) rc = run_sched(c, sm, p, &b, 1, trace_on, trace, &r2);
+    if (rc == HT_OK) {
+        per_batch(res, &r2, T);
+        res->samples = p->s->p.N * p->mb * (p->W > 0 ? p->W : 1);
+        res->throughput = res->makespan > 0 ? res->samples / res->makespan : 0;
+        ht_sim_result_free(&r2);
+    }
+    ht_pipe_sched_free(&a);
+    ht_pipe_sched_free(&b);
     return rc;
 }

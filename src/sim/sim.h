@@ -109,6 +109,10 @@ double ht_sim_range_time(const ht_sim_cluster *c, int r, const ht_sim_model *m, 
 /* One optimizer step over param_bytes of parameters on rank r. */
 double ht_sim_optim_time(const ht_sim_cluster *c, int r, const ht_sim_model *m, double param_bytes);
 
+/* A device-to-device copy of `bytes` on rank r (read and write at its memory bandwidth, one
+ * launch), slowdown included. */
+double ht_sim_copy_time(const ht_sim_cluster *c, int r, double bytes);
+
 /* Seconds per byte of host -> device copies on rank r (the kind's h2d_gbs, else its profile
  * entry's; 0 when neither: GPU-direct), and of device -> host in *d2h (may be NULL). */
 double ht_sim_host_copy(const ht_sim_cluster *c, int r, double *d2h);
@@ -215,6 +219,9 @@ typedef struct ht_sim_pipe {
     int mb;
     const int *bounds;
     int alg;
+    int chain;  /* > 0: s is a PipeDream-2BW period stream (ht_pipe_2bw_steady), run without
+                   a flush as the executor chains it, `chain` and 2 x `chain` batches; the
+                   result is per batch in the steady state (their difference over chain) */
 } ht_sim_pipe;
 
 int ht_sim_run_pipe(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_sim_pipe *p,
