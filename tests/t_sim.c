@@ -341,6 +341,28 @@ static void sync_policies(void) {
     tap_ok(rc == HT_OK && NEAR(r.makespan, want), "gossip, 2 workers, period 1: %.9f s = %.9f",
            r.makespan, want);
     ht_sim_result_free(&r);
+    /* gossip-adaptive by its rule (ht_gossip_due): a drift of 0.004 per step crosses the
+     * threshold 0.01 at the 3rd step since the last exchange (0.012), so 7 steps exchange
+     * after steps 3 and 6; no drift: only max_period = 4 fires, after step 4 */
+    p = (ht_sim_sync){.mode = HT_SYNC_GOSSIP_SIM, .workers = 2, .B = 64, .steps = 7, .adaptive = 1,
+                      .threshold = 0.01, .max_period = 20, .drift = 0.004};
+    rc = ht_sim_run_sync(&c, &sm, &p, &r);
+    want = 7 * (comp + opt) + 2 * (lat + P / bw);
+    tap_ok(rc == HT_OK && NEAR(r.makespan, want), "gossip-adaptive, drift 0.004, threshold 0.01: "
+           "%.9f s = %.9f (2 exchanges)", r.makespan, want);
+    ht_sim_result_free(&r);
+    p.drift = 0, p.max_period = 4;
+    rc = ht_sim_run_sync(&c, &sm, &p, &r);
+    want = 7 * (comp + opt) + 1 * (lat + P / bw);
+    tap_ok(rc == HT_OK && NEAR(r.makespan, want), "gossip-adaptive, no drift, max_period 4: "
+           "%.9f s = %.9f (1 exchange)", r.makespan, want);
+    ht_sim_result_free(&r);
+    p.drift = 0.02, p.max_period = 4; /* over the threshold every step */
+    rc = ht_sim_run_sync(&c, &sm, &p, &r);
+    want = 7 * (comp + opt) + 6 * (lat + P / bw);
+    tap_ok(rc == HT_OK && NEAR(r.makespan, want), "gossip-adaptive, drift 0.02 > threshold: "
+           "%.9f s = %.9f (6 exchanges)", r.makespan, want);
+    ht_sim_result_free(&r);
     /* preduce with P = 2 of 2 equal workers: lockstep, one ring all-reduce of the model each step */
     p = (ht_sim_sync){.mode = HT_SYNC_PREDUCE_SIM, .workers = 2, .B = 64, .steps = 5, .group = 2};
     rc = ht_sim_run_sync(&c, &sm, &p, &r);

@@ -23,7 +23,8 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: hetsim --cluster FILE -c JOB.cfg [--set KEY=VALUE]... [--ranks N]\n"
-            "              [--steps N] [--trace FILE] [--scale] [--plan [-o PLAN.cfg] [--top K]]\n"
+            "              [--steps N] [--drift X] [--trace FILE] [--scale]\n"
+            "              [--plan [-o PLAN.cfg] [--top K]]\n"
             "\n"
             "Simulates one training step of the job on the cluster description (conf/README.md,\n"
             "section hetsim) and prints the predicted step time, throughput, per-rank busy /\n"
@@ -34,6 +35,9 @@ static void usage(FILE *f) {
             "  --ranks N        use the cluster's first N ranks (default: all)\n"
             "  --steps N        data parallel with split \"speed\" and cluster.rebalance: run the\n"
             "                   rebalancer over N simulated steps, report the last (default 1)\n"
+            "  --drift X        sync.mode \"gossip-adaptive\": the model's relative change per\n"
+            "                   local step (||w' - w|| / ||w||), which its trigger reads; without\n"
+            "                   it only the rule's sync.max_period fires\n"
             "  --trace FILE     Chrome trace of the simulated step (ui.perfetto.dev)\n"
             "  --scale          the job at 1, 2, 4, ... ranks up to N: throughput, efficiency,\n"
             "                   and the simulator's own time\n"
@@ -81,6 +85,7 @@ typedef struct job {
     const ht_model *m;
     const ht_sim_model *sm;
     int steps;
+    double drift; /* gossip-adaptive: relative model change per local step, -1: not given */
 } job;
 
 /* An asynchronous policy over the budget train.steps x train.batch (src/sim/sync.c). */
@@ -103,7 +108,13 @@ static int simulate_sync(const job *j, int n, ht_sim_result *r, int *W_out) {
     } else if (!strcmp(m, "gossip") || !strcmp(m, "gossip-adaptive")) {
         p.mode = HT_SYNC_GOSSIP_SIM;
         p.workers = n - 1;
-        if (!strcmp(m, "gossip-adaptive")) p.period = cfg->sync.max_period;
+        if (!strcmp(m, "gossip-adaptive")) { /* its rule, ht_gossip_due */
+            p.adaptive = 1, p.threshold = cfg->sync.threshold, p.max_period = cfg->sync.max_period;
+            p.drift = j->drift > 0 ? j->drift : 0;
+            if (j->drift < 0)
+                fprintf(stderr, "hetsim: gossip-adaptive without --drift: its trigger sees no "
+                                "model change, so only sync.max_period = %d fires\n", p.max_period);
+        }
     } else
         return ht_error(HT_EINPUT, "%s: sync.mode \"%s\" is not simulated", cfg->source, m);
     if (p.steps < 1)
@@ -307,6 +318,7 @@ int main(int argc, char **argv) {
     ht_set_progname("hetsim");
     const char *cluster = NULL, *cfg_path = NULL, *trace = NULL, *out = NULL, *sets[MAX_SETS];
     int nset = 0, ranks = 0, scale = 0, plan = 0, top = 5, steps = 1;
+    double drift = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--cluster")) cluster = need(argc, argv, &i);
@@ -316,7 +328,14 @@ int main(int argc, char **argv) {
             sets[nset++] = need(argc, argv, &i);
         } else if (!strcmp(a, "--ranks")) ranks = count_of(a, need(argc, argv, &i), 1, 1 << 20);
         else if (!strcmp(a, "--steps")) steps = count_of(a, need(argc, argv, &i), 1, 100000);
-        else if (!strcmp(a, "--top")) top = count_of(a, need(argc, argv, &i), 1, 1000);
+        else if (!strcmp(a, "--drift")) {
+            const char *v = need(argc, argv, &i);
+            char *end;
+            errno = 0;
+            drift = strtod(v, &end);
+            if (errno || *end || end == v || !(drift >= 0 && drift < 1e6))
+                ht_die(HT_EINPUT, "--drift: found '%s', expected a number >= 0", v);
+        } else if (!strcmp(a, "--top")) top = count_of(a, need(argc, argv, &i), 1, 1000);
         else if (!strcmp(a, "--trace")) trace = need(argc, argv, &i);
         else if (!strcmp(a, "-o")) out = need(argc, argv, &i);
         else if (!strcmp(a, "--scale")) scale = 1;
@@ -353,7 +372,7 @@ int main(int argc, char **argv) {
                 "trains '%s': layer times are taken by layer name, so they may not fit (profile "
                 "this job's model: hetprof -c JOB)\n",
                 c.prof->model, m.desc);
-    job j = {&cfg, &c, &m, &sm, steps};
+    job j = {&cfg, &c, &m, &sm, steps, drift};
     printf("hetsim: %s on %s: %d ranks on %d hosts, model %s (%zu parameters), batch %d\n",
            cfg_path, cluster, n, c.rank_host[n - 1] + 1, m.desc, m.nparams, cfg.train.batch);
     int rc;

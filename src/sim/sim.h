@@ -240,6 +240,11 @@ typedef struct ht_sim_sync {
     double deadline_s; /* preduce */
     int global_every;  /* preduce */
     int period;        /* gossip: local steps between exchanges */
+    int adaptive;      /* gossip-adaptive: exchange when ht_gossip_due fires (not `period`) */
+    double threshold;  /* gossip-adaptive: relative model change that triggers an exchange */
+    int max_period;    /* gossip-adaptive: exchange at least every this many steps */
+    double drift;      /* gossip-adaptive: relative model change per local step (||w_{t+1} -
+                          w_t|| / ||w_t||), accumulated linearly; 0 = unknown */
     double similar;    /* dasp: speed ratio of a sync group */
     int interval;      /* dasp: updates between state assignments */
     int max_ahead;     /* dasp: clocks an ASYNC worker may run ahead; 0 = unbounded */

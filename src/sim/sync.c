@@ -12,8 +12,10 @@
  *               the deadline, every global_every-th group global) and all-reduce the model
  *               within each group;
  *   gossip      every `period` local steps exchange models with the round-robin peer
- *               (ht_gossip_peer); gossip-adaptive is timed at its max_period (its trigger
- *               reads the model's change, which a timing simulation does not have);
+ *               (ht_gossip_peer); gossip-adaptive when its trigger (ht_gossip_due) fires,
+ *               fed the relative model change since the last exchange as `drift` per local
+ *               step, accumulated linearly (a timing simulation has no weights: the drift
+ *               is an input; 0 leaves the rule's max_period floor alone);
  * until train.steps x train.batch samples have been trained, as the runtime's budget. */
 #include <math.h>
 #include <stdlib.h>
@@ -246,6 +248,7 @@ static void run_gossip(const ht_sim_cluster *c, const ht_sim_model *sm, const ht
                        const double *tc, wk *w, double *end) {
     int W = p->workers, period = p->period > 0 ? p->period : 1;
     int64_t *round = ht_xcalloc((size_t)W, sizeof *round);
+    int *since = ht_xcalloc((size_t)W, sizeof *since); /* local steps since the last exchange */
     for (int i = 0; i < W; i++)
         start_compute(&w[i], 0, tc[i]);
     int64_t samples = 0, budget = (int64_t)p->steps * p->B;
@@ -255,7 +258,13 @@ static void run_gossip(const ht_sim_cluster *c, const ht_sim_model *sm, const ht
         samples += b;
         if (t > *end) *end = t;
         if (samples >= budget) break;
-        if (w[i].clock % period) {
+        since[i]++;
+        /* as src/sync/gossip.c exchange_due: the change since the last exchange relative to
+         * the model then (here: since x drift of a model of norm 1) */
+        int due = p->adaptive ? ht_gossip_due(since[i] * p->drift, 1.0, p->threshold, since[i],
+                                              p->max_period)
+                              : w[i].clock % period == 0;
+        if (!due) {
             start_compute(&w[i], t, tc[i]);
             continue;
         }
@@ -265,6 +274,7 @@ static void run_gossip(const ht_sim_cluster *c, const ht_sim_model *sm, const ht
             start_compute(&w[i], t, tc[i]);
             continue;
         }
+        since[i] = 0;
         w[i].state = 1;
         w[i].wait_from = t;
         if (w[q].state == 1 && round[q] == round[i]) { /* the peer waits for this exchange */
@@ -278,6 +288,7 @@ static void run_gossip(const ht_sim_cluster *c, const ht_sim_model *sm, const ht
         }
     }
     free(round);
+    free(since);
 }
 
 int ht_sim_run_sync(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_sim_sync *p,
