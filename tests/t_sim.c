@@ -277,6 +277,19 @@ static void pipelines(void) {
         tap_ok(rc == HT_OK && fabs(r.makespan - want) < 1e-6 && r.samples == 2 * N * 32,
                "%s, 2 replicas: same makespan, twice the samples", k ? "1f1b" : "gpipe");
         ht_sim_result_free(&r);
+        /* the reduction staged through the host as the executor's reduce_stage: rank 0
+         * (the last to finish) reads its stage's gradients (fc1: 72 floats, 288 bytes) to
+         * the host and writes the sum back, at 1 kB/s each way: + 0.576 s (inputs free) */
+        double in = sm.in_bytes;
+        sm.in_bytes = 0;
+        p->dev[0].d2h_gbs = p->dev[0].h2d_gbs = 1e-6;
+        rc = ht_sim_run_pipe(&c, &sm, &pp, 0, NULL, &r);
+        tap_ok(rc == HT_OK && fabs(r.makespan - (want + 0.576)) < 1e-6,
+               "%s, 2 replicas, host staging of REDUCE_GRADS: %.6f = %g", k ? "1f1b" : "gpipe",
+               rc == HT_OK ? r.makespan : -1, want + 0.576);
+        if (rc == HT_OK) ht_sim_result_free(&r);
+        p->dev[0].d2h_gbs = p->dev[0].h2d_gbs = 0;
+        sm.in_bytes = in;
         if (k == 0) { /* recomputation (src/pipe/transform.h) on gpipe: the slots keep their
                        * stage input only, one slot at a time grows back for its backward; the
                        * makespan is the checker's, with a third more compute */

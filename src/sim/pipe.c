@@ -42,6 +42,7 @@ typedef struct ctx {
     double *slot;     /* [S] bytes a slot holds for the stage */
     double *inb;      /* [S] bytes of the stage's input (kept when recomputing) */
     int chained;      /* a 2BW chain (chain_2bw): OPT_STEP also copies the weights */
+    int *members;     /* [collective id] ranks in it */
 } ctx;
 
 static double stage_time(ctx *x, int r, int st, int bwd) {
@@ -107,7 +108,12 @@ static int *make_reductions(ht_sim *sim, ctx *x, int *maxk_out) {
             for (int w = 0; w < W; w++)
                 for (int d = 0; d < D; d++)
                     if (cnt[d * K + key] > k) members[n++] = w * D + d;
-            ids[key * maxk + k] = n ? ht_sim_coll_new(sim, members, n, key_bytes(x, key, mask), x->p->alg) : -1;
+            int id = n ? ht_sim_coll_new(sim, members, n, key_bytes(x, key, mask), x->p->alg) : -1;
+            ids[key * maxk + k] = id;
+            if (id >= 0) {
+                x->members = ht_xrealloc(x->members, (size_t)(id + 1) * sizeof *x->members);
+                x->members[id] = n;
+            }
         }
     *maxk_out = maxk;
     free(mask);
@@ -152,8 +158,14 @@ static void push_rank(ht_sim *sim, ctx *x, int w, int d, const int *ids, int max
         case HT_PI_REDUCE_GRADS: {
             int key = red_key(x, d, in, mask);
             int id = ids[key * maxk + occ[key]++];
+            /* the executor (reduce_stage) stages the sum through the host: the stage's
+             * gradients read to it, reduced there, written back; alone, nothing moves */
+            double d2h, h2d = ht_sim_host_copy(x->c, r, &d2h);
+            double b = id >= 0 && x->members[id] > 1 ? key_bytes(x, key, mask) : 0;
+            ht_sim_compute(sim, r, b * d2h, HT_SIM_CAT_COMM, name);
             ht_sim_coll(sim, r, id, name);
             ht_sim_wait(sim, r, id, name);
+            ht_sim_compute(sim, r, b * h2d, HT_SIM_CAT_COMM, name);
             break;
         }
         case HT_PI_OPT_STEP: {
@@ -197,7 +209,8 @@ static int run_sched(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_s
                      const ht_pipe_sched *s, int chained, int trace_on, const char *trace,
                      ht_sim_result *res) {
     memset(res, 0, sizeof *res);
-    ctx x = {c, sm, p, s, NULL, s->p.D, p->W > 0 ? p->W : 1, s->S, NULL, NULL, NULL, NULL, chained};
+    ctx x = {c, sm, p, s, NULL, s->p.D, p->W > 0 ? p->W : 1, s->S, NULL, NULL, NULL, NULL, chained,
+             NULL};
     int n = x.D * x.W;
     if (n > c->nranks)
         return ht_error(HT_EINPUT, "%s: the pipeline needs %d ranks (%d x %d), the cluster has %d",
@@ -258,6 +271,7 @@ static int run_sched(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_s
     free(x.tb);
     free(x.slot);
     free(x.inb);
+    free(x.members);
     return rc;
 }
 
