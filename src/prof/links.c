@@ -1,7 +1,11 @@
-/* MPI link measurements for a profile: for every rank pair (a < b) a ping-pong between the
- * two while the other ranks wait at a barrier, so that pairs never share the transport.
- * Latency: half the best round trip of an 8-byte message; bandwidth: a 4 MiB message sent
- * there and back, its bytes over half the best round trip. Every rank ends with the table. */
+/* MPI link measurements for a profile: for every rank pair (a < b) the two measure while the
+ * other ranks wait at a barrier, so that pairs never share the transport. Latency: half the
+ * best round trip of an 8-byte ping-pong. Bandwidth: as the ring all-reduce uses a link
+ * (every step of it a simultaneous exchange with the neighbours, src/comm), both ranks send
+ * 4 MiB to each other at once; the bytes over the median time of such exchanges. The best
+ * ping-pong of one warm 4 MiB buffer, measured before, gave 2.2 or 8.3 GB/s from one
+ * profile to the next on this machine while the trainer's reductions moved 1.5-2 GB/s
+ * (BENCHMARKS.md, hetsim validation). Every rank ends with the table. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +36,32 @@ static double round_trip(int a, int b, void *buf, size_t bytes, int warm, int re
     return me == a ? best : 0;
 }
 
+static int cmp_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* Median seconds of a simultaneous exchange of `bytes` each way between ranks a and b (both
+ * time it; a's figure is returned), 0 on the other ranks. */
+static double exchange(int a, int b, char *buf, size_t bytes, int warm, int reps) {
+    int me = ht_comm_rank();
+    if (me != a && me != b) return 0;
+    int peer = me == a ? b : a;
+    double *t = ht_xmalloc((size_t)reps * sizeof *t);
+    for (int i = 0; i < warm + reps; i++) {
+        double t0 = ht_now();
+        ht_comm_msg *s = ht_comm_isend(buf, bytes, peer, TAG_PING);
+        ht_comm_msg *r = ht_comm_irecv(buf + bytes, bytes, peer, TAG_PING);
+        ht_comm_msg_wait(r, NULL, NULL);
+        ht_comm_msg_wait(s, NULL, NULL);
+        if (i >= warm) t[i - warm] = ht_now() - t0;
+    }
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    double med = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+    free(t);
+    return med;
+}
+
 int ht_prof_links(int quick, ht_profile *p, FILE *log) {
     int n = ht_comm_size(), me = ht_comm_rank();
     p->nlinks = 0;
@@ -41,7 +71,7 @@ int ht_prof_links(int quick, ht_profile *p, FILE *log) {
                         HT_PROF_MAX_DEVS);
     const size_t big = (size_t)4 << 20;
     int lat_reps = quick ? 200 : 2000, bw_reps = quick ? 5 : 20;
-    char *buf = ht_xcalloc(big, 1);
+    char *buf = ht_xcalloc(2 * big, 1); /* send and receive halves */
     int npairs = n * (n - 1) / 2;
     double *fig = ht_xcalloc((size_t)npairs * 2, sizeof *fig);
     double t0 = ht_now();
@@ -49,11 +79,11 @@ int ht_prof_links(int quick, ht_profile *p, FILE *log) {
         for (int b = a + 1; b < n; b++, k++) {
             ht_comm_barrier();
             double lat = round_trip(a, b, buf, 8, 20, lat_reps);
-            double bw = round_trip(a, b, buf, big, 2, bw_reps);
+            double bw = exchange(a, b, buf, big, 2, bw_reps);
             if (me == a) {
                 /* a clock too coarse for a shared-memory round trip must not give 0 */
                 fig[2 * k] = lat > 2e-9 ? lat / 2 * 1e6 : 1e-3;
-                fig[2 * k + 1] = (double)big / (bw > 2e-9 ? bw / 2 : 1e-9) / 1e9;
+                fig[2 * k + 1] = (double)big / (bw > 2e-9 ? bw : 1e-9) / 1e9;
             }
         }
     ht_comm_allreduce_sum_f64(fig, (size_t)npairs * 2);
