@@ -196,9 +196,12 @@ static void print_result(const job *j, int n, const ht_sim_result *r, const int 
         return;
     }
     if (pipe)
-        printf("mode         pipeline %s, D=%d x %d replicas, %d micro-batches of %d\n",
+        printf("mode         pipeline %s, D=%d x %d replicas, %d micro-batches of %d%s\n",
                cfg->pipe.schedule, cfg->pipe.stages, W, cfg->pipe.micro_batches,
-               cfg->train.batch / (W * cfg->pipe.micro_batches));
+               cfg->train.batch / (W * cfg->pipe.micro_batches),
+               strcmp(cfg->pipe.schedule, "2bw") ? ""
+                                                  : "; no flush: per batch in the steady state "
+                                                    "(4 and 8 batches chained; a trace shows the 8)");
     else
         printf("mode         data parallel (bsp), %d ranks, split %s, %s all-reduce, overlap %s\n", n,
                cfg->cluster.nshares ? "given" : cfg->cluster.split, cfg->cluster.allreduce,

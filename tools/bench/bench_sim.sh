@@ -7,9 +7,10 @@
 #   2. a cluster description from it (one host of $(nproc) cores, NP one-core devices from
 #      the profile entries, the measured link: with NP > cores the ranks share cores, modelled
 #      as proportional sharing, hosts[].cores);
-#   3. every case (equal / speed split, slowdowns; 1f1b, gpipe, chimera on 2 stages; the
+#   3. every case (equal / speed split, slowdowns; 1f1b, gpipe, chimera, 2bw on 2 stages; the
 #      order rotated from round to round), hettrain trains STEPS steps of the MNIST MLP with
-#      --trace, and hetsim predicts the step from the same job and this round's profile.
+#      --trace; after the last round one more profile, and hetsim predicts each run from the
+#      profiles taken before and after its round (the mean of the two).
 # Profiles and runs interleave, so the machine's drift (other processes on the 2 cores) hits
 # both; every figure is a median over rounds, with its spread. The measured step is the
 # median step period of the trace (sim_split.py: the first two steps left out), not the
@@ -58,7 +59,7 @@ slow="[1, 2]"; [ "$np" -ne 2 ] && slow="[1, 1, 2, 4]"
 p2=(--set pipe.stages=2 --set pipe.micro_batches=4)
 names=("equal split" "speed split" "equal split, slowdown $slow" "speed split, slowdown $slow"
        "speed + rebalance, slowdown $slow" "1f1b D=2 N=4" "gpipe D=2 N=4" "chimera D=2 N=4"
-       "1f1b D=2 N=4, slowdown $slow")
+       "1f1b D=2 N=4, slowdown $slow" "2bw D=2 N=4")
 args=("--set cluster.split=equal"
       "--set cluster.split=speed --set cluster.rebalance=false"
       "--set cluster.split=equal --set cluster.slowdown=$slow"
@@ -66,37 +67,61 @@ args=("--set cluster.split=equal"
       "--set cluster.split=speed --set cluster.rebalance=true --set cluster.slowdown=$slow"
       "--set pipe.schedule=\"1f1b\" ${p2[*]}" "--set pipe.schedule=\"gpipe\" ${p2[*]}"
       "--set pipe.schedule=\"chimera\" ${p2[*]}"
-      "--set pipe.schedule=\"1f1b\" ${p2[*]} --set cluster.slowdown=$slow")
+      "--set pipe.schedule=\"1f1b\" ${p2[*]} --set cluster.slowdown=$slow"
+      "--set pipe.schedule=\"2bw\" ${p2[*]}")
 
-case_run() { # case_run ROUND INDEX: one row of rows.tsv
+words() { # words INDEX: case INDEX's settings as words (cluster.slowdown's value holds spaces)
+    IFS=$'\n' read -r -d '' -a a < <(printf '%s\n' ${args[$1]/"$slow"/SLOW} | sed "s/SLOW/$slow/"; printf '\0')
+}
+
+case_run() { # case_run ROUND INDEX: the real run, measured from its trace
     local k=$1 i=$2 a
     local f="$tmp/c$i.r$k"
-    eval "a=(${args[$i]// /\\ })" 2>/dev/null || true
-    # the settings as words: cluster.slowdown's value holds spaces
-    IFS=$'\n' read -r -d '' -a a < <(printf '%s\n' ${args[$i]/"$slow"/SLOW} | sed "s/SLOW/$slow/"; printf '\0')
+    words "$i"
     "${mpi[@]}" "$build/hettrain" -c "$job" "${sets[@]}" --set log.metrics="$f.jsonl" --trace "$f.json" \
         "${a[@]}" >"$f.out" 2>"$f.err" || { tail -20 "$f.err"; exit 1; }
-    "$build/hetsim" --cluster "$tmp/cluster$k.cfg" -c "$job" "${sets[@]}" "${a[@]}" --steps 20 \
-        --trace "$f.sim.json" >"$f.sim" 2>&1 || { cat "$f.sim"; exit 1; }
     local mean
     mean=$(sed -nE 's/^final: .*, ([0-9.]+) samples\/s.*/\1/p' "$f.out")
-    printf '%d\t%d\t%s\t%s\t%s\t%s\n' "$i" "$k" "$mean" "$(/usr/bin/python3 $split "$f.json")" \
-        "$(/usr/bin/python3 $split "$f.sim.json")" "$(uptime | sed -E 's/.*load average: ([0-9.]+).*/\1/')" \
-        >>"$tmp/rows.tsv"
+    printf '%d\t%d\t%s\t%s\t%s\n' "$i" "$k" "$mean" "$(/usr/bin/python3 $split "$f.json")" \
+        "$(uptime | sed -E 's/.*load average: ([0-9.]+).*/\1/')" >>"$tmp/meas.tsv"
+}
+
+predict() { # predict ROUND INDEX: hetsim on the profiles before (ROUND) and after (ROUND + 1)
+    local k=$1 i=$2 a q
+    local f="$tmp/c$i.r$k"
+    words "$i"
+    for q in "$k" $((k + 1)); do
+        "$build/hetsim" --cluster "$tmp/cluster$q.cfg" -c "$job" "${sets[@]}" "${a[@]}" --steps 20 \
+            --trace "$f.sim$q.json" >"$f.sim$q" 2>&1 || { cat "$f.sim$q"; exit 1; }
+        # 2bw: the steady-state step hetsim prints, the trace's compute over its 8 batches
+        if grep -q "8 batches chained" "$f.sim$q"; then
+            /usr/bin/python3 $split "$f.sim$q.json" "$(sed -nE 's/^step time +([0-9.e+-]+) ms/\1/p' "$f.sim$q")" 8
+        else
+            /usr/bin/python3 $split "$f.sim$q.json"
+        fi
+    done | awk '{ s += $1; c += $2; r += $3 } END { printf "%.3f %.3f %.3f\n", s / NR, c / NR, r / NR }'
 }
 
 echo "== hetsim vs measured: $job, ${mpi[*]}, POCL_MAX_PTHREAD_COUNT=1, $steps steps x $rounds rounds; $(date -u '+%F %H:%M') UTC"
 echo "   host: $(nproc) cores, $(sed -nE 's/^model name\s*: //p' /proc/cpuinfo | head -1); load at start: $(uptime | sed 's/.*average: //')"
-: >"$tmp/rows.tsv"
+: >"$tmp/meas.tsv"; : >"$tmp/rows.tsv"
 # a throwaway run first: the first run after a build measured 1.7-3x slower (program cache,
 # first-touch allocation)
 "${mpi[@]}" "$build/hettrain" -c "$job" "${sets[@]}" --set train.steps=5 --set log.metrics= \
     >/dev/null 2>&1 || true
 n=${#names[@]}
+# profile, cases, profile, cases, ..., profile: a case is predicted from the profiles taken
+# just before and just after its round (the mean of the two predictions)
 for ((k = 0; k < rounds; k++)); do
     profile "$k"
     for ((j = 0; j < n; j++)); do case_run "$k" $(((j + k) % n)); done
 done
+profile "$rounds"
+while IFS=$'\t' read -r i k mean msplit load; do
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$i" "$k" "$mean" "$msplit" "$(predict "$k" "$i")" "$load" >>"$tmp/rows.tsv"
+done <"$tmp/meas.tsv"
+grep -h 'a = 0; b = 1' "$tmp"/prof*.cfg | sed -E 's/.*latency_us = ([0-9.]+); bandwidth_gbs = ([0-9.]+).*/\1 \2/' |
+    awk '{ printf "%s%.2f", (NR > 1 ? ", " : "   link bandwidth per profile (GB/s): "), $2 } END { print "" }'
 echo "   load at end: $(uptime | sed 's/.*average: //')"
 printf '%s\n' "${names[@]}" >"$tmp/names.txt"
 /usr/bin/python3 - "$tmp/rows.tsv" "$tmp/names.txt" "$(grep -m1 -o 'batch = [0-9]*' "$job" | grep -o '[0-9]*' || echo 256)" <<'PY'
@@ -106,7 +131,7 @@ names = open(sys.argv[2]).read().splitlines()
 B = float(sys.argv[3])
 print("   step: median step period (ms) of each run's trace, then the median over rounds [min-max];")
 print("   comp: the slowest rank's forward + backward per step; rest = step - comp; sps = batch / step;")
-print("   pred: hetsim on that round's profile; error = pred / meas - 1 of the medians")
+print("   pred: hetsim, mean of the profiles before and after the round; error = pred / meas - 1 of the medians")
 print("%-34s %-22s %-22s %7s %7s %7s %7s %7s %8s %8s %7s" % ("case", "meas step [min-max]", "pred step [min-max]",
       "error", "m comp", "p comp", "error", "m rest", "p rest", "mean sps", "in 15%"))
 agg = {}

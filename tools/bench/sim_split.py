@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Per-step split of a Chrome trace (hettrain --trace or hetsim --trace), for bench_sim.sh.
 
-  sim_split.py TRACE        prints: step_ms compute_ms rest_ms (one line)
+  sim_split.py TRACE [STEP_MS BATCHES]    prints: step_ms compute_ms rest_ms (one line)
+
+With STEP_MS and BATCHES (a hetsim trace of 2BW's chain of BATCHES batches): compute is the
+trace's over BATCHES, the step STEP_MS (hetsim's steady-state step time).
 
 step: the median over steps (the first two left out: program cache, first touch) of rank 0's
 step period, from the first span of one step to the first of the next; a hetsim trace has one
@@ -45,13 +48,16 @@ def main():
         if e["pid"] == 0:
             start[k] = min(start[k], e["ts"] / 1e3)
         end = max(end, (e["ts"] + e["dur"]) / 1e3)
-    if len(steps) == 1:  # hetsim: one step
+    per = 1.0
+    if len(sys.argv) > 3:  # a 2BW chain: per batch
+        step, per, keep = float(sys.argv[2]), float(sys.argv[3]), steps
+    elif len(steps) == 1:  # hetsim: one step
         step = end - min(e["ts"] for e in ev) / 1e3
         keep = steps
     else:
         keep = steps[2:-1] if len(steps) > 4 else steps[:-1]
         step = statistics.median(start[k + 1] - start[k] for k in keep)
-    c = max(statistics.median(comp[r][k] for k in keep) for r in comp)
+    c = max(statistics.median(comp[r][k] for k in keep) for r in comp) / per
     print("%.3f %.3f %.3f" % (step, c, step - c))
 
 
