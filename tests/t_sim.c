@@ -15,6 +15,7 @@
 #include "pipe/schedule.h"
 #include "pipe/transform.h"
 #include "sim/sim.h"
+#include "sync/bsp.h"
 #include "tap.h"
 
 #define NEAR(a, b) (fabs((a) - (b)) <= 1e-9 * (fabs(b) + 1e-9))
@@ -617,6 +618,58 @@ static void twobw(void) {
     }
 }
 
+/* Overlapped buckets (cluster.overlap): on a device that leaves the host cores free (cores
+ * = 0) a bucket's all-reduce runs while the next bucket's backward computes; on a CPU device
+ * (cores > 0) the rank's own core moves the data, so each all-reduce holds the rank: forward
+ * + sum over buckets of (backward + ring) + optimizer. Two equal ranks, free host copies,
+ * buckets as the trainer cuts them (ht_reduce_plan: 200 bytes first: fc2, then the rest). */
+static void cpu_overlap(void) {
+    const double fwd[2] = {1, 1};
+    ht_model m;
+    mlp(&m, 2);
+    ht_sim_model sm;
+    ht_sim_model_from(&sm, &m, "sgd");
+    ht_sim_cluster c;
+    const double lat = 1e-3, bw = 1e6;
+    cluster(&c, profile(2, fwd, 2), 2, lat, bw);
+    ht_bucket bk[4];
+    int nb = ht_reduce_plan(&m, 200, 1 << 20, bk, 4);
+    /* layer times at 32: fc fwd 1 ms, bwd 2 ms; relu1 0.5 ms each way */
+    double tf = 1e-3 + 0.5e-3 + 1e-3, tb[4] = {0}, ring[4] = {0};
+    for (int k = 0; k < nb && k < 4; k++) {
+        for (int i = bk[k].lo; i < bk[k].hi; i++)
+            tb[k] += strncmp(m.layers[i].name, "relu", 4) ? 2e-3 : 0.5e-3;
+        ring[k] = 2 * (lat + 4.0 * (double)bk[k].n / 2 / bw);
+    }
+    double opt = 4.0 * (double)m.nparams / 4 * 20 / 1e15;
+    double serial = tf + opt, end = tf + tb[0], net = 0;
+    for (int k = 0; k < nb; k++) {
+        serial += tb[k] + ring[k];
+        if (k) end += tb[k];
+        /* overlapped: bucket k's ring starts when its backward is done and the last ring ended */
+        double st = (k ? end : tf + tb[0]) > net ? (k ? end : tf + tb[0]) : net;
+        net = st + ring[k];
+    }
+    double overlapped = net + opt;
+    ht_sim_dp p = {.B = 64, .alg = HT_SIM_RING, .overlap = 1, .bucket_first_mb = 200.0 / (1 << 20),
+                   .bucket_cap_mb = 1};
+    ht_sim_result r;
+    int rc = ht_sim_run_dp(&c, 2, &m, &sm, &p, 0, NULL, &r, NULL);
+    tap_ok(nb == 2 && rc == HT_OK && NEAR(r.makespan, overlapped),
+           "overlap, cores = 0: %d buckets, step %.9f s = %.9f (rings behind backward)", nb,
+           rc == HT_OK ? r.makespan : -1, overlapped);
+    if (rc == HT_OK) ht_sim_result_free(&r);
+    c.types[0].cores = 1;
+    rc = ht_sim_run_dp(&c, 2, &m, &sm, &p, 0, NULL, &r, NULL);
+    tap_ok(rc == HT_OK && NEAR(r.makespan, serial) && serial > overlapped + 1e-4,
+           "overlap on a CPU device (cores = 1): step %.9f s = %.9f (each ring holds the rank)",
+           rc == HT_OK ? r.makespan : -1, serial);
+    if (rc == HT_OK) ht_sim_result_free(&r);
+    ht_sim_cluster_free(&c);
+    ht_sim_model_free(&sm);
+    ht_model_free(&m);
+}
+
 int main(void) {
     against_checker();
     planner();
@@ -630,5 +683,6 @@ int main(void) {
     two_ranks(1000);
     pipelines();
     twobw();
+    cpu_overlap();
     return tap_done();
 }

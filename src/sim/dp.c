@@ -79,6 +79,12 @@ static void build_step(ht_sim *s, const ht_sim_cluster *c, int n, const ht_sim_m
         /* the trainer's emulated slowdown idles for (s - 1) x its compute_s, which counts the
          * batch upload and, overlapped, each bucket's read to the host (src/sync/bsp.c) */
         double sl = c->slowdown ? c->slowdown[r] : 1, sr = p->overlap ? sl : 1;
+        /* a CPU device (its kernels keep host cores busy) shares its core with the rank's
+         * MPI progress, which moves and adds the buckets on the host inside the rank's calls:
+         * the reduction does not hide behind backward there, each bucket's all-reduce holds
+         * the rank until done (measured: the trainer's backward grew by the reduction's time
+         * with overlap on, and the step matched overlap off; BENCHMARKS.md, hetsim validation) */
+        const int serial = c->types[c->rank_type[r]].cores > 0;
         ht_sim_compute(s, r, sl * share[r] * sm->in_bytes * h2d, HT_SIM_CAT_COMM, nld);
         /* a rank left out (share 0) computes nothing but joins every reduction */
         const int on = share[r] > 0;
@@ -91,10 +97,11 @@ static void build_step(ht_sim *s, const ht_sim_cluster *c, int n, const ht_sim_m
             if (n > 1) {
                 ht_sim_compute(s, r, sr * 4.0 * (double)bk[k].n * d2h, HT_SIM_CAT_COMM, nrd);
                 ht_sim_coll(s, r, ids[k], nal);
+                if (serial) ht_sim_wait(s, r, ids[k], nal);
             }
         }
         for (int k = 0; n > 1 && k < nb; k++) {
-            ht_sim_wait(s, r, ids[k], nal);
+            if (!serial) ht_sim_wait(s, r, ids[k], nal);
             ht_sim_compute(s, r, 4.0 * (double)bk[k].n * h2d, HT_SIM_CAT_COMM, nwr);
         }
         ht_sim_compute(s, r, ht_sim_optim_time(c, r, sm, sm->param_bytes), HT_SIM_CAT_OPT, nop);
