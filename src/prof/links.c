@@ -2,10 +2,11 @@
  * other ranks wait at a barrier, so that pairs never share the transport. Latency: half the
  * best round trip of an 8-byte ping-pong. Bandwidth: as the ring all-reduce uses a link
  * (every step of it a simultaneous exchange with the neighbours, src/comm), both ranks send
- * 4 MiB to each other at once; the bytes over the median time of such exchanges. The best
- * ping-pong of one warm 4 MiB buffer, measured before, gave 2.2 or 8.3 GB/s from one
- * profile to the next on this machine while the trainer's reductions moved 1.5-2 GB/s
- * (BENCHMARKS.md, hetsim validation). Every rank ends with the table. */
+ * 4 MiB to each other at once; the bytes over the best time of such exchanges (the median
+ * collapsed to 0.2-0.9 GB/s whenever other processes took the cores). The one-way ping-pong
+ * of one warm buffer, measured before, gave 8.3 GB/s where the trainer's 7.45 MB ring moved
+ * 2.2-2.5 GB/s (the exchange: 3.4-4.6; BENCHMARKS.md, hetsim validation). Every rank ends
+ * with the table. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,7 +42,7 @@ static int cmp_double(const void *x, const void *y) {
     return (a > b) - (a < b);
 }
 
-/* Median seconds of a simultaneous exchange of `bytes` each way between ranks a and b (both
+/* Best seconds of a simultaneous exchange of `bytes` each way between ranks a and b (both
  * time it; a's figure is returned), 0 on the other ranks. */
 static double exchange(int a, int b, char *buf, size_t bytes, int warm, int reps) {
     int me = ht_comm_rank();
@@ -57,9 +58,9 @@ static double exchange(int a, int b, char *buf, size_t bytes, int warm, int reps
         if (i >= warm) t[i - warm] = ht_now() - t0;
     }
     qsort(t, (size_t)reps, sizeof *t, cmp_double);
-    double med = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+    double best = t[0];
     free(t);
-    return med;
+    return best;
 }
 
 int ht_prof_links(int quick, ht_profile *p, FILE *log) {

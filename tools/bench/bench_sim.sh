@@ -5,8 +5,9 @@
 #   1. hetprof under the same mpirun setting measures each rank's device (per-layer times at
 #      several batch sizes) and the MPI link between the ranks -> this round's profile;
 #   2. a cluster description from it (one host of $(nproc) cores, NP one-core devices from
-#      the profile entries, the measured link: with NP > cores the ranks share cores, modelled
-#      as proportional sharing, hosts[].cores);
+#      the profile entries, the measured link, the ring's additions at the CPU device's
+#      measured memory bandwidth: with NP > cores the ranks share cores, modelled as
+#      proportional sharing, hosts[].cores);
 #   3. every case (equal / speed split, slowdowns; 1f1b, gpipe, chimera, 2bw on 2 stages; the
 #      order rotated from round to round), hettrain trains STEPS steps of the MNIST MLP with
 #      --trace; after the last round one more profile, and hetsim predicts each run from the
@@ -48,6 +49,8 @@ profile() { # profile ROUND: prof$1.cfg and cluster$1.cfg
         for ((r = 0; r < np; r++)); do echo "  { name = \"rank$r\"; profile_device = $r; cores = 1.0; }$([ $r -lt $((np - 1)) ] && echo ,)"; done
         echo ");"
         printf 'hosts = ( { cores = %d; devices = [' "$(nproc)"; for ((r = 0; r < np; r++)); do printf '"rank%d"%s' $r "$([ $r -lt $((np - 1)) ] && echo ', ')"; done; echo '] ; } );'
+        # the ring's additions run in host memory: a CPU device's own memory bandwidth
+        echo "host_add_gbs = $(sed -nE 's/^ *mem_bw_gbs = ([0-9.e+-]+);/\1/p' "$tmp/prof$k.cfg" | head -1);"
         echo "links = { intra = { latency_us = ${lat:-5}; bandwidth_gbs = ${bw:-5}; };"
         echo "          inter = { latency_us = ${lat:-5}; bandwidth_gbs = ${bw:-5}; }; };"
     } >"$tmp/cluster$k.cfg"
