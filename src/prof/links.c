@@ -71,7 +71,7 @@ int ht_prof_links(int quick, ht_profile *p, FILE *log) {
         return ht_error(HT_EINPUT, "%d ranks: a profile holds at most %d devices", n,
                         HT_PROF_MAX_DEVS);
     const size_t big = (size_t)4 << 20;
-    int lat_reps = quick ? 200 : 2000, bw_reps = quick ? 5 : 20;
+    int lat_reps = quick ? 200 : 2000, bw_reps = quick ? 5 : 100; /* best of many: robust to preemption */
     char *buf = ht_xcalloc(2 * big, 1); /* send and receive halves */
     int npairs = n * (n - 1) / 2;
     double *fig = ht_xcalloc((size_t)npairs * 2, sizeof *fig);
