@@ -95,4 +95,32 @@ ok $? "data parallel lost for memory, and says so"
 "$HETTRAIN" schedule -c "$TMP/plan2.cfg" >"$TMP/sched" 2>&1
 ok $? "hettrain schedule -c plan.cfg accepts the written job"
 grep -q '^makespan' "$TMP/sched"; ok $? "and prints its pipeline"
+# pipe.partition "hetero" and hepipe's order come from the cost model's layer times through
+# the trainer's own functions (src/train/pipe_plan.h): with rank 1 three times slower the
+# hetero cut gives it fewer layers, so the step is shorter than the uniform cut's; on equal
+# ranks 2bw's steady state (no flush) is shorter than 1f1b's flushed step
+cat >"$TMP/roof.cfg" <<'CFG'
+devices = ( { name = "cpu"; gflops = 50.0; mem_bw_gbs = 20.0; } );
+hosts = ( { devices = ["cpu", "cpu"]; } );
+links = { intra = { latency_us = 1; bandwidth_gbs = 2; }; inter = { latency_us = 1; bandwidth_gbs = 2; }; };
+CFG
+cat >"$TMP/deep.cfg" <<'CFG'
+model = { hidden = [256, 256, 256, 256, 256, 256]; };
+data = { kind = "synthetic"; samples = 512; features = 64; classes = 4; };
+train = { batch = 64; steps = 4; };
+optim = { lr = 0.1; };
+cluster = { slowdown = [1.0, 3.0]; };
+pipe = { stages = 2; micro_batches = 4; };
+CFG
+step_of() { "$HETSIM" --cluster "$TMP/roof.cfg" -c "$TMP/deep.cfg" "$@" 2>&1 | sed -nE 's/^step time +([0-9.e+-]+) ms/\1/p'; }
+u=$(step_of --set 'pipe.schedule="1f1b"' --set 'pipe.partition="uniform"')
+h=$(step_of --set 'pipe.schedule="1f1b"' --set 'pipe.partition="hetero"')
+e=$(step_of --set 'pipe.schedule="hepipe"' --set 'pipe.partition="hetero"')
+# equal ranks: 1f1b's fill and drain cost more than 2bw's weight copy
+f=$(step_of --set 'pipe.schedule="1f1b"' --set 'cluster.slowdown=[1.0, 1.0]' --set 'pipe.partition="balanced"')
+w=$(step_of --set 'pipe.schedule="2bw"' --set 'cluster.slowdown=[1.0, 1.0]' --set 'pipe.partition="balanced"')
+awk -v u="$u" -v h="$h" 'BEGIN { exit !(u > 0 && h > 0 && h < 0.9 * u) }'
+ok $? "slowdown [1, 3]: hetero cut $h ms < uniform $u ms"
+awk -v e="$e" 'BEGIN { exit !(e > 0) }'; ok $? "hepipe on the hetero cut simulates ($e ms)"
+awk -v f="$f" -v w="$w" 'BEGIN { exit !(w > 0 && w < f) }'; ok $? "equal ranks: 2bw steady state $w ms < 1f1b $f ms"
 done_testing

@@ -15,6 +15,7 @@
 #include "pipe/bounds.h"
 #include "pipe/sched_2bw.h"
 #include "pipe/transform.h"
+#include "train/pipe_plan.h"
 #include "sim/sim.h"
 #include "build/build.h"
 
@@ -153,29 +154,63 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
                         "micro-batches = %d x %d", cfg->source, cfg->train.batch, W, N);
     ht_pipe_params pp = {.kind = kind, .D = D, .N = N,
                          .v = kind == HT_PIPE_INTERLEAVED ? cfg->pipe.chunks : 1};
+    /* the "hetero" cut and hepipe's order come from each layer's time on each rank's
+     * device, which the trainer measures at start-up (src/train/pipe_plan.h): here the cost
+     * model's, through the very same functions */
+    int mb = cfg->train.batch / (W * N), S = D * pp.v;
+    int *bounds = ht_xmalloc((size_t)(S + 1) * sizeof *bounds);
+    double *cal = NULL, *st = NULL;
+    int rc = HT_OK, hetero = !cfg->pipe.nboundaries && !strcmp(cfg->pipe.partition, "hetero");
+    if (hetero || kind == HT_PIPE_HEPIPE) {
+        int L = j->sm->nlayers;
+        cal = ht_xmalloc((size_t)n * 2 * (size_t)L * sizeof *cal);
+        for (int k = 0; k < n; k++)
+            for (int l = 0; l < L; l++) {
+                cal[(size_t)k * 2 * L + l] = ht_sim_layer_time(j->c, k, j->sm, l, mb, 0);
+                cal[(size_t)k * 2 * L + L + l] = ht_sim_layer_time(j->c, k, j->sm, l, mb, 1);
+            }
+    }
+    if (hetero && (pp.v > 1 || kind == HT_PIPE_CHIMERA))
+        rc = ht_error(HT_EINPUT, "%s: \"hetero\" places one stage on each rank; \"%s\" places "
+                      "several: use it with gpipe, 1f1b or hepipe", cfg->source, cfg->pipe.schedule);
+    else if (hetero)
+        rc = ht_pipe_plan_hetero(j->m, cal, n, kind, D, N, mb, j->sm->optim_state_floats, 0, bounds);
+    else if (cfg->pipe.nboundaries) {
+        if (cfg->pipe.nboundaries != S - 1)
+            rc = ht_error(HT_EINPUT, "%s: pipe.boundaries has %d values, %d stages need %d",
+                          cfg->source, cfg->pipe.nboundaries, S, S - 1);
+        else
+            rc = ht_pipe_bounds_explicit(j->m, cfg->pipe.boundaries, S - 1, cfg->source, bounds);
+    } else
+        rc = ht_pipe_bounds(j->m, S, strcmp(cfg->pipe.partition, "balanced") ? HT_PIPE_UNIFORM
+                                                                            : HT_PIPE_BALANCED,
+                            bounds);
+    if (rc == HT_OK && kind == HT_PIPE_HEPIPE) {
+        st = ht_xmalloc((size_t)D * sizeof *st);
+        ht_pipe_plan_stage_times(j->m, cal, n, D, bounds, st);
+        pp.stage_time = st;
+    }
+    free(cal);
+    if (rc != HT_OK) {
+        free(bounds);
+        free(st);
+        return rc;
+    }
     ht_pipe_sched s;
     /* 2bw: the period stream the executor chains without a flush (the steady state) */
-    int rc = kind == HT_PIPE_2BW ? ht_pipe_2bw_steady(&pp, &s) : ht_pipe_generate(&pp, &s);
-    if (rc != HT_OK) return rc;
+    rc = kind == HT_PIPE_2BW ? ht_pipe_2bw_steady(&pp, &s) : ht_pipe_generate(&pp, &s);
+    free(st);
+    if (rc != HT_OK) {
+        free(bounds);
+        return rc;
+    }
     if (!strcmp(cfg->pipe.recompute, "all")) { /* as the pipeline engine does */
         uint8_t *all = ht_xmalloc((size_t)D);
         memset(all, 1, (size_t)D);
         ht_pipe_add_recompute(&s, all);
         free(all);
     }
-    /* the executor's cut (src/pipe/bounds.h) */
-    int *bounds = ht_xmalloc((size_t)(s.S + 1) * sizeof *bounds);
-    if (cfg->pipe.nboundaries) {
-        if (cfg->pipe.nboundaries != s.S - 1)
-            rc = ht_error(HT_EINPUT, "%s: pipe.boundaries has %d values, %d stages need %d",
-                          cfg->source, cfg->pipe.nboundaries, s.S, s.S - 1);
-        else
-            rc = ht_pipe_bounds_explicit(j->m, cfg->pipe.boundaries, s.S - 1, cfg->source, bounds);
-    } else
-        rc = ht_pipe_bounds(j->m, s.S, strcmp(cfg->pipe.partition, "balanced") ? HT_PIPE_UNIFORM
-                                                                              : HT_PIPE_BALANCED,
-                            bounds);
-    ht_sim_pipe p = {.s = &s, .W = W, .mb = cfg->train.batch / (W * N), .bounds = bounds, .alg = alg,
+    ht_sim_pipe p = {.s = &s, .W = W, .mb = mb, .bounds = bounds, .alg = alg,
                      .chain = kind == HT_PIPE_2BW ? 4 : 0};
     if (rc == HT_OK) rc = ht_sim_run_pipe(j->c, j->sm, &p, trace != NULL, trace, r);
     ht_pipe_sched_free(&s);
