@@ -20,6 +20,7 @@
 #include "comm/comm.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "core/stop.h"
 #include "sync/internal.h"
 #include "sync/rules.h"
 
@@ -62,7 +63,10 @@ static void gossip_open(ht_sync *s) {
     g->a = 1;
     ht_sync_params_read(s, g->last);
     g->last_norm = dist(g->last, NULL, s->n);
-    if (s->rank == 0) ht_sync_send_init(s, s->L.workers, (int64_t)s->n, NULL);
+}
+
+static void gossip_begin(ht_sync *s, int64_t until) {
+    if (s->rank == 0) ht_sync_send_init(s, s->L.workers, until, NULL, (int64_t)s->n, NULL, 0);
 }
 
 /* Receives one waiting model message (or FIN) and merges it into x. */
@@ -83,6 +87,7 @@ static void read_control(ht_sync *s, gs_worker *g) {
         ht_comm_recv(&g->ctrl, sizeof g->ctrl, s->L.workers, TAG_GROUP);
         s->global = g->ctrl.samples;
         if (g->ctrl.kind == MSG_STOP) s->stop = 1;
+        if (g->ctrl.kind == MSG_STOP && g->ctrl.aux) s->told_interrupt = 1;
     }
 }
 
@@ -126,7 +131,10 @@ static void gossip_step(ht_sync *s, int b, float lr) {
     g->unreported += b;
     if (!g->pm || ht_comm_msg_done(g->pm, NULL, NULL)) {
         if (g->pm) ht_comm_msg_free(g->pm);
-        g->prog = (msg_hdr){.kind = MSG_READY, .samples = g->unreported, .clock = g->steps};
+        g->prog = (msg_hdr){.kind = MSG_READY,
+                            .samples = g->unreported,
+                            .clock = g->steps,
+                            .aux = ht_stop_requested()};
         g->pm = ht_comm_isend(&g->prog, sizeof g->prog, s->L.workers, TAG_READY);
         g->unreported = 0;
     }
@@ -134,18 +142,20 @@ static void gossip_step(ht_sync *s, int b, float lr) {
     s->st.comm_s += ht_now() - t0;
 }
 
-static void gossip_finish(ht_sync *s) {
+/* The end of a segment: the coordinator gets the last progress and BYE, and answers up to
+ * FIN; every worker sends FIN to every other one and merges what is in flight until it has
+ * every FIN (a model sent in this segment arrives before its sender's FIN). */
+static void gossip_quiesce(ht_sync *s) {
     gs_worker *g = s->impl;
     int W = s->L.workers, coord = s->L.workers;
-    /* the coordinator: the last progress, BYE, and its answers up to END */
     if (g->pm) ht_comm_msg_wait(g->pm, NULL, NULL);
     g->pm = NULL;
     msg_hdr bye = {.kind = MSG_BYE, .samples = g->unreported};
+    g->unreported = 0;
     ht_comm_send(&bye, sizeof bye, coord, TAG_READY);
     do
         ht_comm_recv(&g->ctrl, sizeof g->ctrl, coord, TAG_GROUP);
     while (g->ctrl.kind != MSG_FIN);
-    /* the other workers: FIN to each, then merge until every FIN is in */
     msg_hdr fin = {.kind = MSG_FIN};
     for (int w = 0; w < W; w++)
         if (w != s->rank) ht_comm_send(&fin, sizeof fin, w, TAG_MODEL);
@@ -155,9 +165,17 @@ static void gossip_finish(ht_sync *s) {
         ht_comm_probe_wait(HT_COMM_ANY, TAG_MODEL, &from, NULL);
         take(s, g, from);
     }
+    g->fins = 0;
     if (g->sm) ht_comm_msg_wait(g->sm, NULL, NULL);
     g->sm = NULL;
-    /* the push-sum average: sum a_i x_i / sum a_i */
+    ht_sync_params_write(s, g->x);
+}
+
+/* The push-sum average sum a_i x_i / sum a_i into out, on every worker (after a quiesce). */
+static void gossip_average(ht_sync *s, float *out) {
+    gs_worker *g = s->impl;
+    const int W = s->L.workers;
+    ht_sync_params_read(s, g->x);
     float *y = ht_xmalloc((s->n + 1) * sizeof(float));
     for (size_t i = 0; i < s->n; i++)
         y[i] = (float)(g->a * g->x[i]);
@@ -169,9 +187,28 @@ static void gossip_finish(ht_sync *s) {
     if (s->rank == 0)
         ht_log_info("gossip: push-sum weights sum to %.9g over %d workers (conserved)", y[s->n], W);
     for (size_t i = 0; i < s->n; i++)
-        g->x[i] = y[i] / y[s->n];
+        out[i] = y[i] / y[s->n];
     free(y);
+}
+
+static void gossip_finish(ht_sync *s) {
+    gs_worker *g = s->impl;
+    gossip_average(s, g->x);
     ht_sync_params_write(s, g->x);
+}
+
+static void gossip_get(const ht_sync *s, double *v) {
+    const gs_worker *g = s->impl;
+    v[0] = g->a, v[1] = (double)g->round, v[2] = (double)g->steps, v[3] = (double)g->since;
+}
+
+/* A resumed worker: its weight and counters; the model at the last exchange is the one it
+ * resumes with (gossip-adaptive measures its drift from there). */
+static void gossip_set(ht_sync *s, const double *v) {
+    gs_worker *g = s->impl;
+    g->a = v[0], g->round = (int64_t)v[1], g->steps = (int64_t)v[2], g->since = (int64_t)v[3];
+    ht_sync_params_read(s, g->last);
+    g->last_norm = dist(g->last, NULL, s->n);
 }
 
 static void gossip_close(ht_sync *s) {
@@ -185,15 +222,10 @@ static void gossip_close(ht_sync *s) {
 
 /* ------------------------------------------------------------------------ coordinator */
 
-static int gossip_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, const char *sel,
-                        ht_sync_stats *st) {
-    (void)sel;
-    (void)cfg;
-    (void)rank;
-    int W = L->workers, byes = 0, stop = 0;
-    msg_hdr init;
-    ht_sync_recv_init(&init);
-    int64_t budget = init.samples, samples = 0;
+/* One segment: counts progress until every worker has said BYE. */
+static void coordinator_segment(int W, const msg_hdr *init, ht_sync_stats *st, int64_t *total) {
+    int byes = 0, stop = STOP_NO;
+    int64_t until = init->samples, samples = init->clock;
     msg_hdr *in = ht_xcalloc((size_t)W, sizeof(msg_hdr));
     ht_comm_msg **rmsg = ht_xcalloc((size_t)W, sizeof *rmsg);
     for (int w = 0; w < W; w++)
@@ -205,22 +237,34 @@ static int gossip_serve(const ht_config *cfg, const ht_sync_layout *L, int rank,
         ht_comm_msg_free(rmsg[w]);
         rmsg[w] = NULL;
         samples += in[w].samples;
-        if (!stop && samples >= budget) stop = 1;
+        stop = ht_sync_stop_update(stop, samples, until, in[w].aux);
         msg_hdr ans = {.kind = in[w].kind == MSG_BYE ? MSG_FIN
                                : stop                ? MSG_STOP
                                                      : MSG_GROUP,
-                       .samples = samples};
+                       .samples = samples,
+                       .aux = stop == STOP_INTERRUPT};
         ht_comm_send(&ans, sizeof ans, w, TAG_GROUP); /* small: eager, does not block */
         if (in[w].kind == MSG_BYE)
             byes++;
         else
             rmsg[w] = ht_comm_irecv(&in[w], sizeof in[w], w, TAG_READY);
     }
-    st->samples = samples;
+    *total = samples;
     free(in);
     free(rmsg);
-    return HT_OK;
 }
 
-const ht_sync_policy ht_gossip_policy = {gossip_open, gossip_step, gossip_finish, gossip_close,
-                                         gossip_serve, NULL};
+static int gossip_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, const char *sel,
+                        ht_sync_stats *st) {
+    (void)sel;
+    (void)cfg;
+    (void)rank;
+    msg_hdr init;
+    while (ht_sync_recv_init(&init) == MSG_INIT)
+        coordinator_segment(L->workers, &init, st, &st->samples);
+    return ht_sync_fin_rc(&init);
+}
+
+const ht_sync_policy ht_gossip_policy = {
+    gossip_open,  gossip_step,    gossip_finish,  gossip_close, gossip_serve, NULL,
+    gossip_begin, gossip_quiesce, gossip_average, gossip_get,   gossip_set};

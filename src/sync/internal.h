@@ -19,9 +19,15 @@ enum {
     TAG_READY,      /* worker -> group generator / coordinator */
     TAG_GROUP,      /* group generator / coordinator -> worker */
     TAG_MODEL,      /* worker -> worker: gossip model (or FIN) */
+    TAG_SNAP,       /* worker -> worker 0: its state for a checkpoint */
+    TAG_AGREE,      /* worker <-> worker 0: the samples and stop flag of a segment */
 };
 
 enum { MSG_INIT, MSG_PUSH, MSG_BYE, MSG_PARAMS, MSG_READY, MSG_GROUP, MSG_STOP, MSG_FIN };
+
+/* An extra rank's stop decision within a segment: go on, the segment's samples are done, or
+ * a worker (or this rank) was asked to stop (core/stop.h). Replies carry it. */
+enum { STOP_NO, STOP_BUDGET, STOP_INTERRUPT };
 
 /* Every message starts with this header (payload floats follow where there are any). */
 typedef struct msg_hdr {
@@ -34,6 +40,9 @@ typedef struct msg_hdr {
     double held_s;   /* PARAMS/GROUP: how long the reply was held (the sender's wait);
                         PUSH: the seconds the step computed (emulated slowdown included) */
     double weight;   /* MODEL: push-sum weight; GROUP: this member's SAP weight */
+    int64_t aux;     /* PUSH/READY: 1 when the sender was asked to stop (core/stop.h);
+                        INIT: a server's optimizer steps; FIN on TAG_INIT: 1 = interrupted;
+                        FINAL: the server's optimizer steps */
 } msg_hdr;
 
 /* Floats after the header in a buffer (the header is a multiple of 8 bytes). */
@@ -51,17 +60,30 @@ struct ht_sync {
     int64_t total_steps; /* budget in global steps of train.batch */
     int64_t global;      /* latest known samples over all workers */
     int stop;
+    int told_interrupt;  /* an extra rank's reply said STOP_INTERRUPT this segment */
+    int64_t local;       /* local steps since step 0 (the data stream's batch number) */
+    int64_t seg_start, seg_samples; /* the job's samples at the segment's start; this
+                                       worker's samples in it */
+    int64_t *version, *opt_t; /* parameter servers: each one's updates and optimizer steps */
     double last_compute; /* seconds of the last step's compute (ht_sync_add_compute) */
     ht_sync_stats st;
     const ht_sync_policy *policy;
     void *impl; /* the policy's worker state */
 };
 
-/* An extra rank's start: worker 0's INIT header (blocking, politely); a payload, if any,
- * follows as a second TAG_INIT message. */
-void ht_sync_recv_init(msg_hdr *h);
-/* Worker 0: INIT to extra rank `to` with an optional payload. */
-void ht_sync_send_init(const ht_sync *s, int to, int64_t n, const float *payload);
+/* An extra rank's start of a segment: worker 0's INIT header (blocking, politely): kind
+ * MSG_INIT (clock: samples so far, samples: the segment's end, id: total steps; a payload,
+ * if any, follows as a second TAG_INIT message) or MSG_FIN (no more segments; aux 1: the job
+ * was interrupted). Returns h->kind. */
+int64_t ht_sync_recv_init(msg_hdr *h);
+/* Worker 0: INIT of a segment ending at `until` samples to extra rank `to` (n: the header's
+ * size field), with an optional payload of npay floats (h: version and aux, may be NULL). */
+void ht_sync_send_init(const ht_sync *s, int to, int64_t until, const msg_hdr *h, int64_t n,
+                       const float *payload, size_t npay);
+/* An extra rank's answer to a stop flag in a worker's message (or its own signal). */
+int ht_sync_stop_update(int stop, int64_t samples, int64_t until, int64_t aux);
+/* The end of an extra rank's run: HT_ESTOPPED when the FIN said interrupted. */
+int ht_sync_fin_rc(const msg_hdr *h);
 /* Appends printf-style text to the NUL-terminated list buf (size bytes), after a comma unless
  * buf is empty; text that does not fit is cut off. For the decision log's lists. */
 void ht_sync_cat(char *buf, size_t size, const char *fmt, ...) HT_PRINTF(3, 4);
@@ -78,7 +100,10 @@ void ht_sync_workers_sum(const ht_sync *s, float *x, size_t n);
 /* A family of policies: its worker side (open after ht_sync's fields are set, backward of
  * each local batch, step after it, finish after the last step, close) and its extra ranks
  * (serve). NULL backward: ht_model_backward; NULL finish: nothing to gather; NULL serve: the
- * policy has no extra ranks. */
+ * policy has no extra ranks. The asynchronous ones also run in segments (sync.h): begin
+ * (worker 0 starts the extra ranks' segment), quiesce (drain every message in flight; worker
+ * 0 then holds the servers' state), average (collective over the workers: the job's model
+ * into out, on every worker), and get/set of a worker's scalars (HT_SYNC_NV - 2 of them). */
 struct ht_sync_policy {
     void (*open)(ht_sync *s);
     void (*step)(ht_sync *s, int b, float lr);
@@ -88,6 +113,11 @@ struct ht_sync_policy {
                  ht_sync_stats *st);
     /* as ht_sync_backward; sets s->stop */
     void (*backward)(ht_sync *s, int b, float grad_scale, double t_start);
+    void (*begin)(ht_sync *s, int64_t until);
+    void (*quiesce)(ht_sync *s);
+    void (*average)(ht_sync *s, float *out); /* NULL: worker 0's parameters are the job's */
+    void (*get)(const ht_sync *s, double *v);
+    void (*set)(ht_sync *s, const double *v);
 };
 
 extern const ht_sync_policy ht_bsp_policy;     /* bsp: sync/bsp.c */

@@ -16,6 +16,8 @@
 #include "comm/comm.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "core/stop.h"
+#include "io/trace.h"
 #include "io/metrics.h"
 #include "sync/internal.h"
 #include "sync/rules.h"
@@ -44,7 +46,10 @@ static void preduce_open(ht_sync *s) {
     p->y = ht_xmalloc(s->n * sizeof(float));
     p->reply = ht_xcalloc(1, group_bytes(s->L.workers));
     p->members = ht_xcalloc((size_t)s->L.workers, sizeof(int));
-    if (s->rank == 0) ht_sync_send_init(s, s->L.workers, (int64_t)s->n, NULL);
+}
+
+static void preduce_begin(ht_sync *s, int64_t until) {
+    if (s->rank == 0) ht_sync_send_init(s, s->L.workers, until, NULL, (int64_t)s->n, NULL, 0);
 }
 
 static void preduce_step(ht_sync *s, int b, float lr) {
@@ -53,7 +58,7 @@ static void preduce_step(ht_sync *s, int b, float lr) {
     double tc = ht_now();
     ht_optim_step(s->opt, s->m->params, s->m->grads, lr);
     p->t++;
-    msg_hdr ready = {.kind = MSG_READY, .clock = p->t, .samples = b};
+    msg_hdr ready = {.kind = MSG_READY, .clock = p->t, .samples = b, .aux = ht_stop_requested()};
     ht_dev_finish(s->m->dev);
     s->st.compute_s += ht_now() - tc;
     double t0 = ht_now();
@@ -65,9 +70,11 @@ static void preduce_step(ht_sync *s, int b, float lr) {
     s->global = h->samples;
     if (h->kind == MSG_STOP) {
         s->stop = 1;
+        s->told_interrupt = h->aux != 0;
         return;
     }
     int n = (int)h->n;
+    s->told_interrupt |= h->version == STOP_INTERRUPT;
     if (n < 2) {
         s->stop = h->version != 0;
         return;
@@ -93,14 +100,22 @@ static void preduce_step(ht_sync *s, int b, float lr) {
     s->st.comm_s += ht_now() - t1;
 }
 
+/* The workers' plain average into out (every worker). */
+static void preduce_average(ht_sync *s, float *out) {
+    ht_sync_params_read(s, out);
+    ht_sync_workers_sum(s, out, s->n);
+    for (size_t i = 0; i < s->n; i++)
+        out[i] /= (float)s->L.workers;
+}
+
 static void preduce_finish(ht_sync *s) {
     pr_worker *p = s->impl;
-    ht_sync_params_read(s, p->x);
-    ht_sync_workers_sum(s, p->x, s->n);
-    for (size_t i = 0; i < s->n; i++)
-        p->x[i] /= (float)s->L.workers;
+    preduce_average(s, p->x);
     ht_sync_params_write(s, p->x);
 }
+
+static void preduce_get(const ht_sync *s, double *v) { v[0] = (double)((pr_worker *)s->impl)->t; }
+static void preduce_set(ht_sync *s, const double *v) { ((pr_worker *)s->impl)->t = (int64_t)v[0]; }
 
 static void preduce_close(ht_sync *s) {
     pr_worker *p = s->impl;
@@ -119,7 +134,7 @@ typedef struct generator {
     void **out; /* per worker: a GROUP message */
     ht_comm_msg **smsg;
     int64_t *t; /* timestamps */
-    int64_t samples, budget, gid;
+    int64_t samples, until, gid;
     int stop, finished;
     ht_pgroup g;
     ht_metrics *log;
@@ -137,7 +152,7 @@ static void send_to(generator *v, int w, const msg_hdr *h, const int *members,
 }
 
 static void stop_worker(generator *v, int w) {
-    msg_hdr h = {.kind = MSG_STOP, .samples = v->samples};
+    msg_hdr h = {.kind = MSG_STOP, .samples = v->samples, .aux = v->stop == STOP_INTERRUPT};
     send_to(v, w, &h, NULL, NULL);
     ht_pgroup_leave(&v->g, w);
     v->finished++;
@@ -157,7 +172,7 @@ static void form(generator *v, const int *members, int n) {
         for (int k = 0; k < n; k++)
             w[k] = 1.0 / n;
     int64_t id = n >= 2 ? v->gid++ : -1;
-    /* the budget is spent: the members average this last time, then stop */
+    /* the segment has ended: the members average this last time, then stop */
     msg_hdr h = {.kind = MSG_GROUP,
                  .n = n,
                  .id = id,
@@ -181,56 +196,77 @@ static void form(generator *v, const int *members, int n) {
     free(w);
 }
 
+/* One segment: groups until every worker has been told to stop. */
+static void generator_segment(generator *v, msg_hdr *in, ht_comm_msg **rmsg, int *members,
+                              ht_sync_stats *st) {
+    const int W = v->W;
+    for (int w = 0; w < W; w++)
+        rmsg[w] = ht_comm_irecv(&in[w], sizeof in[w], w, TAG_READY);
+    while (v->finished < W) {
+        double t0 = ht_now();
+        int w = ht_comm_msg_waitany(rmsg, W, ht_pgroup_wait_hint(&v->g, t0));
+        st->wait_s += ht_now() - t0;
+        double now = ht_now();
+        if (w >= 0) {
+            ht_comm_msg_free(rmsg[w]);
+            rmsg[w] = NULL;
+            v->samples += in[w].samples;
+            v->t[w] = in[w].clock;
+            int was = v->stop;
+            v->stop = ht_sync_stop_update(v->stop, v->samples, v->until, in[w].aux);
+            if (was)
+                stop_worker(v, w); /* ready after the segment ended */
+            else
+                ht_pgroup_ready(&v->g, w, now);
+        }
+        /* the groups due now form even when the segment ends with this message (their members
+         * average once more, then stop: a segment's end changes no group); a member's next
+         * ready message can come once it has its group */
+        for (int n; (n = ht_pgroup_next(&v->g, now, members)) > 0;) {
+            form(v, members, n);
+            for (int k = 0; k < n; k++)
+                if (v->stop) {
+                    ht_pgroup_leave(&v->g, members[k]);
+                    v->finished++;
+                } else {
+                    rmsg[members[k]] =
+                        ht_comm_irecv(&in[members[k]], sizeof in[0], members[k], TAG_READY);
+                }
+        }
+        while (v->stop && v->g.len > 0) /* the rest waits for no group */
+            stop_worker(v, v->g.queue[0]);
+        ht_trace_span("groups", now, ht_now());
+        st->comm_s += ht_now() - now;
+    }
+}
+
 static int preduce_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, const char *sel,
                          ht_sync_stats *st) {
     (void)sel;
     (void)rank;
     generator v = {.cfg = cfg, .mode = L->mode, .W = L->workers};
-    msg_hdr init;
-    ht_sync_recv_init(&init);
-    v.budget = init.samples;
     int W = v.W, rc = HT_OK;
     if (cfg->sync.log[0] && (rc = ht_metrics_open(&v.log, cfg->sync.log, 0)) != HT_OK) return rc;
-    ht_pgroup_init(&v.g, W, cfg->sync.group, cfg->sync.deadline_ms / 1e3, cfg->sync.global_every);
     msg_hdr *in = ht_xcalloc((size_t)W, sizeof(msg_hdr));
     ht_comm_msg **rmsg = ht_xcalloc((size_t)W, sizeof *rmsg);
     v.smsg = ht_xcalloc((size_t)W, sizeof *v.smsg);
     v.out = ht_xcalloc((size_t)W, sizeof(void *));
     v.t = ht_xcalloc((size_t)W, sizeof(int64_t));
     int *members = ht_xcalloc((size_t)W, sizeof(int));
-    for (int w = 0; w < W; w++) {
+    for (int w = 0; w < W; w++)
         v.out[w] = ht_xcalloc(1, group_bytes(W));
-        rmsg[w] = ht_comm_irecv(&in[w], sizeof in[w], w, TAG_READY);
+    msg_hdr init;
+    while (ht_sync_recv_init(&init) == MSG_INIT) {
+        v.samples = init.clock;
+        v.until = init.samples;
+        v.stop = STOP_NO;
+        v.finished = 0;
+        ht_pgroup_init(&v.g, W, cfg->sync.group, cfg->sync.deadline_ms / 1e3,
+                       cfg->sync.global_every);
+        generator_segment(&v, in, rmsg, members, st);
+        ht_pgroup_free(&v.g);
     }
-    while (v.finished < W) {
-        double t0 = ht_now();
-        int w = ht_comm_msg_waitany(rmsg, W, ht_pgroup_wait_hint(&v.g, t0));
-        st->wait_s += ht_now() - t0;
-        double now = ht_now();
-        if (w >= 0) {
-            ht_comm_msg_free(rmsg[w]);
-            rmsg[w] = NULL;
-            v.samples += in[w].samples;
-            v.t[w] = in[w].clock;
-            if (!v.stop && v.samples >= v.budget) {
-                v.stop = 1;
-                while (v.g.len > 0)
-                    stop_worker(&v, v.g.queue[0]);
-            }
-            if (v.stop)
-                stop_worker(&v, w);
-            else
-                ht_pgroup_ready(&v.g, w, now);
-        }
-        /* a member's next ready message can come once it has its group */
-        for (int n; !v.stop && (n = ht_pgroup_next(&v.g, now, members)) > 0;) {
-            form(&v, members, n);
-            for (int k = 0; k < n; k++)
-                rmsg[members[k]] =
-                    ht_comm_irecv(&in[members[k]], sizeof in[0], members[k], TAG_READY);
-        }
-        st->comm_s += ht_now() - now;
-    }
+    rc = ht_sync_fin_rc(&init);
     st->steps = v.gid;
     st->samples = v.samples;
     for (int w = 0; w < W; w++) {
@@ -240,9 +276,9 @@ static int preduce_serve(const ht_config *cfg, const ht_sync_layout *L, int rank
     if (v.log) {
         ht_sync_logged(ht_metrics_write(v.log, "type=%s t=%f groups=%lld samples=%lld", "end",
                                         ht_now(), (long long)v.gid, (long long)v.samples));
-        rc = ht_metrics_close(v.log);
+        int crc = ht_metrics_close(v.log);
+        if (rc == HT_OK) rc = crc;
     }
-    ht_pgroup_free(&v.g);
     free(in);
     free(rmsg);
     free(v.smsg);
@@ -252,5 +288,6 @@ static int preduce_serve(const ht_config *cfg, const ht_sync_layout *L, int rank
     return rc;
 }
 
-const ht_sync_policy ht_preduce_policy = {preduce_open, preduce_step, preduce_finish, preduce_close,
-                                          preduce_serve, NULL};
+const ht_sync_policy ht_preduce_policy = {
+    preduce_open,  preduce_step,    preduce_finish,  preduce_close, preduce_serve, NULL,
+    preduce_begin, NULL,            preduce_average, preduce_get,   preduce_set};

@@ -35,6 +35,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "io/metrics.h"
+#include "io/trace.h"
 #include "ocl/ocl.h"
 #include "optim/optim.h"
 #include "optim/schedule.h"
@@ -45,9 +46,10 @@
 
 typedef struct ps_worker {
     int S;            /* servers */
+    int ns;           /* optimizer state buffers (a server's state travels with its shard) */
     size_t *lo, *hi;  /* shard j: parameters [lo[j], hi[j]) */
-    void **out, **in; /* per server: header + shard (push), header + shard (pull) */
-    int64_t *version; /* per server: the version of the shard last pulled */
+    void **out, **in; /* per server: header + shard (push); header + shard + states (pull,
+                         final) */
     int64_t clock;    /* pushes done */
 } ps_worker;
 
@@ -55,26 +57,61 @@ static size_t shard_bytes(const ps_worker *p, int j) {
     return sizeof(msg_hdr) + (p->hi[j] - p->lo[j]) * sizeof(float);
 }
 
+/* A shard with its optimizer state: INIT and FINAL. */
+static size_t state_bytes(const ps_worker *p, int j) {
+    return sizeof(msg_hdr) + (size_t)(p->ns + 1) * (p->hi[j] - p->lo[j]) * sizeof(float);
+}
+
 static void ps_open(ht_sync *s) {
     ps_worker *p = ht_xcalloc(1, sizeof *p);
     s->impl = p;
     p->S = s->L.extra;
+    p->ns = ht_optim_state_count(s->opt);
     p->lo = ht_xcalloc((size_t)p->S, sizeof(size_t));
     p->hi = ht_xcalloc((size_t)p->S, sizeof(size_t));
     p->out = ht_xcalloc((size_t)p->S, sizeof(void *));
     p->in = ht_xcalloc((size_t)p->S, sizeof(void *));
-    p->version = ht_xcalloc((size_t)p->S, sizeof(int64_t));
+    s->version = ht_xcalloc((size_t)p->S, sizeof(int64_t));
+    s->opt_t = ht_xcalloc((size_t)p->S, sizeof(int64_t));
     for (int j = 0; j < p->S; j++) {
+        s->opt_t[j] = s->opt->t; /* a resumed run's optimizer steps (one-process checkpoint) */
         ht_comm_ring_chunk(s->n, p->S, j, &p->lo[j], &p->hi[j]);
-        p->out[j] = ht_xcalloc(1, shard_bytes(p, j));
-        p->in[j] = ht_xcalloc(1, shard_bytes(p, j));
+        p->out[j] = ht_xcalloc(1, state_bytes(p, j));
+        p->in[j] = ht_xcalloc(1, state_bytes(p, j));
     }
+}
+
+/* Shard j of the device buffer b into x (len floats). */
+static void shard_read(ht_sync *s, const ht_buf *b, int j, float *x) {
+    ps_worker *p = s->impl;
+    ht_buf_read(s->m->dev, b, p->lo[j] * sizeof(float), (p->hi[j] - p->lo[j]) * sizeof(float), x);
+}
+
+static void shard_write(ht_sync *s, ht_buf *b, int j, const float *x) {
+    ps_worker *p = s->impl;
+    ht_buf_write(s->m->dev, b, p->lo[j] * sizeof(float), (p->hi[j] - p->lo[j]) * sizeof(float),
+                 x);
+}
+
+/* Worker 0 hands each server its shard, optimizer state, version and optimizer steps (at
+ * the start: the initial or resumed model; later: what the server sent at the quiesce). */
+static void ps_begin(ht_sync *s, int64_t until) {
+    ps_worker *p = s->impl;
     if (s->rank != 0) return;
-    float *x = ht_xmalloc(s->n * sizeof(float));
-    ht_sync_params_read(s, x);
-    for (int j = 0; j < p->S; j++)
-        ht_sync_send_init(s, s->L.workers + j, (int64_t)(p->hi[j] - p->lo[j]), x + p->lo[j]);
-    free(x);
+    for (int j = 0; j < p->S; j++) {
+        size_t len = p->hi[j] - p->lo[j];
+        float *x = PAYLOAD(p->out[j]);
+        shard_read(s, s->m->params, j, x);
+        for (int i = 0; i < p->ns; i++) {
+            const char *name;
+            ht_buf *buf;
+            size_t n;
+            ht_optim_state(s->opt, i, &name, &buf, &n);
+            shard_read(s, buf, j, x + (size_t)(i + 1) * len);
+        }
+        msg_hdr h = {.version = s->version[j], .aux = s->opt_t[j]};
+        ht_sync_send_init(s, s->L.workers + j, until, &h, (int64_t)len, x, (p->ns + 1) * len);
+    }
 }
 
 static void ps_step(ht_sync *s, int b, float lr) {
@@ -87,10 +124,10 @@ static void ps_step(ht_sync *s, int b, float lr) {
         *h = (msg_hdr){.kind = MSG_PUSH,
                        .clock = p->clock,
                        .samples = b,
-                       .version = p->version[j],
-                       .held_s = s->last_compute};
-        ht_buf_read(s->m->dev, s->m->grads, p->lo[j] * sizeof(float),
-                    (p->hi[j] - p->lo[j]) * sizeof(float), PAYLOAD(h));
+                       .version = s->version[j],
+                       .held_s = s->last_compute,
+                       .aux = ht_stop_requested()};
+        shard_read(s, s->m->grads, j, PAYLOAD(h));
         msgs[2 * j + 1] = ht_comm_irecv(p->in[j], shard_bytes(p, j), s->L.workers + j, TAG_PULL);
         msgs[2 * j] = ht_comm_isend(h, shard_bytes(p, j), s->L.workers + j, TAG_PUSH);
     }
@@ -101,13 +138,13 @@ static void ps_step(ht_sync *s, int b, float lr) {
     for (int j = 0; j < p->S; j++) {
         const msg_hdr *h = p->in[j];
         if (h->kind != MSG_PARAMS) ht_die(HT_ERUNTIME, "sync: unexpected reply from server %d", j);
-        ht_buf_write(s->m->dev, s->m->params, p->lo[j] * sizeof(float),
-                     (p->hi[j] - p->lo[j]) * sizeof(float), PAYLOAD(h));
-        p->version[j] = h->version;
+        shard_write(s, s->m->params, j, PAYLOAD(h));
+        s->version[j] = h->version;
         if (h->held_s > held) held = h->held_s;
+        if (h->id == STOP_INTERRUPT) s->told_interrupt = 1;
         if (j == 0) {
             s->global = h->samples;
-            s->stop = h->id != 0;
+            s->stop = h->id != STOP_NO;
         }
     }
     p->clock++;
@@ -116,19 +153,36 @@ static void ps_step(ht_sync *s, int b, float lr) {
     s->st.comm_s += held < t ? t - held : 0;
 }
 
-static void ps_finish(ht_sync *s) {
+/* BYE to every server; worker 0 then takes each server's shard, optimizer state, version
+ * and optimizer steps into its own model and optimizer (the job's state). */
+static void ps_quiesce(ht_sync *s) {
     ps_worker *p = s->impl;
     msg_hdr bye = {.kind = MSG_BYE, .clock = p->clock};
     for (int j = 0; j < p->S; j++)
         ht_comm_send(&bye, sizeof bye, s->L.workers + j, TAG_PUSH);
     if (s->rank != 0) return;
     for (int j = 0; j < p->S; j++) {
-        ht_comm_msg_wait(ht_comm_irecv(p->in[j], shard_bytes(p, j), s->L.workers + j, TAG_FINAL),
+        size_t len = p->hi[j] - p->lo[j];
+        ht_comm_msg_wait(ht_comm_irecv(p->in[j], state_bytes(p, j), s->L.workers + j, TAG_FINAL),
                          NULL, NULL);
-        ht_buf_write(s->m->dev, s->m->params, p->lo[j] * sizeof(float),
-                     (p->hi[j] - p->lo[j]) * sizeof(float), PAYLOAD(p->in[j]));
+        const msg_hdr *h = p->in[j];
+        const float *x = PAYLOAD(h);
+        shard_write(s, s->m->params, j, x);
+        for (int i = 0; i < p->ns; i++) {
+            const char *name;
+            ht_buf *buf;
+            size_t n;
+            ht_optim_state(s->opt, i, &name, &buf, &n);
+            shard_write(s, buf, j, x + (size_t)(i + 1) * len);
+        }
+        s->version[j] = h->version;
+        s->opt_t[j] = h->aux;
     }
+    s->opt->t = s->opt_t[0];
 }
+
+static void ps_get(const ht_sync *s, double *v) { v[0] = (double)((ps_worker *)s->impl)->clock; }
+static void ps_set(ht_sync *s, const double *v) { ((ps_worker *)s->impl)->clock = (int64_t)v[0]; }
 
 static void ps_close(ht_sync *s) {
     ps_worker *p = s->impl;
@@ -140,7 +194,6 @@ static void ps_close(ht_sync *s) {
     free(p->in);
     free(p->lo);
     free(p->hi);
-    free(p->version);
     free(p);
 }
 
@@ -154,8 +207,8 @@ typedef struct server {
     ht_optim opt;
     ht_buf *params, *grads;
     ht_lr_sched sched;
-    int64_t total, budget, samples, version;
-    int stop;
+    int64_t total, until, samples, version; /* until: the segment's end in samples */
+    int stop, ns;
     float *x;         /* the shard on the host, as after the last update */
     void **in, **out; /* per worker: header + shard */
     ht_comm_msg **rmsg, **smsg;
@@ -296,11 +349,11 @@ static void on_push(server *v, int w) {
     }
     v->pending[w] = 1;
     v->since[w] = now;
-    if (v->first && v->samples >= v->budget) v->stop = 1;
+    if (v->first) v->stop = ht_sync_stop_update(v->stop, v->samples, v->until, h->aux);
 }
 
 static void server_free(server *v) {
-    for (int w = 0; w < v->W; w++) {
+    for (int w = 0; v->in && w < v->W; w++) {
         if (v->smsg[w]) ht_comm_msg_wait(v->smsg[w], NULL, NULL);
         free(v->in[w]);
         free(v->out[w]);
@@ -328,99 +381,164 @@ static void server_free(server *v) {
     }
 }
 
-static int ps_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, const char *sel,
-                    ht_sync_stats *st) {
-    server v = {
-        .cfg = cfg, .mode = L->mode, .W = L->workers, .first = rank == L->workers, .st = st};
-    msg_hdr h;
-    ht_sync_recv_init(&h);
-    v.len = (size_t)h.n;
-    v.total = h.id;
-    v.budget = h.samples;
-    v.x = ht_xmalloc((v.len ? v.len : 1) * sizeof(float));
-    ht_comm_recv(v.x, v.len * sizeof(float), 0, TAG_INIT);
-
+/* The device, optimizer and per-worker arrays, at the first INIT (h: its header). */
+static int server_open(server *v, const msg_hdr *h, const char *sel) {
+    const ht_config *cfg = v->cfg;
+    v->len = (size_t)h->n;
+    v->x = ht_xmalloc((v->len ? v->len : 1) * sizeof(float));
     int idx = 0, rc = ht_ocl_select(sel, &idx);
     ht_dev_opts dopts = ht_dev_opts_default();
     dopts.cache = cfg->device.cache;
     dopts.cache_dir = cfg->device.cache_dir;
     dopts.tuning = cfg->device.tuning;
-    if (rc == HT_OK) rc = ht_dev_open(&v.dev, idx, &dopts);
+    if (rc == HT_OK) rc = ht_dev_open(&v->dev, idx, &dopts);
     if (rc != HT_OK) return rc; /* the caller's error exits the job (MPI_Abort) */
     ht_optim_cfg ocfg = ht_optim_cfg_from(cfg);
-    ht_optim_init(&v.opt, v.dev, &ocfg, v.len ? v.len : 1);
-    v.params = ht_buf_new(v.dev, (v.len ? v.len : 1) * sizeof(float), "server parameters");
-    v.grads = ht_buf_new(v.dev, (v.len ? v.len : 1) * sizeof(float), "server gradients");
-    ht_buf_write(v.dev, v.params, 0, v.len * sizeof(float), v.x);
-    v.sched = ht_lr_sched_from(cfg);
-    if (v.first && cfg->sync.log[0] && (rc = ht_metrics_open(&v.log, cfg->sync.log, 0)) != HT_OK) {
-        server_free(&v);
+    ht_optim_init(&v->opt, v->dev, &ocfg, v->len ? v->len : 1);
+    v->ns = ht_optim_state_count(&v->opt);
+    v->params = ht_buf_new(v->dev, (v->len ? v->len : 1) * sizeof(float), "server parameters");
+    v->grads = ht_buf_new(v->dev, (v->len ? v->len : 1) * sizeof(float), "server gradients");
+    v->sched = ht_lr_sched_from(cfg);
+    if (v->first && cfg->sync.log[0] && (rc = ht_metrics_open(&v->log, cfg->sync.log, 0)) != HT_OK)
         return rc;
-    }
-    int W = v.W;
-    size_t bytes = sizeof(msg_hdr) + v.len * sizeof(float);
-    v.in = ht_xcalloc((size_t)W, sizeof(void *));
-    v.out = ht_xcalloc((size_t)W, sizeof(void *));
-    v.rmsg = ht_xcalloc((size_t)W, sizeof(ht_comm_msg *));
-    v.smsg = ht_xcalloc((size_t)W, sizeof(ht_comm_msg *));
-    v.clock = ht_xcalloc((size_t)W, sizeof(int64_t));
-    v.active = ht_xcalloc((size_t)W, sizeof(int));
-    v.pending = ht_xcalloc((size_t)W, sizeof(int));
-    v.since = ht_xcalloc((size_t)W, sizeof(double));
-    v.tau = ht_xcalloc((size_t)W, sizeof(double));
-    v.state = ht_xcalloc((size_t)W, sizeof(int));
-    v.group = ht_xcalloc((size_t)W, sizeof(int));
-    v.pushed = ht_xcalloc((size_t)W, sizeof(int));
-    v.nacc = ht_xcalloc((size_t)W, sizeof(int));
-    if (v.mode == HT_SYNC_DASP) v.acc = ht_xcalloc((size_t)W * v.len + 1, sizeof(float));
+    int W = v->W;
+    size_t bytes = sizeof(msg_hdr) + v->len * sizeof(float);
+    v->in = ht_xcalloc((size_t)W, sizeof(void *));
+    v->out = ht_xcalloc((size_t)W, sizeof(void *));
+    v->rmsg = ht_xcalloc((size_t)W, sizeof(ht_comm_msg *));
+    v->smsg = ht_xcalloc((size_t)W, sizeof(ht_comm_msg *));
+    v->clock = ht_xcalloc((size_t)W, sizeof(int64_t));
+    v->active = ht_xcalloc((size_t)W, sizeof(int));
+    v->pending = ht_xcalloc((size_t)W, sizeof(int));
+    v->since = ht_xcalloc((size_t)W, sizeof(double));
+    v->tau = ht_xcalloc((size_t)W, sizeof(double));
+    v->state = ht_xcalloc((size_t)W, sizeof(int));
+    v->group = ht_xcalloc((size_t)W, sizeof(int));
+    v->pushed = ht_xcalloc((size_t)W, sizeof(int));
+    v->nacc = ht_xcalloc((size_t)W, sizeof(int));
+    if (v->mode == HT_SYNC_DASP) v->acc = ht_xcalloc((size_t)W * v->len + 1, sizeof(float));
     for (int w = 0; w < W; w++) {
-        v.in[w] = ht_xcalloc(1, bytes);
-        v.out[w] = ht_xcalloc(1, bytes);
-        v.active[w] = 1;
-        v.group[w] = -1;
-        v.rmsg[w] = ht_comm_irecv(v.in[w], bytes, w, TAG_PUSH);
+        /* the largest message: a final shard with its optimizer state */
+        v->in[w] = ht_xcalloc(1, bytes);
+        v->out[w] = ht_xcalloc(1, sizeof(msg_hdr) + (size_t)(v->ns + 1) * v->len * sizeof(float));
     }
-    v.nactive = W;
-    v.units = W; /* every worker ASYNC until iteration times are known */
-    while (v.nactive > 0) {
+    return HT_OK;
+}
+
+/* A segment's start (h: its INIT): shard, optimizer state, counters from worker 0; every
+ * worker active again, DASP's states as at the start (re-measured). */
+static void server_begin(server *v, const msg_hdr *h) {
+    float *pay = ht_xmalloc((size_t)(v->ns + 1) * (v->len ? v->len : 1) * sizeof(float));
+    ht_comm_recv(pay, (size_t)(v->ns + 1) * v->len * sizeof(float), 0, TAG_INIT);
+    memcpy(v->x, pay, v->len * sizeof(float));
+    ht_buf_write(v->dev, v->params, 0, v->len * sizeof(float), v->x);
+    for (int i = 0; i < v->ns; i++) {
+        const char *name;
+        ht_buf *buf;
+        size_t n;
+        ht_optim_state(&v->opt, i, &name, &buf, &n);
+        ht_buf_write(v->dev, buf, 0, v->len * sizeof(float), pay + (size_t)(i + 1) * v->len);
+    }
+    free(pay);
+    v->opt.t = h->aux;
+    v->version = v->last_assign = h->version;
+    v->samples = h->clock;
+    v->until = h->samples;
+    v->total = h->id;
+    v->stop = STOP_NO;
+    size_t bytes = sizeof(msg_hdr) + v->len * sizeof(float);
+    for (int w = 0; w < v->W; w++) {
+        v->active[w] = 1;
+        v->pending[w] = v->pushed[w] = v->nacc[w] = 0;
+        v->clock[w] = 0;
+        v->tau[w] = 0;
+        v->state[w] = HT_DASP_ASYNC;
+        v->group[w] = -1;
+        v->rmsg[w] = ht_comm_irecv(v->in[w], bytes, w, TAG_PUSH);
+    }
+    if (v->acc) memset(v->acc, 0, (size_t)v->W * v->len * sizeof(float));
+    v->nactive = v->W;
+    v->units = v->W; /* every worker ASYNC until iteration times are known */
+}
+
+/* Serves pushes until every worker has said BYE. */
+static void server_segment(server *v) {
+    const int W = v->W;
+    ht_sync_stats *st = v->st;
+    size_t bytes = sizeof(msg_hdr) + v->len * sizeof(float);
+    while (v->nactive > 0) {
         double t0 = ht_now();
-        int w = ht_comm_msg_waitany(v.rmsg, W, -1);
+        int w = ht_comm_msg_waitany(v->rmsg, W, -1);
         st->wait_s += ht_now() - t0;
         double t1 = ht_now();
-        ht_comm_msg_free(v.rmsg[w]);
-        v.rmsg[w] = NULL;
-        const msg_hdr *m = v.in[w];
+        ht_comm_msg_free(v->rmsg[w]);
+        v->rmsg[w] = NULL;
+        const msg_hdr *m = v->in[w];
         if (m->kind == MSG_BYE) {
-            v.active[w] = 0;
-            v.nactive--;
-            v.pushed[w] = 0;
+            v->active[w] = 0;
+            v->nactive--;
+            v->pushed[w] = 0;
         } else {
-            on_push(&v, w);
-            v.rmsg[w] = ht_comm_irecv(v.in[w], bytes, w, TAG_PUSH);
+            on_push(v, w);
+            v->rmsg[w] = ht_comm_irecv(v->in[w], bytes, w, TAG_PUSH);
         }
-        if (v.mode == HT_SYNC_DASP) {
-            if (v.version - v.last_assign >= cfg->sync.interval) dasp_assign(&v);
-            dasp_complete_groups(&v);
+        if (v->mode == HT_SYNC_DASP) {
+            if (v->version - v->last_assign >= v->cfg->sync.interval) dasp_assign(v);
+            dasp_complete_groups(v);
         }
         for (int k = 0; k < W; k++)
-            if (v.pending[k] && may_release(&v, k)) reply(&v, k);
+            if (v->pending[k] && may_release(v, k)) reply(v, k);
+        ht_trace_span(w >= 0 && m->kind == MSG_BYE ? "bye" : "update", t1, ht_now());
         st->comm_s += ht_now() - t1;
     }
+}
+
+/* Every worker has said BYE: the shard, its optimizer state, version and optimizer steps to
+ * worker 0 (DASP: a SYNC group's partial sum is applied first). */
+static void server_final(server *v) {
+    for (int g = 0; v->mode == HT_SYNC_DASP && g < v->W; g++)
+        if (v->nacc[g]) flush_group(v, g);
+    msg_hdr *f = v->out[0];
+    if (v->smsg[0]) ht_comm_msg_wait(v->smsg[0], NULL, NULL);
+    v->smsg[0] = NULL;
+    *f = (msg_hdr){
+        .kind = MSG_PARAMS, .samples = v->samples, .version = v->version, .aux = v->opt.t};
+    float *x = PAYLOAD(f);
+    memcpy(x, v->x, v->len * sizeof(float));
+    for (int i = 0; i < v->ns; i++) {
+        const char *name;
+        ht_buf *buf;
+        size_t n;
+        ht_optim_state(&v->opt, i, &name, &buf, &n);
+        ht_buf_read(v->dev, buf, 0, v->len * sizeof(float), x + (size_t)(i + 1) * v->len);
+    }
+    ht_comm_send(f, sizeof(msg_hdr) + (size_t)(v->ns + 1) * v->len * sizeof(float), 0, TAG_FINAL);
+}
+
+static int ps_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, const char *sel,
+                    ht_sync_stats *st) {
+    server v = {
+        .cfg = cfg, .mode = L->mode, .W = L->workers, .first = rank == L->workers, .st = st};
+    msg_hdr h;
+    int rc = HT_OK, opened = 0;
+    while (rc == HT_OK && ht_sync_recv_init(&h) == MSG_INIT) {
+        if (!opened && (rc = server_open(&v, &h, sel)) != HT_OK) break;
+        opened = 1;
+        server_begin(&v, &h);
+        server_segment(&v);
+        server_final(&v);
+    }
+    if (rc == HT_OK) rc = ht_sync_fin_rc(&h);
     st->samples = v.samples;
-    /* every worker has said BYE: the final shard to worker 0 */
-    msg_hdr *f = v.out[0];
-    if (v.smsg[0]) ht_comm_msg_wait(v.smsg[0], NULL, NULL);
-    v.smsg[0] = NULL;
-    *f = (msg_hdr){.kind = MSG_PARAMS, .samples = v.samples, .version = v.version};
-    memcpy(PAYLOAD(f), v.x, v.len * sizeof(float));
-    ht_comm_send(f, bytes, 0, TAG_FINAL);
     if (v.log) {
         ht_sync_logged(ht_metrics_write(v.log, "type=%s t=%f updates=%lld samples=%lld", "end",
                                         ht_now(), (long long)v.version, (long long)v.samples));
-        rc = ht_metrics_close(v.log);
+        int crc = ht_metrics_close(v.log);
+        if (rc == HT_OK) rc = crc;
     }
     server_free(&v);
     return rc;
 }
 
-const ht_sync_policy ht_ps_policy = {ps_open, ps_step, ps_finish, ps_close, ps_serve, NULL};
+const ht_sync_policy ht_ps_policy = {ps_open,  ps_step,    NULL,   ps_close, ps_serve, NULL,
+                                    ps_begin, ps_quiesce, NULL,   ps_get,   ps_set};

@@ -11,6 +11,7 @@
 #include "comm/comm.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "core/stop.h"
 #include "sync/internal.h"
 
 static const char *const NAMES[] = {"bsp",     "asp",        "ssp",    "dasp",
@@ -99,18 +100,34 @@ void ht_sync_logged(int rc) {
 
 /* ------------------------------------------------------------------------- messages */
 
-void ht_sync_recv_init(msg_hdr *h) {
+int64_t ht_sync_recv_init(msg_hdr *h) {
     ht_comm_msg_wait(ht_comm_irecv(h, sizeof *h, 0, TAG_INIT), NULL, NULL);
-    if (h->kind != MSG_INIT) ht_die(HT_ERUNTIME, "sync: expected the start message from rank 0");
+    if (h->kind != MSG_INIT && h->kind != MSG_FIN)
+        ht_die(HT_ERUNTIME, "sync: expected the start message from rank 0");
+    return h->kind;
 }
 
-void ht_sync_send_init(const ht_sync *s, int to, int64_t n, const float *payload) {
+void ht_sync_send_init(const ht_sync *s, int to, int64_t until, const msg_hdr *with, int64_t n,
+                       const float *payload, size_t npay) {
     msg_hdr h = {.kind = MSG_INIT,
                  .n = n,
                  .id = s->total_steps,
-                 .samples = ht_sync_budget(s->cfg, s->total_steps)};
+                 .clock = s->global,
+                 .samples = until,
+                 .version = with ? with->version : 0,
+                 .aux = with ? with->aux : 0};
     ht_comm_send(&h, sizeof h, to, TAG_INIT);
-    if (payload) ht_comm_send(payload, (size_t)n * sizeof(float), to, TAG_INIT);
+    if (payload) ht_comm_send(payload, npay * sizeof(float), to, TAG_INIT);
+}
+
+int ht_sync_stop_update(int stop, int64_t samples, int64_t until, int64_t aux) {
+    if (stop) return stop; /* decided once per segment: every reply says the same */
+    if (aux || ht_stop_requested()) return STOP_INTERRUPT;
+    return samples >= until ? STOP_BUDGET : STOP_NO;
+}
+
+int ht_sync_fin_rc(const msg_hdr *h) {
+    return h->aux ? ht_error(HT_ESTOPPED, "interrupted") : HT_OK;
 }
 
 void ht_sync_params_read(ht_sync *s, float *x) {
@@ -155,6 +172,8 @@ void ht_sync_backward(ht_sync *s, int b, float grad_scale, double t_start) {
 
 void ht_sync_step(ht_sync *s, int b, float lr, int *stop, int64_t *global) {
     s->st.steps++;
+    s->local++;
+    s->seg_samples += b;
     s->st.samples += b;
     s->policy->step(s, b, lr);
     *stop = s->stop;
@@ -177,6 +196,8 @@ void ht_sync_finish(ht_sync *s) {
 
 ht_sync_stats ht_sync_close(ht_sync *s) {
     s->policy->close(s);
+    free(s->version);
+    free(s->opt_t);
     ht_comm_traffic(&s->st.sent, &s->st.received);
     ht_sync_stats st = s->st;
     free(s);

@@ -89,6 +89,61 @@ ht_sync_stats ht_sync_stats_now(const ht_sync *s);
  * (parameter servers: the servers' parameters; the others: the average of the workers'
  * models, push-sum weighted for gossip). Collective over the workers. */
 void ht_sync_finish(ht_sync *s);
+
+/* -------------------------------------------- segments (the asynchronous policies) */
+
+/* An asynchronous run goes in segments that end at quiesce points: checkpoints, --stop-after,
+ * a stop request (core/stop.h), the end. A segment: ht_sync_begin (worker 0 starts the
+ * extra ranks: parameter servers get their shard, optimizer state and version), steps until
+ * ht_sync_step says stop (the job has seen `until` samples, or a worker or extra rank was
+ * asked to stop: it says so in its next message), ht_sync_quiesce (every message in flight
+ * drained; worker 0 then holds the servers' parameters and optimizer state in m and opt).
+ * After the last: ht_sync_end, then ht_sync_finish. Collective over the workers except
+ * begin and step. */
+void ht_sync_begin(ht_sync *s, int64_t until);
+/* Returns 1 when any worker or extra rank was asked to stop in the segment (the same on
+ * every worker). */
+int ht_sync_quiesce(ht_sync *s);
+/* Worker 0 tells the extra ranks that no segment follows (interrupted: they return
+ * HT_ESTOPPED). */
+void ht_sync_end(ht_sync *s, int interrupted);
+
+/* A worker's state beyond its parameters and optimizer buffers: v[0] local steps since
+ * step 0, v[1] optimizer steps, then the policy's (ps: clock; preduce: timestamp; gossip:
+ * push-sum weight, round, local steps, steps since the last exchange). */
+enum { HT_SYNC_NV = 6 };
+/* What a checkpoint of an asynchronous job holds beyond the job's model (ht_sync_snapshot
+ * fills it on worker 0). */
+typedef struct ht_sync_snap {
+    int64_t samples;        /* samples trained on by all workers together */
+    int workers, servers;   /* the layout */
+    int models;             /* 1: every worker's own model and optimizer state below */
+    size_t n;               /* parameters */
+    int nstates;            /* optimizer state buffers of n floats each */
+    double *v;              /* [workers][HT_SYNC_NV] */
+    float *job;             /* the job's model (n): average, or the servers' parameters */
+    float *params, *states; /* models: [workers][n], [workers][nstates][n] */
+    int64_t *version, *opt_t; /* [servers] each server's updates and optimizer steps */
+} ht_sync_snap;
+/* Collective over the workers after ht_sync_quiesce: worker 0's snap is filled (free with
+ * ht_sync_snap_free); the others' is left zero. Changes no worker's state. */
+void ht_sync_snapshot(ht_sync *s, ht_sync_snap *snap);
+void ht_sync_snap_free(ht_sync_snap *snap);
+/* Before the first segment of a resumed run, on every worker: the job's samples, this
+ * worker's v (HT_SYNC_NV), and (worker 0 of a parameter-server job) each server's version
+ * and optimizer steps. Parameters and optimizer buffers are the caller's to load. */
+void ht_sync_restore(ht_sync *s, int64_t samples, const double *v, const int64_t *version,
+                     const int64_t *opt_t);
+/* Local steps since step 0 (the data stream's batch number for this worker). */
+int64_t ht_sync_local(const ht_sync *s);
+/* The job's samples as last known (after ht_sync_quiesce: exact, the same on every worker). */
+int64_t ht_sync_samples(const ht_sync *s);
+/* This worker's v (HT_SYNC_NV) as it is now. */
+void ht_sync_state(const ht_sync *s, double *v);
+/* Parameter servers in the job (0 for the other policies). */
+int ht_sync_servers(const ht_sync *s);
+/* 1 when every worker keeps its own model and optimizer (preduce, sap-reduce, gossip). */
+int ht_sync_own_models(const ht_sync *s);
 ht_sync_stats ht_sync_close(ht_sync *s);
 
 /* --------------------------------------------------------------- extra ranks */

@@ -80,8 +80,26 @@ int ht_checkpoint_finite(ht_model *m, ht_optim *o) {
 
 int ht_checkpoint_save(const char *path, ht_model *m, ht_optim *o, int64_t step,
                        const char *optim_name) {
+    return ht_checkpoint_save_ex(path, m, o, step, optim_name, NULL);
+}
+
+/* The extras' tensors are finite (code and where as check_finite). */
+static int extras_finite(int code, const char *where, const ht_ckpt_extra *x) {
+    int rc = HT_OK;
+    for (int i = 0; x && rc == HT_OK && i < x->nt; i++) {
+        size_t n = 1;
+        for (int d = 0; d < x->t[i].ndim; d++)
+            n *= (size_t)x->t[i].shape[d];
+        rc = check_finite(code, where, x->t[i].name, x->t[i].data, n);
+    }
+    return rc;
+}
+
+int ht_checkpoint_save_ex(const char *path, ht_model *m, ht_optim *o, int64_t step,
+                          const char *optim_name, const ht_ckpt_extra *x) {
     int np = ht_model_param_tensors(m, NULL, 0), ns = ht_optim_state_count(o);
     if (ns > MAX_STATES) return ht_error(HT_ERUNTIME, "too many optimizer state tensors");
+    const int nx = x ? x->nt : 0, nk = x ? x->nk : 0;
     ht_param_tensor *pt = ht_xmalloc((size_t)np * sizeof *pt);
     ht_model_param_tensors(m, pt, np);
 
@@ -89,7 +107,7 @@ int ht_checkpoint_save(const char *path, ht_model *m, ht_optim *o, int64_t step,
     float *params = ht_xmalloc(m->nparams * sizeof(float));
     ht_buf_read(m->dev, m->params, 0, m->nparams * sizeof(float), params);
     float *state[MAX_STATES] = {0};
-    ht_st_tensor *t = ht_xmalloc((size_t)(np + ns) * sizeof *t);
+    ht_st_tensor *t = ht_xmalloc((size_t)(np + ns + nx) * sizeof *t);
     int nt = 0;
     for (int i = 0; i < np; i++, nt++) {
         t[nt].name = pt[i].name;
@@ -110,10 +128,13 @@ int ht_checkpoint_save(const char *path, ht_model *m, ht_optim *o, int64_t step,
         t[nt].shape[0] = (int64_t)n;
         t[nt].data = state[i];
     }
+    for (int i = 0; i < nx; i++, nt++)
+        t[nt] = x->t[i];
     /* never a checkpoint of non-finite numbers: the last good one stays */
     char where[64];
     snprintf(where, sizeof where, "step %lld: checkpoint not written", (long long)step);
     int frc = check_all_finite(HT_ERUNTIME, where, m, params, o, state);
+    if (frc == HT_OK) frc = extras_finite(HT_ERUNTIME, where, x);
     if (frc != HT_OK) {
         free(params);
         for (int i = 0; i < MAX_STATES; i++)
@@ -126,9 +147,17 @@ int ht_checkpoint_save(const char *path, ht_model *m, ht_optim *o, int64_t step,
     ht_model_signature(m, sig, sizeof sig);
     snprintf(st, sizeof st, "%" PRId64, step);
     snprintf(ot, sizeof ot, "%" PRId64, o->t);
-    const char *keys[] = {"format", "model", "optimizer", "step", "optimizer_steps"};
-    const char *vals[] = {CKPT_FORMAT, sig, optim_name, st, ot};
-    int rc = ht_st_write(path, t, nt, keys, vals, 5);
+    const char **keys = ht_xmalloc((size_t)(5 + nk) * sizeof *keys);
+    const char **vals = ht_xmalloc((size_t)(5 + nk) * sizeof *vals);
+    const char *k0[] = {"format", "model", "optimizer", "step", "optimizer_steps"};
+    const char *v0[] = {CKPT_FORMAT, sig, optim_name, st, ot};
+    for (int i = 0; i < 5 + nk; i++) {
+        keys[i] = i < 5 ? k0[i] : x->keys[i - 5];
+        vals[i] = i < 5 ? v0[i] : x->vals[i - 5];
+    }
+    int rc = ht_st_write(path, t, nt, keys, vals, 5 + nk);
+    free(keys);
+    free(vals);
     free(params);
     for (int i = 0; i < MAX_STATES; i++)
         free(state[i]);
@@ -243,11 +272,18 @@ int ht_checkpoint_load(const char *path, ht_model *m, ht_optim *o, int64_t *step
         sp[i] = want(f, path, name, 1, shape, &rc);
         if (sp[i]) rc = check_finite(HT_EINPUT, path, name, sp[i], n);
     }
-    if (rc == HT_OK && ot > fstep)
+    /* a parameter server applies each worker's push as one update: up to one per worker
+     * per global step, and a segment may end a step late (train/async_ckpt.c) */
+    int64_t per = 1, bound = fstep;
+    if (rc == HT_OK && ht_st_meta(f, "sync.workers") &&
+        (rc = meta_int(f, path, "sync.workers", &per)) == HT_OK && per > 1)
+        bound = fstep < INT64_MAX / per - 1 ? (fstep + 1) * per : INT64_MAX;
+    if (rc == HT_OK && ot > bound)
         rc = ht_error(HT_EINPUT,
-                      "%s: metadata 'optimizer_steps' is %lld, expected at most 'step' (%lld): "
-                      "the optimizer cannot have stepped more often than the trainer",
-                      path, (long long)ot, (long long)fstep);
+                      "%s: metadata 'optimizer_steps' is %lld, expected at most %lld ('step' "
+                      "%lld%s): the optimizer cannot have stepped more often than the trainer",
+                      path, (long long)ot, (long long)bound, (long long)fstep,
+                      per > 1 ? " + 1, times 'sync.workers'" : "");
     if (rc == HT_OK) {
         ht_buf_write(m->dev, m->params, 0, m->nparams * sizeof(float), params);
         for (int i = 0; i < ns; i++) {
@@ -289,4 +325,17 @@ int ht_checkpoint_check_step(const char *path, int64_t step, int64_t total) {
                         "(train.steps / train.epochs): expected a checkpoint of this run",
                         path, (long long)step, (long long)total);
     return HT_OK;
+}
+
+int ht_checkpoint_meta_int(const ht_st_file *f, const char *path, const char *key, int64_t *out) {
+    return meta_int(f, path, key, out);
+}
+
+const float *ht_checkpoint_tensor(const ht_st_file *f, const char *path, const char *name,
+                                  size_t n, int *rc) {
+    int64_t shape[1] = {(int64_t)n};
+    *rc = HT_OK;
+    const float *p = want(f, path, name, 1, shape, rc);
+    if (p) *rc = check_finite(HT_EINPUT, path, name, p, n);
+    return *rc == HT_OK ? p : NULL;
 }

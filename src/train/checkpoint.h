@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "io/safetensors.h"
 #include "nn/model.h"
 #include "optim/optim.h"
 
@@ -18,6 +19,23 @@ void ht_model_signature(const ht_model *m, char *out, size_t n);
  * element, nothing written, the previous file kept) when any of them is NaN or infinite. */
 int ht_checkpoint_save(const char *path, ht_model *m, ht_optim *o, int64_t step,
                        const char *optim_name);
+/* What a checkpoint may hold beyond one model and its optimizer (an asynchronous policy's
+ * per-worker state): more tensors (checked for finiteness as the others) and metadata. */
+typedef struct ht_ckpt_extra {
+    const ht_st_tensor *t;
+    int nt;
+    const char *const *keys, *const *vals;
+    int nk;
+} ht_ckpt_extra;
+/* ht_checkpoint_save with the extras x (may be NULL). */
+int ht_checkpoint_save_ex(const char *path, ht_model *m, ht_optim *o, int64_t step,
+                          const char *optim_name, const ht_ckpt_extra *x);
+/* Reading extras from an opened checkpoint (f from ht_st_open of path): metadata `key` as an
+ * integer in [0, 2^62], and tensor `name` of shape [n] with every value finite; HT_EINPUT
+ * naming the file and the key or tensor otherwise. */
+int ht_checkpoint_meta_int(const ht_st_file *f, const char *path, const char *key, int64_t *out);
+const float *ht_checkpoint_tensor(const ht_st_file *f, const char *path, const char *name,
+                                  size_t n, int *rc);
 /* Loads parameters and optimizer state into device buffers; *step is the step to resume at.
  * HT_EINPUT naming the file and what differs when it does not match the model/optimizer, a
  * tensor holds a NaN or infinity (its name and element), or the metadata do not parse as

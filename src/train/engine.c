@@ -38,6 +38,7 @@ void ht_job_loop_start(ht_job *j) {
     j->t_warm = j->t_loop;
     j->next_log = next_multiple(j->start, cfg->log.every);
     j->next_eval = cfg->train.eval_every > 0 ? next_multiple(j->start, cfg->train.eval_every) : 0;
+    j->saved = -1;
 }
 
 void ht_job_first_step(ht_job *j, ht_train_result *res) {
@@ -51,17 +52,19 @@ void ht_job_first_step(ht_job *j, ht_train_result *res) {
 
 int ht_job_logs_at(const ht_job *j, int64_t done) { return done >= j->next_log || j->last; }
 
-/* The loss of step `done` to metrics and progress, after the NaN check. */
+int ht_job_check_loss(ht_job *j, int64_t done, double loss_sum, float lr) {
+    if (isfinite(loss_sum)) return HT_OK;
+    ht_progress_finish(&j->prog);
+    return ht_error(HT_ERUNTIME,
+                    "loss became %g at step %lld (learning rate %g too high?); the last "
+                    "checkpoint, if any, is from before",
+                    loss_sum, (long long)done, lr);
+}
+
+/* The loss of step `done` to metrics and progress. */
 static int report(ht_job *j, int64_t done, double loss_sum, float lr) {
     double now = ht_now();
     double sps = (double)(j->samples - j->mark_samples) / (now - j->t_mark);
-    if (!isfinite(loss_sum)) {
-        ht_progress_finish(&j->prog);
-        return ht_error(HT_ERUNTIME,
-                        "loss became %g at step %lld (learning rate %g too high?); the last "
-                        "checkpoint, if any, is from before",
-                        loss_sum, (long long)done, lr);
-    }
     if (j->metrics) ht_metrics_train(j->metrics, done, loss_sum / j->rows, lr, sps);
     ht_progress_update(&j->prog, done < j->total ? done : j->total, loss_sum / j->rows, lr, sps);
     j->t_mark = now;
@@ -89,15 +92,19 @@ static void evaluate(ht_job *j, int64_t done) {
         j->next_eval += j->cfg->train.eval_every;
 }
 
-static int save(ht_job *j, int64_t step) {
+int ht_job_save(ht_job *j, int64_t step, const ht_ckpt_extra *x) {
     if (j->gather) j->gather(j);
+    j->saved = step;
     if (j->rank != 0) return HT_OK;
-    return ht_checkpoint_save(j->cfg->checkpoint.path, &j->model, &j->opt, step,
-                              j->cfg->optim.type);
+    return ht_checkpoint_save_ex(j->cfg->checkpoint.path, &j->model, &j->opt, step,
+                                 j->cfg->optim.type, x);
 }
+
+static int save(ht_job *j, int64_t step) { return ht_job_save(j, step, NULL); }
 
 int ht_job_after_step(ht_job *j, int64_t done, double loss_sum, float lr) {
     int rc;
+    if ((rc = ht_job_check_loss(j, done, loss_sum, lr)) != HT_OK) return rc;
     if (ht_job_logs_at(j, done) && (rc = report(j, done, loss_sum, lr)) != HT_OK) return rc;
     /* the final evaluation is ht_job_loop_finish's */
     if (j->next_eval > 0 && done >= j->next_eval && !j->last) evaluate(j, done);
@@ -113,7 +120,7 @@ int ht_job_loop_finish(ht_job *j, int64_t step, ht_train_result *res) {
     double now = ht_now(), t_train = now - j->t_loop - j->t_eval;
     ht_progress_finish(&j->prog);
     int rc, gathered = 0;
-    if (*ckpt && step > j->start) {
+    if (*ckpt && step > j->start && j->saved != step) { /* an engine may have saved it */
         if ((rc = save(j, step)) != HT_OK) return rc;
         gathered = 1;
     }

@@ -18,6 +18,7 @@
 #include "optim/optim.h"
 #include "optim/schedule.h"
 #include "train/cluster.h"
+#include "train/checkpoint.h"
 #include "train/source.h"
 #include "train/train.h"
 
@@ -46,9 +47,10 @@ typedef struct ht_job {
     int64_t samples; /* samples trained on by all ranks since step 0 (bsp: steps x B) */
     int last;        /* this is the run's last step (bsp: step total; async: the policy said so) */
     int interrupted; /* the loop ended on a stop request (core/stop.h: a signal, any rank) */
-    /* Periodic checkpoints (checkpoint.every; an engine whose rank 0 has no consistent model
-     * during the run clears it: the asynchronous policies save only at the end) */
+    /* Periodic checkpoints in the shared path (checkpoint.every; the asynchronous engine
+     * clears it and saves at its quiesce points itself, with ht_job_save) */
     int64_t ckpt_every;
+    int64_t saved;  /* the step last saved by ht_job_save (-1: none) */
     /* the shared reporting state (engine.c): progress, throughput marks, evaluation */
     ht_progress prog;
     int show; /* this rank reports (rank 0 at info level) */
@@ -91,13 +93,22 @@ extern const ht_engine ht_engine_pipe;  /* engine_pipe.c */
 /* Starts progress, throughput marks and the log/evaluation schedule (rank 0 reports). */
 void ht_job_loop_start(ht_job *j);
 /* After global step `done` (1-based) has updated the parameters, j->samples and j->last
- * current: on log steps, loss_sum (the sum of row losses over the global batch; every rank
- * that calls this passes the same value, so that all stop together) is checked for
- * finiteness (HT_ERUNTIME naming the step and the learning rate: a diverged run never writes
- * a checkpoint), written to metrics and progress; on evaluation steps rank 0 evaluates; on
- * checkpoint steps rank 0 saves. Collective when j->gather is set. Returns HT_OK or the
- * error. */
+ * current: loss_sum is checked for finiteness at every step (HT_ERUNTIME naming the step and
+ * the learning rate: a diverged run never writes a checkpoint; under mpirun the rank that
+ * sees it ends the job through src/comm's exit hook); on log steps it is the sum of row
+ * losses over the global batch (every rank that calls this passes the same value) and goes
+ * to metrics and progress, on other steps it may be this rank's part only; on evaluation
+ * steps rank 0 evaluates; on checkpoint steps rank 0 saves. Collective when j->gather is
+ * set. Returns HT_OK or the error. */
 int ht_job_after_step(ht_job *j, int64_t done, double loss_sum, float lr);
+/* HT_ERUNTIME naming step `done` and the learning rate when loss_sum is not finite (a
+ * diverged run never writes a checkpoint: the last good one stays); HT_OK otherwise. For a
+ * rank that does not call ht_job_after_step (an asynchronous worker other than rank 0). */
+int ht_job_check_loss(ht_job *j, int64_t done, double loss_sum, float lr);
+/* The checkpoint of step `step` with the extras x (may be NULL): after j->gather (if set),
+ * rank 0 writes its model and optimizer. ht_job_loop_finish does not save that step again.
+ * Collective when j->gather is set. */
+int ht_job_save(ht_job *j, int64_t step, const ht_ckpt_extra *x);
 /* After the first step's device work, with j->samples current: res->first_step_s, and the
  * throughput clocks restart. */
 void ht_job_first_step(ht_job *j, ht_train_result *res);

@@ -13,7 +13,9 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "io/trace.h"
 #include "sync/sync.h"
+#include "train/async_ckpt.h"
 #include "train/engine.h"
 
 static int async_wants(const ht_config *cfg) { return strcmp(cfg->sync.mode, "bsp") != 0; }
@@ -23,73 +25,109 @@ static int async_check(ht_job *j) {
     ht_sync_layout *L = ht_xcalloc(1, sizeof *L);
     j->engine_state = L;
     int rc = ht_sync_layout_of(cfg, j->world, L);
-    if (rc != HT_OK) return rc;
-    if (j->opts->resume || j->opts->trace || j->opts->stop_after)
-        return ht_error(HT_EINPUT,
-                        "%s: sync.mode \"%s\": --resume, --stop-after and --trace work "
-                        "with sync.mode \"bsp\" only",
-                        cfg->source, cfg->sync.mode);
+    if (rc == HT_OK && j->opts->resume) rc = ht_async_check_resume(cfg, L); /* every rank */
     j->holds_model = j->rank < L->workers;
-    return HT_OK;
+    return rc;
 }
 
-/* An extra rank: serves the workers until they are done, then joins the end-of-run records. */
+/* An extra rank: serves the workers until they are done, then joins the end-of-run records
+ * and the trace (HT_ESTOPPED when the workers were interrupted: they skip both). */
 static int async_serve(ht_job *j, const ht_sync_layout *L) {
     ht_sync_stats st = {0};
     ht_cluster_announce(j->cl, L->mode <= HT_SYNC_DASP ? "(parameter server)" : "(coordinator)");
+    if (j->opts->trace) ht_cluster_trace_start(j->cl);
     int rc = ht_sync_serve(j->cfg, L, j->rank, j->selector, &st);
+    if (rc == HT_ESTOPPED) return rc;
     if (rc != HT_OK) ht_die(rc, "%s", ht_errmsg()); /* the workers would wait for ever */
-    return ht_cluster_sync_records(j->cl, L, &st, NULL);
+    if ((rc = ht_cluster_sync_records(j->cl, L, &st, NULL)) != HT_OK) return rc;
+    return j->opts->trace ? ht_cluster_trace_write(j->cl, j->opts->trace) : HT_OK;
 }
 
 /* One local step of `b` samples [lo, hi) of global batch `local`: forward, backward, the
- * emulated slowdown, the policy's update and exchange. */
-static void async_step(ht_job *j, ht_sync *s, int64_t local, int lo, int hi, float lr, int *stop,
-                       int64_t *global) {
+ * emulated slowdown, the policy's update and exchange; *loss: this worker's loss sum. */
+static void async_step(ht_job *j, ht_sync *s, int lo, int hi, float lr, int *stop,
+                       int64_t *global, double *loss) {
     const int b = hi - lo;
+    const int64_t local = ht_sync_local(s);
     double tc = ht_now();
+    ht_trace_set_step(local);
     ht_source_batch(&j->src, &j->model, local, j->B, lo, hi);
     ht_model_set_training(&j->model, 1, j->cfg->train.seed, local);
     ht_model_forward(&j->model, b, 1);
     ht_sync_backward(s, b, (float)(1.0 / j->rows), tc);
-    ht_dev_finish(j->dev);
+    int correct;
+    ht_model_loss(&j->model, b, loss, &correct); /* waits for the step: the NaN check */
     double compute = ht_now() - tc;
+    ht_trace_span("forward + backward", tc, tc + compute);
     ht_sleep((j->cl->slowdown - 1) * compute); /* emulated heterogeneity (DESIGN.md) */
+    ht_trace_span("emulated idle", tc + compute, ht_now());
     ht_sync_add_compute(s, compute * j->cl->slowdown);
+    double t0 = ht_now();
     ht_sync_step(s, b, lr, stop, global);
+    ht_trace_span("update + exchange", t0, ht_now());
 }
 
-/* Trains until the policy stops the workers, then leaves the final model in worker 0's
- * parameters and evaluates it there. */
-static int async_loop(ht_job *j, ht_sync *s, int lo, int hi, ht_train_result *res) {
+/* One segment: local steps until the policy says stop (the job has seen `until` global
+ * steps' samples, or a stop was requested). */
+static int async_segment(ht_job *j, ht_sync *s, int lo, int hi, int64_t until,
+                         ht_train_result *res) {
     const int B = j->B;
     int stop = 0, rc;
-    int64_t global = 0, local = 0;
-    ht_job_loop_start(j);
+    int64_t global = ht_sync_samples(s);
+    ht_sync_begin(s, until * B);
     while (!stop) {
         int64_t g = global / B;
         float lr = (float)ht_lr_at(&j->sched, g < j->total ? g : j->total - 1, j->total);
-        async_step(j, s, local, lo, hi, lr, &stop, &global);
+        double lsum;
+        async_step(j, s, lo, hi, lr, &stop, &global, &lsum);
         j->samples = global;
-        if (local++ == 0) ht_job_first_step(j, res);
-        j->last = stop;
-        if (j->rank != 0) continue; /* rank 0 reports for the job */
+        if (res->first_step_s == 0) ht_job_first_step(j, res);
         g = global / B;
-        double lsum = NAN;
-        if (ht_job_logs_at(j, g)) {
-            int correct;
-            ht_model_loss(&j->model, hi - lo, &lsum, &correct);
+        if (j->rank != 0) { /* rank 0 reports for the job; every worker checks its loss */
+            if ((rc = ht_job_check_loss(j, g, lsum, lr)) != HT_OK) return rc;
+            continue;
         }
+        j->last = stop && until >= j->total;
         if ((rc = ht_job_after_step(j, g, lsum, lr)) != HT_OK) return rc;
     }
+    return HT_OK;
+}
+
+/* Segments from j->start to j->end, each ending at a quiesce point (the next checkpoint.every
+ * step, j->end, a stop request), checkpoints there; then the job's model into worker 0's
+ * parameters and the shared end of the loop. */
+static int async_loop(ht_job *j, ht_sync *s, int lo, int hi, ht_train_result *res) {
+    const int B = j->B;
+    const int64_t every = j->cfg->checkpoint.every;
+    const char *ckpt = j->cfg->checkpoint.path;
+    int interrupted = 0, rc;
+    ht_job_loop_start(j);
+    j->samples = j->mark_samples = j->warm_samples = ht_sync_samples(s);
+    for (int64_t done = j->samples / B; done < j->end && !interrupted;) {
+        int64_t until = j->end;
+        if (*ckpt && every > 0 && (done / every + 1) * every < until)
+            until = (done / every + 1) * every;
+        if ((rc = async_segment(j, s, lo, hi, until, res)) != HT_OK) return rc;
+        double t0 = ht_now();
+        interrupted = ht_sync_quiesce(s);
+        ht_trace_span("quiesce", t0, ht_now());
+        j->samples = ht_sync_samples(s);
+        done = j->samples / B;
+        t0 = ht_now();
+        if (*ckpt && (rc = ht_async_save(j, s, done)) != HT_OK) return rc;
+        ht_trace_span("checkpoint", t0, ht_now());
+    }
+    ht_sync_end(s, interrupted);
+    j->interrupted = interrupted;
+    j->last = j->samples / B >= j->total;
     ht_sync_finish(s); /* collective over the workers: the job's model into worker 0 */
-    return ht_job_loop_finish(j, global / B, res);
+    return ht_job_loop_finish(j, j->samples / B, res);
 }
 
 static int async_run(ht_job *j, ht_train_result *res) {
     const ht_sync_layout *L = j->engine_state;
     if (!j->holds_model) return async_serve(j, L);
-    /* no periodic checkpoints: worker 0's model is not the job's until ht_sync_finish */
+    /* checkpoints at quiesce points only (async_loop), not in the shared step path */
     j->ckpt_every = 0;
     int lo, hi;
     ht_sync_local_range(j->cfg, L, j->rank, &lo, &hi);
@@ -98,16 +136,21 @@ static int async_run(ht_job *j, ht_train_result *res) {
     j->rows = (double)(hi - lo) * j->model.rows;
     ht_cluster_announce(j->cl, ht_dev_info(j->dev)->name);
     ht_sync *s = ht_sync_open(j->cfg, L, j->rank, &j->model, &j->opt, j->total);
+    int rc = ht_async_restore(j, s);
+    if (rc != HT_OK) ht_die(rc, "%s", ht_errmsg()); /* the extra ranks wait for worker 0 */
+    if (j->opts->trace) ht_cluster_trace_start(j->cl);
     if (j->rank == 0)
         ht_log_info("sync: %s, %d workers with %d samples per local step, %d %s",
                     j->cfg->sync.mode, L->workers, hi - lo, L->extra,
                     L->mode <= HT_SYNC_DASP ? "parameter server(s)" : "coordinator");
-    int rc = async_loop(j, s, lo, hi, res);
+    rc = async_loop(j, s, lo, hi, res);
     /* on an error the policy's messages may still be in flight into its buffers: they stay
      * (the error ends the whole job through src/comm's exit hook) */
     if (rc != HT_OK) return rc;
     ht_sync_stats st = ht_sync_close(s);
-    return ht_cluster_sync_records(j->cl, L, &st, j->metrics);
+    if ((rc = ht_cluster_sync_records(j->cl, L, &st, j->metrics)) != HT_OK) return rc;
+    ht_trace_set_step(-1);
+    return j->opts->trace ? ht_cluster_trace_write(j->cl, j->opts->trace) : HT_OK;
 }
 
 const ht_engine ht_engine_async = {"asynchronous", async_wants, async_check, async_run};

@@ -143,13 +143,13 @@ static void dp_step(ht_job *j, ht_sync *s, int64_t step, float lr, int *stop) {
  * shared reporting, then new shares (if any) from the next step on. */
 static int dp_after(ht_job *j, ht_sync *s, int64_t done, float lr) {
     ht_cluster *cl = j->cl;
-    double lsum = NAN;
-    int rc;
+    double lsum = 0; /* share 0: nothing to add */
+    int rc, correct = 0;
     ht_sync_stats now = ht_sync_stats_now(s);
+    /* every step (the NaN check): the read waits for the step's kernels, which the next
+     * step's blocking batch upload would wait for anyway */
+    if (cl->hi > cl->lo) ht_model_loss(&j->model, cl->hi - cl->lo, &lsum, &correct);
     if (ht_job_logs_at(j, done)) {
-        int correct = 0;
-        lsum = 0; /* share 0: nothing to add */
-        if (cl->hi > cl->lo) ht_model_loss(&j->model, cl->hi - cl->lo, &lsum, &correct);
         if (j->world > 1) { /* global sums: every rank gets the same numbers */
             double v[2] = {lsum, correct};
             ht_cluster_sum(v, 2);

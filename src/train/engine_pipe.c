@@ -405,7 +405,8 @@ static int pipe_loop(ht_job *j, pipe_state *p, ht_train_result *res) {
         float lr = (float)ht_lr_at(&j->sched, step, j->total);
         j->last = done == j->total;
         double v[2];
-        pipe_step(j, p, step, lr, ht_job_logs_at(j, done), v);
+        /* the loss every step: the NaN check (the sum rides on the stop flag's all-reduce) */
+        pipe_step(j, p, step, lr, 1, v);
         stop = v[1] > 0;
         j->samples = done * j->B;
         if (step == j->start) {
@@ -416,7 +417,7 @@ static int pipe_loop(ht_job *j, pipe_state *p, ht_train_result *res) {
             sum[0] += st->step, sum[1] += st->compute, sum[2] += st->wait, sum[3] += st->comm;
             counted++;
         }
-        if ((rc = ht_job_after_step(j, done, ht_job_logs_at(j, done) ? v[0] : NAN, lr)) != HT_OK)
+        if ((rc = ht_job_after_step(j, done, v[0], lr)) != HT_OK)
             return rc;
     }
     j->interrupted = stop;
