@@ -182,12 +182,14 @@ static int restore_from(ht_job *j, ht_sync *s, const ht_st_file *f, const char *
                         SYNC_FORMAT);
     int64_t samples = 0;
     int rc = ht_checkpoint_meta_int(f, path, "sync.samples", &samples);
-    if (rc == HT_OK && samples / j->B != j->start)
+    int64_t at = samples / j->B < j->total ? samples / j->B : j->total; /* as async_loop */
+    if (rc == HT_OK && at != j->start)
         rc = ht_error(HT_EINPUT,
                       "%s: metadata 'sync.samples' is %lld, expected %lld to %lld (step %lld of "
-                      "batch %d)",
+                      "batch %d)%s",
                       path, (long long)samples, (long long)(j->start * j->B),
-                      (long long)((j->start + 1) * j->B - 1), (long long)j->start, j->B);
+                      (long long)((j->start + 1) * j->B - 1), (long long)j->start, j->B,
+                      j->start == j->total ? " or more (the last step)" : "");
     char key[32];
     snprintf(key, sizeof key, "sync.worker.%d", j->rank);
     double v[HT_SYNC_NV];

@@ -93,17 +93,23 @@ static int async_segment(ht_job *j, ht_sync *s, int lo, int hi, int64_t until,
     return HT_OK;
 }
 
+/* The global step the job has reached: its samples over the batch, at most the total (the
+ * last segment may end past the budget: the workers' messages in flight when it was spent). */
+static int64_t step_of(const ht_job *j) {
+    int64_t g = j->samples / j->B;
+    return g < j->total ? g : j->total;
+}
+
 /* Segments from j->start to j->end, each ending at a quiesce point (the next checkpoint.every
  * step, j->end, a stop request), checkpoints there; then the job's model into worker 0's
  * parameters and the shared end of the loop. */
 static int async_loop(ht_job *j, ht_sync *s, int lo, int hi, ht_train_result *res) {
-    const int B = j->B;
     const int64_t every = j->cfg->checkpoint.every;
     const char *ckpt = j->cfg->checkpoint.path;
     int interrupted = 0, rc;
     ht_job_loop_start(j);
     j->samples = j->mark_samples = j->warm_samples = ht_sync_samples(s);
-    for (int64_t done = j->samples / B; done < j->end && !interrupted;) {
+    for (int64_t done = step_of(j); done < j->end && !interrupted;) {
         int64_t until = j->end;
         if (*ckpt && every > 0 && (done / every + 1) * every < until)
             until = (done / every + 1) * every;
@@ -112,16 +118,16 @@ static int async_loop(ht_job *j, ht_sync *s, int lo, int hi, ht_train_result *re
         interrupted = ht_sync_quiesce(s);
         ht_trace_span("quiesce", t0, ht_now());
         j->samples = ht_sync_samples(s);
-        done = j->samples / B;
+        done = step_of(j);
         t0 = ht_now();
         if (*ckpt && (rc = ht_async_save(j, s, done)) != HT_OK) return rc;
         ht_trace_span("checkpoint", t0, ht_now());
     }
     ht_sync_end(s, interrupted);
     j->interrupted = interrupted;
-    j->last = j->samples / B >= j->total;
+    j->last = step_of(j) >= j->total;
     ht_sync_finish(s); /* collective over the workers: the job's model into worker 0 */
-    return ht_job_loop_finish(j, j->samples / B, res);
+    return ht_job_loop_finish(j, step_of(j), res);
 }
 
 static int async_run(ht_job *j, ht_train_result *res) {

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Checkpoints, --stop-after and --resume of the asynchronous policies (src/sync/segment.c,
+# src/train/async_ckpt.c). What must hold, whatever the timing:
+#  - one worker: every policy is sequential, so a run stopped at step 20 and resumed gives
+#    the uninterrupted run's loss at every step, bit for bit (the restored state is exact);
+#  - preduce with P = all workers runs in lockstep: the same, with two workers (a segment's
+#    end changes no group);
+#  - two workers: stop and resume each policy; the checkpoint's step is its samples / batch,
+#    push-sum weights sum to the number of workers, the resumed run ends at the budget and its
+#    loss continues where it stopped (well below the job's first steps: not from scratch);
+#  - a checkpoint of one layout resumed with another, or with tampered sync fields: exit 2.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/mpi.sh"
+command -v mpirun >/dev/null || { echo "1..0 # SKIP no mpirun"; exit 0; }
+
+cat >"$TMP/job.cfg" <<'CFG'
+model = { hidden = [32, 24]; activation = "relu"; };
+data = { kind = "synthetic"; samples = 1200; features = 16; classes = 4; seed = 3; };
+train = { batch = 32; steps = 40; seed = 7; };
+optim = { type = "adamw"; lr = 0.01; };
+log = { every = 1; progress = "none"; };
+sync = { deadline_ms = 100000.0; };
+CFG
+# mp NAME NP ARGS...: the job under mpirun, metrics appended to NAME.jsonl; sets RC
+mp() {
+    local name=$1 np=$2
+    shift 2
+    MPI_TIMEOUT=120 mpirun_ht "$np" "$HETTRAIN" -c "$TMP/job.cfg" \
+        --set log.metrics="$TMP/$name.jsonl" "$@" >"$TMP/$name.out" 2>>"$TMP/$name.err"
+    RC=$?
+}
+# losses NAME: "step loss" per train record
+losses() { sed -nE 's/.*"type":"train","step":([0-9]+),"loss":([0-9.e+-]+).*/\1 \2/p' "$TMP/$1.jsonl"; }
+# meta FILE KEY: a checkpoint's metadata value
+meta() {
+    /usr/bin/python3 -c 'import json,struct,sys
+b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]
+print(json.loads(b[8:8+n])["__metadata__"].get(sys.argv[2],""))' "$@"
+}
+MODES="asp ssp dasp preduce sap-reduce gossip gossip-adaptive"
+
+# ---- one worker (np 2): exact continuation, a policy of each family
+for mode in asp dasp sap-reduce gossip; do
+    c="$TMP/one-$mode.ckpt"
+    mp "u1-$mode" 2 --set sync.mode="$mode"
+    ru=$RC
+    mp "r1-$mode" 2 --set sync.mode="$mode" --set checkpoint.path="$c" --stop-after 20
+    rs=$RC
+    mp "r1-$mode" 2 --set sync.mode="$mode" --set checkpoint.path="$c" --resume
+    if [ "${mode#gossip}" = "$mode" ]; then
+        [ $ru -eq 0 ] && [ $rs -eq 0 ] && [ $RC -eq 0 ] && [ "$(losses "u1-$mode" | wc -l)" -eq 40 ] &&
+            [ "$(losses "u1-$mode")" = "$(losses "r1-$mode")" ]
+        ok $? "$mode, one worker: stopped at step 20 and resumed, the loss of all 40 steps is the uninterrupted run's, bit for bit"
+    else
+        # gossip reads the coordinator's count without waiting: the stop lands a step late
+        # and the step it trained past 20 is not logged; every logged one must match
+        [ $ru -eq 0 ] && [ $rs -eq 0 ] && [ $RC -eq 0 ] && [ "$(losses "r1-$mode" | wc -l)" -ge 38 ] &&
+            awk 'NR == FNR { u[$1] = $2; next } !($1 in u) || u[$1] != $2 { bad = 1 } END { exit bad }' \
+                <(losses "u1-$mode") <(losses "r1-$mode")
+        ok $? "$mode, one worker: stopped and resumed, every loss it logged ($(losses "r1-$mode" | wc -l) steps) is the uninterrupted run's at that step, bit for bit"
+    fi
+    [ $RC -eq 0 ] || diag "$(tail -3 "$TMP/r1-$mode.err")"
+done
+
+# ---- preduce, P = both workers (np 3): lockstep, so exact too
+mp u2-pre 3 --set sync.mode=preduce --set sync.group=2
+mp r2-pre 3 --set sync.mode=preduce --set sync.group=2 --set checkpoint.path="$TMP/pre.ckpt" \
+    --set checkpoint.every=10 --stop-after 20
+mp r2-pre 3 --set sync.mode=preduce --set sync.group=2 --set checkpoint.path="$TMP/pre.ckpt" --resume
+[ $RC -eq 0 ] && [ "$(losses u2-pre | wc -l)" -eq 40 ] && [ "$(losses u2-pre)" = "$(losses r2-pre)" ]
+ok $? "preduce, P = 2 of 2 workers: checkpoints at 10 and 20, resumed: every loss equals the uninterrupted run's"
+
+# ---- two workers (np 3 or 4 with 2 servers): stop, resume, invariants
+for mode in $MODES; do
+    c="$TMP/two-$mode.ckpt"
+    extra=()
+    [ "$mode" = ssp ] && extra=(--set sync.servers=2) # two shards
+    np=$((3 + ${#extra[@]} / 2))
+    mp "s2-$mode" $np --set sync.mode="$mode" --set checkpoint.path="$c" --set checkpoint.every=10 \
+        --stop-after 20 "${extra[@]}"
+    step=$(meta "$c" step)
+    samples=$(meta "$c" sync.samples)
+    [ $RC -eq 0 ] && [ -n "$step" ] && [ "$step" -ge 20 ] && [ "$step" -le 21 ] &&
+        [ "$step" -eq $((samples / 32)) ] &&
+        grep -q "stopped at step $step of 40; checkpoint saved" "$TMP/s2-$mode.err"
+    ok $? "$mode, two workers: --stop-after 20 stops at step $step with ${samples} samples (step = samples / batch)"
+    [ $RC -eq 0 ] || diag "$(tail -3 "$TMP/s2-$mode.err")"
+    if [ "${mode#gossip}" != "$mode" ]; then
+        w0=$(meta "$c" sync.worker.0 | cut -d' ' -f3)
+        w1=$(meta "$c" sync.worker.1 | cut -d' ' -f3)
+        awk -v a="$w0" -v b="$w1" 'BEGIN { d = a + b - 2; exit !(d < 1e-6 && d > -1e-6) }'
+        ok $? "$mode: the saved push-sum weights $w0 + $w1 sum to 2 workers"
+    fi
+    mp "s2-$mode" $np --set sync.mode="$mode" --set checkpoint.path="$c" --resume "${extra[@]}"
+    # worker 0's loss over its 16-sample batches is noisy: means of 5 logged steps
+    begin=$(losses "s2-$mode" | head -5 | awk '{ t += $2 } END { printf "%.3f", t / NR }')
+    after=$(losses "s2-$mode" | awk -v s="$step" '$1 > s && n < 5 { t += $2; n++ } END { if (n) printf "%.3f", t / n }')
+    [ $RC -eq 0 ] && grep -q '^final: step 40,' "$TMP/s2-$mode.out" &&
+        grep -q "resumed from .* at step $step" "$TMP/s2-$mode.err" &&
+        awk -v a="$after" -v b="$begin" 'BEGIN { exit !(a != "" && a < 0.8 * b) }'
+    ok $? "$mode: resumed at step $step, ends at the budget; mean loss of its first 5 steps $after < 0.8 x the first 5 of the job ($begin)"
+    [ $RC -eq 0 ] || diag "$(tail -3 "$TMP/s2-$mode.err")"
+done
+
+# ---- a checkpoint of another layout, or with bad sync fields: exit 2, nothing trained
+c="$TMP/two-gossip.ckpt"
+mp bad 4 --set sync.mode=gossip --set checkpoint.path="$c" --resume
+[ $RC -eq 2 ] && grep -q 'sync.mode "gossip" with 2 workers + 1 extra rank(s); this run is sync.mode "gossip" with 3 workers' "$TMP/bad.err" &&
+    [ "$(grep -c 'hettrain: error' "$TMP/bad.err")" -eq 1 ]
+ok $? "gossip checkpoint of 2 workers resumed with 3: exit 2 naming both layouts, printed once"
+mp bad2 3 --set sync.mode=asp --set checkpoint.path="$c" --resume
+[ $RC -eq 2 ] && grep -q 'this run is sync.mode "asp"' "$TMP/bad2.err"
+ok $? "gossip checkpoint resumed by asp: exit 2"
+# same-length edits of the header, so the file stays well-formed
+tamper() { /usr/bin/python3 -c 'import sys
+b=open(sys.argv[1],"rb").read(); a=sys.argv[2].encode(); assert a in b
+open(sys.argv[4],"wb").write(b.replace(a,sys.argv[3].encode(),1))' "$@"; }
+tamper "$c" '"sync.format":"1"' '"sync.format":"9"' "$TMP/t1.ckpt"
+mp bad3 3 --set sync.mode=gossip --set checkpoint.path="$TMP/t1.ckpt" --resume
+[ $RC -eq 2 ] && grep -q "metadata 'sync.format' is '9', expected '1'" "$TMP/bad3.err"
+ok $? "sync.format 9: exit 2 naming the field"
+w=$(meta "$c" sync.worker.1)
+tamper "$c" "\"sync.worker.1\":\"$w\"" "\"sync.worker.1\":\"$(printf '%s' "$w" | sed 's/^./x/')\"" "$TMP/t2.ckpt"
+mp bad4 3 --set sync.mode=gossip --set checkpoint.path="$TMP/t2.ckpt" --resume
+[ $RC -eq 2 ] && grep -q "metadata 'sync.worker.1' is 'x" "$TMP/bad4.err"
+ok $? "a worker's state that is not numbers: exit 2 naming the field"
+done_testing
