@@ -2,7 +2,8 @@
 # SIGINT / SIGTERM during a run: the run stops after the current step, saves its checkpoint,
 # says so and exits 75 (HT_ESTOPPED: stopped early, resume to continue), also while it idles
 # for a huge emulated slowdown (the sleep wakes on the signal); --resume then continues from
-# that checkpoint to the end. Under mpirun, signals to the ranks give mpirun's status 75.
+# that checkpoint to the end. Under mpirun, signals to the ranks give mpirun's status 75, also
+# under the asynchronous policies (asp, gossip), and when only one worker is signalled.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mpi.sh"
 
@@ -64,5 +65,30 @@ if command -v mpirun >/dev/null; then
     ok $([ $RC -eq 75 ] && [ -s "$TMP/c.ckpt" ]; echo $?) \
         "mpirun -np 2, SIGINT to both ranks while they idle: mpirun exits 75 after ${SECS} s, checkpoint saved"
     [ $RC -eq 75 ] || diag "$(cat "$TMP/err")"
+
+    # the asynchronous policies stop at a quiesce point: every worker's messages drained, the
+    # checkpoint saved, the server or coordinator ends too; --resume continues to the end
+    for mode in asp gossip; do
+        start_bg mpirun --oversubscribe -np 3 "$HETTRAIN" "${args[@]}" --set sync.mode=$mode \
+            --set 'cluster.slowdown=[1e6, 1e6, 1.0]'
+        TARGETS=$(pgrep -P $PID -x hettrain | tr '\n' ' ')
+        stop_bg TERM
+        TARGETS=
+        ok $([ $RC -eq 75 ] && [ -s "$TMP/c.ckpt" ] && awk -v s="$SECS" 'BEGIN { exit !(s < 5) }'; echo $?) \
+            "sync.mode $mode, SIGTERM to all 3 ranks while the workers idle: mpirun exits 75 after ${SECS} s, checkpoint saved"
+        [ $RC -eq 75 ] || diag "$(tail -5 "$TMP/err")"
+        mpirun --oversubscribe -np 3 "$HETTRAIN" "${args[@]}" -q --resume --set sync.mode=$mode >"$TMP/out" 2>"$TMP/err"
+        ok $([ $? -eq 0 ] && grep -q '^final: step 40,' "$TMP/out"; echo $?) "sync.mode $mode: --resume from it ends at step 40"
+    done
+    # a signal that reaches one worker only: it tells the server, which ends the segment for all
+    start_bg mpirun --oversubscribe -np 3 "$HETTRAIN" "${args[@]}" --set sync.mode=asp \
+        --set train.steps=100000000 --set log.every=100
+    TARGETS=$(for p in $(pgrep -P $PID -x hettrain); do
+        tr '\0' '\n' <"/proc/$p/environ" | grep -qx OMPI_COMM_WORLD_RANK=1 && echo $p; done)
+    stop_bg INT
+    TARGETS=
+    ok $([ $RC -eq 75 ] && [ -s "$TMP/c.ckpt" ]; echo $?) \
+        "asp, SIGINT to worker 1 only: the whole job stops, mpirun exits 75 after ${SECS} s, checkpoint saved"
+    [ $RC -eq 75 ] || diag "$(tail -5 "$TMP/err")"
 fi
 done_testing

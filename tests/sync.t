@@ -123,7 +123,7 @@ def load(p):
     n = struct.unpack("<Q", b[:8])[0]
     h = json.loads(b[8:8 + n])
     return {k: np.frombuffer(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], np.float32)
-            for k, v in h.items() if k != "__metadata__" and not k.startswith("optim")}
+            for k, v in h.items() if k != "__metadata__" and not k.startswith(("optim", "sync."))}
 a, b = load(sys.argv[1]), load(sys.argv[2])
 worst = max(float(np.max(np.abs(a[k] - b[k]))) for k in a)
 print("# max |bsp - preduce(P=4)| after 6 steps: %.3g over %d tensors" % (worst, len(a)))
@@ -159,9 +159,9 @@ expect_fail 2 "sync.mode.*asp.*at least 2 ranks" "asp without mpirun: exit 2, ne
 EXPECT_FAIL=1 sy shares 3 ssp -q --set 'cluster.shares=[10, 11, 11]'
 [ $RC -ne 0 ] && grep -q "cluster.shares.*bsp" "$TMP/shares.err"
 ok $? "ssp with cluster.shares: refused, naming the key"
-EXPECT_FAIL=1 sy resume 2 ssp -q --stop-after 3
-[ $RC -ne 0 ] && grep -q "stop-after and --trace work with sync.mode \"bsp\" only" "$TMP/resume.err"
-ok $? "ssp with --stop-after: refused (checkpoints and traces are bsp's)"
+sy stop 2 ssp --stop-after 3
+[ $RC -eq 0 ] && grep -q "stopped at step 3 of 40" "$TMP/stop.err"
+ok $? "ssp with --stop-after 3: stops at step 3 (tests/sync_resume.t: checkpoints and resume)"
 expect_fail 2 "sync.mode.*expected one of" "an unknown sync.mode: exit 2 with the choices" \
     -- -c "$TMP/job.cfg" --set sync.mode=ring
 # the shipped examples parse and validate (without mpirun they stop at the world-size check)

@@ -15,16 +15,18 @@ optim = { type = "sgd"; lr = 0.05; };
 log = { every = 2; progress = "none"; };
 CFG
 
-# check FILE RANKS NAMES...: valid JSON; for each rank 0..RANKS-1 a process_name "rank r (...)"
+# check FILE RANKS[/TRACKS] NAMES...: valid JSON; a process_name "rank r (...)" for each of the
+# TRACKS (default RANKS) ranks; for each rank 0..RANKS-1
 # and at least one "X" event named NAME or NAME... (e.g. "backward + reduce", "all-reduce bucket
 # 2") of each NAME (rank 0 only for "evaluate"); ts/dur numbers >= 0
 check() {
     /usr/bin/python3 - "$@" <<'PY'
 import json, sys
-path, ranks, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+path, names = sys.argv[1], sys.argv[3:]
+ranks, tracks = (int(x) for x in (sys.argv[2] + "/" + sys.argv[2]).split("/")[:2])
 ev = json.load(open(path))["traceEvents"]
 meta = {e["pid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
-assert sorted(meta) == list(range(ranks)), meta
+assert sorted(meta) == list(range(tracks)), meta
 for r, label in meta.items():
     assert label.startswith("rank %d (" % r), label
 x = [e for e in ev if e["ph"] == "X"]
@@ -70,6 +72,23 @@ steps = {e["args"]["step"] for e in ev if e["ph"] == "X" and e["name"] == "forwa
 assert steps == set(range(6)), steps
 ' "$TMP/two.json"
 ok $? "the slowed rank's emulated idle is on its own track; forward events carry their step"
+
+# the asynchronous policies: workers' compute, exchanges and waits, the server's or
+# coordinator's waits and updates, the quiesce and checkpoint at the end of a segment
+mpirun_ht 3 "$HETTRAIN" -c "$TMP/job.cfg" -q --trace "$TMP/asp.json" --set sync.mode=asp \
+    --set checkpoint.path="$TMP/asp.ckpt" --set checkpoint.every=3 >"$TMP/asp.out" 2>"$TMP/asp.err"
+RC=$?
+ok $RC "asp, 2 workers + a server, --trace: exit 0"
+check "$TMP/asp.json" 3 wait 2>"$TMP/asp.py" &&
+    check "$TMP/asp.json" 2/3 "forward + backward" "update + exchange" quiesce checkpoint evaluate 2>>"$TMP/asp.py"
+ok $? "asp: a track per rank; workers: forward + backward, update + exchange, quiesce, checkpoint; all: waits"
+[ -s "$TMP/asp.py" ] && diag "$(cat "$TMP/asp.py")"
+mpirun_ht 3 "$HETTRAIN" -c "$TMP/job.cfg" -q --trace "$TMP/pre.json" --set sync.mode=preduce \
+    >"$TMP/pre.out" 2>"$TMP/pre.err"
+ok $? "preduce, 2 workers + a generator, --trace: exit 0"
+check "$TMP/pre.json" 2/3 "forward + backward" "wait (group)" 2>"$TMP/pre.py"
+ok $? "preduce: the workers' waits for their group are on their tracks"
+[ -s "$TMP/pre.py" ] && diag "$(cat "$TMP/pre.py")"
 
 expect_fail 2 "--trace .*/nodir/t.json.: folder .*nodir. does not exist" "a trace path in a missing folder fails at start, naming it" -- \
     -c "$TMP/job.cfg" -q --trace "$TMP/nodir/t.json"

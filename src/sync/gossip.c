@@ -21,6 +21,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/stop.h"
+#include "io/trace.h"
 #include "sync/internal.h"
 #include "sync/rules.h"
 
@@ -234,6 +235,7 @@ static void coordinator_segment(int W, const msg_hdr *init, ht_sync_stats *st, i
         double t0 = ht_now();
         int w = ht_comm_msg_waitany(rmsg, W, -1);
         st->wait_s += ht_now() - t0;
+        ht_trace_span("wait", t0, ht_now());
         ht_comm_msg_free(rmsg[w]);
         rmsg[w] = NULL;
         samples += in[w].samples;

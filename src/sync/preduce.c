@@ -66,6 +66,7 @@ static void preduce_step(ht_sync *s, int b, float lr) {
     ht_comm_msg_wait(ht_comm_irecv(p->reply, group_bytes(W), coord, TAG_GROUP), NULL, NULL);
     double t1 = ht_now();
     s->st.wait_s += t1 - t0;
+    ht_trace_span("wait (group)", t0, t1);
     const msg_hdr *h = p->reply;
     s->global = h->samples;
     if (h->kind == MSG_STOP) {
@@ -205,8 +206,9 @@ static void generator_segment(generator *v, msg_hdr *in, ht_comm_msg **rmsg, int
     while (v->finished < W) {
         double t0 = ht_now();
         int w = ht_comm_msg_waitany(rmsg, W, ht_pgroup_wait_hint(&v->g, t0));
-        st->wait_s += ht_now() - t0;
         double now = ht_now();
+        st->wait_s += now - t0;
+        ht_trace_span("wait", t0, now);
         if (w >= 0) {
             ht_comm_msg_free(rmsg[w]);
             rmsg[w] = NULL;

@@ -148,7 +148,8 @@ static void ps_step(ht_sync *s, int b, float lr) {
         }
     }
     p->clock++;
-    double t = ht_now() - t0;
+    double t1 = ht_now(), t = t1 - t0;
+    if (held > 0) ht_trace_span("wait (reply held)", t1 - (held < t ? held : t), t1);
     s->st.wait_s += held < t ? held : t;
     s->st.comm_s += held < t ? t - held : 0;
 }
@@ -469,8 +470,9 @@ static void server_segment(server *v) {
     while (v->nactive > 0) {
         double t0 = ht_now();
         int w = ht_comm_msg_waitany(v->rmsg, W, -1);
-        st->wait_s += ht_now() - t0;
         double t1 = ht_now();
+        st->wait_s += t1 - t0;
+        ht_trace_span("wait", t0, t1);
         ht_comm_msg_free(v->rmsg[w]);
         v->rmsg[w] = NULL;
         const msg_hdr *m = v->in[w];

@@ -34,8 +34,8 @@ static int async_check(ht_job *j) {
  * and the trace (HT_ESTOPPED when the workers were interrupted: they skip both). */
 static int async_serve(ht_job *j, const ht_sync_layout *L) {
     ht_sync_stats st = {0};
+    if (j->opts->trace) ht_cluster_trace_start(j->cl); /* before announce: it names the track */
     ht_cluster_announce(j->cl, L->mode <= HT_SYNC_DASP ? "(parameter server)" : "(coordinator)");
-    if (j->opts->trace) ht_cluster_trace_start(j->cl);
     int rc = ht_sync_serve(j->cfg, L, j->rank, j->selector, &st);
     if (rc == HT_ESTOPPED) return rc;
     if (rc != HT_OK) ht_die(rc, "%s", ht_errmsg()); /* the workers would wait for ever */
@@ -59,8 +59,10 @@ static void async_step(ht_job *j, ht_sync *s, int lo, int hi, float lr, int *sto
     ht_model_loss(&j->model, b, loss, &correct); /* waits for the step: the NaN check */
     double compute = ht_now() - tc;
     ht_trace_span("forward + backward", tc, tc + compute);
-    ht_sleep((j->cl->slowdown - 1) * compute); /* emulated heterogeneity (DESIGN.md) */
-    ht_trace_span("emulated idle", tc + compute, ht_now());
+    if (j->cl->slowdown > 1) {
+        ht_sleep((j->cl->slowdown - 1) * compute); /* emulated heterogeneity (DESIGN.md) */
+        ht_trace_span("slowdown (emulated)", tc + compute, ht_now());
+    }
     ht_sync_add_compute(s, compute * j->cl->slowdown);
     double t0 = ht_now();
     ht_sync_step(s, b, lr, stop, global);
@@ -140,11 +142,11 @@ static int async_run(ht_job *j, ht_train_result *res) {
     /* a worker's gradient is the mean over its local batch, and rank 0 reports the mean
      * loss of its own */
     j->rows = (double)(hi - lo) * j->model.rows;
+    if (j->opts->trace) ht_cluster_trace_start(j->cl); /* before announce: it names the track */
     ht_cluster_announce(j->cl, ht_dev_info(j->dev)->name);
     ht_sync *s = ht_sync_open(j->cfg, L, j->rank, &j->model, &j->opt, j->total);
     int rc = ht_async_restore(j, s);
     if (rc != HT_OK) ht_die(rc, "%s", ht_errmsg()); /* the extra ranks wait for worker 0 */
-    if (j->opts->trace) ht_cluster_trace_start(j->cl);
     if (j->rank == 0)
         ht_log_info("sync: %s, %d workers with %d samples per local step, %d %s",
                     j->cfg->sync.mode, L->workers, hi - lo, L->extra,
