@@ -6,7 +6,8 @@
 #  - preduce with P = all workers runs in lockstep: the same, with two workers (a segment's
 #    end changes no group);
 #  - two workers: stop and resume each policy; the checkpoint's step is its samples / batch,
-#    push-sum weights sum to the number of workers, the resumed run ends at the budget and its
+#    push-sum weights sum to the number of workers (saved, and at the resumed run's end), the
+#    resumed run ends at the budget and its
 #    loss continues where it stopped (well below the job's first steps: not from scratch);
 #  - bsp: saved by 2 ranks, resumed by 1 and by 3, the losses continue the 2-rank run's;
 #  - a checkpoint of one layout resumed with another, or with tampered sync fields: exit 2.
@@ -40,26 +41,19 @@ print(json.loads(b[8:8+n])["__metadata__"].get(sys.argv[2],""))' "$@"
 }
 MODES="asp ssp dasp preduce sap-reduce gossip gossip-adaptive"
 
-# ---- one worker (np 2): exact continuation, a policy of each family
-for mode in asp dasp sap-reduce gossip; do
+# ---- one worker (np 2): exact continuation (a parameter-server and a partial-reduce policy;
+# gossip is left out: its worker reads the coordinator's count without waiting, so where its
+# segment ends, and which steps it logs, depends on timing)
+for mode in asp dasp sap-reduce; do
     c="$TMP/one-$mode.ckpt"
     mp "u1-$mode" 2 --set sync.mode="$mode"
     ru=$RC
     mp "r1-$mode" 2 --set sync.mode="$mode" --set checkpoint.path="$c" --stop-after 20
     rs=$RC
     mp "r1-$mode" 2 --set sync.mode="$mode" --set checkpoint.path="$c" --resume
-    if [ "${mode#gossip}" = "$mode" ]; then
-        [ $ru -eq 0 ] && [ $rs -eq 0 ] && [ $RC -eq 0 ] && [ "$(losses "u1-$mode" | wc -l)" -eq 40 ] &&
-            [ "$(losses "u1-$mode")" = "$(losses "r1-$mode")" ]
-        ok $? "$mode, one worker: stopped at step 20 and resumed, the loss of all 40 steps is the uninterrupted run's, bit for bit"
-    else
-        # gossip reads the coordinator's count without waiting: the stop lands a step late
-        # and the step it trained past 20 is not logged; every logged one must match
-        [ $ru -eq 0 ] && [ $rs -eq 0 ] && [ $RC -eq 0 ] && [ "$(losses "r1-$mode" | wc -l)" -ge 38 ] &&
-            awk 'NR == FNR { u[$1] = $2; next } !($1 in u) || u[$1] != $2 { bad = 1 } END { exit bad }' \
-                <(losses "u1-$mode") <(losses "r1-$mode")
-        ok $? "$mode, one worker: stopped and resumed, every loss it logged ($(losses "r1-$mode" | wc -l) steps) is the uninterrupted run's at that step, bit for bit"
-    fi
+    [ $ru -eq 0 ] && [ $rs -eq 0 ] && [ $RC -eq 0 ] && [ "$(losses "u1-$mode" | wc -l)" -eq 40 ] &&
+        [ "$(losses "u1-$mode")" = "$(losses "r1-$mode")" ]
+    ok $? "$mode, one worker: stopped at step 20 and resumed, the loss of all 40 steps is the uninterrupted run's, bit for bit"
     [ $RC -eq 0 ] || diag "$(tail -3 "$TMP/r1-$mode.err")"
 done
 
@@ -92,12 +86,14 @@ for mode in $MODES; do
         awk -v a="$w0" -v b="$w1" 'BEGIN { d = a + b - 2; exit !(d < 1e-6 && d > -1e-6) }'
         ok $? "$mode: the saved push-sum weights $w0 + $w1 sum to 2 workers"
     fi
+    : >"$TMP/s2-$mode.err"
     mp "s2-$mode" $np --set sync.mode="$mode" --set checkpoint.path="$c" --resume "${extra[@]}"
     # worker 0's loss over its 16-sample batches is noisy: means of 5 logged steps
     begin=$(losses "s2-$mode" | head -5 | awk '{ t += $2 } END { printf "%.3f", t / NR }')
     after=$(losses "s2-$mode" | awk -v s="$step" '$1 > s && n < 5 { t += $2; n++ } END { if (n) printf "%.3f", t / n }')
     [ $RC -eq 0 ] && grep -q '^final: step 40,' "$TMP/s2-$mode.out" &&
         grep -q "resumed from .* at step $step" "$TMP/s2-$mode.err" &&
+        { [ "${mode#gossip}" = "$mode" ] || grep -Eq "weights sum to (2|1.99999|2.00000).* over 2 workers" "$TMP/s2-$mode.err"; } &&
         awk -v a="$after" -v b="$begin" 'BEGIN { exit !(a != "" && a < 0.8 * b) }'
     ok $? "$mode: resumed at step $step, ends at the budget; mean loss of its first 5 steps $after < 0.8 x the first 5 of the job ($begin)"
     [ $RC -eq 0 ] || diag "$(tail -3 "$TMP/s2-$mode.err")"
