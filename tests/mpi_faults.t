@@ -3,7 +3,7 @@
 # the first rank) and ends the job with exit 2 without MPI_Abort's help text. kill -9 of
 # one rank (a bsp worker; a parameter server under asp; the coordinator under preduce;
 # a worker under preduce) ends the whole job within 30 s, mpirun naming the lost rank, and
-# the bsp checkpoint written before is intact (a run resumes from it). Open MPI ends the
+# the bsp and asp checkpoints written before are intact (a run resumes from them). Open MPI ends the
 # job itself when a rank dies: this pins that behaviour for every role.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mpi.sh"
@@ -75,8 +75,14 @@ check_kill bsp 1 "bsp worker"
 run_ht -c "$TMP/job.cfg" -q --resume --stop-after 1 --set checkpoint.path="$TMP/c.ckpt"
 ok $RC "the bsp checkpoint written before the kill is intact: a run resumes from it"
 [ $RC -eq 0 ] || diag "$ERR"
-kill_rank asp 3 2 --set sync.mode=asp --set sync.servers=1
+rm -f "$TMP/a.ckpt"
+WAIT_FOR="$TMP/a.ckpt" kill_rank asp 3 2 --set sync.mode=asp --set sync.servers=1 \
+    --set checkpoint.path="$TMP/a.ckpt" --set checkpoint.every=20
 check_kill asp 2 "asp parameter server"
+mpirun_ht 3 "$HETTRAIN" -c "$TMP/job.cfg" -q --resume --stop-after 1 --set sync.mode=asp \
+    --set checkpoint.path="$TMP/a.ckpt" >"$TMP/ar.out" 2>"$TMP/ar.err"
+ok $? "the asp checkpoint written before the server was killed is intact: the job resumes from it"
+[ -s "$TMP/ar.err" ] && diag "$(tail -3 "$TMP/ar.err")"
 kill_rank preduce 3 2 --set sync.mode=preduce --set sync.group=2
 check_kill preduce 2 "preduce coordinator"
 kill_rank preduce_w 3 0 --set sync.mode=preduce --set sync.group=2
