@@ -34,6 +34,7 @@
 #include "comm/comm.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "core/stop.h"
 #include "io/metrics.h"
 #include "io/trace.h"
 #include "ocl/ocl.h"

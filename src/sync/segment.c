@@ -10,6 +10,7 @@
 
 #include "comm/comm.h"
 #include "core/err.h"
+#include "core/log.h"
 #include "core/stop.h"
 #include "sync/internal.h"
 
