@@ -280,10 +280,10 @@ int ht_checkpoint_load(const char *path, ht_model *m, ht_optim *o, int64_t *step
         bound = fstep < INT64_MAX / per - 1 ? (fstep + 1) * per : INT64_MAX;
     if (rc == HT_OK && ot > bound)
         rc = ht_error(HT_EINPUT,
-                      "%s: metadata 'optimizer_steps' is %lld, expected at most %lld ('step' "
-                      "%lld%s): the optimizer cannot have stepped more often than the trainer",
-                      path, (long long)ot, (long long)bound, (long long)fstep,
-                      per > 1 ? " + 1, times 'sync.workers'" : "");
+                      "%s: metadata 'optimizer_steps' is %lld, expected at most %s (%lld): the "
+                      "optimizer cannot have stepped more often than the trainer",
+                      path, (long long)ot,
+                      per > 1 ? "('step' + 1) x 'sync.workers'" : "'step'", (long long)bound);
     if (rc == HT_OK) {
         ht_buf_write(m->dev, m->params, 0, m->nparams * sizeof(float), params);
         for (int i = 0; i < ns; i++) {
