@@ -6,7 +6,9 @@
  * and workers in lockstep (preduce with P = all) see exactly bsp's batches. The learning rate
  * follows the global step (samples over all workers / train.batch), as the policy last
  * reported it. Rank 0 logs, shows progress and evaluates its current model every
- * train.eval_every global steps. */
+ * train.eval_every global steps; every worker checks its own loss at every step. The run
+ * goes in segments (sync.h) ending at quiesce points: checkpoint.every, --stop-after, a stop
+ * request, the end; the checkpoints are written there (async_ckpt.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
