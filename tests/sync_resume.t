@@ -97,6 +97,20 @@ for mode in $MODES; do
         awk -v a="$after" -v b="$begin" 'BEGIN { exit !(a != "" && a < 0.8 * b) }'
     ok $? "$mode: resumed at step $step, ends at the budget; mean loss of its first 5 steps $after < 0.8 x the first 5 of the job ($begin)"
     [ $RC -eq 0 ] || diag "$(tail -3 "$TMP/s2-$mode.err")"
+    # each run's "sync" records: the samples the workers trained on are the samples the
+    # server(s) or coordinator counted, in the stopped run and in the resumed one
+    /usr/bin/python3 - "$TMP/s2-$mode.jsonl" $np <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if '"type":"sync"' in l]
+np_ = int(sys.argv[2])
+assert len(recs) == 2 * np_, len(recs)
+for run in (recs[:np_], recs[np_:]):
+    w = sum(r["samples"] for r in run if r["role"] == "worker")
+    x = [r["samples"] for r in run if r["role"] != "worker"]
+    print("# workers %d, counted %s" % (w, x))
+    assert w > 0 and all(c == w for c in x)
+PY
+    ok $? "$mode: in both runs the workers' samples are the samples the extra rank(s) counted"
 done
 
 # ---- bsp: the data order is a function of seed and step, so a checkpoint of 2 ranks resumes

@@ -262,8 +262,12 @@ static int gossip_serve(const ht_config *cfg, const ht_sync_layout *L, int rank,
     (void)cfg;
     (void)rank;
     msg_hdr init;
-    while (ht_sync_recv_init(&init) == MSG_INIT)
-        coordinator_segment(L->workers, &init, st, &st->samples);
+    int64_t total = 0;
+    /* samples counted by this process (as the workers' records): a resumed run's start left out */
+    while (ht_sync_recv_init(&init) == MSG_INIT) {
+        coordinator_segment(L->workers, &init, st, &total);
+        st->samples += total - init.clock;
+    }
     return ht_sync_fin_rc(&init);
 }
 

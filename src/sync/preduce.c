@@ -259,6 +259,7 @@ static int preduce_serve(const ht_config *cfg, const ht_sync_layout *L, int rank
         v.out[w] = ht_xcalloc(1, group_bytes(W));
     msg_hdr init;
     while (ht_sync_recv_init(&init) == MSG_INIT) {
+        st->samples -= init.clock; /* this process's samples, as the workers' records */
         v.samples = init.clock;
         v.until = init.samples;
         v.stop = STOP_NO;
@@ -267,10 +268,10 @@ static int preduce_serve(const ht_config *cfg, const ht_sync_layout *L, int rank
                        cfg->sync.global_every);
         generator_segment(&v, in, rmsg, members, st);
         ht_pgroup_free(&v.g);
+        st->samples += v.samples;
     }
     rc = ht_sync_fin_rc(&init);
     st->steps = v.gid;
-    st->samples = v.samples;
     for (int w = 0; w < W; w++) {
         if (v.smsg[w]) ht_comm_msg_wait(v.smsg[w], NULL, NULL);
         free(v.out[w]);

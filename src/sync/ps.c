@@ -528,11 +528,12 @@ static int ps_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, con
         if (!opened && (rc = server_open(&v, &h, sel)) != HT_OK) break;
         opened = 1;
         server_begin(&v, &h);
+        st->samples -= v.samples; /* this process's samples, as the workers' records */
         server_segment(&v);
         server_final(&v);
+        st->samples += v.samples;
     }
     if (rc == HT_OK) rc = ht_sync_fin_rc(&h);
-    st->samples = v.samples;
     if (v.log) {
         ht_sync_logged(ht_metrics_write(v.log, "type=%s t=%f updates=%lld samples=%lld", "end",
                                         ht_now(), (long long)v.version, (long long)v.samples));
