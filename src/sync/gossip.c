@@ -271,6 +271,13 @@ static int gossip_serve(const ht_config *cfg, const ht_sync_layout *L, int rank,
     return ht_sync_fin_rc(&init);
 }
 
-const ht_sync_policy ht_gossip_policy = {
-    gossip_open,  gossip_step,    gossip_finish,  gossip_close, gossip_serve, NULL,
-    gossip_begin, gossip_quiesce, gossip_average, gossip_get,   gossip_set};
+const ht_sync_policy ht_gossip_policy = {.open = gossip_open,
+                                         .step = gossip_step,
+                                         .finish = gossip_finish,
+                                         .close = gossip_close,
+                                         .serve = gossip_serve,
+                                         .begin = gossip_begin,
+                                         .quiesce = gossip_quiesce,
+                                         .average = gossip_average,
+                                         .get = gossip_get,
+                                         .set = gossip_set};

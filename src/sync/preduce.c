@@ -291,6 +291,12 @@ static int preduce_serve(const ht_config *cfg, const ht_sync_layout *L, int rank
     return rc;
 }
 
-const ht_sync_policy ht_preduce_policy = {
-    preduce_open,  preduce_step,    preduce_finish,  preduce_close, preduce_serve, NULL,
-    preduce_begin, NULL,            preduce_average, preduce_get,   preduce_set};
+const ht_sync_policy ht_preduce_policy = {.open = preduce_open,
+                                          .step = preduce_step,
+                                          .finish = preduce_finish,
+                                          .close = preduce_close,
+                                          .serve = preduce_serve,
+                                          .begin = preduce_begin,
+                                          .average = preduce_average,
+                                          .get = preduce_get,
+                                          .set = preduce_set};

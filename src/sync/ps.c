@@ -544,5 +544,11 @@ static int ps_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, con
     return rc;
 }
 
-const ht_sync_policy ht_ps_policy = {ps_open,  ps_step,    NULL,   ps_close, ps_serve, NULL,
-                                    ps_begin, ps_quiesce, NULL,   ps_get,   ps_set};
+const ht_sync_policy ht_ps_policy = {.open = ps_open,
+                                     .step = ps_step,
+                                     .close = ps_close,
+                                     .serve = ps_serve,
+                                     .begin = ps_begin,
+                                     .quiesce = ps_quiesce,
+                                     .get = ps_get,
+                                     .set = ps_set};

@@ -135,7 +135,8 @@ void ht_sync_snapshot(ht_sync *s, ht_sync_snap *snap) {
         }
         if (models) {
             memcpy(snap->params + (size_t)w * s->n, xw, s->n * sizeof(float));
-            memcpy(snap->states + (size_t)w * ns * s->n, xw + s->n, (size_t)ns * s->n * sizeof(float));
+            memcpy(snap->states + (size_t)w * ns * s->n, xw + s->n,
+                   (size_t)ns * s->n * sizeof(float));
         }
         free(xw);
     }

@@ -70,7 +70,8 @@ static char *list_of(const int64_t *a, const double *v, int n) {
     char *out = ht_xmalloc((size_t)n * 28 + 1), *p = out;
     *p = 0;
     for (int i = 0; i < n; i++)
-        p += v ? sprintf(p, "%s%.17g", i ? " " : "", v[i]) : sprintf(p, "%s%lld", i ? " " : "", (long long)a[i]);
+        p += v ? sprintf(p, "%s%.17g", i ? " " : "", v[i])
+               : sprintf(p, "%s%lld", i ? " " : "", (long long)a[i]);
     return out;
 }
 
