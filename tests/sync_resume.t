@@ -9,7 +9,8 @@
 #    push-sum weights sum to the number of workers (saved, and at the resumed run's end), the
 #    resumed run ends at the budget and its
 #    loss continues where it stopped (well below the job's first steps: not from scratch);
-#  - bsp: saved by 2 ranks, resumed by 1 and by 3, the losses continue the 2-rank run's;
+#  - bsp: saved by 2 ranks, resumed by 1 and by 3, the losses continue the 2-rank run's; a
+#    bsp checkpoint resumes under gossip, a gossip one under bsp;
 #  - a checkpoint of one layout resumed with another, or with tampered sync fields: exit 2.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mpi.sh"
@@ -133,6 +134,19 @@ for n in 1 3; do
         awk -v c="$cmp" 'BEGIN { split(c, a, " "); exit !(a[1] == 20 && a[2] <= 1e-5) }'
     ok $? "bsp: saved by 2 ranks at step 20, resumed by $n: steps 21..40 (compared, largest difference: $cmp) within 1e-5 of the 2-rank run"
 done
+
+# ---- across families: a bsp checkpoint starts every gossip worker from its model; a gossip
+# checkpoint's model (the workers' push-sum average) resumes under bsp, one process
+cp "$TMP/b.ckpt" "$TMP/bg.ckpt"
+mp bg 3 --set sync.mode=gossip --set checkpoint.path="$TMP/bg.ckpt" --resume
+[ $RC -eq 0 ] && grep -q "holds no gossip state: every worker starts from its model" "$TMP/bg.err" &&
+    grep -q '^final: step 40,' "$TMP/bg.out" && [ "$(losses bg | head -1 | cut -d' ' -f1)" -gt 20 ]
+ok $? "a bsp checkpoint of step 20 resumed by gossip: its workers start there and run to step 40"
+cp "$TMP/two-gossip.ckpt" "$TMP/gb.ckpt"
+"$HETTRAIN" -c "$TMP/job.cfg" -q --set checkpoint.path="$TMP/gb.ckpt" --resume --set train.steps=50 \
+    >"$TMP/gb.out" 2>&1
+ok $([ $? -eq 0 ] && grep -q '^final: step 50,' "$TMP/gb.out"; echo $?) \
+    "a gossip checkpoint of step 40 resumed under bsp (one process) runs on to step 50"
 
 # ---- a checkpoint of another layout, or with bad sync fields: exit 2, nothing trained
 c="$TMP/two-gossip.ckpt"
