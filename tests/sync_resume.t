@@ -9,6 +9,7 @@
 #    push-sum weights sum to the number of workers (saved, and at the resumed run's end), the
 #    resumed run ends at the budget and its
 #    loss continues where it stopped (well below the job's first steps: not from scratch);
+#    the final checkpoint resumed rebuilds the same job model (same val_loss, bit for bit);
 #  - bsp: saved by 2 ranks, resumed by 1 and by 3, the losses continue the 2-rank run's; a
 #    bsp checkpoint resumes under gossip, a gossip one under bsp;
 #  - a checkpoint of one layout resumed with another, or with tampered sync fields: exit 2.
@@ -112,6 +113,16 @@ for run in (recs[:np_], recs[np_:]):
     assert w > 0 and all(c == w for c in x)
 PY
     ok $? "$mode: in both runs the workers' samples are the samples the extra rank(s) counted"
+    # the finished run's checkpoint resumed: nothing to train, the job's model is rebuilt from
+    # the restored state (every worker's own model, and gossip's weight, averaged again) and
+    # evaluates to the same validation loss, bit for bit (the policies whose workers keep
+    # their own models; a server's model is the one-process tensors themselves)
+    case $mode in preduce | gossip*) ;; *) continue ;; esac
+    v1=$(sed -nE 's/.*"type":"eval","step":40,"val_loss":([0-9.e+-]+).*/\1/p' "$TMP/s2-$mode.jsonl" | tail -1)
+    mp "f2-$mode" $np --set sync.mode="$mode" --set checkpoint.path="$c" --resume "${extra[@]}"
+    v2=$(sed -nE 's/.*"type":"eval","step":40,"val_loss":([0-9.e+-]+).*/\1/p' "$TMP/f2-$mode.jsonl" | tail -1)
+    [ $RC -eq 0 ] && [ -n "$v1" ] && [ "$v1" = "$v2" ]
+    ok $? "$mode: its final checkpoint resumed evaluates to the same val_loss ($v1 = $v2)"
 done
 
 # ---- bsp: the data order is a function of seed and step, so a checkpoint of 2 ranks resumes
