@@ -27,6 +27,12 @@ float nn_log1p_pos(const float x) {
     return lg * (x / (u - 1.0f));
 }
 
+/* The trainer's NaN watch (step > 0): the first step whose loss is NaN or infinite goes to
+ * watch[0] (INT_MAX until then), so the trainer checks every step's loss without reading it
+ * back; it reads watch with a read-back it does anyway. Rows that race write the same step. */
+#define NN_WATCH(lv)                                                                               \
+    if (step > 0 && !isfinite(lv) && watch[0] == INT_MAX) watch[0] = step
+
 /* Work-group r handles row r; the local size L is a power of two. Each work-item scans
  * columns t, t+L, ... and the partial results are combined by a tree over local memory in a
  * fixed order, so results are deterministic for a given L.
@@ -41,7 +47,8 @@ __kernel void nn_softmax_xent(__global float *loss, const int loss_o, __global i
                               __global const float *logits, const int lg_o,
                               __global const int *labels, const int lb_o, const int C,
                               const float grad_scale, const int with_grad,
-                              __local float *sval, __local int *sidx) {
+                              __local float *sval, __local int *sidx, __global int *watch,
+                              const int step) {
     const int r = get_group_id(0), t = get_local_id(0), L = get_local_size(0);
     __global const float *row = logits + lg_o + (size_t)r * C;
     const int label = labels[lb_o + r];
@@ -85,8 +92,10 @@ __kernel void nn_softmax_xent(__global float *loss, const int loss_o, __global i
     const float rest = sval[0];
 
     if (t == 0) { /* (m - zlabel) first: exactly 0 when the label is the argmax */
-        loss[loss_o + r] = valid ? nn_log1p_pos(rest) + (m - zlabel) : NAN;
+        const float lv = valid ? nn_log1p_pos(rest) + (m - zlabel) : NAN;
+        loss[loss_o + r] = lv;
         correct[correct_o + r] = valid ? (argmax == label) : -1;
+        NN_WATCH(lv);
     }
     if (with_grad) {
         __global float *drow = dlogits + dl_o + (size_t)r * C;
@@ -105,7 +114,8 @@ __kernel void nn_softmax_xent_rows(__global float *loss, const int loss_o, __glo
                                    const int correct_o, __global float *dlogits, const int dl_o,
                                    __global const float *logits, const int lg_o,
                                    __global const int *labels, const int lb_o, const int B,
-                                   const int C, const float grad_scale, const int with_grad) {
+                                   const int C, const float grad_scale, const int with_grad,
+                                   __global int *watch, const int step) {
     const int r = get_global_id(0);
     if (r >= B) return;
     __global const float *row = logits + lg_o + (size_t)r * C;
@@ -119,8 +129,10 @@ __kernel void nn_softmax_xent_rows(__global float *loss, const int loss_o, __glo
     float rest = 0.0f; /* sum of exp(z - m) without the max's own 1 */
     for (int j = 0; j < C; j++)
         if (j != argmax) rest += exp(row[j] - m);
-    loss[loss_o + r] = valid ? nn_log1p_pos(rest) + (m - zlabel) : NAN;
+    const float lv = valid ? nn_log1p_pos(rest) + (m - zlabel) : NAN;
+    loss[loss_o + r] = lv;
     correct[correct_o + r] = valid ? (argmax == label) : -1;
+    NN_WATCH(lv);
     if (with_grad) {
         __global float *drow = dlogits + dl_o + (size_t)r * C;
         const float inv = 1.0f / (1.0f + rest);
@@ -130,3 +142,4 @@ __kernel void nn_softmax_xent_rows(__global float *loss, const int loss_o, __glo
         }
     }
 }
+

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Divergence: the loss is checked for finiteness at every step, not only on log steps, so a
-# run with log.every = 1000 stops with exit 1 at the same step as one that logs every step
-# (one process, a pipeline, after a resume), an asynchronous job stops mid-run, and the last
-# good checkpoint is left as it was and resumes.
+# run with log.every = 1000 names the same first bad step as one that logs every step (one
+# process: the loss kernel's device-side flag, read at the end; a pipeline; after a resume),
+# an asynchronous job stops mid-run, and the last good checkpoint is left as it was and resumes.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mpi.sh"
 

@@ -320,9 +320,10 @@ void ht_model_loss_forward(ht_model *m, int B, int with_grad) {
     check_batch(m, B, "ht_model_loss_forward");
     int n = m->nlayers;
     /* grad_scale 1 here: the caller's scale is applied by backward on the GEMM alpha */
-    ht_softmax_xent(m->dev, ht_view_at(m->losses, 0), ht_view_at(m->correct, 0),
-                    with_grad ? ht_model_dact(m, n) : ht_view_none(), ht_model_act(m, n),
-                    ht_view_at(m->labels, 0), B * m->rows, m->classes, 1.0f);
+    ht_softmax_xent_watch(m->dev, ht_view_at(m->losses, 0), ht_view_at(m->correct, 0),
+                          with_grad ? ht_model_dact(m, n) : ht_view_none(), ht_model_act(m, n),
+                          ht_view_at(m->labels, 0), B * m->rows, m->classes, 1.0f,
+                          with_grad ? m->watch : NULL, m->watch_step);
 }
 
 void ht_model_forward(ht_model *m, int B, int with_grad) {

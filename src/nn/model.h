@@ -108,6 +108,10 @@ typedef struct ht_model {
     ht_buf *correct;    /* (max_batch * rows) int32 1/0, -1 for a label out of range */
     float *host_loss;
     int32_t *host_correct;
+    /* the trainer's NaN watch: a training loss forward (with_grad) marks watch (int32) with
+     * watch_step when a loss is not finite (ht_softmax_xent_watch); NULL: no watch */
+    ht_buf *watch;
+    int watch_step;
     int training;          /* dropout on (ht_model_set_training) */
     uint64_t dropout_seed; /* dropout masks are a pure function of (seed, step, site, i) */
     uint64_t dropout_step;

@@ -191,6 +191,13 @@ enum { XENT_ROW_MAX_C = 64 };
 
 void ht_softmax_xent(ht_dev *d, ht_view loss, ht_view correct, ht_view dlogits, ht_view logits,
                      ht_view labels, int B, int C, float grad_scale) {
+    ht_softmax_xent_watch(d, loss, correct, dlogits, logits, labels, B, C, grad_scale, NULL, 0);
+}
+
+void ht_softmax_xent_watch(ht_dev *d, ht_view loss, ht_view correct, ht_view dlogits,
+                           ht_view logits, ht_view labels, int B, int C, float grad_scale,
+                           ht_buf *watch, int step) {
+    if (!watch) step = 0, watch = loss.buf; /* any valid buffer: not read with step 0 */
     if (B <= 0 || C <= 0) return;
     isize((size_t)B * (size_t)C, "logits");
     int with_grad = dlogits.buf != NULL;
@@ -202,7 +209,8 @@ void ht_softmax_xent(ht_dev *d, ht_view loss, ht_view correct, ht_view dlogits, 
         ht_launch1d(d, "nn_softmax_xent_rows", (size_t)B, HT_BUF(loss.buf), HT_INT(a_loss),
                     HT_BUF(correct.buf), HT_INT(a_corr), HT_BUF(dl.buf), HT_INT(a_dl),
                     HT_BUF(logits.buf), HT_INT(a_lg), HT_BUF(labels.buf), HT_INT(a_lab), HT_INT(B),
-                    HT_INT(C), HT_FLOAT(grad_scale), HT_INT(with_grad));
+                    HT_INT(C), HT_FLOAT(grad_scale), HT_INT(with_grad), HT_BUF(watch),
+                    HT_INT(step));
         return;
     }
     /* wide rows: a group per row, enough lanes to cover C, at most 256 (longer rows loop) */
@@ -215,5 +223,5 @@ void ht_softmax_xent(ht_dev *d, ht_view loss, ht_view correct, ht_view dlogits, 
     ht_launch(d, k, 1, &gws, &l, HT_BUF(loss.buf), HT_INT(a_loss), HT_BUF(correct.buf),
               HT_INT(a_corr), HT_BUF(dl.buf), HT_INT(a_dl), HT_BUF(logits.buf), HT_INT(a_lg),
               HT_BUF(labels.buf), HT_INT(a_lab), HT_INT(C), HT_FLOAT(grad_scale), HT_INT(with_grad),
-              HT_LOCAL(l * sizeof(float)), HT_LOCAL(l * sizeof(int)));
+              HT_LOCAL(l * sizeof(float)), HT_LOCAL(l * sizeof(int)), HT_BUF(watch), HT_INT(step));
 }

@@ -105,5 +105,11 @@ void ht_softmax_xent(ht_dev *d, ht_view loss, /* (B) float per-sample loss */
                      ht_view logits,  /* (B,C) */
                      ht_view labels,  /* (B) int32 */
                      int B, int C, float grad_scale);
+/* ht_softmax_xent with the trainer's NaN watch: watch (one int32, INT_MAX = none yet)
+ * becomes `step` (> 0) when a loss is NaN or infinite and watch is still INT_MAX, so the
+ * first bad step is kept without a read-back. */
+void ht_softmax_xent_watch(ht_dev *d, ht_view loss, ht_view correct, ht_view dlogits,
+                           ht_view logits, ht_view labels, int B, int C, float grad_scale,
+                           ht_buf *watch, int step);
 
 #endif

@@ -3,6 +3,7 @@
 #include "train/engine.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -61,6 +62,20 @@ int ht_job_check_loss(ht_job *j, int64_t done, double loss_sum, float lr) {
                     loss_sum, (long long)done, lr);
 }
 
+/* HT_ERUNTIME naming the first step the device-side watch (j->loss_flag) marked, if any: a
+ * 4-byte read at a point where the engine synchronises anyway. */
+static int check_flag(ht_job *j) {
+    if (!j->loss_flag) return HT_OK;
+    int32_t bad = INT32_MAX;
+    ht_buf_read(j->dev, j->loss_flag, 0, sizeof bad, &bad);
+    if (bad == INT32_MAX) return HT_OK;
+    ht_progress_finish(&j->prog);
+    return ht_error(HT_ERUNTIME,
+                    "loss became non-finite at step %d (learning rate %g too high?); the last "
+                    "checkpoint, if any, is from before",
+                    bad, ht_lr_at(&j->sched, bad - 1, j->total));
+}
+
 /* The loss of step `done` to metrics and progress. */
 static int report(ht_job *j, int64_t done, double loss_sum, float lr) {
     double now = ht_now();
@@ -93,6 +108,8 @@ static void evaluate(ht_job *j, int64_t done) {
 }
 
 int ht_job_save(ht_job *j, int64_t step, const ht_ckpt_extra *x) {
+    int rc = check_flag(j); /* never a checkpoint after a non-finite loss */
+    if (rc != HT_OK) return rc;
     if (j->gather) j->gather(j);
     j->saved = step;
     if (j->rank != 0) return HT_OK;
@@ -104,6 +121,8 @@ static int save(ht_job *j, int64_t step) { return ht_job_save(j, step, NULL); }
 
 int ht_job_after_step(ht_job *j, int64_t done, double loss_sum, float lr) {
     int rc;
+    /* the flag first: it names the first bad step, which may be before this one */
+    if (ht_job_logs_at(j, done) && (rc = check_flag(j)) != HT_OK) return rc;
     if ((rc = ht_job_check_loss(j, done, loss_sum, lr)) != HT_OK) return rc;
     if (ht_job_logs_at(j, done) && (rc = report(j, done, loss_sum, lr)) != HT_OK) return rc;
     /* the final evaluation is ht_job_loop_finish's */
@@ -120,6 +139,7 @@ int ht_job_loop_finish(ht_job *j, int64_t step, ht_train_result *res) {
     double now = ht_now(), t_train = now - j->t_loop - j->t_eval;
     ht_progress_finish(&j->prog);
     int rc, gathered = 0;
+    if ((rc = check_flag(j)) != HT_OK) return rc;
     if (*ckpt && step > j->start && j->saved != step) { /* an engine may have saved it */
         if ((rc = save(j, step)) != HT_OK) return rc;
         gathered = 1;

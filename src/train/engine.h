@@ -51,6 +51,11 @@ typedef struct ht_job {
      * clears it and saves at its quiesce points itself, with ht_job_save) */
     int64_t ckpt_every;
     int64_t saved;  /* the step last saved by ht_job_save (-1: none) */
+    /* An engine that does not read the loss back every step (data parallel) marks the first
+     * step with a non-finite loss in this device int (ht_nonfinite_mark, INT_MAX = none):
+     * read on log steps, before a checkpoint and at the end. NULL: the engine passes every
+     * step's loss to ht_job_after_step. */
+    ht_buf *loss_flag;
     /* the shared reporting state (engine.c): progress, throughput marks, evaluation */
     ht_progress prog;
     int show; /* this rank reports (rank 0 at info level) */
@@ -93,8 +98,9 @@ extern const ht_engine ht_engine_pipe;  /* engine_pipe.c */
 /* Starts progress, throughput marks and the log/evaluation schedule (rank 0 reports). */
 void ht_job_loop_start(ht_job *j);
 /* After global step `done` (1-based) has updated the parameters, j->samples and j->last
- * current: loss_sum is checked for finiteness at every step (HT_ERUNTIME naming the step and
- * the learning rate: a diverged run never writes a checkpoint; under mpirun the rank that
+ * current: loss_sum is checked for finiteness at every step (engines with j->loss_flag pass
+ * 0 on other than log steps, and the flag is read on log steps) (HT_ERUNTIME naming the step
+ * and the learning rate: a diverged run never writes a checkpoint; under mpirun the rank that
  * sees it ends the job through src/comm's exit hook); on log steps it is the sum of row
  * losses over the global batch (every rank that calls this passes the same value) and goes
  * to metrics and progress, on other steps it may be this rank's part only; on evaluation

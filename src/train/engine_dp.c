@@ -4,6 +4,7 @@
  * speed (a cost model per rank from the profile or from timed passes, then rebalanced online
  * from measured step times: train/cluster.c). One process is the case of one rank. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,7 +125,11 @@ static void dp_step(ht_job *j, ht_sync *s, int64_t step, float lr, int *stop) {
         trace_end(j->dev);
         ht_model_set_training(m, 1, j->cfg->train.seed, step);
         ht_trace_begin("forward");
+        /* the NaN watch: marked by the loss kernel, read with the next log step or checkpoint */
+        m->watch = j->loss_flag;
+        m->watch_step = step + 1 < INT32_MAX ? (int)(step + 1) : INT32_MAX - 1;
         ht_model_forward(m, b, 1);
+        m->watch = NULL;
         trace_end(j->dev);
     }
     /* 1/rows with the GLOBAL batch: each rank's gradient is its part of the full-batch
@@ -143,13 +148,12 @@ static void dp_step(ht_job *j, ht_sync *s, int64_t step, float lr, int *stop) {
  * shared reporting, then new shares (if any) from the next step on. */
 static int dp_after(ht_job *j, ht_sync *s, int64_t done, float lr) {
     ht_cluster *cl = j->cl;
-    double lsum = 0; /* share 0: nothing to add */
-    int rc, correct = 0;
+    double lsum = 0; /* share 0: nothing to add; not a log step: the NaN watch has it */
+    int rc;
     ht_sync_stats now = ht_sync_stats_now(s);
-    /* every step (the NaN check): the read waits for the step's kernels, which the next
-     * step's blocking batch upload would wait for anyway */
-    if (cl->hi > cl->lo) ht_model_loss(&j->model, cl->hi - cl->lo, &lsum, &correct);
     if (ht_job_logs_at(j, done)) {
+        int correct = 0;
+        if (cl->hi > cl->lo) ht_model_loss(&j->model, cl->hi - cl->lo, &lsum, &correct);
         if (j->world > 1) { /* global sums: every rank gets the same numbers */
             double v[2] = {lsum, correct};
             ht_cluster_sum(v, 2);
@@ -194,7 +198,12 @@ static int dp_run(ht_job *j, ht_train_result *res) {
     /* after the speed split, so that the table shows the shares used */
     ht_cluster_announce(cl, ht_dev_info(j->dev)->name);
     ht_sync *s = ht_sync_open(j->cfg, &L, j->rank, &j->model, &j->opt, j->total);
+    int32_t none = INT32_MAX;
+    j->loss_flag = ht_buf_new(j->dev, sizeof none, "NaN watch");
+    ht_buf_write(j->dev, j->loss_flag, 0, sizeof none, &none);
     rc = dp_loop(j, s, res);
+    ht_buf_free(j->loss_flag);
+    j->loss_flag = NULL;
     ht_sync_stats st = ht_sync_close(s);
     if (rc != HT_OK) return rc;
     if (j->world > 1 && (rc = ht_cluster_sync_records(cl, &L, &st, j->metrics)) != HT_OK)
