@@ -41,6 +41,20 @@ run_ht "${args[@]}" --resume
 ok $([ $RC -eq 0 ] && printf '%s' "$OUT" | grep -q '^final: step 60,'; echo $?) \
     "and resumes: lr 0.05 from step 5 to the end (exit $RC)"
 
+# checkpoints every 4 steps, logs every 1000: the first save after the bad step reads the
+# device flag and refuses; the file is the last good save, before that step, and resumes
+cp "$TMP/good.ckpt" "$TMP/c.ckpt"
+run_ht "${args[@]}" --resume --set optim.lr=30 --set log.every=1000 --set checkpoint.every=4
+k3=$(bad_step)
+st=$(/usr/bin/python3 -c 'import json,struct,sys
+b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]
+print(json.loads(b[8:8+n])["__metadata__"]["step"])' "$TMP/c.ckpt")
+ok $([ $RC -eq 1 ] && [ "$k3" = "$k1" ] && [ "$st" -lt "$k1" ] && [ "$st" -gt 5 ]; echo $?) \
+    "checkpoint.every 4: stops at step ${k3:-?} (exit $RC), the checkpoint kept is step $st, before it"
+run_ht "${args[@]}" --resume
+ok $([ $RC -eq 0 ] && printf '%s' "$OUT" | grep -q '^final: step 60,'; echo $?) \
+    "and it resumes to the end with lr 0.05 (exit $RC)"
+
 command -v mpirun >/dev/null || { done_testing; exit; }
 # a pipeline of 2 stages: the loss of the last stage, every step
 pp() {
