@@ -77,7 +77,12 @@ for mode in $MODES; do
         --stop-after 20 "${extra[@]}"
     step=$(meta "$c" step)
     samples=$(meta "$c" sync.samples)
-    [ $RC -eq 0 ] && [ -n "$step" ] && [ "$step" -ge 20 ] && [ "$step" -le 21 ] &&
+    # a worker that waits for each reply (servers, groups) overshoots by at most one local
+    # step per worker; gossip reads the coordinator's answers without waiting, so under load
+    # a worker may take a few more steps before it sees STOP
+    most=21
+    [ "${mode#gossip}" != "$mode" ] && most=30
+    [ $RC -eq 0 ] && [ -n "$step" ] && [ "$step" -ge 20 ] && [ "$step" -le $most ] &&
         [ "$step" -eq $((samples / 32)) ] &&
         grep -q "stopped at step $step of 40; checkpoint saved" "$TMP/s2-$mode.err"
     ok $? "$mode, two workers: --stop-after 20 stops at step $step with ${samples} samples (step = samples / batch)"
