@@ -33,8 +33,8 @@ mp() {
         --set log.metrics="$TMP/$name.jsonl" "$@" >"$TMP/$name.out" 2>>"$TMP/$name.err"
     RC=$?
 }
-# losses NAME: "step loss" per train record
-losses() { sed -nE 's/.*"type":"train","step":([0-9]+),"loss":([0-9.e+-]+).*/\1 \2/p' "$TMP/$1.jsonl"; }
+# losses_of NAME: "step loss" per train record of NAME.jsonl (lib.sh's losses)
+losses_of() { losses "$TMP/$1.jsonl"; }
 # meta FILE KEY: a checkpoint's metadata value
 meta() {
     /usr/bin/python3 -c 'import json,struct,sys
@@ -53,8 +53,8 @@ for mode in asp dasp sap-reduce; do
     mp "r1-$mode" 2 --set sync.mode="$mode" --set checkpoint.path="$c" --stop-after 20
     rs=$RC
     mp "r1-$mode" 2 --set sync.mode="$mode" --set checkpoint.path="$c" --resume
-    [ $ru -eq 0 ] && [ $rs -eq 0 ] && [ $RC -eq 0 ] && [ "$(losses "u1-$mode" | wc -l)" -eq 40 ] &&
-        [ "$(losses "u1-$mode")" = "$(losses "r1-$mode")" ]
+    [ $ru -eq 0 ] && [ $rs -eq 0 ] && [ $RC -eq 0 ] && [ "$(losses_of "u1-$mode" | wc -l)" -eq 40 ] &&
+        [ "$(losses_of "u1-$mode")" = "$(losses_of "r1-$mode")" ]
     ok $? "$mode, one worker: stopped at step 20 and resumed, the loss of all 40 steps is the uninterrupted run's, bit for bit"
     [ $RC -eq 0 ] || diag "$(tail -3 "$TMP/r1-$mode.err")"
 done
@@ -64,7 +64,7 @@ mp u2-pre 3 --set sync.mode=preduce --set sync.group=2
 mp r2-pre 3 --set sync.mode=preduce --set sync.group=2 --set checkpoint.path="$TMP/pre.ckpt" \
     --set checkpoint.every=10 --stop-after 20
 mp r2-pre 3 --set sync.mode=preduce --set sync.group=2 --set checkpoint.path="$TMP/pre.ckpt" --resume
-[ $RC -eq 0 ] && [ "$(losses u2-pre | wc -l)" -eq 40 ] && [ "$(losses u2-pre)" = "$(losses r2-pre)" ]
+[ $RC -eq 0 ] && [ "$(losses_of u2-pre | wc -l)" -eq 40 ] && [ "$(losses_of u2-pre)" = "$(losses_of r2-pre)" ]
 ok $? "preduce, P = 2 of 2 workers: checkpoints at 10 and 20, resumed: every loss equals the uninterrupted run's"
 
 # ---- two workers (np 3 or 4 with 2 servers): stop, resume, invariants
@@ -96,8 +96,8 @@ for mode in $MODES; do
     : >"$TMP/s2-$mode.err"
     mp "s2-$mode" $np --set sync.mode="$mode" --set checkpoint.path="$c" --resume "${extra[@]}"
     # worker 0's loss over its 16-sample batches is noisy: means of 5 logged steps
-    begin=$(losses "s2-$mode" | head -5 | awk '{ t += $2 } END { printf "%.3f", t / NR }')
-    after=$(losses "s2-$mode" | awk -v s="$step" '$1 > s && n < 5 { t += $2; n++ } END { if (n) printf "%.3f", t / n }')
+    begin=$(losses_of "s2-$mode" | head -5 | awk '{ t += $2 } END { printf "%.3f", t / NR }')
+    after=$(losses_of "s2-$mode" | awk -v s="$step" '$1 > s && n < 5 { t += $2; n++ } END { if (n) printf "%.3f", t / n }')
     [ $RC -eq 0 ] && grep -q '^final: step 40,' "$TMP/s2-$mode.out" &&
         grep -q "resumed from .* at step $step" "$TMP/s2-$mode.err" &&
         { [ "${mode#gossip}" = "$mode" ] || grep -Eq "weights sum to (2|1.99999|2.00000).* over 2 workers" "$TMP/s2-$mode.err"; } &&
@@ -144,9 +144,9 @@ mp b3 3 --set checkpoint.path="$TMP/b3.ckpt" --resume
 for n in 1 3; do
     # steps compared, largest difference
     cmp=$(awk 'NR == FNR { u[$1] = $2; next } $1 in u { d = $2 - u[$1]; if (d < 0) d = -d; if (d > m) m = d; n++ }
-        END { printf "%d %g", n, m }' <(losses bu) <(losses "b$n"))
+        END { printf "%d %g", n, m }' <(losses_of bu) <(losses_of "b$n"))
     rc=$([ $n = 1 ] && echo $r1 || echo $RC)
-    [ "$rc" -eq 0 ] && [ "$(losses "b$n" | head -1 | cut -d' ' -f1)" = 21 ] &&
+    [ "$rc" -eq 0 ] && [ "$(losses_of "b$n" | head -1 | cut -d' ' -f1)" = 21 ] &&
         awk -v c="$cmp" 'BEGIN { split(c, a, " "); exit !(a[1] == 20 && a[2] <= 1e-5) }'
     ok $? "bsp: saved by 2 ranks at step 20, resumed by $n: steps 21..40 (compared, largest difference: $cmp) within 1e-5 of the 2-rank run"
 done
@@ -156,7 +156,7 @@ done
 cp "$TMP/b.ckpt" "$TMP/bg.ckpt"
 mp bg 3 --set sync.mode=gossip --set checkpoint.path="$TMP/bg.ckpt" --resume
 [ $RC -eq 0 ] && grep -q "holds no gossip state: every worker starts from its model" "$TMP/bg.err" &&
-    grep -q '^final: step 40,' "$TMP/bg.out" && [ "$(losses bg | head -1 | cut -d' ' -f1)" -gt 20 ]
+    grep -q '^final: step 40,' "$TMP/bg.out" && [ "$(losses_of bg | head -1 | cut -d' ' -f1)" -gt 20 ]
 ok $? "a bsp checkpoint of step 20 resumed by gossip: its workers start there and run to step 40"
 cp "$TMP/two-gossip.ckpt" "$TMP/gb.ckpt"
 "$HETTRAIN" -c "$TMP/job.cfg" -q --set checkpoint.path="$TMP/gb.ckpt" --resume --set train.steps=50 \
