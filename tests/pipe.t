@@ -101,8 +101,8 @@ check 2 gpt 4 hepipe 2 6 --set pipe.partition=hetero --set 'cluster.slowdown=[1.
 check 4 gpt 4 hepipe 4 8 --set 'cluster.slowdown=[1.0,1.0,2.0,4.0]'
 check 2 gpt 4 gpipe 2 2 --set pipe.partition=hetero
 # the 3x slower rank gets fewer layers than the uniform cut's 4 of 9: by hand, cutting at 6
-# costs max(5, 3 (1 + h)) block-times and at 7 max(6, 3h), h = ln_f + head in blocks (about
-# 0.6 by FLOPs), so 6 wins unless h > 1; h comes from start-up timing, which moves with the
+# costs max(5, 3 (1 + h)) block-times and at 7 max(6, 3h), h = ln_f + head + loss in blocks (about
+# 0.6 by FLOPs without the loss), so 6 wins unless h > 1; h comes from start-up timing, which moves with the
 # machine's load, so the test accepts either cut past the uniform one (layers 0-5 or 0-6 on
 # the fast rank); the table is logged at start-up
 mpirun_ht 2 "$HETTRAIN" -c "$TMP/gpt.cfg" --set train.steps=1 --set pipe.schedule=1f1b \

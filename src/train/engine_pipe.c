@@ -353,14 +353,21 @@ static int records(ht_job *j, pipe_state *p, const double *sum, int64_t steps) {
                               "pipe", r, a[0] / n, a[1] / n, a[2] / n, a[3] / n,
                               a[0] > 0 ? 1 - a[1] / a[0] : 0, a[4], a[5]);
     }
+    /* the measured bubble as the checker defines it: 1 - busy / (ranks x makespan). The
+     * makespan is the slowest rank's stream: the others wait out the rest of it in the
+     * step-end collectives, outside their own stream's span. */
+    double busy = 0, span = 0;
+    for (int r = 0; r < j->world; r++)
+        busy += all[6 * r + 1], span = all[6 * r] > span ? all[6 * r] : span;
+    double measured = span > 0 ? 1 - busy / (j->world * span) : NAN;
     free(all);
     double pred = bubble_measured_costs(j, p);
     if (rc == HT_OK && j->metrics)
         rc = ht_metrics_write(j->metrics,
                               "type=%s schedule=%s stages=%d micro_batches=%d "
-                              "bubble_unit_times=%g bubble_measured_costs=%g",
+                              "bubble_unit_times=%g bubble_measured_costs=%g bubble_measured=%g",
                               "pipe_summary", j->cfg->pipe.schedule, p->sched.S, p->sched.p.N,
-                              p->bubble_unit, pred);
+                              p->bubble_unit, pred, measured);
     return rc;
 }
 
