@@ -4,11 +4,12 @@
 # the hetero partition, hepipe on both, hepipe + hetero with recomputation forced on, and data
 # parallelism with the speed split. Per run: samples/s (steady steps), the ratio to uniform
 # 1f1b, the checker's bubble under the stage costs measured in the run and the measured idle
-# fraction, the largest activation memory of a rank (what the executor allocates).
+# fraction (the run's pipe_summary bubble_measured), the largest activation memory of a rank (what the executor allocates).
 # PipeDream-2BW (2bw, uniform and hetero) runs too: asynchronous (one-step-stale weights), no
 # flush per step; its "pred meas" is the checker's bubble of 3 chained batches then a drain.
 #   tools/bench/bench_hepipe.sh [STEPS] [hettrain args...]
-# Env: NP (4), SLOW ("1.0,1.0,2.0,4.0"), LAYERS (8), DMODEL (64), BATCH (32), N (8), PIN=1
+# Env: NP (4), SLOW ("1.0,1.0,2.0,4.0"), LAYERS (8), DMODEL (64), BATCH (32), N (8), TTL (a
+# target loss: also time to it, see the end), TTL_STEPS (300), PIN=1
 # (one core and one PoCL thread per rank: only meaningful with NP <= cores). Run from the
 # repository root.
 set -euo pipefail
@@ -58,10 +59,10 @@ for cfg in "1f1b uniform none" "1f1b hetero none" "hepipe uniform none" "hepipe 
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1]) if '"type":"pipe"' in l]
 summ = [json.loads(l) for l in open(sys.argv[1]) if '"type":"pipe_summary"' in l][0]
-idle = sum(r['idle_fraction'] for r in recs) / len(recs)
 step = max(r['step_s'] for r in recs)
 act = max(r['activation_bytes'] for r in recs) / 2**20
-print('%.2f %.3f %.3f %.2f' % (int(sys.argv[2]) / step, summ['bubble_measured_costs'], idle, act))
+print('%.2f %.3f %.3f %.2f' % (int(sys.argv[2]) / step, summ['bubble_measured_costs'],
+                               summ['bubble_measured'], act))
 PY
 )
     set -- $line
@@ -72,3 +73,29 @@ run dp --set cluster.split=speed
 sps=$(sed -nE 's/.* ([0-9.]+) samples\/s.*/\1/p' "$tmp/dp.out")
 printf '%-28s %10s %7.2f   (final summary, first step included)\n' "data parallel, speed split" "$sps" \
     "$(echo "$sps / $base" | bc -l)"
+
+# Time to a target loss (TTL=LOSS, e.g. TTL=2.9; TTL_STEPS steps, default 300): the wall time
+# of the steps until the mean loss of the last 10 steps first reaches LOSS, each step's time
+# from its logged samples/s (the first, compiling, step not counted); 2BW trains on one-step-stale weights without a flush, the others
+# synchronously, so this is where 2BW's throughput must pay for its staleness.
+[ -n "${TTL:-}" ] || exit 0
+echo "== time to loss $TTL (mean of 10 steps), at most ${TTL_STEPS:-300} steps"
+printf '%-28s %10s %8s %12s\n' run "time (s)" steps "final loss"
+for cfg in "1f1b uniform" "hepipe hetero" "2bw uniform" "2bw hetero"; do
+    read -r sched part <<<"$cfg"
+    name="ttl-$sched-$part"
+    run "$name" --set pipe.schedule="$sched" --set pipe.partition="$part" \
+        --set pipe.stages="$np" --set pipe.micro_batches="$nmb" --set log.every=1 \
+        --set train.steps="${TTL_STEPS:-300}"
+    /usr/bin/python3 - "$tmp/$name.jsonl" "$batch" "$TTL" "$name" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if '"type":"train"' in l]
+B, target, t, hit = int(sys.argv[2]), float(sys.argv[3]), 0.0, None
+for i, r in enumerate(recs):
+    t += B / r['samples_per_s'] if r['samples_per_s'] > 0 else 0  # the first step: not counted
+    w = [x['loss'] for x in recs[max(0, i - 9):i + 1]]
+    if hit is None and len(w) == 10 and sum(w) / 10 <= target: hit = (t, r['step'])
+print('%-28s %10s %8s %12.4f' % (sys.argv[4], '%.1f' % hit[0] if hit else 'not reached',
+                                 hit[1] if hit else '-', sum(x['loss'] for x in recs[-10:]) / 10))
+PY
+done
