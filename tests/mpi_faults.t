@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Faults across ranks under mpirun. A config or command-line mistake is printed once (by
 # the first rank) and ends the job with exit 2 without MPI_Abort's help text. kill -9 of
-# one rank (a bsp worker; a parameter server under asp; the coordinator under preduce;
-# a worker under preduce) ends the whole job within 30 s, mpirun naming the lost rank, and
-# the bsp and asp checkpoints written before are intact (a run resumes from them). Open MPI ends the
-# job itself when a rank dies: this pins that behaviour for every role.
+# one rank (a bsp worker; a parameter server under asp and ssp; the coordinator under
+# preduce and gossip; a worker under preduce, dasp, sap-reduce and gossip-adaptive; a
+# pipeline stage) ends the whole job within 30 s, mpirun naming the lost rank, and the bsp,
+# asp and pipeline checkpoints written before are intact (a run resumes from them). Open MPI
+# ends the job itself when a rank dies: this pins that behaviour for every role.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mpi.sh"
 
@@ -87,4 +88,26 @@ kill_rank preduce 3 2 --set sync.mode=preduce --set sync.group=2
 check_kill preduce 2 "preduce coordinator"
 kill_rank preduce_w 3 0 --set sync.mode=preduce --set sync.group=2
 check_kill preduce_w 0 "preduce worker"
+# every other policy once, on the role it adds (the last rank serves or coordinates)
+kill_rank ssp 3 2 --set sync.mode=ssp --set sync.servers=1
+check_kill ssp 2 "ssp parameter server"
+kill_rank dasp 3 1 --set sync.mode=dasp --set sync.servers=1
+check_kill dasp 1 "dasp worker"
+kill_rank sap 3 1 --set sync.mode=sap-reduce
+check_kill sap 1 "sap-reduce worker"
+kill_rank gossip 3 2 --set sync.mode=gossip
+check_kill gossip 2 "gossip coordinator"
+kill_rank gossip_a 3 0 --set sync.mode=gossip-adaptive
+check_kill gossip_a 0 "gossip-adaptive worker"
+# a pipeline stage: the last one, while the first waits on its gradients; the checkpoint
+# written before stays resumable
+rm -f "$TMP/p.ckpt"
+WAIT_FOR="$TMP/p.ckpt" kill_rank pipe 2 1 --set pipe.schedule=1f1b --set pipe.stages=2 \
+    --set pipe.micro_batches=2 --set checkpoint.path="$TMP/p.ckpt" --set checkpoint.every=20
+check_kill pipe 1 "1f1b pipeline stage"
+mpirun_ht 2 "$HETTRAIN" -c "$TMP/job.cfg" -q --resume --stop-after 1 --set pipe.schedule=1f1b \
+    --set pipe.stages=2 --set pipe.micro_batches=2 --set checkpoint.path="$TMP/p.ckpt" \
+    >"$TMP/pr.out" 2>"$TMP/pr.err"
+ok $? "the pipeline checkpoint written before the stage was killed is intact: the job resumes from it"
+[ -s "$TMP/pr.err" ] && diag "$(tail -3 "$TMP/pr.err")"
 done_testing
