@@ -92,6 +92,33 @@ int ht_mem_choose_recompute(const ht_mem_desc *d, const double *fwd, int lo, int
                             int slots, int weight_versions, double limit, uint8_t *rc,
                             double *extra_s, ht_mem_use *u);
 
+/* What one pipeline rank recomputes and holds in flight under its memory limit (mem_rank.c). */
+typedef struct ht_mem_plan {
+    int fits;       /* 1: the rank fits its limit (or has none) with rc and `slots` */
+    int slots;      /* micro-batches in flight planned: those asked for, or fewer (down to
+                       min_slots) when even recomputing every layer does not fit them */
+    int max_slots;  /* the most that fit with rc, at most cap (>= slots when fits) */
+    int nrc;        /* layers recomputed */
+    double extra_s; /* recompute seconds per micro-batch: mb x their forward seconds */
+    ht_mem_use use; /* at `slots` with rc; when it does not fit, the least a choice needs
+                       (nothing or everything recomputed, min_slots in flight) */
+} ht_mem_plan;
+
+/* The memory decision of a rank holding chunks [lo[c], hi[c]) (c < nchunk; one for a plain
+ * pipeline stage) with micro-batches of mb samples, `slots` of them in flight by its
+ * schedule (the checker's peak_inflight), weight_versions copies of the weights, `limit`
+ * bytes (<= 0: none): with no recomputation when that fits (a job that fits never
+ * recomputes); else the layers freeing the most bytes per second of recompute (keep_bytes[l]
+ * / fwd[l], fwd [L] seconds per sample on this rank, NULL: bytes alone) added one at a time
+ * until it fits, then any that is no longer needed dropped; a layer fused[l] != 0 runs fused
+ * inside layer l - 1 and goes with it (fused NULL: none). When even every layer recomputed
+ * does not fit `slots`, the same for slots - 1 .. min_slots (a schedule that can hold fewer,
+ * hepipe; min_slots = slots for one that cannot). Writes rc over the chunks' layers (others
+ * untouched) and *out; returns out->fits. */
+int ht_mem_plan_rank(const ht_mem_desc *d, const double *fwd, const uint8_t *fused, int nchunk,
+                     const int *lo, const int *hi, int mb, int slots, int min_slots, int cap,
+                     int weight_versions, double limit, uint8_t *rc, ht_mem_plan *out);
+
 /* ---------------------------------------------------------------- simple partitions */
 
 /* D stages of L layers by count: bounds[0] = 0 < bounds[1] < ... < bounds[D] = L, stage s is
