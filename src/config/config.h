@@ -76,6 +76,7 @@ typedef struct ht_config {
         int cache;                 /* program binary cache on/off (default true) */
         char cache_dir[HT_PATH_MAX]; /* "" = $XDG_CACHE_HOME/hettrain or ~/.cache/hettrain */
         char tuning[HT_PATH_MAX];  /* CLBlast tuning file; "" = built-in defaults */
+        double memory_mb;          /* memory limit per rank, 10^6 bytes; 0 = the device's */
     } device;
 
     struct {
@@ -137,7 +138,7 @@ typedef struct ht_config {
         int micro_batches;     /* N per global batch (per replica) */
         int chunks;            /* interleaved: model chunks per rank */
         char partition[16];    /* "uniform" | "balanced"; pipe.boundaries overrides */
-        char recompute[16];    /* "none" | "all": stages keep only their inputs */
+        char recompute[16];    /* "auto" (by memory) | "none" | "all" (stages keep only inputs) */
         int boundaries[HT_MAX_LAYERS]; /* explicit: first layer of stages 1 .. S-1 */
         int nboundaries;
     } pipe;

@@ -28,7 +28,7 @@ static const char *const ALLREDUCES[] = {"ring", "mpi", NULL};
 static const char *const PIPE_SCHEDULES[] = {"none",    "gpipe",  "1f1b", "interleaved",
                                              "chimera", "hepipe", "2bw",  NULL};
 static const char *const PIPE_PARTITIONS[] = {"uniform", "balanced", "hetero", NULL};
-static const char *const PIPE_RECOMPUTE[] = {"none", "all", NULL};
+static const char *const PIPE_RECOMPUTE[] = {"auto", "none", "all", NULL};
 static const char *const SYNC_MODES[] = {
     "bsp", "asp", "ssp", "dasp", "preduce", "sap-reduce", "gossip", "gossip-adaptive", NULL};
 
@@ -162,6 +162,10 @@ const ht_ckey ht_config_keys[] = {
      "program cache folder; \"\" = $XDG_CACHE_HOME/hettrain or ~/.cache/hettrain"},
     {"device.tuning", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(device.tuning),
      "CLBlast tuning file; \"\" = built-in defaults"},
+    {"device.memory_mb", HT_CK_NUM, GE, "0", 0, 0, NULL, FIELD(device.memory_mb),
+     "memory limit of each rank's device in MB (10^6 bytes) that a pipeline plans against "
+     "(recomputation, micro-batches in flight, the hetero partition); 0 = the device's "
+     "reported global memory"},
 
     {"log.metrics", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(log.metrics),
      "JSON Lines metrics file; \"\" = none"},
@@ -251,9 +255,12 @@ const ht_ckey ht_config_keys[] = {
      "how layers become stages: \"uniform\" (equal layer counts), \"balanced\" (equal "
      "forward + backward FLOPs), \"hetero\" (HePipe: by layer times measured at start-up "
      "on every rank)"},
-    {"pipe.recompute", HT_CK_STR, 0, "\"none\"", 0, 0, PIPE_RECOMPUTE, FIELD(pipe.recompute),
-     "\"all\": every stage keeps only its input between a micro-batch's forward and backward "
-     "and runs the forward again before the backward (less memory, about one more forward)"},
+    {"pipe.recompute", HT_CK_STR, 0, "\"auto\"", 0, 0, PIPE_RECOMPUTE, FIELD(pipe.recompute),
+     "\"auto\": where a rank's predicted memory exceeds its limit (device.memory_mb), it drops "
+     "the activations of the layers freeing the most memory per recompute time after a "
+     "micro-batch's forward and runs them again before its backward (hepipe: or holds fewer "
+     "micro-batches in flight); nothing when it fits. \"all\": every stage keeps only its "
+     "input (about one more forward); \"none\": never"},
     {"pipe.boundaries", HT_CK_INTS, GE, "[]", 1, 0, NULL, offsetof(ht_config, pipe.boundaries),
      sizeof(((ht_config *)0)->pipe.boundaries), offsetof(ht_config, pipe.nboundaries),
      "explicit stage boundaries: the first layer of stages 1 .. S-1, increasing (overrides "

@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "io/trace.h"
 #include "nn/layer.h"
+#include "pipe/bounds.h"
 #include "pipe/sched_2bw.h"
 
 /* One activation buffer set: what a micro-batch's forward through a stage leaves for its
@@ -39,6 +40,9 @@ typedef struct stage_layout {
      * it, a LOAD's inputs: keep_off is act_off with act_off[0] moved there */
     size_t *keep_off;
     size_t keep_floats;
+    /* per-layer recomputation: where a kept layer's output and saved state wait in the slot
+     * (floats into the slot's acts, after the inputs), for the layers not recomputed */
+    size_t *kout_off, *ksave_off; /* [nlayers], NULL when the rank recomputes every layer */
 } stage_layout;
 
 struct ht_pipe_exec {
@@ -54,6 +58,8 @@ struct ht_pipe_exec {
     int nslot;
     slot *slots;
     int rc;       /* this rank recomputes: slots keep stage inputs, stages run in `work` */
+    uint8_t *rcl; /* [nlayers] the layers it recomputes (rc: at least one); the others' outputs
+                     and saved state are kept in the slot, copied out of `work` after FWD */
     slot work;    /* a recomputing rank's one full stage buffer set (labels stay per slot) */
     size_t work_bytes;
     const ht_pipe_instr *ins;
@@ -114,6 +120,26 @@ static int tag_of(const ht_pipe_exec *x, int kind, int dir, int stage, int mbi) 
  * in one period and received in the next never matches the next batch's. */
 static int tag_span(const ht_pipe_exec *x) { return 4 * x->s->S * x->s->p.N; }
 
+/* A partly recomputing rank's slot: after the inputs, the output and saved state of each
+ * layer it does not recompute. */
+static void keep_layout(const ht_pipe_exec *x, stage_layout *L, int lo, int hi) {
+    int any = 0;
+    for (int i = lo; x->rc && i < hi; i++)
+        any |= !x->rcl[i];
+    if (!any) return;
+    const size_t B = (size_t)x->mb;
+    L->kout_off = ht_xcalloc((size_t)x->m->nlayers, sizeof(size_t));
+    L->ksave_off = ht_xcalloc((size_t)x->m->nlayers, sizeof(size_t));
+    for (int i = lo; i < hi; i++) {
+        const ht_layer *l = &x->m->layers[i];
+        if (x->rcl[i]) continue;
+        L->kout_off[i] = L->keep_floats;
+        if (!l->ops->aliases) L->keep_floats += B * (size_t)l->out;
+        L->ksave_off[i] = L->keep_floats;
+        L->keep_floats += B * l->save;
+    }
+}
+
 static void layout_init(ht_pipe_exec *x, int s) {
     const ht_model *m = x->m;
     stage_layout *L = &x->lay[s];
@@ -146,6 +172,7 @@ static void layout_init(ht_pipe_exec *x, int s) {
         L->keep_off[0] = L->keep_floats;
         L->keep_floats += B * (size_t)m->width[0];
     }
+    keep_layout(x, L, lo, hi);
 }
 
 /* Staging of instruction i: the boundary activation it moves. */
@@ -202,6 +229,19 @@ static void free_2bw(ht_pipe_exec *x) {
 ht_pipe_exec *ht_pipe_exec_new(ht_model *m, const ht_pipe_sched *s, const int *bounds,
                                ht_pipe_place place, int mb, double slowdown,
                                const uint8_t *recompute) {
+    uint8_t *all = NULL;
+    if (recompute && recompute[place.prank]) {
+        all = ht_xmalloc((size_t)(m->nlayers ? m->nlayers : 1));
+        memset(all, 1, (size_t)m->nlayers);
+    }
+    ht_pipe_exec *x = ht_pipe_exec_new_layers(m, s, bounds, place, mb, slowdown, all);
+    free(all);
+    return x;
+}
+
+ht_pipe_exec *ht_pipe_exec_new_layers(ht_model *m, const ht_pipe_sched *s, const int *bounds,
+                                      ht_pipe_place place, int mb, double slowdown,
+                                      const uint8_t *layers) {
     ht_pipe_exec *x = ht_xcalloc(1, sizeof *x);
     x->m = m;
     x->s = s;
@@ -209,7 +249,14 @@ ht_pipe_exec *ht_pipe_exec_new(ht_model *m, const ht_pipe_sched *s, const int *b
     x->me = place.replica * place.D + place.prank;
     x->mb = mb;
     x->slowdown = slowdown;
-    x->rc = recompute && recompute[place.prank];
+    for (int i = 0; layers && i < m->nlayers; i++)
+        x->rc |= layers[i] != 0;
+    if (x->rc) {
+        x->rcl = ht_xmalloc((size_t)m->nlayers);
+        memcpy(x->rcl, layers, (size_t)m->nlayers);
+        for (int i = 1; i < m->nlayers; i++) /* a fused pair is recomputed whole */
+            if (!ht_pipe_can_cut(m, i)) x->rcl[i] = x->rcl[i - 1] = x->rcl[i] | x->rcl[i - 1];
+    }
     x->bounds = ht_xmalloc((size_t)(s->S + 1) * sizeof(int));
     memcpy(x->bounds, bounds, (size_t)(s->S + 1) * sizeof(int));
     if (1024 + (s->p.kind == HT_PIPE_2BW ? 2 : 1) * 4 * s->S * s->p.N >= HT_COMM_GROUP_TAG)
@@ -306,7 +353,9 @@ void ht_pipe_exec_free(ht_pipe_exec *x) {
     free(x->slots);
     free(x->red);
     for (int st = 0; st < x->s->S; st++)
-        free(x->lay[st].act_off), free(x->lay[st].save_off), free(x->lay[st].keep_off);
+        free(x->lay[st].act_off), free(x->lay[st].save_off), free(x->lay[st].keep_off),
+            free(x->lay[st].kout_off), free(x->lay[st].ksave_off);
+    free(x->rcl);
     free(x->lay);
     free(x->t_fwd), free(x->t_bwd), free(x->n_fwd), free(x->n_bwd);
     free(x->orig_save_off);
@@ -358,6 +407,47 @@ static void compute_done(ht_pipe_exec *x, double t0, const char *what, const ht_
     }
 }
 
+/* A partly recomputing rank: copies the kept layers' outputs and saved state of the
+ * micro-batch in instruction `in` from the work set into its slot (out = 1, after FWD) or
+ * back (out = 0, before RECOMPUTE). Device-side copies of what the rank keeps anyway. */
+static void keep_move(ht_pipe_exec *x, const ht_pipe_instr *in, int out) {
+    const stage_layout *L = &x->lay[in->stage];
+    if (!L->kout_off) return;
+    ht_model *m = x->m;
+    ht_buf *sl = x->slots[in->buf].acts;
+    const size_t B = (size_t)x->mb, f = sizeof(float);
+    for (int i = stage_lo(x, in->stage); i < stage_hi(x, in->stage); i++) {
+        const ht_layer *l = &m->layers[i];
+        if (x->rcl[i]) continue;
+        size_t a = B * (size_t)l->out * f, s = B * l->save * f;
+        if (a && !l->ops->aliases) {
+            if (out) ht_buf_copy(m->dev, sl, L->kout_off[i] * f, x->work.acts, L->act_off[i + 1] * f, a);
+            else ht_buf_copy(m->dev, x->work.acts, L->act_off[i + 1] * f, sl, L->kout_off[i] * f, a);
+        }
+        if (s) {
+            if (out) ht_buf_copy(m->dev, sl, L->ksave_off[i] * f, x->work.saved, L->save_off[i] * f, s);
+            else ht_buf_copy(m->dev, x->work.saved, L->save_off[i] * f, sl, L->ksave_off[i] * f, s);
+        }
+    }
+}
+
+/* RECOMPUTE's forward: each run of recomputed layers of [lo, hi) from its input, which is the
+ * stage input or a kept layer's output (runs start and end at pairs' edges: the planner
+ * recomputes a fused pair whole, so the kernels and bits are the FWD's). */
+static void forward_recomputed(ht_pipe_exec *x, int lo, int hi) {
+    for (int a = lo; a < hi;) {
+        if (!x->rcl[a]) {
+            a++;
+            continue;
+        }
+        int b = a;
+        while (b < hi && x->rcl[b])
+            b++;
+        ht_model_forward_range(x->m, a, b, x->mb);
+        a = b;
+    }
+}
+
 static void exec_fwd(ht_pipe_exec *x, const ht_pipe_instr *in, int64_t step, uint64_t seed,
                      int want_loss, double *loss_sum, int recompute) {
     ht_model *m = x->m;
@@ -367,9 +457,12 @@ static void exec_fwd(ht_pipe_exec *x, const ht_pipe_instr *in, int64_t step, uin
     if (x->rc) /* the kept stage input (at 0 in both layouts) into the work set */
         ht_buf_copy(m->dev, x->work.acts, 0, x->slots[in->buf].acts, 0,
                     (size_t)x->mb * (size_t)m->width[lo] * sizeof(float));
+    if (recompute) keep_move(x, in, 0); /* the kept layers back into the work set */
     ht_model_set_training(m, 1, seed, step);
     ht_model_set_row_offset(m, row0_of(x, in->mb));
-    ht_model_forward_range(m, lo, hi, x->mb);
+    if (recompute) forward_recomputed(x, lo, hi);
+    else ht_model_forward_range(m, lo, hi, x->mb);
+    if (x->rc && !recompute) keep_move(x, in, 1);
     if (hi == m->nlayers) { /* a recompute rebuilds the loss gradient too */
         ht_model_loss_forward(m, x->mb, 1);
         if (want_loss && !recompute) {

@@ -54,6 +54,15 @@ typedef struct ht_pipe_exec ht_pipe_exec;
 ht_pipe_exec *ht_pipe_exec_new(ht_model *m, const ht_pipe_sched *s, const int *bounds,
                                ht_pipe_place place, int mb, double slowdown,
                                const uint8_t *recompute);
+/* The same with recomputation per layer: layers[l] != 0 (layers: [m->nlayers] for this rank,
+ * or NULL: none) for the layers whose activations this rank drops after FWD and rebuilds in
+ * its RECOMPUTE; the slots keep the stages' inputs and the other layers' outputs and saved
+ * state (copied out of the work set after each FWD and back before the RECOMPUTE, which runs
+ * only the recomputed layers). A fused pair (pipe/bounds.h) is recomputed whole. Every layer
+ * flagged is ht_pipe_exec_new's recompute[prank] != 0. */
+ht_pipe_exec *ht_pipe_exec_new_layers(ht_model *m, const ht_pipe_sched *s, const int *bounds,
+                                      ht_pipe_place place, int mb, double slowdown,
+                                      const uint8_t *layers);
 void ht_pipe_exec_free(ht_pipe_exec *x);
 
 /* Runs the stream for global batch `step`: parameter gradients zeroed, then accumulated

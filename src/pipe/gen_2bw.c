@@ -99,6 +99,7 @@ int ht_pipe_2bw_batch(const ht_pipe_sched *steady, int r, int i) {
     const ht_pipe_instr *v = steady->ins[r];
     switch ((ht_pipe_op)v[i].op) {
     case HT_PI_RECV_GRAD:
+    case HT_PI_RECOMPUTE: /* pipe/transform.h: before its BWD, of the same batch */
     case HT_PI_BWD:
     case HT_PI_SEND_GRAD: return v[i].mb < 0 ? -1 : 0;
     case HT_PI_REDUCE_GRADS:

@@ -22,6 +22,7 @@
 #include "pipe/schedule.h"
 #include "pipe/transform.h"
 #include "train/engine.h"
+#include "train/pipe_mem.h"
 #include "train/pipe_plan.h"
 
 enum { TAG_GATHER = 900 }; /* stage owner -> rank 0, below the executor's tags */
@@ -39,6 +40,8 @@ typedef struct pipe_state {
     ht_pipe_sched chk;
     int64_t last;  /* the last batch run */
     float pend_lr; /* the learning rate of that batch: its gradient is applied with it */
+    ht_pipe_mem mem; /* limits, recomputed layers and in-flight limits per pipeline rank */
+    double *cal;     /* every layer's start-up times on every rank (hepipe, hetero), or NULL */
 } pipe_state;
 
 static void load(void *ctx, ht_model *m, int64_t step, int row0, int n);
@@ -81,11 +84,6 @@ static int check(ht_job *j) {
         return ht_error(HT_EINPUT,
                         "%s: key 'pipe.stages': %d stages need %d ranks; run under mpirun -np %d",
                         src_of(cfg), D, D, D);
-    if (!strcmp(cfg->pipe.schedule, "2bw") && strcmp(cfg->pipe.recompute, "none"))
-        return ht_error(HT_EINPUT,
-                        "%s: keys 'pipe.schedule' and 'pipe.recompute': \"2bw\" does not "
-                        "recompute; found recompute \"%s\", expected \"none\"",
-                        src_of(cfg), cfg->pipe.recompute);
     if (D == 1 && !strcmp(cfg->pipe.schedule, "interleaved") && cfg->pipe.chunks > 1)
         return ht_error(HT_EINPUT,
                         "%s: keys 'pipe.schedule' and 'pipe.stages': \"interleaved\" with one "
@@ -142,8 +140,8 @@ static void gather(ht_job *j) {
 
 /* ------------------------------------------------------------------ setup */
 
-static int make_bounds(ht_job *j, const ht_pipe_params *pp, int mb, const double *cal,
-                       int *bounds) {
+static int make_bounds(ht_job *j, const ht_pipe_params *pp, const pipe_state *p, int mb,
+                       const double *cal, int *bounds) {
     const int S = pp->D * pp->v;
     const ht_config *cfg = j->cfg;
     if (cfg->pipe.nboundaries) {
@@ -163,10 +161,16 @@ static int make_bounds(ht_job *j, const ht_pipe_params *pp, int mb, const double
                             "1f1b or hepipe",
                             src_of(cfg), cfg->pipe.schedule);
         int rc = ht_pipe_plan_hetero(&j->model, cal, j->world, pp->kind, pp->D, pp->N, mb,
-                                     ht_optim_state_count(&j->opt), j->rank == 0, bounds);
-        if (rc != HT_OK) {
-            char msg[1024];
-            snprintf(msg, sizeof msg, "%s", ht_errmsg());
+                                     ht_optim_state_count(&j->opt),
+                                     ht_pipe_mem_part_limits(&p->mem),
+                                     p->mem.mode == HT_PIPE_MEM_AUTO, j->rank == 0, bounds);
+        if (rc != HT_OK) { /* a memory shortfall names pipeline ranks: say their devices */
+            char msg[1536];
+            int k = snprintf(msg, sizeof msg, "%s", ht_errmsg());
+            for (int q = 0; strstr(msg, "memory") && q < pp->D && k + 80 < (int)sizeof msg; q++)
+                k += snprintf(msg + k, sizeof msg - (size_t)k, "%s rank %d \"%s\"",
+                              q ? "," : " (devices:", q, p->mem.name[p->mem.dev_rank[q]]);
+            if (strstr(msg, "(devices:")) snprintf(msg + k, sizeof msg - (size_t)k, ")");
             rc = ht_error(rc, "%s: %s", src_of(cfg), msg);
         }
         return rc;
@@ -227,42 +231,92 @@ static int plan_stages(ht_job *j, ht_pipe_params *pp, pipe_state *p, double slow
         cal = ht_xmalloc((size_t)j->world * 2 * (size_t)j->model.nlayers * sizeof *cal);
         ht_pipe_plan_calibrate(&j->model, p->mb, slowdown, cal);
     }
-    int rc = make_bounds(j, pp, p->mb, cal, p->bounds);
+    p->cal = cal;
+    int rc = make_bounds(j, pp, p, p->mb, cal, p->bounds);
     if (rc == HT_OK && pp->kind == HT_PIPE_HEPIPE) {
         *times = ht_xmalloc((size_t)D * sizeof **times);
         ht_pipe_plan_stage_times(&j->model, cal, j->world, D, p->bounds, *times);
         pp->stage_time = *times;
     }
-    free(cal);
     return rc;
 }
 
 /* The streams (2bw: the steady period, and 3 chained batches for the checker), recomputation,
  * the check, the executor. */
-static int make_schedule(ht_job *j, const ht_pipe_params *pp, pipe_state *p, double slowdown,
-                         ht_pipe_report *rep) {
-    const ht_config *cfg = j->cfg;
+/* The memory decision (pipe_mem.h) for the slots in flight of the schedule checked in rep
+ * (its peak per rank), or with rep NULL before hepipe's generation: for 1F1B's depths, hepipe
+ * then taking the limits (it may hold fewer, or more where they fit). */
+static int plan_memory(ht_job *j, ht_pipe_params *pp, pipe_state *p, const ht_pipe_report *rep) {
+    const int D = pp->D, L = j->model.nlayers, hep = !rep;
+    int *slots = ht_xmalloc((size_t)D * sizeof *slots);
+    for (int q = 0; q < D; q++)
+        slots[q] = hep ? (pp->N < D - q ? pp->N : D - q)
+                   : q < 64 ? rep->peak_inflight[q] : p->sched.nbuf[q];
+    double *fwd = NULL;
+    if (p->cal) {
+        fwd = ht_xmalloc((size_t)D * (L ? L : 1) * sizeof *fwd);
+        ht_pipe_plan_layer_fwd(&j->model, p->cal, j->world, D, p->mb, fwd);
+    }
+    int rc = ht_pipe_mem_decide(&p->mem, &j->model, pp->kind, pp->v, p->bounds, p->mb, pp->N,
+                                slots, hep, ht_optim_state_count(&j->opt), p->tbw ? 2 : 1, fwd,
+                                src_of(j->cfg));
+    if (rc == HT_OK && hep && p->mem.mode == HT_PIPE_MEM_AUTO)
+        pp->max_inflight = p->mem.max_inflight;
+    free(slots), free(fwd);
+    return rc;
+}
+
+/* The streams (2bw: the steady period, and 3 chained batches for the checker). */
+static int generate(ht_job *j, const ht_pipe_params *pp, pipe_state *p) {
     p->tbw = pp->kind == HT_PIPE_2BW;
     int rc = p->tbw ? ht_pipe_2bw_steady(pp, &p->sched) : ht_pipe_generate(pp, &p->sched);
     if (rc == HT_OK && p->tbw) rc = ht_pipe_2bw_unroll(&p->sched, 3, &p->chk);
     if (rc != HT_OK) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", ht_errmsg());
-        return ht_error(rc, "%s: pipe: %s", src_of(cfg), msg);
+        return ht_error(rc, "%s: pipe: %s", src_of(j->cfg), msg);
     }
-    if (pp->stage_time && j->rank == 0) log_hepipe(&p->sched, pp->stage_time);
-    uint8_t *recomp = NULL;
-    if (!strcmp(cfg->pipe.recompute, "all")) { /* RECOMPUTE before every BWD, on every rank */
-        recomp = ht_xmalloc((size_t)pp->D);
-        memset(recomp, 1, (size_t)pp->D);
-        ht_pipe_add_recompute(&p->sched, recomp);
-    }
-    if (ht_pipe_check(checked(p), 2.0, NULL, rep) != HT_OK) { /* a bug, not the user's */
-        free(recomp);
+    return HT_OK;
+}
+
+static int check_sched(const pipe_state *p, ht_pipe_report *rep) {
+    if (ht_pipe_check(checked(p), 2.0, NULL, rep) != HT_OK) /* a bug, not the user's */
         return ht_error(HT_ERUNTIME, "pipe: the generated schedule is wrong: %s", ht_errmsg());
+    return HT_OK;
+}
+
+/* The streams, the memory decision, recomputation (a RECOMPUTE before each BWD of the ranks
+ * that recompute any layer; 2bw: in the period stream, chained again), the check, the
+ * executor. */
+static int make_schedule(ht_job *j, ht_pipe_params *pp, pipe_state *p, double slowdown,
+                         ht_pipe_report *rep) {
+    const int hep = pp->kind == HT_PIPE_HEPIPE;
+    p->tbw = pp->kind == HT_PIPE_2BW;
+    int rc = hep ? plan_memory(j, pp, p, NULL) : HT_OK;
+    if (rc == HT_OK) rc = generate(j, pp, p);
+    if (rc == HT_OK) rc = check_sched(p, rep);
+    /* hepipe again for the depths it chose (within the limits: fits, perhaps with less
+     * recomputation), so that what is logged and run is the decision for its own stream */
+    if (rc == HT_OK) rc = plan_memory(j, pp, p, rep);
+    if (rc != HT_OK) return rc;
+    if (pp->stage_time && j->rank == 0) log_hepipe(&p->sched, pp->stage_time);
+    if (j->rank == 0 && (rc = ht_pipe_mem_report(&p->mem, &j->model, j->metrics)) != HT_OK)
+        return rc;
+    int any = 0;
+    for (int q = 0; q < pp->D; q++)
+        any |= p->mem.any[q];
+    if (any) {
+        ht_pipe_add_recompute(&p->sched, p->mem.any);
+        if (p->tbw) {
+            ht_pipe_sched_free(&p->chk);
+            if ((rc = ht_pipe_2bw_unroll(&p->sched, 3, &p->chk)) != HT_OK) return rc;
+        }
+        if ((rc = check_sched(p, rep)) != HT_OK) return rc;
     }
-    p->x = ht_pipe_exec_new(&j->model, &p->sched, p->bounds, p->place, p->mb, slowdown, recomp);
-    free(recomp);
+    p->x = ht_pipe_exec_new_layers(&j->model, &p->sched, p->bounds, p->place, p->mb, slowdown,
+                                   any ? p->mem.layers + (size_t)p->place.prank *
+                                                             (size_t)j->model.nlayers
+                                       : NULL);
     return HT_OK;
 }
 
@@ -280,9 +334,11 @@ static int setup(ht_job *j, pipe_state *p) {
     double slowdown = cfg->cluster.nslowdown ? cfg->cluster.slowdown[j->rank] : 1.0;
     double *times = NULL; /* hepipe plans its warm-ups from the stages' times */
     ht_pipe_report rep;
+    ht_pipe_mem_init(&p->mem, cfg, ht_dev_info(j->dev), j->world, D, j->model.nlayers);
     int rc = plan_stages(j, &pp, p, slowdown, &times);
     if (rc == HT_OK) rc = make_schedule(j, &pp, p, slowdown, &rep);
     free(times);
+    free(p->cal), p->cal = NULL;
     if (rc != HT_OK) return rc;
     /* clipping needs the norm over every stage: the engine clips, the optimizer does not */
     p->clip = (float)j->opt.cfg.clip;
@@ -455,6 +511,7 @@ static int run(ht_job *j, ht_train_result *res) {
     ht_pipe_sched_free(&p.sched);
     if (p.tbw) ht_pipe_sched_free(&p.chk);
     free(p.bounds);
+    ht_pipe_mem_free(&p.mem);
     return rc;
 }
 

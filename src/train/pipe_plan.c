@@ -86,8 +86,17 @@ static void log_table(const ht_partition *p) {
     free(buf);
 }
 
+void ht_pipe_plan_layer_fwd(const ht_model *m, const double *times, int world, int D, int mb,
+                            double *fwd) {
+    const int L = m->nlayers;
+    for (int q = 0; q < D; q++)
+        for (int l = 0; l < L; l++)
+            fwd[q * L + l] = layer_time(times, L, world, D, q, l, 0) / mb;
+}
+
 int ht_pipe_plan_hetero(const ht_model *m, const double *times, int world, int kind, int D,
-                        int N, int mb, int opt_states, int print, int *bounds) {
+                        int N, int mb, int opt_states, const double *mem_limit,
+                        int allow_recompute, int print, int *bounds) {
     int L = m->nlayers;
     if (D > HT_PART_MAX_RANKS)
         return ht_error(HT_EINPUT, "pipe.partition \"hetero\": %d stages; at most %d", D,
@@ -107,6 +116,7 @@ int ht_pipe_plan_hetero(const ht_model *m, const double *times, int world, int k
                         .slots_rule = kind == HT_PIPE_GPIPE ? HT_PART_SLOTS_ALL
                                                              : HT_PART_SLOTS_1F1B,
                         .weight_versions = kind == HT_PIPE_2BW ? 2 : 1, /* 2bw: two copies */
+                        .mem_limit = mem_limit, .allow_recompute = allow_recompute,
                         .in_rank_order = 1, .can_cut = cut};
     ht_partition p;
     int rc = ht_part_hetero(&in, &p);

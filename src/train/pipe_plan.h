@@ -17,10 +17,17 @@ void ht_pipe_plan_calibrate(ht_model *m, int mb, double slowdown, double *times)
 
 /* bounds[0..D] by ht_part_hetero (stage s on pipeline rank s, every rank a stage, cuts only
  * where pipe/bounds.h allows; the schedule `kind`'s slots in flight; opt_states optimizer
- * floats per parameter; no memory limit). With `print`, logs the partition table. HT_OK or
+ * floats per parameter; mem_limit [D] bytes per pipeline rank or NULL: none; with
+ * allow_recompute the partition may count on recomputation to fit them). With `print`, logs the partition table. HT_OK or
  * HT_EINPUT with ht_errmsg(). */
 int ht_pipe_plan_hetero(const ht_model *m, const double *times, int world, int kind, int D,
-                        int N, int mb, int opt_states, int print, int *bounds);
+                        int N, int mb, int opt_states, const double *mem_limit,
+                        int allow_recompute, int print, int *bounds);
+
+/* Forward seconds per sample of every layer on every pipeline rank (its slowest replica),
+ * from the calibration: fwd[q * L + l], the memory decision's recompute costs. */
+void ht_pipe_plan_layer_fwd(const ht_model *m, const double *times, int world, int D, int mb,
+                            double *fwd);
 
 /* Forward seconds per micro-batch of each stage of bounds[0..D] on its pipeline rank (the
  * slowest replica), from the calibration: hepipe's ht_pipe_params.stage_time. */

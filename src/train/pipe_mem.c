@@ -1,0 +1,184 @@
+/* Memory-driven recomputation and in-flight limits for the pipeline engine (see pipe_mem.h). */
+#include "train/pipe_mem.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "io/metrics.h"
+#include "pipe/bounds.h"
+#include "pipe/schedule.h"
+
+/* ---------------------------------------------------------------- limits */
+
+void ht_pipe_mem_init(ht_pipe_mem *pm, const ht_config *cfg, const ht_devinfo *dev, int world,
+                      int D, int L) {
+    memset(pm, 0, sizeof *pm);
+    pm->D = D, pm->L = L, pm->world = world;
+    pm->mode = !strcmp(cfg->pipe.recompute, "none")  ? HT_PIPE_MEM_NONE
+               : !strcmp(cfg->pipe.recompute, "all") ? HT_PIPE_MEM_ALL
+                                                     : HT_PIPE_MEM_AUTO;
+    pm->from_cfg = cfg->device.memory_mb > 0;
+    struct {
+        double limit;
+        char name[128];
+    } mine = {pm->from_cfg ? cfg->device.memory_mb * 1e6 : (double)dev->global_mem, ""}, *all;
+    snprintf(mine.name, sizeof mine.name, "%s", dev->name);
+    all = ht_xcalloc((size_t)world, sizeof *all);
+    ht_comm_allgather(&mine, sizeof mine, all);
+    pm->limit = ht_xcalloc((size_t)D, sizeof *pm->limit);
+    pm->dev_rank = ht_xcalloc((size_t)D, sizeof *pm->dev_rank);
+    pm->name = ht_xcalloc((size_t)world, sizeof *pm->name);
+    for (int w = 0; w < world; w++) {
+        memcpy(pm->name[w], all[w].name, sizeof pm->name[w]);
+        int q = w % D; /* world rank = replica x D + pipeline rank */
+        if (w < D || all[w].limit < pm->limit[q]) pm->limit[q] = all[w].limit, pm->dev_rank[q] = w;
+    }
+    free(all);
+    pm->layers = ht_xcalloc((size_t)D * (L ? L : 1), 1);
+    pm->any = ht_xcalloc((size_t)D, 1);
+    pm->max_inflight = ht_xcalloc((size_t)D, sizeof *pm->max_inflight);
+    pm->plan = ht_xcalloc((size_t)D, sizeof *pm->plan);
+    pm->chunks = ht_xcalloc((size_t)D, sizeof *pm->chunks);
+}
+
+void ht_pipe_mem_free(ht_pipe_mem *pm) {
+    free(pm->limit), free(pm->dev_rank), free(pm->name), free(pm->layers), free(pm->any);
+    free(pm->max_inflight), free(pm->plan), free(pm->chunks);
+    memset(pm, 0, sizeof *pm);
+}
+
+const double *ht_pipe_mem_part_limits(const ht_pipe_mem *pm) {
+    return pm->mode == HT_PIPE_MEM_AUTO || pm->from_cfg ? pm->limit : NULL;
+}
+
+/* ---------------------------------------------------------------- the decision */
+
+/* The layer ranges pipeline rank q holds (both of Chimera's directions), into lo/hi and as
+ * text; returns their count. */
+static int chunks_of(ht_pipe_mem *pm, int q, int kind, int v, const int *bounds, int *lo,
+                     int *hi) {
+    const int S = pm->D * v, ndir = kind == HT_PIPE_CHIMERA ? 2 : 1;
+    int n = 0;
+    size_t k = 0;
+    for (int s = 0; s < S; s++)
+        for (int dir = 0; dir < ndir; dir++)
+            if (ht_pipe_stage_rank(kind, pm->D, v, dir, s) == q) {
+                lo[n] = bounds[s], hi[n] = bounds[s + 1];
+                if (k + 16 < sizeof pm->chunks[q])
+                    k += (size_t)snprintf(pm->chunks[q] + k, sizeof pm->chunks[q] - k, "%s%d-%d",
+                                          n ? "," : "", lo[n], hi[n] - 1);
+                n++;
+            }
+    return n;
+}
+
+static int infeasible(const ht_pipe_mem *pm, int q, int mb, const char *where) {
+    const ht_mem_plan *p = &pm->plan[q];
+    const int w = pm->dev_rank[q];
+    return ht_error(HT_EINPUT,
+                    "%s: key 'device.memory_mb': no plan fits rank %d's device \"%s\" (limit "
+                    "%.2f MB, %s): layers %s with %d micro-batch(es) of %d samples in flight "
+                    "need at least %.2f MB%s (weights, gradients and optimizer %.2f MB, "
+                    "activations and workspace %.2f MB): short by %.2f MB; raise "
+                    "device.memory_mb, use more stages or smaller micro-batches",
+                    where, w, pm->name[w], pm->limit[q] / 1e6,
+                    pm->from_cfg ? "device.memory_mb" : "its reported global memory",
+                    pm->chunks[q], p->slots, mb, p->use.total / 1e6,
+                    p->nrc ? " with every layer that frees memory recomputed" : "",
+                    p->use.state / 1e6, (p->use.acts + p->use.live + p->use.work) / 1e6,
+                    (p->use.total - pm->limit[q]) / 1e6);
+}
+
+/* Forward seconds per sample from FLOPs (only their ratios matter to the choice). */
+static double *flops_times(const ht_model *m, int D) {
+    const int L = m->nlayers;
+    double *f = ht_xmalloc((size_t)D * (L ? L : 1) * sizeof *f);
+    for (int q = 0; q < D; q++)
+        for (int l = 0; l < L; l++)
+            f[q * L + l] = ht_layer_flops_forward(&m->layers[l]) * 1e-9;
+    return f;
+}
+
+int ht_pipe_mem_decide(ht_pipe_mem *pm, const ht_model *m, int kind, int v, const int *bounds,
+                       int mb, int N, const int *slots, int flexible, int opt_states,
+                       int weight_versions, const double *fwd, const char *where) {
+    const int D = pm->D, L = pm->L;
+    double *own = fwd ? NULL : flops_times(m, D);
+    const double *t = fwd ? fwd : own;
+    uint8_t *fused = ht_xcalloc((size_t)(L ? L : 1), 1);
+    for (int l = 1; l < L; l++)
+        fused[l] = !ht_pipe_can_cut(m, l);
+    ht_mem_desc d;
+    ht_mem_desc_from_model(&d, m, mb, opt_states);
+    int *lo = ht_xmalloc((size_t)2 * D * v * sizeof *lo), *hi = lo + D * v, rc = HT_OK;
+    memset(pm->layers, 0, (size_t)D * L);
+    for (int q = 0; q < D && rc == HT_OK; q++) {
+        const int nc = chunks_of(pm, q, kind, v, bounds, lo, hi);
+        uint8_t *set = pm->layers + (size_t)q * L;
+        ht_mem_plan *p = &pm->plan[q];
+        const double limit = pm->mode == HT_PIPE_MEM_AUTO ? pm->limit[q] : 0;
+        ht_mem_plan_rank(&d, t + (size_t)q * L, fused, nc, lo, hi, mb, slots[q],
+                         flexible ? 1 : slots[q], N, weight_versions, limit, set, p);
+        if (pm->mode == HT_PIPE_MEM_ALL) { /* every layer, whatever the memory */
+            p->nrc = 0, p->extra_s = 0;
+            for (int c = 0; c < nc; c++)
+                for (int l = lo[c]; l < hi[c]; l++)
+                    set[l] = 1, p->nrc++, p->extra_s += mb * t[(size_t)q * L + l];
+            ht_mem_rank(&d, nc, lo, hi, mb, p->slots, weight_versions, set, &p->use);
+        }
+        pm->any[q] = p->nrc > 0;
+        pm->max_inflight[q] = p->max_slots;
+        if (pm->mode == HT_PIPE_MEM_AUTO && !p->fits) rc = infeasible(pm, q, mb, where);
+        else if (pm->mode != HT_PIPE_MEM_AUTO && p->use.total > pm->limit[q] && pm->from_cfg &&
+                 ht_comm_rank() == 0)
+            ht_log_warn("pipeline rank %d: predicted %.2f MB exceeds its limit of %.2f MB "
+                        "(device.memory_mb) with pipe.recompute \"%s\"; \"auto\" would plan "
+                        "for it",
+                        q, p->use.total / 1e6, pm->limit[q] / 1e6,
+                        pm->mode == HT_PIPE_MEM_NONE ? "none" : "all");
+    }
+    free(lo), free(fused), free(own);
+    ht_mem_desc_free(&d);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- report */
+
+static void layer_list(char *buf, size_t n, const uint8_t *set, int L) {
+    size_t k = 0;
+    buf[0] = 0;
+    for (int l = 0; l < L && k + 8 < n; l++)
+        if (set[l]) k += (size_t)snprintf(buf + k, n - k, "%s%d", k ? "," : "", l);
+}
+
+int ht_pipe_mem_report(const ht_pipe_mem *pm, const ht_model *m, ht_metrics *metrics) {
+    (void)m;
+    int rc = HT_OK;
+    for (int q = 0; q < pm->D && rc == HT_OK; q++) {
+        const ht_mem_plan *p = &pm->plan[q];
+        const int w = pm->dev_rank[q];
+        char layers[256];
+        layer_list(layers, sizeof layers, pm->layers + (size_t)q * pm->L, pm->L);
+        ht_log_info("memory: pipeline rank %d (%s): predicted %.2f MB of its %.2f MB limit%s "
+                    "(weights, gradients and optimizer %.2f MB, activations and workspace "
+                    "%.2f MB), layers %s, %d micro-batch(es) in flight (room for %d); %s%s%s",
+                    q, pm->name[w], p->use.total / 1e6, pm->limit[q] / 1e6,
+                    pm->from_cfg ? " (device.memory_mb)" : "", p->use.state / 1e6,
+                    (p->use.acts + p->use.live + p->use.work) / 1e6, pm->chunks[q], p->slots,
+                    p->max_slots, p->nrc ? "recomputes layers " : "no recomputation",
+                    layers, pm->mode == HT_PIPE_MEM_AUTO ? "" : " (pipe.recompute)");
+        if (metrics)
+            rc = ht_metrics_write(metrics,
+                                  "type=%s rank=%d device=%s predicted_bytes=%g limit_bytes=%g "
+                                  "state_bytes=%g activation_bytes=%g slots=%d max_inflight=%d "
+                                  "recompute=%s recompute_s_per_mbatch=%g",
+                                  "pipe_memory", q, pm->name[w], p->use.total, pm->limit[q],
+                                  p->use.state, p->use.acts + p->use.live + p->use.work,
+                                  p->slots, p->max_slots, layers, p->extra_s);
+    }
+    return rc;
+}

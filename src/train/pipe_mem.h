@@ -1,0 +1,65 @@
+/* Memory-driven recomputation and in-flight limits for the pipeline engine (issue 11:
+ * HePipe's dynamic recomputation by memory prediction). Every rank's memory limit
+ * (device.memory_mb, or its device's reported global memory) is gathered; for every pipeline
+ * rank the memory model (plan/partition.h) predicts the peak of its stages with the
+ * micro-batches its schedule holds in flight, and pipe.recompute = "auto" recomputes only
+ * where that exceeds the limit (ht_mem_plan_rank: which layers; hepipe may hold fewer
+ * micro-batches instead when even recomputing everything is not enough). The decision is
+ * computed alike on every rank from the same gathered figures, logged on rank 0 (predicted
+ * bytes against the limit, the recomputed layers) and written as "pipe_memory" metrics.
+ *
+ * What it bounds is the prediction of a stage's own memory: every rank still allocates the
+ * whole model's parameters, optimizer state and one full activation set (the executor's
+ * design, so that checkpoints are the one-process format), which the prediction leaves out. */
+#ifndef HT_TRAIN_PIPE_MEM_H
+#define HT_TRAIN_PIPE_MEM_H
+
+#include <stdint.h>
+
+#include "config/config.h"
+#include "nn/model.h"
+#include "ocl/ocl.h"
+#include "plan/partition.h"
+
+typedef struct ht_pipe_mem {
+    int D, L, world;
+    int mode;            /* HT_PIPE_MEM_AUTO, _NONE, _ALL */
+    double *limit;       /* [D] bytes: the smallest over the pipeline rank's replicas */
+    int *dev_rank;       /* [D] the world rank whose device sets it */
+    char (*name)[128];   /* [world] device names */
+    int from_cfg;        /* the limit is device.memory_mb (else the devices' reports) */
+    uint8_t *layers;     /* [D * L] layers each pipeline rank recomputes */
+    uint8_t *any;        /* [D] 1 where it recomputes any (ht_pipe_add_recompute's input) */
+    int *max_inflight;   /* [D] the most micro-batches each fits in flight (hepipe's limits) */
+    ht_mem_plan *plan;   /* [D] */
+    char (*chunks)[64];  /* [D] its layer ranges as text, for the log */
+} ht_pipe_mem;
+
+enum { HT_PIPE_MEM_AUTO, HT_PIPE_MEM_NONE, HT_PIPE_MEM_ALL };
+
+/* Gathers every rank's limit and device name (collective: all ranks call it). */
+void ht_pipe_mem_init(ht_pipe_mem *pm, const ht_config *cfg, const ht_devinfo *dev, int world,
+                      int D, int L);
+void ht_pipe_mem_free(ht_pipe_mem *pm);
+
+/* Per pipeline rank limits for ht_part_hetero's mem_limit ([D]), or NULL when the partition
+ * should not plan memory (recompute "none" / "all" without device.memory_mb). */
+const double *ht_pipe_mem_part_limits(const ht_pipe_mem *pm);
+
+/* The decision for a schedule of `kind` with D ranks x v chunks (S = D v stages, bounds[0..S]),
+ * mb samples per micro-batch, N micro-batches, slots[q] in flight on pipeline rank q by the
+ * schedule (flexible: hepipe, which may hold as few as 1; slots[q] is then what it would like),
+ * opt_states optimizer floats per parameter, weight_versions (2: 2bw), fwd [D * L] seconds per
+ * sample of each layer on each pipeline rank (NULL: from FLOPs). "auto": HT_EINPUT naming the
+ * key, the device and the shortfall when a rank fits in no way ("where" is the config's
+ * source); "none": a warning where the prediction exceeds the limit; "all": every layer. */
+int ht_pipe_mem_decide(ht_pipe_mem *pm, const ht_model *m, int kind, int v, const int *bounds,
+                       int mb, int N, const int *slots, int flexible, int opt_states,
+                       int weight_versions, const double *fwd, const char *where);
+
+/* Rank 0's log lines and "pipe_memory" metrics records (m may be NULL). HT_OK or the metrics
+ * error. */
+struct ht_metrics;
+int ht_pipe_mem_report(const ht_pipe_mem *pm, const ht_model *m, struct ht_metrics *metrics);
+
+#endif
