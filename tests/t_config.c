@@ -586,7 +586,7 @@ static const char *const ALL_KEYS[] = {
     "optim.momentum",    "optim.nesterov",     "optim.beta1",       "optim.beta2",
     "optim.eps",         "optim.weight_decay", "optim.schedule",    "optim.warmup",
     "optim.step_size",   "optim.gamma",        "optim.min_lr",      "optim.clip",
-    "device.select",     "device.cache",       "device.cache_dir",  "device.tuning",
+    "device.select",     "device.cache",       "device.cache_dir",  "device.tuning",  "device.memory_mb",
     "log.metrics",       "log.progress",       "log.every",         "checkpoint.path",
     "checkpoint.every",  "cluster.shares",     "cluster.split",     "cluster.devices",
     "cluster.slowdown",  "cluster.allreduce", "cluster.overlap", "cluster.rebalance",
