@@ -3,8 +3,9 @@
 # stage needs with its micro-batches in flight, pipe.recompute = "auto" recomputes some of
 # its layers (never on a rank that fits), and the run keeps the one-process losses and final
 # parameters (pipe.t's tolerances) - bit for bit those of the same pipeline without the limit;
-# hepipe may hold other depths within the limit; 2bw recomputes too, bit for bit its losses
-# without; a limit that no plan meets exits 2 naming the device and the shortfall.
+# hepipe may hold other depths within the limit; the hetero partition cuts within the limits;
+# 2bw recomputes too, bit for bit its losses without; a limit that no plan meets exits 2
+# naming the device and the shortfall.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mpi.sh"
 TEXT="$(cd "$(dirname "$0")/../.." && pwd)/shared/data/tinyshakespeare/input.txt"
@@ -71,6 +72,16 @@ r0=$(field hep 0 recompute) p0=$(field hep 0 predicted_bytes)
 [ $RC -eq 0 ] && [ "$r0" != '""' ] && awk -v a="$p0" 'BEGIN { exit !(a <= 1.7e6) }' &&
     same_losses "$TMP/one.loss" "$TMP/hep.loss" 4 2e-5 && same_params "$TMP/one.ckpt" "$TMP/hep.ckpt" 1e-4
 ok $? "hepipe, 1.7 MB: rank 0 recomputes $r0 within the limit ($p0 B, $(field hep 0 slots) in flight), the one-process losses"
+
+# the hetero partition plans against the limits too (rank 1 slowed 3x: without a limit the fast
+# rank 0 takes layers 0-5 or more, 3 MB and up): every rank within 2 MB, the one-process losses
+pp het --set pipe.schedule=1f1b --set pipe.partition=hetero --set 'cluster.slowdown=[1.0,3.0]' \
+    --set device.memory_mb=2
+p0=$(field het 0 predicted_bytes) p1=$(field het 1 predicted_bytes)
+[ $RC -eq 0 ] && awk -v a="$p0" -v b="$p1" 'BEGIN { exit !(a > 0 && a <= 2e6 && b > 0 && b <= 2e6) }' &&
+    grep -q 'pipeline partition: 2 stages over 2 ranks' "$TMP/het.err" &&
+    same_losses "$TMP/one.loss" "$TMP/het.loss" 4 2e-5
+ok $? "hetero partition, 1f1b, 2 MB: ranks predicted at $p0 and $p1 B, layers $(field het 0 recompute) recomputed on rank 0, the one-process losses"
 
 # 2bw (two weight versions: 2.47 MB on rank 0) under 2.2 MB: recomputes, bit for bit its losses
 pp tbw0 --set pipe.schedule=2bw --set pipe.recompute=none
