@@ -32,8 +32,8 @@ static void test_fits(void) {
     uint8_t rc[3];
     ht_mem_plan p;
     int f = plan(2260, 3, 3, NULL, rc, &p);
-    tap_ok(f && !rc[1] && !rc[2] && rc[0] == 9 && p.slots == 3 && p.max_slots == 3 &&
-               p.nrc == 0 && p.use.total == 2260,
+    tap_ok(f && !rc[1] && !rc[2] && rc[0] == 9 && p.slots == 3 && p.max_slots == 3 && p.nrc == 0 &&
+               p.use.total == 2260,
            "2260 B, 3 slots: fits without recomputing, 3 slots at most (got rc %d%d, max %d, "
            "%g B)",
            rc[1], rc[2], p.max_slots, p.use.total);

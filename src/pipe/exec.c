@@ -419,14 +419,16 @@ static void keep_move(ht_pipe_exec *x, const ht_pipe_instr *in, int out) {
     for (int i = stage_lo(x, in->stage); i < stage_hi(x, in->stage); i++) {
         const ht_layer *l = &m->layers[i];
         if (x->rcl[i]) continue;
-        size_t a = B * (size_t)l->out * f, s = B * l->save * f;
+        const size_t a = B * (size_t)l->out * f, s = B * l->save * f;
+        const size_t ka = L->kout_off[i] * f, wa = L->act_off[i + 1] * f;
+        const size_t ks = L->ksave_off[i] * f, ws = L->save_off[i] * f;
         if (a && !l->ops->aliases) {
-            if (out) ht_buf_copy(m->dev, sl, L->kout_off[i] * f, x->work.acts, L->act_off[i + 1] * f, a);
-            else ht_buf_copy(m->dev, x->work.acts, L->act_off[i + 1] * f, sl, L->kout_off[i] * f, a);
+            if (out) ht_buf_copy(m->dev, sl, ka, x->work.acts, wa, a);
+            else ht_buf_copy(m->dev, x->work.acts, wa, sl, ka, a);
         }
         if (s) {
-            if (out) ht_buf_copy(m->dev, sl, L->ksave_off[i] * f, x->work.saved, L->save_off[i] * f, s);
-            else ht_buf_copy(m->dev, x->work.saved, L->save_off[i] * f, sl, L->ksave_off[i] * f, s);
+            if (out) ht_buf_copy(m->dev, sl, ks, x->work.saved, ws, s);
+            else ht_buf_copy(m->dev, x->work.saved, ws, sl, ks, s);
         }
     }
 }

@@ -55,8 +55,8 @@ static int candidates(const rank_in *a, cand *c) {
     for (int k = 0; k < a->nchunk; k++)
         for (int l = a->lo[k]; l < a->hi[k]; l++)
             if (a->d->keep_bytes[l] > 0)
-                c[n++] = (cand){l, a->fwd && a->fwd[l] > 0 ? a->d->keep_bytes[l] / a->fwd[l]
-                                                          : INFINITY};
+                c[n++] =
+                    (cand){l, a->fwd && a->fwd[l] > 0 ? a->d->keep_bytes[l] / a->fwd[l] : INFINITY};
     qsort(c, (size_t)n, sizeof *c, by_ratio);
     return n;
 }

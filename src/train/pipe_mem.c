@@ -59,8 +59,7 @@ const double *ht_pipe_mem_part_limits(const ht_pipe_mem *pm) {
 
 /* The layer ranges pipeline rank q holds (both of Chimera's directions), into lo/hi and as
  * text; returns their count. */
-static int chunks_of(ht_pipe_mem *pm, int q, int kind, int v, const int *bounds, int *lo,
-                     int *hi) {
+static int chunks_of(ht_pipe_mem *pm, int q, int kind, int v, const int *bounds, int *lo, int *hi) {
     const int S = pm->D * v, ndir = kind == HT_PIPE_CHIMERA ? 2 : 1;
     int n = 0;
     size_t k = 0;
@@ -86,8 +85,8 @@ static int infeasible(const ht_pipe_mem *pm, int q, int mb, const char *where) {
                     "activations and workspace %.2f MB): short by %.2f MB; raise "
                     "device.memory_mb, use more stages or smaller micro-batches",
                     where, w, pm->name[w], pm->limit[q] / 1e6,
-                    pm->from_cfg ? "device.memory_mb" : "its reported global memory",
-                    pm->chunks[q], p->slots, mb, p->use.total / 1e6,
+                    pm->from_cfg ? "device.memory_mb" : "its reported global memory", pm->chunks[q],
+                    p->slots, mb, p->use.total / 1e6,
                     p->nrc ? " with every layer that frees memory recomputed" : "",
                     p->use.state / 1e6, (p->use.acts + p->use.live + p->use.work) / 1e6,
                     (p->use.total - pm->limit[q]) / 1e6);
@@ -132,7 +131,8 @@ int ht_pipe_mem_decide(ht_pipe_mem *pm, const ht_model *m, int kind, int v, cons
         }
         pm->any[q] = p->nrc > 0;
         pm->max_inflight[q] = p->max_slots;
-        if (pm->mode == HT_PIPE_MEM_AUTO && !p->fits) rc = infeasible(pm, q, mb, where);
+        if (pm->mode == HT_PIPE_MEM_AUTO && !p->fits)
+            rc = infeasible(pm, q, mb, where);
         else if (pm->mode != HT_PIPE_MEM_AUTO && p->use.total > pm->limit[q] && pm->from_cfg &&
                  ht_comm_rank() == 0)
             ht_log_warn("pipeline rank %d: predicted %.2f MB exceeds its limit of %.2f MB "
@@ -169,16 +169,16 @@ int ht_pipe_mem_report(const ht_pipe_mem *pm, const ht_model *m, ht_metrics *met
                     q, pm->name[w], p->use.total / 1e6, pm->limit[q] / 1e6,
                     pm->from_cfg ? " (device.memory_mb)" : "", p->use.state / 1e6,
                     (p->use.acts + p->use.live + p->use.work) / 1e6, pm->chunks[q], p->slots,
-                    p->max_slots, p->nrc ? "recomputes layers " : "no recomputation",
-                    layers, pm->mode == HT_PIPE_MEM_AUTO ? "" : " (pipe.recompute)");
+                    p->max_slots, p->nrc ? "recomputes layers " : "no recomputation", layers,
+                    pm->mode == HT_PIPE_MEM_AUTO ? "" : " (pipe.recompute)");
         if (metrics)
             rc = ht_metrics_write(metrics,
                                   "type=%s rank=%d device=%s predicted_bytes=%g limit_bytes=%g "
                                   "state_bytes=%g activation_bytes=%g slots=%d max_inflight=%d "
                                   "recompute=%s recompute_s_per_mbatch=%g",
                                   "pipe_memory", q, pm->name[w], p->use.total, pm->limit[q],
-                                  p->use.state, p->use.acts + p->use.live + p->use.work,
-                                  p->slots, p->max_slots, layers, p->extra_s);
+                                  p->use.state, p->use.acts + p->use.live + p->use.work, p->slots,
+                                  p->max_slots, layers, p->extra_s);
     }
     return rc;
 }

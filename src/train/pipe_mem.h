@@ -23,16 +23,16 @@
 
 typedef struct ht_pipe_mem {
     int D, L, world;
-    int mode;            /* HT_PIPE_MEM_AUTO, _NONE, _ALL */
-    double *limit;       /* [D] bytes: the smallest over the pipeline rank's replicas */
-    int *dev_rank;       /* [D] the world rank whose device sets it */
-    char (*name)[128];   /* [world] device names */
-    int from_cfg;        /* the limit is device.memory_mb (else the devices' reports) */
-    uint8_t *layers;     /* [D * L] layers each pipeline rank recomputes */
-    uint8_t *any;        /* [D] 1 where it recomputes any (ht_pipe_add_recompute's input) */
-    int *max_inflight;   /* [D] the most micro-batches each fits in flight (hepipe's limits) */
-    ht_mem_plan *plan;   /* [D] */
-    char (*chunks)[64];  /* [D] its layer ranges as text, for the log */
+    int mode;           /* HT_PIPE_MEM_AUTO, _NONE, _ALL */
+    double *limit;      /* [D] bytes: the smallest over the pipeline rank's replicas */
+    int *dev_rank;      /* [D] the world rank whose device sets it */
+    char (*name)[128];  /* [world] device names */
+    int from_cfg;       /* the limit is device.memory_mb (else the devices' reports) */
+    uint8_t *layers;    /* [D * L] layers each pipeline rank recomputes */
+    uint8_t *any;       /* [D] 1 where it recomputes any (ht_pipe_add_recompute's input) */
+    int *max_inflight;  /* [D] the most micro-batches each fits in flight (hepipe's limits) */
+    ht_mem_plan *plan;  /* [D] */
+    char (*chunks)[64]; /* [D] its layer ranges as text, for the log */
 } ht_pipe_mem;
 
 enum { HT_PIPE_MEM_AUTO, HT_PIPE_MEM_NONE, HT_PIPE_MEM_ALL };
