@@ -590,7 +590,7 @@ static const char *const ALL_KEYS[] = {
     "log.metrics",       "log.progress",       "log.every",         "checkpoint.path",
     "checkpoint.every",  "cluster.shares",     "cluster.split",     "cluster.devices",
     "cluster.slowdown",  "cluster.allreduce", "cluster.overlap", "cluster.rebalance",
-    "cluster.bucket_first_mb", "cluster.bucket_cap_mb", "cluster.profile",
+    "cluster.exclude_slow", "cluster.bucket_first_mb", "cluster.bucket_cap_mb", "cluster.profile",
     "sync.mode",         "sync.servers",       "sync.staleness",    "sync.group",
     "sync.deadline_ms",  "sync.global_every",  "sync.alpha",        "sync.period",
     "sync.threshold",    "sync.max_period",    "sync.similar",      "sync.interval",

@@ -14,6 +14,10 @@
 #include "core/log.h"
 
 static int g_active, g_done, g_rank, g_size = 1;
+/* g_rank/g_size are in ht_comm_cur: MPI_COMM_WORLD, or after ht_comm_split the ranks kept
+ * (a detached rank: MPI_COMM_SELF, size 1, and g_rank its world rank, see ht_comm_split) */
+MPI_Comm ht_comm_cur;
+static int g_detached;
 static int g_nreqs; /* nonblocking requests started and not yet waited for */
 static void ring_comms(int create);
 uint64_t ht_comm_sent_bytes, ht_comm_recv_bytes;
@@ -53,6 +57,7 @@ void ht_comm_init(int *argc, char ***argv) {
     }
     g_active = 1;
     ht_set_exit_hook(abort_hook);
+    ht_comm_cur = MPI_COMM_WORLD;
     CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_rank));
     CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g_size));
@@ -61,13 +66,22 @@ void ht_comm_init(int *argc, char ***argv) {
         ht_log_warn("cannot start the communication watchdog: a lost rank may hang the job");
 }
 
+/* Frees ht_comm_cur when ht_comm_split made it. */
+static void free_cur(void) {
+    if (ht_comm_cur != MPI_COMM_WORLD && ht_comm_cur != MPI_COMM_SELF)
+        CHECK(MPI_Comm_free(&ht_comm_cur));
+}
+
 void ht_comm_finalize(void) {
     if (!g_active || g_done) return;
-    WAITING("MPI_Barrier (finalize)", HT_COMM_ANY, CHECK(MPI_Barrier(MPI_COMM_WORLD)));
+    /* a detached rank's barrier is its own: it waits for the others in MPI_Finalize */
+    if (!g_detached)
+        WAITING("MPI_Barrier (finalize)", HT_COMM_ANY, CHECK(MPI_Barrier(ht_comm_cur)));
     if (g_nreqs)
         ht_die(HT_ERUNTIME, "ht_comm_finalize: %d nonblocking all-reduce(s) never waited for",
                g_nreqs);
     ring_comms(0);
+    free_cur();
     g_done = 1;
     CHECK(MPI_Finalize());
 }
@@ -79,16 +93,17 @@ void ht_comm_exit_if_any(int rc) {
     }
     int failed = rc != HT_OK ? g_rank : g_size, first = g_size;
     ht_comm_wait_begin("MPI_Allreduce (errors)", HT_COMM_ANY);
-    CHECK(MPI_Allreduce(&failed, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    CHECK(MPI_Allreduce(&failed, &first, 1, MPI_INT, MPI_MIN, ht_comm_cur));
     ht_comm_wait_end();
     if (first == g_size) return;
     int code = g_rank == first ? rc : 0, all = 0;
     WAITING("MPI_Allreduce (errors)", HT_COMM_ANY,
-            CHECK(MPI_Allreduce(&code, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD)));
+            CHECK(MPI_Allreduce(&code, &all, 1, MPI_INT, MPI_MAX, ht_comm_cur)));
     if (g_rank == first) ht_error_print();
     fflush(stdout);
     fflush(stderr);
     ring_comms(0);
+    free_cur();
     g_done = 1; /* the exit hook must not abort: every rank is here */
     MPI_Finalize();
     exit(all);
@@ -106,6 +121,32 @@ int ht_comm_env_rank(void) {
 int ht_comm_rank(void) { return g_rank; }
 int ht_comm_size(void) { return g_size; }
 int ht_comm_active(void) { return g_active && !g_done; }
+int ht_comm_detached(void) { return g_detached; }
+
+int ht_comm_split(int keep) {
+    if (!g_active || g_done || g_size == 1) return keep ? g_rank : -1;
+    if (g_nreqs)
+        ht_die(HT_ERUNTIME, "ht_comm_split: %d nonblocking all-reduce(s) outstanding", g_nreqs);
+    MPI_Comm sub = MPI_COMM_NULL;
+    /* key = rank: the kept ranks keep their order, so rank 0 stays rank 0 when kept */
+    WAITING("MPI_Comm_split", HT_COMM_ANY,
+            CHECK(MPI_Comm_split(ht_comm_cur, keep ? 0 : MPI_UNDEFINED, g_rank, &sub)));
+    ring_comms(0);
+    free_cur();
+    if (keep) {
+        ht_comm_cur = sub;
+        CHECK(MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN));
+        CHECK(MPI_Comm_rank(sub, &g_rank));
+        CHECK(MPI_Comm_size(sub, &g_size));
+    } else { /* alone from now on; g_rank stays what it was (never 0: not the reporting rank) */
+        ht_comm_cur = MPI_COMM_SELF;
+        CHECK(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN));
+        g_size = 1;
+        g_detached = 1;
+    }
+    ring_comms(1);
+    return keep ? g_rank : -1;
+}
 
 /* MPI counts are int: larger transfers would need splitting, which nothing needs yet. */
 int ht_comm_count(size_t n, const char *what) {
@@ -115,14 +156,14 @@ int ht_comm_count(size_t n, const char *what) {
 }
 
 void ht_comm_barrier(void) {
-    if (g_size > 1) WAITING("MPI_Barrier", HT_COMM_ANY, CHECK(MPI_Barrier(MPI_COMM_WORLD)));
+    if (g_size > 1) WAITING("MPI_Barrier", HT_COMM_ANY, CHECK(MPI_Barrier(ht_comm_cur)));
 }
 
 void ht_comm_bcast(void *buf, size_t bytes, int root) {
     if (g_size > 1)
         WAITING("MPI_Bcast", g_rank == root ? HT_COMM_ANY : root,
                 CHECK(MPI_Bcast(buf, ht_comm_count(bytes, "MPI_Bcast"), MPI_BYTE, root,
-                                MPI_COMM_WORLD)));
+                                ht_comm_cur)));
 }
 
 void ht_comm_allgather(const void *send, size_t bytes, void *recv) {
@@ -132,7 +173,7 @@ void ht_comm_allgather(const void *send, size_t bytes, void *recv) {
     }
     int c = ht_comm_count(bytes, "MPI_Allgather");
     WAITING("MPI_Allgather", HT_COMM_ANY,
-            CHECK(MPI_Allgather(send, c, MPI_BYTE, recv, c, MPI_BYTE, MPI_COMM_WORLD)));
+            CHECK(MPI_Allgather(send, c, MPI_BYTE, recv, c, MPI_BYTE, ht_comm_cur)));
 }
 
 void ht_comm_gatherv(const void *send, size_t bytes, void *recv, const size_t *counts, int root) {
@@ -153,7 +194,7 @@ void ht_comm_gatherv(const void *send, size_t bytes, void *recv, const size_t *c
     }
     WAITING("MPI_Gatherv", g_rank == root ? HT_COMM_ANY : root,
             CHECK(MPI_Gatherv(send, ht_comm_count(bytes, "MPI_Gatherv"), MPI_BYTE, recv, cnt,
-                              displ, MPI_BYTE, root, MPI_COMM_WORLD)));
+                              displ, MPI_BYTE, root, ht_comm_cur)));
     free(cnt);
     free(displ);
 }
@@ -164,14 +205,14 @@ void ht_comm_allreduce_sum(float *buf, size_t n) {
     ht_comm_recv_bytes += 2 * (g_size - 1) * n * sizeof(float) / g_size;
     WAITING("MPI_Allreduce", HT_COMM_ANY,
             CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, ht_comm_count(n, "MPI_Allreduce"), MPI_FLOAT,
-                                MPI_SUM, MPI_COMM_WORLD)));
+                                MPI_SUM, ht_comm_cur)));
 }
 
 void ht_comm_allreduce_sum_f64(double *buf, size_t n) {
     if (g_size > 1)
         WAITING("MPI_Allreduce", HT_COMM_ANY,
                 CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, ht_comm_count(n, "MPI_Allreduce"),
-                                    MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD)));
+                                    MPI_DOUBLE, MPI_SUM, ht_comm_cur)));
 }
 
 void ht_comm_traffic(uint64_t *sent, uint64_t *received) {
@@ -183,14 +224,14 @@ void ht_comm_send(const void *buf, size_t bytes, int peer, int tag) {
     ht_comm_sent_bytes += bytes;
     WAITING("MPI_Send", peer,
             CHECK(MPI_Send(buf, ht_comm_count(bytes, "MPI_Send"), MPI_BYTE, peer, tag,
-                           MPI_COMM_WORLD)));
+                           ht_comm_cur)));
 }
 
 void ht_comm_recv(void *buf, size_t bytes, int peer, int tag) {
     MPI_Status st;
     WAITING("MPI_Recv", peer,
             CHECK(MPI_Recv(buf, ht_comm_count(bytes, "MPI_Recv"), MPI_BYTE, peer, tag,
-                           MPI_COMM_WORLD, &st)));
+                           ht_comm_cur, &st)));
     int got = 0;
     CHECK(MPI_Get_count(&st, MPI_BYTE, &got));
     ht_comm_recv_bytes += (uint64_t)got;
@@ -239,7 +280,7 @@ struct ht_comm_req {
 
 static ht_comm_req *g_reqs;              /* outstanding, oldest first */
 static unsigned g_seq;                   /* requests started: the tag of the next one */
-static MPI_Comm g_segcomm[RING_SEG_MAX]; /* duplicates of MPI_COMM_WORLD, one per segment */
+static MPI_Comm g_segcomm[RING_SEG_MAX]; /* duplicates of ht_comm_cur, one per segment */
 
 /* Tags cycle through a range far below MPI_TAG_UB's guaranteed 32767; tags only need to
  * differ between requests outstanding at the same time. */
@@ -249,7 +290,7 @@ enum { TAG_BASE = 1024, TAG_RANGE = 16384 };
 static void ring_comms(int create) {
     for (int j = 0; j < RING_SEG_MAX; j++) {
         if (create) {
-            CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &g_segcomm[j]));
+            CHECK(MPI_Comm_dup(ht_comm_cur, &g_segcomm[j]));
             CHECK(MPI_Comm_set_errhandler(g_segcomm[j], MPI_ERRORS_RETURN));
         } else {
             CHECK(MPI_Comm_free(&g_segcomm[j]));
@@ -396,7 +437,7 @@ ht_comm_req *ht_comm_iallreduce(float *buf, size_t n, int ring) {
     ht_comm_sent_bytes += 2 * (g_size - 1) * n * sizeof(float) / g_size;
     ht_comm_recv_bytes += 2 * (g_size - 1) * n * sizeof(float) / g_size;
     CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, ht_comm_count(n, "MPI_Iallreduce"), MPI_FLOAT, MPI_SUM,
-                         MPI_COMM_WORLD, &q->mr[0]));
+                         ht_comm_cur, &q->mr[0]));
     enqueue(q);
     return q;
 }

@@ -29,6 +29,16 @@ int ht_comm_rank(void); /* 0 without MPI */
 int ht_comm_size(void); /* 1 without MPI */
 /* 1 when MPI is initialised (even with one rank). */
 int ht_comm_active(void);
+/* Collective over the current ranks: those with keep = 1 go on as a world of their own
+ * (a sub-communicator; ranks renumbered in their old order, so a kept rank 0 stays 0), and
+ * every later call (collectives, the ring, point to point, errors, finalize) is among them
+ * only. A rank with keep = 0 is detached: size 1, its rank unchanged (so it is never taken
+ * for rank 0), every collective local; it takes no further part and ht_comm_finalize makes
+ * it wait in MPI_Finalize for the others. Returns the new rank, or -1 when detached. Without
+ * MPI or with one rank: no-op. No nonblocking request may be outstanding. */
+int ht_comm_split(int keep);
+/* 1 on a rank that ht_comm_split detached. */
+int ht_comm_detached(void);
 
 void ht_comm_barrier(void);
 /* Broadcasts bytes from root to every rank. */

@@ -6,6 +6,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef MPI_VERSION /* files that include mpi.h */
+/* The communicator every call uses: MPI_COMM_WORLD, or what ht_comm_split left. */
+extern MPI_Comm ht_comm_cur;
+#endif
+
 /* Exits 1 naming the call, the rank and MPI's error string unless rc is MPI_SUCCESS. */
 void ht_comm_check(int rc, const char *call);
 #define CHECK(call) ht_comm_check((call), #call)

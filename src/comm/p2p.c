@@ -32,7 +32,7 @@ ht_comm_msg *ht_comm_isend(const void *buf, size_t bytes, int peer, int tag) {
     m->peer = peer;
     m->bytes = bytes;
     ht_comm_sent_bytes += bytes;
-    CHECK(MPI_Isend(buf, ht_comm_count(bytes, "MPI_Isend"), MPI_BYTE, peer, tag, MPI_COMM_WORLD,
+    CHECK(MPI_Isend(buf, ht_comm_count(bytes, "MPI_Isend"), MPI_BYTE, peer, tag, ht_comm_cur,
                     &m->req));
     return m;
 }
@@ -42,7 +42,7 @@ ht_comm_msg *ht_comm_irecv(void *buf, size_t bytes, int peer, int tag) {
     m->recv = 1;
     m->peer = peer;
     CHECK(MPI_Irecv(buf, ht_comm_count(bytes, "MPI_Irecv"), MPI_BYTE,
-                    peer == HT_COMM_ANY ? MPI_ANY_SOURCE : peer, tag, MPI_COMM_WORLD, &m->req));
+                    peer == HT_COMM_ANY ? MPI_ANY_SOURCE : peer, tag, ht_comm_cur, &m->req));
     return m;
 }
 
@@ -129,7 +129,7 @@ int ht_comm_msg_waitany(ht_comm_msg **msgs, int n, double timeout_s) {
 int ht_comm_probe(int peer, int tag, int *from, size_t *bytes) {
     int flag = 0, count = 0;
     MPI_Status st;
-    CHECK(MPI_Iprobe(peer == HT_COMM_ANY ? MPI_ANY_SOURCE : peer, tag, MPI_COMM_WORLD, &flag, &st));
+    CHECK(MPI_Iprobe(peer == HT_COMM_ANY ? MPI_ANY_SOURCE : peer, tag, ht_comm_cur, &flag, &st));
     if (!flag) return 0;
     CHECK(MPI_Get_count(&st, MPI_BYTE, &count));
     if (from) *from = st.MPI_SOURCE;

@@ -97,6 +97,7 @@ typedef struct ht_config {
         char split[16];           /* "equal" | "speed": shares when none are given */
         char profile[HT_PATH_MAX]; /* split "speed": hetprof profile; "" = a timed pass */
         int rebalance;            /* split "speed": re-split online as measured speeds drift */
+        int exclude_slow;         /* split "speed": a share-0 rank leaves the job (not rank 0) */
         char devices[HT_MAX_RANKS][HT_SEL_TEXT]; /* device selector per rank, or one for all */
         int ndevices;
         double slowdown[HT_MAX_RANKS]; /* emulated slowdown per rank (>= 1); 0 values: none */

@@ -192,6 +192,9 @@ const ht_ckey ht_config_keys[] = {
     {"cluster.rebalance", HT_CK_BOOL, 0, "true", 0, 0, NULL, FIELD(cluster.rebalance),
      "mpirun, split \"speed\": keep re-splitting the batch as the measured per-rank step times "
      "drift (a fixed plus a per-sample cost per rank, fitted online)"},
+    {"cluster.exclude_slow", HT_CK_BOOL, 0, "false", 0, 0, NULL, FIELD(cluster.exclude_slow),
+     "mpirun, split \"speed\", bsp: a rank the split leaves out (share 0) takes no part at all "
+     "(not even in the gradient sums) and exits 0 at the end; false = it only synchronises"},
     {"cluster.devices", HT_CK_STRS, 0, "[]", 0, HT_MAX_RANKS, NULL,
      offsetof(ht_config, cluster.devices), sizeof(((ht_config *)0)->cluster.devices),
      offsetof(ht_config, cluster.ndevices),

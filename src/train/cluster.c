@@ -20,6 +20,15 @@ static void set_slice(ht_cluster *c) {
     ht_shard_range(c->shares, c->world, c->rank, &c->lo, &c->hi);
 }
 
+/* The rebalancer over the current ranks. EMA weight 0.3 (a slowdown shows within a few
+ * steps), adopt only >5% predicted gains, at most every 5 steps, the first 2 steps ignored
+ * (compilation, first allocations). */
+static int start_rebalancer(ht_cluster *c) {
+    int rc = ht_rebalancer_init(&c->rb, c->world, 0.3, 0.05, 5, 2);
+    if (rc != HT_OK) c->rebalance = 0;
+    return rc;
+}
+
 int ht_cluster_init(ht_cluster *c, const ht_config *cfg) {
     memset(c, 0, sizeof *c);
     c->rank = ht_comm_rank();
@@ -37,28 +46,37 @@ int ht_cluster_init(ht_cluster *c, const ht_config *cfg) {
     set_slice(c);
     c->slowdown = cfg->cluster.nslowdown ? cfg->cluster.slowdown[c->rank] : 1.0;
     c->ring = strcmp(cfg->cluster.allreduce, "mpi") != 0;
+    c->exclude_slow = cfg->cluster.exclude_slow;
+    c->nworld = c->world;
+    c->wrank = ht_xcalloc((size_t)c->world, sizeof(int));
+    c->excluded = ht_xcalloc((size_t)c->world, 1);
+    for (int r = 0; r < c->world; r++)
+        c->wrank[r] = r;
     c->rebalance = c->world > 1 && !cfg->cluster.nshares && !strcmp(cfg->cluster.split, "speed") &&
                    cfg->cluster.rebalance;
-    /* EMA weight 0.3 (a slowdown shows within a few steps), adopt only >5% predicted gains,
-     * at most every 5 steps, the first 2 steps ignored (compilation, first allocations) */
-    if (c->rebalance && (rc = ht_rebalancer_init(&c->rb, c->world, 0.3, 0.05, 5, 2)) != HT_OK) {
-        c->rebalance = 0;
-        return rc;
-    }
-    return HT_OK;
+    return c->rebalance ? start_rebalancer(c) : HT_OK;
 }
 
-/* Issue 14: the ranks the speed split left out (share 0: they only synchronise, see
- * engine_dp.c), one line each with the numbers that decided it. */
+/* Issue 14: the ranks the speed split left out, one line each with the numbers that decided
+ * it: share 0 and synchronising only (engine_dp.c), or with cluster.exclude_slow leaving the
+ * job (ht_cluster_detach), except rank 0, which holds evaluation, checkpoints and the model. */
 static void report_exclusion(const ht_cluster *c, const double *sp, const double *fx, double t_all,
                              double t_kept) {
-    for (int r = 0; r < c->world; r++)
-        if (c->shares[r] == 0)
-            ht_log_info("cluster: rank %d (%.0f samples/s + %.1f ms per step) left out: "
-                        "share 0, it only joins the gradient sum and the optimizer step; its "
-                        "fixed cost exceeds what its samples save the others (predicted step "
-                        "%.2f ms with it, %.2f ms without)",
-                        r, sp[r], 1e3 * fx[r], 1e3 * t_all, 1e3 * t_kept);
+    for (int r = 0; r < c->world; r++) {
+        if (c->shares[r] != 0) continue;
+        const char *what =
+            c->excluded[r] ? "excluded (cluster.exclude_slow): it takes no part in training or "
+                             "synchronisation and exits with the others"
+            : c->exclude_slow
+                ? "left out: share 0; not excluded although cluster.exclude_slow is set, as rank 0 "
+                  "holds evaluation, checkpoints and the final model: it only joins the gradient "
+                  "sum and the optimizer step"
+                : "left out: share 0, it only joins the gradient sum and the optimizer step";
+        ht_log_info("cluster: rank %d (%.0f samples/s + %.1f ms per step) %s; its fixed cost "
+                    "exceeds what its samples save the others (predicted step %.2f ms with it, "
+                    "%.2f ms without)",
+                    r, sp[r], 1e3 * fx[r], what, 1e3 * t_all, 1e3 * t_kept);
+    }
 }
 
 int ht_cluster_split_by_model(ht_cluster *c, double speed, double fixed) {
@@ -76,6 +94,15 @@ int ht_cluster_split_by_model(ht_cluster *c, double speed, double fixed) {
     if (rc == HT_OK && c->rebalance) rc = ht_rebalancer_calibrate(&c->rb, sp, fx);
     if (rc == HT_OK) {
         set_slice(c);
+        c->t_all = t_all, c->t_kept = t_kept;
+        free(c->model_sp), free(c->model_fx);
+        c->model_sp = ht_xcalloc((size_t)c->world, sizeof(double));
+        c->model_fx = ht_xcalloc((size_t)c->world, sizeof(double));
+        memcpy(c->model_sp, sp, (size_t)c->world * sizeof(double));
+        memcpy(c->model_fx, fx, (size_t)c->world * sizeof(double));
+        /* rank 0 stays whatever its share: it reports, evaluates and checkpoints */
+        for (int r = 1; c->exclude_slow && r < c->world; r++)
+            if (c->shares[r] == 0) c->excluded[r] = 1, c->excluding = 1;
         if (c->rank == 0) {
             char line[1024];
             size_t len = 0;
@@ -104,6 +131,8 @@ void ht_cluster_announce(ht_cluster *c, const char *devname) {
     ht_comm_allgather(dev, HT_DEVNAME_TEXT, c->devnames);
     double *slow = ht_xcalloc((size_t)c->world, sizeof(double));
     ht_comm_allgather(&c->slowdown, sizeof(double), slow);
+    free(c->slow);
+    c->slow = slow; /* kept: the records of excluded ranks show it */
     if (c->rank == 0 && c->world > 1) {
         ht_log_info("cluster: %d ranks, global batch %d, all-reduce %s", c->world, c->B,
                     c->ring ? "ring" : "mpi");
@@ -114,18 +143,76 @@ void ht_cluster_announce(ht_cluster *c, const char *devname) {
             ht_log_info("  rank %d  host %-16s  device %-32s  share %d%s%s", r,
                         c->hosts + (size_t)r * HT_HOST_TEXT,
                         c->devnames + (size_t)r * HT_DEVNAME_TEXT, c->shares[r],
-                        c->shares[r] ? "" : " (left out: synchronises only)", slowtxt);
+                        c->excluded[r] ? " (excluded: takes no part)"
+                        : c->shares[r] ? ""
+                                       : " (left out: synchronises only)",
+                        slowtxt);
         }
         if (c->rebalance) ht_log_info("cluster: shares follow the measured speeds (rebalancing)");
     }
-    free(slow);
     char label[HT_HOST_TEXT + HT_DEVNAME_TEXT + 64];
     snprintf(label, sizeof label, "rank %d (%s, %s)", c->rank, host, dev);
     ht_trace_set_label(label);
 }
 
+/* Rank 0: one "excluded" metrics record per rank that leaves the job. */
+static int excluded_records(const ht_cluster *c, ht_metrics *metrics) {
+    int rc = HT_OK;
+    for (int r = 0; metrics && r < c->nworld && rc == HT_OK; r++)
+        if (c->excluded[r])
+            rc = ht_metrics_write(metrics,
+                                  "type=%s rank=%d host=%s device=%s samples_per_s=%g fixed_ms=%g "
+                                  "slowdown=%g predicted_ms_with=%g predicted_ms_without=%g",
+                                  "excluded", r, c->hosts + (size_t)r * HT_HOST_TEXT,
+                                  c->devnames + (size_t)r * HT_DEVNAME_TEXT, c->model_sp[r],
+                                  1e3 * c->model_fx[r], c->slow ? c->slow[r] : 1.0,
+                                  1e3 * c->t_all, 1e3 * c->t_kept);
+    return rc;
+}
+
+int ht_cluster_detach(ht_cluster *c, ht_metrics *metrics, int *left) {
+    *left = 0;
+    if (!c->excluding) return HT_OK;
+    int rc = c->rank == 0 ? excluded_records(c, metrics) : HT_OK;
+    const int keep = !c->excluded[c->wrank[c->rank]];
+    const int now = ht_comm_split(keep);
+    if (!keep) {
+        *left = 1;
+        return rc;
+    }
+    /* renumber to the ranks that stay (their order is kept, rank 0 among them) */
+    double *sp = ht_xcalloc((size_t)c->world, sizeof(double));
+    double *fx = ht_xcalloc((size_t)c->world, sizeof(double));
+    int k = 0;
+    for (int r = 0; r < c->world; r++) {
+        const int w = c->wrank[r];
+        if (c->excluded[w]) continue;
+        c->wrank[k] = w, c->shares[k] = c->shares[r];
+        sp[k] = c->model_sp[w], fx[k] = c->model_fx[w];
+        k++;
+    }
+    c->world = k;
+    c->rank = now;
+    set_slice(c);
+    if (c->rebalance) { /* the same rebalancer, over the ranks that stay */
+        ht_rebalancer_free(&c->rb);
+        c->rebalance = k > 1;
+        int rc2 = c->rebalance ? start_rebalancer(c) : HT_OK;
+        if (rc2 == HT_OK && c->rebalance) rc2 = ht_rebalancer_calibrate(&c->rb, sp, fx);
+        if (rc == HT_OK) rc = rc2;
+    }
+    free(sp);
+    free(fx);
+    return rc;
+}
+
 void ht_cluster_free(ht_cluster *c) {
     if (c->rebalance) ht_rebalancer_free(&c->rb);
+    free(c->wrank);
+    free(c->excluded);
+    free(c->model_sp);
+    free(c->model_fx);
+    free(c->slow);
     free(c->shares);
     free(c->hosts);
     free(c->devnames);
@@ -234,6 +321,19 @@ int ht_cluster_trace_write(ht_cluster *c, const char *path) {
 
 void ht_cluster_sum(double *v, int n) { ht_comm_allreduce_sum_f64(v, (size_t)n); }
 
+/* One "rank" record: start-up rank w, its share and per-step means a[] (compute, wait,
+ * comm, slowdown, hidden comm). */
+static int rank_record(const ht_cluster *c, ht_metrics *metrics, int64_t step, int w, int share,
+                       const double *a, const char *state) {
+    return ht_metrics_write(metrics,
+                            "type=%s step=%lld rank=%d host=%s device=%s share=%d "
+                            "compute_s=%g wait_s=%g comm_s=%g comm_hidden_s=%g slowdown=%g "
+                            "state=%s",
+                            "rank", (long long)step, w, c->hosts + (size_t)w * HT_HOST_TEXT,
+                            c->devnames + (size_t)w * HT_DEVNAME_TEXT, share, a[0], a[1], a[2],
+                            a[4], a[3], state);
+}
+
 int ht_cluster_record(ht_cluster *c, ht_metrics *metrics, int64_t step, const ht_sync_stats *now) {
     const ht_sync_stats *m = &c->mark;
     const double k = (double)(now->steps - m->steps);
@@ -244,14 +344,16 @@ int ht_cluster_record(ht_cluster *c, ht_metrics *metrics, int64_t step, const ht
     ht_comm_allgather(mine, sizeof mine, all);
     c->mark = *now;
     int rc = HT_OK;
-    for (int r = 0; metrics && c->rank == 0 && r < c->world && rc == HT_OK; r++) {
-        const double *a = all + 5 * r;
-        rc = ht_metrics_write(metrics,
-                              "type=%s step=%lld rank=%d host=%s device=%s share=%d "
-                              "compute_s=%g wait_s=%g comm_s=%g comm_hidden_s=%g slowdown=%g",
-                              "rank", (long long)step, r, c->hosts + (size_t)r * HT_HOST_TEXT,
-                              c->devnames + (size_t)r * HT_DEVNAME_TEXT, c->shares[r], a[0], a[1],
-                              a[2], a[4], a[3]);
+    /* in start-up rank order, the excluded ranks among them (the current ranks keep it) */
+    for (int w = 0, r = 0; metrics && c->rank == 0 && w < c->nworld && rc == HT_OK; w++) {
+        if (c->excluded[w]) {
+            const double none[5] = {0, 0, 0, c->slow ? c->slow[w] : 1.0, 0};
+            rc = rank_record(c, metrics, step, w, 0, none, "excluded");
+            continue;
+        }
+        rc = rank_record(c, metrics, step, w, c->shares[r], all + 5 * r,
+                         c->shares[r] ? "trains" : "synchronises");
+        r++;
     }
     free(all);
     return rc;

@@ -32,6 +32,17 @@ typedef struct ht_cluster {
     int rebalance;
     ht_rebalancer rb;
     double rb_mark;
+    /* cluster.exclude_slow (issue 14): ranks the speed split left out leave the job. The
+     * ranks above (rank, world, shares) are then those of the sub-communicator that trains;
+     * the start-up ranks are kept for reporting */
+    int exclude_slow;
+    int nworld;       /* ranks at start (the MPI world) */
+    int *wrank;       /* [world] start-up rank of each current rank (identity until detached) */
+    char *excluded;   /* [nworld] 1: left the job (ht_cluster_detach) */
+    int excluding;    /* set by the speed split: some rank will be excluded */
+    double *model_sp, *model_fx; /* [nworld] the speed split's measured cost models (or NULL) */
+    double t_all, t_kept;        /* its predicted step times with everyone and as split */
+    double *slow;                /* [nworld] every rank's emulated slowdown (announce) */
 } ht_cluster;
 
 /* Rank and world from src/comm; checks the per-rank lists against the world size (exit 2
@@ -47,6 +58,13 @@ int ht_cluster_split_by_model(ht_cluster *c, double speed, double fixed);
  * -> share table (call it after any split by speed: it shows the shares used). Names this
  * rank's trace track (call it after ht_cluster_trace_start). */
 void ht_cluster_announce(ht_cluster *c, const char *devname);
+/* Collective, after ht_cluster_announce: with cluster.exclude_slow, the ranks the speed split
+ * left out (share 0, never rank 0) leave the job: src/comm goes on among the others, this
+ * cluster is renumbered to them (the rebalancer too), and rank 0 writes one "excluded"
+ * metrics record per left-out rank. *left = 1 on a rank that left (it must do nothing
+ * collective any more: return from the engine), else 0. Returns HT_OK or the metrics
+ * write's / the rebalancer's error. */
+int ht_cluster_detach(ht_cluster *c, ht_metrics *metrics, int *left);
 void ht_cluster_free(ht_cluster *c);
 
 /* Makes every rank start from rank 0's parameters (identical even across device kinds). */

@@ -154,7 +154,7 @@ static int dp_after(ht_job *j, ht_sync *s, int64_t done, float lr) {
     if (ht_job_logs_at(j, done)) {
         int correct = 0;
         if (cl->hi > cl->lo) ht_model_loss(&j->model, cl->hi - cl->lo, &lsum, &correct);
-        if (j->world > 1) { /* global sums: every rank gets the same numbers */
+        if (cl->nworld > 1) { /* global sums: every rank gets the same numbers */
             double v[2] = {lsum, correct};
             ht_cluster_sum(v, 2);
             lsum = v[0];
@@ -183,6 +183,28 @@ static int dp_loop(ht_job *j, ht_sync *s, ht_train_result *res) {
     return ht_job_loop_finish(j, step, res);
 }
 
+/* cluster.exclude_slow: the ranks the speed split left out leave (ht_cluster_detach); the
+ * others go on as a smaller world, with the per-rank config lists that the sync policy reads
+ * (cluster.slowdown) narrowed to them in *narrow (the caller frees it). *left: this rank
+ * left and must return. */
+static int exclude(ht_job *j, ht_sync_layout *L, ht_config **narrow, int *left) {
+    ht_cluster *cl = j->cl;
+    int rc = ht_cluster_detach(cl, j->metrics, left);
+    if (*left || rc != HT_OK) return rc;
+    ht_config *c = ht_xmalloc(sizeof *c);
+    *c = *j->cfg;
+    if (c->cluster.nslowdown) {
+        for (int r = 0; r < cl->world; r++)
+            c->cluster.slowdown[r] = j->cfg->cluster.slowdown[cl->wrank[r]];
+        c->cluster.nslowdown = cl->world;
+    }
+    *narrow = c;
+    j->cfg = c;
+    j->rank = cl->rank;
+    j->world = cl->world;
+    return ht_sync_layout_of(j->cfg, j->world, L);
+}
+
 static int dp_run(ht_job *j, ht_train_result *res) {
     const ht_train_opts *opts = j->opts;
     ht_cluster *cl = j->cl;
@@ -197,6 +219,14 @@ static int dp_run(ht_job *j, ht_train_result *res) {
     if (opts->trace) ht_cluster_trace_start(cl);
     /* after the speed split, so that the table shows the shares used */
     ht_cluster_announce(cl, ht_dev_info(j->dev)->name);
+    const ht_config *cfg = j->cfg;
+    ht_config *narrow = NULL;
+    int left = 0;
+    if (cl->excluding && ((rc = exclude(j, &L, &narrow, &left)) != HT_OK || left)) {
+        free(narrow);
+        j->cfg = cfg;
+        return rc; /* a rank that left: nothing more to do (it exits with the others) */
+    }
     ht_sync *s = ht_sync_open(j->cfg, &L, j->rank, &j->model, &j->opt, j->total);
     int32_t none = INT32_MAX;
     j->loss_flag = ht_buf_new(j->dev, sizeof none, "NaN watch");
@@ -205,12 +235,13 @@ static int dp_run(ht_job *j, ht_train_result *res) {
     ht_buf_free(j->loss_flag);
     j->loss_flag = NULL;
     ht_sync_stats st = ht_sync_close(s);
-    if (rc != HT_OK) return rc;
-    if (j->world > 1 && (rc = ht_cluster_sync_records(cl, &L, &st, j->metrics)) != HT_OK)
-        return rc;
-    if (opts->profile) ht_dev_profile_report(j->dev, stderr);
+    if (rc == HT_OK && j->world > 1)
+        rc = ht_cluster_sync_records(cl, &L, &st, j->metrics);
+    if (rc == HT_OK && opts->profile) ht_dev_profile_report(j->dev, stderr);
     ht_trace_set_step(-1);
-    if (opts->trace) rc = ht_cluster_trace_write(cl, opts->trace);
+    if (rc == HT_OK && opts->trace) rc = ht_cluster_trace_write(cl, opts->trace);
+    j->cfg = cfg;
+    free(narrow);
     return rc;
 }
 
