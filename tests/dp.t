@@ -4,7 +4,8 @@
 # sequence of one process with the same global batch and seed, within a relative 1e-5 per
 # step (the gradient sums run in another order, so not bit for bit); a rank slowed down 4x
 # (emulated) still finishes; one 1000x slower is left out by the speed split (share 0) and
-# the losses stay the same; stop + resume continues the 4-rank sequence exactly; bad
+# the losses stay the same (with cluster.exclude_slow it leaves the job; rank 0 never does);
+# stop + resume continues the 4-rank sequence exactly; bad
 # cluster settings exit 2 naming file:line.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mpi.sh"
@@ -112,6 +113,57 @@ ok $? "the log names the left-out rank with its measured speed and fixed cost"
 [ "$(grep -c '"type":"rank","step":[0-9]*,"rank":1,.*"share":0,' "$TMP/excl.jsonl")" -eq 12 ] &&
     [ "$(grep -c '"type":"rank","step":[0-9]*,"rank":0,.*"share":9,' "$TMP/excl.jsonl")" -eq 12 ]
 ok $? "rank records: share 0 for rank 1 and 9 for rank 0 at every step (the rebalancer keeps it out)"
+
+grep -q '"type":"rank","step":12,"rank":1,.*"share":0,.*"state":"synchronises"' "$TMP/excl.jsonl" &&
+    ! grep -q '"type":"excluded"' "$TMP/excl.jsonl"
+ok $? "cluster.exclude_slow unset (false): the left-out rank's records say synchronises, none says excluded"
+
+# cluster.exclude_slow = true, 3 ranks, rank 2 1000x slower: it leaves the job (not even in
+# the gradient sums); ranks 0 and 1 train in a communicator of their own, to the 1-process
+# losses; all three exit 0, rank 0 alone prints the summary
+mpirun_ht 3 "$HETTRAIN" -c "$TMP/job.cfg" --set log.metrics="$TMP/xs.jsonl" --set cluster.split=speed \
+    --set 'cluster.slowdown=[1, 1, 1000]' --set cluster.exclude_slow=true >"$TMP/xs.out" 2>"$TMP/xs.err"
+RC=$?
+[ $RC -eq 0 ] || diag "$(tail -5 "$TMP/xs.err")"
+losses "$TMP/xs.jsonl" >"$TMP/xs.loss" 2>/dev/null
+[ $RC -eq 0 ] && same_losses "$TMP/one.loss" "$TMP/xs.loss" && [ "$(grep -c '^final:' "$TMP/xs.out")" -eq 1 ]
+ok $? "exclude_slow, 3 ranks, rank 2 excluded: exit 0, the 1-process losses within 1e-5, one summary"
+grep -Eq 'cluster: rank 2 \([0-9]+ samples/s \+ [0-9.]+ ms per step\) excluded \(cluster.exclude_slow\).*predicted step [0-9.]+ ms with it, [0-9.]+ ms without' "$TMP/xs.err" &&
+    grep -Eq 'rank 2 .* share 0 \(excluded: takes no part\)' "$TMP/xs.err" &&
+    [ "$(grep -c 'excluded (cluster.exclude_slow)' "$TMP/xs.err")" -eq 1 ]
+ok $? "one log line names the excluded rank with its measured speed, fixed cost and predicted step times"
+/usr/bin/python3 -c '
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+ex = [r for r in recs if r["type"] == "excluded"]
+assert len(ex) == 1 and ex[0]["rank"] == 2 and ex[0]["slowdown"] == 1000, ex
+assert ex[0]["predicted_ms_without"] < 0.95 * ex[0]["predicted_ms_with"], ex
+ranks = [r for r in recs if r["type"] == "rank"]
+assert len(ranks) == 36, len(ranks)
+for r in ranks:
+    if r["rank"] == 2:
+        assert r["state"] == "excluded" and r["share"] == 0 and r["compute_s"] == 0, r
+    else:  # the two that train synchronise with each other: communication time > 0
+        assert r["state"] == "trains" and r["share"] >= 1 and r["comm_s"] + r["comm_hidden_s"] > 0, r
+for st in {r["step"] for r in ranks}:
+    assert sum(r["share"] for r in ranks if r["step"] == st) == 9, st
+sync = sorted(r["rank"] for r in recs if r["type"] == "sync")
+assert sync == [0, 1], sync  # the sync layout holds the two ranks that train
+' "$TMP/xs.jsonl"
+ok $? "metrics: one excluded record (rank 2, its slowdown, predicted gain > 5%), rank records say excluded / trains, shares of the two sum to 9, sync records for 2 ranks"
+
+# rank 0 is never excluded (it evaluates, checkpoints, writes the model): slow, it stays with
+# share 0 and synchronises, and the log says why
+mpirun_ht 2 "$HETTRAIN" -c "$TMP/job.cfg" --set log.metrics="$TMP/x0.jsonl" --set cluster.split=speed \
+    --set 'cluster.slowdown=[1000, 1]' --set cluster.exclude_slow=true >"$TMP/x0.out" 2>"$TMP/x0.err"
+RC=$?
+[ $RC -eq 0 ] || diag "$(tail -5 "$TMP/x0.err")"
+losses "$TMP/x0.jsonl" >"$TMP/x0.loss" 2>/dev/null
+[ $RC -eq 0 ] && same_losses "$TMP/one.loss" "$TMP/x0.loss" &&
+    grep -q 'cluster: rank 0 .* left out: share 0; not excluded although cluster.exclude_slow is set, as rank 0 holds evaluation' "$TMP/x0.err" &&
+    grep -q '"type":"rank","step":12,"rank":0,.*"share":0,.*"state":"synchronises"' "$TMP/x0.jsonl" &&
+    ! grep -q '"type":"excluded"' "$TMP/x0.jsonl"
+ok $? "exclude_slow with rank 0 the slow one: it stays (share 0, synchronises), the 1-process losses, the log says why"
 
 EXPECT_FAIL=1
 dp 2 badsum --set 'cluster.shares=[4,4]'
