@@ -570,7 +570,7 @@ static void test_calibrated(void) {
  * least 50 samples and 0.5 s below (a device that gets slower with less work, as ranks
  * sharing cores can), which no fixed + per-sample model expresses. From 100,100 (0.3 s) the
  * model moves to 150,50 (0.25 s), then wants 167,33 (0.5 s in truth): that is reverted,
- * and retried ever more rarely. */
+ * and retried ever more rarely (or rank 1 is left out, 200,0: 0.2 s, truly better). */
 static void test_revert(void) {
     ht_rebalancer r;
     ht_rebalancer_init(&r, 2, 0.5, 0.05, 3, 0);
@@ -578,7 +578,8 @@ static void test_revert(void) {
     int sh[2] = {100, 100}, reverts = 0, bad = 0, judged_ok = 1, back = 1, hold_ok = 1;
     int64_t first_revert = -1, changes_in_hold = 0, hold_until = -1;
     for (int64_t step = 0; step < 400; step++) {
-        double t[2] = {sh[0] / 1000.0, sh[1] >= 50 ? 0.2 + sh[1] / 1000.0 : 0.5};
+        /* share 0: rank 1 computes nothing (left out) */
+        double t[2] = {sh[0] / 1000.0, sh[1] >= 50 ? 0.2 + sh[1] / 1000.0 : sh[1] ? 0.5 : 0};
         bad += step >= 50 && t[1] >= 0.5;
         int rc = ht_rebalancer_update(&r, step, 200, t, NULL, sh);
         if (rc == 1 && step < hold_until) changes_in_hold++;
@@ -707,6 +708,60 @@ static void test_exclude_brute(void) {
            cases, worse, bad);
 }
 
+/* Bringing a left-out rank back (issue 14), by hand. Rank 0: 10 samples/s, no fixed cost;
+ * rank 1: 10 samples/s beyond a fixed 2 s (its calibration, slowdown included). B = 10:
+ * everyone 9,1 takes max(0.9, 2.1) = 2.1 s, rank 0 alone 1.0 s, so rank 1 is left out
+ * (10,0). Then rank 0 becomes f times slower (its truth f b/10 s, rank 1's 2 + b/10 s, a
+ * share-0 rank computes nothing). Alone: f s. Everyone at its best split under the model:
+ *   f = 2.2: 9,1 -> max(1.98, 2.1) = 2.1 s, 4.5% better than 2.2: below 5%, stays 10,0
+ *   f = 2.3: 9,1 -> max(2.07, 2.1) = 2.1 s (8,2: 2.2 s), 8.7% better: back, to 9,1
+ *   f = 4:   6,4 -> max(2.4, 2.4)  = 2.4 s (5,5: 2.5, 7,3: 2.8), 40% better: back, to 6,4
+ * The share-0 rank's reported time (here 123 s of nothing) is ignored. */
+static void bring_back(double f, int want0, int want1, int want_changes) {
+    ht_rebalancer r;
+    ht_rebalancer_init(&r, 2, 1.0, 0.05, 0, 0);
+    const double speed[2] = {10, 10}, fixed[2] = {0, 2};
+    int sh[2];
+    double ta = 0, tk = 0;
+    int rc = ht_plan_batch_split_exclude(10, 2, speed, fixed, NULL, 0.05, sh, &ta, &tk);
+    tap_ok(rc == HT_OK && sh[0] == 10 && sh[1] == 0 && fabs(ta - 2.1) < 1e-12 &&
+               fabs(tk - 1.0) < 1e-12,
+           "f=%g: start-up split leaves rank 1 out: %d,%d (2.1 s with it, 1.0 s without)", f,
+           sh[0], sh[1]);
+    ht_rebalancer_calibrate(&r, speed, fixed);
+    int changes = 0, early = 0, errs = 0;
+    for (int64_t step = 0; step < 40; step++) {
+        const double k = step < 10 ? 1 : f;
+        double t[2] = {sh[0] ? k * sh[0] / 10 : 0, sh[1] ? 2 + sh[1] / 10.0 : 123};
+        int u = ht_rebalancer_update(&r, step, 10, t, NULL, sh);
+        errs += u < 0;
+        changes += u == 1;
+        early += u == 1 && step < 10;
+    }
+    tap_ok(!errs && !early && changes == want_changes && sh[0] == want0 && sh[1] == want1,
+           "f=%g: %d change(s) (want %d, none before the slowdown), shares %d,%d (want %d,%d)", f,
+           changes, want_changes, sh[0], sh[1], want0, want1);
+    ht_rebalancer_free(&r);
+}
+
+static void test_bring_back(void) {
+    bring_back(2.2, 10, 0, 0);
+    bring_back(2.3, 9, 1, 1);
+    bring_back(4.0, 6, 4, 1);
+    /* a share-0 rank never calibrated nor observed cannot be judged: nothing moves */
+    ht_rebalancer r;
+    ht_rebalancer_init(&r, 2, 1.0, 0.05, 0, 0);
+    int sh[2] = {10, 0}, moved = 0;
+    for (int64_t step = 0; step < 20; step++)
+        moved |= ht_rebalancer_update(&r, step, 10, (double[]){step < 5 ? 1.0 : 8.0, 0}, NULL, sh) != 0;
+    tap_ok(!moved && sh[0] == 10 && sh[1] == 0,
+           "an uncalibrated share-0 rank stays out (no model to judge it by)");
+    ht_rebalancer_free(&r);
+    /* a rank with share 0 costs nothing in the predicted step time */
+    tap_ok(ht_plan_step_time_affine(2, (int[]){10, 0}, (double[]){10, 1}, (double[]){0, 5}) == 1.0,
+           "step time of 10,0 with rank 1's fixed 5 s: 1 s (share 0 does not count)");
+}
+
 int main(void) {
     test_hand();
     test_affine();
@@ -718,6 +773,7 @@ int main(void) {
     test_calibrated();
     test_revert();
     test_exclude_hand();
+    test_bring_back();
     test_exclude_brute();
     return tap_done();
 }

@@ -133,6 +133,7 @@ int ht_plan_batch_split_affine(int B, int n, const double *speed, const double *
 double ht_plan_step_time_affine(int n, const int *share, const double *speed, const double *fixed) {
     double t = 0;
     for (int i = 0; i < n; i++) {
+        if (share[i] < 1) continue; /* left out: no forward or backward */
         double ti = fixed_of(fixed, i) + share[i] / speed[i];
         if (ti > t) t = ti;
     }

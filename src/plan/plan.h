@@ -49,8 +49,9 @@ int ht_plan_batch_split_exclude(int B, int n, const double *speed, const double 
                                 const int *max_share, double min_gain, int *share,
                                 double *t_all, double *t_kept);
 
-/* Predicted synchronous step time of a split: max_i fixed[i] + share[i]/speed[i]; fixed may
- * be NULL (0); 0 when n < 1. */
+/* Predicted synchronous step time of a split: max_i fixed[i] + share[i]/speed[i] over the
+ * ranks with share[i] >= 1 (a rank with share 0 runs no forward or backward, so its fixed
+ * cost does not count); fixed may be NULL (0); 0 when n < 1. */
 double ht_plan_step_time_affine(int n, const int *share, const double *speed, const double *fixed);
 
 /* Memory cap in samples for a device: floor((device_bytes * usable_fraction - fixed_bytes) /
@@ -102,6 +103,7 @@ typedef struct ht_rebalancer {
     double *speed0;      /* [n] the shape: samples/s beyond the fixed cost ... */
     double *fixed0;      /* [n] ... and seconds per step that do not grow with the share */
     double *k;           /* [n] EMA of observed / modelled time */
+    int64_t *obs;        /* [n] observations folded into each rank's model (share >= 1 only) */
     double *mom;         /* [5n] EMA moments per rank: E b, E t, E b^2, E bt, E t^2 */
     double *last;        /* [HT_REBALANCE_WINDOW n] the latest ratios of observed / modelled time */
     double *ema_speed;   /* [n] the current model: speed0 / k ... */
@@ -131,11 +133,14 @@ void ht_rebalancer_free(ht_rebalancer *r);
 int ht_rebalancer_calibrate(ht_rebalancer *r, const double *speed, const double *fixed);
 
 /* Feeds the compute seconds that each rank spent on its current share[i] at step `step` (steps
- * increase). Observations with a non-positive or non-finite time (or a share < 1) are skipped
- * whole. The first `warmup` observations are ignored; the EMA starts as a plain mean (weight
+ * increase). Observations with a non-positive or non-finite time of a rank with a share >= 1
+ * are skipped whole. A rank with share 0 (left out) is not observed: its model stays as last
+ * known (the calibration, which includes any emulated slowdown, or its last observations)
+ * and judges whether it pays to bring it back; while a share-0 rank has no model at all
+ * (never calibrated nor observed) nothing changes. The first `warmup` observations are ignored; the EMA starts as a plain mean (weight
  * max(alpha, 1/k) for the k-th) so its first value is not one noisy sample. Once
- * step - last_change >= min_interval it proposes ht_plan_batch_split_affine(B, ema_speed, fixed,
- * max_share) and adopts it if the predicted step time (ht_plan_step_time_affine) improves by
+ * step - last_change >= min_interval it proposes ht_plan_batch_split_exclude(B, ema_speed, fixed,
+ * max_share, hysteresis) (a rank may be left out, or brought back) and adopts it if the predicted step time (ht_plan_step_time_affine) improves by
  * more than the hysteresis fraction. Returns 1 when share[] was changed, 0 when not, or
  * -HT_EINPUT (message in ht_errmsg()) when share[] does not sum to B or the caps make B
  * infeasible; share[] is then unchanged. */

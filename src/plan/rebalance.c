@@ -33,6 +33,7 @@ int ht_rebalancer_init(ht_rebalancer *r, int n, double alpha, double hysteresis,
     r->speed0 = ht_xcalloc((size_t)n, sizeof *r->speed0);
     r->fixed0 = ht_xcalloc((size_t)n, sizeof *r->fixed0);
     r->k = ht_xcalloc((size_t)n, sizeof *r->k);
+    r->obs = ht_xcalloc((size_t)n, sizeof *r->obs);
     r->mom = ht_xcalloc((size_t)n * 5, sizeof *r->mom);
     r->last = ht_xcalloc((size_t)n * HT_REBALANCE_WINDOW, sizeof *r->last);
     r->prev = ht_xcalloc((size_t)n, sizeof *r->prev);
@@ -67,6 +68,7 @@ int ht_rebalancer_calibrate(ht_rebalancer *r, const double *speed, const double 
     }
     r->calibrated = 1;
     r->counted = 0;
+    memset(r->obs, 0, (size_t)r->n * sizeof *r->obs);
     return HT_OK;
 }
 
@@ -74,6 +76,7 @@ void ht_rebalancer_free(ht_rebalancer *r) {
     free(r->speed0);
     free(r->fixed0);
     free(r->k);
+    free(r->obs);
     free(r->mom);
     free(r->last);
     free(r->prev);
@@ -95,6 +98,49 @@ static double median(const double *v, int n) {
     return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
 }
 
+/* Folds rank i's observation (t seconds at share b >= 1) into its model: the k-th of this
+ * rank (a rank with share 0 is not observed, so its count may lag the others'). */
+static void observe(ht_rebalancer *r, int i, double b, double t) {
+    const int64_t c = ++r->obs[i];
+    if (c == 1 && !(r->speed0[i] > 0)) { /* no calibration: proportional, this speed */
+        r->speed0[i] = b / t;
+        r->fixed0[i] = 0;
+    }
+    /* A plain mean while it has fewer than 1/alpha samples, then the EMA proper. */
+    const double w = r->alpha > 1.0 / (double)c ? r->alpha : 1.0 / (double)c;
+    const double neff = w > r->alpha ? (double)c : (2 - r->alpha) / r->alpha;
+    /* how much of the last-observation window is filled */
+    const int full = c < HT_REBALANCE_WINDOW ? (int)c : HT_REBALANCE_WINDOW;
+    /* the median of the last few ratios of observed to modelled time: one step slowed by the
+     * host (a descheduled process, a page fault storm) moves nothing */
+    double *last = r->last + HT_REBALANCE_WINDOW * i;
+    last[(c - 1) % HT_REBALANCE_WINDOW] = t / (r->fixed0[i] + b / r->speed0[i]);
+    const double ratio = median(last, full);
+    r->k[i] = c == 1 ? ratio : w * ratio + (1 - w) * r->k[i];
+    /* moments of (b, t): E b, E t, E b^2, E bt, E t^2 */
+    const double x[5] = {b, t, b * b, b * t, t * t};
+    double *m = r->mom + 5 * i;
+    for (int j = 0; j < 5; j++)
+        m[j] = c == 1 ? x[j] : w * x[j] + (1 - w) * m[j];
+    /* Re-calibrate the shape from the observations once they pin the fixed part down: the
+     * least-squares line t = a + c b, taken when the standard error of a is below a quarter
+     * of the mean time (shares spread widely compared with the timing noise). */
+    const double vb = m[2] - m[0] * m[0], cov = m[3] - m[0] * m[1], vt = m[4] - m[1] * m[1];
+    if (c >= 3 && vb > 1e-12 * m[2]) {
+        const double sl = cov / vb, s2 = vt - sl * cov > 0 ? vt - sl * cov : 0;
+        const double se_a = sqrt(s2 * (1 / neff + m[0] * m[0] / (neff * vb)));
+        if (se_a < 0.25 * m[1]) {
+            double a = m[1] - sl * m[0];
+            a = a < 0 ? 0 : a > 0.95 * m[1] ? 0.95 * m[1] : a;
+            r->fixed0[i] = a;
+            r->speed0[i] = m[0] / (m[1] - a);
+            r->k[i] = 1;
+        }
+    }
+    r->ema_speed[i] = r->speed0[i] / r->k[i];
+    r->fixed[i] = r->k[i] * r->fixed0[i];
+}
+
 int ht_rebalancer_update(ht_rebalancer *r, int64_t step, int B, const double *compute_s,
                          const int *max_share, int *share) {
     const int n = r->n;
@@ -105,56 +151,23 @@ int ht_rebalancer_update(ht_rebalancer *r, int64_t step, int B, const double *co
         return -ht_error(HT_EINPUT,
                          "rebalancer: the current shares sum to %lld, not the global batch %d",
                          (long long)sum, B);
+    /* A rank with share 0 (left out) computes nothing: its time says nothing about its
+     * speed, and its model stays as last known (its calibration, slowdown included). One
+     * that never had a model cannot be judged: then nothing moves. */
     for (int i = 0; i < n; i++)
-        if (!isfinite(compute_s[i]) || compute_s[i] <= 0 || share[i] <= 0) return 0;
+        if (share[i] > 0 ? !isfinite(compute_s[i]) || compute_s[i] <= 0
+                         : share[i] < 0 || (!(r->speed0[i] > 0) && r->obs[i] == 0))
+            return 0;
 
     if (++r->seen <= r->warmup) return 0;
     r->counted++;
-    if (r->counted == 1 && !r->calibrated) /* the shape: proportional, this observation's speed */
-        for (int i = 0; i < n; i++) {
-            r->speed0[i] = share[i] / compute_s[i];
-            r->fixed0[i] = 0;
-        }
-    /* A plain mean while it has fewer than 1/alpha samples, then the EMA proper. */
-    const double w = r->alpha > 1.0 / (double)r->counted ? r->alpha : 1.0 / (double)r->counted;
-    const double neff = w > r->alpha ? (double)r->counted : (2 - r->alpha) / r->alpha;
-    /* how many of the last-observation windows are filled */
-    const int full = r->counted < HT_REBALANCE_WINDOW ? (int)r->counted : HT_REBALANCE_WINDOW;
-    for (int i = 0; i < n; i++) {
-        const double b = share[i], t = compute_s[i];
-        /* the median of the last few ratios of observed to modelled time: one step slowed by
-         * the host (a descheduled process, a page fault storm) moves nothing */
-        double *last = r->last + HT_REBALANCE_WINDOW * i;
-        last[(r->counted - 1) % HT_REBALANCE_WINDOW] = t / (r->fixed0[i] + b / r->speed0[i]);
-        const double ratio = median(last, full);
-        r->k[i] = r->counted == 1 ? ratio : w * ratio + (1 - w) * r->k[i];
-        /* moments of (b, t): E b, E t, E b^2, E bt, E t^2 */
-        const double x[5] = {b, t, b * b, b * t, t * t};
-        double *m = r->mom + 5 * i;
-        for (int j = 0; j < 5; j++)
-            m[j] = r->counted == 1 ? x[j] : w * x[j] + (1 - w) * m[j];
-        /* Re-calibrate the shape from the observations once they pin the fixed part down: the
-         * least-squares line t = a + c b, taken when the standard error of a is below a quarter
-         * of the mean time (shares spread widely compared with the timing noise). */
-        const double vb = m[2] - m[0] * m[0], cov = m[3] - m[0] * m[1], vt = m[4] - m[1] * m[1];
-        if (r->counted >= 3 && vb > 1e-12 * m[2]) {
-            const double c = cov / vb, s2 = vt - c * cov > 0 ? vt - c * cov : 0;
-            const double se_a = sqrt(s2 * (1 / neff + m[0] * m[0] / (neff * vb)));
-            if (se_a < 0.25 * m[1]) {
-                double a = m[1] - c * m[0];
-                a = a < 0 ? 0 : a > 0.95 * m[1] ? 0.95 * m[1] : a;
-                r->fixed0[i] = a;
-                r->speed0[i] = m[0] / (m[1] - a);
-                r->k[i] = 1;
-            }
-        }
-        r->ema_speed[i] = r->speed0[i] / r->k[i];
-        r->fixed[i] = r->k[i] * r->fixed0[i];
-    }
-    /* the step's slowest compute, whose median over the last few steps judges a change */
-    double slowest = 0;
     for (int i = 0; i < n; i++)
-        if (compute_s[i] > slowest) slowest = compute_s[i];
+        if (share[i] > 0) observe(r, i, share[i], compute_s[i]);
+    /* the step's slowest compute, whose median over the last few steps judges a change */
+    const int full = r->counted < HT_REBALANCE_WINDOW ? (int)r->counted : HT_REBALANCE_WINDOW;
+    double slowest = 0; /* of the ranks that compute */
+    for (int i = 0; i < n; i++)
+        if (share[i] > 0 && compute_s[i] > slowest) slowest = compute_s[i];
     r->tmax[(r->counted - 1) % HT_REBALANCE_WINDOW] = slowest;
     r->reverted = 0;
     if (r->trial && ++r->trial_seen >= HT_REBALANCE_WINDOW) {
@@ -174,7 +187,10 @@ int ht_rebalancer_update(ht_rebalancer *r, int64_t step, int B, const double *co
     if (r->counted == 1) r->last_change = step; /* the interval also runs from the first sample */
     if (r->trial || step < r->hold_until || step - r->last_change < r->min_interval) return 0;
 
-    int rc = ht_plan_batch_split_affine(B, n, r->ema_speed, r->fixed, max_share, r->proposal);
+    /* the same rule as the start-up split: a rank is left out, or brought back, when the
+     * predicted step is shorter by more than the hysteresis that way */
+    int rc = ht_plan_batch_split_exclude(B, n, r->ema_speed, r->fixed, max_share, r->hysteresis,
+                                         r->proposal, NULL, NULL);
     if (rc != HT_OK) return -rc;
     const double t_now = ht_plan_step_time_affine(n, share, r->ema_speed, r->fixed);
     const double t_new = ht_plan_step_time_affine(n, r->proposal, r->ema_speed, r->fixed);
