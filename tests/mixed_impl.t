@@ -7,7 +7,8 @@
 # tests/dp.t; here the GEMM paths differ too); an asynchronous policy (ssp, staleness 1, a
 # PoCL server rank) finishes, and its last loss is below its first and within 15% of that
 # process's final loss (asynchronous updates follow no fixed sequence). With cluster.split
-# "speed" the rusticl rank is left out (share 0) and the losses are the one-process ones.
+# "speed" the rusticl rank is left out (share 0) and the losses are the one-process ones, also
+# with cluster.exclude_slow (it then leaves the job).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mpi.sh"
 export RUSTICL_ENABLE=llvmpipe
@@ -51,6 +52,19 @@ losses "$TMP/excl.jsonl" >"$TMP/excl.loss" 2>/dev/null
     [ "$(grep -c '"type":"rank","step":[0-9]*,"rank":1,.*"share":0,' "$TMP/excl.jsonl")" -eq 12 ]
 ok $? "split by speed: the rusticl rank left out (logged, share 0 records), the 1-process losses within 1e-5"
 [ $RC -eq 0 ] || diag "$(grep cluster "$TMP/excl.err")"
+# the same with cluster.exclude_slow: the rusticl rank leaves the job (no all-reduce with it),
+# exits 0 with rank 0, and PoCL alone follows the 1-process losses
+mpirun_ht 2 "$HETTRAIN" -c "$TMP/job.cfg" --set 'cluster.devices=["pthread", "rusticl"]' \
+    --set cluster.split=speed --set cluster.exclude_slow=true --set log.metrics="$TMP/xs.jsonl" \
+    >"$TMP/xs.out" 2>"$TMP/xs.err"
+RC=$?
+[ $RC -eq 0 ] || diag "$(tail -5 "$TMP/xs.err")"
+losses "$TMP/xs.jsonl" >"$TMP/xs.loss" 2>/dev/null
+[ $RC -eq 0 ] && same_losses "$TMP/one.loss" "$TMP/xs.loss" 1e-5 &&
+    grep -q 'cluster: rank 1 (.* per step) excluded (cluster.exclude_slow)' "$TMP/xs.err" &&
+    grep -q '"type":"excluded","rank":1,"host":"[^"]*","device":"llvmpipe' "$TMP/xs.jsonl" &&
+    [ "$(grep -c '"type":"rank","step":[0-9]*,"rank":1,.*"state":"excluded"' "$TMP/xs.jsonl")" -eq 12 ]
+ok $? "exclude_slow: the rusticl rank excluded (logged, excluded records), exit 0, the 1-process losses within 1e-5"
 
 # ssp: 2 workers (PoCL, rusticl) and the server (PoCL); asynchronous, so not the same
 # sequence: it must finish and train (last loss below the first, and within 15% of the

@@ -271,6 +271,12 @@ int ht_cluster_rebalance(ht_cluster *c, ht_metrics *metrics, int64_t step,
             } else {
                 ht_log_info("step %lld: shares %s -> %s (predicted step time %.1f ms -> %.1f ms)",
                             (long long)step, from, to, 1e3 * was, 1e3 * after);
+                for (int r = 0; r < c->world; r++) /* issue 14: in or out, by its model */
+                    if ((before[r] == 0) != (c->shares[r] == 0))
+                        ht_log_info("step %lld: rank %d (%.0f samples/s + %.1f ms per step) %s",
+                                    (long long)step, c->wrank[r], rb->ema_speed[r],
+                                    1e3 * rb->fixed[r],
+                                    before[r] ? "left out: share 0" : "brought back");
                 if (metrics)
                     rc = ht_metrics_write(metrics,
                                           "type=%s step=%lld from=%s to=%s predicted_ms_before=%g "
