@@ -753,7 +753,8 @@ static void test_bring_back(void) {
     ht_rebalancer_init(&r, 2, 1.0, 0.05, 0, 0);
     int sh[2] = {10, 0}, moved = 0;
     for (int64_t step = 0; step < 20; step++)
-        moved |= ht_rebalancer_update(&r, step, 10, (double[]){step < 5 ? 1.0 : 8.0, 0}, NULL, sh) != 0;
+        moved |= ht_rebalancer_update(&r, step, 10, (double[]){step < 5 ? 1.0 : 8.0, 0}, NULL,
+                                      sh) != 0;
     tap_ok(!moved && sh[0] == 10 && sh[1] == 0,
            "an uncalibrated share-0 rank stays out (no model to judge it by)");
     ht_rebalancer_free(&r);

@@ -137,13 +137,14 @@ int ht_rebalancer_calibrate(ht_rebalancer *r, const double *speed, const double 
  * are skipped whole. A rank with share 0 (left out) is not observed: its model stays as last
  * known (the calibration, which includes any emulated slowdown, or its last observations)
  * and judges whether it pays to bring it back; while a share-0 rank has no model at all
- * (never calibrated nor observed) nothing changes. The first `warmup` observations are ignored; the EMA starts as a plain mean (weight
- * max(alpha, 1/k) for the k-th) so its first value is not one noisy sample. Once
- * step - last_change >= min_interval it proposes ht_plan_batch_split_exclude(B, ema_speed, fixed,
- * max_share, hysteresis) (a rank may be left out, or brought back) and adopts it if the predicted step time (ht_plan_step_time_affine) improves by
- * more than the hysteresis fraction. Returns 1 when share[] was changed, 0 when not, or
- * -HT_EINPUT (message in ht_errmsg()) when share[] does not sum to B or the caps make B
- * infeasible; share[] is then unchanged. */
+ * (never calibrated nor observed) nothing changes. The first `warmup` observations are
+ * ignored; the EMA starts as a plain mean (weight max(alpha, 1/k) for the k-th) so its first
+ * value is not one noisy sample. Once step - last_change >= min_interval it proposes
+ * ht_plan_batch_split_exclude(B, ema_speed, fixed, max_share, hysteresis) (a rank may be left
+ * out, or brought back) and adopts it if the predicted step time (ht_plan_step_time_affine)
+ * improves by more than the hysteresis fraction. Returns 1 when share[] was changed, 0 when
+ * not, or -HT_EINPUT (message in ht_errmsg()) when share[] does not sum to B or the caps make
+ * B infeasible; share[] is then unchanged. */
 int ht_rebalancer_update(ht_rebalancer *r, int64_t step, int B, const double *compute_s,
                          const int *max_share, int *share);
 /* (A return of 1 with r->reverted set is the reversal of the change on trial: share[] is back

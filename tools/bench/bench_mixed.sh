@@ -4,7 +4,9 @@
 #     (llvmpipe), each on the GEMM path hettrain chose for it by measurement (HT_GEMM=auto);
 #  2. the mixed job, one rank per implementation (cluster.devices = ["pthread", "rusticl"],
 #     speed split), as the split decides (rusticl left out with share 0: it only joins the
-#     gradient sum) and with rusticl kept by hand (cluster.shares), beside PoCL alone.
+#     gradient sum), excluded (cluster.exclude_slow: it leaves the job) and with rusticl kept
+#     by hand (cluster.shares), beside PoCL alone. (tools/bench/bench_exclude.sh measures the
+#     same four jobs interleaved and repeated, for a machine under load.)
 # rusticl is 100x slower here, so its runs are short (STEPS_RUSTICL); samples/s count from the
 # end of the first step (compilation excluded).
 #   tools/bench/bench_mixed.sh [STEPS (60)]          (repository root)
@@ -44,13 +46,17 @@ mpirun -np 2 --oversubscribe --bind-to none "$build/hettrain" "${q[@]}" \
     --set 'cluster.devices=["pthread", "rusticl"]' --set cluster.split=speed \
     >"$tmp/split.out" 2>"$tmp/split.err" || { tail -5 "$tmp/split.err"; exit 1; }
 mpirun -np 2 --oversubscribe --bind-to none "$build/hettrain" "${q[@]}" \
+    --set 'cluster.devices=["pthread", "rusticl"]' --set cluster.split=speed \
+    --set cluster.exclude_slow=true >"$tmp/excl.out" 2>"$tmp/excl.err" || { tail -5 "$tmp/excl.err"; exit 1; }
+mpirun -np 2 --oversubscribe --bind-to none "$build/hettrain" "${q[@]}" \
     --set 'cluster.devices=["pthread", "rusticl"]' --set 'cluster.shares=[127, 1]' \
     >"$tmp/kept.out" 2>"$tmp/kept.err" || { tail -5 "$tmp/kept.err"; exit 1; }
 printf '%-44s %12s %8s\n' job samples/s ratio
-for j in alone split kept; do
+for j in alone split excl kept; do
     case $j in
         alone) name="PoCL alone (1 process)" ;;
         split) name="PoCL + rusticl, speed split (left out?)" ;;
+        excl) name="PoCL + rusticl, speed split, exclude_slow" ;;
         kept) name="PoCL + rusticl, rusticl kept (shares 127, 1)" ;;
     esac
     v=$(sps "$tmp/$j.out")
