@@ -104,33 +104,71 @@ static int run_open_broken(const char *dir, char *out, size_t n) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
-/* The SGEMM path by measurement (src/ocl/choose.c), on an open device d (closed here): with
- * HT_GEMM forced, that path and no times; with auto, the chosen path measured and the fastest
- * (a later variant only when faster than 0.9x the earlier; a dropped one has minus its
- * small-shape time), and a second open reads the same choice from the disk cache. */
+/* The SGEMM variant by measurement (src/ocl/choose.c), on an open device d (closed here):
+ * with HT_GEMM forced, that variant and no times; with auto, the chosen variant measured,
+ * faster than every variant tried before it and no more than 1/0.9 slower than any after it
+ * (a later one must win by 10%), the tuning-file variant untried without a file, and a
+ * second open reads the same choice from the disk cache. */
 static void check_gemm_choice(ht_dev *d) {
     const char *forced = getenv("HT_GEMM");
     ht_gemm_choice c = *ht_dev_gemm_choice(d);
     const char *name = ht_gemm_path_name(c.path);
-    int idx = ht_dev_info(d)->index;
+    int idx = ht_dev_info(d)->index, any = 0;
     ht_dev_close(d);
+    for (int v = 0; v < HT_GEMM_NVARIANTS; v++)
+        any |= c.ms[v] != 0;
     if (forced && *forced && strcmp(forced, "auto")) {
-        tap_ok(!strcmp(name, forced) && c.ms[0] == 0 && c.ms[1] == 0,
-               "HT_GEMM=%s: the forced path, nothing measured (%s)", forced, name);
+        tap_ok(!strcmp(name, forced) && !any, "HT_GEMM=%s: the forced variant, nothing measured",
+               forced);
         return;
     }
-    int i = c.path == HT_GEMM_CLBLAST, o = 1 - i;
-    int fastest = c.ms[i] > 0 && (c.ms[o] < 0 || (i == 0 ? c.ms[i] <= c.ms[o] / 0.9
-                                                          : c.ms[i] < 0.9 * c.ms[o]));
-    tap_ok((c.path == HT_GEMM_TILED || c.path == HT_GEMM_CLBLAST) && fastest,
-           "GEMM path by measurement: %s (tiled %.3g ms, clblast %.3g ms%s)", name, c.ms[0],
-           c.ms[1], c.cached ? ", from the cache" : "");
+    int ok = c.path >= HT_GEMM_TILED && c.path < HT_GEMM_NVARIANTS && c.ms[c.path] > 0 &&
+             c.ms[HT_GEMM_CLBLAST_TUNED] == 0 && c.ms[HT_GEMM_AUTO] == 0;
+    char times[256] = "";
+    for (int v = HT_GEMM_TILED; v < HT_GEMM_NVARIANTS; v++) {
+        if (ok && c.ms[v] > 0 && v < c.path) ok = c.ms[c.path] < c.ms[v];
+        if (ok && c.ms[v] > 0 && v > c.path) ok = c.ms[v] >= 0.9 * c.ms[c.path];
+        snprintf(times + strlen(times), sizeof times - strlen(times), " %s %.3g ms",
+                 ht_gemm_path_name(v), c.ms[v]);
+    }
+    tap_ok(ok, "GEMM variant by measurement: %s (%s%s)", name, times,
+           c.cached ? ", from the cache" : "");
     if (getenv("HT_NO_CACHE")) return;
     ht_exit_on_error(ht_dev_open(&d, idx, NULL));
     const ht_gemm_choice *again = ht_dev_gemm_choice(d);
-    tap_ok(again->cached && again->path == c.path && again->ms[0] == c.ms[0] &&
-               again->ms[1] == c.ms[1],
+    tap_ok(again->cached && again->path == c.path && !memcmp(again->ms, c.ms, sizeof c.ms),
            "reopened: the same choice from the cache (%s)", ht_gemm_path_name(again->path));
+    ht_dev_close(d);
+}
+
+/* CLBlast keeps parameter overrides per device for the life of the process: after the
+ * built-in set (GemmRoutine threshold 64, Xgemm tile 128, the values of conf/tuning/
+ * pocl-cpu.cfg), a device opened with CLBlast's own variant must run CLBlast's own values
+ * again, as CLBlast reported them before any override, and compute right. */
+static void check_clblast_restore(int idx) {
+    ht_dev_opts o = ht_dev_opts_default();
+    o.gemm = HT_GEMM_CLBLAST;
+    ht_dev *d;
+    size_t own_t = 0, own_m = 0, t = 0, mwg = 0, t2 = 0, m2 = 0;
+    ht_exit_on_error(ht_dev_open(&d, idx, &o));
+    int rc = ht_dev_clblast_param(d, "GemmRoutine", "XGEMM_MIN_INDIRECT_SIZE", &own_t) |
+             ht_dev_clblast_param(d, "Xgemm", "MWG", &own_m);
+    ht_exit_on_error(ht_dev_tune(d, NULL));
+    rc |= ht_dev_clblast_param(d, "GemmRoutine", "XGEMM_MIN_INDIRECT_SIZE", &t) |
+          ht_dev_clblast_param(d, "Xgemm", "MWG", &mwg);
+    ht_dev_close(d);
+    ht_exit_on_error(ht_dev_open(&d, idx, &o));
+    rc |= ht_dev_clblast_param(d, "GemmRoutine", "XGEMM_MIN_INDIRECT_SIZE", &t2) |
+          ht_dev_clblast_param(d, "Xgemm", "MWG", &m2);
+    tap_ok(rc == HT_OK && t == 64 && mwg == 128 && t2 == own_t && m2 == own_m,
+           "CLBlast's own parameters restored after the built-in set (threshold %zu -> %zu -> "
+           "%zu, Xgemm MWG %zu -> %zu -> %zu)",
+           own_t, t, t2, own_m, mwg, m2);
+    tap_ok(ht_dev_clblast_param(d, "Xgemm", "NOPE", &t) == HT_EINPUT &&
+               strstr(ht_errmsg(), "'NOPE' of kernel 'Xgemm'"),
+           "an unknown CLBlast parameter is HT_EINPUT naming it");
+    check_gemm(d, 0, 1, 67, 45, 300, 0.0f); /* indirect under the built-in set */
+    check_gemm(d, 1, 0, 13, 37, 29, 1.0f);
     ht_dev_close(d);
 }
 
@@ -259,6 +297,8 @@ int main(int argc, char **argv) {
     /* The MLP's forward and weight-gradient shapes (784-1024 layer, batch 256). */
     check_gemm(d, 0, 1, 256, 1024, 784, 0.0f);
     check_gemm(d, 1, 0, 1024, 784, 256, 0.0f);
+    const int at = ht_dev_info(d)->index;
     check_gemm_choice(d);
+    check_clblast_restore(at);
     return tap_done();
 }

@@ -74,7 +74,8 @@ static void fill(ht_profile *p) {
     p->dev[1].nclblast = 1;
     strcpy(p->dev[1].tuning, "p.1.tuning.cfg");
     strcpy(p->dev[1].gemm_path, "clblast"), strcpy(p->dev[1].gemm_dropped, "tiled");
-    p->dev[1].gemm_ms[0] = 1081.125, p->dev[1].gemm_ms[1] = 52.25;
+    p->dev[1].gemm_ms[HT_GEMM_TILED] = 1081.125, p->dev[1].gemm_ms[HT_GEMM_CLBLAST] = 52.25;
+    p->dev[1].gemm_ms[HT_GEMM_CLBLAST_CPU] = 60.5;
     p->links[0] = (ht_prof_link){0, 1, 1.875, 6.25};
     p->nlinks = 1;
 }
@@ -86,8 +87,8 @@ static int same(const ht_profile *a, const ht_profile *b) {
         if (strcmp(x->name, y->name) || strcmp(x->type, y->type) || x->ngemm != y->ngemm ||
             x->nlayers != y->nlayers || x->nrates != y->nrates || x->nclblast != y->nclblast ||
             strcmp(x->tuning, y->tuning) || strcmp(x->gemm_path, y->gemm_path) ||
-            strcmp(x->gemm_dropped, y->gemm_dropped) || x->gemm_ms[0] != y->gemm_ms[0] ||
-            x->gemm_ms[1] != y->gemm_ms[1] || x->mem_bw_gbs != y->mem_bw_gbs ||
+            strcmp(x->gemm_dropped, y->gemm_dropped) ||
+            memcmp(x->gemm_ms, y->gemm_ms, sizeof x->gemm_ms) || x->mem_bw_gbs != y->mem_bw_gbs ||
             x->launch_us != y->launch_us)
             return 0;
         for (int j = 0; j < x->ngemm; j++)
@@ -158,8 +159,16 @@ int main(void) {
     strcpy(strstr(text, "  }\n"), "    gemm_choice = { path = \"blas\"; tiled_ms = 2.0;\n"
                                     "      clblast_ms = 1.0; };\n  }\n);\n");
     bad("gemmpath.cfg", text, 6,
-        "devices[0].gemm_choice.path: found \"blas\", expected \"tiled\" or \"clblast\"",
-        "an unknown GEMM path names file:line, the value and the two paths");
+        "devices[0].gemm_choice.path: found \"blas\", expected tiled, clblast, clblast-cpu or "
+        "clblast-tuned, with its time (> 0)",
+        "an unknown GEMM variant names file:line, the value and the variants");
+    snprintf(text, sizeof text, "version = 1;\ndevices = (\n%s", GOOD_DEV);
+    strcpy(strstr(text, "  }\n"), "    gemm_choice = { path = \"clblast-cpu\"; tiled_ms = 2.0;\n"
+                                    "      clblast_ms = 1.0; };\n  }\n);\n");
+    bad("gemmtime.cfg", text, 6,
+        "devices[0].gemm_choice.path: found \"clblast-cpu\", expected tiled, clblast, "
+        "clblast-cpu or clblast-tuned, with its time (> 0)",
+        "a chosen variant without its time is refused");
     snprintf(text, sizeof text, "version = 1;\ndevices = (\n%s,\n%s);\n", GOOD_DEV, GOOD_DEV);
     p = strstr(strstr(text, "}\n,") + 1, "mem_bw_gbs = 10.0");
     memcpy(p, "mem_bw_gbs = -3.0", 17);

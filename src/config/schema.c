@@ -161,7 +161,8 @@ const ht_ckey ht_config_keys[] = {
     {"device.cache_dir", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(device.cache_dir),
      "program cache folder; \"\" = $XDG_CACHE_HOME/hettrain or ~/.cache/hettrain"},
     {"device.tuning", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(device.tuning),
-     "CLBlast tuning file; \"\" = built-in defaults"},
+     "CLBlast tuning file, applied on top of the built-in set: one more GEMM variant the "
+     "probe measures (HT_GEMM=clblast-tuned forces it); \"\" = none"},
     {"device.memory_mb", HT_CK_NUM, GE, "0", 0, 0, NULL, FIELD(device.memory_mb),
      "memory limit of each rank's device in MB (10^6 bytes) that a pipeline plans against "
      "(recomputation, micro-batches in flight, the hetero partition); 0 = the device's "

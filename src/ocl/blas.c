@@ -1,6 +1,7 @@
-/* CLBlast: SGEMM on the device's queue, and tuned kernel parameters applied with
- * CLBlastOverrideParameters, from built-in defaults for PoCL CPU devices and/or a tuning
- * file (libconfig group `clblast`, one subgroup per CLBlast kernel).
+/* CLBlast: SGEMM on the device's queue, and its kernel parameters: CLBlast's own for the
+ * device, a built-in set, or a tuning file (libconfig group `clblast`, one subgroup per
+ * CLBlast kernel) on top of the built-in set, applied with CLBlastOverrideParameters. Which
+ * one a device runs is measured (choose.c), not decided by its type or name.
  *
  * How CLBlast runs SGEMM, and why ht_sgemm does more than forward the call:
  *  - Below XGEMM_MIN_INDIRECT_SIZE^3 (m*n*k) it runs one "direct" kernel (XgemmDirect*),
@@ -33,9 +34,9 @@
 #include "core/err.h"
 #include "core/log.h"
 
-/* ---------------------------------------------------------------- built-in PoCL CPU defaults */
+/* ---------------------------------------------------------------- the built-in set */
 
-/* Measured on PoCL 3.1 pthread, 2-core AMD EPYC (AVX2), CLBlast 1.5.3, end to end through
+/* HT_GEMM_CLBLAST_CPU. Measured on PoCL 3.1 pthread, 2-core AMD EPYC (AVX2), CLBlast 1.5.3, end to end through
  * ht_sgemm at the MLP's shapes (784-1024-1024-10, batch 256, operands as views at
  * offsets) with the CLBlast search now in src/prof/tune.c (run by hetprof --tune-seconds S
  * and by build/tools/tune_sgemm): two seeded runs (14 and 17 minutes, ~115 parameter sets,
@@ -81,8 +82,19 @@ static const kparams POCL_CPU[] = {
 
 /* ---------------------------------------------------------------- per-device record */
 
+/* CLBlast's own parameters of one kernel, as it reported them before any override. */
+typedef struct {
+    int n;
+    char names[16][32];
+    size_t values[16];
+} own_params;
+#define NKERNELS ((int)(sizeof POCL_CPU / sizeof *POCL_CPU))
+
 typedef struct {
     cl_device_id id;
+    own_params own[NKERNELS]; /* per kernel of POCL_CPU, in its order */
+    int have_own;             /* 0: CLBlast did not report them (no going back to them) */
+    int set;                  /* the variant whose set CLBlast runs (HT_GEMM_CLBLAST: its own) */
     long gemmk;         /* Xgemm GEMMK we applied; -1: CLBlast's database (unknown to us) */
     long mwg, nwg, kwg; /* Xgemm tile (KWG times KREG); 0: unknown */
     long min_indirect;  /* GemmRoutine XGEMM_MIN_INDIRECT_SIZE we applied; -1: unknown */
@@ -110,6 +122,7 @@ static blas_dev *record_new(ht_dev *d) {
         r->gemmk = -1;
         r->mwg = r->nwg = r->kwg = 0;
         r->min_indirect = -1;
+        r->set = HT_GEMM_CLBLAST;
     }
     cl_uint bits = 0;
     if (clGetDeviceInfo(d->device, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof bits, &bits, NULL) !=
@@ -139,10 +152,6 @@ static void remember(blas_dev *r, const char *kernel, size_t n, const char *cons
 }
 
 /* ---------------------------------------------------------------- applying parameters */
-
-static int is_pocl_cpu(const ht_dev *d) {
-    return !strcmp(d->info.type, "cpu") && strstr(d->info.platform, "Portable Computing Language");
-}
 
 static int apply(ht_dev *d, blas_dev *r, const char *kernel, size_t n, const char *const *names,
                  const size_t *vals, const char *where) {
@@ -197,20 +206,69 @@ static int apply_file(ht_dev *d, blas_dev *r, const char *path) {
     return rd.rc;
 }
 
-/* PoCL CPUs get the built-in set first; a tuning file then overrides it kernel by kernel
- * (CLBlast needs every parameter of each kernel the file names, and keeps the rest). */
-int ht_blas_tune(ht_dev *d, const char *path) {
+/* Kernel by kernel, CLBlast's own set, or the built-in one; neither can fail but for a
+ * CLBlast that rejects them (then HT_EINPUT naming the kernel). */
+static int apply_table(ht_dev *d, blas_dev *r, int own) {
+    for (int i = 0; i < NKERNELS; i++) {
+        const kparams *k = &POCL_CPU[i];
+        const own_params *o = own ? &r->own[i] : NULL;
+        const char *names[16];
+        for (int j = 0; own && j < o->n; j++)
+            names[j] = o->names[j];
+        int rc = own ? apply(d, r, k->kernel, (size_t)o->n, names, o->values,
+                             "CLBlast's own parameters")
+                     : apply(d, r, k->kernel, k->n, k->names, k->values, "the built-in set");
+        if (rc != HT_OK) return rc;
+    }
+    return HT_OK;
+}
+
+/* CLBlast's own set is read back before anything overrides it: CLBlast keeps overrides for
+ * the life of the process, so going back to its own set means applying it explicitly. */
+int ht_blas_open(ht_dev *d) {
     blas_dev *r = record_new(d);
-    if (is_pocl_cpu(d)) {
-        for (size_t i = 0; i < sizeof POCL_CPU / sizeof *POCL_CPU; i++) {
-            const kparams *k = &POCL_CPU[i];
-            int rc =
-                apply(d, r, k->kernel, k->n, k->names, k->values, "built-in PoCL CPU defaults");
-            if (rc != HT_OK) return rc;
+    if (r && !r->have_own && r->set == HT_GEMM_CLBLAST) {
+        r->have_own = 1;
+        for (int i = 0; i < NKERNELS && r->have_own; i++) {
+            own_params *o = &r->own[i];
+            o->n = ht_clblast_retrieve(d->device, POCL_CPU[i].kernel, 16, o->names, o->values);
+            r->have_own = o->n > 0;
+            const char *names[16];
+            for (int j = 0; j < o->n; j++)
+                names[j] = o->names[j];
+            if (o->n > 0) remember(r, POCL_CPU[i].kernel, (size_t)o->n, names, o->values);
         }
     }
-    if (path && *path) return apply_file(d, r, path);
     return HT_OK;
+}
+
+int ht_blas_use(ht_dev *d, int v) {
+    blas_dev *r = record_new(d);
+    if (r && r->set == v) return HT_OK;
+    int rc = HT_OK;
+    if (v == HT_GEMM_CLBLAST) {
+        if (!r || !r->have_own) /* CLBlast's own set runs unless something overrode it */
+            return r && r->set != HT_GEMM_CLBLAST
+                       ? ht_error(HT_ERUNTIME, "CLBlast did not report its own parameters for "
+                                               "device '%s': they cannot be restored",
+                                  d->info.name)
+                       : HT_OK;
+        rc = apply_table(d, r, 1);
+    } else {
+        rc = apply_table(d, r, 0);
+        if (rc == HT_OK && v == HT_GEMM_CLBLAST_TUNED && d->tuning[0])
+            rc = apply_file(d, r, d->tuning);
+    }
+    if (r && rc == HT_OK) r->set = v;
+    return rc;
+}
+
+int ht_blas_tune(ht_dev *d, const char *path) {
+    int rc = apply_table(d, record_new(d), 0);
+    if (rc == HT_OK && path && *path) rc = apply_file(d, record_new(d), path);
+    blas_dev *r = record(d->device);
+    if (r) r->set = -1; /* a set of the caller's: the next ht_blas_use applies its own */
+    return rc;
 }
 
 int ht_dev_tune(ht_dev *d, const char *tuning_path) { return ht_blas_tune(d, tuning_path); }
@@ -308,4 +366,17 @@ void ht_sgemm_at(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t
     if (d->profile == HT_PROF_HOST) ht_prof_host_end(d, name, t0);
     if (ev && d->profile == HT_PROF_EVENTS) ht_prof_record(d, name, ev);
     else if (ev) clReleaseEvent(ev);
+}
+
+int ht_dev_clblast_param(ht_dev *d, const char *kernel, const char *name, size_t *value) {
+    char names[64][32];
+    size_t vals[64];
+    int n = ht_clblast_retrieve(d->device, kernel, 64, names, vals);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(names[i], name)) {
+            *value = vals[i];
+            return HT_OK;
+        }
+    return ht_error(HT_EINPUT, "CLBlast has no parameter '%s' of kernel '%s' on device '%s'",
+                    name, kernel, d->info.name);
 }

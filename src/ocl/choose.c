@@ -1,13 +1,16 @@
-/* Which SGEMM path a device runs, chosen by measurement rather than by its type or name:
- * the first time ht_sgemm runs on a device with HT_GEMM=auto, every path of the VARIANTS
- * table is timed on the PROBE shapes and the fastest kept. The choice and its times are
+/* Which SGEMM variant a device runs - our tiled kernels, or CLBlast with its own parameters,
+ * the built-in set or the tuning file (ocl.h) - chosen by measurement rather than by its
+ * type or name: the first time ht_sgemm runs on a device with HT_GEMM=auto, every variant is
+ * timed on the PROBE shapes and the fastest kept. The choice and its times are
  * cached on disk next to the program binaries (keyed like them by our kernel sources, device,
  * driver and platform version, plus the CLBlast tuning file), so a device is probed once per
  * machine and again when the kernels change.
  * Why measure: the paths' ranking is not a property of the device type. On PoCL's CPU
  * device our packed tiled kernels run 1.6-2x CLBlast; on Mesa's rusticl (llvmpipe, also a
- * CPU device) CLBlast's kernels train the quickstart 10x faster than ours. A GPU vendor
- * needs no new code: its device is probed like any other. */
+ * CPU device) CLBlast's kernels train the quickstart 10x faster than ours, and CLBlast's
+ * own parameters there are as fast as the set tuned on PoCL, which on PoCL is 8-25x faster
+ * than CLBlast's own. A GPU vendor needs no new code: its device is probed like any other
+ * (a set tuned for it is one more table entry or tuning file, tried everywhere). */
 #include "ocl/internal.h"
 
 #include <math.h>
@@ -19,16 +22,12 @@
 #include "core/err.h"
 #include "core/log.h"
 
-/* The paths in order of preference: a later one must be faster by MARGIN to be chosen, so
- * that measurement noise between near-equal paths does not flip the choice run to run. */
-static const struct {
-    const char *name;
-    int path;
-} VARIANTS[] = {{"tiled", HT_GEMM_TILED}, {"clblast", HT_GEMM_CLBLAST}};
-#define NVARIANTS ((int)(sizeof VARIANTS / sizeof *VARIANTS))
+/* Variants are tried in the order of ht_gemm_name (tiled, CLBlast's own, the built-in set,
+ * the tuning file): a later one must be faster by MARGIN to be chosen, so that measurement
+ * noise between near-equal variants does not flip the choice run to run. */
+#define FIRST HT_GEMM_TILED
+#define NV HT_GEMM_NVARIANTS
 #define MARGIN 0.9
-_Static_assert(NVARIANTS == sizeof(((ht_gemm_choice *)0)->ms) / sizeof(double),
-               "ht_gemm_choice.ms holds one time per variant");
 
 /* Two stages of a dense layer's three products (forward NT, input gradient NN, weight
  * gradient TN). Stage 0 is small, so that a path that is far slower on this device (our
@@ -49,15 +48,14 @@ static const struct {
 #define REPS 2
 
 const char *ht_gemm_path_name(int path) {
-    for (int i = 0; i < NVARIANTS; i++)
-        if (VARIANTS[i].path == path) return VARIANTS[i].name;
-    return "auto";
+    const char *n = ht_gemm_name(path);
+    return n ? n : "?";
 }
 
 static void cache_path(const ht_dev *d, char *out, size_t n) {
     /* the program's key covers our kernels, the device, driver and platform version */
     uint64_t h = d->program_hash;
-    const char *parts[] = {"gemm-choice-v2", d->tuning};
+    const char *parts[] = {"gemm-choice-v3", d->tuning};
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
         for (const char *p = parts[i];; p++) {
             h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
@@ -66,19 +64,20 @@ static void cache_path(const ht_dev *d, char *out, size_t n) {
     snprintf(out, n, "%s/%016llx.gemm", d->cache_dir, (unsigned long long)h);
 }
 
-/* "clblast 1.234 0.456\n": the path's name, then each variant's probe time in ms. */
+/* "clblast 1.234 0.456 0.789 0\n": the variant's name, then each variant's probe time in
+ * ms (0: not measured). */
 static int cache_load(ht_dev *d, const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) return 0;
     char name[32];
-    double ms[NVARIANTS];
+    double ms[NV] = {0};
     int ok = fscanf(f, "%31s", name) == 1;
-    for (int i = 0; ok && i < NVARIANTS; i++)
-        ok = fscanf(f, "%lf", &ms[i]) == 1 && ms[i] != 0;
+    for (int v = FIRST; ok && v < NV; v++)
+        ok = fscanf(f, "%lf", &ms[v]) == 1 && isfinite(ms[v]);
     fclose(f);
-    for (int i = 0; ok && i < NVARIANTS; i++)
-        if (!strcmp(name, VARIANTS[i].name)) {
-            d->gemm_choice.path = VARIANTS[i].path;
+    for (int v = FIRST; ok && v < NV; v++)
+        if (!strcmp(name, ht_gemm_name(v)) && ms[v] > 0) {
+            d->gemm_choice.path = v;
             memcpy(d->gemm_choice.ms, ms, sizeof ms);
             d->gemm_choice.cached = 1;
             return 1;
@@ -93,18 +92,19 @@ static void cache_store(const ht_dev *d, const char *path) {
     FILE *f = fopen(tmp, "w");
     if (!f) return; /* the program cache warns about an unwritable directory */
     fprintf(f, "%s", ht_gemm_path_name(d->gemm_choice.path));
-    for (int i = 0; i < NVARIANTS; i++)
-        fprintf(f, " %.17g", d->gemm_choice.ms[i]);
+    for (int v = FIRST; v < NV; v++)
+        fprintf(f, " %.17g", d->gemm_choice.ms[v]);
     fprintf(f, "\n");
     if (fclose(f) != 0 || rename(tmp, path) != 0) remove(tmp);
 }
 
 /* Best of REPS of the stage's products on `path`, in ms, after one untimed pass (compiles);
  * stops early once a repetition takes more than `cutoff` ms (the path is then dropped). */
-static double probe(ht_dev *d, int stage, int path, ht_buf *a, ht_buf *b, ht_buf *c,
+static double probe(ht_dev *d, int stage, int v, ht_buf *a, ht_buf *b, ht_buf *c,
                     double cutoff) {
     double best = 1e30;
-    d->gemm = path;
+    if (v != HT_GEMM_TILED) ht_exit_on_error(ht_blas_use(d, v)); /* checked at open */
+    d->gemm = v;
     for (int r = 0; r <= REPS; r++) {
         ht_dev_finish(d);
         double t0 = ht_now();
@@ -122,7 +122,19 @@ static double probe(ht_dev *d, int stage, int path, ht_buf *a, ht_buf *b, ht_buf
     return best;
 }
 
-/* ms[i]: variant i's stage-1 time; a variant dropped at stage 0 gets minus its stage-0 time. */
+/* Whether variant v is tried on d: the tuning-file variant only with a file. */
+static int tried(const ht_dev *d, int v) { return v != HT_GEMM_CLBLAST_TUNED || d->tuning[0]; }
+
+/* The fastest of variants [lo, NV) by ms (> 0: measured at stage 1), a later one only when
+ * faster than MARGIN times the best before it; 0 when none was. */
+static int fastest(const double *ms, int lo) {
+    int best = 0;
+    for (int v = lo; v < NV; v++)
+        if (ms[v] > 0 && (!best || ms[v] < MARGIN * ms[best])) best = v;
+    return best;
+}
+
+/* ms[v]: variant v's stage-1 time; one dropped at stage 0 gets minus its stage-0 time. */
 static void measure(ht_dev *d) {
     size_t floats = PROBE_FLOATS;
     float *h = ht_xmalloc(floats * sizeof *h);
@@ -134,22 +146,20 @@ static void measure(ht_dev *d) {
     ht_buf_write(d, a, 0, floats * sizeof *h, h);
     ht_buf_write(d, b, 0, floats * sizeof *h, h);
     free(h);
-    int prof = d->profile, best = 0, live[NVARIANTS];
+    int prof = d->profile;
     d->profile = HT_PROF_OFF; /* the probe's calls are not the job's */
-    double t0[NVARIANTS], fastest = 1e30;
-    for (int i = 0; i < NVARIANTS; i++) {
-        t0[i] = probe(d, 0, VARIANTS[i].path, a, b, c, DROP * fastest);
-        fastest = t0[i] < fastest ? t0[i] : fastest;
-    }
-    for (int i = 0; i < NVARIANTS; i++) {
-        live[i] = t0[i] <= DROP * fastest;
-        d->gemm_choice.ms[i] = live[i] ? probe(d, 1, VARIANTS[i].path, a, b, c, 1e30) : -t0[i];
-    }
-    for (int i = 1; i < NVARIANTS; i++)
-        if (live[i] && (!live[best] || d->gemm_choice.ms[i] < MARGIN * d->gemm_choice.ms[best]))
-            best = i;
+    double t0[NV] = {0}, best0 = 1e30, *ms = d->gemm_choice.ms;
+    for (int v = FIRST; v < NV; v++)
+        if (tried(d, v)) {
+            t0[v] = probe(d, 0, v, a, b, c, DROP * best0);
+            best0 = t0[v] < best0 ? t0[v] : best0;
+        }
+    for (int v = FIRST; v < NV; v++)
+        if (tried(d, v))
+            ms[v] = t0[v] <= DROP * best0 ? probe(d, 1, v, a, b, c, 1e30) : -t0[v];
     d->profile = prof;
-    d->gemm_choice.path = VARIANTS[best].path;
+    d->gemm = HT_GEMM_AUTO;
+    d->gemm_choice.path = fastest(ms, FIRST);
     ht_buf_free(a), ht_buf_free(b), ht_buf_free(c);
 }
 
@@ -162,13 +172,19 @@ int ht_gemm_choose(ht_dev *d) {
         measure(d);
         if (d->use_cache) cache_store(d, path);
     }
+    /* CLBlast runs the best CLBlast set also when the tiled kernels won: they hand it the
+     * shapes they cannot take */
+    const int cl = fastest(d->gemm_choice.ms, HT_GEMM_CLBLAST);
+    if (cl) ht_exit_on_error(ht_blas_use(d, cl));
     char times[256] = "";
     size_t len = 0;
-    for (int i = 0; i < NVARIANTS && len < sizeof times; i++)
-        len += (size_t)snprintf(times + len, sizeof times - len, "%s%s %.2f ms%s", i ? ", " : "",
-                                VARIANTS[i].name, fabs(d->gemm_choice.ms[i]),
-                                d->gemm_choice.ms[i] < 0 ? " (small shapes, dropped)" : "");
-    ht_log_debug("device '%s' (%s): SGEMM path %s, by measurement%s (%d layer-shaped products: %s)",
+    const double *ms = d->gemm_choice.ms;
+    for (int v = FIRST; v < NV && len < sizeof times; v++)
+        if (ms[v] != 0)
+            len += (size_t)snprintf(times + len, sizeof times - len, "%s%s %.2f ms%s",
+                                    len ? ", " : "", ht_gemm_name(v), fabs(ms[v]),
+                                    ms[v] < 0 ? " (small shapes, dropped)" : "");
+    ht_log_debug("device '%s' (%s): SGEMM %s, by measurement%s (%d layer-shaped products: %s)",
                  d->info.name, d->info.platform, ht_gemm_path_name(d->gemm_choice.path),
                  d->gemm_choice.cached ? " cached" : "", NPROBE, times);
     return d->gemm_choice.path;

@@ -215,11 +215,25 @@ ht_dev_opts ht_dev_opts_default(void) {
     ht_dev_opts o = {.cache = 1, .cache_dir = NULL, .tuning = NULL, .profile = 0,
                      .gemm = HT_GEMM_AUTO};
     const char *e = getenv("HT_GEMM");
-    if (e && !strcmp(e, "tiled")) o.gemm = HT_GEMM_TILED;
-    else if (e && !strcmp(e, "clblast")) o.gemm = HT_GEMM_CLBLAST;
-    else if (e && *e && strcmp(e, "auto"))
-        ht_die(HT_EINPUT, "HT_GEMM='%s': expected clblast, tiled or auto", e);
+    if (!e || !*e) return o;
+    for (o.gemm = 0; o.gemm < HT_GEMM_NVARIANTS; o.gemm++)
+        if (!strcmp(e, ht_gemm_name(o.gemm))) return o;
+    ht_die(HT_EINPUT,
+           "HT_GEMM='%s': expected auto, tiled, clblast, clblast-cpu or clblast-tuned", e);
     return o;
+}
+
+/* CLBlast's parameter sets: its own read back, the tuning file checked by applying it, a
+ * forced variant's set applied (with HT_GEMM_AUTO the choice applies the winner's). */
+static int open_gemm(ht_dev *d) {
+    if (d->gemm == HT_GEMM_CLBLAST_TUNED && !d->tuning[0])
+        return ht_error(HT_EINPUT, "HT_GEMM=clblast-tuned on device '%s': no tuning file "
+                                   "(device.tuning, or the profile's) was given",
+                        d->info.name);
+    int rc = ht_blas_open(d);
+    if (rc == HT_OK && d->tuning[0]) rc = ht_blas_use(d, HT_GEMM_CLBLAST_TUNED);
+    if (rc == HT_OK && d->gemm >= HT_GEMM_CLBLAST) rc = ht_blas_use(d, d->gemm);
+    return rc;
 }
 
 int ht_dev_open(ht_dev **out, int index, const ht_dev_opts *opts) {
@@ -230,6 +244,8 @@ int ht_dev_open(ht_dev **out, int index, const ht_dev_opts *opts) {
         return ht_error(HT_EINPUT, "device index %d out of range (0..%d)", index, n - 1);
     ht_dev_opts def = ht_dev_opts_default();
     if (!opts) opts = &def;
+    if (opts->gemm < 0 || opts->gemm >= HT_GEMM_NVARIANTS)
+        return ht_error(HT_EINPUT, "ht_dev_open: GEMM variant %d out of range", opts->gemm);
     ht_dev *d = ht_xcalloc(1, sizeof *d);
     d->info = list[index];
     d->device = ht_ocl_device_id(index, &d->platform);
@@ -253,7 +269,7 @@ int ht_dev_open(ht_dev **out, int index, const ht_dev_opts *opts) {
                                     &err);
     if (err != CL_SUCCESS) ht_cl_fail(d, "clCreateCommandQueue", err, __FILE__, __LINE__);
     rc = ht_program_build(d, opts);
-    if (rc == HT_OK) rc = ht_blas_tune(d, opts->tuning);
+    if (rc == HT_OK) rc = open_gemm(d);
     if (rc != HT_OK) {
         ht_dev_close(d);
         return rc;

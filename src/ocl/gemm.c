@@ -33,7 +33,7 @@ static size_t packed_a(size_t m, size_t k) { return (m + TM - 1) / TM * TM * k; 
 int ht_gemm_tiled_wanted(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t k,
                          const ht_buf *a, const ht_buf *b, const ht_buf *c) {
     (void)trans_a, (void)trans_b;
-    if (d->gemm == HT_GEMM_CLBLAST) return 0;
+    if (d->gemm != HT_GEMM_AUTO && d->gemm != HT_GEMM_TILED) return 0;
     if (d->gemm == HT_GEMM_AUTO && ht_gemm_choose(d) != HT_GEMM_TILED) return 0;
     if (m > (size_t)INT_MAX || n > (size_t)INT_MAX || k > (size_t)INT_MAX / TN) return 0;
     size_t fa = a->size / sizeof(float), fb = b->size / sizeof(float), fc = c->size / sizeof(float);

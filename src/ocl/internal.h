@@ -95,7 +95,17 @@ void ht_gemm_tiled(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size
 /* The SGEMM path for HT_GEMM_AUTO, measured at first use (choose.c). */
 int ht_gemm_choose(ht_dev *d);
 
-/* CLBlast tuning (blas.c). */
+/* CLBlast parameter sets (blas.c). At open: reads CLBlast's own set for the device (before
+ * anything overrides it) and checks the tuning file by applying it. */
+int ht_blas_open(ht_dev *d);
+/* Makes variant v's parameter set (HT_GEMM_CLBLAST, _CPU, _TUNED) the one CLBlast uses on d
+ * from the next call; HT_EINPUT for a bad tuning file. */
+int ht_blas_use(ht_dev *d, int v);
+/* The built-in set, then the tuning file (NULL/"" = none). */
 int ht_blas_tune(ht_dev *d, const char *tuning_path);
+/* clblast_params.cpp: CLBlast's current parameters of `kernel` on dev (up to max); the
+ * count, or -1 when CLBlast has no such kernel. */
+int ht_clblast_retrieve(cl_device_id dev, const char *kernel, int max, char (*names)[32],
+                        size_t *values);
 
 #endif

@@ -47,7 +47,26 @@ const char *ht_ocl_clstd(const char *clc_version);
 typedef struct ht_dev ht_dev;
 typedef struct ht_buf ht_buf;
 
-enum { HT_GEMM_AUTO = 0, HT_GEMM_TILED = 1, HT_GEMM_CLBLAST = 2 };
+/* SGEMM variants: a path (our tiled kernels or CLBlast) and, for CLBlast, a parameter set:
+ * CLBlast's own database entry for the device, the built-in set tuned on a CPU device
+ * (src/ocl/blas.c), or the tuning file (device.tuning / the profile's, on top of the
+ * built-in set). HT_GEMM_AUTO picks one per device by measurement (src/ocl/choose.c); every
+ * variant is tried on every device, so a new vendor needs a set, never an if on its name. */
+enum {
+    HT_GEMM_AUTO = 0,
+    HT_GEMM_TILED,
+    HT_GEMM_CLBLAST,       /* CLBlast's own parameters */
+    HT_GEMM_CLBLAST_CPU,   /* the built-in set */
+    HT_GEMM_CLBLAST_TUNED, /* the tuning file (only with one) */
+    HT_GEMM_NVARIANTS
+};
+/* "auto", "tiled", "clblast", "clblast-cpu", "clblast-tuned" (HT_GEMM's values); NULL out of
+ * range. Inline so that the profile reader (fuzzed without OpenCL) shares the one list. */
+static inline const char *ht_gemm_name(int v) {
+    static const char *const names[HT_GEMM_NVARIANTS] = {"auto", "tiled", "clblast",
+                                                         "clblast-cpu", "clblast-tuned"};
+    return v >= 0 && v < HT_GEMM_NVARIANTS ? names[v] : NULL;
+}
 /* Per-kernel timing: none; the device's profiling events (start/end timestamps); or the
  * host clock around each launch, the queue finished before and after it (slower: no
  * overlap, every launch waited for; for devices without timestamps, such as rusticl). */
@@ -56,17 +75,18 @@ enum { HT_PROF_OFF = 0, HT_PROF_EVENTS = 1, HT_PROF_HOST = 2 };
 typedef struct ht_dev_opts {
     int cache;              /* program binary cache (default 1 via ht_dev_opts_default) */
     const char *cache_dir;  /* NULL/"" = $HT_CACHE_DIR, $XDG_CACHE_HOME/hettrain, ~/.cache/hettrain */
-    const char *tuning;     /* CLBlast tuning file (libconfig); NULL/"" = built-in defaults */
+    const char *tuning;     /* CLBlast tuning file (libconfig); NULL/"" = none */
     int profile;            /* HT_PROF_*: record per-kernel times; ht_dev_open turns
                                HT_PROF_EVENTS into HT_PROF_HOST when $HT_PROFILE_TIMING=host */
-    int gemm;               /* HT_GEMM_AUTO (the faster path on this device, measured: see
-                               ht_dev_gemm_choice), _TILED, _CLBLAST; default from $HT_GEMM */
+    int gemm; /* HT_GEMM_AUTO (the fastest variant on this device, measured: see
+                 ht_dev_gemm_choice) or a variant forced; default from $HT_GEMM */
 } ht_dev_opts;
 
-/* Defaults; gemm from $HT_GEMM (auto|tiled|clblast; another value exits 2). */
+/* Defaults; gemm from $HT_GEMM (auto or a variant's name; another value exits 2). */
 ht_dev_opts ht_dev_opts_default(void);
-/* Opens device `index`: context, queue, the kernel program (cached), CLBlast tuning.
- * HT_EINPUT for a bad tuning file, HT_ERUNTIME for runtime failures. */
+/* Opens device `index`: context, queue, the kernel program (cached); a tuning file is read
+ * and checked here, a forced CLBlast variant's parameters applied. HT_EINPUT for a bad
+ * tuning file, HT_ERUNTIME for runtime failures. */
 int ht_dev_open(ht_dev **out, int index, const ht_dev_opts *opts);
 void ht_dev_close(ht_dev *d);
 const ht_devinfo *ht_dev_info(const ht_dev *d);
@@ -74,9 +94,8 @@ const ht_devinfo *ht_dev_info(const ht_dev *d);
 void ht_dev_finish(ht_dev *d);
 /* Seconds spent building/loading the program in ht_dev_open, and whether the cache hit. */
 double ht_dev_build_seconds(const ht_dev *d, int *cache_hit);
-/* Re-applies CLBlast parameters on an open device, as ht_dev_open does: the built-in
- * defaults for the device (PoCL CPUs), then, kernel by kernel, those of the tuning file
- * (NULL/"" = defaults only). Kernels the file does not name keep their current values.
+/* Applies CLBlast parameters on an open device: the built-in set (HT_GEMM_CLBLAST_CPU),
+ * then, kernel by kernel, those of the tuning file (NULL/"" = the built-in set only).
  * The parameters hold for the calls that follow; switching sets between calls is how the
  * CLBlast search (src/prof/tune.c) compares them. HT_EINPUT for a bad tuning file. */
 int ht_dev_tune(ht_dev *d, const char *tuning_path);
@@ -140,20 +159,26 @@ void ht_sgemm_at(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t
     ht_sgemm_at((d), (ta), (tb), (m), (n), (k), (alpha), (a), (aoff), (lda), (b), (boff), (ldb),   \
                 (beta), (c), (coff), (ldc), __FILE__, __LINE__)
 
-/* The SGEMM path of a device. With HT_GEMM=auto it is chosen by measurement (src/ocl/choose.c):
- * at the first ht_sgemm every path is timed on layer-shaped products (small ones, then
- * batch 256 x width 512 for the paths within 8x of the best) and the fastest kept, cached on disk with the program binaries; printed with -v. ms[i] is path
- * i+1's probe time (HT_GEMM_TILED, HT_GEMM_CLBLAST), 0 when forced by HT_GEMM / opts.gemm. */
+/* The SGEMM variant of a device. With HT_GEMM=auto it is chosen by measurement
+ * (src/ocl/choose.c): at the first ht_sgemm every variant is timed on layer-shaped products
+ * (small ones, then batch 256 x width 512 for those within 8x of the best) and the fastest
+ * kept, cached on disk with the program binaries; printed with -v. */
 typedef struct ht_gemm_choice {
-    int path;      /* HT_GEMM_TILED or HT_GEMM_CLBLAST */
-    double ms[2];  /* probe time per path, ms (0 = not measured; < 0: minus the time at
-                      the small shapes, where it was > 8x the best and dropped) */
-    int cached;    /* 1 when read from the disk cache instead of measured now */
+    int path; /* the variant: HT_GEMM_TILED .. HT_GEMM_CLBLAST_TUNED */
+    /* probe time per variant, ms, indexed by variant (0 = not measured: forced by HT_GEMM /
+     * opts.gemm, or no tuning file; < 0: minus the time at the small shapes, where it was
+     * > 8x the best and dropped) */
+    double ms[HT_GEMM_NVARIANTS];
+    int cached; /* 1 when read from the disk cache instead of measured now */
 } ht_gemm_choice;
 /* The choice for device d (measured or loaded now if not yet). */
 const ht_gemm_choice *ht_dev_gemm_choice(ht_dev *d);
-/* "tiled", "clblast" ("auto" for HT_GEMM_AUTO). */
+/* ht_gemm_name's, "?" out of range. */
 const char *ht_gemm_path_name(int path);
+/* The current value of CLBlast parameter `name` of kernel `kernel` ("Xgemm", "GemmRoutine",
+ * ...) on device d, as CLBlast will use it; HT_OK, or HT_EINPUT when CLBlast has no such
+ * kernel or parameter. */
+int ht_dev_clblast_param(ht_dev *d, const char *kernel, const char *name, size_t *value);
 
 /* ---------------------------------------------------------------- profiling */
 

@@ -3,6 +3,7 @@
  * typically sees, robust to the odd preempted run (on a shared CPU those are 2x). */
 #include "prof/measure.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -287,12 +288,16 @@ int ht_prof_measure(int index, const ht_prof_opts *o, ht_prof_dev *out) {
     measure_gemm(d, &r, out->gemm, out->ngemm, o->seed);
     const ht_gemm_choice *gc = ht_dev_gemm_choice(d); /* what ht_sgemm above ran on */
     ht_strlcpy(out->gemm_path, ht_gemm_path_name(gc->path), sizeof out->gemm_path);
-    for (int i = 0; i < 2; i++) {
-        out->gemm_ms[i] = gc->ms[i] < 0 ? -gc->ms[i] : gc->ms[i];
-        if (gc->ms[i] < 0)
-            ht_strlcpy(out->gemm_dropped, ht_gemm_path_name(i + 1), sizeof out->gemm_dropped);
+    int measured = 0;
+    for (int v = HT_GEMM_TILED; v < HT_GEMM_NVARIANTS; v++) {
+        out->gemm_ms[v] = fabs(gc->ms[v]);
+        measured += gc->ms[v] != 0;
+        size_t len = strlen(out->gemm_dropped);
+        if (gc->ms[v] < 0)
+            snprintf(out->gemm_dropped + len, sizeof out->gemm_dropped - len, "%s%s",
+                     len ? "," : "", ht_gemm_name(v));
     }
-    if (!(gc->ms[0] != 0 && gc->ms[1] != 0)) out->gemm_path[0] = 0; /* forced by HT_GEMM */
+    if (measured < 2) out->gemm_path[0] = 0; /* forced by HT_GEMM */
     if (o->log)
         fprintf(o->log, "hetprof: device %d: %d GEMM shapes in %.1f s\n", index, out->ngemm,
                 ht_now() - t0);

@@ -204,13 +204,47 @@ static const char *const DEV_KEYS[] = {
     "name",      "platform", "driver", "type",          "mem_bw_gbs",  "h2d_gbs", "d2h_gbs",
     "launch_us", "gemm",     "layers", "samples_per_s", "gemm_choice", "tuning",  "clblast",
     NULL};
-static const char *const CHOICE_KEYS[] = {"path", "tiled_ms", "clblast_ms", "dropped", NULL};
 static const char *const GEMM_KEYS[] = {"m", "n", "k", "ta", "tb", "gflops", NULL};
 static const char *const LAYER_KEYS[] = {"name", "batch", "fwd_ms", "bwd_ms", NULL};
 static const char *const RATE_KEYS[] = {"batch", "value", NULL};
 static const char *const LINK_KEYS[] = {"a", "b", "latency_us", "bandwidth_gbs", NULL};
 static const char *const ROOT_KEYS[] = {"version", "model", "batches", "devices", "links", NULL};
 static const char *const DEV_TYPES[] = {"cpu", "gpu", "accel", "other", NULL};
+
+/* "tiled_ms" for "tiled", "clblast_cpu_ms" for "clblast-cpu": the key of variant v's time. */
+static void choice_key(int v, char *key, size_t n) {
+    snprintf(key, n, "%s_ms", ht_gemm_name(v));
+    for (char *c = key; *c; c++)
+        if (*c == '-') *c = '_';
+}
+
+/* gemm_choice = { path = "tiled"; tiled_ms = 4.1; clblast_ms = 9.3; ...; dropped = ""; } */
+static void read_choice(ht_cfg_reader *r, config_setting_t *gc, const char *w, ht_prof_dev *d) {
+    char e[96], keys[HT_GEMM_NVARIANTS][32];
+    const char *known[HT_GEMM_NVARIANTS + 2] = {"path", "dropped"};
+    for (int v = HT_GEMM_TILED; v < HT_GEMM_NVARIANTS; v++)
+        choice_key(v, keys[v], sizeof keys[v]), known[v + 1] = keys[v];
+    snprintf(e, sizeof e, "%s.gemm_choice", w);
+    if (!config_setting_is_group(gc)) {
+        ht_cfg_fail(r, gc, "%s: expected a group { path; tiled_ms; clblast_ms; ...; dropped; }",
+                    e);
+        return;
+    }
+    known_keys(r, gc, e, known);
+    get_str(r, gc, e, "path", d->gemm_path, sizeof d->gemm_path, 0);
+    for (int v = HT_GEMM_TILED; v < HT_GEMM_NVARIANTS; v++)
+        d->gemm_ms[v] = config_setting_get_member(gc, keys[v]) ? get_num(r, gc, e, keys[v], 0, 0)
+                                                              : 0;
+    get_str(r, gc, e, "dropped", d->gemm_dropped, sizeof d->gemm_dropped, 1);
+    int v = HT_GEMM_TILED;
+    while (v < HT_GEMM_NVARIANTS && strcmp(d->gemm_path, ht_gemm_name(v)))
+        v++;
+    if (r->rc == HT_OK && (v == HT_GEMM_NVARIANTS || !(d->gemm_ms[v] > 0)))
+        ht_cfg_fail(r, gc,
+                    "%s.path: found \"%s\", expected tiled, clblast, clblast-cpu or "
+                    "clblast-tuned, with its time (> 0)",
+                    e, d->gemm_path);
+}
 
 static void read_dev(ht_cfg_reader *r, const config_setting_t *g, int idx, ht_prof_dev *d) {
     char w[64], e[96];
@@ -268,21 +302,7 @@ static void read_dev(ht_cfg_reader *r, const config_setting_t *g, int idx, ht_pr
         d->rates[i].value = get_num(r, x, e, "value", 0, 1);
     }
     config_setting_t *gc = config_setting_get_member(g, "gemm_choice");
-    if (gc && r->rc == HT_OK) {
-        snprintf(e, sizeof e, "%s.gemm_choice", w);
-        if (!config_setting_is_group(gc))
-            ht_cfg_fail(r, gc, "%s: expected a group { path; tiled_ms; clblast_ms; dropped; }",
-                        e);
-        else
-            known_keys(r, gc, e, CHOICE_KEYS);
-        get_str(r, gc, e, "path", d->gemm_path, sizeof d->gemm_path, 0);
-        d->gemm_ms[0] = get_num(r, gc, e, "tiled_ms", 0, 1);
-        d->gemm_ms[1] = get_num(r, gc, e, "clblast_ms", 0, 1);
-        get_str(r, gc, e, "dropped", d->gemm_dropped, sizeof d->gemm_dropped, 1);
-        if (r->rc == HT_OK && strcmp(d->gemm_path, "tiled") && strcmp(d->gemm_path, "clblast"))
-            ht_cfg_fail(r, gc, "%s.path: found \"%s\", expected \"tiled\" or \"clblast\"",
-                        e, d->gemm_path);
-    }
+    if (gc && r->rc == HT_OK) read_choice(r, gc, w, d);
     get_str(r, g, w, "tuning", d->tuning, sizeof d->tuning, 1);
     config_setting_t *c = config_setting_get_member(g, "clblast");
     if (c && r->rc == HT_OK) read_clblast(r, c, w, d);
@@ -429,8 +449,11 @@ void ht_profile_write(FILE *f, const ht_profile *p) {
         fprintf(f, " );\n");
         if (d->gemm_path[0]) {
             fprintf(f, "    gemm_choice = { path = "), put_str(f, d->gemm_path);
-            fprintf(f, "; tiled_ms = "), put_num(f, d->gemm_ms[0]);
-            fprintf(f, "; clblast_ms = "), put_num(f, d->gemm_ms[1]);
+            for (int v = HT_GEMM_TILED; v < HT_GEMM_NVARIANTS; v++) {
+                char key[32];
+                choice_key(v, key, sizeof key);
+                if (d->gemm_ms[v] > 0) fprintf(f, "; %s = ", key), put_num(f, d->gemm_ms[v]);
+            }
             fprintf(f, "; dropped = "), put_str(f, d->gemm_dropped), fprintf(f, "; };\n");
         }
         if (d->tuning[0]) fprintf(f, "    tuning = "), put_str(f, d->tuning), fprintf(f, ";\n");
@@ -529,11 +552,15 @@ void ht_profile_print(FILE *f, const ht_profile *p) {
                 "  memory %.2f GB/s   host->device %.2f GB/s   device->host %.2f GB/s   "
                 "launch %.1f us\n",
                 d->mem_bw_gbs, d->h2d_gbs, d->d2h_gbs, d->launch_us);
-        const char *drop = " (small shapes, dropped)";
-        if (d->gemm_path[0])
-            fprintf(f, "  SGEMM path %s by measurement: tiled %.3g ms%s, clblast %.3g ms%s\n",
-                    d->gemm_path, d->gemm_ms[0], strcmp(d->gemm_dropped, "tiled") ? "" : drop,
-                    d->gemm_ms[1], strcmp(d->gemm_dropped, "clblast") ? "" : drop);
+        if (d->gemm_path[0]) {
+            fprintf(f, "  SGEMM %s by measurement:", d->gemm_path);
+            for (int v = HT_GEMM_TILED; v < HT_GEMM_NVARIANTS; v++)
+                if (d->gemm_ms[v] > 0)
+                    fprintf(f, " %s %.3g ms%s", ht_gemm_name(v), d->gemm_ms[v],
+                            strstr(d->gemm_dropped, ht_gemm_name(v)) ? " (small shapes, dropped)"
+                                                                      : "");
+            fprintf(f, "\n");
+        }
         if (d->ngemm) fprintf(f, "  %-4s %7s %7s %7s %9s\n", "op", "M", "N", "K", "GFLOP/s");
         for (int j = 0; j < d->ngemm; j++) {
             const ht_prof_gemm *g = &d->gemm[j];

@@ -38,6 +38,8 @@
 
 #include <stdio.h>
 
+#include "ocl/ocl.h" /* the GEMM variants (a header-only table) */
+
 #define HT_PROF_MAX_DEVS 16
 #define HT_PROF_MAX_GEMM 64
 #define HT_PROF_MAX_LAYERS 512 /* layer x batch entries per device */
@@ -79,9 +81,11 @@ typedef struct ht_prof_dev {
     int nlayers;
     ht_prof_rate rates[HT_PROF_MAX_BATCHES];
     int nrates;
-    char gemm_path[16];   /* the SGEMM path chosen by measurement ("" = not recorded) */
-    double gemm_ms[2];    /* its probe: tiled and clblast times, ms (src/ocl/choose.c) */
-    char gemm_dropped[16]; /* the path dropped at the small shapes, whose time that is; "" */
+    char gemm_path[16]; /* the SGEMM variant chosen by measurement ("" = not recorded) */
+    double gemm_ms[HT_GEMM_NVARIANTS]; /* its probe per variant, ms (src/ocl/choose.c); 0 =
+                                          not tried; [HT_GEMM_AUTO] unused */
+    char gemm_dropped[64]; /* variants dropped at the small shapes, whose times those are,
+                              comma-separated; "" */
     char tuning[1024]; /* "" = none */
     ht_prof_kparams clblast[HT_PROF_MAX_KERNELS];
     int nclblast; /* 0 = not tuned */

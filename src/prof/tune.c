@@ -356,7 +356,7 @@ static void measure(const setup *su, const char *const files[2], result *r) {
     }
     ht_dev_opts o = ht_dev_opts_default();
     o.tuning = files[0];
-    o.gemm = HT_GEMM_CLBLAST; /* the search tunes CLBlast, also where ht_sgemm picks tiled */
+    o.gemm = HT_GEMM_CLBLAST_TUNED; /* files[0]: CLBlast, also where auto would pick tiled */
     bench w = {.off = su->offset};
     double t0 = ht_now();
     if (ht_dev_open(&w.d, idx, &o) != HT_OK) {
