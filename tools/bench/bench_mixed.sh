@@ -33,7 +33,7 @@ for model in ${MODELS:-mlp}; do
         n=$steps; [ "$dev" = rusticl ] && n=$rsteps
         "$build/hettrain" -c "$cfg" --device "$dev" -v --set train.steps="$n" "${quiet[@]}" \
             >"$tmp/$model-$dev.out" 2>"$tmp/$model-$dev.err" || { tail -5 "$tmp/$model-$dev.err"; exit 1; }
-        path=$(grep -oE 'SGEMM path [a-z]+' "$tmp/$model-$dev.err" | head -1 | awk '{print $NF}')
+        path=$(grep -oE 'SGEMM [a-z-]+, by' "$tmp/$model-$dev.err" | head -1 | awk '{print $2}' | tr -d ,)
         printf '%-10s %-10s %12s %12s %8s\n' "$model" "$dev" "$(sps "$tmp/$model-$dev.out")" "${path:-?}" "$n"
     done
 done
