@@ -546,6 +546,15 @@ static int check_cluster(const loader *L) {
     if (c->cluster.nslowdown)
         origin_text(L, ht_ckey_find("cluster.slowdown"), c->cluster.at_slowdown,
                     sizeof c->cluster.at_slowdown);
+    if (c->cluster.nslowdown_from) {
+        int kf = ht_ckey_find("cluster.slowdown_from");
+        origin_text(L, kf, c->cluster.at_slowdown_from, sizeof c->cluster.at_slowdown_from);
+        if (!c->cluster.nslowdown)
+            return fail(L, &L->where[kf],
+                        "key 'cluster.slowdown_from': found %d values, expected none without "
+                        "cluster.slowdown (the factors it times)",
+                        c->cluster.nslowdown_from);
+    }
     if (c->cluster.nshares == 0) return HT_OK;
     long long sum = 0;
     char list[512];
@@ -644,6 +653,11 @@ int ht_config_check_world(const ht_config *cfg, int world) {
         return world_fail(cfg, cfg->cluster.at_slowdown,
                           "key 'cluster.slowdown': found %d values, expected %d (one per rank)",
                           cfg->cluster.nslowdown, world, world);
+    if (cfg->cluster.nslowdown_from && cfg->cluster.nslowdown_from != world)
+        return world_fail(cfg, cfg->cluster.at_slowdown_from,
+                          "key 'cluster.slowdown_from': found %d values, expected %d (one per "
+                          "rank)",
+                          cfg->cluster.nslowdown_from, world, world);
     if (cfg->cluster.ndevices > 1 && cfg->cluster.ndevices != world)
         return world_fail(cfg, cfg->cluster.at_devices,
                           "key 'cluster.devices': found %d values, expected 1 (for all ranks) "
@@ -655,6 +669,12 @@ int ht_config_check_world(const ht_config *cfg, int world) {
                           "rank gets a sample",
                           cfg->train.batch, world, world);
     return HT_OK;
+}
+
+double ht_config_slowdown_at(const ht_config *cfg, int rank, int64_t step) {
+    if (rank < 0 || rank >= cfg->cluster.nslowdown) return 1.0;
+    if (rank < cfg->cluster.nslowdown_from && step < cfg->cluster.slowdown_from[rank]) return 1.0;
+    return cfg->cluster.slowdown[rank];
 }
 
 /* ------------------------------------------------------------------------------------ */

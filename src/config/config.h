@@ -102,6 +102,8 @@ typedef struct ht_config {
         int ndevices;
         double slowdown[HT_MAX_RANKS]; /* emulated slowdown per rank (>= 1); 0 values: none */
         int nslowdown;
+        int slowdown_from[HT_MAX_RANKS]; /* step from which each rank's slowdown applies */
+        int nslowdown_from;              /* 0 values: from step 0 */
         char allreduce[16];       /* "ring" | "mpi" */
         double bucket_first_mb;   /* overlapped reduction: first (top layers') bucket, MiB */
         double bucket_cap_mb;     /* overlapped reduction: size cap of the other buckets, MiB */
@@ -109,7 +111,7 @@ typedef struct ht_config {
         /* where the per-rank lists were set ("job.cfg:12", "--set cluster.shares=[..]", ""
          * for the default), for errors that need the world size: ht_config_check_world */
         char at_shares[HT_PATH_MAX + 32], at_devices[HT_PATH_MAX + 32],
-            at_slowdown[HT_PATH_MAX + 32];
+            at_slowdown[HT_PATH_MAX + 32], at_slowdown_from[HT_PATH_MAX + 32];
     } cluster;
 
     /* Synchronisation policy under mpirun (src/sync); conf/README.md explains each key. */
@@ -159,6 +161,11 @@ int ht_config_load(ht_config *cfg, const char *path, const char *const *sets, in
  * without shares train.batch must give every rank a sample. HT_EINPUT naming file:line
  * (or the --set) of the key. */
 int ht_config_check_world(const ht_config *cfg, int world);
+
+/* The emulated slowdown of `rank` in effect at step `step` (0-based): cluster.slowdown[rank]
+ * from step cluster.slowdown_from[rank] on (from 0 without the list), 1 before it and without
+ * cluster.slowdown. */
+double ht_config_slowdown_at(const ht_config *cfg, int rank, int64_t step);
 
 /* Every output the run will write (checkpoint.path, log.metrics, sync.log, and trace_path
  * from --trace, which may be NULL): each must be absent or a regular file, in a folder that

@@ -204,6 +204,11 @@ const ht_ckey ht_config_keys[] = {
      sizeof(((ht_config *)0)->cluster.slowdown), offsetof(ht_config, cluster.nslowdown),
      "mpirun: emulated heterogeneity, one factor per rank: a rank idles (f-1) x its compute "
      "time after each compute phase; [] = none"},
+    {"cluster.slowdown_from", HT_CK_INTS, GE, "[]", 0, 0, NULL,
+     offsetof(ht_config, cluster.slowdown_from), sizeof(((ht_config *)0)->cluster.slowdown_from),
+     offsetof(ht_config, cluster.nslowdown_from),
+     "mpirun, with cluster.slowdown: the step from which each rank's slowdown applies (before "
+     "it the rank runs at its own speed), one per rank; [] = from the start"},
     {"cluster.allreduce", HT_CK_STR, 0, "\"ring\"", 0, 0, ALLREDUCES, FIELD(cluster.allreduce),
      "mpirun: gradient all-reduce: our ring (deterministic) or MPI_Allreduce"},
     {"cluster.overlap", HT_CK_BOOL, 0, "true", 0, 0, NULL, FIELD(cluster.overlap),

@@ -332,6 +332,8 @@ static void restore(ht_pipe_exec *x) {
     m->max_batch = x->orig_max_batch;
 }
 
+void ht_pipe_exec_set_slowdown(ht_pipe_exec *x, double slowdown) { x->slowdown = slowdown; }
+
 void ht_pipe_exec_free(ht_pipe_exec *x) {
     if (!x) return;
     restore(x);
@@ -394,7 +396,11 @@ static int row0_of(const ht_pipe_exec *x, int mbi) {
 static void compute_done(ht_pipe_exec *x, double t0, const char *what, const ht_pipe_instr *in) {
     ht_dev_finish(x->m->dev);
     double dt = ht_now() - t0;
-    if (x->slowdown != 1) ht_sleep((x->slowdown - 1) * dt);
+    if (x->slowdown != 1) {
+        double ts = ht_now();
+        ht_sleep((x->slowdown - 1) * dt);
+        ht_trace_span("slowdown (emulated)", ts, ht_now()); /* within the instruction's span */
+    }
     double t1 = ht_now();
     x->st.compute += t1 - t0;
     if (in->op == HT_PI_BWD) x->t_bwd[in->stage] += t1 - t0, x->n_bwd[in->stage]++;

@@ -64,6 +64,8 @@ ht_pipe_exec *ht_pipe_exec_new_layers(ht_model *m, const ht_pipe_sched *s, const
                                       ht_pipe_place place, int mb, double slowdown,
                                       const uint8_t *layers);
 void ht_pipe_exec_free(ht_pipe_exec *x);
+/* The emulated slowdown from the next step on (cluster.slowdown_from), 1 = none. */
+void ht_pipe_exec_set_slowdown(ht_pipe_exec *x, double slowdown);
 
 /* Runs the stream for global batch `step`: parameter gradients zeroed, then accumulated
  * (scaled by grad_scale: 1 / loss rows of the global batch), reduced over replicas. With

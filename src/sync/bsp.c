@@ -87,7 +87,6 @@ int ht_reduce_plan(const ht_model *m, size_t first_bytes, size_t cap_bytes, ht_b
 
 typedef struct bsp {
     int world;
-    double slowdown; /* this rank's emulated slowdown (1 = none) */
     int ring;        /* 1: ht_comm_ring_allreduce, 0: MPI_Allreduce */
     int overlap;     /* cluster.overlap */
     size_t first, cap; /* bucket sizes in bytes */
@@ -104,7 +103,6 @@ static void bsp_open(ht_sync *s) {
     bsp *p = ht_xcalloc(1, sizeof *p);
     const double mib = 1024.0 * 1024.0;
     p->world = s->L.world;
-    p->slowdown = cfg->cluster.nslowdown ? cfg->cluster.slowdown[s->rank] : 1.0;
     p->ring = strcmp(cfg->cluster.allreduce, "mpi") != 0;
     p->overlap = cfg->cluster.overlap;
     p->first = (size_t)ceil(cfg->cluster.bucket_first_mb * mib);
@@ -178,9 +176,9 @@ static void reduce_whole(ht_sync *s, double compute_s, int *stop) {
     bsp *p = s->impl;
     ht_model *m = s->m;
     double ti = ht_now();
-    ht_sleep((p->slowdown - 1) * compute_s);
-    if (p->slowdown != 1) ht_trace_span("slowdown (emulated)", ti, ht_now());
-    s->st.compute_s += compute_s * p->slowdown;
+    ht_sleep((s->slowdown - 1) * compute_s);
+    if (s->slowdown != 1) ht_trace_span("slowdown (emulated)", ti, ht_now());
+    s->st.compute_s += compute_s * s->slowdown;
     if (p->world == 1) return;
     const size_t n = s->n;
     double t0 = ht_now();
@@ -231,7 +229,7 @@ static double bucket_start(ht_sync *s, int k, int B, float grad_scale, int stop_
     else
         ht_dev_finish(m->dev);
     double dt = ht_now() - a;
-    idle_poll(p, k, (p->slowdown - 1) * dt);
+    idle_poll(p, k, (s->slowdown - 1) * dt);
     p->t0[k] = ht_now();
     p->t1[k] = 0;
     p->req[k] = ht_comm_iallreduce(p->host + (k == 0 ? n - b->n : b->off), len, p->ring);
@@ -245,7 +243,7 @@ static void backward_bucketed(ht_sync *s, int B, float grad_scale, double t_star
     if (!p->b) buckets_make(p, m);
     ht_dev_finish(m->dev); /* the forward */
     double compute = ht_now() - t_start;
-    idle_poll(p, 0, (p->slowdown - 1) * compute);
+    idle_poll(p, 0, (s->slowdown - 1) * compute);
     for (int k = 0; k < p->nb; k++)
         compute += bucket_start(s, k, B, grad_scale, ht_stop_requested());
     double t_end_bwd = ht_now();
@@ -259,7 +257,7 @@ static void backward_bucketed(ht_sync *s, int B, float grad_scale, double t_star
     s->stop = p->host[s->n] > 0;
     double t_done = ht_now();
     ht_trace_span("all-reduce (not hidden)", t_end_bwd, t_done);
-    s->st.compute_s += compute * p->slowdown;
+    s->st.compute_s += compute * s->slowdown;
     s->st.comm_s += t_done - t_end_bwd;
     s->st.hidden_s += busy_before(p, t_end_bwd);
 }
@@ -282,7 +280,7 @@ static void bsp_backward(ht_sync *s, int B, float grad_scale, double t_start) {
     else /* share 0: this rank adds nothing to the sum */
         ht_buf_zero(s->m->dev, s->m->grads, 0, s->n * sizeof(float));
     int stop = ht_stop_requested();
-    if (p->world > 1 || p->slowdown != 1) {
+    if (p->world > 1 || s->slowdown != 1) {
         ht_dev_finish(s->m->dev);
         reduce_whole(s, ht_now() - t_start, &stop);
     }

@@ -66,6 +66,7 @@ struct ht_sync {
                                        worker's samples in it */
     int64_t *version, *opt_t; /* parameter servers: each one's updates and optimizer steps */
     double last_compute; /* seconds of the last step's compute (ht_sync_add_compute) */
+    double slowdown;     /* emulated slowdown in effect (ht_sync_set_slowdown), 1 = none */
     ht_sync_stats st;
     const ht_sync_policy *policy;
     void *impl; /* the policy's worker state */

@@ -158,6 +158,7 @@ ht_sync *ht_sync_open(const ht_config *cfg, const ht_sync_layout *L, int rank, h
     s->opt = opt;
     s->n = m->nparams;
     s->total_steps = total_steps;
+    s->slowdown = ht_config_slowdown_at(cfg, rank, 0);
     s->policy = policy_of(L->mode);
     s->policy->open(s);
     return s;
@@ -179,6 +180,8 @@ void ht_sync_step(ht_sync *s, int b, float lr, int *stop, int64_t *global) {
     *stop = s->stop;
     *global = s->global;
 }
+
+void ht_sync_set_slowdown(ht_sync *s, double f) { s->slowdown = f; }
 
 void ht_sync_add_compute(ht_sync *s, double seconds) {
     s->st.compute_s += seconds;

@@ -80,6 +80,10 @@ void ht_sync_backward(ht_sync *s, int b, float grad_scale, double t_start);
  * the global step), then its exchange. *stop becomes 1 when the budget is spent; *global
  * is the latest known number of samples trained on by all workers together. */
 void ht_sync_step(ht_sync *s, int b, float lr, int *stop, int64_t *global);
+/* The emulated slowdown in effect from now on (ht_config_slowdown_at of this rank at the
+ * step about to run; ht_sync_open starts with that of step 0): bsp idles (f - 1) x its
+ * compute time. */
+void ht_sync_set_slowdown(ht_sync *s, double f);
 /* Adds emulated idle or compute seconds to the stats (the loop times its own compute; bsp
  * times its own in ht_sync_backward). */
 void ht_sync_add_compute(ht_sync *s, double seconds);

@@ -44,7 +44,8 @@ int ht_cluster_init(ht_cluster *c, const ht_config *cfg) {
             c->shares[r] = c->B / c->world + (r < c->B % c->world);
     }
     set_slice(c);
-    c->slowdown = cfg->cluster.nslowdown ? cfg->cluster.slowdown[c->rank] : 1.0;
+    c->slowdown = ht_config_slowdown_at(cfg, c->rank, 0);
+    c->cfg = cfg;
     c->ring = strcmp(cfg->cluster.allreduce, "mpi") != 0;
     c->exclude_slow = cfg->cluster.exclude_slow;
     c->nworld = c->world;
@@ -137,9 +138,14 @@ void ht_cluster_announce(ht_cluster *c, const char *devname) {
         ht_log_info("cluster: %d ranks, global batch %d, all-reduce %s", c->world, c->B,
                     c->ring ? "ring" : "mpi");
         for (int r = 0; r < c->world; r++) {
-            char slowtxt[48] = "";
-            if (slow[r] != 1)
-                snprintf(slowtxt, sizeof slowtxt, "  slowdown x%.3g (emulated)", slow[r]);
+            char slowtxt[64] = "";
+            const double f = c->cfg->cluster.nslowdown ? c->cfg->cluster.slowdown[r] : 1;
+            const int from = c->cfg->cluster.nslowdown_from ? c->cfg->cluster.slowdown_from[r] : 0;
+            if (f != 1 && from > 0)
+                snprintf(slowtxt, sizeof slowtxt, "  slowdown x%.3g (emulated) from step %d", f,
+                         from);
+            else if (f != 1)
+                snprintf(slowtxt, sizeof slowtxt, "  slowdown x%.3g (emulated)", f);
             ht_log_info("  rank %d  host %-16s  device %-32s  share %d%s%s", r,
                         c->hosts + (size_t)r * HT_HOST_TEXT,
                         c->devnames + (size_t)r * HT_DEVNAME_TEXT, c->shares[r],

@@ -21,7 +21,8 @@ typedef struct ht_cluster {
     int B;           /* global batch */
     int *shares;     /* [world] samples per rank, sum B */
     int lo, hi;      /* this rank's slice [lo, hi) of the global batch */
-    double slowdown; /* this rank's emulated slowdown (1 = none) */
+    double slowdown; /* this rank's emulated slowdown in effect (1 = none) */
+    const ht_config *cfg; /* the job's, as at ht_cluster_init (start-up ranks) */
     int ring;        /* 1: ht_comm_ring_allreduce, 0: MPI_Allreduce (for the table) */
     /* per-rank identity, gathered at start: world * HT_HOST_TEXT, world * HT_DEVNAME_TEXT */
     char *hosts, *devnames;

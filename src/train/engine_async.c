@@ -53,6 +53,7 @@ static void async_step(ht_job *j, ht_sync *s, int lo, int hi, float lr, int *sto
     const int64_t local = ht_sync_local(s);
     double tc = ht_now();
     ht_trace_set_step(local);
+    j->cl->slowdown = ht_config_slowdown_at(j->cfg, j->rank, local); /* cluster.slowdown_from */
     ht_source_batch(&j->src, &j->model, local, j->B, lo, hi);
     ht_model_set_training(&j->model, 1, j->cfg->train.seed, local);
     ht_model_forward(&j->model, b, 1);

@@ -119,6 +119,8 @@ static void dp_step(ht_job *j, ht_sync *s, int64_t step, float lr, int *stop) {
     double tc = ht_now();
     int64_t global;
     ht_trace_set_step(step);
+    cl->slowdown = ht_config_slowdown_at(j->cfg, cl->rank, step); /* cluster.slowdown_from */
+    ht_sync_set_slowdown(s, cl->slowdown);
     if (b > 0) { /* share 0 (left out by the speed split): zero gradients, same collectives */
         ht_trace_begin("batch");
         ht_source_batch(&j->src, m, step, j->B, cl->lo, cl->hi);
@@ -184,9 +186,9 @@ static int dp_loop(ht_job *j, ht_sync *s, ht_train_result *res) {
 }
 
 /* cluster.exclude_slow: the ranks the speed split left out leave (ht_cluster_detach); the
- * others go on as a smaller world, with the per-rank config lists that the sync policy reads
- * (cluster.slowdown) narrowed to them in *narrow (the caller frees it). *left: this rank
- * left and must return. */
+ * others go on as a smaller world, with the per-rank config lists read per step
+ * (cluster.slowdown, cluster.slowdown_from) narrowed to them in *narrow (the caller frees
+ * it). *left: this rank left and must return. */
 static int exclude(ht_job *j, ht_sync_layout *L, ht_config **narrow, int *left) {
     ht_cluster *cl = j->cl;
     int rc = ht_cluster_detach(cl, j->metrics, left);
@@ -197,6 +199,11 @@ static int exclude(ht_job *j, ht_sync_layout *L, ht_config **narrow, int *left) 
         for (int r = 0; r < cl->world; r++)
             c->cluster.slowdown[r] = j->cfg->cluster.slowdown[cl->wrank[r]];
         c->cluster.nslowdown = cl->world;
+    }
+    if (c->cluster.nslowdown_from) {
+        for (int r = 0; r < cl->world; r++)
+            c->cluster.slowdown_from[r] = j->cfg->cluster.slowdown_from[cl->wrank[r]];
+        c->cluster.nslowdown_from = cl->world;
     }
     *narrow = c;
     j->cfg = c;
@@ -213,6 +220,7 @@ static int dp_run(ht_job *j, ht_train_result *res) {
     if (rc != HT_OK) return rc;
     /* rank 0's parameters everywhere (after a resume every rank loaded the same file) */
     ht_cluster_bcast_params(cl, &j->model);
+    cl->slowdown = ht_config_slowdown_at(j->cfg, cl->rank, j->start); /* the calibration's */
     if (j->world > 1 && !j->cfg->cluster.nshares && !strcmp(j->cfg->cluster.split, "speed") &&
         (rc = split_by_speed(j)) != HT_OK)
         return rc;

@@ -331,7 +331,8 @@ static int setup(ht_job *j, pipe_state *p) {
                          .bf_ratio = 2.0};
     p->mb = j->B / (R * pp.N);
     p->place = (ht_pipe_place){.D = D, .R = R, .prank = j->rank % D, .replica = j->rank / D};
-    double slowdown = cfg->cluster.nslowdown ? cfg->cluster.slowdown[j->rank] : 1.0;
+    /* the calibration's; cluster.slowdown_from changes it in pipe_step */
+    double slowdown = ht_config_slowdown_at(cfg, j->rank, j->start);
     double *times = NULL; /* hepipe plans its warm-ups from the stages' times */
     ht_pipe_report rep;
     ht_pipe_mem_init(&p->mem, cfg, ht_dev_info(j->dev), j->world, D, j->model.nlayers);
@@ -445,6 +446,7 @@ static void pipe_step(ht_job *j, pipe_state *p, int64_t step, float lr, int logs
     v[0] = 0;
     v[1] = ht_stop_requested() ? 1 : 0;
     ht_trace_set_step(step);
+    ht_pipe_exec_set_slowdown(p->x, ht_config_slowdown_at(j->cfg, j->rank, step));
     const uint64_t seed = j->cfg->train.seed;
     const float scale = (float)(1.0 / j->rows);
     if (p->tbw) {
