@@ -11,8 +11,9 @@
 
 /* Three layers (the figures of t_partition's memory test): input 10 B per sample. */
 static double out[] = {20, 30, 40}, keep[] = {25, 30, 45}, param[] = {100, 200, 300},
-              state[] = {300, 600, 900}, work[] = {1, 5, 2}, fwd[] = {1, 1, 3};
-static ht_mem_desc d = {3, 10, out, keep, param, state, work};
+              state[] = {300, 600, 900}, work[] = {1, 5, 2}, fwd[] = {1, 1, 3},
+              save[] = {5, 0, 5}, arena[] = {20, 30, 40}; /* keep = arena + save */
+static ht_mem_desc d = {3, 10, out, keep, param, state, work, save, arena};
 
 /* Stage [1, 3), 2 samples per micro-batch. Per sample: no recompute, a slot keeps 20 + 30 +
  * 45 = 95 and the live part is 20 + 30 + 40 = 90; recomputing layer 1 moves its 30 from the
@@ -116,7 +117,33 @@ static void test_chunks(void) {
            rc[0], rc[1], rc[2], p.use.total);
 }
 
+/* What the executor allocates (ht_mem_executor), by hand, with the same description for the
+ * model as built (B = 4) and for micro-batches of 2, 1 row per sample, stage [1, 3), 3 slots:
+ *   the model: state 1800 + 4 x (2 x arena 100 (10 + 20 + 30 + 40) + save 10 + work 5) +
+ *              3 x 4 x 1 x 4 (labels, losses, flags) = 1800 + 860 + 48 = 2708;
+ *   a slot: arena 20 (input) + 10 (the LOAD's model input) + 30 + 40 = 100, save 5:
+ *           2 x (2 x 100 + 5) + 3 x 2 x 4 = 434, two slots beyond the first: 868 -> 3576;
+ *   recomputing layers 1 and 2: a slot keeps 2 x 30 (its inputs) + 8 (two 1-float buffers)
+ *           + 24 = 92, two: 184, one work set 2 x 205 = 410 -> 3302;
+ *   2bw: a second weight and gradient copy of all 600 parameter bytes: 1200 -> 4776. */
+static void test_executor(void) {
+    ht_mem_exec_use u;
+    const uint8_t none[3] = {0, 0, 0}, both[3] = {0, 1, 1};
+    double t = ht_mem_executor(&d, &d, 4, 2, 1, 1, lo1, hi1, 3, 1, none, &u);
+    tap_ok(t == 3576 && u.model == 2708 && u.slots == 868 && u.work == 0 && u.versions == 0,
+           "executor: model 2708 + 2 slots 868 = 3576 (got %g: %g + %g + %g)", t, u.model,
+           u.slots, u.work);
+    t = ht_mem_executor(&d, &d, 4, 2, 1, 1, lo1, hi1, 3, 1, both, &u);
+    tap_ok(t == 3302 && u.slots == 184 && u.work == 410,
+           "executor, layers 1-2 recomputed: slots 184 + work set 410 -> 3302 (got %g)", t);
+    t = ht_mem_executor(&d, &d, 4, 2, 1, 1, lo1, hi1, 3, 2, NULL, &u);
+    tap_ok(t == 4776 && u.versions == 1200, "executor, 2bw: + 1200 -> 4776 (got %g)", t);
+    t = ht_mem_executor(&d, &d, 4, 2, 1, 1, lo1, hi1, 1, 1, NULL, &u);
+    tap_ok(t == 2708 && u.slots == 0, "executor, 1 slot: the model alone (got %g)", t);
+}
+
 int main(void) {
+    test_executor();
     test_fits();
     test_recompute();
     test_fewer_slots();

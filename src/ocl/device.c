@@ -316,16 +316,26 @@ ht_buf *ht_buf_new(ht_dev *d, size_t bytes, const char *what) {
     ht_strlcpy(b->what, what, sizeof b->what);
     b->mem = clCreateBuffer(d->ctx, CL_MEM_READ_WRITE, bytes ? bytes : 4, NULL, &err);
     if (err != CL_SUCCESS) ht_cl_fail(d, "clCreateBuffer", err, __FILE__, __LINE__);
+    d->mem_now += bytes;
+    if (d->mem_now > d->mem_peak) d->mem_peak = d->mem_now;
     return b;
 }
 
 void ht_buf_free(ht_buf *b) {
     if (!b) return;
+    b->dev->mem_now -= b->size;
     clReleaseMemObject(b->mem);
     free(b);
 }
 
 size_t ht_buf_size(const ht_buf *b) { return b->size; }
+
+void ht_dev_mem(ht_dev *d, uint64_t *now, uint64_t *peak, uint64_t *gemm_ws, int reset_peak) {
+    if (now) *now = d->mem_now;
+    if (peak) *peak = d->mem_peak;
+    if (gemm_ws) *gemm_ws = d->gemm_ws ? d->gemm_ws->size : 0;
+    if (reset_peak) d->mem_peak = d->mem_now;
+}
 
 static void check_range(const ht_buf *b, size_t off, size_t bytes, const char *op) {
     if (off > b->size || bytes > b->size - off)

@@ -51,6 +51,7 @@ struct ht_dev {
     uint64_t program_hash;      /* the program cache's key: kernel sources, options, device */
     char tuning[1024];          /* CLBlast tuning file given at open ("" = none) */
     struct ht_buf *gemm_ws; /* tiled SGEMM's packed panels (gemm.c), NULL until needed */
+    uint64_t mem_now, mem_peak; /* bytes of the ht_bufs alive, and their peak (ht_dev_mem) */
 };
 
 struct ht_buf {

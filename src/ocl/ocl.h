@@ -105,6 +105,11 @@ int ht_dev_tune(ht_dev *d, const char *tuning_path);
 ht_buf *ht_buf_new(ht_dev *d, size_t bytes, const char *what);
 void ht_buf_free(ht_buf *b);
 size_t ht_buf_size(const ht_buf *b);
+/* Device memory in ht_bufs: the bytes alive now, the most alive at once since the device was
+ * opened or the last reset (then restarted at `now`), and of `now` the tiled SGEMM's packing
+ * workspace (it grows to the largest product's panels). CLBlast's own short-lived temporaries
+ * are not counted. For the memory model's validation (issue 11). */
+void ht_dev_mem(ht_dev *d, uint64_t *now, uint64_t *peak, uint64_t *gemm_ws, int reset_peak);
 void ht_buf_write(ht_dev *d, ht_buf *b, size_t off, size_t bytes, const void *src);
 void ht_buf_read(ht_dev *d, const ht_buf *b, size_t off, size_t bytes, void *dst);
 void ht_buf_zero(ht_dev *d, ht_buf *b, size_t off, size_t bytes);

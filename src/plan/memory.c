@@ -20,12 +20,14 @@ void ht_mem_desc_from_model(ht_mem_desc *d, const ht_model *m, int mb, int opt_s
     memset(d, 0, sizeof *d);
     d->L = L;
     d->in_bytes = (double)m->in_features * 4;
-    double *all = ht_xcalloc((size_t)(5 * (L ? L : 1)), sizeof *all);
+    double *all = ht_xcalloc((size_t)(7 * (L ? L : 1)), sizeof *all);
     d->out_bytes = all;
     d->keep_bytes = all + L;
     d->param_bytes = all + 2 * L;
     d->state_bytes = all + 3 * L;
     d->work_bytes = all + 4 * L;
+    d->save_bytes = all + 5 * L;
+    d->arena_bytes = all + 6 * L;
     if (mb < 1) mb = 1;
     for (int l = 0; l < L; l++) {
         const ht_layer *y = &m->layers[l];
@@ -34,6 +36,9 @@ void ht_mem_desc_from_model(ht_mem_desc *d, const ht_model *m, int mb, int opt_s
         d->param_bytes[l] = (double)y->nparams * 4;
         d->state_bytes[l] = (double)y->nparams * 4 * (2 + opt_states);
         d->work_bytes[l] = (double)ht_layer_work_floats(y, mb) * 4 / mb;
+        d->save_bytes[l] = (double)y->save * 4;
+        /* act_bytes is the output (unless it aliases the input) plus the saved state */
+        d->arena_bytes[l] = d->keep_bytes[l] - d->save_bytes[l];
     }
 }
 
@@ -115,6 +120,57 @@ int ht_mem_max_slots(const ht_mem_desc *d, int lo, int hi, int mb, int weight_ve
     if (per <= 0) return cap;
     double n = floor((limit - base) / per);
     return n >= cap ? cap : (int)n;
+}
+
+/* ---------------------------------------------------------------- the executor */
+
+/* Per sample: one slot's arena (stage input, outputs, a LOAD's model input after stage 0),
+ * its saved state, and what a recomputing slot keeps. */
+static void exec_chunk(const ht_mem_desc *d, int lo, int hi, const uint8_t *rc, double *arena,
+                       double *save, double *keep) {
+    const double in = lo == 0 ? d->in_bytes : d->out_bytes[lo - 1];
+    const double load = lo > 0 ? d->in_bytes : 0;
+    *arena = in + load, *save = 0, *keep = in + load;
+    for (int l = lo; l < hi; l++) {
+        *arena += d->arena_bytes[l];
+        *save += d->save_bytes[l];
+        if (!rc || !rc[l]) *keep += d->arena_bytes[l] + d->save_bytes[l];
+    }
+}
+
+double ht_mem_executor(const ht_mem_desc *d, const ht_mem_desc *dB, int B, int mb, int rows,
+                       int nchunk, const int *lo, const int *hi, int nslot, int weight_versions,
+                       const uint8_t *rc, ht_mem_exec_use *u) {
+    ht_mem_exec_use m = {0};
+    double arena = dB->in_bytes, save = 0, work = 0, params = 0;
+    for (int l = 0; l < dB->L; l++) {
+        m.model += dB->state_bytes[l];
+        params += dB->param_bytes[l];
+        arena += dB->arena_bytes[l];
+        save += dB->save_bytes[l];
+        if (dB->work_bytes[l] > work) work = dB->work_bytes[l];
+    }
+    m.model += (double)B * (2 * arena + save + work) + 3.0 * B * rows * 4;
+    int recomputes = 0;
+    for (int c = 0; c < nchunk && rc; c++)
+        for (int l = lo[c]; l < hi[c]; l++)
+            recomputes |= rc[l] != 0;
+    double a_max = 0, s_max = 0, k_max = 0;
+    for (int c = 0; c < nchunk; c++) {
+        double a, s, k;
+        exec_chunk(d, lo[c], hi[c], recomputes ? rc : NULL, &a, &s, &k);
+        if (a > a_max) a_max = a;
+        if (s > s_max) s_max = s;
+        if (k > k_max) k_max = k;
+    }
+    /* a recomputing slot's gradient arena and saved state are one float each (never empty) */
+    const double per = recomputes ? mb * k_max + 2 * 4 : mb * (2 * a_max + s_max);
+    m.slots = (nslot > 1 ? nslot - 1 : 0) * (per + 3.0 * mb * rows * 4);
+    m.work = recomputes ? mb * (2 * a_max + s_max) : 0;
+    m.versions = weight_versions > 1 ? 2 * params : 0;
+    m.total = m.model + m.slots + m.work + m.versions;
+    if (u) *u = m;
+    return m.total;
 }
 
 /* ---------------------------------------------------------------- recomputation */

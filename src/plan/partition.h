@@ -37,6 +37,9 @@ typedef struct ht_mem_desc {
     double *param_bytes; /* [L] parameters */
     double *state_bytes; /* [L] parameters + their gradients + optimizer state */
     double *work_bytes;  /* [L] workspace per sample (shared by the stage's layers: the max) */
+    double *save_bytes;  /* [L] per sample: the layer's saved state alone */
+    double *arena_bytes; /* [L] per sample: its output's room in an activation arena (0 when
+                            the output aliases the input, as an in-place activation's does) */
 } ht_mem_desc;
 
 /* Fills d from a model (built with or without a device: only the description is read) for
@@ -72,6 +75,29 @@ double ht_mem_stage(const ht_mem_desc *d, int lo, int hi, int mb, int slots, int
  * largest. rc as above over the model's layers (NULL: none). Returns u->total. */
 double ht_mem_rank(const ht_mem_desc *d, int nchunk, const int *lo, const int *hi, int mb,
                    int slots, int weight_versions, const uint8_t *rc, ht_mem_use *u);
+
+/* What the pipeline executor (src/pipe/exec.c) allocates on a rank today, predicted from the
+ * description alone, to validate the model above against the device memory really held:
+ *   model: the model as built on every rank, for the global batch B: every layer's weights,
+ *          gradients and optimizer state; the activation arena (the input and every output
+ *          that does not alias), its gradient of the same size, the saved state, the largest
+ *          workspace (dB: the description made with mb = B), and labels, losses and flags of
+ *          B x rows; it is the executor's first slot;
+ *   slots: each further slot (nslot - 1 of them) for one micro-batch of mb samples of the
+ *          rank's largest chunk [lo[c], hi[c]): its arena (the stage input, its outputs, and
+ *          the model's input for a LOAD after the first stage), the arena's gradient and the
+ *          saved state; a recomputing rank (rc non-NULL with a layer of its chunks set) keeps
+ *          only its inputs and the kept layers' outputs and state per slot...
+ *   work:  ...and runs its stages in one work set (arena, its gradient, saved state);
+ *   versions: 2BW's second weight version and gradient buffer (weight_versions 2).
+ * The difference to ht_mem_rank is the memory the executor holds beyond what the stage needs
+ * (the whole model as the first slot, a gradient arena per slot). Bytes; total in *u. */
+typedef struct ht_mem_exec_use {
+    double model, slots, work, versions, total;
+} ht_mem_exec_use;
+double ht_mem_executor(const ht_mem_desc *d, const ht_mem_desc *dB, int B, int mb, int rows,
+                       int nchunk, const int *lo, const int *hi, int nslot, int weight_versions,
+                       const uint8_t *rc, ht_mem_exec_use *u);
 
 /* Chooses layers of stage [lo, hi) to recompute so that ht_mem_stage fits `limit` bytes: the
  * layers that free the most memory per second of recompute (keep_bytes[l] / fwd[l], a layer

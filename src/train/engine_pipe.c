@@ -492,6 +492,7 @@ static int pipe_loop(ht_job *j, pipe_state *p, ht_train_result *res) {
 
 static int run(ht_job *j, ht_train_result *res) {
     pipe_state p = {0};
+    const int built = j->model.max_batch; /* the executor changes it while it runs */
     int rc = setup(j, &p);
     if (rc == HT_OK) {
         if (j->opts->trace) ht_cluster_trace_start(j->cl);
@@ -503,6 +504,12 @@ static int run(ht_job *j, ht_train_result *res) {
         j->engine_state = &p;
         j->gather = gather;
         rc = pipe_loop(j, &p, res);
+        if (rc == HT_OK) { /* issue 11: the memory model against what was allocated */
+            const int q = p.place.prank, nslot = p.sched.nbuf[q] > 0 ? p.sched.nbuf[q] : 1;
+            rc = ht_pipe_mem_validate(&p.mem, &j->model, j->dev, ht_pipe_kind_parse(j->cfg->pipe.schedule),
+                                      p.sched.p.v, p.bounds, built, p.mb, q, nslot,
+                                      ht_optim_state_count(&j->opt), p.tbw ? 2 : 1, j->metrics);
+        }
         j->gather = NULL;
         j->engine_state = NULL;
     }

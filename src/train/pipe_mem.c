@@ -182,3 +182,56 @@ int ht_pipe_mem_report(const ht_pipe_mem *pm, const ht_model *m, ht_metrics *met
     }
     return rc;
 }
+
+/* ---------------------------------------------------------------- validation */
+
+int ht_pipe_mem_validate(const ht_pipe_mem *pm, const ht_model *m, ht_dev *dev, int kind, int v,
+                         const int *bounds, int built, int mb, int prank, int nslot,
+                         int opt_states, int weight_versions, ht_metrics *metrics) {
+    const int L = pm->L;
+    ht_mem_desc d, dB;
+    ht_mem_desc_from_model(&d, m, mb, opt_states);
+    ht_mem_desc_from_model(&dB, m, built, opt_states);
+    int *lo = ht_xmalloc((size_t)2 * pm->D * v * sizeof *lo), *hi = lo + pm->D * v;
+    const int nc = chunks_of((ht_pipe_mem *)pm, prank, kind, v, bounds, lo, hi);
+    const uint8_t *rc = pm->layers + (size_t)prank * L;
+    ht_mem_exec_use e;
+    ht_mem_executor(&d, &dB, built, mb, m->rows, nc, lo, hi, nslot, weight_versions, rc, &e);
+    free(lo);
+    ht_mem_desc_free(&d), ht_mem_desc_free(&dB);
+    uint64_t now, peak, gemm;
+    ht_dev_mem(dev, &now, &peak, &gemm, 0);
+    /* per rank: pipeline rank, peak, GEMM workspace, predicted total and its parts */
+    enum { F = 8 };
+    double mine[F] = {prank, (double)peak, (double)gemm, e.total, e.model, e.slots + e.work,
+                      e.versions, pm->plan[prank].use.total};
+    double *all = ht_xmalloc((size_t)pm->world * F * sizeof *all);
+    ht_comm_allgather(mine, sizeof mine, all);
+    int rc2 = HT_OK;
+    for (int r = 0; ht_comm_rank() == 0 && r < pm->world && rc2 == HT_OK; r++) {
+        const double *a = all + (size_t)r * F;
+        const double held = a[1] - a[2], err = held > 0 ? (a[3] - held) / held : 0;
+        ht_log_info("memory: rank %d (pipeline rank %d): allocated %.3f MB at peak, %.3f MB of "
+                    "it the tiled GEMM's packing (not modelled); predicted %.3f MB for the rest "
+                    "(the model as built %.3f, pipeline slots and work set %.3f, 2bw %.3f): "
+                    "error %+.2f%%; the stage plan that decides recomputation: %.3f MB",
+                    r, (int)a[0], a[1] / 1e6, a[2] / 1e6, a[3] / 1e6, a[4] / 1e6, a[5] / 1e6,
+                    a[6] / 1e6, 100 * err, a[7] / 1e6);
+        if (a[1] > pm->limit[(int)a[0]])
+            ht_log_warn("memory: rank %d allocated %.3f MB, more than its limit of %.2f MB%s: "
+                        "the limit bounds the stage plan (%.3f MB), while every rank also "
+                        "holds the whole model as built for the global batch (%.3f MB)",
+                        r, a[1] / 1e6, pm->limit[(int)a[0]] / 1e6,
+                        pm->from_cfg ? " (device.memory_mb)" : "", a[7] / 1e6, a[4] / 1e6);
+        if (metrics)
+            rc2 = ht_metrics_write(metrics,
+                                   "type=%s rank=%d prank=%d allocated_peak_bytes=%g "
+                                   "gemm_workspace_bytes=%g predicted_bytes=%g "
+                                   "predicted_model_bytes=%g predicted_pipeline_bytes=%g "
+                                   "predicted_2bw_bytes=%g error=%g plan_bytes=%g",
+                                   "pipe_memory_measured", r, (int)a[0], a[1], a[2], a[3], a[4],
+                                   a[5], a[6], err, a[7]);
+    }
+    free(all);
+    return rc2;
+}

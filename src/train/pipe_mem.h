@@ -21,6 +21,8 @@
 #include "ocl/ocl.h"
 #include "plan/partition.h"
 
+struct ht_metrics;
+
 typedef struct ht_pipe_mem {
     int D, L, world;
     int mode;           /* HT_PIPE_MEM_AUTO, _NONE, _ALL */
@@ -57,9 +59,19 @@ int ht_pipe_mem_decide(ht_pipe_mem *pm, const ht_model *m, int kind, int v, cons
                        int mb, int N, const int *slots, int flexible, int opt_states,
                        int weight_versions, const double *fwd, const char *where);
 
+/* After the run (collective): each rank's device memory as allocated (ht_dev_mem: the peak,
+ * and the tiled GEMM's packing workspace within it, which no model here covers: it follows the
+ * GEMM path's panel sizes) against the executor's predicted allocation (ht_mem_executor, from
+ * the layer description; `built` is the batch the model was built for) and the stage plan
+ * the recompute decision used (ht_mem_rank). Rank 0 logs a line per rank with the error of the
+ * prediction against the peak less the GEMM workspace, and writes "pipe_memory_measured"
+ * records. nslot: the executor's slots on this rank. */
+int ht_pipe_mem_validate(const ht_pipe_mem *pm, const ht_model *m, ht_dev *dev, int kind, int v,
+                         const int *bounds, int built, int mb, int prank, int nslot,
+                         int opt_states, int weight_versions, struct ht_metrics *metrics);
+
 /* Rank 0's log lines and "pipe_memory" metrics records (m may be NULL). HT_OK or the metrics
  * error. */
-struct ht_metrics;
 int ht_pipe_mem_report(const ht_pipe_mem *pm, const ht_model *m, struct ht_metrics *metrics);
 
 #endif
