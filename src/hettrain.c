@@ -332,11 +332,12 @@ int main(int argc, char **argv) {
         return HT_ESTOPPED;
     }
     ht_exit_on_error(rc);
-    if (ht_comm_rank() == 0)
-        printf("final: step %lld, val_loss %.4f, val_acc %.2f%%, %.0f samples/s, first step after "
-           "%.2f s\n",
-           (long long)res.steps, res.val_loss, 100.0 * res.val_acc, res.samples_per_s,
-           res.first_step_s);
+    if (ht_comm_rank() == 0) /* three significant digits at least (a slow device: 1.37) */
+        printf("final: step %lld, val_loss %.4f, val_acc %.2f%%, %.*f samples/s, first step "
+               "after %.2f s\n",
+               (long long)res.steps, res.val_loss, 100.0 * res.val_acc,
+               res.samples_per_s >= 100 ? 0 : res.samples_per_s >= 10 ? 1 : 2,
+               res.samples_per_s, res.first_step_s);
     fflush(stdout);
     ht_comm_finalize();
     return 0;

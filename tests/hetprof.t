@@ -26,6 +26,9 @@ ok $RC "hetprof --quick -c tiny.cfg exits 0 (exit $RC)"
 printf '%s' "$OUT" | grep -Eq 'memory [0-9.]+ GB/s .*launch [0-9.]+ us' &&
     printf '%s' "$OUT" | grep -Eq '^  fc1 +16 +[0-9.]+ +[0-9.]+'
 ok $? "it prints a table with bandwidth, latency and per-layer times"
+printf '%s' "$OUT" | grep -Eq '^  loss +16 +[0-9.]*[1-9][0-9.]* +0\.0000' &&
+    grep -Eq 'name = "loss"; batch = 16; fwd_ms = [0-9.]*[1-9]' "$TMP/p.cfg"
+ok $? "the loss is profiled as a layer of its own (forward with its gradient, backward 0)"
 run_hp --check "$TMP/p.cfg"
 ok $RC "hetprof --check accepts the profile it wrote (exit $RC)"
 [ $RC -eq 0 ] || diag "$ERR"

@@ -93,8 +93,8 @@ ok $? "2bw, 2.2 MB: rank 0 recomputes $r0, the losses of 2bw without recomputati
 # The memory model against what the executor allocated (ht_dev_mem): every run above, each
 # rank's "pipe_memory_measured" record: the executor's predicted allocation within 0.5% of the
 # peak less the tiled GEMM's packing workspace (which is not modelled), and the stage plan
-# that decides recomputation below it (it leaves out the whole model that each rank builds
-# for the global batch and uses as its first slot)
+# that decides recomputation below it (it leaves out the whole model that each rank builds,
+# every layer for one micro-batch, and uses as its first slot)
 /usr/bin/python3 - "$TMP" free tight hep het tbw0 tbw <<'PY'
 import json, sys
 d, names = sys.argv[1], sys.argv[2:]

@@ -124,7 +124,9 @@ static void test_chunks(void) {
  *   a slot: arena 20 (input) + 10 (the LOAD's model input) + 30 + 40 = 100, save 5:
  *           2 x (2 x 100 + 5) + 3 x 2 x 4 = 434, two slots beyond the first: 868 -> 3576;
  *   recomputing layers 1 and 2: a slot keeps 2 x 30 (its inputs) + 8 (two 1-float buffers)
- *           + 24 = 92, two: 184, one work set 2 x 205 = 410 -> 3302;
+ *           + 24 = 92, all three allocated: 276; the stages run in the model's buffers
+ *           (2 x 100 <= 4 x 100, 2 x 5 <= 4 x 10) -> 2984; built for B = 1 they are too small
+ *           (100 < 200): model 1800 + 215 + 12 = 2027, one work set 2 x 205 = 410 -> 2713;
  *   2bw: a second weight and gradient copy of all 600 parameter bytes: 1200 -> 4776. */
 static void test_executor(void) {
     ht_mem_exec_use u;
@@ -134,8 +136,12 @@ static void test_executor(void) {
            "executor: model 2708 + 2 slots 868 = 3576 (got %g: %g + %g + %g)", t, u.model,
            u.slots, u.work);
     t = ht_mem_executor(&d, &d, 4, 2, 1, 1, lo1, hi1, 3, 1, both, &u);
-    tap_ok(t == 3302 && u.slots == 184 && u.work == 410,
-           "executor, layers 1-2 recomputed: slots 184 + work set 410 -> 3302 (got %g)", t);
+    tap_ok(t == 2984 && u.slots == 276 && u.work == 0,
+           "executor, layers 1-2 recomputed: 3 slots 276, in the model's buffers -> 2984 (got %g)",
+           t);
+    t = ht_mem_executor(&d, &d, 1, 2, 1, 1, lo1, hi1, 3, 1, both, &u);
+    tap_ok(t == 2713 && u.model == 2027 && u.work == 410,
+           "executor, model built for 1 sample: a work set of its own, 410 -> 2713 (got %g)", t);
     t = ht_mem_executor(&d, &d, 4, 2, 1, 1, lo1, hi1, 3, 2, NULL, &u);
     tap_ok(t == 4776 && u.versions == 1200, "executor, 2bw: + 1200 -> 4776 (got %g)", t);
     t = ht_mem_executor(&d, &d, 4, 2, 1, 1, lo1, hi1, 1, 1, NULL, &u);

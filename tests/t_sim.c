@@ -83,6 +83,39 @@ static void one_rank(void) {
     ht_model_free(&m);
 }
 
+/* The loss as a profiled layer (HT_PROF_LOSS): 0.4 ms at batch 32, 0.8 at 64, so 0.6 ms at 48,
+ * run once per step after the last layer's forward: one_rank's step plus 0.6 ms; an entry
+ * that exists at 32 only scales in proportion (48 / 32 x 0.4 = 0.6 ms, the same). */
+static void loss_layer(void) {
+    const double fwd[3] = {1, 2, 3};
+    ht_model m;
+    mlp(&m, 3);
+    ht_sim_model sm;
+    ht_sim_model_from(&sm, &m, "sgd");
+    for (int only32 = 0; only32 < 2; only32++) {
+        ht_sim_cluster c;
+        ht_profile *p = profile(3, fwd, 2);
+        for (int b = 32; b <= (only32 ? 32 : 64); b *= 2) {
+            ht_prof_layer *l = &p->dev[0].layers[p->dev[0].nlayers++];
+            snprintf(l->name, sizeof l->name, "%s", HT_PROF_LOSS);
+            l->batch = b, l->fwd_ms = 0.4 * b / 32, l->bwd_ms = 0;
+        }
+        cluster(&c, p, 1, 0, 1);
+        ht_sim_dp d = {.B = 48, .alg = HT_SIM_RING, .overlap = 1, .bucket_first_mb = 1,
+                       .bucket_cap_mb = 25};
+        ht_sim_result r;
+        int rc = ht_sim_run_dp(&c, 1, &m, &sm, &d, 0, NULL, &r, NULL);
+        double want = 3 * 1.5e-3 * (1 + 2 + 3) + 2 * 2 * 0.5e-3 + 0.6e-3;
+        tap_ok(rc == HT_OK && NEAR(r.rank[0].busy, want),
+               "the profiled loss (%s): busy %.9f s = one_rank's + 0.6 ms = %.9f",
+               only32 ? "batch 32 only" : "batches 32 and 64", r.rank[0].busy, want);
+        ht_sim_result_free(&r);
+        ht_sim_cluster_free(&c);
+    }
+    ht_sim_model_free(&sm);
+    ht_model_free(&m);
+}
+
 /* With whole-step rates in the profile, the layers are scaled to the step measured back to
  * back: sum of the layers at 32 is 3 * (1 + 2 + 3) + 4 * 0.5 = 20 ms, the step 24 ms (1.2x);
  * at 64, 38 ms and a step of 38 ms (1x). Batch 48: 1.1 x (27 + 2) ms; batch 16: the nearest
@@ -676,6 +709,7 @@ int main(void) {
     sync_policies();
     determinism();
     one_rank();
+    loss_layer();
     in_step();
     slow_upload();
     two_ranks(1);

@@ -60,8 +60,12 @@ struct ht_pipe_exec {
     int rc;       /* this rank recomputes: slots keep stage inputs, stages run in `work` */
     uint8_t *rcl; /* [nlayers] the layers it recomputes (rc: at least one); the others' outputs
                      and saved state are kept in the slot, copied out of `work` after FWD */
-    slot work;    /* a recomputing rank's one full stage buffer set (labels stay per slot) */
+    slot work;    /* a recomputing rank's one full stage buffer set (labels stay per slot):
+                     the model's own buffers when they are large enough (work_owned 0) */
+    int work_owned;
     size_t work_bytes;
+    slot own;     /* the model's own buffers, as built (restore) */
+    int first_new; /* slots [first_new, nslot) were allocated here; slot 0 may be `own` */
     const ht_pipe_instr *ins;
     int len;
     msg *msgs; /* [len]: used by SEND_* and RECV_* entries */
@@ -291,14 +295,18 @@ ht_pipe_exec *ht_pipe_exec_new_layers(ht_model *m, const ht_pipe_sched *s, const
         if (n > red) red = n;
     }
     x->red = ht_xmalloc(red * sizeof(float));
-    /* slot 0 is the model's own buffers (sized for max_batch of every layer: larger) */
+    /* The model's own buffers (max_batch of every layer: at least one stage's micro-batch)
+     * are slot 0, or on a recomputing rank its work set: there every slot holds only what
+     * it keeps, so slot 0 is allocated like the others. */
     x->nslot = s->nbuf[place.prank] > 0 ? s->nbuf[place.prank] : 1;
     x->slots = ht_xcalloc((size_t)x->nslot, sizeof *x->slots);
-    x->slots[0] = (slot){m->acts, m->dacts, m->saved, m->labels, m->losses, m->correct};
+    x->own = (slot){m->acts, m->dacts, m->saved, m->labels, m->losses, m->correct};
+    x->first_new = x->rc ? 0 : 1;
+    if (!x->rc) x->slots[0] = x->own;
     const size_t rows = (size_t)mb * (size_t)m->rows;
     /* a recomputing rank's slots hold the stage input; its stages run in one work set */
     const size_t sa = x->rc ? keep : act, sd = x->rc ? 1 : act, ss = x->rc ? 1 : save;
-    for (int k = 1; k < x->nslot; k++) {
+    for (int k = x->first_new; k < x->nslot; k++) {
         slot *o = &x->slots[k];
         o->acts = ht_buf_new(m->dev, sa * sizeof(float), "pipeline slot activations");
         o->dacts = ht_buf_new(m->dev, sd * sizeof(float), "pipeline slot gradients");
@@ -307,7 +315,10 @@ ht_pipe_exec *ht_pipe_exec_new_layers(ht_model *m, const ht_pipe_sched *s, const
         o->losses = ht_buf_new(m->dev, rows * sizeof(float), "pipeline slot losses");
         o->correct = ht_buf_new(m->dev, rows * sizeof(int32_t), "pipeline slot flags");
     }
-    if (x->rc) {
+    if (x->rc && act <= m->act_floats && save <= m->save_floats) {
+        x->work = x->own;
+    } else if (x->rc) {
+        x->work_owned = 1;
         x->work.acts = ht_buf_new(m->dev, act * sizeof(float), "pipeline recompute activations");
         x->work.dacts = ht_buf_new(m->dev, act * sizeof(float), "pipeline recompute gradients");
         x->work.saved = ht_buf_new(m->dev, save * sizeof(float), "pipeline recompute state");
@@ -322,7 +333,7 @@ ht_pipe_exec *ht_pipe_exec_new_layers(ht_model *m, const ht_pipe_sched *s, const
 
 /* The model as built: its own buffers, layout and batch limit (for evaluation). */
 static void restore(ht_pipe_exec *x) {
-    const slot *o0 = &x->slots[0];
+    const slot *o0 = &x->own;
     ht_model *m = x->m;
     m->acts = o0->acts, m->dacts = o0->dacts, m->saved = o0->saved;
     m->labels = o0->labels, m->losses = o0->losses, m->correct = o0->correct;
@@ -338,13 +349,13 @@ void ht_pipe_exec_free(ht_pipe_exec *x) {
     if (!x) return;
     restore(x);
     if (x->tbw) free_2bw(x);
-    for (int k = 1; k < x->nslot; k++) {
+    for (int k = x->first_new; k < x->nslot; k++) {
         slot *o = &x->slots[k];
         ht_buf *b[] = {o->acts, o->dacts, o->saved, o->labels, o->losses, o->correct};
         for (size_t j = 0; j < sizeof b / sizeof b[0]; j++)
             ht_buf_free(b[j]);
     }
-    if (x->rc) {
+    if (x->work_owned) {
         ht_buf_free(x->work.acts);
         ht_buf_free(x->work.dacts);
         ht_buf_free(x->work.saved);

@@ -163,10 +163,14 @@ double ht_mem_executor(const ht_mem_desc *d, const ht_mem_desc *dB, int B, int m
         if (s > s_max) s_max = s;
         if (k > k_max) k_max = k;
     }
-    /* a recomputing slot's gradient arena and saved state are one float each (never empty) */
+    /* a recomputing slot's gradient arena and saved state are one float each (never empty);
+     * such a rank allocates every slot, and runs in the model's own buffers when they hold
+     * its largest chunk (else in a work set of its own); any other rank's slot 0 is them */
     const double per = recomputes ? mb * k_max + 2 * 4 : mb * (2 * a_max + s_max);
-    m.slots = (nslot > 1 ? nslot - 1 : 0) * (per + 3.0 * mb * rows * 4);
-    m.work = recomputes ? mb * (2 * a_max + s_max) : 0;
+    const int extra = recomputes ? nslot : nslot > 1 ? nslot - 1 : 0;
+    m.slots = extra * (per + 3.0 * mb * rows * 4);
+    const int fits = mb * a_max <= B * arena && mb * s_max <= B * save;
+    m.work = recomputes && !fits ? mb * (2 * a_max + s_max) : 0;
     m.versions = weight_versions > 1 ? 2 * params : 0;
     m.total = m.model + m.slots + m.work + m.versions;
     if (u) *u = m;

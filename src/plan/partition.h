@@ -78,7 +78,8 @@ double ht_mem_rank(const ht_mem_desc *d, int nchunk, const int *lo, const int *h
 
 /* What the pipeline executor (src/pipe/exec.c) allocates on a rank today, predicted from the
  * description alone, to validate the model above against the device memory really held:
- *   model: the model as built on every rank, for the global batch B: every layer's weights,
+ *   model: the model as built on every rank, for B samples (one micro-batch: the pipeline
+ *          engine builds it so; the global batch before 2026-11-26): every layer's weights,
  *          gradients and optimizer state; the activation arena (the input and every output
  *          that does not alias), its gradient of the same size, the saved state, the largest
  *          workspace (dB: the description made with mb = B), and labels, losses and flags of
@@ -86,9 +87,11 @@ double ht_mem_rank(const ht_mem_desc *d, int nchunk, const int *lo, const int *h
  *   slots: each further slot (nslot - 1 of them) for one micro-batch of mb samples of the
  *          rank's largest chunk [lo[c], hi[c]): its arena (the stage input, its outputs, and
  *          the model's input for a LOAD after the first stage), the arena's gradient and the
- *          saved state; a recomputing rank (rc non-NULL with a layer of its chunks set) keeps
- *          only its inputs and the kept layers' outputs and state per slot...
- *   work:  ...and runs its stages in one work set (arena, its gradient, saved state);
+ *          saved state; a recomputing rank (rc non-NULL with a layer of its chunks set)
+ *          allocates all nslot slots, each keeping only its inputs and the kept layers'
+ *          outputs and state, and runs its stages in the model's own buffers...
+ *   work:  ...or, where those cannot hold its largest chunk, in one work set of its own
+ *          (arena, its gradient, saved state);
  *   versions: 2BW's second weight version and gradient buffer (weight_versions 2).
  * The difference to ht_mem_rank is the memory the executor holds beyond what the stage needs
  * (the whole model as the first slot, a gradient arena per slot). Bytes; total in *u. */

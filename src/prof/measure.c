@@ -159,6 +159,10 @@ static void do_fwd(void *c) {
     step_ctx *s = c;
     ht_model_forward_range(s->m, s->layer, s->layer + 1, s->B);
 }
+static void do_loss(void *c) {
+    step_ctx *s = c;
+    ht_model_loss_forward(s->m, s->B, 1);
+}
 static void do_bwd(void *c) {
     step_ctx *s = c;
     ht_model_backward_range(s->m, s->layer, s->layer + 1, s->B, 1.0f, 0);
@@ -317,10 +321,17 @@ int ht_prof_measure(int index, const ht_prof_opts *o, ht_prof_dev *out) {
             l->fwd_ms = typical_time(d, &r, do_fwd, &s) * 1e3;
             l->bwd_ms = typical_time(d, &r, do_bwd, &s) * 1e3;
         }
+        if (out->nlayers < HT_PROF_MAX_LAYERS) { /* on the logits the step above left */
+            ht_prof_layer *l = &out->layers[out->nlayers++];
+            ht_strlcpy(l->name, HT_PROF_LOSS, sizeof l->name);
+            l->batch = s.B;
+            l->fwd_ms = typical_time(d, &r, do_loss, &s) * 1e3;
+            l->bwd_ms = 0;
+        }
     }
     if (o->log)
-        fprintf(o->log, "hetprof: device %d: %d layers x %d batch sizes in %.1f s\n", index,
-                m.nlayers, o->nbatches, ht_now() - t0);
+        fprintf(o->log, "hetprof: device %d: %d layers and the loss x %d batch sizes in %.1f s\n",
+                index, m.nlayers, o->nbatches, ht_now() - t0);
     ht_model_free(&m);
     ht_dev_close(d);
     return HT_OK;

@@ -43,6 +43,11 @@
 #define HT_PROF_MAX_DEVS 16
 #define HT_PROF_MAX_GEMM 64
 #define HT_PROF_MAX_LAYERS 512 /* layer x batch entries per device */
+/* The layer entry that times the loss (softmax cross-entropy over the logits, forward with its
+ * gradient, as a training step runs it after the last layer): fwd_ms is its time, bwd_ms 0.
+ * Summed with the layers it gives a step's compute; hetsim adds it to the last layer's
+ * forward. Profiles without it (older ones) leave the loss to the whole-step ratio. */
+#define HT_PROF_LOSS "loss"
 #define HT_PROF_MAX_BATCHES 16
 #define HT_PROF_MAX_KERNELS 8
 #define HT_PROF_MAX_PARAMS 16

@@ -148,6 +148,10 @@ double ht_sim_layer_time(const ht_sim_cluster *c, int r, const ht_sim_model *m, 
     if (c->prof && t->prof_dev >= 0) {
         const ht_prof_dev *d = &c->prof->dev[t->prof_dev];
         double x = prof_layer(d, m->l[l].name, b, bwd);
+        if (x >= 0 && !bwd && l == m->nlayers - 1) { /* the loss runs after the last layer */
+            double y = prof_layer(d, HT_PROF_LOSS, b, 0);
+            if (y > 0) x += y;
+        }
         if (x >= 0) return s * x * in_step_ratio(d, b) / t->scale;
     }
     return s * roofline(c, t, &m->l[l], b, bwd);

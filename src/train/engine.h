@@ -38,6 +38,8 @@ typedef struct ht_job {
     ht_lr_sched sched;
     ht_metrics *metrics; /* rank 0 when log.metrics is set, else NULL */
     int B;               /* global batch */
+    int model_batch;     /* the samples the model's buffers hold: B, unless the engine's check
+                            lowers it (a pipeline runs one micro-batch at a time) */
     double rows;         /* loss rows of a global batch: B x model.rows */
     int64_t total;       /* steps of the run */
     int64_t start;       /* first step (after --resume) */
@@ -76,7 +78,8 @@ typedef struct ht_job {
 
 /* An engine: `wants` says whether it runs cfg's job (the first in the table that wants it
  * does); `check` refuses, before any device work, options it cannot honour (HT_EINPUT naming
- * the keys; may be NULL); it sees cfg, opts, rank, world and cl, and may clear holds_model
+ * the keys; may be NULL); it sees cfg, opts, rank, world and cl, may lower model_batch and
+ * may clear holds_model
  * for this rank and set engine_state; `run` trains from j->start to j->end and fills res
  * (a rank without a model only serves). */
 typedef struct ht_engine {

@@ -220,7 +220,7 @@ int ht_pipe_mem_validate(const ht_pipe_mem *pm, const ht_model *m, ht_dev *dev, 
         if (a[1] > pm->limit[(int)a[0]])
             ht_log_warn("memory: rank %d allocated %.3f MB, more than its limit of %.2f MB%s: "
                         "the limit bounds the stage plan (%.3f MB), while every rank also "
-                        "holds the whole model as built for the global batch (%.3f MB)",
+                        "holds the whole model as built: every layer for a micro-batch (%.3f MB)",
                         r, a[1] / 1e6, pm->limit[(int)a[0]] / 1e6,
                         pm->from_cfg ? " (device.memory_mb)" : "", a[7] / 1e6, a[4] / 1e6);
         if (metrics)

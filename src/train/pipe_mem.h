@@ -9,8 +9,9 @@
  * bytes against the limit, the recomputed layers) and written as "pipe_memory" metrics.
  *
  * What it bounds is the prediction of a stage's own memory: every rank still allocates the
- * whole model's parameters, optimizer state and one full activation set (the executor's
- * design, so that checkpoints are the one-process format), which the prediction leaves out. */
+ * whole model's parameters, optimizer state and one activation set of every layer for a
+ * micro-batch (the executor's design, so that checkpoints are the one-process format and rank
+ * 0 can evaluate), which the prediction leaves out; ht_pipe_mem_validate measures both. */
 #ifndef HT_TRAIN_PIPE_MEM_H
 #define HT_TRAIN_PIPE_MEM_H
 

@@ -62,6 +62,7 @@ void ht_source_start(ht_source *src, const ht_config *cfg, int B) {
     src->seed = cfg->train.seed;
     src->eval_seed = ht_rng_stream(cfg->train.seed, 0xe7a1 /* "eval" */);
     src->eval_batches = cfg->train.eval_batches;
+    src->windows = B;
     if (src->text) {
         src->tok = ht_xmalloc((size_t)B * src->T * sizeof(int32_t));
         src->y = ht_xmalloc((size_t)B * src->T * sizeof(int32_t));
@@ -111,8 +112,9 @@ static void eval_batch(ht_model *m, int b, double *lsum, long *correct) {
 }
 
 /* Mean loss per row and accuracy, forward only, dropout off: the whole validation set in
- * batches of max_batch, or for text eval_batches batches of fixed validation windows (the
- * same windows at every evaluation, so the numbers compare). */
+ * batches of max_batch, or for text eval_batches batches of train.batch fixed validation
+ * windows (the same windows at every evaluation and whatever the model's max_batch, so the
+ * numbers compare), run max_batch windows at a time. */
 void ht_source_evaluate(ht_model *m, ht_source *src, double *loss, double *acc) {
     double lsum = 0;
     long correct = 0, rows = 0;
@@ -120,11 +122,16 @@ void ht_source_evaluate(ht_model *m, ht_source *src, double *loss, double *acc) 
     ht_trace_begin("evaluate");
     ht_model_set_training(m, 0, 0, 0);
     if (src->text) {
+        const int W = src->windows;
         for (int j = 0; src->tval.n && j < src->eval_batches; j++) {
-            ht_text_batch(&src->tval, src->eval_seed, j, B, src->T, src->tok, src->y);
-            ht_model_set_batch_tokens(m, src->tok, src->y, B);
-            eval_batch(m, B, &lsum, &correct);
-            rows += (long)B * src->T;
+            ht_text_batch(&src->tval, src->eval_seed, j, W, src->T, src->tok, src->y);
+            for (int k = 0; k < W; k += B) {
+                const int b = W - k < B ? W - k : B;
+                const size_t at = (size_t)k * src->T;
+                ht_model_set_batch_tokens(m, src->tok + at, src->y + at, b);
+                eval_batch(m, b, &lsum, &correct);
+                rows += (long)b * src->T;
+            }
         }
     } else {
         for (int s = 0; s < src->val.n; s += B) {

@@ -20,6 +20,7 @@ typedef struct ht_source {
     int T;
     uint64_t seed, eval_seed;
     int eval_batches;
+    int windows;      /* text: windows per evaluation batch (the B of ht_source_start) */
     float *x;         /* (emax, features) */
     int32_t *y, *tok; /* (emax * rows) labels or targets; (B, T) tokens */
     int *idx;

@@ -66,7 +66,7 @@ static int setup_model(ht_job *j) {
     int rc = ht_fit_check(cfg, ht_dev_info(j->dev), src->train.features, src->train.classes, j->B);
     if (rc != HT_OK) return rc;
     if ((rc = ht_build_model(&j->model, j->dev, cfg, src->train.features, src->train.classes,
-                             j->B)) != HT_OK)
+                             j->model_batch)) != HT_OK)
         return rc;
     if (ht_log_level() >= HT_LOG_DEBUG) ht_model_print(&j->model, stderr);
     ht_model_init_params(&j->model, cfg->train.seed);
@@ -106,7 +106,7 @@ static int setup_ranks(ht_job *j, const ht_engine *e) {
         if (j->rank != 0 && ht_log_level() == HT_LOG_INFO) ht_log_set_level(HT_LOG_WARN);
     }
     j->holds_model = 1;
-    j->B = j->cfg->train.batch;
+    j->B = j->model_batch = j->cfg->train.batch;
     j->selector = ht_build_selector(j->cfg, j->opts->device, j->rank);
     return e->check ? e->check(j) : HT_OK;
 }

@@ -29,11 +29,15 @@ for model in ${MODELS:-mlp cnn gpt}; do
     case $model in
         mlp) cfg=conf/mnist-mlp.cfg ;; cnn) cfg=conf/mnist-cnn.cfg ;; gpt) cfg=conf/shakespeare-gpt.cfg ;;
     esac
+    # the final evaluation is not timed, but on rusticl a full validation set takes minutes
+    small=(--set data.val_fraction=0.01)
+    [ "$model" = gpt ] && small=(--set train.eval_batches=1)
     for dev in ${DEVICES:-pthread rusticl}; do
-        args=(-c "$cfg" --device "$dev" "${quiet[@]}" --set train.steps="$steps")
+        args=(-c "$cfg" --device "$dev" "${quiet[@]}" "${small[@]}" --set train.steps="$steps")
         variants="auto tiled clblast clblast-cpu"
         if [ "$dev" = rusticl ]; then
-            args=(-c "$cfg" --device "$dev" "${quiet[@]}" --set train.steps="$rsteps" --set train.batch="$rbatch")
+            args=(-c "$cfg" --device "$dev" "${quiet[@]}" "${small[@]}" --set train.steps="$rsteps"
+                  --set train.batch="$rbatch")
             [ "${RTILED:-0}" = 1 ] || variants="auto clblast clblast-cpu"
         fi
         # a first auto run: the probe (cached with the programs), compilation of every path
