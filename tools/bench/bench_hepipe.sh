@@ -74,28 +74,36 @@ sps=$(sed -nE 's/.* ([0-9.]+) samples\/s.*/\1/p' "$tmp/dp.out")
 printf '%-28s %10s %7.2f   (final summary, first step included)\n' "data parallel, speed split" "$sps" \
     "$(echo "$sps / $base" | bc -l)"
 
-# Time to a target loss (TTL=LOSS, e.g. TTL=2.9; TTL_STEPS steps, default 300): the wall time
-# of the steps until the mean loss of the last 10 steps first reaches LOSS, each step's time
-# from its logged samples/s (the first, compiling, step not counted); 2BW trains on one-step-stale weights without a flush, the others
-# synchronously, so this is where 2BW's throughput must pay for its staleness.
+# Time to a target validation loss (TTL=LOSS, e.g. TTL=2.6; TTL_STEPS steps, default 300):
+# every TTL_EVERY steps (10) rank 0 evaluates TTL_EVAL_BATCHES (4) batches of fixed validation
+# windows, the same for every run; the time to the first evaluation at or below LOSS is the
+# sum of the steps' times before it, each from its logged samples/s (the first, compiling,
+# step and the evaluations themselves not counted). 2BW trains on one-step-stale weights
+# without a flush, the others synchronously, so this is where 2BW's throughput must pay for
+# its staleness. The mean training loss of the last 10 steps is printed beside it.
 [ -n "${TTL:-}" ] || exit 0
-echo "== time to loss $TTL (mean of 10 steps), at most ${TTL_STEPS:-300} steps"
-printf '%-28s %10s %8s %12s\n' run "time (s)" steps "final loss"
+every=${TTL_EVERY:-10}
+echo "== time to validation loss $TTL (evaluated every $every steps), at most ${TTL_STEPS:-300} steps"
+printf '%-28s %10s %8s %12s %12s\n' run "time (s)" steps "val loss" "train loss"
 for cfg in "1f1b uniform" "hepipe hetero" "2bw uniform" "2bw hetero"; do
     read -r sched part <<<"$cfg"
     name="ttl-$sched-$part"
     run "$name" --set pipe.schedule="$sched" --set pipe.partition="$part" \
         --set pipe.stages="$np" --set pipe.micro_batches="$nmb" --set log.every=1 \
-        --set train.steps="${TTL_STEPS:-300}"
+        --set train.steps="${TTL_STEPS:-300}" --set train.eval_every="$every" \
+        --set train.eval_batches="${TTL_EVAL_BATCHES:-4}"
     /usr/bin/python3 - "$tmp/$name.jsonl" "$batch" "$TTL" "$name" <<'PY'
 import json, sys
-recs = [json.loads(l) for l in open(sys.argv[1]) if '"type":"train"' in l]
-B, target, t, hit = int(sys.argv[2]), float(sys.argv[3]), 0.0, None
-for i, r in enumerate(recs):
-    t += B / r['samples_per_s'] if r['samples_per_s'] > 0 else 0  # the first step: not counted
-    w = [x['loss'] for x in recs[max(0, i - 9):i + 1]]
-    if hit is None and len(w) == 10 and sum(w) / 10 <= target: hit = (t, r['step'])
-print('%-28s %10s %8s %12.4f' % (sys.argv[4], '%.1f' % hit[0] if hit else 'not reached',
-                                 hit[1] if hit else '-', sum(x['loss'] for x in recs[-10:]) / 10))
+recs = [json.loads(l) for l in open(sys.argv[1])]
+train = {r['step']: r for r in recs if r['type'] == 'train'}
+evals = sorted((r['step'], r['val_loss']) for r in recs if r['type'] == 'eval')
+B, target = int(sys.argv[2]), float(sys.argv[3])
+def time_to(step):  # the steps' own times up to `step`; the first (compiling) one not counted
+    return sum(B / train[s]['samples_per_s'] for s in train
+               if s <= step and train[s]['samples_per_s'] > 0)
+hit = next(((s, v) for s, v in evals if v <= target), None)
+last = [train[s]['loss'] for s in sorted(train)[-10:]]
+print('%-28s %10s %8s %12.4f %12.4f' % (sys.argv[4], '%.1f' % time_to(hit[0]) if hit else 'not reached',
+      hit[0] if hit else '-', hit[1] if hit else evals[-1][1], sum(last) / len(last)))
 PY
 done
