@@ -161,6 +161,9 @@ static void measure(ht_dev *d) {
     d->gemm = HT_GEMM_AUTO;
     d->gemm_choice.path = fastest(ms, FIRST);
     ht_buf_free(a), ht_buf_free(b), ht_buf_free(c);
+    /* the tiled kernels' packing workspace grew to the probe's panels: let it grow again to
+     * what the model's products need, not hold 1.6 MB more for the whole run */
+    if (d->gemm_ws) ht_buf_free(d->gemm_ws), d->gemm_ws = NULL;
 }
 
 int ht_gemm_choose(ht_dev *d) {

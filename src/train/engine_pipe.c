@@ -497,6 +497,11 @@ static int pipe_loop(ht_job *j, pipe_state *p, ht_train_result *res) {
 static int run(ht_job *j, ht_train_result *res) {
     pipe_state p = {0};
     const int built = j->model.max_batch; /* the executor changes it while it runs */
+    /* the memory measured for the model's validation is the pipeline's: the GEMM choice's
+     * one-time probe (made at the first product, else in the calibration or first step) goes
+     * first, and the peak restarts at what the model holds */
+    ht_dev_gemm_choice(j->dev);
+    ht_dev_mem(j->dev, NULL, NULL, NULL, 1);
     int rc = setup(j, &p);
     if (rc == HT_OK) {
         if (j->opts->trace) ht_cluster_trace_start(j->cl);
