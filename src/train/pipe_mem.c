@@ -185,7 +185,7 @@ int ht_pipe_mem_report(const ht_pipe_mem *pm, const ht_model *m, ht_metrics *met
 
 /* ---------------------------------------------------------------- validation */
 
-int ht_pipe_mem_validate(const ht_pipe_mem *pm, const ht_model *m, ht_dev *dev, int kind, int v,
+int ht_pipe_mem_validate(ht_pipe_mem *pm, const ht_model *m, ht_dev *dev, int kind, int v,
                          const int *bounds, int built, int mb, int prank, int nslot,
                          int opt_states, int weight_versions, ht_metrics *metrics) {
     const int L = pm->L;
@@ -193,7 +193,7 @@ int ht_pipe_mem_validate(const ht_pipe_mem *pm, const ht_model *m, ht_dev *dev, 
     ht_mem_desc_from_model(&d, m, mb, opt_states);
     ht_mem_desc_from_model(&dB, m, built, opt_states);
     int *lo = ht_xmalloc((size_t)2 * pm->D * v * sizeof *lo), *hi = lo + pm->D * v;
-    const int nc = chunks_of((ht_pipe_mem *)pm, prank, kind, v, bounds, lo, hi);
+    const int nc = chunks_of(pm, prank, kind, v, bounds, lo, hi);
     const uint8_t *rc = pm->layers + (size_t)prank * L;
     ht_mem_exec_use e;
     ht_mem_executor(&d, &dB, built, mb, m->rows, nc, lo, hi, nslot, weight_versions, rc, &e);

@@ -67,7 +67,7 @@ int ht_pipe_mem_decide(ht_pipe_mem *pm, const ht_model *m, int kind, int v, cons
  * the recompute decision used (ht_mem_rank). Rank 0 logs a line per rank with the error of the
  * prediction against the peak less the GEMM workspace, and writes "pipe_memory_measured"
  * records. nslot: the executor's slots on this rank. */
-int ht_pipe_mem_validate(const ht_pipe_mem *pm, const ht_model *m, ht_dev *dev, int kind, int v,
+int ht_pipe_mem_validate(ht_pipe_mem *pm, const ht_model *m, ht_dev *dev, int kind, int v,
                          const int *bounds, int built, int mb, int prank, int nslot,
                          int opt_states, int weight_versions, struct ht_metrics *metrics);
 
