@@ -515,10 +515,9 @@ static int run(ht_job *j, ht_train_result *res) {
         rc = pipe_loop(j, &p, res);
         if (rc == HT_OK) { /* issue 11: the memory model against what was allocated */
             const int q = p.place.prank, nslot = p.sched.nbuf[q] > 0 ? p.sched.nbuf[q] : 1;
-            const int kind = ht_pipe_kind_parse(j->cfg->pipe.schedule);
-            rc = ht_pipe_mem_validate(&p.mem, &j->model, j->dev, kind, p.sched.p.v, p.bounds,
-                                      built, p.mb, q, nslot, ht_optim_state_count(&j->opt),
-                                      p.tbw ? 2 : 1, j->metrics);
+            rc = ht_pipe_mem_validate(&p.mem, &j->model, j->dev, p.sched.p.kind, p.sched.p.v,
+                                      p.bounds, built, p.mb, q, nslot,
+                                      ht_optim_state_count(&j->opt), p.tbw ? 2 : 1, j->metrics);
         }
         j->gather = NULL;
         j->engine_state = NULL;
