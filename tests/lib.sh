@@ -10,7 +10,8 @@ ok() { # ok COND_EXIT_STATUS DESCRIPTION
     T_N=$((T_N + 1))
     if [ "$1" -eq 0 ]; then echo "ok $T_N - $2"; else echo "not ok $T_N - $2"; T_FAIL=$((T_FAIL + 1)); fi
 }
-diag() { printf '%s\n' "$@" | sed 's/^/# /'; }
+# diagnostics go to stderr, which prove shows without -v (CI's log keeps them)
+diag() { printf '%s\n' "$@" | sed 's/^/# /' >&2; }
 done_testing() { echo "1..$T_N"; [ "$T_FAIL" -eq 0 ]; }
 
 # run_ht ARGS...: runs hettrain, keeping stdout in $OUT, stderr in $ERR, status in $RC.
