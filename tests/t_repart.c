@@ -71,20 +71,24 @@ static void test_move_and_keep(void) {
     ht_repart r;
     ht_repart_init(&r, 2, 0.3, 0.1, 5, 2);
     double slow[2] = {1, 3};
-    int first = -1, changes = 0;
-    for (int s = 0; s < 40; s++)
+    int first = -1, changes = 0, kept = -1;
+    for (int s = 0; s < 40; s++) {
         if (feed(&r, &t, s, slow, 1.0)) {
             changes++;
             if (first < 0) first = s;
         }
+        if (r.kept) kept = s;
+    }
     tap_ok(first == 7 && changes == 1 && t.bounds[1] == 3 && fabs(r.pred_before - 0.144) < 1e-12 &&
                fabs(r.pred_after - 0.072) < 1e-12,
            "rank 1 3x slower: cut 2|2 -> %d|%d at step %d (want 3|1 at 7), predicted %.4g -> "
            "%.4g s (want 0.144 -> 0.072), %d change(s)",
            t.bounds[1], 4 - t.bounds[1], first, r.pred_before, r.pred_after, changes);
-    tap_ok(!r.trial && !r.reverted && fabs(r.t_before - 0.144) < 1e-12 &&
+    tap_ok(kept == 14 && !r.trial && !r.reverted && fabs(r.t_before - 0.144) < 1e-12 &&
                fabs(r.t_after - 0.072) < 1e-12,
-           "the trial kept it: median step %.4g s before, %.4g s after", r.t_before, r.t_after);
+           "the trial kept it at step %d (want 14: warm-up 8, 9, judged 10-14): median step "
+           "%.4g s before, %.4g s after",
+           kept, r.t_before, r.t_after);
 }
 
 /* The same move, but the step after it runs 2x longer than its compute (a cut the devices

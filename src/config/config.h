@@ -142,6 +142,7 @@ typedef struct ht_config {
         int chunks;            /* interleaved: model chunks per rank */
         char partition[16];    /* "uniform" | "balanced"; pipe.boundaries overrides */
         char recompute[16];    /* "auto" (by memory) | "none" | "all" (stages keep only inputs) */
+        int rebalance;         /* "hetero": cut again as measured stage times drift */
         int boundaries[HT_MAX_LAYERS]; /* explicit: first layer of stages 1 .. S-1 */
         int nboundaries;
     } pipe;

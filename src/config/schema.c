@@ -270,6 +270,10 @@ const ht_ckey ht_config_keys[] = {
      "micro-batch's forward and runs them again before its backward (hepipe: or holds fewer "
      "micro-batches in flight); nothing when it fits. \"all\": every stage keeps only its "
      "input (about one more forward); \"none\": never"},
+    {"pipe.rebalance", HT_CK_BOOL, 0, "true", 0, 0, NULL, FIELD(pipe.rebalance),
+     "partition \"hetero\" with gpipe, 1f1b or hepipe: cut the model again while it trains "
+     "when a rank's measured compute drifts from its start-up times (10% to gain, every 10 "
+     "steps at most, undone if the step gets slower)"},
     {"pipe.boundaries", HT_CK_INTS, GE, "[]", 1, 0, NULL, offsetof(ht_config, pipe.boundaries),
      sizeof(((ht_config *)0)->pipe.boundaries), offsetof(ht_config, pipe.nboundaries),
      "explicit stage boundaries: the first layer of stages 1 .. S-1, increasing (overrides "

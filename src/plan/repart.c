@@ -93,6 +93,7 @@ static int judge(ht_repart *r, int64_t step, int *bounds) {
     r->trial = 0;
     r->t_after = median(r->tstep, r->nstep);
     if (r->t_after <= r->t_before * (1 + r->hysteresis)) {
+        r->kept = 1;
         r->hold = r->min_interval + HT_REPART_WINDOW;
         return 0;
     }
@@ -106,7 +107,7 @@ static int judge(ht_repart *r, int64_t step, int *bounds) {
 
 int ht_repart_update(ht_repart *r, int64_t step, const ht_part_input *in, const double *compute_s,
                      double step_s, int *bounds) {
-    r->reverted = 0;
+    r->reverted = r->kept = 0;
     int ok = isfinite(step_s) && step_s > 0;
     for (int q = 0; q < r->D; q++)
         ok &= isfinite(compute_s[q]) && compute_s[q] > 0;

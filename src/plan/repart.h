@@ -42,6 +42,7 @@ typedef struct ht_repart {
     int prev[HT_PART_MAX_RANKS + 1]; /* the cut before the change on trial */
     int trial, trial_seen;           /* a change is on trial; steps seen under it */
     int reverted;                    /* the last update's change was a reversal */
+    int kept;                        /* the last update ended a trial that held */
     double t_before, t_after;        /* median step seconds before and under the last change */
     double pred_before, pred_after;  /* predicted slowest stage (s per step) of the last change */
     int64_t hold, hold_until;        /* no change tried before step hold_until */
@@ -61,7 +62,8 @@ double ht_repart_rank_time(const ht_part_input *in, const int *bounds, int q, do
  * whole step. `in` is the start-up problem (ht_part_hetero's input with in->R = D ranks in
  * rank order: fwd/bwd the start-up times per sample, memory limits, cuts); bounds[0..D] the
  * cut in force. A step with a non-finite or non-positive time is skipped. Returns 1 when
- * bounds[] was changed (r->reverted: back to the cut before the last change), else 0; a
+ * bounds[] was changed (r->reverted: back to the cut before the last change), else 0
+ * (r->kept: the change on trial held, t_before / t_after the medians that judged it); a
  * proposal ht_part_hetero cannot make (memory) changes nothing. */
 int ht_repart_update(ht_repart *r, int64_t step, const ht_part_input *in, const double *compute_s,
                      double step_s, int *bounds);

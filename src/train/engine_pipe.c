@@ -21,11 +21,15 @@
 #include "pipe/sched_2bw.h"
 #include "pipe/schedule.h"
 #include "pipe/transform.h"
+#include "plan/repart.h"
 #include "train/engine.h"
 #include "train/pipe_mem.h"
 #include "train/pipe_plan.h"
 
-enum { TAG_GATHER = 900 }; /* stage owner -> rank 0, below the executor's tags */
+enum {
+    TAG_GATHER = 900, /* stage owner -> rank 0, below the executor's tags */
+    TAG_MOVE = 901,   /* a layer's old owner -> its new one (re-partitioning) */
+};
 
 typedef struct pipe_state {
     ht_pipe_sched sched;
@@ -42,6 +46,11 @@ typedef struct pipe_state {
     float pend_lr; /* the learning rate of that batch: its gradient is applied with it */
     ht_pipe_mem mem; /* limits, recomputed layers and in-flight limits per pipeline rank */
     double *cal;     /* every layer's start-up times on every rank (hepipe, hetero), or NULL */
+    ht_pipe_params pp; /* the schedule's parameters, kept to generate it again */
+    /* pipe.rebalance (hetero, gpipe / 1f1b / hepipe): the start-up problem and the rule */
+    int repart;
+    ht_pipe_problem prob;
+    ht_repart rp;
 } pipe_state;
 
 static void load(void *ctx, ht_model *m, int64_t step, int row0, int n);
@@ -324,26 +333,173 @@ static int make_schedule(ht_job *j, ht_pipe_params *pp, pipe_state *p, double sl
     return HT_OK;
 }
 
+/* ------------------------------------------------------------------ re-partitioning */
+
+/* pipe.rebalance: on for the hetero cut of a flushing schedule (2bw keeps a batch in flight
+ * across steps; explicit boundaries are the user's). The rule's interval and hysteresis are
+ * wider than the data-parallel rebalancer's (5 steps, 5%): a new cut rebuilds the executor. */
+static int repart_init(ht_job *j, pipe_state *p) {
+    const ht_config *cfg = j->cfg;
+    const int k = p->pp.kind;
+    p->repart = cfg->pipe.rebalance && !strcmp(cfg->pipe.partition, "hetero") &&
+                !cfg->pipe.nboundaries && p->cal && p->pp.D > 1 &&
+                (k == HT_PIPE_GPIPE || k == HT_PIPE_1F1B || k == HT_PIPE_HEPIPE);
+    if (!p->repart) return HT_OK;
+    ht_pipe_problem_init(&p->prob, &j->model, p->cal, j->world, k, p->pp.D, p->pp.N, p->mb,
+                         ht_optim_state_count(&j->opt), ht_pipe_mem_part_limits(&p->mem),
+                         p->mem.mode == HT_PIPE_MEM_AUTO);
+    return ht_repart_init(&p->rp, p->pp.D, 0.3, 0.1, 10, 2);
+}
+
+/* "0-5 | 6-9": the layers of each stage. */
+static void cut_text(const int *b, int D, char *out, size_t n) {
+    size_t k = 0;
+    out[0] = 0;
+    for (int q = 0; q < D && k + 24 < n; q++)
+        k += (size_t)snprintf(out + k, n - k, "%s%d-%d", q ? " | " : "", b[q], b[q + 1] - 1);
+}
+
+static int log_repart(ht_job *j, const pipe_state *p, int64_t step, const int *old) {
+    const int D = p->pp.D;
+    const ht_repart *r = &p->rp;
+    char a[256], b[256], ks[256] = "", kv[256] = "";
+    cut_text(old, D, a, sizeof a);
+    cut_text(p->bounds, D, b, sizeof b);
+    for (int q = 0, k = 0, n = 0; q < D && k + 24 < (int)sizeof ks; q++) {
+        k += snprintf(ks + k, sizeof ks - (size_t)k, "%srank %d %.2fx", q ? ", " : "", q, r->k[q]);
+        n += snprintf(kv + n, sizeof kv - (size_t)n, "%s%.4g", q ? "," : "", r->k[q]);
+    }
+    if (r->reverted)
+        ht_log_info("step %lld: pipeline cut %s undone, back to %s: median step %.4g ms under "
+                    "it, %.4g ms before",
+                    (long long)step + 1, a, b, r->t_after * 1e3, r->t_before * 1e3);
+    else
+        ht_log_info("step %lld: pipeline re-partitioned, layers %s -> %s: slowest stage "
+                    "predicted %.4g -> %.4g ms per step (compute measured / start-up: %s)",
+                    (long long)step + 1, a, b, r->pred_before * 1e3, r->pred_after * 1e3, ks);
+    if (!j->metrics) return HT_OK;
+    return ht_metrics_write(j->metrics,
+                            "type=%s step=%lld from=%s to=%s reverted=%d factors=%s "
+                            "predicted_before_s=%g predicted_after_s=%g step_before_s=%g "
+                            "step_after_s=%g",
+                            "pipe_repartition", (long long)step + 1, a, b, r->reverted, kv,
+                            r->pred_before, r->pred_after, r->t_before,
+                            r->reverted ? r->t_after : NAN);
+}
+
+/* Pipeline rank of layer l under cut b. */
+static int stage_of(const int *b, int D, int l) {
+    int q = 0;
+    while (q + 1 < D && l >= b[q + 1])
+        q++;
+    return q;
+}
+
+/* Every layer whose pipeline rank changes from cut old to p->bounds moves its parameters
+ * and optimizer state from the old rank to the new one in each replica; all ranks walk the
+ * layers in the same order, so the blocking sends pair up. Collective. */
+static void move_layers(ht_job *j, const pipe_state *p, const int *old) {
+    const int D = p->pp.D, nst = ht_optim_state_count(&j->opt);
+    const ht_model *m = &j->model;
+    for (int l = 0; l < m->nlayers; l++) {
+        const ht_layer *ly = &m->layers[l];
+        int from = stage_of(old, D, l), to = stage_of(p->bounds, D, l);
+        if (from == to || !ly->nparams) continue;
+        from += p->place.replica * D, to += p->place.replica * D;
+        if (j->rank != from && j->rank != to) continue;
+        float *h = ht_xmalloc(ly->nparams * sizeof(float));
+        for (int k = -1; k < nst; k++) {
+            ht_buf *b = m->params;
+            if (k >= 0) {
+                const char *name;
+                size_t bn;
+                ht_optim_state(&j->opt, k, &name, &b, &bn);
+            }
+            const size_t off = ly->woff * sizeof(float), n = ly->nparams * sizeof(float);
+            if (j->rank == from) {
+                ht_buf_read(j->dev, b, off, n, h);
+                ht_comm_send(h, n, to, TAG_MOVE);
+            } else {
+                ht_comm_recv(h, n, from, TAG_MOVE);
+                ht_buf_write(j->dev, b, off, n, h);
+            }
+        }
+        free(h);
+    }
+}
+
+/* The schedule (hepipe: from the stage times scaled by each rank's measured factor), the
+ * memory decision (recomputation re-decided for the new stages) and the executor for the
+ * cut in p->bounds; device memory counts its peak from here. */
+static int rebuild(ht_job *j, pipe_state *p, int64_t step) {
+    ht_pipe_exec_free(p->x);
+    p->x = NULL;
+    ht_pipe_sched_free(&p->sched);
+    ht_dev_mem(j->dev, NULL, NULL, NULL, 1);
+    double times[HT_PART_MAX_RANKS];
+    if (p->pp.kind == HT_PIPE_HEPIPE) {
+        ht_pipe_plan_stage_times(&j->model, p->cal, j->world, p->pp.D, p->bounds, times);
+        for (int q = 0; q < p->pp.D; q++)
+            times[q] *= p->rp.k[q];
+        p->pp.stage_time = times;
+    }
+    ht_pipe_report rep;
+    int rc = make_schedule(j, &p->pp, p, ht_config_slowdown_at(j->cfg, j->rank, step + 1), &rep);
+    p->pp.stage_time = NULL;
+    if (rc != HT_OK) return rc;
+    p->bubble_unit = rep.bubble;
+    announce(j, p);
+    return HT_OK;
+}
+
+/* The rule on this step's times (t[2r], t[2r + 1]: rank r's compute and whole step); a new
+ * cut moves the layers and rebuilds. Collective: every rank decides alike from the same
+ * all-reduced times. */
+static int repartition(ht_job *j, pipe_state *p, int64_t step, const double *t) {
+    const int D = p->pp.D;
+    double comp[HT_PART_MAX_RANKS] = {0}, slowest = 0;
+    for (int r = 0; r < j->world; r++) {
+        if (t[2 * r] > comp[r % D]) comp[r % D] = t[2 * r];
+        if (t[2 * r + 1] > slowest) slowest = t[2 * r + 1];
+    }
+    int old[HT_PART_MAX_RANKS + 1];
+    memcpy(old, p->bounds, (size_t)(D + 1) * sizeof *old);
+    if (!ht_repart_update(&p->rp, step, &p->prob.in, comp, slowest, p->bounds)) {
+        if (p->rp.kept && j->rank == 0)
+            ht_log_info("step %lld: the new pipeline cut holds: median step %.4g ms under it, "
+                        "%.4g ms before",
+                        (long long)step + 1, p->rp.t_after * 1e3, p->rp.t_before * 1e3);
+        return HT_OK;
+    }
+    int rc = j->rank == 0 ? log_repart(j, p, step, old) : HT_OK;
+    move_layers(j, p, old);
+    int rc2 = rebuild(j, p, step);
+    return rc != HT_OK ? rc : rc2;
+}
+
 static int setup(ht_job *j, pipe_state *p) {
     const ht_config *cfg = j->cfg;
     const int D = cfg->pipe.stages, R = j->world / D;
-    ht_pipe_params pp = {.kind = ht_pipe_kind_parse(cfg->pipe.schedule),
+    p->pp = (ht_pipe_params){.kind = ht_pipe_kind_parse(cfg->pipe.schedule),
                          .D = D,
                          .N = cfg->pipe.micro_batches,
                          .v = !strcmp(cfg->pipe.schedule, "interleaved") ? cfg->pipe.chunks : 1,
                          /* a backward costs about two forwards (Chimera plans its order so) */
                          .bf_ratio = 2.0};
-    p->mb = j->B / (R * pp.N);
+    ht_pipe_params *pp = &p->pp;
+    p->mb = j->B / (R * pp->N);
     p->place = (ht_pipe_place){.D = D, .R = R, .prank = j->rank % D, .replica = j->rank / D};
     /* the calibration's; cluster.slowdown_from changes it in pipe_step */
     double slowdown = ht_config_slowdown_at(cfg, j->rank, j->start);
     double *times = NULL; /* hepipe plans its warm-ups from the stages' times */
     ht_pipe_report rep;
     ht_pipe_mem_init(&p->mem, cfg, ht_dev_info(j->dev), j->world, D, j->model.nlayers);
-    int rc = plan_stages(j, &pp, p, slowdown, &times);
-    if (rc == HT_OK) rc = make_schedule(j, &pp, p, slowdown, &rep);
+    int rc = plan_stages(j, pp, p, slowdown, &times);
+    if (rc == HT_OK) rc = make_schedule(j, pp, p, slowdown, &rep);
     free(times);
-    free(p->cal), p->cal = NULL;
+    pp->stage_time = NULL;
+    if (rc == HT_OK) rc = repart_init(j, p);
+    if (!p->repart) free(p->cal), p->cal = NULL; /* re-partitioning plans with it again */
     if (rc != HT_OK) return rc;
     /* clipping needs the norm over every stage: the engine clips, the optimizer does not */
     p->clip = (float)j->opt.cfg.clip;
@@ -444,10 +600,12 @@ static void opt_apply(ht_job *j, pipe_state *p, float lr) {
 }
 
 /* One global step: the stream, clipping by the global norm, the optimizer step; the loss of
- * the last stages and any rank's stop request summed over all ranks. 2bw: one period, and the
- * step that applies the previous batch's gradient (with that batch's learning rate). */
+ * the last stages and any rank's stop request summed over all ranks, and every rank's compute
+ * and step seconds (v[2 + 2r], v[3 + 2r]: the re-partitioning rule's input). 2bw: one
+ * period, and the step that applies the previous batch's gradient (with that batch's
+ * learning rate). v: [2 + 2 world]. */
 static void pipe_step(ht_job *j, pipe_state *p, int64_t step, float lr, int logs, double *v) {
-    v[0] = 0;
+    memset(v, 0, (size_t)(2 + 2 * j->world) * sizeof *v);
     v[1] = ht_stop_requested() ? 1 : 0;
     ht_trace_set_step(step);
     ht_pipe_exec_set_slowdown(p->x, ht_config_slowdown_at(j->cfg, j->rank, step));
@@ -461,19 +619,21 @@ static void pipe_step(ht_job *j, pipe_state *p, int64_t step, float lr, int logs
         ht_pipe_exec_step(p->x, step, seed, scale, load, j, logs, &v[0]);
         opt_apply(j, p, lr);
     }
-    ht_comm_allreduce_sum_f64(v, 2);
+    const ht_pipe_stats *st = ht_pipe_exec_stats(p->x);
+    v[2 + 2 * j->rank] = st->compute, v[3 + 2 * j->rank] = st->step;
+    ht_comm_allreduce_sum_f64(v, (size_t)(2 + 2 * j->world));
 }
 
 static int pipe_loop(ht_job *j, pipe_state *p, ht_train_result *res) {
     double sum[4] = {0}; /* step, compute, wait, comm seconds over the counted steps */
     int64_t step = j->start, counted = 0;
-    int stop = 0, rc;
+    int stop = 0, rc = HT_OK;
+    double *v = ht_xmalloc((size_t)(2 + 2 * j->world) * sizeof *v);
     ht_job_loop_start(j);
     for (; step < j->end && !stop; step++) {
         const int64_t done = step + 1;
         float lr = (float)ht_lr_at(&j->sched, step, j->total);
         j->last = done == j->total;
-        double v[2];
         /* the loss every step: the NaN check (the sum rides on the stop flag's all-reduce) */
         pipe_step(j, p, step, lr, 1, v);
         stop = v[1] > 0;
@@ -485,10 +645,12 @@ static int pipe_loop(ht_job *j, pipe_state *p, ht_train_result *res) {
             const ht_pipe_stats *st = ht_pipe_exec_stats(p->x);
             sum[0] += st->step, sum[1] += st->compute, sum[2] += st->wait, sum[3] += st->comm;
             counted++;
+            if (p->repart && !stop && (rc = repartition(j, p, step, v + 2)) != HT_OK) break;
         }
-        if ((rc = ht_job_after_step(j, done, v[0], lr)) != HT_OK)
-            return rc;
+        if ((rc = ht_job_after_step(j, done, v[0], lr)) != HT_OK) break;
     }
+    free(v);
+    if (rc != HT_OK) return rc;
     j->interrupted = stop;
     if ((rc = records(j, p, sum, counted)) != HT_OK) return rc;
     return ht_job_loop_finish(j, step, res);
@@ -529,6 +691,8 @@ static int run(ht_job *j, ht_train_result *res) {
     ht_pipe_sched_free(&p.sched);
     if (p.tbw) ht_pipe_sched_free(&p.chk);
     free(p.bounds);
+    free(p.cal);
+    ht_pipe_problem_free(&p.prob);
     ht_pipe_mem_free(&p.mem);
     return rc;
 }

@@ -94,38 +94,53 @@ void ht_pipe_plan_layer_fwd(const ht_model *m, const double *times, int world, i
             fwd[q * L + l] = layer_time(times, L, world, D, q, l, 0) / mb;
 }
 
+void ht_pipe_problem_init(ht_pipe_problem *pb, const ht_model *m, const double *times, int world,
+                          int kind, int D, int N, int mb, int opt_states,
+                          const double *mem_limit, int allow_recompute) {
+    const int L = m->nlayers;
+    pb->fwd = ht_xmalloc((size_t)D * L * sizeof *pb->fwd);
+    pb->bwd = ht_xmalloc((size_t)D * L * sizeof *pb->bwd);
+    for (int q = 0; q < D; q++) /* per sample */
+        for (int l = 0; l < L; l++) {
+            pb->fwd[q * L + l] = layer_time(times, L, world, D, q, l, 0) / mb;
+            pb->bwd[q * L + l] = layer_time(times, L, world, D, q, l, 1) / mb;
+        }
+    pb->cut = ht_xmalloc((size_t)L);
+    for (int l = 0; l < L; l++)
+        pb->cut[l] = l == 0 || ht_pipe_can_cut(m, l);
+    ht_mem_desc_from_model(&pb->desc, m, mb, opt_states);
+    pb->in = (ht_part_input){.model = &pb->desc, .R = D, .fwd = pb->fwd, .bwd = pb->bwd,
+                             .B = N * mb, .N = N,
+                             .slots_rule = kind == HT_PIPE_GPIPE ? HT_PART_SLOTS_ALL
+                                                                  : HT_PART_SLOTS_1F1B,
+                             .weight_versions = kind == HT_PIPE_2BW ? 2 : 1, /* two copies */
+                             .mem_limit = mem_limit, .allow_recompute = allow_recompute,
+                             .in_rank_order = 1, .can_cut = pb->cut};
+}
+
+void ht_pipe_problem_free(ht_pipe_problem *pb) {
+    if (!pb->fwd) return;
+    ht_mem_desc_free(&pb->desc);
+    free(pb->fwd), free(pb->bwd), free(pb->cut);
+    memset(pb, 0, sizeof *pb);
+}
+
 int ht_pipe_plan_hetero(const ht_model *m, const double *times, int world, int kind, int D,
                         int N, int mb, int opt_states, const double *mem_limit,
                         int allow_recompute, int print, int *bounds) {
-    int L = m->nlayers;
     if (D > HT_PART_MAX_RANKS)
         return ht_error(HT_EINPUT, "pipe.partition \"hetero\": %d stages; at most %d", D,
                         HT_PART_MAX_RANKS);
-    double *f = ht_xmalloc((size_t)D * L * sizeof *f), *b = ht_xmalloc((size_t)D * L * sizeof *b);
-    for (int q = 0; q < D; q++) /* per sample */
-        for (int l = 0; l < L; l++) {
-            f[q * L + l] = layer_time(times, L, world, D, q, l, 0) / mb;
-            b[q * L + l] = layer_time(times, L, world, D, q, l, 1) / mb;
-        }
-    uint8_t *cut = ht_xmalloc((size_t)L);
-    for (int l = 0; l < L; l++)
-        cut[l] = l == 0 || ht_pipe_can_cut(m, l);
-    ht_mem_desc d;
-    ht_mem_desc_from_model(&d, m, mb, opt_states);
-    ht_part_input in = {.model = &d, .R = D, .fwd = f, .bwd = b, .B = N * mb, .N = N,
-                        .slots_rule = kind == HT_PIPE_GPIPE ? HT_PART_SLOTS_ALL
-                                                             : HT_PART_SLOTS_1F1B,
-                        .weight_versions = kind == HT_PIPE_2BW ? 2 : 1, /* 2bw: two copies */
-                        .mem_limit = mem_limit, .allow_recompute = allow_recompute,
-                        .in_rank_order = 1, .can_cut = cut};
+    ht_pipe_problem pb;
+    ht_pipe_problem_init(&pb, m, times, world, kind, D, N, mb, opt_states, mem_limit,
+                         allow_recompute);
     ht_partition p;
-    int rc = ht_part_hetero(&in, &p);
+    int rc = ht_part_hetero(&pb.in, &p);
     if (rc == HT_OK) {
-        ht_partition_export(&p, &d, 1, bounds, NULL, NULL);
+        ht_partition_export(&p, &pb.desc, 1, bounds, NULL, NULL);
         if (print) log_table(&p);
         ht_partition_free(&p);
     }
-    ht_mem_desc_free(&d);
-    free(f), free(b), free(cut);
+    ht_pipe_problem_free(&pb);
     return rc;
 }

@@ -7,6 +7,7 @@
 
 #include "config/config.h"
 #include "nn/model.h"
+#include "plan/partition.h"
 
 /* Times every layer's forward and backward at mb samples on this rank's device (best of 5
  * after a warm-up pass; the model's gradients are overwritten, its parameters untouched),
@@ -14,6 +15,21 @@
  * times[w * 2L + l] forward, times[w * 2L + L + l] backward of rank w, seconds per
  * micro-batch; times has world * 2 * nlayers entries. */
 void ht_pipe_plan_calibrate(ht_model *m, int mb, double slowdown, double *times);
+
+/* The hetero partition's problem from the calibration (the arguments as for
+ * ht_pipe_plan_hetero below): in.fwd/bwd seconds per sample of every layer on every pipeline
+ * rank (its slowest replica), the model's memory description, where cuts may fall. It points
+ * at mem_limit, which must outlive it. Free with ht_pipe_problem_free. */
+typedef struct ht_pipe_problem {
+    ht_part_input in;
+    ht_mem_desc desc;
+    double *fwd, *bwd;
+    uint8_t *cut;
+} ht_pipe_problem;
+void ht_pipe_problem_init(ht_pipe_problem *pb, const ht_model *m, const double *times, int world,
+                          int kind, int D, int N, int mb, int opt_states,
+                          const double *mem_limit, int allow_recompute);
+void ht_pipe_problem_free(ht_pipe_problem *pb);
 
 /* bounds[0..D] by ht_part_hetero (stage s on pipeline rank s, every rank a stage, cuts only
  * where pipe/bounds.h allows; the schedule `kind`'s slots in flight; opt_states optimizer
