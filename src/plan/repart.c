@@ -87,6 +87,26 @@ static void restart(ht_repart *r, int64_t step) {
     r->nstep = 0;
 }
 
+/* Remembers cut (measured at median t) as the one left, with the factors now. */
+static void leave(ht_repart *r, const int *cut, double t) {
+    memcpy(r->other, cut, (size_t)(r->D + 1) * sizeof *cut);
+    memcpy(r->k_other, r->k, (size_t)r->D * sizeof *r->k);
+    r->t_other = t;
+    r->has_other = 1;
+}
+
+/* 1 when going to cut would return to the cut left, which measured no faster than now,
+ * under factors that have hardly moved since. */
+static int returns_unsupported(const ht_repart *r, const int *cut) {
+    if (!r->has_other || memcmp(cut, r->other, (size_t)(r->D + 1) * sizeof *cut)) return 0;
+    const double lim = 1 + 4 * r->hysteresis;
+    for (int q = 0; q < r->D; q++) {
+        double f = r->k[q] / r->k_other[q];
+        if (f > lim || f < 1 / lim) return 0;
+    }
+    return !(r->t_other < median(r->tstep, r->nstep) * (1 - r->hysteresis));
+}
+
 /* The trial of the last change after HT_REPART_WINDOW steps under it: 1 when undone. */
 static int judge(ht_repart *r, int64_t step, int *bounds) {
     if (++r->trial_seen < HT_REPART_WINDOW || r->nstep < HT_REPART_WINDOW) return 0;
@@ -97,6 +117,7 @@ static int judge(ht_repart *r, int64_t step, int *bounds) {
         r->hold = r->min_interval + HT_REPART_WINDOW;
         return 0;
     }
+    leave(r, bounds, r->t_after);
     memcpy(bounds, r->prev, (size_t)(r->D + 1) * sizeof *bounds);
     r->reverted = 1;
     r->hold_until = step + r->hold;
@@ -107,7 +128,7 @@ static int judge(ht_repart *r, int64_t step, int *bounds) {
 
 int ht_repart_update(ht_repart *r, int64_t step, const ht_part_input *in, const double *compute_s,
                      double step_s, int *bounds) {
-    r->reverted = r->kept = 0;
+    r->reverted = r->kept = r->blocked = 0;
     int ok = isfinite(step_s) && step_s > 0;
     for (int q = 0; q < r->D; q++)
         ok &= isfinite(compute_s[q]) && compute_s[q] > 0;
@@ -136,11 +157,12 @@ int ht_repart_update(ht_repart *r, int64_t step, const ht_part_input *in, const 
         ht_partition_free(&p);
         const double now = predicted(r, in, bounds), next = predicted(r, in, cut);
         if (memcmp(cut, bounds, (size_t)(D + 1) * sizeof *cut) &&
-            now - next > r->hysteresis * now) {
+            now - next > r->hysteresis * now && !(r->blocked = returns_unsupported(r, cut))) {
+            r->t_before = median(r->tstep, r->nstep);
+            leave(r, bounds, r->t_before);
             memcpy(r->prev, bounds, (size_t)(D + 1) * sizeof *bounds);
             memcpy(bounds, cut, (size_t)(D + 1) * sizeof *bounds);
             r->pred_before = now, r->pred_after = next;
-            r->t_before = median(r->tstep, r->nstep);
             r->trial = 1, r->trial_seen = 0;
             restart(r, step);
             changed = 1;

@@ -11,7 +11,10 @@
  * predicted slowest stage is shorter than the current one's by more than a hysteresis
  * fraction, and not more often than every min_interval steps. The prediction of both cuts is
  * the same: max over ranks q of k[q] x N micro-batches x the summed forward and backward
- * times of q's layers. Every change is on trial as in the data-parallel rebalancer
+ * times of q's layers. A proposal to return to the cut the last change left (or the last
+ * reversal abandoned) is refused while every k is within a factor 1 + 4 x hysteresis of k
+ * then, unless that cut's measured median step beat the current one's by the hysteresis.
+ * Every change is on trial as in the data-parallel rebalancer
  * (plan.h): if the median step time of the HT_REPART_WINDOW steps after it exceeds that of
  * the steps before by more than the hysteresis, the cut goes back and no change is tried for
  * `hold` steps (min_interval + HT_REPART_WINDOW, doubling with each failure). Every rank
@@ -45,6 +48,14 @@ typedef struct ht_repart {
     int kept;                        /* the last update ended a trial that held */
     double t_before, t_after;        /* median step seconds before and under the last change */
     double pred_before, pred_after;  /* predicted slowest stage (s per step) of the last change */
+    /* the cut left by the last change or reversal, its measured median step and the factors
+     * then: going back to it needs the measurement's support while the factors have not
+     * moved by 4 x the hysteresis (a per-rank factor is not a property of the rank alone
+     * when its layers differ: moving the head alone shifted it 10-15% and the cut flipped
+     * back and forth every ~10 steps between two cuts measured alike) */
+    int other[HT_PART_MAX_RANKS + 1], has_other;
+    double t_other, k_other[HT_PART_MAX_RANKS];
+    int blocked; /* the last update refused a return to `other` */
     int64_t hold, hold_until;        /* no change tried before step hold_until */
 } ht_repart;
 

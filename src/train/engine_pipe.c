@@ -51,6 +51,7 @@ typedef struct pipe_state {
     int repart;
     ht_pipe_problem prob;
     ht_repart rp;
+    int told; /* a refused return was logged since the last change */
 } pipe_state;
 
 static void load(void *ctx, ht_model *m, int64_t step, int row0, int n);
@@ -469,8 +470,17 @@ static int repartition(ht_job *j, pipe_state *p, int64_t step, const double *t) 
             ht_log_info("step %lld: the new pipeline cut holds: median step %.4g ms under it, "
                         "%.4g ms before",
                         (long long)step + 1, p->rp.t_after * 1e3, p->rp.t_before * 1e3);
+        if (p->rp.blocked && !p->told && j->rank == 0) {
+            char c[256];
+            cut_text(p->rp.other, D, c, sizeof c);
+            ht_log_info("step %lld: the model prefers the cut %s again, but it measured %.4g ms "
+                        "per step, no faster than now: staying",
+                        (long long)step + 1, c, p->rp.t_other * 1e3);
+        }
+        p->told |= p->rp.blocked;
         return HT_OK;
     }
+    p->told = 0;
     int rc = j->rank == 0 ? log_repart(j, p, step, old) : HT_OK;
     move_layers(j, p, old);
     int rc2 = rebuild(j, p, step);
