@@ -362,8 +362,11 @@ static void pipelines(void) {
 }
 
 /* Sync policies, timing only: asp with one worker and one server is compute + push + the
- * server's update + reply per step; gossip with two equal workers exchanging every step is
- * steps x compute + (steps - 1) exchanges (the budget ends at the last compute). */
+ * server's update + reply per step; gossip with two equal workers pushing every step (no
+ * host copies or passes in this profile): nobody waits, and a worker pays one link time for
+ * each model it takes (the receive copies it), after each step but its first (worker 0's
+ * first push is taken by worker 1 after its first; the budget ends at the 5th compute of
+ * each): steps x compute + (steps - 1) link times. */
 static void sync_policies(void) {
     const double fwd[2] = {1, 1};
     ht_model m;
@@ -390,7 +393,8 @@ static void sync_policies(void) {
     ht_sim_result_free(&r);
     /* gossip-adaptive by its rule (ht_gossip_due): a drift of 0.004 per step crosses the
      * threshold 0.01 at the 3rd step since the last exchange (0.012), so 7 steps exchange
-     * after steps 3 and 6; no drift: only max_period = 4 fires, after step 4 */
+     * after steps 3 and 6, and each worker takes 2 models; no drift: only max_period = 4
+     * fires, after step 4 */
     p = (ht_sim_sync){.mode = HT_SYNC_GOSSIP_SIM, .workers = 2, .B = 64, .steps = 7, .adaptive = 1,
                       .threshold = 0.01, .max_period = 20, .drift = 0.004};
     rc = ht_sim_run_sync(&c, &sm, &p, &r);

@@ -11,8 +11,9 @@
  *   preduce / sap-reduce   report ready to the group generator (ht_pgroup: full groups of P,
  *               the deadline, every global_every-th group global) and all-reduce the model
  *               within each group;
- *   gossip      every `period` local steps exchange models with the round-robin peer
- *               (ht_gossip_peer); gossip-adaptive when its trigger (ht_gossip_due) fires,
+ *   gossip      every `period` local steps push the model to the round-robin peer
+ *               (ht_gossip_peer) without waiting, as push-sum (below); gossip-adaptive
+ *               when its trigger (ht_gossip_due) fires,
  *               fed the relative model change since the last exchange as `drift` per local
  *               step, accumulated linearly (a timing simulation has no weights: the drift
  *               is an input; 0 leaves the rule's max_period floor alone);
@@ -243,52 +244,73 @@ static void run_preduce(const ht_sim_cluster *c, const ht_sim_model *sm, const h
     free(out);
 }
 
-/* gossip: every `period` local steps a pairwise exchange with the round's peer. */
+/* gossip, as src/sync/gossip.c runs push-sum: nobody waits. After each local step (compute
+ * and optimizer) a worker takes every model sent to it by then (the receive copies it over
+ * the link: a large message leaves its sender only when taken) and merges it (a pass over
+ * the model on the host); when an exchange is due and its own last model has been taken,
+ * it sends the model to the round's peer (copied out of the send buffer and kept as the
+ * last exchanged: two passes, and its norm: one); gossip-adaptive measures its change
+ * since the last exchange every step (one pass). The model is read from the device when a
+ * step needs it on the host, and written back after a merge. Host passes run at the
+ * cluster's host_add_gbs (free when 0). */
+typedef struct gmsg {
+    int to;      /* -1: none in flight (a worker sends only when its last one was taken) */
+    double sent; /* taken at the receiver's first step end after this */
+} gmsg;
+
 static void run_gossip(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_sim_sync *p,
                        const double *tc, wk *w, double *end) {
-    int W = p->workers, period = p->period > 0 ? p->period : 1;
+    const int W = p->workers, period = p->period > 0 ? p->period : 1;
+    const double bytes = sm->param_bytes;
+    const double pass = c->host_add_gbs > 0 ? bytes / (c->host_add_gbs * 1e9) : 0;
     int64_t *round = ht_xcalloc((size_t)W, sizeof *round);
+    int64_t *steps = ht_xcalloc((size_t)W, sizeof *steps);
     int *since = ht_xcalloc((size_t)W, sizeof *since); /* local steps since the last exchange */
-    for (int i = 0; i < W; i++)
+    gmsg *out = ht_xmalloc((size_t)W * sizeof *out);   /* each worker's model in flight */
+    for (int i = 0; i < W; i++) {
         start_compute(&w[i], 0, tc[i]);
+        out[i].to = -1;
+    }
     int64_t samples = 0, budget = (int64_t)p->steps * p->B;
-    int b = p->B / W;
+    const int b = p->B / W;
     for (int i; (i = next_worker(w, W)) >= 0 && samples < budget;) {
-        double t = w[i].t;
+        const double t = w[i].t;
         samples += b;
         if (t > *end) *end = t;
         if (samples >= budget) break;
-        since[i]++;
+        steps[i]++, since[i]++;
+        double d2h, h2d = ht_sim_host_copy(c, i, &d2h), host = 0;
+        int read = 0, merged = 0;
+        for (int j = 0; j < W; j++)
+            if (out[j].to == i && out[j].sent <= t) {
+                if (!read++) host += bytes * d2h;
+                host += link_time(c, j, i, bytes) + pass;
+                out[j].to = -1;
+                merged = 1;
+            }
         /* as src/sync/gossip.c exchange_due: the change since the last exchange relative to
-         * the model then (here: since x drift of a model of norm 1) */
-        int due = p->adaptive ? ht_gossip_due(since[i] * p->drift, 1.0, p->threshold, since[i],
-                                              p->max_period)
-                              : w[i].clock % period == 0;
-        if (!due) {
-            start_compute(&w[i], t, tc[i]);
-            continue;
+         * the model then (here: since x drift of a model of norm 1), measured every step */
+        if (p->adaptive) {
+            if (!read++) host += bytes * d2h;
+            host += pass;
         }
-        int q = ht_gossip_peer(i, (int)(round[i] % (W > 1 ? 2 * W : 1)), W);
-        round[i]++;
-        if (q < 0) {
-            start_compute(&w[i], t, tc[i]);
-            continue;
+        const int due = p->adaptive ? ht_gossip_due(since[i] * p->drift, 1.0, p->threshold,
+                                                    since[i], p->max_period)
+                                    : steps[i] % period == 0;
+        int q = -1;
+        if (out[i].to < 0 && due)
+            q = ht_gossip_peer(i, (int)(round[i]++ % (W > 1 ? 2 * W : 1)), W);
+        if (q >= 0) {
+            if (!read++) host += bytes * d2h;
+            host += 3 * pass;
+            out[i] = (gmsg){.to = q, .sent = t + host};
+            since[i] = 0;
         }
-        since[i] = 0;
-        w[i].state = 1;
-        w[i].wait_from = t;
-        if (w[q].state == 1 && round[q] == round[i]) { /* the peer waits for this exchange */
-            double fin = t + link_time(c, i, q, sm->param_bytes);
-            w[q].idle += t - w[q].wait_from;
-            w[q].comm += fin - t;
-            w[i].comm += fin - t;
-            start_compute(&w[q], fin, tc[q]);
-            start_compute(&w[i], fin, tc[i]);
-            if (fin > *end) *end = fin;
-        }
+        if (merged) host += bytes * h2d;
+        w[i].comm += host;
+        start_compute(&w[i], t + host, tc[i]);
     }
-    free(round);
-    free(since);
+    free(round), free(steps), free(since), free(out);
 }
 
 int ht_sim_run_sync(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_sim_sync *p,
