@@ -8,10 +8,13 @@
 # each bound to a core of its own (one PoCL thread), then every policy once (order rotated);
 # one more profile after the last round; each run is predicted from the profiles before and
 # after its round (the mean). Figures are medians over the rounds with their spread.
-# The cluster description: one host of $(nproc) cores, three one-core devices (the serving
-# rank from profile device 0), so with 3 ranks on 2 cores the sharing of cores is modelled
-# (hosts[].cores, proportional sharing). The real runs cannot pin 3 ranks to 2 cores: they
-# run unbound, and the error includes how well that sharing is modelled.
+# The cluster description: one host of $(nproc) cores, two one-core worker devices and the
+# serving rank's (from profile device 0). A parameter server (asp, ssp, dasp) applies the
+# updates on its device: one core, so 3 ranks share 2 cores (hosts[].cores: every rank 1.5x
+# slower, an upper bound: the server is busy only part of the time). A coordinator (preduce,
+# sap-reduce, gossip, gossip-adaptive) only counts and waits politely (it sleeps between
+# polls): no core. The real runs cannot pin 3 ranks to 2 cores: they run unbound, and the
+# error includes how well that sharing is modelled.
 #   tools/bench/bench_sim_sync.sh [STEPS] [POLICIES...]     (repository root; KEEP=DIR keeps files)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -36,16 +39,19 @@ profile() { # profile ROUND: prof$1.cfg and cluster$1.cfg
     mpirun -np 2 --bind-to core "$build/hetprof" -c "$job" --batch 64,128,256 \
         -o "$tmp/prof$k.cfg" >"$tmp/prof$k.out" 2>&1 || { tail -20 "$tmp/prof$k.out"; exit 1; }
     read -r lat bw < <(sed -nE 's/.*latency_us = ([0-9.e+-]+); bandwidth_gbs = ([0-9.e+-]+);.*/\1 \2/p' "$tmp/prof$k.cfg" | head -1)
-    cat >"$tmp/cluster$k.cfg" <<EOF
+    local c
+    for c in 1 0; do # the serving rank's cores: cluster$k.1.cfg, cluster$k.0.cfg
+        cat >"$tmp/cluster$k.$c.cfg" <<EOF
 profile = "prof$k.cfg";
 devices = ( { name = "w0"; profile_device = 0; cores = 1.0; },
             { name = "w1"; profile_device = 1; cores = 1.0; },
-            { name = "server"; profile_device = 0; cores = 1.0; } );
+            { name = "server"; profile_device = 0; cores = $c.0; } );
 hosts = ( { cores = $(nproc); devices = ["w0", "w1", "server"]; } );
 host_add_gbs = $(sed -nE 's/^ *mem_bw_gbs = ([0-9.e+-]+);/\1/p' "$tmp/prof$k.cfg" | head -1);
 links = { intra = { latency_us = ${lat:-5}; bandwidth_gbs = ${bw:-5}; };
           inter = { latency_us = ${lat:-5}; bandwidth_gbs = ${bw:-5}; }; };
 EOF
+    done
 }
 
 measure() { # measure ROUND POLICY
@@ -57,9 +63,10 @@ measure() { # measure ROUND POLICY
 }
 
 predict() { # predict ROUND POLICY: mean of the two profiles' predictions, samples/s
-    local q
+    local q c=0
+    case $2 in asp | ssp | dasp) c=1 ;; esac
     for q in "$1" $(($1 + 1)); do
-        "$build/hetsim" --cluster "$tmp/cluster$q.cfg" -c "$job" "${sets[@]}" --set sync.mode="$2" |
+        "$build/hetsim" --cluster "$tmp/cluster$q.$c.cfg" -c "$job" "${sets[@]}" --set sync.mode="$2" |
             sed -nE 's/^throughput +([0-9.e+-]+) samples\/s/\1/p'
     done | awk '{ s += $1 } END { printf "%.1f\n", s / NR }'
 }
