@@ -10,7 +10,8 @@
 # checkpoint are bit for bit those of the same run with pipe.rebalance = false, whose cut
 # stays, and whose losses are the one-process run's within 2e-5 (micro-batches sum the
 # gradient in another order). With a memory limit the recomputation is decided again for the
-# new cut, within the limit, and the result is still bit for bit the same.
+# new cut, within the limit, and the result is still bit for bit the same. So it is with 2
+# data-parallel replicas of the pipeline (4 ranks).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mpi.sh"
 TEXT="$(cd "$(dirname "$0")/../.." && pwd)/shared/data/tinyshakespeare/input.txt"
@@ -109,4 +110,22 @@ rcm=$?
 read -r rb k ra <<<"$rcs"
 moved m >/dev/null && [ $rcm -eq 0 ] && same m 1f1b-off
 ok $? "5.5 MB limit: rank 0 recomputes layers $rb at start-up; after the move it holds $k layers and recomputes $ra, within the limit; bit for bit the run without re-partitioning (exit $RC)"
+# 2 data-parallel replicas of the 2-stage pipeline (4 ranks): each replica moves its own layers
+rep() {
+    local name=$1
+    shift
+    mpirun_ht 4 "$HETTRAIN" -c "$TMP/gpt.cfg" --set pipe.schedule=1f1b --set pipe.stages=2 \
+        --set pipe.micro_batches=2 --set pipe.partition=hetero \
+        --set 'cluster.slowdown=[2.0,6.0,2.0,6.0]' --set 'cluster.slowdown_from=[0,10,0,10]' \
+        --set log.metrics="$TMP/$name.jsonl" --set checkpoint.path="$TMP/$name.ckpt" "$@" \
+        >"$TMP/$name.out" 2>"$TMP/$name.err"
+    RC=$?
+    [ $RC -eq 0 ] || diag "$(grep -v '^ \|^--\|^$' "$TMP/$name.err" | tail -5)"
+    losses "$TMP/$name.jsonl" >"$TMP/$name.loss" 2>/dev/null
+}
+rep r-off --set pipe.rebalance=false
+rep r
+read -r n a b r <<<"$(moved r)"
+moved r >/dev/null && same r r-off
+ok $? "2 replicas x 2 stages: $n re-partition(s) after step 10, rank 1 from $a to $b layers at the first; bit for bit the run without (exit $RC)"
 done_testing
