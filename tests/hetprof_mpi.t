@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # hetprof under mpirun: two ranks each profile a device and measure their MPI link; rank 0
 # writes one profile with both devices and a links entry (positive latency and bandwidth)
-# that --check accepts; a --device count that is neither one nor one per rank exits 2.
+# that --check accepts (also with --concurrent); a --device count that is neither one nor one per rank exits 2.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mpi.sh"
 HETPROF="$HT_BUILD/hetprof"
@@ -48,4 +48,10 @@ ok $good "2 devices and 1 link 0-1 with positive figures (latency $lat us, bandw
 run_mpi 2 "$HETPROF" --quick -c "$TMP/tiny.cfg" --device 0 --device 0 --device 0
 [ $RC -eq 2 ] && printf '%s' "$ERR" | grep -q "3 --device options for 2 ranks"
 ok $? "3 --device options for 2 ranks exit 2 saying why (exit $RC)"
+# --concurrent: every rank measures at the same time (ranks sharing a host's memory, as they
+# will train); the same profile comes out
+run_mpi 2 "$HETPROF" --quick --concurrent -c "$TMP/tiny.cfg" "${DEV[@]}" -o "$TMP/pc.cfg"
+[ $RC -eq 0 ] && "$HETPROF" --check "$TMP/pc.cfg" 2>/dev/null | grep -q 'a valid profile of 2 device(s).* with MPI links'
+ok $? "--concurrent: a valid profile of 2 devices with MPI links (exit $RC)"
+[ $RC -eq 0 ] || diag "$ERR"
 done_testing

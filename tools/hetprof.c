@@ -24,7 +24,7 @@
 
 static const char USAGE[] =
     "usage: hetprof [--device SEL]... [-c MODEL_CONFIG] [--batch 64,128,256] [--quick]\n"
-    "               [--tune-seconds S] [--seed N] [-o PROFILE]\n"
+    "               [--concurrent] [--tune-seconds S] [--seed N] [-o PROFILE]\n"
     "       hetprof --check PROFILE\n"
     "Measures every selected OpenCL device (all by default; SEL as hettrain --device) and\n"
     "prints a table; -o writes the profile (libconfig), and with --tune-seconds S > 0 a\n"
@@ -33,7 +33,10 @@ static const char USAGE[] =
     "--check validates a profile and prints it.\n"
     "Under mpirun each rank profiles one device (--device once for all ranks or once per\n"
     "rank, else the config's cluster.devices / device.select) and the MPI latency and\n"
-    "bandwidth of every rank pair are measured; rank 0 writes one profile with a links list.";
+    "bandwidth of every rank pair are measured; rank 0 writes one profile with a links list.\n"
+    "The ranks measure their devices one at a time, each alone on its host; --concurrent:\n"
+    "all at once, as they will train (ranks whose devices share a host's memory and caches,\n"
+    "as CPU devices do).";
 
 #define MAX_SEL 16
 
@@ -156,6 +159,7 @@ typedef struct {
     double tune_s;
     uint64_t seed;
     int quick, help;
+    int concurrent; /* every rank measures at once (default: one rank at a time) */
 } options;
 
 /* The command line into *o; exits 2 naming the argument that is wrong. */
@@ -171,6 +175,10 @@ static void parse_args(int argc, char **argv, options *o) {
         }
         if (!strcmp(a, "--quick")) {
             o->quick = 1;
+            continue;
+        }
+        if (!strcmp(a, "--concurrent")) {
+            o->concurrent = 1;
             continue;
         }
         int known = 0;
@@ -274,7 +282,8 @@ static void tune_all(const options *o, const ht_config *cp, const resolved *r, h
 static void measure_all(const options *o, const ht_config *cp, const resolved *r,
                         ht_profile *prof, tuning_paths tuning, int rank, int world) {
     for (int turn = 0; turn < world; turn++) {
-        if (turn != rank) {
+        /* one rank at a time; --concurrent: every rank in the first turn */
+        if (o->concurrent ? turn != 0 : turn != rank) {
             ht_comm_barrier();
             continue;
         }
