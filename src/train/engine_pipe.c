@@ -338,7 +338,10 @@ static int make_schedule(ht_job *j, ht_pipe_params *pp, pipe_state *p, double sl
 
 /* pipe.rebalance: on for the hetero cut of a flushing schedule (2bw keeps a batch in flight
  * across steps; explicit boundaries are the user's). The rule's interval and hysteresis are
- * wider than the data-parallel rebalancer's (5 steps, 5%): a new cut rebuilds the executor. */
+ * wider than the data-parallel rebalancer's (5 steps, 5%): a new cut rebuilds the executor.
+ * Its factors are the median of the last 5 ratios, not smoothed further (alpha 1): with 0.3
+ * the first move came when rank 1's factor was 2.3-2.7 of a true 3-4 and went half way
+ * (BENCHMARKS.md, 2026-11-26: 0.75-0.93x the cut planned for the slowdown, 0.91-1.00x with 1). */
 static int repart_init(ht_job *j, pipe_state *p) {
     const ht_config *cfg = j->cfg;
     const int k = p->pp.kind;
@@ -349,7 +352,7 @@ static int repart_init(ht_job *j, pipe_state *p) {
     ht_pipe_problem_init(&p->prob, &j->model, p->cal, j->world, k, p->pp.D, p->pp.N, p->mb,
                          ht_optim_state_count(&j->opt), ht_pipe_mem_part_limits(&p->mem),
                          p->mem.mode == HT_PIPE_MEM_AUTO);
-    return ht_repart_init(&p->rp, p->pp.D, 0.3, 0.1, 10, 2);
+    return ht_repart_init(&p->rp, p->pp.D, 1.0, 0.1, 10, 2);
 }
 
 /* "0-5 | 6-9": the layers of each stage. */
