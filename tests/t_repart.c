@@ -211,10 +211,10 @@ static void test_bad_input(void) {
     tcase_init(&t, 4);
     ht_repart r;
     ht_repart_init(&r, 2, 0.3, 0.1, 5, 2);
-    double c[2] = {NAN, 0.1}, z[2] = {0, 0.1};
+    double c[2] = {NAN, 0.1}, z[2] = {0, 0.1}, g[2] = {0.1, 0.1};
     int a = ht_repart_update(&r, 0, &t.in, c, 0.1, t.bounds);
     int b = ht_repart_update(&r, 1, &t.in, z, 0.1, t.bounds);
-    int d = ht_repart_update(&r, 2, &t.in, z + 1, INFINITY, t.bounds);
+    int d = ht_repart_update(&r, 2, &t.in, g, INFINITY, t.bounds);
     tap_ok(!a && !b && !d && r.seen == 0 && r.counted == 0,
            "NaN, zero and infinite timings are skipped (seen %lld)", (long long)r.seen);
     tap_ok(ht_repart_init(&r, 0, 0.3, 0.1, 5, 2) == HT_EINPUT &&
