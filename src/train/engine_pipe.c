@@ -485,8 +485,10 @@ static int repartition(ht_job *j, pipe_state *p, int64_t step, const double *t) 
     }
     p->told = 0;
     int rc = j->rank == 0 ? log_repart(j, p, step, old) : HT_OK;
+    double t0 = ht_now();
     move_layers(j, p, old);
     int rc2 = rebuild(j, p, step);
+    ht_trace_span("re-partition (layers moved, executor rebuilt)", t0, ht_now());
     return rc != HT_OK ? rc : rc2;
 }
 
