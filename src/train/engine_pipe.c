@@ -369,7 +369,8 @@ static int log_repart(ht_job *j, const pipe_state *p, int64_t step, const int *o
     char a[256], b[256], ks[256] = "", kv[256] = "";
     cut_text(old, D, a, sizeof a);
     cut_text(p->bounds, D, b, sizeof b);
-    for (int q = 0, k = 0, n = 0; q < D && k + 24 < (int)sizeof ks; q++) {
+    for (int q = 0, k = 0, n = 0; q < D && k + 24 < (int)sizeof ks && n + 24 < (int)sizeof kv;
+         q++) {
         k += snprintf(ks + k, sizeof ks - (size_t)k, "%srank %d %.2fx", q ? ", " : "", q, r->k[q]);
         n += snprintf(kv + n, sizeof kv - (size_t)n, "%s%.4g", q ? "," : "", r->k[q]);
     }
