@@ -25,7 +25,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: hettrain -c FILE [--set KEY=VALUE]... [--device SEL] [--resume] [--profile]\n"
-            "                [--stop-after N] [--trace FILE]\n"
+            "                [--stop-after N] [--trace FILE [--trace-layers]]\n"
             "       hettrain generate -c FILE [--checkpoint PATH] --prompt TEXT --tokens N\n"
             "                [--temperature T] [--seed S] [--set KEY=VALUE]... [--device SEL]\n"
             "       hettrain schedule [-c FILE] [--schedule KIND --stages D --micro-batches N]\n"
@@ -45,6 +45,9 @@ static void usage(FILE *f) {
             "  --stop-after N      run at most N steps now, save the checkpoint, exit 0\n"
             "                      (Ctrl-C / SIGTERM: stop after this step, save, exit 75)\n"
             "  --trace FILE        write a Chrome trace (every rank's steps) for ui.perfetto.dev\n"
+            "  --trace-layers      and a span per layer's forward, backward and the loss (the\n"
+            "                      queue finished after each: a device model measured inside\n"
+            "                      training, tools/bench/trace2prof.py)\n"
             "  -q, --quiet         only errors and the final summary\n"
             "  -v, --verbose       debug messages\n"
             "  --list-devices      list every OpenCL device of every platform\n"
@@ -261,7 +264,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "schedule")) return schedule_main(argc - 1, argv + 1);
     const char *cfg_path = NULL, *device = NULL, *trace = NULL;
     const char *sets[MAX_SETS];
-    int nset = 0, resume = 0, profile = 0;
+    int nset = 0, resume = 0, profile = 0, trace_layers = 0;
     long long stop_after = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -277,6 +280,7 @@ int main(int argc, char **argv) {
         else if (!strncmp(a, "--device=", 9)) device = a + 9;
         else if (!strcmp(a, "--trace")) trace = need_arg(argc, argv, &i);
         else if (!strncmp(a, "--trace=", 8)) trace = a + 8;
+        else if (!strcmp(a, "--trace-layers")) trace_layers = 1;
         else if (!strcmp(a, "--resume")) resume = 1;
         else if (!strcmp(a, "--profile")) profile = 1;
         else if (!strcmp(a, "--stop-after")) {
@@ -307,6 +311,7 @@ int main(int argc, char **argv) {
     if (!cfg_path)
         ht_die(HT_EINPUT, "no config given; expected -c FILE (e.g. hettrain -c conf/quickstart.cfg)");
     if (trace && !*trace) ht_die(HT_EINPUT, "--trace: expected a file name, got \"\"");
+    if (trace_layers && !trace) ht_die(HT_EINPUT, "--trace-layers: needs --trace FILE");
 
     /* MPI only for a training run, and only under mpirun (see comm.h): any error after this
      * on any rank aborts the whole job with the error's exit code, except the checks below */
@@ -321,7 +326,7 @@ int main(int argc, char **argv) {
     ht_comm_exit_if_any(rc);
     ht_set_quiet_input_errors(0); /* from here, the rank that fails says why */
     ht_train_opts opts = {.device = device, .resume = resume, .profile = profile,
-                          .stop_after = stop_after, .trace = trace};
+                          .stop_after = stop_after, .trace = trace, .trace_layers = trace_layers};
     ht_train_result res;
     ht_stop_install(); /* SIGINT/SIGTERM: stop after the current step (core/stop.h) */
     rc = ht_train(&cfg, &opts, &res);

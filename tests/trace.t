@@ -3,7 +3,8 @@
 # device)", and complete events in microseconds for the batch upload, forward, backward,
 # optimizer step and evaluation, plus wait and all-reduce (and the emulated slowdown) under
 # mpirun; rank 0 gathers every rank's events and writes one file. One process works too; a
-# trace that cannot be written is an error.
+# trace that cannot be written is an error. --trace-layers adds a span per layer, and
+# tools/bench/trace2prof.py re-times a hetprof profile from them.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mpi.sh"
 
@@ -89,6 +90,61 @@ ok $? "preduce, 2 workers + a generator, --trace: exit 0"
 check "$TMP/pre.json" 2/3 "forward + backward" "wait (group)" 2>"$TMP/pre.py"
 ok $? "preduce: the workers' waits for their group are on their tracks"
 [ -s "$TMP/pre.py" ] && diag "$(cat "$TMP/pre.py")"
+
+# --trace-layers: a span per layer's forward ("fwd fc1": with its fused relu) and backward and
+# the loss, each inside its step's "forward" or "backward + reduce" span, once per step; the
+# losses are bit for bit those without it (it only finishes the queue after each layer)
+run_ht -c "$TMP/job.cfg" -q --trace "$TMP/lay.json" --trace-layers --set log.every=1 \
+    --set log.metrics="$TMP/lay.jsonl"
+run_ht -c "$TMP/job.cfg" -q --set log.every=1 --set log.metrics="$TMP/nolay.jsonl"
+/usr/bin/python3 - "$TMP/lay.json" <<'PY'
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X"]
+evals = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e["name"] == "evaluate"]
+train = [e for e in ev if not any(a <= e["ts"] < b for a, b in evals)]
+for step in range(6):
+    at = [e for e in train if e["args"].get("step") == step]
+    outer = {e["name"]: e for e in at if e["name"] in ("forward", "backward + reduce")}
+    names = sorted(e["name"] for e in at if e["name"][:4] in ("fwd ", "bwd ", "loss"))
+    assert names == ["bwd fc1", "bwd fc2", "bwd fc3", "fwd fc1", "fwd fc2", "fwd fc3", "loss"], names
+    for e in at:
+        if e["name"][:4] in ("fwd ", "bwd ", "loss"):
+            o = outer["backward + reduce" if e["name"].startswith("bwd") else "forward"]
+            assert o["ts"] <= e["ts"] and e["ts"] + e["dur"] <= o["ts"] + o["dur"] + 1, (e, o)
+PY
+ok $? "--trace-layers: fwd/bwd of fc1, fc2, fc3 and the loss once per step, inside its forward or backward span"
+losses "$TMP/lay.jsonl" >"$TMP/lay.loss"
+losses "$TMP/nolay.jsonl" >"$TMP/nolay.loss"
+[ -s "$TMP/lay.loss" ] && cmp -s "$TMP/lay.loss" "$TMP/nolay.loss"
+ok $? "--trace-layers: the losses bit for bit those without it"
+# tools/bench/trace2prof.py: a hetprof profile re-timed from that run at its batch (16): each
+# layer group's entries (fc1 with relu1) sum to the median of its spans in steps 2..5, and
+# the samples/s at 16 is 16 / the sum of the entries; hetprof --check accepts the result
+"$HT_BUILD/hetprof" --quick -c "$TMP/job.cfg" --batch 16 -o "$TMP/p.cfg" >/dev/null 2>&1
+/usr/bin/python3 "$(dirname "$0")/../tools/bench/trace2prof.py" "$TMP/lay.json" "$TMP/p.cfg" 16 \
+    -o "$TMP/pt.cfg" >/dev/null && "$HT_BUILD/hetprof" --check "$TMP/pt.cfg" >/dev/null &&
+/usr/bin/python3 - "$TMP/lay.json" "$TMP/pt.cfg" <<'PY'
+import json, re, statistics, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X"]
+evals = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e["name"] == "evaluate"]
+med = lambda n: statistics.median(e["dur"] / 1e3 for e in ev if e["name"] == n
+                                  and e["args"].get("step", -1) >= 2
+                                  and not any(a <= e["ts"] < b for a, b in evals))
+t = open(sys.argv[2]).read()
+ent = {m[0]: (float(m[1]), float(m[2])) for m in
+       re.findall(r'name = "(\w+)"; batch = 16; fwd_ms = ([0-9.e+-]+); bwd_ms = ([0-9.e+-]+);', t)}
+near = lambda a, b: abs(a - b) <= 1e-5 * b + 1e-9
+for k, (p, q) in {"fwd": (0, None), "bwd": (1, None)}.items():
+    assert near(ent["fc1"][p] + ent["relu1"][p], med(k + " fc1")), k
+    assert near(ent["fc2"][p] + ent["relu2"][p], med(k + " fc2")), k
+    assert near(ent["fc3"][p], med(k + " fc3")), k
+assert near(ent["loss"][0], med("loss"))
+rate = float(re.search(r'\{ batch = 16; value = ([0-9.e+-]+); \}', t).group(1))
+assert near(rate, 16e3 / sum(a + b for a, b in ent.values())), rate
+PY
+ok $? "trace2prof.py: the profile's layers at batch 16 are the run's median spans, its samples/s their sum"
+expect_fail 2 "--trace-layers: needs --trace" "--trace-layers without --trace: exit 2" -- \
+    -c "$TMP/job.cfg" -q --trace-layers
 
 expect_fail 2 "--trace .*/nodir/t.json.: folder .*nodir. does not exist" "a trace path in a missing folder fails at start, naming it" -- \
     -c "$TMP/job.cfg" -q --trace "$TMP/nodir/t.json"

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "core/log.h"
 #include "core/rng.h"
 #include "nn/layer.h"
 
@@ -305,13 +306,28 @@ ht_view ht_layer_grad(const ht_model *m, const ht_layer *l, int j) {
 
 /* ---------------------------------------------------------------- forward */
 
+/* With a layer hook: the queue idle before a timed piece (returns its start), and finished
+ * and reported after it. */
+static double hook_start(ht_model *m) {
+    if (!m->layer_hook) return 0;
+    ht_dev_finish(m->dev);
+    return ht_now();
+}
+static void hook_end(ht_model *m, int layer, int kind, double t0) {
+    if (!m->layer_hook) return;
+    ht_dev_finish(m->dev);
+    m->layer_hook(m->layer_hook_ctx, layer, kind, t0, ht_now());
+}
+
 void ht_model_forward_range(ht_model *m, int lo, int hi, int B) {
     check_batch(m, B, "ht_model_forward_range");
     check_range(m, lo, hi, "ht_model_forward_range");
     for (int i = lo; i < hi;) {
         const ht_layer *l = &m->layers[i];
         ht_act a = l->ops->fuses_act && i + 1 < hi ? layer_act(&m->layers[i + 1]) : HT_ACT_NONE;
+        double t0 = hook_start(m);
         l->ops->forward(m, i, B, a);
+        hook_end(m, i, 0, t0);
         i += a != HT_ACT_NONE ? 2 : 1;
     }
 }
@@ -319,11 +335,13 @@ void ht_model_forward_range(ht_model *m, int lo, int hi, int B) {
 void ht_model_loss_forward(ht_model *m, int B, int with_grad) {
     check_batch(m, B, "ht_model_loss_forward");
     int n = m->nlayers;
+    double t0 = hook_start(m);
     /* grad_scale 1 here: the caller's scale is applied by backward on the GEMM alpha */
     ht_softmax_xent_watch(m->dev, ht_view_at(m->losses, 0), ht_view_at(m->correct, 0),
                           with_grad ? ht_model_dact(m, n) : ht_view_none(), ht_model_act(m, n),
                           ht_view_at(m->labels, 0), B * m->rows, m->classes, 1.0f,
                           with_grad ? m->watch : NULL, m->watch_step);
+    hook_end(m, n, 2, t0);
 }
 
 void ht_model_forward(ht_model *m, int B, int with_grad) {
@@ -351,7 +369,9 @@ void ht_model_backward_range(ht_model *m, int lo, int hi, int B, float grad_scal
             ht_scale(m->dev, ht_model_dact(m, i + 1), (size_t)B * (size_t)m->width[i + 1], s);
             s = 1.0f;
         }
+        double t0 = hook_start(m);
         l->ops->backward(m, j, B, a, s, accumulate);
+        hook_end(m, j, 1, t0);
         i = j - 1;
     }
 }

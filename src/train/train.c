@@ -4,6 +4,7 @@
 #include "train/train.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -57,6 +58,16 @@ static int resume(ht_job *j) {
     return rc;
 }
 
+/* --trace-layers: a span per layer's forward ("fwd fc1") and backward ("bwd fc1"), and the
+ * loss ("loss"). */
+static void trace_layer(void *ctx, int layer, int kind, double t0, double t1) {
+    const ht_model *m = ctx;
+    char name[HT_TRACE_NAME];
+    snprintf(name, sizeof name, "%s%s", kind == 0 ? "fwd " : kind == 1 ? "bwd " : "loss",
+             kind == 2 ? "" : m->layers[layer].name);
+    ht_trace_span(name, t0, t1);
+}
+
 /* The model (initialised from train.seed), optimizer, schedule and step budget; the resumed
  * state; the metrics file (rank 0); the batch stream. */
 static int setup_model(ht_job *j) {
@@ -70,6 +81,10 @@ static int setup_model(ht_job *j) {
         return rc;
     if (ht_log_level() >= HT_LOG_DEBUG) ht_model_print(&j->model, stderr);
     ht_model_init_params(&j->model, cfg->train.seed);
+    if (j->opts->trace_layers) {
+        j->model.layer_hook = trace_layer;
+        j->model.layer_hook_ctx = &j->model;
+    }
     ht_optim_cfg ocfg = ht_optim_cfg_from(cfg);
     ht_optim_init(&j->opt, j->dev, &ocfg, j->model.nparams);
     j->sched = ht_lr_sched_from(cfg);

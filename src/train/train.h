@@ -16,6 +16,7 @@ typedef struct ht_train_opts {
     int64_t stop_after; /* --stop-after N: at most N steps in this run, then checkpoint (0 = no
                            limit) */
     const char *trace;  /* --trace FILE: Chrome trace of every rank's steps (NULL = none) */
+    int trace_layers;   /* --trace-layers: and a span per layer (a sync after each) */
 } ht_train_opts;
 
 typedef struct ht_train_result {

@@ -19,6 +19,8 @@
 # 10-30%, while the simulator predicts a typical step. Runs at nice -10 (root) when it can.
 #   tools/bench/bench_sim.sh [STEPS (40)]      (repository root; KEEP=DIR keeps the files)
 # NP=4 runs 4 ranks (on 2 cores: oversubscribed, unbound; slowdowns [1, 1, 2, 4]).
+# TRACED=1: each profile's layer times re-timed inside a training run (equal split, 20 steps,
+# hettrain --trace-layers, tools/bench/trace2prof.py) instead of layers timed alone.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 steps=${1:-40}
@@ -43,6 +45,14 @@ profile() { # profile ROUND: prof$1.cfg and cluster$1.cfg
     local k=$1
     "${mpi[@]}" "$build/hetprof" -c "$job" --batch 32,64,128,256 -o "$tmp/prof$k.cfg" >"$tmp/prof$k.out" 2>&1 ||
         { tail -20 "$tmp/prof$k.out"; exit 1; }
+    if [ "${TRACED:-0}" = 1 ]; then # the layers re-timed inside a training run (trace2prof.py)
+        "${mpi[@]}" "$build/hettrain" -c "$job" "${sets[@]}" --set train.steps=20 \
+            --set cluster.split=equal --trace "$tmp/cal$k.json" --trace-layers \
+            >"$tmp/cal$k.out" 2>&1 || { tail -20 "$tmp/cal$k.out"; exit 1; }
+        /usr/bin/python3 tools/bench/trace2prof.py "$tmp/cal$k.json" "$tmp/prof$k.cfg" \
+            $(($(grep -m1 -o 'batch = [0-9]*' "$job" | grep -o '[0-9]*') / np)) \
+            -o "$tmp/prof$k.t.cfg" >>"$tmp/cal$k.out" && mv "$tmp/prof$k.t.cfg" "$tmp/prof$k.cfg"
+    fi
     local lat bw
     read -r lat bw < <(sed -nE 's/.*latency_us = ([0-9.e+-]+); bandwidth_gbs = ([0-9.e+-]+);.*/\1 \2/p' "$tmp/prof$k.cfg" | head -1)
     {
