@@ -51,7 +51,8 @@ profile() { # profile ROUND: prof$1.cfg and cluster$1.cfg
             >"$tmp/cal$k.out" 2>&1 || { tail -20 "$tmp/cal$k.out"; exit 1; }
         /usr/bin/python3 tools/bench/trace2prof.py "$tmp/cal$k.json" "$tmp/prof$k.cfg" \
             $(($(grep -m1 -o 'batch = [0-9]*' "$job" | grep -o '[0-9]*') / np)) \
-            -o "$tmp/prof$k.t.cfg" >>"$tmp/cal$k.out" && mv "$tmp/prof$k.t.cfg" "$tmp/prof$k.cfg"
+            -o "$tmp/prof$k.t.cfg" >>"$tmp/cal$k.out" && mv "$tmp/prof$k.cfg" "$tmp/prof$k.alone.cfg" &&
+            mv "$tmp/prof$k.t.cfg" "$tmp/prof$k.cfg"
     fi
     local lat bw
     read -r lat bw < <(sed -nE 's/.*latency_us = ([0-9.e+-]+); bandwidth_gbs = ([0-9.e+-]+);.*/\1 \2/p' "$tmp/prof$k.cfg" | head -1)

@@ -11,8 +11,11 @@ step. For each rank and layer, the median span over the training steps (the firs
 anything inside "evaluate", left out) over what the profile has for that layer at BATCH gives
 a factor; a span covers a fused pair (fc1 with relu1) under its producer, so the factor is
 over the pair's sum and applies to both. Every batch size's entries of that layer are scaled
-by it, and each batch's samples_per_s becomes batch / the sum of its scaled entries, so that
-hetsim's step-over-layers ratio (src/sim/cost.c) is 1: the layers are already as in a step.
+by it. hetsim scales a step's layers by the profile's whole step over the sum of its layers
+at that batch (src/sim/cost.c); that ratio becomes 1 at BATCH, where the layers are now as in
+training, and keeps the profile's trend relative to BATCH elsewhere: each batch's
+samples_per_s becomes batch / (the sum of its scaled entries x its old ratio / the old ratio
+at BATCH). A profile without a samples_per_s entry at BATCH gets ratio 1 everywhere.
 Prints the factors.
 """
 import json
@@ -93,15 +96,24 @@ def main():
             bwd *= factor.get(("bwd", name), 1.0)
             sums[b] += fwd + bwd
             text[i] = LAYER.sub(lambda m: f"{m.group(1)}{fwd:.7g}{m.group(5)}{bwd:.7g}{m.group(7)}", text[i])
-        i = rlo + 1
+        # the profile's whole step over its layers at each batch (hetsim's in-step ratio),
+        # relative to the traced batch's: 1 there, the profile's own trend elsewhere
+        old_sums = defaultdict(float)
+        for _, _, b, fwd, bwd in entries:
+            old_sums[b] += fwd + bwd
+        rates, i = {}, rlo + 1
         while i < len(text) and RATE.search(text[i]):
             m = RATE.search(text[i])
-            b = int(m.group(2))
-            if sums.get(b, 0) > 0:
-                text[i] = RATE.sub(lambda m: f"{m.group(1)}{1e3 * b / sums[b]:.7g}{m.group(4)}", text[i])
+            rates[int(m.group(2))] = (i, float(m.group(3)))
             if text[i].rstrip().endswith(");"):
                 break
             i += 1
+        ratio = {b: 1e3 * b / v / old_sums[b] for b, (_, v) in rates.items() if v > 0 and old_sums[b] > 0}
+        for b, (i, v) in rates.items():
+            if sums.get(b, 0) > 0:
+                rel = ratio[b] / ratio[batch] if b in ratio and ratio.get(batch) else 1.0
+                text[i] = RATE.sub(lambda m: f"{m.group(1)}{1e3 * b / (sums[b] * rel):.7g}{m.group(4)}",
+                                   text[i])
         print("rank %d: " % r + ", ".join("%s %s x%.3f" % (k[0], k[1], v) for k, v in factor.items()))
     open(out, "w").write("\n".join(text))
 
