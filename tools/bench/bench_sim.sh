@@ -136,7 +136,7 @@ profile "$rounds"
 while IFS=$'\t' read -r i k mean msplit load; do
     printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$i" "$k" "$mean" "$msplit" "$(predict "$k" "$i")" "$load" >>"$tmp/rows.tsv"
 done <"$tmp/meas.tsv"
-grep -h 'a = 0; b = 1' "$tmp"/prof*.cfg | sed -E 's/.*latency_us = ([0-9.]+); bandwidth_gbs = ([0-9.]+).*/\1 \2/' |
+grep -h 'a = 0; b = 1' $(ls "$tmp"/prof*.cfg | grep -v '\.alone\.') | sed -E 's/.*latency_us = ([0-9.]+); bandwidth_gbs = ([0-9.]+).*/\1 \2/' |
     awk '{ printf "%s%.2f", (NR > 1 ? ", " : "   link bandwidth per profile (GB/s): "), $2 } END { print "" }'
 echo "   load at end: $(uptime | sed 's/.*average: //')"
 printf '%s\n' "${names[@]}" >"$tmp/names.txt"
