@@ -91,7 +91,7 @@ check "$TMP/pre.json" 2/3 "forward + backward" "wait (group)" 2>"$TMP/pre.py"
 ok $? "preduce: the workers' waits for their group are on their tracks"
 [ -s "$TMP/pre.py" ] && diag "$(cat "$TMP/pre.py")"
 
-# --trace-layers: a span per layer's forward ("fwd fc1": with its fused relu) and backward and
+# --trace-layers: a span per layer's forward ("fwd fc1+relu1": a fused pair) and backward and
 # the loss, each inside its step's "forward" or "backward + reduce" span, once per step; the
 # losses are bit for bit those without it (it only finishes the queue after each layer)
 run_ht -c "$TMP/job.cfg" -q --trace "$TMP/lay.json" --trace-layers --set log.every=1 \
@@ -106,13 +106,14 @@ for step in range(6):
     at = [e for e in train if e["args"].get("step") == step]
     outer = {e["name"]: e for e in at if e["name"] in ("forward", "backward + reduce")}
     names = sorted(e["name"] for e in at if e["name"][:4] in ("fwd ", "bwd ", "loss"))
-    assert names == ["bwd fc1", "bwd fc2", "bwd fc3", "fwd fc1", "fwd fc2", "fwd fc3", "loss"], names
+    assert names == ["bwd fc1+relu1", "bwd fc2+relu2", "bwd fc3", "fwd fc1+relu1",
+                     "fwd fc2+relu2", "fwd fc3", "loss"], names
     for e in at:
         if e["name"][:4] in ("fwd ", "bwd ", "loss"):
             o = outer["backward + reduce" if e["name"].startswith("bwd") else "forward"]
             assert o["ts"] <= e["ts"] and e["ts"] + e["dur"] <= o["ts"] + o["dur"] + 1, (e, o)
 PY
-ok $? "--trace-layers: fwd/bwd of fc1, fc2, fc3 and the loss once per step, inside its forward or backward span"
+ok $? "--trace-layers: fwd/bwd of fc1+relu1, fc2+relu2 (fused pairs), fc3 and the loss once per step, inside its forward or backward span"
 losses "$TMP/lay.jsonl" >"$TMP/lay.loss"
 losses "$TMP/nolay.jsonl" >"$TMP/nolay.loss"
 [ -s "$TMP/lay.loss" ] && cmp -s "$TMP/lay.loss" "$TMP/nolay.loss"
@@ -135,8 +136,8 @@ ent = {m[0]: (float(m[1]), float(m[2])) for m in
        re.findall(r'name = "(\w+)"; batch = 16; fwd_ms = ([0-9.e+-]+); bwd_ms = ([0-9.e+-]+);', t)}
 near = lambda a, b: abs(a - b) <= 1e-5 * b + 1e-9
 for k, (p, q) in {"fwd": (0, None), "bwd": (1, None)}.items():
-    assert near(ent["fc1"][p] + ent["relu1"][p], med(k + " fc1")), k
-    assert near(ent["fc2"][p] + ent["relu2"][p], med(k + " fc2")), k
+    assert near(ent["fc1"][p] + ent["relu1"][p], med(k + " fc1+relu1")), k
+    assert near(ent["fc2"][p] + ent["relu2"][p], med(k + " fc2+relu2")), k
     assert near(ent["fc3"][p], med(k + " fc3")), k
 assert near(ent["loss"][0], med("loss"))
 rate = float(re.search(r'\{ batch = 16; value = ([0-9.e+-]+); \}', t).group(1))

@@ -313,10 +313,10 @@ static double hook_start(ht_model *m) {
     ht_dev_finish(m->dev);
     return ht_now();
 }
-static void hook_end(ht_model *m, int layer, int kind, double t0) {
+static void hook_end(ht_model *m, int layer, int n, int kind, double t0) {
     if (!m->layer_hook) return;
     ht_dev_finish(m->dev);
-    m->layer_hook(m->layer_hook_ctx, layer, kind, t0, ht_now());
+    m->layer_hook(m->layer_hook_ctx, layer, n, kind, t0, ht_now());
 }
 
 void ht_model_forward_range(ht_model *m, int lo, int hi, int B) {
@@ -327,7 +327,7 @@ void ht_model_forward_range(ht_model *m, int lo, int hi, int B) {
         ht_act a = l->ops->fuses_act && i + 1 < hi ? layer_act(&m->layers[i + 1]) : HT_ACT_NONE;
         double t0 = hook_start(m);
         l->ops->forward(m, i, B, a);
-        hook_end(m, i, 0, t0);
+        hook_end(m, i, a != HT_ACT_NONE ? 2 : 1, 0, t0);
         i += a != HT_ACT_NONE ? 2 : 1;
     }
 }
@@ -341,7 +341,7 @@ void ht_model_loss_forward(ht_model *m, int B, int with_grad) {
                           with_grad ? ht_model_dact(m, n) : ht_view_none(), ht_model_act(m, n),
                           ht_view_at(m->labels, 0), B * m->rows, m->classes, 1.0f,
                           with_grad ? m->watch : NULL, m->watch_step);
-    hook_end(m, n, 2, t0);
+    hook_end(m, n, 0, 2, t0);
 }
 
 void ht_model_forward(ht_model *m, int B, int with_grad) {
@@ -371,7 +371,7 @@ void ht_model_backward_range(ht_model *m, int lo, int hi, int B, float grad_scal
         }
         double t0 = hook_start(m);
         l->ops->backward(m, j, B, a, s, accumulate);
-        hook_end(m, j, 1, t0);
+        hook_end(m, j, i - j + 1, 1, t0);
         i = j - 1;
     }
 }

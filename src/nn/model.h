@@ -113,11 +113,11 @@ typedef struct ht_model {
     ht_buf *watch;
     int watch_step;
     /* per-layer timing inside training steps (hettrain --trace-layers): each layer's forward
-     * or backward (a fused pair as one, under its producer) and the loss run on an idle queue,
-     * finished, and hook(ctx, layer, kind, t0, t1) is called with their ht_now() times (kind
-     * 0 forward, 1 backward, 2 the loss, layer = nlayers); NULL: none. It synchronises once
-     * per layer. */
-    void (*layer_hook)(void *ctx, int layer, int kind, double t0, double t1);
+     * or backward (a fused pair as one: n = 2 layers from `layer`) and the loss run on an idle
+     * queue, finished, and hook(ctx, layer, n, kind, t0, t1) is called with their ht_now()
+     * times (kind 0 forward, 1 backward, 2 the loss, layer = nlayers); NULL: none. It
+     * synchronises once per layer. */
+    void (*layer_hook)(void *ctx, int layer, int n, int kind, double t0, double t1);
     void *layer_hook_ctx;
     int training;          /* dropout on (ht_model_set_training) */
     uint64_t dropout_seed; /* dropout masks are a pure function of (seed, step, site, i) */

@@ -58,13 +58,14 @@ static int resume(ht_job *j) {
     return rc;
 }
 
-/* --trace-layers: a span per layer's forward ("fwd fc1") and backward ("bwd fc1"), and the
- * loss ("loss"). */
-static void trace_layer(void *ctx, int layer, int kind, double t0, double t1) {
+/* --trace-layers: a span per layer's forward ("fwd fc2") and backward ("bwd fc2"; a fused
+ * pair "fwd fc1+relu1"), and the loss ("loss"). */
+static void trace_layer(void *ctx, int layer, int n, int kind, double t0, double t1) {
     const ht_model *m = ctx;
-    char name[HT_TRACE_NAME];
-    snprintf(name, sizeof name, "%s%s", kind == 0 ? "fwd " : kind == 1 ? "bwd " : "loss",
-             kind == 2 ? "" : m->layers[layer].name);
+    char name[2 * sizeof m->layers[0].name + 8] = "loss"; /* the trace keeps HT_TRACE_NAME - 1 */
+    if (kind != 2)
+        snprintf(name, sizeof name, "%s %s%s%s", kind ? "bwd" : "fwd", m->layers[layer].name,
+                 n > 1 ? "+" : "", n > 1 ? m->layers[layer + 1].name : "");
     ht_trace_span(name, t0, t1);
 }
 

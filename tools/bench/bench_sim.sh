@@ -19,8 +19,9 @@
 # 10-30%, while the simulator predicts a typical step. Runs at nice -10 (root) when it can.
 #   tools/bench/bench_sim.sh [STEPS (40)]      (repository root; KEEP=DIR keeps the files)
 # NP=4 runs 4 ranks (on 2 cores: oversubscribed, unbound; slowdowns [1, 1, 2, 4]).
-# TRACED=1: each profile's layer times re-timed inside a training run (equal split, 20 steps,
-# hettrain --trace-layers, tools/bench/trace2prof.py) instead of layers timed alone.
+# TRACED=1: each profile's layer times re-timed inside training runs (20 steps, hettrain
+# --trace-layers, tools/bench/trace2prof.py) instead of layers timed alone: the data-parallel
+# cases from an equal split, the pipelines from a 1f1b run at their micro-batch.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 steps=${1:-40}
@@ -41,32 +42,46 @@ mpi=("${nice[@]}" mpirun -np "$np" --bind-to core)
 [ "$np" -gt "$(nproc)" ] && mpi=("${nice[@]}" mpirun -np "$np" --oversubscribe --bind-to none)
 split=tools/bench/sim_split.py
 
-profile() { # profile ROUND: prof$1.cfg and cluster$1.cfg
-    local k=$1
-    "${mpi[@]}" "$build/hetprof" -c "$job" --batch 32,64,128,256 -o "$tmp/prof$k.cfg" >"$tmp/prof$k.out" 2>&1 ||
-        { tail -20 "$tmp/prof$k.out"; exit 1; }
-    if [ "${TRACED:-0}" = 1 ]; then # the layers re-timed inside a training run (trace2prof.py)
-        "${mpi[@]}" "$build/hettrain" -c "$job" "${sets[@]}" --set train.steps=20 \
-            --set cluster.split=equal --trace "$tmp/cal$k.json" --trace-layers \
-            >"$tmp/cal$k.out" 2>&1 || { tail -20 "$tmp/cal$k.out"; exit 1; }
-        /usr/bin/python3 tools/bench/trace2prof.py "$tmp/cal$k.json" "$tmp/prof$k.cfg" \
-            $(($(grep -m1 -o 'batch = [0-9]*' "$job" | grep -o '[0-9]*') / np)) \
-            -o "$tmp/prof$k.t.cfg" >>"$tmp/cal$k.out" && mv "$tmp/prof$k.cfg" "$tmp/prof$k.alone.cfg" &&
-            mv "$tmp/prof$k.t.cfg" "$tmp/prof$k.cfg"
-    fi
+calibrate() { # calibrate ROUND NAME ROWS ARGS...: prof$1.NAME.cfg, prof$1.alone.cfg re-timed
+    # by a 20-step run of ARGS traced per layer (trace2prof.py), ROWS samples per rank and pass
+    local k=$1 name=$2 rows=$3
+    shift 3
+    "${mpi[@]}" "$build/hettrain" -c "$job" "${sets[@]}" --set train.steps=20 "$@" \
+        --trace "$tmp/cal$k.$name.json" --trace-layers >"$tmp/cal$k.$name.out" 2>&1 ||
+        { tail -20 "$tmp/cal$k.$name.out"; exit 1; }
+    /usr/bin/python3 tools/bench/trace2prof.py "$tmp/cal$k.$name.json" "$tmp/prof$k.alone.cfg" \
+        "$rows" -o "$tmp/prof$k.$name.cfg" >>"$tmp/cal$k.$name.out"
+}
+
+cluster() { # cluster PROFILE: the cluster description on it, to stdout
     local lat bw
-    read -r lat bw < <(sed -nE 's/.*latency_us = ([0-9.e+-]+); bandwidth_gbs = ([0-9.e+-]+);.*/\1 \2/p' "$tmp/prof$k.cfg" | head -1)
-    {
-        echo "profile = \"prof$k.cfg\";"
-        echo "devices = ("
-        for ((r = 0; r < np; r++)); do echo "  { name = \"rank$r\"; profile_device = $r; cores = 1.0; }$([ $r -lt $((np - 1)) ] && echo ,)"; done
-        echo ");"
-        printf 'hosts = ( { cores = %d; devices = [' "$(nproc)"; for ((r = 0; r < np; r++)); do printf '"rank%d"%s' $r "$([ $r -lt $((np - 1)) ] && echo ', ')"; done; echo '] ; } );'
-        # the ring's additions run in host memory: a CPU device's own memory bandwidth
-        echo "host_add_gbs = $(sed -nE 's/^ *mem_bw_gbs = ([0-9.e+-]+);/\1/p' "$tmp/prof$k.cfg" | head -1);"
-        echo "links = { intra = { latency_us = ${lat:-5}; bandwidth_gbs = ${bw:-5}; };"
-        echo "          inter = { latency_us = ${lat:-5}; bandwidth_gbs = ${bw:-5}; }; };"
-    } >"$tmp/cluster$k.cfg"
+    read -r lat bw < <(sed -nE 's/.*latency_us = ([0-9.e+-]+); bandwidth_gbs = ([0-9.e+-]+);.*/\1 \2/p' "$tmp/$1" | head -1)
+    echo "profile = \"$1\";"
+    echo "devices = ("
+    for ((r = 0; r < np; r++)); do echo "  { name = \"rank$r\"; profile_device = $r; cores = 1.0; }$([ $r -lt $((np - 1)) ] && echo ,)"; done
+    echo ");"
+    printf 'hosts = ( { cores = %d; devices = [' "$(nproc)"; for ((r = 0; r < np; r++)); do printf '"rank%d"%s' $r "$([ $r -lt $((np - 1)) ] && echo ', ')"; done; echo '] ; } );'
+    # the ring's additions run in host memory: a CPU device's own memory bandwidth
+    echo "host_add_gbs = $(sed -nE 's/^ *mem_bw_gbs = ([0-9.e+-]+);/\1/p' "$tmp/$1" | head -1);"
+    echo "links = { intra = { latency_us = ${lat:-5}; bandwidth_gbs = ${bw:-5}; };"
+    echo "          inter = { latency_us = ${lat:-5}; bandwidth_gbs = ${bw:-5}; }; };"
+}
+
+profile() { # profile ROUND: prof$1.cfg and cluster$1.cfg (TRACED=1: cluster$1.pipe.cfg too)
+    local k=$1
+    "${mpi[@]}" "$build/hetprof" -c "$job" --batch 32,64,128,256 -o "$tmp/prof$k.alone.cfg" >"$tmp/prof$k.out" 2>&1 ||
+        { tail -20 "$tmp/prof$k.out"; exit 1; }
+    cp "$tmp/prof$k.alone.cfg" "$tmp/prof$k.cfg"
+    if [ "${TRACED:-0}" = 1 ]; then # the layers re-timed inside training runs (trace2prof.py):
+        # data parallel from an equal split, pipelines from 1f1b at their micro-batch
+        local B
+        B=$(grep -m1 -o 'batch = [0-9]*' "$job" | grep -o '[0-9]*')
+        calibrate "$k" dp $((B / np)) --set cluster.split=equal
+        mv "$tmp/prof$k.dp.cfg" "$tmp/prof$k.cfg"
+        calibrate "$k" pipe $((B / (np / 2) / 4)) --set pipe.schedule=1f1b "${p2[@]}"
+        cluster "prof$k.pipe.cfg" >"$tmp/cluster$k.pipe.cfg"
+    fi
+    cluster "prof$k.cfg" >"$tmp/cluster$k.cfg"
 }
 
 sets=(--set train.steps="$steps" --set train.eval_every=0 --set log.every=10 --set log.progress=none
@@ -107,7 +122,9 @@ predict() { # predict ROUND INDEX: hetsim on the profiles before (ROUND) and aft
     local f="$tmp/c$i.r$k"
     words "$i"
     for q in "$k" $((k + 1)); do
-        "$build/hetsim" --cluster "$tmp/cluster$q.cfg" -c "$job" "${sets[@]}" "${a[@]}" --steps 20 \
+        local cl="$tmp/cluster$q.cfg"
+        [[ "${a[*]}" == *pipe.schedule* && -f "$tmp/cluster$q.pipe.cfg" ]] && cl="$tmp/cluster$q.pipe.cfg"
+        "$build/hetsim" --cluster "$cl" -c "$job" "${sets[@]}" "${a[@]}" --steps 20 \
             --trace "$f.sim$q.json" >"$f.sim$q" 2>&1 || { cat "$f.sim$q"; exit 1; }
         # 2bw: the steady-state step hetsim prints, the trace's compute over its 8 batches
         if grep -q "8 batches chained" "$f.sim$q"; then
@@ -136,7 +153,7 @@ profile "$rounds"
 while IFS=$'\t' read -r i k mean msplit load; do
     printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$i" "$k" "$mean" "$msplit" "$(predict "$k" "$i")" "$load" >>"$tmp/rows.tsv"
 done <"$tmp/meas.tsv"
-grep -h 'a = 0; b = 1' $(ls "$tmp"/prof*.cfg | grep -v '\.alone\.') | sed -E 's/.*latency_us = ([0-9.]+); bandwidth_gbs = ([0-9.]+).*/\1 \2/' |
+grep -h 'a = 0; b = 1' "$tmp"/prof*.alone.cfg | sed -E 's/.*latency_us = ([0-9.]+); bandwidth_gbs = ([0-9.]+).*/\1 \2/' |
     awk '{ printf "%s%.2f", (NR > 1 ? ", " : "   link bandwidth per profile (GB/s): "), $2 } END { print "" }'
 echo "   load at end: $(uptime | sed 's/.*average: //')"
 printf '%s\n' "${names[@]}" >"$tmp/names.txt"

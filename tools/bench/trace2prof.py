@@ -9,9 +9,9 @@ TRACE.json comes from `hettrain --trace FILE --trace-layers` (a span per layer's
 (device r = rank r, as `mpirun hetprof` writes them), each rank computing BATCH samples per
 step. For each rank and layer, the median span over the training steps (the first two, and
 anything inside "evaluate", left out) over what the profile has for that layer at BATCH gives
-a factor; a span covers a fused pair (fc1 with relu1) under its producer, so the factor is
-over the pair's sum and applies to both. Every batch size's entries of that layer are scaled
-by it. hetsim scales a step's layers by the profile's whole step over the sum of its layers
+a factor; a fused pair's span ("fwd fc1+relu1") is over the pair's sum and its factor applies
+to both. Layers a rank did not run (a pipeline's other stages) keep their times. Every batch
+size's entries of a layer are scaled by its factor. hetsim scales a step's layers by the profile's whole step over the sum of its layers
 at that batch (src/sim/cost.c); that ratio becomes 1 at BATCH, where the layers are now as in
 training, and keeps the profile's trend relative to BATCH elsewhere: each batch's
 samples_per_s becomes batch / (the sum of its scaled entries x its old ratio / the old ratio
@@ -66,27 +66,16 @@ def main():
             if text[i].rstrip().endswith(");"):
                 break
             i += 1
-        names = list(dict.fromkeys(e[1] for e in entries))
         at = {(e[1], e[2]): e for e in entries}
         factor = {}
-        for kind, col in (("fwd", 3), ("bwd", 4)):
-            k = 0
-            while k < len(names):
-                name = names[k]
-                if name == "loss":
-                    k += 1
-                    continue
-                # a traced span covers the layers up to the next one with its own span
-                group = [name]
-                while k + len(group) < len(names) and (kind, names[k + len(group)]) not in measured[r] \
-                        and names[k + len(group)] != "loss":
-                    group.append(names[k + len(group)])
-                base = sum(at[(g, batch)][col] for g in group if (g, batch) in at)
-                t = measured[r].get((kind, name))
-                f = statistics.median(t) / base if t and base > 0 else 1.0
-                for g in group:
-                    factor[(kind, g)] = f
-                k += len(group)
+        for (kind, span), t in measured[r].items():
+            if span == "loss":
+                continue
+            group = span.split("+")  # a fused pair: "fc1+relu1"
+            base = sum(at[(g, batch)][3 if kind == "fwd" else 4] for g in group if (g, batch) in at)
+            f = statistics.median(t) / base if base > 0 else 1.0
+            for g in group:
+                factor[(kind, g)] = f
         t = measured[r].get(("fwd", "loss"))
         base = at.get(("loss", batch), (0, 0, 0, 0, 0))[3]
         factor[("fwd", "loss")] = statistics.median(t) / base if t and base > 0 else 1.0
