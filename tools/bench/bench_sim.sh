@@ -8,7 +8,7 @@
 #      the profile entries, the measured link, the ring's additions at the CPU device's
 #      measured memory bandwidth: with NP > cores the ranks share cores, modelled as
 #      proportional sharing, hosts[].cores);
-#   3. every case (equal / speed split, slowdowns; 1f1b, gpipe, chimera, 2bw on 2 stages; the
+#   3. every case (equal / speed split, slowdowns; 1f1b, gpipe, chimera, 2bw, hepipe on 2 stages; the
 #      order rotated from round to round), hettrain trains STEPS steps of the MNIST MLP with
 #      --trace; after the last round one more profile, and hetsim predicts each run from the
 #      profiles taken before and after its round (the mean of the two).
@@ -90,7 +90,7 @@ slow="[1, 2]"; [ "$np" -ne 2 ] && slow="[1, 1, 2, 4]"
 p2=(--set pipe.stages=2 --set pipe.micro_batches=4)
 names=("equal split" "speed split" "equal split, slowdown $slow" "speed split, slowdown $slow"
        "speed + rebalance, slowdown $slow" "1f1b D=2 N=4" "gpipe D=2 N=4" "chimera D=2 N=4"
-       "1f1b D=2 N=4, slowdown $slow" "2bw D=2 N=4")
+       "1f1b D=2 N=4, slowdown $slow" "2bw D=2 N=4" "hepipe D=2 N=4, slowdown $slow")
 args=("--set cluster.split=equal"
       "--set cluster.split=speed --set cluster.rebalance=false"
       "--set cluster.split=equal --set cluster.slowdown=$slow"
@@ -99,7 +99,8 @@ args=("--set cluster.split=equal"
       "--set pipe.schedule=\"1f1b\" ${p2[*]}" "--set pipe.schedule=\"gpipe\" ${p2[*]}"
       "--set pipe.schedule=\"chimera\" ${p2[*]}"
       "--set pipe.schedule=\"1f1b\" ${p2[*]} --set cluster.slowdown=$slow"
-      "--set pipe.schedule=\"2bw\" ${p2[*]}")
+      "--set pipe.schedule=\"2bw\" ${p2[*]}"
+      "--set pipe.schedule=\"hepipe\" ${p2[*]} --set cluster.slowdown=$slow")
 
 words() { # words INDEX: case INDEX's settings as words (cluster.slowdown's value holds spaces)
     IFS=$'\n' read -r -d '' -a a < <(printf '%s\n' ${args[$1]/"$slow"/SLOW} | sed "s/SLOW/$slow/"; printf '\0')
