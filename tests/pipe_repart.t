@@ -35,12 +35,14 @@ CFG
 losses "$TMP/one.jsonl" >"$TMP/one.loss"
 
 # pp NAME SCHEDULE ARGS: 2 ranks, hetero cut, rank 0 2x slower, rank 1 6x from step 10
+# (NP=4: 2 data-parallel replicas of the pipeline, their ranks slowed alike)
 pp() {
-    local name=$1 sched=$2
+    local name=$1 sched=$2 np=${NP:-2} slow="2.0,6.0" from="0,10"
     shift 2
-    mpirun_ht 2 "$HETTRAIN" -c "$TMP/gpt.cfg" --set pipe.schedule="$sched" --set pipe.stages=2 \
+    [ "$np" = 4 ] && slow="$slow,$slow" from="$from,$from"
+    mpirun_ht "$np" "$HETTRAIN" -c "$TMP/gpt.cfg" --set pipe.schedule="$sched" --set pipe.stages=2 \
         --set pipe.micro_batches=2 --set pipe.partition=hetero \
-        --set 'cluster.slowdown=[2.0,6.0]' --set 'cluster.slowdown_from=[0,10]' \
+        --set "cluster.slowdown=[$slow]" --set "cluster.slowdown_from=[$from]" \
         --set log.metrics="$TMP/$name.jsonl" --set checkpoint.path="$TMP/$name.ckpt" "$@" \
         >"$TMP/$name.out" 2>"$TMP/$name.err"
     RC=$?
@@ -111,20 +113,8 @@ read -r rb k ra <<<"$rcs"
 moved m >/dev/null && [ $rcm -eq 0 ] && same m 1f1b-off
 ok $? "5.5 MB limit: rank 0 recomputes layers $rb at start-up; after the move it holds $k layers and recomputes $ra, within the limit; bit for bit the run without re-partitioning (exit $RC)"
 # 2 data-parallel replicas of the 2-stage pipeline (4 ranks): each replica moves its own layers
-rep() {
-    local name=$1
-    shift
-    mpirun_ht 4 "$HETTRAIN" -c "$TMP/gpt.cfg" --set pipe.schedule=1f1b --set pipe.stages=2 \
-        --set pipe.micro_batches=2 --set pipe.partition=hetero \
-        --set 'cluster.slowdown=[2.0,6.0,2.0,6.0]' --set 'cluster.slowdown_from=[0,10,0,10]' \
-        --set log.metrics="$TMP/$name.jsonl" --set checkpoint.path="$TMP/$name.ckpt" "$@" \
-        >"$TMP/$name.out" 2>"$TMP/$name.err"
-    RC=$?
-    [ $RC -eq 0 ] || diag "$(grep -v '^ \|^--\|^$' "$TMP/$name.err" | tail -5)"
-    losses "$TMP/$name.jsonl" >"$TMP/$name.loss" 2>/dev/null
-}
-rep r-off --set pipe.rebalance=false
-rep r
+NP=4 pp r-off 1f1b --set pipe.rebalance=false
+NP=4 pp r 1f1b
 read -r n a b r <<<"$(moved r)"
 moved r >/dev/null && same r r-off
 ok $? "2 replicas x 2 stages: $n re-partition(s) after step 10, rank 1 from $a to $b layers at the first; bit for bit the run without (exit $RC)"

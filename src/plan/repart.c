@@ -109,7 +109,7 @@ static int returns_unsupported(const ht_repart *r, const int *cut) {
 
 /* The trial of the last change after HT_REPART_WINDOW steps under it: 1 when undone. */
 static int judge(ht_repart *r, int64_t step, int *bounds) {
-    if (++r->trial_seen < HT_REPART_WINDOW || r->nstep < HT_REPART_WINDOW) return 0;
+    if (r->nstep < HT_REPART_WINDOW) return 0;
     r->trial = 0;
     r->t_after = median(r->tstep, r->nstep);
     if (r->t_after <= r->t_before * (1 + r->hysteresis)) {
@@ -163,7 +163,7 @@ int ht_repart_update(ht_repart *r, int64_t step, const ht_part_input *in, const 
             memcpy(r->prev, bounds, (size_t)(D + 1) * sizeof *bounds);
             memcpy(bounds, cut, (size_t)(D + 1) * sizeof *bounds);
             r->pred_before = now, r->pred_after = next;
-            r->trial = 1, r->trial_seen = 0;
+            r->trial = 1;
             restart(r, step);
             changed = 1;
         }

@@ -43,7 +43,7 @@ typedef struct ht_repart {
     double tstep[HT_REPART_WINDOW];                      /* the latest step times */
     int nratio, nstep;                                   /* entries in those windows */
     int prev[HT_PART_MAX_RANKS + 1]; /* the cut before the change on trial */
-    int trial, trial_seen;           /* a change is on trial; steps seen under it */
+    int trial;                       /* a change is on trial (its steps: nstep) */
     int reverted;                    /* the last update's change was a reversal */
     int kept;                        /* the last update ended a trial that held */
     double t_before, t_after;        /* median step seconds before and under the last change */

@@ -119,36 +119,40 @@ static void drain_2bw(ht_job *j, pipe_state *p) {
         opt_apply(j, p, p->pend_lr);
 }
 
+/* Floats [off, off + n) of the parameters and of every optimizer state buffer, from rank
+ * `from` to rank `to` (blocking; this rank is one of the two). */
+static void send_state(ht_job *j, size_t off, size_t n, int from, int to, int tag) {
+    const int nst = ht_optim_state_count(&j->opt);
+    float *h = ht_xmalloc(n * sizeof(float));
+    for (int k = -1; k < nst; k++) {
+        ht_buf *b = j->model.params;
+        if (k >= 0) {
+            const char *name;
+            size_t bn;
+            ht_optim_state(&j->opt, k, &name, &b, &bn);
+        }
+        if (j->rank == from) {
+            ht_buf_read(j->dev, b, off * sizeof(float), n * sizeof(float), h);
+            ht_comm_send(h, n * sizeof(float), to, tag);
+        } else {
+            ht_comm_recv(h, n * sizeof(float), from, tag);
+            ht_buf_write(j->dev, b, off * sizeof(float), n * sizeof(float), h);
+        }
+    }
+    free(h);
+}
+
 /* Owner of every stage sends its parameters and optimizer state to rank 0 (2bw: the newest
  * weights, after a drain). */
 static void gather(ht_job *j) {
     pipe_state *p = j->engine_state;
     drain_2bw(j, p);
-    ht_model *m = &j->model;
-    const int nst = ht_optim_state_count(&j->opt);
     for (int s = 0; s < p->sched.S; s++) {
         int owner = ht_pipe_exec_owner(p->x, s);
         if (owner == 0 || (j->rank != 0 && j->rank != owner)) continue;
         size_t off, n;
         ht_pipe_exec_stage_params(p->x, s, &off, &n);
-        if (!n) continue;
-        float *h = ht_xmalloc(n * sizeof(float));
-        for (int k = -1; k < nst; k++) {
-            ht_buf *b = m->params;
-            if (k >= 0) {
-                const char *name;
-                size_t bn;
-                ht_optim_state(&j->opt, k, &name, &b, &bn);
-            }
-            if (j->rank == owner) {
-                ht_buf_read(j->dev, b, off * sizeof(float), n * sizeof(float), h);
-                ht_comm_send(h, n * sizeof(float), 0, TAG_GATHER);
-            } else {
-                ht_comm_recv(h, n * sizeof(float), owner, TAG_GATHER);
-                ht_buf_write(j->dev, b, off * sizeof(float), n * sizeof(float), h);
-            }
-        }
-        free(h);
+        if (n) send_state(j, off, n, owner, 0, TAG_GATHER);
     }
 }
 
@@ -404,32 +408,15 @@ static int stage_of(const int *b, int D, int l) {
  * and optimizer state from the old rank to the new one in each replica; all ranks walk the
  * layers in the same order, so the blocking sends pair up. Collective. */
 static void move_layers(ht_job *j, const pipe_state *p, const int *old) {
-    const int D = p->pp.D, nst = ht_optim_state_count(&j->opt);
+    const int D = p->pp.D;
     const ht_model *m = &j->model;
     for (int l = 0; l < m->nlayers; l++) {
         const ht_layer *ly = &m->layers[l];
         int from = stage_of(old, D, l), to = stage_of(p->bounds, D, l);
         if (from == to || !ly->nparams) continue;
         from += p->place.replica * D, to += p->place.replica * D;
-        if (j->rank != from && j->rank != to) continue;
-        float *h = ht_xmalloc(ly->nparams * sizeof(float));
-        for (int k = -1; k < nst; k++) {
-            ht_buf *b = m->params;
-            if (k >= 0) {
-                const char *name;
-                size_t bn;
-                ht_optim_state(&j->opt, k, &name, &b, &bn);
-            }
-            const size_t off = ly->woff * sizeof(float), n = ly->nparams * sizeof(float);
-            if (j->rank == from) {
-                ht_buf_read(j->dev, b, off, n, h);
-                ht_comm_send(h, n, to, TAG_MOVE);
-            } else {
-                ht_comm_recv(h, n, from, TAG_MOVE);
-                ht_buf_write(j->dev, b, off, n, h);
-            }
-        }
-        free(h);
+        if (j->rank == from || j->rank == to)
+            send_state(j, ly->woff, ly->nparams, from, to, TAG_MOVE);
     }
 }
 
