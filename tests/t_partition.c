@@ -392,6 +392,29 @@ static void test_replicas(void) {
            "with replicas: layer 0 on two devices, 2 samples each, 16 s (D %d, nrep %d, %g)", p.D,
            p.stage[0].nrep, p.bottleneck);
     if (rc == HT_OK) ht_partition_free(&p);
+    /* in rank order a replicated stage runs on adjacent ranks: 0 and 1, then 2 (ranks 1 and
+     * 2 for layer 0 would leave rank 0 the last stage out of order). With rank 1 2x slower
+     * on layer 0 (and 40 s per sample on layer 1, so that one stage over all three, shares
+     * 2 + 1 + 1, takes 56 s) the 4 samples split 3 : 1 by speed (8 s and 16 s per sample):
+     * max(24, 16) = 24 s, better than layer 0 on rank 0 alone (32 s) */
+    in->in_rank_order = 1;
+    rc = ht_part_hetero(in, &p);
+    tap_ok(rc == HT_OK && p.D == 2 && p.stage[0].nrep == 2 && p.stage[0].rank[0] == 0 &&
+               p.stage[0].rank[1] == 1 && p.stage[1].rank[0] == 2 && p.bottleneck == 16,
+           "in rank order: layer 0 on ranks 0+1, layer 1 on rank 2, 16 s (D %d, %g)", p.D,
+           p.bottleneck);
+    if (rc == HT_OK) ht_partition_free(&p);
+    h.fwd[2] = 6, h.bwd[2] = 10, h.fwd[3] = 20, h.bwd[3] = 20;
+    rc = ht_part_hetero(in, &p);
+    tap_ok(rc == HT_OK && p.D == 2 && p.stage[0].nrep == 2 && p.stage[0].share[0] == 3 &&
+               p.stage[0].share[1] == 1 && p.bottleneck == 24,
+           "in rank order, rank 1 2x slower: shares 3 + 1, 24 s (shares %d %d, %g)",
+           rc ? -1 : p.stage[0].share[0], rc ? -1 : p.stage[0].share[1], p.bottleneck);
+    if (rc == HT_OK) ht_partition_free(&p);
+    /* 3 ranks in order for 2 layers without replicas: no stage for one rank */
+    in->allow_replicas = 0;
+    tap_ok(ht_part_hetero(in, &p) == HT_EINPUT && strstr(ht_errmsg(), "3 ranks in order"),
+           "in rank order without replicas, more ranks than layers is refused: %s", ht_errmsg());
 }
 
 static void test_micro_batches(void) {

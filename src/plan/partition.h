@@ -193,9 +193,10 @@ typedef struct ht_part_input {
     int allow_recompute;      /* may recompute layers to fit memory */
     int allow_replicas;       /* may run a stage on several devices of a host, each
                                  micro-batch split between them by speed */
-    int in_rank_order;        /* stage s on rank s, every rank one stage, no replicas: the
-                                 placement the executor runs (world rank = replica x D +
-                                 stage); needs each host's ranks contiguous */
+    int in_rank_order;        /* every rank runs a stage, stages in rank order: stage s on
+                                 rank s, or with allow_replicas on a run of adjacent ranks
+                                 (the placements the executor runs: world rank = replica x
+                                 D + pipeline rank); needs each host's ranks contiguous */
     const uint8_t *can_cut;   /* [L] 1 where a stage may start (layer 0 always may); NULL:
                                  anywhere (pipe/bounds.h: not at an activation fused with the
                                  layer before it) */

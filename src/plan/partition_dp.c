@@ -220,9 +220,11 @@ static void relax_from(ctx *c, int h, int e, int i, link tin, choice *best) {
                 if (isinf(after.time) || !free) continue;
                 int slots = slots_for(c, c->after[h] + j2);
                 for (int g = next_group(c, free, 0); g; g = next_group(c, free, g)) {
-                    if (c->in->in_rank_order && ((mask2 && g > (mask2 & -mask2)) ||
-                                                 (best && (mask2 | g) != full)))
-                        continue; /* ranks in order; a host's group uses all its ranks */
+                    if (c->in->in_rank_order &&
+                        ((mask2 && g > (mask2 & -mask2)) || ((g + (g & -g)) & g) ||
+                         (best && (mask2 | g) != full)))
+                        continue; /* ranks in order (a replicated stage on adjacent ranks);
+                                     a host's group uses all its ranks */
                     pval v = pv_max(eval_group(c, h, g, i, i2, slots, tin, tout), after);
                     if (best) {
                         if (pv_better(v, best->v)) *best = (choice){v, i2, g, mask2, j2};
@@ -395,10 +397,7 @@ static int check_input(const ht_part_input *in) {
                         in->N, in->B);
     if (in->slots_rule != HT_PART_SLOTS_1F1B && in->slots_rule != HT_PART_SLOTS_ALL)
         return ht_error(HT_EINPUT, "hetero partition: slots_rule %d is unknown", in->slots_rule);
-    if (in->in_rank_order && in->allow_replicas)
-        return ht_error(HT_EINPUT, "hetero partition: in_rank_order places one stage per rank; "
-                                   "it excludes replicated stages");
-    if (in->in_rank_order && in->R > d->L)
+    if (in->in_rank_order && !in->allow_replicas && in->R > d->L)
         return ht_error(HT_EINPUT, "hetero partition: %d ranks in order need a stage each, but "
                                    "the model has %d layers",
                         in->R, d->L);
