@@ -143,6 +143,8 @@ typedef struct ht_config {
         char partition[16];    /* "uniform" | "balanced"; pipe.boundaries overrides */
         char recompute[16];    /* "auto" (by memory) | "none" | "all" (stages keep only inputs) */
         int rebalance;         /* "hetero": cut again as measured stage times drift */
+        int replicate;         /* "hetero": a stage may run on adjacent ranks, splitting
+                                  each micro-batch by speed */
         int boundaries[HT_MAX_LAYERS]; /* explicit: first layer of stages 1 .. S-1 */
         int nboundaries;
     } pipe;

@@ -274,6 +274,11 @@ const ht_ckey ht_config_keys[] = {
      "partition \"hetero\" with gpipe, 1f1b or hepipe: cut the model again while it trains "
      "when a rank's measured compute drifts from its start-up times (10% to gain, every 10 "
      "steps at most, undone if the step gets slower)"},
+    {"pipe.replicate", HT_CK_BOOL, 0, "false", 0, 0, NULL, FIELD(pipe.replicate),
+     "partition \"hetero\" with gpipe, 1f1b or hepipe: a stage may run on several adjacent "
+     "ranks of a host, each computing its speed's share of every micro-batch and all of them "
+     "summing the stage's gradients (fewer stages than pipe.stages ranks: HePipe's replicated "
+     "stages); the cut then stays as planned (no pipe.rebalance)"},
     {"pipe.boundaries", HT_CK_INTS, GE, "[]", 1, 0, NULL, offsetof(ht_config, pipe.boundaries),
      sizeof(((ht_config *)0)->pipe.boundaries), offsetof(ht_config, pipe.nboundaries),
      "explicit stage boundaries: the first layer of stages 1 .. S-1, increasing (overrides "

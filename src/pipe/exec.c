@@ -20,12 +20,22 @@ typedef struct slot {
     ht_buf *acts, *dacts, *saved, *labels, *losses, *correct;
 } slot;
 
-/* A message of the stream: its host staging buffer, tag, peer and request. */
+/* One point-to-point message of an instruction: bytes [at, at + bytes) of its staging, the
+ * peer's world rank, the request. */
+typedef struct piece {
+    size_t at, bytes;
+    int peer;
+    ht_comm_msg *req;
+} piece;
+
+/* The messages of a SEND_* or RECV_* instruction: the host staging of this rank's samples of
+ * the boundary, its device offset, the tag, one piece per peer whose samples overlap (one
+ * without replicated stages). */
 typedef struct msg {
     float *host;
     size_t bytes, off; /* device offset (floats) in acts or dacts */
-    int peer, tag;
-    ht_comm_msg *req;
+    int tag, np;
+    piece *pc;
 } msg;
 
 /* Where a stage's activations live in a slot: the model's offsets rebased so that the
@@ -53,7 +63,10 @@ struct ht_pipe_exec {
     const ht_pipe_sched *s;
     int *bounds; /* [S+1] */
     ht_pipe_place pl;
-    int me, mb; /* world rank, samples per micro-batch */
+    int me, mb; /* world rank, samples per micro-batch this rank computes */
+    int q;      /* the schedule's rank whose stream this rank runs */
+    int mbf;    /* samples per micro-batch (all of a replicated stage's ranks together) */
+    int *first, *off, *cnt; /* pl's groups, or one rank per group and whole micro-batches */
     double slowdown;
     int nslot;
     slot *slots;
@@ -106,7 +119,7 @@ void ht_pipe_exec_stage_params(const ht_pipe_exec *x, int s, size_t *off, size_t
 
 int ht_pipe_exec_owner(const ht_pipe_exec *x, int s) {
     const ht_pipe_params *p = &x->s->p;
-    return ht_pipe_stage_rank(p->kind, p->D, p->v, 0, s); /* replica 0: world = prank */
+    return x->first[ht_pipe_stage_rank(p->kind, p->D, p->v, 0, s)]; /* replica 0: world = prank */
 }
 
 int ht_pipe_exec_owns(const ht_pipe_exec *x, int s) {
@@ -179,7 +192,8 @@ static void layout_init(ht_pipe_exec *x, int s) {
     keep_layout(x, L, lo, hi);
 }
 
-/* Staging of instruction i: the boundary activation it moves. */
+/* Staging of instruction i: the boundary activation it moves, in one piece per rank of the
+ * peer's group whose samples overlap this rank's. */
 static void msg_init(ht_pipe_exec *x, int i) {
     const ht_pipe_instr *in = &x->ins[i];
     int key, layer, kind;
@@ -193,10 +207,57 @@ static void msg_init(ht_pipe_exec *x, int i) {
     msg *g = &x->msgs[i];
     layout_init(x, in->stage);
     g->off = x->lay[in->stage].act_off[layer];
-    g->bytes = (size_t)x->mb * (size_t)x->m->width[layer] * sizeof(float);
+    const size_t per = (size_t)x->m->width[layer] * sizeof(float); /* one sample */
+    g->bytes = (size_t)x->mb * per;
     g->host = ht_xmalloc(g->bytes ? g->bytes : 1);
-    g->peer = x->pl.replica * x->pl.D + in->peer;
     g->tag = tag_of(x, kind, in->dir, key, in->mb);
+    const int a0 = x->off[x->pl.prank], a1 = a0 + x->mb;
+    g->pc = ht_xcalloc((size_t)(x->first[in->peer + 1] - x->first[in->peer]), sizeof *g->pc);
+    for (int p = x->first[in->peer]; p < x->first[in->peer + 1]; p++) {
+        const int lo = x->off[p] > a0 ? x->off[p] : a0;
+        const int hi = x->off[p] + x->cnt[p] < a1 ? x->off[p] + x->cnt[p] : a1;
+        if (lo < hi)
+            g->pc[g->np++] = (piece){(size_t)(lo - a0) * per, (size_t)(hi - lo) * per,
+                                     x->pl.replica * x->pl.D + p, NULL};
+    }
+}
+
+/* Posts the receives of g under tag. */
+static void msg_irecv(ht_pipe_exec *x, msg *g, int tag) {
+    (void)x;
+    for (int k = 0; k < g->np; k++)
+        g->pc[k].req = ht_comm_irecv((char *)g->host + g->pc[k].at, g->pc[k].bytes,
+                                     g->pc[k].peer, tag);
+}
+
+/* Waits for every posted piece of g. */
+static void msg_wait(msg *g) {
+    for (int k = 0; k < g->np; k++)
+        if (g->pc[k].req) {
+            ht_comm_msg_wait(g->pc[k].req, NULL, NULL);
+            g->pc[k].req = NULL;
+        }
+}
+
+/* Groups as given, or one pipeline rank per schedule rank with whole micro-batches; the
+ * schedule rank this rank runs. */
+static void groups_init(ht_pipe_exec *x, const ht_pipe_place *pl, int mb) {
+    const int Q = x->s->p.D, D = pl->D;
+    x->first = ht_xmalloc((size_t)(Q + 1) * sizeof(int));
+    x->off = ht_xmalloc((size_t)D * sizeof(int));
+    x->cnt = ht_xmalloc((size_t)D * sizeof(int));
+    for (int q = 0; q <= Q; q++)
+        x->first[q] = pl->first ? pl->first[q] : q;
+    for (int p = 0; p < D; p++)
+        x->off[p] = pl->first ? pl->off[p] : 0, x->cnt[p] = pl->first ? pl->cnt[p] : mb;
+    if (x->first[0] != 0 || x->first[Q] != D)
+        ht_die(HT_ERUNTIME, "pipe: %d schedule ranks grouped over %d..%d, not 0..%d", Q,
+               x->first[0], x->first[Q], D);
+    x->q = 0;
+    while (x->first[x->q + 1] <= pl->prank)
+        x->q++;
+    x->mbf = mb;
+    x->mb = x->cnt[pl->prank];
 }
 
 /* 2BW: the second weight version and gradient buffer, each instruction's batch. */
@@ -211,17 +272,14 @@ static void init_2bw(ht_pipe_exec *x) {
     x->pend = -1;
     x->rel = ht_xmalloc((size_t)(x->len ? x->len : 1));
     for (int i = 0; i < x->len; i++)
-        x->rel[i] = (int8_t)ht_pipe_2bw_batch(x->s, x->pl.prank, i);
+        x->rel[i] = (int8_t)ht_pipe_2bw_batch(x->s, x->q, i);
 }
 
 /* 2BW at the end: the newest version into the model's own buffer, the second ones freed. */
 static void free_2bw(ht_pipe_exec *x) {
     ht_model *m = x->m;
     for (int i = 0; i < x->len; i++) /* every receive was matched in its period */
-        if (x->msgs[i].req) {
-            ht_comm_msg_wait(x->msgs[i].req, NULL, NULL);
-            x->msgs[i].req = NULL;
-        }
+        msg_wait(&x->msgs[i]);
     if (x->newest == 1 && m->nparams)
         ht_buf_copy(m->dev, x->pv[0], 0, x->pv[1], 0, m->nparams * sizeof(float));
     m->params = x->pv[0], m->grads = x->gv[0];
@@ -251,7 +309,8 @@ ht_pipe_exec *ht_pipe_exec_new_layers(ht_model *m, const ht_pipe_sched *s, const
     x->s = s;
     x->pl = place;
     x->me = place.replica * place.D + place.prank;
-    x->mb = mb;
+    groups_init(x, &place, mb);
+    x->pl.first = x->pl.off = x->pl.cnt = NULL; /* copied: the caller's may go */
     x->slowdown = slowdown;
     for (int i = 0; layers && i < m->nlayers; i++)
         x->rc |= layers[i] != 0;
@@ -267,8 +326,8 @@ ht_pipe_exec *ht_pipe_exec_new_layers(ht_model *m, const ht_pipe_sched *s, const
         ht_die(HT_EINPUT, "pipe: %d stages x %d micro-batches need more message tags than MPI "
                           "guarantees; use fewer micro-batches",
                s->S, s->p.N);
-    x->ins = s->ins[place.prank];
-    x->len = s->len[place.prank];
+    x->ins = s->ins[x->q];
+    x->len = s->len[x->q];
     x->orig_act_off = m->act_off;
     x->orig_max_batch = m->max_batch;
     x->orig_save_off = ht_xmalloc((size_t)m->nlayers * sizeof(size_t));
@@ -298,12 +357,12 @@ ht_pipe_exec *ht_pipe_exec_new_layers(ht_model *m, const ht_pipe_sched *s, const
     /* The model's own buffers (max_batch of every layer: at least one stage's micro-batch)
      * are slot 0, or on a recomputing rank its work set: there every slot holds only what
      * it keeps, so slot 0 is allocated like the others. */
-    x->nslot = s->nbuf[place.prank] > 0 ? s->nbuf[place.prank] : 1;
+    x->nslot = s->nbuf[x->q] > 0 ? s->nbuf[x->q] : 1;
     x->slots = ht_xcalloc((size_t)x->nslot, sizeof *x->slots);
     x->own = (slot){m->acts, m->dacts, m->saved, m->labels, m->losses, m->correct};
     x->first_new = x->rc ? 0 : 1;
     if (!x->rc) x->slots[0] = x->own;
-    const size_t rows = (size_t)mb * (size_t)m->rows;
+    const size_t rows = (size_t)x->mb * (size_t)m->rows;
     /* a recomputing rank's slots hold the stage input; its stages run in one work set */
     const size_t sa = x->rc ? keep : act, sd = x->rc ? 1 : act, ss = x->rc ? 1 : save;
     for (int k = x->first_new; k < x->nslot; k++) {
@@ -326,7 +385,7 @@ ht_pipe_exec *ht_pipe_exec_new_layers(ht_model *m, const ht_pipe_sched *s, const
     }
     x->st.slot_bytes = (sa + sd + ss) * sizeof(float) + 3 * rows * sizeof(float);
     x->st.work_bytes = x->work_bytes;
-    x->st.slots = s->nbuf[place.prank];
+    x->st.slots = s->nbuf[x->q];
     if (s->p.kind == HT_PIPE_2BW) init_2bw(x);
     return x;
 }
@@ -361,8 +420,9 @@ void ht_pipe_exec_free(ht_pipe_exec *x) {
         ht_buf_free(x->work.saved);
     }
     for (int i = 0; i < x->len; i++)
-        free(x->msgs[i].host);
+        free(x->msgs[i].host), free(x->msgs[i].pc);
     free(x->msgs);
+    free(x->first), free(x->off), free(x->cnt);
     free(x->slots);
     free(x->red);
     for (int st = 0; st < x->s->S; st++)
@@ -397,10 +457,11 @@ static void use_slot(ht_pipe_exec *x, const ht_pipe_instr *in, int keep) {
     m->max_batch = x->mb;
 }
 
-/* Global row of micro-batch mbi's first sample: replica r takes rows [r N mb, (r+1) N mb). */
+/* Global row of this rank's first sample of micro-batch mbi: replica r takes rows
+ * [r N mb, (r+1) N mb), and a replicated stage's rank its samples of each micro-batch. */
 static int row0_of(const ht_pipe_exec *x, int mbi) {
     if (mbi < 0) mbi += x->s->p.N; /* 2BW: the previous batch's */
-    return (x->pl.replica * x->s->p.N + mbi) * x->mb;
+    return (x->pl.replica * x->s->p.N + mbi) * x->mbf + x->off[x->pl.prank];
 }
 
 /* Ends a compute instruction: waits for the device, idles the emulated extra, books it. */
@@ -513,14 +574,13 @@ static void exec_send(ht_pipe_exec *x, int i) {
     const ht_pipe_instr *in = &x->ins[i];
     msg *g = &x->msgs[i];
     double t0 = ht_now();
-    if (g->req) { /* 2BW: the last period's send from this staging may still be under way */
-        ht_comm_msg_wait(g->req, NULL, NULL);
-        g->req = NULL;
-    }
+    msg_wait(g); /* 2BW: the last period's send from this staging may still be under way */
     use_slot(x, in, 0);
     const ht_buf *b = in->op == HT_PI_SEND_ACT ? x->m->acts : x->m->dacts;
     ht_buf_read(x->m->dev, b, g->off * sizeof(float), g->bytes, g->host);
-    g->req = ht_comm_isend(g->host, g->bytes, g->peer, g->tag);
+    for (int k = 0; k < g->np; k++)
+        g->pc[k].req = ht_comm_isend((char *)g->host + g->pc[k].at, g->pc[k].bytes,
+                                     g->pc[k].peer, g->tag);
     x->st.p2p_bytes += g->bytes;
     x->st.comm += ht_now() - t0;
     ht_trace_span(in->op == HT_PI_SEND_ACT ? "SEND_ACT" : "SEND_GRAD", t0, ht_now());
@@ -530,8 +590,7 @@ static void exec_recv(ht_pipe_exec *x, int i) {
     const ht_pipe_instr *in = &x->ins[i];
     msg *g = &x->msgs[i];
     double t0 = ht_now();
-    ht_comm_msg_wait(g->req, NULL, NULL);
-    g->req = NULL;
+    msg_wait(g);
     double t1 = ht_now();
     use_slot(x, in, in->op == HT_PI_RECV_ACT);
     ht_buf *b = in->op == HT_PI_RECV_ACT ? x->m->acts : x->m->dacts;
@@ -541,17 +600,20 @@ static void exec_recv(ht_pipe_exec *x, int i) {
     ht_trace_span(in->op == HT_PI_RECV_ACT ? "wait act" : "wait grad", t0, t1);
 }
 
-/* World ranks holding stage s (every replica; both directions under Chimera), ascending. */
+/* World ranks holding stage s (every replica; both directions under Chimera; every rank of
+ * a replicated stage's group), ascending. */
 static int holders(const ht_pipe_exec *x, int s, int *out) {
     const ht_pipe_sched *sc = x->s;
     int n = 0;
     for (int r = 0; r < x->pl.R; r++)
         for (int d = 0; d < sc->ndir; d++) {
-            int w = r * x->pl.D + ht_pipe_stage_rank(sc->p.kind, sc->p.D, sc->p.v, d, s);
-            int dup = 0;
-            for (int k = 0; k < n; k++)
-                dup |= out[k] == w;
-            if (!dup) out[n++] = w;
+            const int q = ht_pipe_stage_rank(sc->p.kind, sc->p.D, sc->p.v, d, s);
+            for (int p = x->first[q]; p < x->first[q + 1]; p++) {
+                int w = r * x->pl.D + p, dup = 0;
+                for (int k = 0; k < n; k++)
+                    dup |= out[k] == w;
+                if (!dup) out[n++] = w;
+            }
         }
     for (int a = 1; a < n; a++) /* insertion sort: every member lists them alike */
         for (int b = a; b > 0 && out[b - 1] > out[b]; b--) {
@@ -567,7 +629,7 @@ static int holders(const ht_pipe_exec *x, int s, int *out) {
  * reaches its reductions in the same order (Chimera's two replicas meet as a rendezvous;
  * data-parallel replicas run the same stream). */
 static void reduce_stage(ht_pipe_exec *x, int s) {
-    int *members = ht_xmalloc((size_t)(2 * x->pl.R) * sizeof(int));
+    int *members = ht_xmalloc((size_t)(2 * x->pl.R * x->pl.D) * sizeof(int));
     int p = holders(x, s, members);
     size_t off, n;
     ht_pipe_exec_stage_params(x, s, &off, &n);
@@ -586,8 +648,9 @@ static void reduce_stage(ht_pipe_exec *x, int s) {
 static void poll_sends(ht_pipe_exec *x, int upto) {
     for (int i = 0; i < upto; i++) {
         const ht_pipe_instr *in = &x->ins[i];
-        if ((in->op == HT_PI_SEND_ACT || in->op == HT_PI_SEND_GRAD) && x->msgs[i].req)
-            ht_comm_msg_done(x->msgs[i].req, NULL, NULL);
+        if (in->op != HT_PI_SEND_ACT && in->op != HT_PI_SEND_GRAD) continue;
+        for (int k = 0; k < x->msgs[i].np; k++)
+            if (x->msgs[i].pc[k].req) ht_comm_msg_done(x->msgs[i].pc[k].req, NULL, NULL);
     }
 }
 
@@ -622,17 +685,13 @@ void ht_pipe_exec_step(ht_pipe_exec *x, int64_t step, uint64_t seed, float grad_
     ht_buf_zero(x->m->dev, x->m->grads, 0, x->m->nparams * sizeof(float));
     for (int i = 0; i < x->len; i++) /* every receive of the step posted now */
         if (x->ins[i].op == HT_PI_RECV_ACT || x->ins[i].op == HT_PI_RECV_GRAD)
-            x->msgs[i].req = ht_comm_irecv(x->msgs[i].host, x->msgs[i].bytes, x->msgs[i].peer,
-                                           x->msgs[i].tag);
+            msg_irecv(x, &x->msgs[i], x->msgs[i].tag);
     for (int i = 0; i < x->len; i++) {
         run_instr(x, i, step, seed, grad_scale, load, ctx, want_loss, loss_sum);
         poll_sends(x, i + 1);
     }
     for (int i = 0; i < x->len; i++)
-        if (x->msgs[i].req) {
-            ht_comm_msg_wait(x->msgs[i].req, NULL, NULL);
-            x->msgs[i].req = NULL;
-        }
+        msg_wait(&x->msgs[i]);
     restore(x);
     x->st.step = ht_now() - t_step;
 }
@@ -670,8 +729,7 @@ int ht_pipe_exec_2bw_period(ht_pipe_exec *x, int64_t t, int has_cur, uint64_t se
         const int op = x->ins[i].op;
         if ((op == HT_PI_RECV_ACT || op == HT_PI_RECV_GRAD) && runs_2bw(x, i, has_cur)) {
             msg *g = &x->msgs[i];
-            int tag = g->tag + (int)((t + x->rel[i]) & 1) * tag_span(x);
-            g->req = ht_comm_irecv(g->host, g->bytes, g->peer, tag);
+            msg_irecv(x, g, g->tag + (int)((t + x->rel[i]) & 1) * tag_span(x));
         }
     }
     for (int i = 0; i < x->len; i++) {
@@ -679,7 +737,7 @@ int ht_pipe_exec_2bw_period(ht_pipe_exec *x, int64_t t, int has_cur, uint64_t se
         const int op = x->ins[i].op;
         if (op == HT_PI_SEND_ACT || op == HT_PI_SEND_GRAD) { /* the batch's tag */
             msg *g = &x->msgs[i];
-            if (g->req) ht_comm_msg_wait(g->req, NULL, NULL), g->req = NULL;
+            msg_wait(g);
             g->tag = tag_of(x, op == HT_PI_SEND_GRAD, x->ins[i].dir,
                             op == HT_PI_SEND_ACT ? x->ins[i].stage + 1 : x->ins[i].stage,
                             x->ins[i].mb) +
@@ -701,7 +759,7 @@ int ht_pipe_exec_2bw_period(ht_pipe_exec *x, int64_t t, int has_cur, uint64_t se
     x->pend = has_cur ? t : -1, x->pend_p = x->cur_p;
     if (!has_cur) /* a drain: every message of the chain matched */
         for (int i = 0; i < x->len; i++)
-            if (x->msgs[i].req) ht_comm_msg_wait(x->msgs[i].req, NULL, NULL), x->msgs[i].req = NULL;
+            msg_wait(&x->msgs[i]);
     x->st.step = ht_now() - t_step;
     return step;
 }

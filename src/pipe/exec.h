@@ -24,6 +24,15 @@ typedef struct ht_pipe_place {
     int R;        /* data-parallel replicas of the pipeline */
     int prank;    /* 0 .. D-1 */
     int replica;  /* 0 .. R-1 */
+    /* Stages replicated over adjacent pipeline ranks (HePipe; NULL: none, the schedule's
+     * rank q is pipeline rank q and runs whole micro-batches): the schedule's rank q runs on
+     * pipeline ranks [first[q], first[q + 1]) (first[0] = 0, first[Q] = D for the schedule's
+     * Q ranks), and pipeline rank p computes samples [off[p], off[p] + cnt[p]) of every
+     * micro-batch (the runs of one group tile it, each cnt[p] >= 1). A boundary activation
+     * or gradient goes from each rank of a group to each rank of the next whose samples
+     * overlap its own; REDUCE_GRADS sums over every rank holding the stage. */
+    const int *first; /* [Q + 1] */
+    const int *off, *cnt; /* [D] */
 } ht_pipe_place;
 
 /* Loads rows [row0, row0 + n) of global batch `step` into the model's current slot (inputs
@@ -45,7 +54,9 @@ typedef struct ht_pipe_stats {
 typedef struct ht_pipe_exec ht_pipe_exec;
 
 /* bounds[0..S]: stage s runs layers [bounds[s], bounds[s+1]) (bounds[0] = 0, bounds[S] =
- * m->nlayers, increasing). mb: samples per micro-batch (the global batch is R * N * mb).
+ * m->nlayers, increasing). mb: samples per micro-batch (the global batch is R * N * mb; with
+ * replicated stages this rank computes place.cnt[prank] of them). The place's arrays are
+ * copied.
  * slowdown: emulated (DESIGN.md), 1 = none. recompute[prank] != 0 (recompute may be NULL):
  * this rank's slots keep only its stages' inputs between FWD and BWD, and a RECOMPUTE
  * (src/pipe/transform.h puts one before each BWD) runs the stage forward again, with the
@@ -98,7 +109,8 @@ int ht_pipe_exec_2bw_pending(const ht_pipe_exec *x);
  * counted on one rank only: replica 0, its down-pipeline holder). Reads the gradients back. */
 double ht_pipe_exec_grad_sq(ht_pipe_exec *x);
 
-/* 1 when this rank is the one that owns stage s for gathering (replica 0, dir 0 holder). */
+/* 1 when this rank is the one that owns stage s for gathering (replica 0, dir 0 holder, the
+ * first of its group). */
 int ht_pipe_exec_owns(const ht_pipe_exec *x, int s);
 /* Parameter range [*off, *off + *n) of stage s (floats). */
 void ht_pipe_exec_stage_params(const ht_pipe_exec *x, int s, size_t *off, size_t *n);

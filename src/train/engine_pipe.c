@@ -36,6 +36,8 @@ typedef struct pipe_state {
     ht_pipe_exec *x;
     int *bounds;
     ht_pipe_place place;
+    ht_pipe_groups grp; /* the pipeline ranks of each schedule rank (pipe.replicate) */
+    int q;              /* the schedule rank this rank runs */
     int mb;
     float clip;
     double bubble_unit; /* the checker's bubble at F = 1, B = 2 */
@@ -94,6 +96,21 @@ static int check(ht_job *j) {
         return ht_error(HT_EINPUT,
                         "%s: key 'pipe.stages': %d stages need %d ranks; run under mpirun -np %d",
                         src_of(cfg), D, D, D);
+    if (cfg->pipe.replicate) {
+        const char *k = cfg->pipe.schedule;
+        if (strcmp(cfg->pipe.partition, "hetero") || cfg->pipe.nboundaries)
+            return ht_error(HT_EINPUT,
+                            "%s: keys 'pipe.replicate' and 'pipe.partition': replicated stages "
+                            "come from the \"hetero\" partition; found partition \"%s\"%s; set "
+                            "pipe.partition = \"hetero\" without pipe.boundaries",
+                            src_of(cfg), cfg->pipe.partition,
+                            cfg->pipe.nboundaries ? " with explicit boundaries" : "");
+        if (strcmp(k, "gpipe") && strcmp(k, "1f1b") && strcmp(k, "hepipe"))
+            return ht_error(HT_EINPUT,
+                            "%s: keys 'pipe.replicate' and 'pipe.schedule': replicated stages "
+                            "run under gpipe, 1f1b or hepipe; found \"%s\"",
+                            src_of(cfg), k);
+    }
     if (D == 1 && !strcmp(cfg->pipe.schedule, "interleaved") && cfg->pipe.chunks > 1)
         return ht_error(HT_EINPUT,
                         "%s: keys 'pipe.schedule' and 'pipe.stages': \"interleaved\" with one "
@@ -158,7 +175,7 @@ static void gather(ht_job *j) {
 
 /* ------------------------------------------------------------------ setup */
 
-static int make_bounds(ht_job *j, const ht_pipe_params *pp, const pipe_state *p, int mb,
+static int make_bounds(ht_job *j, const ht_pipe_params *pp, pipe_state *p, int mb,
                        const double *cal, int *bounds) {
     const int S = pp->D * pp->v;
     const ht_config *cfg = j->cfg;
@@ -181,7 +198,8 @@ static int make_bounds(ht_job *j, const ht_pipe_params *pp, const pipe_state *p,
         int rc = ht_pipe_plan_hetero(&j->model, cal, j->world, pp->kind, pp->D, pp->N, mb,
                                      ht_optim_state_count(&j->opt),
                                      ht_pipe_mem_part_limits(&p->mem),
-                                     p->mem.mode == HT_PIPE_MEM_AUTO, j->rank == 0, bounds);
+                                     p->mem.mode == HT_PIPE_MEM_AUTO, cfg->pipe.replicate,
+                                     j->rank == 0, bounds, &p->grp);
         if (rc != HT_OK) { /* a memory shortfall names pipeline ranks: say their devices */
             char msg[1536];
             int k = snprintf(msg, sizeof msg, "%s", ht_errmsg());
@@ -208,16 +226,25 @@ static void announce(const ht_job *j, const pipe_state *p) {
     if (j->rank != 0) return;
     const ht_pipe_sched *s = &p->sched;
     const ht_model *m = &j->model;
-    ht_log_info("pipeline: %s, %d stage(s) on %d rank(s) x %d replica(s), %d micro-batches of %d",
-                j->cfg->pipe.schedule, s->S, p->place.D, p->place.R, s->p.N, p->mb);
+    ht_log_info("pipeline: %s, %d stage(s) on %d rank(s) x %d replica(s), %d micro-batches of "
+                "%d%s",
+                j->cfg->pipe.schedule, s->S, p->place.D, p->place.R, s->p.N, p->mb,
+                ht_pipe_groups_replicated(&p->grp)
+                    ? " (a replicated stage's ranks split each by the samples in brackets)"
+                    : "");
     for (int st = 0; st < s->S; st++) {
         size_t off, n;
         ht_pipe_exec_stage_params(p->x, st, &off, &n);
         char ranks[64] = "";
         for (int d = 0; d < s->ndir; d++) {
-            size_t len = strlen(ranks);
-            snprintf(ranks + len, sizeof ranks - len, "%s%d", d ? "," : "",
-                     ht_pipe_stage_rank(s->p.kind, s->p.D, s->p.v, d, st));
+            const int q = ht_pipe_stage_rank(s->p.kind, s->p.D, s->p.v, d, st);
+            for (int r = p->grp.first[q]; r < p->grp.first[q + 1]; r++) {
+                size_t len = strlen(ranks);
+                snprintf(ranks + len, sizeof ranks - len, "%s%d", d ? "," : r > p->grp.first[q] ? "+" : "", r);
+                if (p->grp.first[q + 1] - p->grp.first[q] > 1 && len + 16 < sizeof ranks)
+                    snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks), " (%d)",
+                             p->grp.cnt[r]);
+            }
         }
         ht_log_info("  stage %d: rank %s, layers %d-%d (%s .. %s), %zu parameters", st, ranks,
                     p->bounds[st], p->bounds[st + 1] - 1, m->layers[p->bounds[st]].name,
@@ -250,10 +277,19 @@ static int plan_stages(ht_job *j, ht_pipe_params *pp, pipe_state *p, double slow
         ht_pipe_plan_calibrate(&j->model, p->mb, slowdown, cal);
     }
     p->cal = cal;
+    ht_pipe_groups_none(&p->grp, D, p->mb);
     int rc = make_bounds(j, pp, p, p->mb, cal, p->bounds);
+    if (rc == HT_OK && ht_pipe_groups_replicated(&p->grp)) {
+        /* the schedule runs on the groups; memory limits are a group's smallest */
+        pp->D = p->grp.Q;
+        p->place.first = p->grp.first, p->place.off = p->grp.off, p->place.cnt = p->grp.cnt;
+        ht_pipe_mem_regroup(&p->mem, p->grp.Q, p->grp.first);
+    }
+    while (p->grp.first[p->q + 1] <= p->place.prank)
+        p->q++;
     if (rc == HT_OK && pp->kind == HT_PIPE_HEPIPE) {
         *times = ht_xmalloc((size_t)D * sizeof **times);
-        ht_pipe_plan_stage_times(&j->model, cal, j->world, D, p->bounds, *times);
+        ht_pipe_plan_stage_times(&j->model, cal, j->world, &p->grp, p->mb, p->bounds, *times);
         pp->stage_time = *times;
     }
     return rc;
@@ -273,7 +309,7 @@ static int plan_memory(ht_job *j, ht_pipe_params *pp, pipe_state *p, const ht_pi
     double *fwd = NULL;
     if (p->cal) {
         fwd = ht_xmalloc((size_t)D * (L ? L : 1) * sizeof *fwd);
-        ht_pipe_plan_layer_fwd(&j->model, p->cal, j->world, D, p->mb, fwd);
+        ht_pipe_plan_layer_fwd(&j->model, p->cal, j->world, &p->grp, p->mb, fwd);
     }
     int rc = ht_pipe_mem_decide(&p->mem, &j->model, pp->kind, pp->v, p->bounds, p->mb, pp->N,
                                 slots, hep, ht_optim_state_count(&j->opt), p->tbw ? 2 : 1, fwd,
@@ -332,8 +368,7 @@ static int make_schedule(ht_job *j, ht_pipe_params *pp, pipe_state *p, double sl
         if ((rc = check_sched(p, rep)) != HT_OK) return rc;
     }
     p->x = ht_pipe_exec_new_layers(&j->model, &p->sched, p->bounds, p->place, p->mb, slowdown,
-                                   any ? p->mem.layers + (size_t)p->place.prank *
-                                                             (size_t)j->model.nlayers
+                                   any ? p->mem.layers + (size_t)p->q * (size_t)j->model.nlayers
                                        : NULL);
     return HT_OK;
 }
@@ -350,7 +385,7 @@ static int repart_init(ht_job *j, pipe_state *p) {
     const ht_config *cfg = j->cfg;
     const int k = p->pp.kind;
     p->repart = cfg->pipe.rebalance && !strcmp(cfg->pipe.partition, "hetero") &&
-                !cfg->pipe.nboundaries && p->cal && p->pp.D > 1 &&
+                !cfg->pipe.nboundaries && p->cal && p->pp.D > 1 && !cfg->pipe.replicate &&
                 (k == HT_PIPE_GPIPE || k == HT_PIPE_1F1B || k == HT_PIPE_HEPIPE);
     if (!p->repart) return HT_OK;
     ht_pipe_problem_init(&p->prob, &j->model, p->cal, j->world, k, p->pp.D, p->pp.N, p->mb,
@@ -430,7 +465,7 @@ static int rebuild(ht_job *j, pipe_state *p, int64_t step) {
     ht_dev_mem(j->dev, NULL, NULL, NULL, 1);
     double times[HT_PART_MAX_RANKS];
     if (p->pp.kind == HT_PIPE_HEPIPE) {
-        ht_pipe_plan_stage_times(&j->model, p->cal, j->world, p->pp.D, p->bounds, times);
+        ht_pipe_plan_stage_times(&j->model, p->cal, j->world, &p->grp, p->mb, p->bounds, times);
         for (int q = 0; q < p->pp.D; q++)
             times[q] *= p->rp.k[q];
         p->pp.stage_time = times;
@@ -673,15 +708,15 @@ static int run(ht_job *j, ht_train_result *res) {
         /* the table's share: the samples of a step that pass through the rank (its
          * replica's part of the batch), not a data-parallel slice */
         for (int r = 0; r < j->world; r++)
-            j->cl->shares[r] = j->B / p.place.R;
+            j->cl->shares[r] = p.sched.p.N * p.grp.cnt[r % p.place.D];
         ht_cluster_announce(j->cl, ht_dev_info(j->dev)->name);
         j->engine_state = &p;
         j->gather = gather;
         rc = pipe_loop(j, &p, res);
         if (rc == HT_OK) { /* issue 11: the memory model against what was allocated */
-            const int q = p.place.prank, nslot = p.sched.nbuf[q] > 0 ? p.sched.nbuf[q] : 1;
+            const int q = p.q, nslot = p.sched.nbuf[q] > 0 ? p.sched.nbuf[q] : 1;
             rc = ht_pipe_mem_validate(&p.mem, &j->model, j->dev, p.sched.p.kind, p.sched.p.v,
-                                      p.bounds, built, p.mb, q, nslot,
+                                      p.bounds, built, p.grp.cnt[p.place.prank], q, nslot,
                                       ht_optim_state_count(&j->opt), p.tbw ? 2 : 1, j->metrics);
         }
         j->gather = NULL;

@@ -51,6 +51,20 @@ void ht_pipe_mem_free(ht_pipe_mem *pm) {
     memset(pm, 0, sizeof *pm);
 }
 
+void ht_pipe_mem_regroup(ht_pipe_mem *pm, int Q, const int *first) {
+    double *limit = ht_xmalloc((size_t)Q * sizeof *limit);
+    int *dev = ht_xmalloc((size_t)Q * sizeof *dev);
+    for (int q = 0; q < Q; q++) {
+        limit[q] = pm->limit[first[q]], dev[q] = pm->dev_rank[first[q]];
+        for (int r = first[q] + 1; r < first[q + 1]; r++)
+            if (pm->limit[r] < limit[q]) limit[q] = pm->limit[r], dev[q] = pm->dev_rank[r];
+    }
+    memcpy(pm->limit, limit, (size_t)Q * sizeof *limit);
+    memcpy(pm->dev_rank, dev, (size_t)Q * sizeof *dev);
+    pm->D = Q;
+    free(limit), free(dev);
+}
+
 const double *ht_pipe_mem_part_limits(const ht_pipe_mem *pm) {
     return pm->mode == HT_PIPE_MEM_AUTO || pm->from_cfg ? pm->limit : NULL;
 }

@@ -45,6 +45,12 @@ void ht_pipe_mem_init(ht_pipe_mem *pm, const ht_config *cfg, const ht_devinfo *d
                       int D, int L);
 void ht_pipe_mem_free(ht_pipe_mem *pm);
 
+/* Replicated stages (pipe.replicate): from here on the decision is per schedule rank q
+ * (Q of them), which runs on pipeline ranks [first[q], first[q + 1]); its limit is the
+ * smallest of theirs. The decision sizes each for the whole micro-batch (conservative: a
+ * replica holds only its share). */
+void ht_pipe_mem_regroup(ht_pipe_mem *pm, int Q, const int *first);
+
 /* Per pipeline rank limits for ht_part_hetero's mem_limit ([D]), or NULL when the partition
  * should not plan memory (recompute "none" / "all" without device.memory_mb). */
 const double *ht_pipe_mem_part_limits(const ht_pipe_mem *pm);

@@ -61,13 +61,30 @@ static double layer_time(const double *times, int L, int world, int D, int q, in
     return t;
 }
 
-void ht_pipe_plan_stage_times(const ht_model *m, const double *times, int world, int D,
-                              const int *bounds, double *stage_time) {
-    for (int s = 0; s < D; s++) {
-        double t = 0;
-        for (int l = bounds[s]; l < bounds[s + 1]; l++)
-            t += layer_time(times, m->nlayers, world, D, s, l, 0);
-        stage_time[s] = t > 0 ? t : 1e-9;
+void ht_pipe_groups_none(ht_pipe_groups *g, int D, int mb) {
+    memset(g, 0, sizeof *g);
+    g->D = g->Q = D;
+    for (int q = 0; q <= D; q++)
+        g->first[q] = q;
+    for (int p = 0; p < D; p++)
+        g->cnt[p] = mb;
+}
+
+int ht_pipe_groups_replicated(const ht_pipe_groups *g) { return g->Q < g->D; }
+
+void ht_pipe_plan_stage_times(const ht_model *m, const double *times, int world,
+                              const ht_pipe_groups *g, int mb, const int *bounds,
+                              double *stage_time) {
+    for (int q = 0; q < g->Q; q++) {
+        double worst = 0;
+        for (int p = g->first[q]; p < g->first[q + 1]; p++) {
+            double t = 0;
+            for (int l = bounds[q]; l < bounds[q + 1]; l++)
+                t += layer_time(times, m->nlayers, world, g->D, p, l, 0);
+            t *= (double)g->cnt[p] / mb; /* times are per micro-batch of mb */
+            if (t > worst) worst = t;
+        }
+        stage_time[q] = worst > 0 ? worst : 1e-9;
     }
 }
 
@@ -86,12 +103,18 @@ static void log_table(const ht_partition *p) {
     free(buf);
 }
 
-void ht_pipe_plan_layer_fwd(const ht_model *m, const double *times, int world, int D, int mb,
-                            double *fwd) {
+void ht_pipe_plan_layer_fwd(const ht_model *m, const double *times, int world,
+                            const ht_pipe_groups *g, int mb, double *fwd) {
     const int L = m->nlayers;
-    for (int q = 0; q < D; q++)
-        for (int l = 0; l < L; l++)
-            fwd[q * L + l] = layer_time(times, L, world, D, q, l, 0) / mb;
+    for (int q = 0; q < g->Q; q++)
+        for (int l = 0; l < L; l++) {
+            double t = 0;
+            for (int p = g->first[q]; p < g->first[q + 1]; p++) {
+                double tp = layer_time(times, L, world, g->D, p, l, 0);
+                if (tp > t) t = tp;
+            }
+            fwd[q * L + l] = t / mb;
+        }
 }
 
 void ht_pipe_problem_init(ht_pipe_problem *pb, const ht_model *m, const double *times, int world,
@@ -125,19 +148,37 @@ void ht_pipe_problem_free(ht_pipe_problem *pb) {
     memset(pb, 0, sizeof *pb);
 }
 
+/* The groups of partition p (stages in rank order, each on a run of adjacent ranks). */
+static void groups_of(const ht_partition *p, ht_pipe_groups *g) {
+    memset(g, 0, sizeof *g);
+    g->D = p->R, g->Q = p->D;
+    for (int q = 0; q < p->D; q++) {
+        const ht_part_stage *st = &p->stage[q];
+        g->first[q] = st->rank[0];
+        for (int k = 0, at = 0; k < st->nrep; k++) {
+            g->off[st->rank[k]] = at, g->cnt[st->rank[k]] = st->share[k];
+            at += st->share[k];
+        }
+    }
+    g->first[p->D] = p->R;
+}
+
 int ht_pipe_plan_hetero(const ht_model *m, const double *times, int world, int kind, int D,
                         int N, int mb, int opt_states, const double *mem_limit,
-                        int allow_recompute, int print, int *bounds) {
+                        int allow_recompute, int allow_replicas, int print, int *bounds,
+                        ht_pipe_groups *g) {
     if (D > HT_PART_MAX_RANKS)
         return ht_error(HT_EINPUT, "pipe.partition \"hetero\": %d stages; at most %d", D,
                         HT_PART_MAX_RANKS);
     ht_pipe_problem pb;
     ht_pipe_problem_init(&pb, m, times, world, kind, D, N, mb, opt_states, mem_limit,
                          allow_recompute);
+    pb.in.allow_replicas = allow_replicas;
     ht_partition p;
     int rc = ht_part_hetero(&pb.in, &p);
     if (rc == HT_OK) {
         ht_partition_export(&p, &pb.desc, 1, bounds, NULL, NULL);
+        if (g) groups_of(&p, g);
         if (print) log_table(&p);
         ht_partition_free(&p);
     }

@@ -31,23 +31,45 @@ void ht_pipe_problem_init(ht_pipe_problem *pb, const ht_model *m, const double *
                           const double *mem_limit, int allow_recompute);
 void ht_pipe_problem_free(ht_pipe_problem *pb);
 
-/* bounds[0..D] by ht_part_hetero (stage s on pipeline rank s, every rank a stage, cuts only
+/* Which pipeline ranks run each of the schedule's ranks (pipe/exec.h's ht_pipe_place): the
+ * schedule's rank q on pipeline ranks [first[q], first[q + 1]), pipeline rank p computing
+ * samples [off[p], off[p] + cnt[p]) of every micro-batch. Without replicated stages Q = D,
+ * first[q] = q, off 0 and cnt the micro-batch. */
+typedef struct ht_pipe_groups {
+    int D, Q; /* pipeline ranks, schedule ranks */
+    int first[HT_PART_MAX_RANKS + 1];
+    int off[HT_PART_MAX_RANKS], cnt[HT_PART_MAX_RANKS];
+} ht_pipe_groups;
+
+/* One pipeline rank per schedule rank, whole micro-batches of mb. */
+void ht_pipe_groups_none(ht_pipe_groups *g, int D, int mb);
+/* 1 when some schedule rank runs on more than one pipeline rank. */
+int ht_pipe_groups_replicated(const ht_pipe_groups *g);
+
+/* bounds[0..Q] by ht_part_hetero (stages in rank order, every rank running one, cuts only
  * where pipe/bounds.h allows; the schedule `kind`'s slots in flight; opt_states optimizer
  * floats per parameter; mem_limit [D] bytes per pipeline rank or NULL: none; with
- * allow_recompute the partition may count on recomputation to fit them). With `print`, logs the partition table. HT_OK or
- * HT_EINPUT with ht_errmsg(). */
+ * allow_recompute the partition may count on recomputation to fit them). Without
+ * allow_replicas stage s runs on pipeline rank s (Q = D); with it a stage may run on a run of
+ * adjacent ranks of a host, each micro-batch split between them by speed, and *g (may be
+ * NULL without replicas) says how. bounds has room for D + 1. With `print`, logs the
+ * partition table. HT_OK or HT_EINPUT with ht_errmsg(). */
 int ht_pipe_plan_hetero(const ht_model *m, const double *times, int world, int kind, int D,
                         int N, int mb, int opt_states, const double *mem_limit,
-                        int allow_recompute, int print, int *bounds);
+                        int allow_recompute, int allow_replicas, int print, int *bounds,
+                        ht_pipe_groups *g);
 
-/* Forward seconds per sample of every layer on every pipeline rank (its slowest replica),
- * from the calibration: fwd[q * L + l], the memory decision's recompute costs. */
-void ht_pipe_plan_layer_fwd(const ht_model *m, const double *times, int world, int D, int mb,
-                            double *fwd);
+/* Forward seconds per sample of every layer on every schedule rank of g (the slowest of its
+ * pipeline ranks and their data-parallel replicas), from the calibration: fwd[q * L + l], the
+ * memory decision's recompute costs. */
+void ht_pipe_plan_layer_fwd(const ht_model *m, const double *times, int world,
+                            const ht_pipe_groups *g, int mb, double *fwd);
 
-/* Forward seconds per micro-batch of each stage of bounds[0..D] on its pipeline rank (the
- * slowest replica), from the calibration: hepipe's ht_pipe_params.stage_time. */
-void ht_pipe_plan_stage_times(const ht_model *m, const double *times, int world, int D,
-                              const int *bounds, double *stage_time);
+/* Forward seconds per micro-batch of each stage of bounds[0..Q] on its schedule rank of g
+ * (the slowest pipeline rank at its share of the micro-batch of mb, and of their replicas),
+ * from the calibration: hepipe's ht_pipe_params.stage_time. */
+void ht_pipe_plan_stage_times(const ht_model *m, const double *times, int world,
+                              const ht_pipe_groups *g, int mb, const int *bounds,
+                              double *stage_time);
 
 #endif
