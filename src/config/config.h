@@ -147,6 +147,8 @@ typedef struct ht_config {
                                   each micro-batch by speed */
         int boundaries[HT_MAX_LAYERS]; /* explicit: first layer of stages 1 .. S-1 */
         int nboundaries;
+        int stage_ranks[HT_MAX_LAYERS]; /* explicit replicated stages: ranks of each stage */
+        int nstage_ranks;
     } pipe;
 } ht_config;
 

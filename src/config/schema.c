@@ -283,6 +283,12 @@ const ht_ckey ht_config_keys[] = {
      sizeof(((ht_config *)0)->pipe.boundaries), offsetof(ht_config, pipe.nboundaries),
      "explicit stage boundaries: the first layer of stages 1 .. S-1, increasing (overrides "
      "pipe.partition); [] = none"},
+    {"pipe.stage_ranks", HT_CK_INTS, GE, "[]", 1, 0, NULL, offsetof(ht_config, pipe.stage_ranks),
+     sizeof(((ht_config *)0)->pipe.stage_ranks), offsetof(ht_config, pipe.nstage_ranks),
+     "with pipe.boundaries and gpipe, 1f1b or hepipe: how many adjacent ranks run each stage "
+     "(summing to pipe.stages), each computing an equal share of every micro-batch (explicit "
+     "replicated stages; pipe.replicate lets the hetero partition choose them by speed); [] = "
+     "one rank each"},
 };
 const int ht_config_nkeys = (int)(sizeof ht_config_keys / sizeof ht_config_keys[0]);
 

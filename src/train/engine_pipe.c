@@ -96,6 +96,35 @@ static int check(ht_job *j) {
         return ht_error(HT_EINPUT,
                         "%s: key 'pipe.stages': %d stages need %d ranks; run under mpirun -np %d",
                         src_of(cfg), D, D, D);
+    if (cfg->pipe.nstage_ranks) {
+        const char *k = cfg->pipe.schedule;
+        const int Q = cfg->pipe.nstage_ranks;
+        int sum = 0, most = 0;
+        for (int q = 0; q < Q; q++)
+            sum += cfg->pipe.stage_ranks[q],
+                most = cfg->pipe.stage_ranks[q] > most ? cfg->pipe.stage_ranks[q] : most;
+        if (cfg->pipe.nboundaries != Q - 1)
+            return ht_error(HT_EINPUT,
+                            "%s: keys 'pipe.stage_ranks' and 'pipe.boundaries': %d stages need "
+                            "%d boundaries (the first layer of stages 1 .. %d); found %d",
+                            src_of(cfg), Q, Q - 1, Q - 1, cfg->pipe.nboundaries);
+        if (sum != D)
+            return ht_error(HT_EINPUT,
+                            "%s: keys 'pipe.stage_ranks' and 'pipe.stages': the stages' ranks sum "
+                            "to %d; expected pipe.stages = %d",
+                            src_of(cfg), sum, D);
+        if (strcmp(k, "gpipe") && strcmp(k, "1f1b") && strcmp(k, "hepipe"))
+            return ht_error(HT_EINPUT,
+                            "%s: keys 'pipe.stage_ranks' and 'pipe.schedule': replicated stages "
+                            "run under gpipe, 1f1b or hepipe; found \"%s\"",
+                            src_of(cfg), k);
+        if (most > B / (R * N))
+            return ht_error(HT_EINPUT,
+                            "%s: key 'pipe.stage_ranks': a stage on %d ranks cannot split "
+                            "micro-batches of %d samples; use fewer ranks per stage or a larger "
+                            "batch",
+                            src_of(cfg), most, B / (R * N));
+    }
     if (cfg->pipe.replicate) {
         const char *k = cfg->pipe.schedule;
         if (strcmp(cfg->pipe.partition, "hetero") || cfg->pipe.nboundaries)
@@ -265,6 +294,22 @@ static void log_hepipe(const ht_pipe_sched *s, const double *times) {
     ht_pipe_sched_free(&o);
 }
 
+/* pipe.stage_ranks: stage q on the next stage_ranks[q] ranks, each micro-batch split equally
+ * (the first mb % k ranks of a stage of k one sample more). */
+static void explicit_groups(const ht_config *cfg, int mb, ht_pipe_groups *g) {
+    g->Q = cfg->pipe.nstage_ranks;
+    for (int q = 0, p = 0; q < g->Q; q++) {
+        const int k = cfg->pipe.stage_ranks[q];
+        g->first[q] = p;
+        for (int i = 0, at = 0; i < k; i++, p++) {
+            g->cnt[p] = mb / k + (i < mb % k);
+            g->off[p] = at;
+            at += g->cnt[p];
+        }
+    }
+    g->first[g->Q] = g->D;
+}
+
 /* The stage boundaries (p->bounds) and, for hepipe, each stage's time from every rank's
  * per-layer times measured now (*times, [D], the caller frees). */
 static int plan_stages(ht_job *j, ht_pipe_params *pp, pipe_state *p, double slowdown,
@@ -278,6 +323,7 @@ static int plan_stages(ht_job *j, ht_pipe_params *pp, pipe_state *p, double slow
     }
     p->cal = cal;
     ht_pipe_groups_none(&p->grp, D, p->mb);
+    if (j->cfg->pipe.nstage_ranks) explicit_groups(j->cfg, p->mb, &p->grp), pp->D = p->grp.Q;
     int rc = make_bounds(j, pp, p, p->mb, cal, p->bounds);
     if (rc == HT_OK && ht_pipe_groups_replicated(&p->grp)) {
         /* the schedule runs on the groups; memory limits are a group's smallest */

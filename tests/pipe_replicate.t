@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Replicated stages (issue 11): a stage may run on a run of adjacent ranks, each computing its
+# share of every micro-batch (HePipe). pipe.replicate lets the hetero partition choose them and
+# split by speed; pipe.stage_ranks places them explicitly with equal shares. A boundary
+# activation goes in pieces to the ranks of the next stage whose samples overlap, the stage's
+# gradients are summed over its ranks, and every sample's dropout mask is the one-process
+# run's: so the losses are the one-process run's within 2e-5 (the gradient sums in another
+# order) and so is the final checkpoint (gathered from each stage's first rank), whatever the
+# placement. The hetero partition's choice follows layer times measured at start-up on shared
+# cores, so the explicit placements cover what must be certain: pieces from two ranks to two,
+# unaligned pieces and a last stage over three ranks, hepipe, and 2 data-parallel replicas.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/mpi.sh"
+TEXT="$(cd "$(dirname "$0")/../.." && pwd)/shared/data/tinyshakespeare/input.txt"
+if [ ! -f "$TEXT" ]; then
+    echo "1..0 # SKIP tiny shakespeare not found at $TEXT"
+    exit 0
+fi
+command -v mpirun >/dev/null || { echo "1..0 # SKIP mpirun not found"; exit 0; }
+
+cat >"$TMP/gpt.cfg" <<CFG
+model = { type = "gpt"; n_layer = 6; d_model = 32; n_head = 2; context = 16; dropout = 0.1; };
+data = { kind = "text"; path = "$TEXT"; val_fraction = 0.1; };
+train = { batch = 24; steps = 20; seed = 5; eval_every = 10; eval_batches = 2; };
+optim = { type = "adamw"; lr = 0.003; weight_decay = 0.1; clip = 0.5; };
+log = { every = 1; progress = "none"; };
+CFG
+
+"$HETTRAIN" -c "$TMP/gpt.cfg" -q --set log.metrics="$TMP/one.jsonl" \
+    --set checkpoint.path="$TMP/one.ckpt" >/dev/null 2>"$TMP/one.err" ||
+    diag "one process: $(tail -3 "$TMP/one.err")"
+losses "$TMP/one.jsonl" >"$TMP/one.loss"
+
+# rp NAME NP STAGES SCHEDULE SLOWDOWNS ARGS: the hetero partition with replicas (SLOWDOWNS
+# "": none)
+rp() {
+    local name=$1 np=$2 D=$3 sched=$4 slow=$5
+    shift 5
+    mpirun_ht "$np" "$HETTRAIN" -c "$TMP/gpt.cfg" --set pipe.schedule="$sched" \
+        --set pipe.stages="$D" --set pipe.micro_batches=2 --set pipe.partition=hetero \
+        --set pipe.replicate=true ${slow:+--set "cluster.slowdown=$slow"} \
+        --set log.metrics="$TMP/$name.jsonl" --set checkpoint.path="$TMP/$name.ckpt" "$@" \
+        >"$TMP/$name.out" 2>"$TMP/$name.err"
+    RC=$?
+    [ $RC -eq 0 ] || diag "$(grep -v '^ \|^--\|^$' "$TMP/$name.err" | tail -5)"
+    losses "$TMP/$name.jsonl" >"$TMP/$name.loss" 2>/dev/null
+    # the stage table: "stage 0: rank 0 (5)+1 (7), layers 0-6" -> "0+1:0-6"
+    STAGES=$(sed -nE 's/.*  stage [0-9]+: rank ([^,]*), layers ([0-9]+-[0-9]+).*/\1:\2/p' \
+        "$TMP/$name.err" | sed -E 's/ \([0-9]+\)//g' | tr '\n' ' ')
+}
+
+# replicated: some stage of the last run's table runs on more than one rank
+replicated() { [[ "$STAGES" == *+* ]]; }
+
+same() {
+    [ $RC -eq 0 ] && same_losses "$TMP/one.loss" "$TMP/$1.loss" 20 2e-5 &&
+        same_params "$TMP/one.ckpt" "$TMP/$1.ckpt" 1e-4
+}
+
+# the hetero partition's choice: with rank 2 4x slower, 4 stages of one rank would wait on rank
+# 2 (a replicated stage halves its share, and a stage over all ranks has no bubble)
+rp a 4 4 1f1b "[1.0,1.0,4.0,1.0]"
+replicated && same a
+ok $? "pipe.replicate, 1f1b, 4 ranks, rank 2 4x slower: stages $STAGES; the one-process losses and parameters"
+rp b 3 3 hepipe "[1.0,1.0,8.0]"
+same b
+ok $? "pipe.replicate, hepipe, 3 ranks, rank 2 8x slower: stages $STAGES; the one-process losses and parameters"
+grep -q "a replicated stage's ranks split each by the samples in brackets" "$TMP/a.err" &&
+    grep -q "pipeline partition: [0-9] stages over 4 ranks" "$TMP/a.err"
+ok $? "the partition table and the stage list say how each micro-batch is split"
+
+# explicit placements (pipe.stage_ranks, equal shares): what the timings cannot make certain
+rp c 4 4 1f1b "" --set pipe.replicate=false --set "pipe.stage_ranks=[2,2]" --set "pipe.boundaries=[5]"
+[ "$STAGES" = "0+1:0-4 2+3:5-8 " ] && same c
+ok $? "stages on ranks 0+1 and 2+3 (6 + 6 samples each, pieces from two ranks to two): $STAGES; the one-process losses and parameters"
+rp d 5 5 gpipe "" --set pipe.replicate=false --set "pipe.stage_ranks=[2,3]" --set "pipe.boundaries=[4]" \
+    --set pipe.micro_batches=3
+[ "$STAGES" = "0+1:0-3 2+3+4:4-8 " ] && same d
+ok $? "micro-batches of 8 as 4 + 4 then 3 + 3 + 2 (unaligned pieces, the loss rows split three ways): $STAGES; the one-process losses and parameters"
+rp e 3 3 hepipe "" --set pipe.replicate=false --set "pipe.stage_ranks=[1,2]" --set "pipe.boundaries=[3]"
+[ "$STAGES" = "0:0-2 1+2:3-8 " ] && same e
+ok $? "hepipe, one rank then two: $STAGES; the one-process losses and parameters"
+rp f 6 3 1f1b "" --set pipe.replicate=false --set "pipe.stage_ranks=[2,1]" --set "pipe.boundaries=[3]"
+[ "$STAGES" = "0+1:0-2 2:3-8 " ] && same f
+ok $? "2 data-parallel replicas of a pipeline of ranks 0+1 then 2: $STAGES; the one-process losses and parameters"
+
+bad() {
+    local pat=$1 desc=$2
+    shift 2
+    mpirun_ht 2 "$HETTRAIN" -c "$TMP/gpt.cfg" -q --set pipe.stages=2 --set pipe.replicate=true \
+        "$@" >"$TMP/bad.out" 2>"$TMP/bad.err"
+    local rc=$?
+    [ $rc -eq 2 ] && grep -Eq -- "$pat" "$TMP/bad.err"
+    ok $? "$desc (exit $rc)"
+}
+bad "pipe.replicate.*\"hetero\" partition; found partition \"uniform\"" \
+    "replicated stages without the hetero partition" --set pipe.schedule=1f1b
+bad "pipe.replicate.*gpipe, 1f1b or hepipe; found \"2bw\"" "replicated stages under 2bw" \
+    --set pipe.schedule=2bw --set pipe.partition=hetero
+bad "pipe.stage_ranks.*sum to 3; expected pipe.stages = 2" "stage ranks not summing to the ranks" \
+    --set pipe.schedule=1f1b --set pipe.replicate=false --set "pipe.stage_ranks=[1,2]" \
+    --set "pipe.boundaries=[3]"
+bad "2 stages need 1 boundaries .*found 0" "stage ranks without boundaries" \
+    --set pipe.schedule=1f1b --set pipe.replicate=false --set "pipe.stage_ranks=[1,1]"
+done_testing
