@@ -417,6 +417,39 @@ static void test_replicas(void) {
            "in rank order without replicas, more ranks than layers is refused: %s", ht_errmsg());
 }
 
+/* Fixed costs per micro-batch (what a replica computing few samples still pays): one layer of
+ * 3 s per sample on two ranks, micro-batches of 4. Without them the ranks share it 2 + 2:
+ * 6 s. With 6 s fixed on rank 1: max(3a, 6 + 3b) over a + b = 4 is 9 s at 3 + 1. With 12 s
+ * fixed, rank 1 with its one sample would take 15 s: rank 0 alone, 12 s. */
+static void test_fixed_costs(void) {
+    desc_store ds;
+    hcase h;
+    ht_part_input *in = hcase_init(&h, uniform_desc(&ds, 1, 0, 0, 0, 0), 2, 4, 1);
+    in->allow_replicas = 1;
+    double fixed[2] = {0, 0};
+    const double want_t[3] = {6, 9, 12}, fix1[3] = {0, 6, 12};
+    const int want_n[3] = {2, 2, 1}, want_a[3] = {2, 3, 4};
+    for (int k = 0; k < 3; k++) {
+        fixed[1] = fix1[k];
+        in->fixed = k ? fixed : NULL;
+        ht_partition p;
+        int rc = ht_part_hetero(in, &p);
+        tap_ok(rc == HT_OK && p.D == 1 && p.stage[0].nrep == want_n[k] &&
+                   p.stage[0].rank[0] == 0 && p.stage[0].share[0] == want_a[k] &&
+                   p.bottleneck == want_t[k],
+               "fixed cost %g s on rank 1: %d rank(s), rank 0 computes %d samples, %g s (got %d, "
+               "%d, %g)",
+               fix1[k], want_n[k], want_a[k], want_t[k], rc ? -1 : p.stage[0].nrep,
+               rc ? -1 : p.stage[0].share[0], rc ? -1 : p.bottleneck);
+        if (rc == HT_OK) ht_partition_free(&p);
+    }
+    fixed[1] = -1;
+    in->fixed = fixed;
+    ht_partition p;
+    tap_ok(ht_part_hetero(in, &p) == HT_EINPUT && strstr(ht_errmsg(), "fixed"),
+           "a negative fixed cost is refused: %s", ht_errmsg());
+}
+
 static void test_micro_batches(void) {
     desc_store ds;
     hcase h;
@@ -516,6 +549,7 @@ int main(void) {
     test_infeasible();
     test_two_hosts();
     test_replicas();
+    test_fixed_costs();
     test_micro_batches();
     test_gpt();
     return tap_done();

@@ -174,8 +174,8 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
         rc = ht_error(HT_EINPUT, "%s: \"hetero\" places one stage on each rank; \"%s\" places "
                       "several: use it with gpipe, 1f1b or hepipe", cfg->source, cfg->pipe.schedule);
     else if (hetero)
-        rc = ht_pipe_plan_hetero(j->m, cal, n, kind, D, N, mb, j->sm->optim_state_floats, NULL, 0,
-                                 0, 0, bounds, NULL);
+        rc = ht_pipe_plan_hetero(j->m, cal, NULL, n, kind, D, N, mb, j->sm->optim_state_floats,
+                                 NULL, 0, 0, 0, bounds, NULL);
     else if (cfg->pipe.nboundaries) {
         if (cfg->pipe.nboundaries != S - 1)
             rc = ht_error(HT_EINPUT, "%s: pipe.boundaries has %d values, %d stages need %d",

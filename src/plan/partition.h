@@ -186,6 +186,9 @@ typedef struct ht_part_input {
     double lat_inter, bw_inter; /* default link between hosts (bw <= 0: free) */
     double overhead;          /* seconds per stage and micro-batch that do not grow with its
                                  samples (kernel launches, synchronisation), >= 0 */
+    const double *fixed;      /* [R*L] seconds per micro-batch of layer l on rank r (forward +
+                                 backward) that do not grow with its samples, >= 0: what a
+                                 replica computing a few samples still pays; NULL: none */
     int B;                    /* samples per step through the pipeline, >= 1 */
     int N;                    /* micro-batches, dividing B; 0: the best divisor of B */
     int slots_rule;           /* HT_PART_SLOTS_1F1B or HT_PART_SLOTS_ALL */

@@ -60,6 +60,7 @@ typedef struct ctx {
     link intra[HT_PART_MAX_RANKS];     /* slowest link inside host h */
     link from_before[HT_PART_MAX_RANKS], to_after[HT_PART_MAX_RANKS]; /* to other hosts */
     double *pf, *pb;  /* [R*(L+1)] prefix sums of fwd, bwd per rank */
+    double *px;       /* [R*(L+1)] prefix sums of the fixed costs per rank */
     uint8_t *rc;      /* [L] scratch */
     /* level 2 tables for the current (host, end): [(L+1) * M * (k+1)] */
     pval *V;
@@ -104,7 +105,8 @@ static pval eval_rank(ctx *c, int r, int lo, int hi, int m, int slots, link tin,
                       uint8_t *rc) {
     const ht_part_input *in = c->in;
     const double *pf = c->pf + (size_t)r * (c->L + 1), *pb = c->pb + (size_t)r * (c->L + 1);
-    double t = m * (pf[hi] - pf[lo] + pb[hi] - pb[lo]) + in->overhead;
+    const double *px = c->px + (size_t)r * (c->L + 1);
+    double t = m * (pf[hi] - pf[lo] + pb[hi] - pb[lo]) + px[hi] - px[lo] + in->overhead;
     double limit = in->mem_limit && in->mem_limit[r] > 0 ? in->mem_limit[r] : 0;
     uint8_t *set = rc ? rc : c->rc;
     ht_mem_use u;
@@ -129,14 +131,16 @@ static pval eval_ranks(ctx *c, const int *ranks, int k, link red, int lo, int hi
     int sh[HT_PART_MAX_REP] = {c->mb};
     if (k > 1) {
         if (c->mb < k) return PV_INF;
-        double speed[HT_PART_MAX_REP];
+        double speed[HT_PART_MAX_REP], fixed[HT_PART_MAX_REP];
         for (int i = 0; i < k; i++) {
             const double *pf = c->pf + (size_t)ranks[i] * (c->L + 1);
             const double *pb = c->pb + (size_t)ranks[i] * (c->L + 1);
+            const double *px = c->px + (size_t)ranks[i] * (c->L + 1);
             double t = pf[hi] - pf[lo] + pb[hi] - pb[lo];
             speed[i] = t > 0 ? 1 / t : 1e300;
+            fixed[i] = px[hi] - px[lo];
         }
-        if (ht_plan_batch_split_affine(c->mb, k, speed, NULL, NULL, sh) != HT_OK) return PV_INF;
+        if (ht_plan_batch_split_affine(c->mb, k, speed, fixed, NULL, sh) != HT_OK) return PV_INF;
     }
     pval v = {0, 0};
     for (int i = 0; i < k; i++)
@@ -385,11 +389,13 @@ static int check_input(const ht_part_input *in) {
         return ht_error(HT_EINPUT, "hetero partition: per-layer forward and backward times are "
                                    "missing (profile the devices or calibrate)");
     for (int x = 0; x < in->R * d->L; x++)
-        if (!isfinite(in->fwd[x]) || in->fwd[x] < 0 || !isfinite(in->bwd[x]) || in->bwd[x] < 0)
+        if (!isfinite(in->fwd[x]) || in->fwd[x] < 0 || !isfinite(in->bwd[x]) || in->bwd[x] < 0 ||
+            (in->fixed && !(isfinite(in->fixed[x]) && in->fixed[x] >= 0)))
             return ht_error(HT_EINPUT,
                             "hetero partition: rank %d layer %d has forward %g s, backward %g s "
-                            "per sample; times must be finite and >= 0",
-                            x / d->L, x % d->L, in->fwd[x], in->bwd[x]);
+                            "per sample, %g s fixed per micro-batch; times must be finite and >= 0",
+                            x / d->L, x % d->L, in->fwd[x], in->bwd[x],
+                            in->fixed ? in->fixed[x] : 0.0);
     if (in->B < 1 || in->N < 0 || (in->N > 0 && in->B % in->N))
         return ht_error(HT_EINPUT,
                         "hetero partition: %d micro-batches do not divide the batch of %d "
@@ -476,11 +482,14 @@ int ht_part_hetero(const ht_part_input *in, ht_partition *p) {
         if (c.nh[h] > kmax) kmax = c.nh[h];
     c.pf = ht_xmalloc((size_t)c.R * W * sizeof *c.pf);
     c.pb = ht_xmalloc((size_t)c.R * W * sizeof *c.pb);
+    c.px = ht_xmalloc((size_t)c.R * W * sizeof *c.px);
     for (int r = 0; r < c.R; r++) {
-        double *pf = c.pf + (size_t)r * W, *pb = c.pb + (size_t)r * W;
-        pf[0] = pb[0] = 0;
-        for (int l = 0; l < L; l++)
+        double *pf = c.pf + (size_t)r * W, *pb = c.pb + (size_t)r * W, *px = c.px + (size_t)r * W;
+        pf[0] = pb[0] = px[0] = 0;
+        for (int l = 0; l < L; l++) {
             pf[l + 1] = pf[l] + in->fwd[r * L + l], pb[l + 1] = pb[l] + in->bwd[r * L + l];
+            px[l + 1] = px[l] + (in->fixed ? in->fixed[r * L + l] : 0);
+        }
     }
     size_t nv = (size_t)W * ((size_t)1 << kmax) * (size_t)(kmax + 1);
     c.V = ht_xmalloc(nv * sizeof *c.V);
@@ -515,6 +524,6 @@ int ht_part_hetero(const ht_part_input *in, ht_partition *p) {
                       c.R);
     }
     if (rc) ht_partition_free(p);
-    free(c.pf), free(c.pb), free(c.V), free(c.ch_i2), free(c.ch_g), free(c.rc);
+    free(c.pf), free(c.pb), free(c.px), free(c.V), free(c.ch_i2), free(c.ch_g), free(c.rc);
     return rc;
 }

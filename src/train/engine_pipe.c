@@ -48,6 +48,7 @@ typedef struct pipe_state {
     float pend_lr; /* the learning rate of that batch: its gradient is applied with it */
     ht_pipe_mem mem; /* limits, recomputed layers and in-flight limits per pipeline rank */
     double *cal;     /* every layer's start-up times on every rank (hepipe, hetero), or NULL */
+    double *cal1;    /* the same at 1 sample per micro-batch (pipe.replicate), or NULL */
     ht_pipe_params pp; /* the schedule's parameters, kept to generate it again */
     /* pipe.rebalance (hetero, gpipe / 1f1b / hepipe): the start-up problem and the rule */
     int repart;
@@ -224,7 +225,7 @@ static int make_bounds(ht_job *j, const ht_pipe_params *pp, pipe_state *p, int m
                             "one stage on each rank; \"%s\" places several: use it with gpipe, "
                             "1f1b or hepipe",
                             src_of(cfg), cfg->pipe.schedule);
-        int rc = ht_pipe_plan_hetero(&j->model, cal, j->world, pp->kind, pp->D, pp->N, mb,
+        int rc = ht_pipe_plan_hetero(&j->model, cal, p->cal1, j->world, pp->kind, pp->D, pp->N, mb,
                                      ht_optim_state_count(&j->opt),
                                      ht_pipe_mem_part_limits(&p->mem),
                                      p->mem.mode == HT_PIPE_MEM_AUTO, cfg->pipe.replicate,
@@ -320,6 +321,10 @@ static int plan_stages(ht_job *j, ht_pipe_params *pp, pipe_state *p, double slow
     if (pp->kind == HT_PIPE_HEPIPE || !strcmp(j->cfg->pipe.partition, "hetero")) {
         cal = ht_xmalloc((size_t)j->world * 2 * (size_t)j->model.nlayers * sizeof *cal);
         ht_pipe_plan_calibrate(&j->model, p->mb, slowdown, cal);
+        if (j->cfg->pipe.replicate && p->mb > 1) { /* how a replica's time shrinks with samples */
+            p->cal1 = ht_xmalloc((size_t)j->world * 2 * (size_t)j->model.nlayers * sizeof *cal);
+            ht_pipe_plan_calibrate(&j->model, 1, slowdown, p->cal1);
+        }
     }
     p->cal = cal;
     ht_pipe_groups_none(&p->grp, D, p->mb);
@@ -434,7 +439,7 @@ static int repart_init(ht_job *j, pipe_state *p) {
                 !cfg->pipe.nboundaries && p->cal && p->pp.D > 1 && !cfg->pipe.replicate &&
                 (k == HT_PIPE_GPIPE || k == HT_PIPE_1F1B || k == HT_PIPE_HEPIPE);
     if (!p->repart) return HT_OK;
-    ht_pipe_problem_init(&p->prob, &j->model, p->cal, j->world, k, p->pp.D, p->pp.N, p->mb,
+    ht_pipe_problem_init(&p->prob, &j->model, p->cal, NULL, j->world, k, p->pp.D, p->pp.N, p->mb,
                          ht_optim_state_count(&j->opt), ht_pipe_mem_part_limits(&p->mem),
                          p->mem.mode == HT_PIPE_MEM_AUTO);
     return ht_repart_init(&p->rp, p->pp.D, 1.0, 0.1, 10, 2);
@@ -775,7 +780,7 @@ static int run(ht_job *j, ht_train_result *res) {
     ht_pipe_sched_free(&p.sched);
     if (p.tbw) ht_pipe_sched_free(&p.chk);
     free(p.bounds);
-    free(p.cal);
+    free(p.cal), free(p.cal1);
     ht_pipe_problem_free(&p.prob);
     ht_pipe_mem_free(&p.mem);
     return rc;

@@ -117,16 +117,36 @@ void ht_pipe_plan_layer_fwd(const ht_model *m, const double *times, int world,
         }
 }
 
-void ht_pipe_problem_init(ht_pipe_problem *pb, const ht_model *m, const double *times, int world,
-                          int kind, int D, int N, int mb, int opt_states,
-                          const double *mem_limit, int allow_recompute) {
+/* Seconds of one layer at mb samples (t) and at 1 (t1) as a + b n: b per sample into *per,
+ * a returned. Noise can make t1 look too large or too small for a line through both: b and a
+ * are kept >= 0. */
+static double affine(double t, double t1, int mb, double *per) {
+    double b = (t - t1) / (mb - 1);
+    if (b < 0) b = 0;
+    if (t - b * mb < 0) b = t / mb;
+    *per = b;
+    return t - b * mb;
+}
+
+void ht_pipe_problem_init(ht_pipe_problem *pb, const ht_model *m, const double *times,
+                          const double *times1, int world, int kind, int D, int N, int mb,
+                          int opt_states, const double *mem_limit, int allow_recompute) {
     const int L = m->nlayers;
     pb->fwd = ht_xmalloc((size_t)D * L * sizeof *pb->fwd);
     pb->bwd = ht_xmalloc((size_t)D * L * sizeof *pb->bwd);
+    pb->fixed = times1 && mb > 1 ? ht_xmalloc((size_t)D * L * sizeof *pb->fixed) : NULL;
     for (int q = 0; q < D; q++) /* per sample */
         for (int l = 0; l < L; l++) {
-            pb->fwd[q * L + l] = layer_time(times, L, world, D, q, l, 0) / mb;
-            pb->bwd[q * L + l] = layer_time(times, L, world, D, q, l, 1) / mb;
+            const double f = layer_time(times, L, world, D, q, l, 0);
+            const double b = layer_time(times, L, world, D, q, l, 1);
+            if (pb->fixed) {
+                pb->fixed[q * L + l] =
+                    affine(f, layer_time(times1, L, world, D, q, l, 0), mb, &pb->fwd[q * L + l]) +
+                    affine(b, layer_time(times1, L, world, D, q, l, 1), mb, &pb->bwd[q * L + l]);
+            } else {
+                pb->fwd[q * L + l] = f / mb;
+                pb->bwd[q * L + l] = b / mb;
+            }
         }
     pb->cut = ht_xmalloc((size_t)L);
     for (int l = 0; l < L; l++)
@@ -138,13 +158,13 @@ void ht_pipe_problem_init(ht_pipe_problem *pb, const ht_model *m, const double *
                                                                   : HT_PART_SLOTS_1F1B,
                              .weight_versions = kind == HT_PIPE_2BW ? 2 : 1, /* two copies */
                              .mem_limit = mem_limit, .allow_recompute = allow_recompute,
-                             .in_rank_order = 1, .can_cut = pb->cut};
+                             .in_rank_order = 1, .can_cut = pb->cut, .fixed = pb->fixed};
 }
 
 void ht_pipe_problem_free(ht_pipe_problem *pb) {
     if (!pb->fwd) return;
     ht_mem_desc_free(&pb->desc);
-    free(pb->fwd), free(pb->bwd), free(pb->cut);
+    free(pb->fwd), free(pb->bwd), free(pb->fixed), free(pb->cut);
     memset(pb, 0, sizeof *pb);
 }
 
@@ -163,15 +183,15 @@ static void groups_of(const ht_partition *p, ht_pipe_groups *g) {
     g->first[p->D] = p->R;
 }
 
-int ht_pipe_plan_hetero(const ht_model *m, const double *times, int world, int kind, int D,
-                        int N, int mb, int opt_states, const double *mem_limit,
-                        int allow_recompute, int allow_replicas, int print, int *bounds,
-                        ht_pipe_groups *g) {
+int ht_pipe_plan_hetero(const ht_model *m, const double *times, const double *times1,
+                        int world, int kind, int D, int N, int mb, int opt_states,
+                        const double *mem_limit, int allow_recompute, int allow_replicas,
+                        int print, int *bounds, ht_pipe_groups *g) {
     if (D > HT_PART_MAX_RANKS)
         return ht_error(HT_EINPUT, "pipe.partition \"hetero\": %d stages; at most %d", D,
                         HT_PART_MAX_RANKS);
     ht_pipe_problem pb;
-    ht_pipe_problem_init(&pb, m, times, world, kind, D, N, mb, opt_states, mem_limit,
+    ht_pipe_problem_init(&pb, m, times, times1, world, kind, D, N, mb, opt_states, mem_limit,
                          allow_recompute);
     pb.in.allow_replicas = allow_replicas;
     ht_partition p;

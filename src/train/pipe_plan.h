@@ -23,12 +23,16 @@ void ht_pipe_plan_calibrate(ht_model *m, int mb, double slowdown, double *times)
 typedef struct ht_pipe_problem {
     ht_part_input in;
     ht_mem_desc desc;
-    double *fwd, *bwd;
+    double *fwd, *bwd, *fixed;
     uint8_t *cut;
 } ht_pipe_problem;
-void ht_pipe_problem_init(ht_pipe_problem *pb, const ht_model *m, const double *times, int world,
-                          int kind, int D, int N, int mb, int opt_states,
-                          const double *mem_limit, int allow_recompute);
+/* times1 (may be NULL) is a second calibration at 1 sample per micro-batch: each layer's time
+ * is then affine in its samples (in.fixed, the part that does not shrink with them, and
+ * in.fwd/bwd the rest per sample), which is what decides how a replicated stage splits its
+ * micro-batch; without it the times are proportional to the samples. */
+void ht_pipe_problem_init(ht_pipe_problem *pb, const ht_model *m, const double *times,
+                          const double *times1, int world, int kind, int D, int N, int mb,
+                          int opt_states, const double *mem_limit, int allow_recompute);
 void ht_pipe_problem_free(ht_pipe_problem *pb);
 
 /* Which pipeline ranks run each of the schedule's ranks (pipe/exec.h's ht_pipe_place): the
@@ -46,7 +50,7 @@ void ht_pipe_groups_none(ht_pipe_groups *g, int D, int mb);
 /* 1 when some schedule rank runs on more than one pipeline rank. */
 int ht_pipe_groups_replicated(const ht_pipe_groups *g);
 
-/* bounds[0..Q] by ht_part_hetero (stages in rank order, every rank running one, cuts only
+/* bounds[0..Q] by ht_part_hetero (times1 as for ht_pipe_problem_init) (stages in rank order, every rank running one, cuts only
  * where pipe/bounds.h allows; the schedule `kind`'s slots in flight; opt_states optimizer
  * floats per parameter; mem_limit [D] bytes per pipeline rank or NULL: none; with
  * allow_recompute the partition may count on recomputation to fit them). Without
@@ -54,10 +58,10 @@ int ht_pipe_groups_replicated(const ht_pipe_groups *g);
  * adjacent ranks of a host, each micro-batch split between them by speed, and *g (may be
  * NULL without replicas) says how. bounds has room for D + 1. With `print`, logs the
  * partition table. HT_OK or HT_EINPUT with ht_errmsg(). */
-int ht_pipe_plan_hetero(const ht_model *m, const double *times, int world, int kind, int D,
-                        int N, int mb, int opt_states, const double *mem_limit,
-                        int allow_recompute, int allow_replicas, int print, int *bounds,
-                        ht_pipe_groups *g);
+int ht_pipe_plan_hetero(const ht_model *m, const double *times, const double *times1,
+                        int world, int kind, int D, int N, int mb, int opt_states,
+                        const double *mem_limit, int allow_recompute, int allow_replicas,
+                        int print, int *bounds, ht_pipe_groups *g);
 
 /* Forward seconds per sample of every layer on every schedule rank of g (the slowest of its
  * pipeline ranks and their data-parallel replicas), from the calibration: fwd[q * L + l], the

@@ -2,7 +2,9 @@
 # HePipe (issue 11) side by side, from one run: NP ranks (default 4) with emulated slowdowns
 # (default 1, 1, 2, 4) training a GPT of 8 blocks: 1f1b on the uniform partition, 1f1b on
 # the hetero partition, hepipe on both, hepipe + hetero with recomputation forced on, and data
-# parallelism with the speed split. Per run: samples/s (steady steps), the ratio to uniform
+# parallelism with the speed split, and 1f1b and hepipe on the hetero partition with replicated
+# stages allowed (pipe.replicate: a stage on adjacent ranks, each micro-batch split by speed;
+# its "run" column names the stages, "0+1|2|3"). Per run: samples/s (steady steps), the ratio to uniform
 # 1f1b, the checker's bubble under the stage costs measured in the run and the measured idle
 # fraction (the run's pipe_summary bubble_measured), the largest activation memory of a rank (what the executor allocates).
 # PipeDream-2BW (2bw, uniform and hetero) runs too: asynchronous (one-step-stale weights), no
@@ -40,7 +42,7 @@ cluster = { slowdown = [$slow]; };
 CFG
 run() { # run NAME ARGS: mpirun NP ranks, metrics in $tmp/NAME.jsonl
     local name=$1; shift
-    mpirun -np "$np" --oversubscribe "${bind[@]}" "$build/hettrain" -c "$tmp/job.cfg" -q \
+    mpirun -np "$np" --oversubscribe "${bind[@]}" "$build/hettrain" -c "$tmp/job.cfg" ${LOUD--q} \
         --set log.metrics="$tmp/$name.jsonl" "$@" ${args[@]+"${args[@]}"} >"$tmp/$name.out" 2>"$tmp/$name.err" ||
         { cat "$tmp/$name.err" >&2; exit 1; }
 }
@@ -50,12 +52,18 @@ echo "   $(nproc) cores$([ "${PIN:-0}" = 1 ] && echo ', ranks pinned, 1 PoCL thr
 printf '%-28s %10s %7s %10s %9s %13s\n' run samples/s ratio "pred meas" measured "act MiB/rank"
 base=""
 for cfg in "1f1b uniform none" "1f1b hetero none" "hepipe uniform none" "hepipe hetero none" \
-    "hepipe hetero all" "2bw uniform none" "2bw hetero none"; do
-    read -r sched part recomp <<<"$cfg"
-    name="$sched-$part-$recomp"
-    run "$name" --set pipe.schedule="$sched" --set pipe.partition="$part" \
-        --set pipe.recompute="$recomp" --set pipe.stages="$np" --set pipe.micro_batches="$nmb"
-    line=$(/usr/bin/python3 - "$tmp/$name.jsonl" "$batch" <<'PY'
+    "hepipe hetero all" "2bw uniform none" "2bw hetero none" "1f1b hetero none rep" \
+    "hepipe hetero none rep"; do
+    read -r sched part recomp rep <<<"$cfg"
+    name="$sched-$part-$recomp${rep:+-$rep}"
+    LOUD=$([ -n "$rep" ] || echo -q) \
+        run "$name" --set pipe.schedule="$sched" --set pipe.partition="$part" \
+        --set pipe.recompute="$recomp" --set pipe.stages="$np" --set pipe.micro_batches="$nmb" \
+        --set pipe.replicate="$([ -n "$rep" ] && echo true || echo false)"
+    # replicated: the stages as "0+1|2|3" (from rank 0's stage list)
+    [ -n "$rep" ] && name="$sched-rep $(sed -nE 's/.*  stage [0-9]+: rank ([^,]*), layers.*/\1/p' \
+        "$tmp/$name.err" | sed -E 's/ \([0-9]+\)//g' | paste -sd'|')"
+    line=$(/usr/bin/python3 - "$tmp/$sched-$part-$recomp${rep:+-$rep}.jsonl" "$batch" <<'PY'
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1]) if '"type":"pipe"' in l]
 summ = [json.loads(l) for l in open(sys.argv[1]) if '"type":"pipe_summary"' in l][0]
