@@ -123,4 +123,28 @@ awk -v u="$u" -v h="$h" 'BEGIN { exit !(u > 0 && h > 0 && h < 0.9 * u) }'
 ok $? "slowdown [1, 3]: hetero cut $h ms < uniform $u ms"
 awk -v e="$e" 'BEGIN { exit !(e > 0) }'; ok $? "hepipe on the hetero cut simulates ($e ms)"
 awk -v f="$f" -v w="$w" 'BEGIN { exit !(w > 0 && w < f) }'; ok $? "equal ranks: 2bw steady state $w ms < 1f1b $f ms"
+# replicated stages (pipe.replicate, pipe.stage_ranks) run as the executor runs them: four
+# ranks, the last two 4x slower. Unreplicated, one of them must hold a stage alone; the
+# hetero partition with replicas lets them share one (the 13 layers' last, the output layer,
+# in the cost model's times), which is faster; the explicit 2 + 2 placement is reported as
+# placed
+cat >"$TMP/roof4.cfg" <<'CFG'
+devices = ( { name = "cpu"; gflops = 50.0; mem_bw_gbs = 20.0; launch_us = 20.0; } );
+hosts = ( { devices = ["cpu", "cpu", "cpu", "cpu"]; } );
+links = { intra = { latency_us = 1; bandwidth_gbs = 2; }; inter = { latency_us = 1; bandwidth_gbs = 2; }; };
+CFG
+run4() { "$HETSIM" --cluster "$TMP/roof4.cfg" -c "$TMP/deep.cfg" --set 'cluster.slowdown=[1.0, 1.0, 4.0, 4.0]' \
+    --set pipe.stages=4 --set 'pipe.schedule="1f1b"' "$@" 2>&1; }
+h=$(run4 --set 'pipe.partition="hetero"' | sed -nE 's/^step time +([0-9.e+-]+) ms/\1/p')
+out=$(run4 --set 'pipe.partition="hetero"' --set pipe.replicate=true)
+r=$(printf '%s' "$out" | sed -nE 's/^step time +([0-9.e+-]+) ms/\1/p')
+st=$(printf '%s' "$out" | sed -nE 's/^stages +//p')
+awk -v h="$h" -v r="$r" 'BEGIN { exit !(h > 0 && r > 0 && r < h) }' && [[ "$st" == *"2+3"* ]]
+ok $? "pipe.replicate: ranks 2 and 3 share a stage ($st), $r ms < $h ms unreplicated"
+out=$(run4 --set 'pipe.stage_ranks=[2,2]' --set 'pipe.boundaries=[6]')
+printf '%s' "$out" | grep -q "^stages *0+1 (8+8): layers 0-5 | 2+3 (8+8): layers 6-12$"
+ok $? "pipe.stage_ranks [2, 2]: $(printf '%s' "$out" | sed -nE 's/^stages +//p')"
+out=$(run4 --set 'pipe.stage_ranks=[2,1]' --set 'pipe.boundaries=[6]'); rc=$?
+[ $rc -eq 2 ] && printf '%s' "$out" | grep -q "pipe.stage_ranks: 2 stages summing to 3 ranks"
+ok $? "pipe.stage_ranks not summing to pipe.stages: exit 2 ($rc)"
 done_testing

@@ -311,6 +311,25 @@ static void pipelines(void) {
         tap_ok(rc == HT_OK && fabs(r.makespan - want) < 1e-6 && r.samples == 2 * N * 32,
                "%s, 2 replicas: same makespan, twice the samples", k ? "1f1b" : "gpipe");
         ht_sim_result_free(&r);
+        /* every stage on two ranks (pipe.replicate): 16 samples each, half the time; the
+         * boundaries move in pieces rank to rank, each stage's gradients reduce over its
+         * two ranks (free link) */
+        int first[5] = {0, 2, 4, 6, 8}, off[8], cnt[8];
+        for (int q = 0; q < 8; q++)
+            off[q] = q % 2 * 16, cnt[q] = 16;
+        ht_sim_pipe rp = pp;
+        rp.W = 1, rp.P = 8, rp.first = first, rp.off = off, rp.cnt = cnt;
+        rc = ht_sim_run_pipe(&c, &sm, &rp, 0, NULL, &r);
+        tap_ok(rc == HT_OK && fabs(r.makespan - want / 2) < 1e-6 && r.nranks == 8 &&
+                   r.samples == N * 32,
+               "%s, every stage on 2 ranks of 16 samples: %.6f = %g", k ? "1f1b" : "gpipe",
+               rc == HT_OK ? r.makespan : -1, want / 2);
+        if (rc == HT_OK) ht_sim_result_free(&r);
+        /* the groups must cover the pipeline ranks */
+        first[4] = 7;
+        rc = ht_sim_run_pipe(&c, &sm, &rp, 0, NULL, &r);
+        tap_ok(rc == HT_EINPUT && strstr(ht_errmsg(), "grouped"), "groups not covering the ranks: %s",
+               ht_errmsg());
         /* the reduction staged through the host as the executor's reduce_stage: rank 0
          * (the last to finish) reads its stage's gradients (fc1: 72 floats, 288 bytes) to
          * the host and writes the sum back, at 1 kB/s each way: + 0.576 s (inputs free) */

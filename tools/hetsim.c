@@ -87,7 +87,22 @@ typedef struct job {
     const ht_sim_model *sm;
     int steps;
     double drift; /* gossip-adaptive: relative model change per local step, -1: not given */
+    char *stages; /* [256] a pipeline's replicated stages as text ("" none), or NULL */
 } job;
+
+/* "0+1 (6+6): layers 0-4 | 2+3 (4+8): layers 5-8" */
+static void groups_text(const ht_pipe_groups *g, const int *bounds, char *out, size_t n) {
+    size_t k = 0;
+    out[0] = 0;
+    for (int q = 0; q < g->Q && k + 48 < n; q++) {
+        k += (size_t)snprintf(out + k, n - k, "%s", q ? " | " : "");
+        for (int p = g->first[q]; p < g->first[q + 1] && k + 24 < n; p++)
+            k += (size_t)snprintf(out + k, n - k, "%s%d", p > g->first[q] ? "+" : "", p);
+        for (int p = g->first[q]; p < g->first[q + 1] && k + 24 < n; p++)
+            k += (size_t)snprintf(out + k, n - k, "%s%d", p > g->first[q] ? "+" : " (", g->cnt[p]);
+        k += (size_t)snprintf(out + k, n - k, "): layers %d-%d", bounds[q], bounds[q + 1] - 1);
+    }
+}
 
 /* An asynchronous policy over the budget train.steps x train.batch (src/sim/sync.c). */
 static int simulate_sync(const job *j, int n, ht_sim_result *r, int *W_out) {
@@ -125,6 +140,36 @@ static int simulate_sync(const job *j, int n, ht_sim_result *r, int *W_out) {
     return ht_sim_run_sync(j->c, j->sm, &p, r);
 }
 
+/* Every layer's forward and backward seconds at `samples` on each of n ranks, laid out as the
+ * trainer's start-up calibration (ht_pipe_plan_calibrate), from the cost model. */
+static double *calibration(const job *j, int n, int samples) {
+    const int L = j->sm->nlayers;
+    double *cal = ht_xmalloc((size_t)n * 2 * (size_t)(L ? L : 1) * sizeof *cal);
+    for (int k = 0; k < n; k++)
+        for (int l = 0; l < L; l++) {
+            cal[(size_t)k * 2 * L + l] = ht_sim_layer_time(j->c, k, j->sm, l, samples, 0);
+            cal[(size_t)k * 2 * L + L + l] = ht_sim_layer_time(j->c, k, j->sm, l, samples, 1);
+        }
+    return cal;
+}
+
+/* pipe.stage_ranks as the pipeline engine checks it (src/train/engine_pipe.c). */
+static int check_stage_ranks(const ht_config *cfg, int D, int mb) {
+    const int Q = cfg->pipe.nstage_ranks;
+    int sum = 0;
+    for (int q = 0; q < Q; q++) {
+        sum += cfg->pipe.stage_ranks[q];
+        if (cfg->pipe.stage_ranks[q] > mb)
+            return ht_error(HT_EINPUT, "%s: pipe.stage_ranks: a stage on %d ranks cannot split "
+                            "micro-batches of %d samples", cfg->source, cfg->pipe.stage_ranks[q], mb);
+    }
+    if (cfg->pipe.nboundaries != Q - 1 || sum != D)
+        return ht_error(HT_EINPUT, "%s: pipe.stage_ranks: %d stages summing to %d ranks need %d "
+                        "boundaries and pipe.stages = %d; found %d and %d", cfg->source, Q, sum,
+                        Q - 1, sum, cfg->pipe.nboundaries, D);
+    return HT_OK;
+}
+
 /* One simulated step of the job on n ranks; shares (room for n) gets the split. */
 static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, int *shares,
                     int *W_out) {
@@ -159,24 +204,30 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
      * model's, through the very same functions */
     int mb = cfg->train.batch / (W * N), S = D * pp.v;
     int *bounds = ht_xmalloc((size_t)(S + 1) * sizeof *bounds);
-    double *cal = NULL, *st = NULL;
+    double *cal = NULL, *cal1 = NULL, *st = NULL;
     int rc = HT_OK, hetero = !cfg->pipe.nboundaries && !strcmp(cfg->pipe.partition, "hetero");
-    if (hetero || kind == HT_PIPE_HEPIPE) {
-        int L = j->sm->nlayers;
-        cal = ht_xmalloc((size_t)n * 2 * (size_t)L * sizeof *cal);
-        for (int k = 0; k < n; k++)
-            for (int l = 0; l < L; l++) {
-                cal[(size_t)k * 2 * L + l] = ht_sim_layer_time(j->c, k, j->sm, l, mb, 0);
-                cal[(size_t)k * 2 * L + L + l] = ht_sim_layer_time(j->c, k, j->sm, l, mb, 1);
-            }
-    }
-    if (hetero && (pp.v > 1 || kind == HT_PIPE_CHIMERA))
+    int rep = hetero && cfg->pipe.replicate;
+    ht_pipe_groups g; /* replicated stages (pipe.replicate, pipe.stage_ranks) */
+    ht_pipe_groups_none(&g, D, mb);
+    if (hetero || kind == HT_PIPE_HEPIPE) cal = calibration(j, n, mb);
+    if (rep && mb > 1) cal1 = calibration(j, n, 1);
+    if ((rep || cfg->pipe.nstage_ranks) && kind != HT_PIPE_GPIPE && kind != HT_PIPE_1F1B &&
+        kind != HT_PIPE_HEPIPE)
+        rc = ht_error(HT_EINPUT, "%s: replicated stages run under gpipe, 1f1b or hepipe; found "
+                      "\"%s\"", cfg->source, cfg->pipe.schedule);
+    else if (hetero && (pp.v > 1 || kind == HT_PIPE_CHIMERA))
         rc = ht_error(HT_EINPUT, "%s: \"hetero\" places one stage on each rank; \"%s\" places "
                       "several: use it with gpipe, 1f1b or hepipe", cfg->source, cfg->pipe.schedule);
     else if (hetero)
-        rc = ht_pipe_plan_hetero(j->m, cal, NULL, n, kind, D, N, mb, j->sm->optim_state_floats,
-                                 NULL, 0, 0, 0, bounds, NULL);
-    else if (cfg->pipe.nboundaries) {
+        rc = ht_pipe_plan_hetero(j->m, cal, cal1, n, kind, D, N, mb, j->sm->optim_state_floats,
+                                 NULL, 0, rep, 0, bounds, &g);
+    else if (cfg->pipe.nstage_ranks) {
+        rc = check_stage_ranks(cfg, D, mb);
+        if (rc == HT_OK) {
+            ht_pipe_groups_explicit(&g, D, cfg->pipe.stage_ranks, cfg->pipe.nstage_ranks, mb);
+            rc = ht_pipe_bounds_explicit(j->m, cfg->pipe.boundaries, g.Q - 1, cfg->source, bounds);
+        }
+    } else if (cfg->pipe.nboundaries) {
         if (cfg->pipe.nboundaries != S - 1)
             rc = ht_error(HT_EINPUT, "%s: pipe.boundaries has %d values, %d stages need %d",
                           cfg->source, cfg->pipe.nboundaries, S, S - 1);
@@ -186,14 +237,13 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
         rc = ht_pipe_bounds(j->m, S, strcmp(cfg->pipe.partition, "balanced") ? HT_PIPE_UNIFORM
                                                                             : HT_PIPE_BALANCED,
                             bounds);
+    pp.D = g.Q;
     if (rc == HT_OK && kind == HT_PIPE_HEPIPE) {
         st = ht_xmalloc((size_t)D * sizeof *st);
-        ht_pipe_groups g;
-        ht_pipe_groups_none(&g, D, mb);
         ht_pipe_plan_stage_times(j->m, cal, n, &g, mb, bounds, st);
         pp.stage_time = st;
     }
-    free(cal);
+    free(cal), free(cal1);
     if (rc != HT_OK) {
         free(bounds);
         free(st);
@@ -209,12 +259,18 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
     }
     if (!strcmp(cfg->pipe.recompute, "all")) { /* as the pipeline engine does */
         uint8_t *all = ht_xmalloc((size_t)D);
-        memset(all, 1, (size_t)D);
+        memset(all, 1, (size_t)D); /* D >= the schedule's ranks */
         ht_pipe_add_recompute(&s, all);
         free(all);
     }
     ht_sim_pipe p = {.s = &s, .W = W, .mb = mb, .bounds = bounds, .alg = alg,
-                     .chain = kind == HT_PIPE_2BW ? 4 : 0};
+                     .chain = kind == HT_PIPE_2BW ? 4 : 0, .P = D,
+                     .first = ht_pipe_groups_replicated(&g) ? g.first : NULL, .off = g.off,
+                     .cnt = g.cnt};
+    if (j->stages) {
+        j->stages[0] = 0;
+        if (p.first) groups_text(&g, bounds, j->stages, 256);
+    }
     if (rc == HT_OK) rc = ht_sim_run_pipe(j->c, j->sm, &p, trace != NULL, trace, r);
     ht_pipe_sched_free(&s);
     free(bounds);
@@ -244,6 +300,7 @@ static void print_result(const job *j, int n, const ht_sim_result *r, const int 
         printf("mode         data parallel (bsp), %d ranks, split %s, %s all-reduce, overlap %s\n", n,
                cfg->cluster.nshares ? "given" : cfg->cluster.split, cfg->cluster.allreduce,
                cfg->cluster.overlap ? "on" : "off");
+    if (j->stages && j->stages[0]) printf("stages       %s\n", j->stages);
     printf("step time    %.6g ms\n", r->makespan * 1e3);
     printf("throughput   %.6g samples/s\n", r->throughput);
     printf("split        busy %.1f%%  communication %.1f%%  optimizer %.1f%%  idle %.1f%% (mean over ranks)\n",
@@ -413,7 +470,8 @@ int main(int argc, char **argv) {
                 "trains '%s': layer times are taken by layer name, so they may not fit (profile "
                 "this job's model: hetprof -c JOB)\n",
                 c.prof->model, m.desc);
-    job j = {&cfg, &c, &m, &sm, steps, drift};
+    char stages[256] = "";
+    job j = {&cfg, &c, &m, &sm, steps, drift, stages};
     printf("hetsim: %s on %s: %d ranks on %d hosts, model %s (%zu parameters), batch %d\n",
            cfg_path, cluster, n, c.rank_host[n - 1] + 1, m.desc, m.nparams, cfg.train.batch);
     int rc;

@@ -1,7 +1,9 @@
 /* Pipeline executor: a schedule's instruction streams (src/pipe/schedule.h), instruction by
- * instruction, as simulator ops. W replicas of the D-rank pipeline run side by side (rank
- * w * D + d); FWD / BWD / RECOMPUTE take the stage's layer times at the micro-batch size on
- * the rank's device; SEND / RECV move the stage boundary's activation or gradient over the
+ * instruction, as simulator ops. W replicas of the P-rank pipeline run side by side (rank
+ * w * P + p; P = D, the schedule's ranks, unless stages are replicated: then pipeline rank p
+ * runs schedule rank q's stream on its share of each micro-batch, and a boundary moves in
+ * pieces between the ranks whose samples overlap); FWD / BWD / RECOMPUTE take the stage's
+ * layer times at the rank's samples per micro-batch on its device; SEND / RECV move the stage boundary's activation or gradient over the
  * link between the two ranks; REDUCE_GRADS is a blocking all-reduce among every rank that
  * holds a copy of the same stages (the replicas, and Chimera's other direction); memory
  * counts the parameters, gradients and optimizer state of the rank's stages plus every slot
@@ -38,6 +40,9 @@ typedef struct ctx {
     const ht_pipe_sched *s;
     const int *bounds;
     int D, W, S;
+    int P;                   /* pipeline ranks */
+    int *first, *off, *cnt;  /* [D + 1], [P], [P]: the groups (ht_sim_pipe) */
+    int *q_of;               /* [P] schedule rank of each pipeline rank */
     double *tf, *tb;  /* [rank][S] stage times, filled lazily (< 0: not yet) */
     double *slot;     /* [S] bytes a slot holds for the stage */
     double *inb;      /* [S] bytes of the stage's input (kept when recomputing) */
@@ -48,7 +53,8 @@ typedef struct ctx {
 static double stage_time(ctx *x, int r, int st, int bwd) {
     double *t = (bwd ? x->tb : x->tf) + (size_t)r * x->S + st;
     if (*t < 0)
-        *t = ht_sim_range_time(x->c, r, x->sm, x->bounds[st], x->bounds[st + 1], x->p->mb, bwd);
+        *t = ht_sim_range_time(x->c, r, x->sm, x->bounds[st], x->bounds[st + 1],
+                               x->cnt[r % x->P], bwd);
     return *t;
 }
 
@@ -101,13 +107,14 @@ static int *make_reductions(ht_sim *sim, ctx *x, int *maxk_out) {
                 if (c > maxk) maxk = c;
             }
     int *ids = ht_xmalloc((size_t)K * maxk * sizeof *ids);
-    int *members = ht_xmalloc((size_t)D * W * sizeof *members);
+    int *members = ht_xmalloc((size_t)x->P * W * sizeof *members);
     for (int key = 0; key < K; key++)
         for (int k = 0; k < maxk; k++) {
             int n = 0;
             for (int w = 0; w < W; w++)
                 for (int d = 0; d < D; d++)
-                    if (cnt[d * K + key] > k) members[n++] = w * D + d;
+                    for (int p = x->first[d]; cnt[d * K + key] > k && p < x->first[d + 1]; p++)
+                        members[n++] = w * x->P + p;
             int id = n ? ht_sim_coll_new(sim, members, n, key_bytes(x, key, mask), x->p->alg) : -1;
             ids[key * maxk + k] = id;
             if (id >= 0) {
@@ -122,19 +129,32 @@ static int *make_reductions(ht_sim *sim, ctx *x, int *maxk_out) {
     return ids;
 }
 
-/* Rank w * D + d's stream. */
-static void push_rank(ht_sim *sim, ctx *x, int w, int d, const int *ids, int maxk,
+/* A SEND (recv 0) or RECV (1) of instruction in on rank w * P + p: one piece per rank of the
+ * peer's group whose samples overlap p's, of `per` bytes a sample. */
+static void pieces(ht_sim *sim, const ctx *x, int w, int p, const ht_pipe_instr *in, int recv,
+                   double per, int name) {
+    const int a0 = x->off[p], a1 = a0 + x->cnt[p], r = w * x->P + p;
+    for (int o = x->first[in->peer]; o < x->first[in->peer + 1]; o++) {
+        const int lo = x->off[o] > a0 ? x->off[o] : a0;
+        const int hi = x->off[o] + x->cnt[o] < a1 ? x->off[o] + x->cnt[o] : a1;
+        if (lo >= hi) continue;
+        if (recv) ht_sim_recv(sim, r, w * x->P + o, tag_of(x->s, in), name);
+        else ht_sim_send(sim, r, w * x->P + o, tag_of(x->s, in), per * (hi - lo), name);
+    }
+}
+
+/* Pipeline rank p of replica w: the stream of its schedule rank d. */
+static void push_rank(ht_sim *sim, ctx *x, int w, int p, const int *ids, int maxk,
                       const char *recompute, const int *names) {
     const ht_pipe_sched *s = x->s;
-    int r = w * x->D + d;
+    const int d = x->q_of[p], r = w * x->P + p, mb = x->cnt[p];
     int *occ = ht_xcalloc((size_t)(2 * x->S), sizeof *occ);
     char *mask = ht_xmalloc((size_t)x->S);
     char *busy = ht_xcalloc((size_t)(s->nbuf[d] > 0 ? s->nbuf[d] : 1), 1);
     double *held_b = ht_xcalloc((size_t)(s->nbuf[d] > 0 ? s->nbuf[d] : 1), sizeof *held_b);
     for (int i = 0; i < s->len[d]; i++) {
         const ht_pipe_instr *in = &s->ins[d][i];
-        int st = in->stage, peer = in->peer >= 0 ? w * x->D + in->peer : -1;
-        int name = names[in->op];
+        int st = in->stage, name = names[in->op];
         switch (in->op) {
         case HT_PI_FWD:
         case HT_PI_RECOMPUTE:
@@ -146,14 +166,13 @@ static void push_rank(ht_sim *sim, ctx *x, int w, int d, const int *ids, int max
         case HT_PI_SEND_ACT:
         case HT_PI_SEND_GRAD: {
             int b = in->op == HT_PI_SEND_ACT ? x->bounds[st + 1] - 1 : x->bounds[st];
-            double bytes = (in->op == HT_PI_SEND_ACT ? x->sm->l[b].out_bytes : x->sm->l[b].in_bytes) *
-                           x->p->mb;
-            ht_sim_send(sim, r, peer, tag_of(s, in), bytes, name);
+            pieces(sim, x, w, p, in, 0,
+                   in->op == HT_PI_SEND_ACT ? x->sm->l[b].out_bytes : x->sm->l[b].in_bytes, name);
             break;
         }
         case HT_PI_RECV_ACT:
         case HT_PI_RECV_GRAD:
-            ht_sim_recv(sim, r, peer, tag_of(s, in), name);
+            pieces(sim, x, w, p, in, 1, 0, name);
             break;
         case HT_PI_REDUCE_GRADS: {
             int key = red_key(x, d, in, mask);
@@ -180,7 +199,7 @@ static void push_rank(ht_sim *sim, ctx *x, int w, int d, const int *ids, int max
             break;
         }
         default: /* LOAD: the micro-batch's inputs copied to the device */
-            ht_sim_compute(sim, r, x->p->mb * x->sm->in_bytes * ht_sim_host_copy(x->c, r, NULL),
+            ht_sim_compute(sim, r, mb * x->sm->in_bytes * ht_sim_host_copy(x->c, r, NULL),
                            HT_SIM_CAT_COMM, name);
         }
         /* slots: taken at first use, freed by BWD; a recomputed stage keeps only its input
@@ -189,8 +208,8 @@ static void push_rank(ht_sim *sim, ctx *x, int w, int d, const int *ids, int max
         if (bf >= 0 && bf < s->nbuf[d] && st >= 0 && st < x->S) {
             int rec = recompute[st];
             double want = in->op == HT_PI_BWD                  ? 0
-                          : rec && in->op != HT_PI_RECOMPUTE ? x->inb[st] * x->p->mb
-                                                             : x->slot[st] * x->p->mb;
+                          : rec && in->op != HT_PI_RECOMPUTE ? x->inb[st] * mb
+                                                             : x->slot[st] * mb;
             if (in->op == HT_PI_BWD || in->op == HT_PI_RECOMPUTE || !busy[bf]) {
                 ht_sim_mem_at_last(sim, r, want - held_b[bf]);
                 held_b[bf] = want;
@@ -209,12 +228,16 @@ static int run_sched(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_s
                      const ht_pipe_sched *s, int chained, int trace_on, const char *trace,
                      ht_sim_result *res) {
     memset(res, 0, sizeof *res);
-    ctx x = {c, sm, p, s, NULL, s->p.D, p->W > 0 ? p->W : 1, s->S, NULL, NULL, NULL, NULL, chained,
-             NULL};
-    int n = x.D * x.W;
+    ctx x = {.c = c, .sm = sm, .p = p, .s = s, .D = s->p.D, .W = p->W > 0 ? p->W : 1,
+             .S = s->S, .chained = chained};
+    x.P = p->first ? p->P : x.D;
+    int n = x.P * x.W;
     if (n > c->nranks)
         return ht_error(HT_EINPUT, "%s: the pipeline needs %d ranks (%d x %d), the cluster has %d",
-                        c->source, n, x.W, x.D, c->nranks);
+                        c->source, n, x.W, x.P, c->nranks);
+    if (p->first && (p->first[0] != 0 || p->first[x.D] != x.P))
+        return ht_error(HT_EINPUT, "replicated stages: %d schedule ranks grouped over pipeline "
+                        "ranks %d..%d, not 0..%d", x.D, p->first[0], p->first[x.D], x.P);
     if (x.S > 4096) return ht_error(HT_EINPUT, "%d stages: at most 4096", x.S);
     if (s->ndir == 2 && x.D % 2)
         return ht_error(HT_EINPUT, "chimera with %d ranks: D must be even", x.D);
@@ -224,6 +247,15 @@ static int run_sched(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_s
             return ht_error(HT_EINPUT, "pipeline bounds: stage %d's layers [%d, %d) of %d are "
                             "not a proper cut", st, bounds[st], bounds[st + 1], sm->nlayers);
     x.bounds = bounds;
+    x.first = ht_xmalloc((size_t)(x.D + 1) * sizeof *x.first);
+    x.off = ht_xmalloc((size_t)x.P * sizeof *x.off);
+    x.cnt = ht_xmalloc((size_t)x.P * sizeof *x.cnt);
+    x.q_of = ht_xmalloc((size_t)x.P * sizeof *x.q_of);
+    for (int q = 0; q <= x.D; q++)
+        x.first[q] = p->first ? p->first[q] : q;
+    for (int q = 0; q < x.D; q++)
+        for (int r = x.first[q]; r < x.first[q + 1]; r++)
+            x.q_of[r] = q, x.off[r] = p->first ? p->off[r] : 0, x.cnt[r] = p->first ? p->cnt[r] : p->mb;
     int rc;
     x.tf = ht_xmalloc((size_t)n * x.S * sizeof *x.tf);
     x.tb = ht_xmalloc((size_t)n * x.S * sizeof *x.tb);
@@ -252,13 +284,13 @@ static int run_sched(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_s
     int *ids = make_reductions(sim, &x, &maxk);
     char mask[4096];
     for (int w = 0; w < x.W; w++)
-        for (int d = 0; d < x.D; d++) {
-            push_rank(sim, &x, w, d, ids, maxk, recompute, names);
+        for (int pr = 0; pr < x.P; pr++) {
+            push_rank(sim, &x, w, pr, ids, maxk, recompute, names);
             double b = 0;
-            held(&x, d, mask);
+            held(&x, x.q_of[pr], mask);
             for (int st = 0; st < x.S; st++)
                 b += mask[st] ? stage_params(&x, st) : 0;
-            ht_sim_mem_base(sim, w * x.D + d, b * (2 + sm->optim_state_floats));
+            ht_sim_mem_base(sim, w * x.P + pr, b * (2 + sm->optim_state_floats));
         }
     rc = ht_sim_run(sim, res);
     if (rc == HT_OK && trace_on && trace) rc = ht_sim_write_trace(sim, trace);
@@ -272,6 +304,7 @@ static int run_sched(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_s
     free(x.slot);
     free(x.inb);
     free(x.members);
+    free(x.first), free(x.off), free(x.cnt), free(x.q_of);
     return rc;
 }
 

@@ -295,22 +295,6 @@ static void log_hepipe(const ht_pipe_sched *s, const double *times) {
     ht_pipe_sched_free(&o);
 }
 
-/* pipe.stage_ranks: stage q on the next stage_ranks[q] ranks, each micro-batch split equally
- * (the first mb % k ranks of a stage of k one sample more). */
-static void explicit_groups(const ht_config *cfg, int mb, ht_pipe_groups *g) {
-    g->Q = cfg->pipe.nstage_ranks;
-    for (int q = 0, p = 0; q < g->Q; q++) {
-        const int k = cfg->pipe.stage_ranks[q];
-        g->first[q] = p;
-        for (int i = 0, at = 0; i < k; i++, p++) {
-            g->cnt[p] = mb / k + (i < mb % k);
-            g->off[p] = at;
-            at += g->cnt[p];
-        }
-    }
-    g->first[g->Q] = g->D;
-}
-
 /* The stage boundaries (p->bounds) and, for hepipe, each stage's time from every rank's
  * per-layer times measured now (*times, [D], the caller frees). */
 static int plan_stages(ht_job *j, ht_pipe_params *pp, pipe_state *p, double slowdown,
@@ -328,7 +312,11 @@ static int plan_stages(ht_job *j, ht_pipe_params *pp, pipe_state *p, double slow
     }
     p->cal = cal;
     ht_pipe_groups_none(&p->grp, D, p->mb);
-    if (j->cfg->pipe.nstage_ranks) explicit_groups(j->cfg, p->mb, &p->grp), pp->D = p->grp.Q;
+    if (j->cfg->pipe.nstage_ranks) {
+        ht_pipe_groups_explicit(&p->grp, D, j->cfg->pipe.stage_ranks, j->cfg->pipe.nstage_ranks,
+                                p->mb);
+        pp->D = p->grp.Q;
+    }
     int rc = make_bounds(j, pp, p, p->mb, cal, p->bounds);
     if (rc == HT_OK && ht_pipe_groups_replicated(&p->grp)) {
         /* the schedule runs on the groups; memory limits are a group's smallest */

@@ -70,6 +70,21 @@ void ht_pipe_groups_none(ht_pipe_groups *g, int D, int mb) {
         g->cnt[p] = mb;
 }
 
+void ht_pipe_groups_explicit(ht_pipe_groups *g, int D, const int *sizes, int Q, int mb) {
+    memset(g, 0, sizeof *g);
+    g->D = D, g->Q = Q;
+    for (int q = 0, p = 0; q < Q; q++) {
+        const int k = sizes[q];
+        g->first[q] = p;
+        for (int i = 0, at = 0; i < k; i++, p++) {
+            g->cnt[p] = mb / k + (i < mb % k);
+            g->off[p] = at;
+            at += g->cnt[p];
+        }
+    }
+    g->first[Q] = D;
+}
+
 int ht_pipe_groups_replicated(const ht_pipe_groups *g) { return g->Q < g->D; }
 
 void ht_pipe_plan_stage_times(const ht_model *m, const double *times, int world,

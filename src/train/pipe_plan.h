@@ -47,6 +47,10 @@ typedef struct ht_pipe_groups {
 
 /* One pipeline rank per schedule rank, whole micro-batches of mb. */
 void ht_pipe_groups_none(ht_pipe_groups *g, int D, int mb);
+/* pipe.stage_ranks: Q stages, stage q on the next sizes[q] of D pipeline ranks (summing to
+ * D, each <= mb), every micro-batch of mb split equally (the first mb % k of a stage of k
+ * ranks one sample more). */
+void ht_pipe_groups_explicit(ht_pipe_groups *g, int D, const int *sizes, int Q, int mb);
 /* 1 when some schedule rank runs on more than one pipeline rank. */
 int ht_pipe_groups_replicated(const ht_pipe_groups *g);
 
