@@ -19,9 +19,13 @@
 # 10-30%, while the simulator predicts a typical step. Runs at nice -10 (root) when it can.
 #   tools/bench/bench_sim.sh [STEPS (40)]      (repository root; KEEP=DIR keeps the files)
 # NP=4 runs 4 ranks (on 2 cores: oversubscribed, unbound; slowdowns [1, 1, 2, 4]).
+# JOB=FILE trains (and profiles) another job; CASES="5 11" runs only those cases (indexes into
+# the list below; default: all but 11, interleaved D=2 v=2, which needs a model of 4 stages:
+# JOB=a copy of conf/mnist-mlp.cfg with hidden = [512, 512, 512], say).
 # TRACED=1: each profile's layer times re-timed inside training runs (20 steps, hettrain
 # --trace-layers, tools/bench/trace2prof.py) instead of layers timed alone: the data-parallel
-# cases from an equal split, the pipelines from a 1f1b run at their micro-batch.
+# cases from an equal split, the pipelines from a 1f1b run at their micro-batch (interleaved
+# from an interleaved run: its ranks run other layers than 1f1b's).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 steps=${1:-40}
@@ -36,7 +40,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # large message waits for its sender to enter MPI, which no real cluster setting forces.
 export OMPI_MCA_btl=self,vader
 export POCL_MAX_PTHREAD_COUNT=1
-job=conf/mnist-mlp.cfg
+job=${JOB:-conf/mnist-mlp.cfg}
 nice=(); nice -n -10 true 2>/dev/null && nice=(nice -n -10)
 mpi=("${nice[@]}" mpirun -np "$np" --bind-to core)
 [ "$np" -gt "$(nproc)" ] && mpi=("${nice[@]}" mpirun -np "$np" --oversubscribe --bind-to none)
@@ -80,6 +84,11 @@ profile() { # profile ROUND: prof$1.cfg and cluster$1.cfg (TRACED=1: cluster$1.p
         mv "$tmp/prof$k.dp.cfg" "$tmp/prof$k.cfg"
         calibrate "$k" pipe $((B / (np / 2) / 4)) --set pipe.schedule=1f1b "${p2[@]}"
         cluster "prof$k.pipe.cfg" >"$tmp/cluster$k.pipe.cfg"
+        if [[ " ${cases[*]} " == *" 11 "* ]]; then # interleaved: each rank runs other layers
+            calibrate "$k" il $((B / (np / 2) / 4)) --set pipe.schedule=interleaved \
+                --set pipe.chunks=2 "${p2[@]}"
+            cluster "prof$k.il.cfg" >"$tmp/cluster$k.il.cfg"
+        fi
     fi
     cluster "prof$k.cfg" >"$tmp/cluster$k.cfg"
 }
@@ -90,7 +99,8 @@ slow="[1, 2]"; [ "$np" -ne 2 ] && slow="[1, 1, 2, 4]"
 p2=(--set pipe.stages=2 --set pipe.micro_batches=4)
 names=("equal split" "speed split" "equal split, slowdown $slow" "speed split, slowdown $slow"
        "speed + rebalance, slowdown $slow" "1f1b D=2 N=4" "gpipe D=2 N=4" "chimera D=2 N=4"
-       "1f1b D=2 N=4, slowdown $slow" "2bw D=2 N=4" "hepipe D=2 N=4, slowdown $slow")
+       "1f1b D=2 N=4, slowdown $slow" "2bw D=2 N=4" "hepipe D=2 N=4, slowdown $slow"
+       "interleaved D=2 v=2 N=4")
 args=("--set cluster.split=equal"
       "--set cluster.split=speed --set cluster.rebalance=false"
       "--set cluster.split=equal --set cluster.slowdown=$slow"
@@ -100,7 +110,9 @@ args=("--set cluster.split=equal"
       "--set pipe.schedule=\"chimera\" ${p2[*]}"
       "--set pipe.schedule=\"1f1b\" ${p2[*]} --set cluster.slowdown=$slow"
       "--set pipe.schedule=\"2bw\" ${p2[*]}"
-      "--set pipe.schedule=\"hepipe\" ${p2[*]} --set cluster.slowdown=$slow")
+      "--set pipe.schedule=\"hepipe\" ${p2[*]} --set cluster.slowdown=$slow"
+      "--set pipe.schedule=\"interleaved\" --set pipe.chunks=2 ${p2[*]}")
+read -r -a cases <<<"${CASES:-0 1 2 3 4 5 6 7 8 9 10}"
 
 words() { # words INDEX: case INDEX's settings as words (cluster.slowdown's value holds spaces)
     IFS=$'\n' read -r -d '' -a a < <(printf '%s\n' ${args[$1]/"$slow"/SLOW} | sed "s/SLOW/$slow/"; printf '\0')
@@ -125,6 +137,7 @@ predict() { # predict ROUND INDEX: hetsim on the profiles before (ROUND) and aft
     for q in "$k" $((k + 1)); do
         local cl="$tmp/cluster$q.cfg"
         [[ "${a[*]}" == *pipe.schedule* && -f "$tmp/cluster$q.pipe.cfg" ]] && cl="$tmp/cluster$q.pipe.cfg"
+        [[ "${a[*]}" == *interleaved* && -f "$tmp/cluster$q.il.cfg" ]] && cl="$tmp/cluster$q.il.cfg"
         "$build/hetsim" --cluster "$cl" -c "$job" "${sets[@]}" "${a[@]}" --steps 20 \
             --trace "$f.sim$q.json" >"$f.sim$q" 2>&1 || { cat "$f.sim$q"; exit 1; }
         # 2bw: the steady-state step hetsim prints, the trace's compute over its 8 batches
@@ -143,12 +156,12 @@ echo "   host: $(nproc) cores, $(sed -nE 's/^model name\s*: //p' /proc/cpuinfo |
 # first-touch allocation)
 "${mpi[@]}" "$build/hettrain" -c "$job" "${sets[@]}" --set train.steps=5 --set log.metrics= \
     >/dev/null 2>&1 || true
-n=${#names[@]}
+n=${#cases[@]}
 # profile, cases, profile, cases, ..., profile: a case is predicted from the profiles taken
 # just before and just after its round (the mean of the two predictions)
 for ((k = 0; k < rounds; k++)); do
     profile "$k"
-    for ((j = 0; j < n; j++)); do case_run "$k" $(((j + k) % n)); done
+    for ((j = 0; j < n; j++)); do case_run "$k" "${cases[$(((j + k) % n))]}"; done
 done
 profile "$rounds"
 while IFS=$'\t' read -r i k mean msplit load; do
