@@ -21,7 +21,8 @@
 # NP=4 runs 4 ranks (on 2 cores: oversubscribed, unbound; slowdowns [1, 1, 2, 4]).
 # JOB=FILE trains (and profiles) another job; CASES="5 11" runs only those cases (indexes into
 # the list below; default: all but 11, interleaved D=2 v=2, which needs a model of 4 stages:
-# JOB=a copy of conf/mnist-mlp.cfg with hidden = [512, 512, 512], say).
+# without JOB, case 11 makes every case train conf/mnist-mlp.cfg with hidden = [512, 512,
+# 512]).
 # TRACED=1: each profile's layer times re-timed inside training runs (20 steps, hettrain
 # --trace-layers, tools/bench/trace2prof.py) instead of layers timed alone: the data-parallel
 # cases from an equal split, the pipelines from a 1f1b run at their micro-batch (interleaved
@@ -113,6 +114,10 @@ args=("--set cluster.split=equal"
       "--set pipe.schedule=\"hepipe\" ${p2[*]} --set cluster.slowdown=$slow"
       "--set pipe.schedule=\"interleaved\" --set pipe.chunks=2 ${p2[*]}")
 read -r -a cases <<<"${CASES:-0 1 2 3 4 5 6 7 8 9 10}"
+if [[ -z "${JOB:-}" && " ${cases[*]} " == *" 11 "* ]]; then
+    sed 's/hidden = \[1024, 1024\];/hidden = [512, 512, 512];/' conf/mnist-mlp.cfg >"$tmp/mlp4.cfg"
+    job=$tmp/mlp4.cfg
+fi
 
 words() { # words INDEX: case INDEX's settings as words (cluster.slowdown's value holds spaces)
     IFS=$'\n' read -r -d '' -a a < <(printf '%s\n' ${args[$1]/"$slow"/SLOW} | sed "s/SLOW/$slow/"; printf '\0')
