@@ -93,10 +93,11 @@ printf '%-28s %10s %7.2f   (final summary, first step included)\n' "data paralle
 every=${TTL_EVERY:-10}
 echo "== time to validation loss $TTL (evaluated every $every steps), at most ${TTL_STEPS:-300} steps"
 printf '%-28s %10s %8s %12s %12s\n' run "time (s)" steps "val loss" "train loss"
-for cfg in "1f1b uniform" "hepipe hetero" "2bw uniform" "2bw hetero"; do
-    read -r sched part <<<"$cfg"
-    name="ttl-$sched-$part"
+for cfg in "1f1b uniform" "hepipe hetero" "hepipe hetero rep" "2bw uniform" "2bw hetero"; do
+    read -r sched part rep <<<"$cfg"
+    name="ttl-$sched-$part${rep:+-$rep}"
     run "$name" --set pipe.schedule="$sched" --set pipe.partition="$part" \
+        --set pipe.replicate="$([ -n "$rep" ] && echo true || echo false)" \
         --set pipe.stages="$np" --set pipe.micro_batches="$nmb" --set log.every=1 \
         --set train.steps="${TTL_STEPS:-300}" --set train.eval_every="$every" \
         --set train.eval_batches="${TTL_EVAL_BATCHES:-4}"
