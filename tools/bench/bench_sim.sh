@@ -25,8 +25,8 @@
 # 512]).
 # TRACED=1: each profile's layer times re-timed inside training runs (20 steps, hettrain
 # --trace-layers, tools/bench/trace2prof.py) instead of layers timed alone: the data-parallel
-# cases from an equal split, the pipelines from a 1f1b run at their micro-batch (interleaved
-# from an interleaved run: its ranks run other layers than 1f1b's).
+# cases from an equal split, the pipelines from a 1f1b run at their micro-batch (interleaved and
+# chimera from a run of their own: their ranks run other layers than 1f1b's).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 steps=${1:-40}
@@ -85,10 +85,15 @@ profile() { # profile ROUND: prof$1.cfg and cluster$1.cfg (TRACED=1: cluster$1.p
         mv "$tmp/prof$k.dp.cfg" "$tmp/prof$k.cfg"
         calibrate "$k" pipe $((B / (np / 2) / 4)) --set pipe.schedule=1f1b "${p2[@]}"
         cluster "prof$k.pipe.cfg" >"$tmp/cluster$k.pipe.cfg"
-        if [[ " ${cases[*]} " == *" 11 "* ]]; then # interleaved: each rank runs other layers
+        # interleaved and chimera: each rank runs other layers than under 1f1b
+        if [[ " ${cases[*]} " == *" 11 "* ]]; then
             calibrate "$k" il $((B / (np / 2) / 4)) --set pipe.schedule=interleaved \
                 --set pipe.chunks=2 "${p2[@]}"
             cluster "prof$k.il.cfg" >"$tmp/cluster$k.il.cfg"
+        fi
+        if [[ " ${cases[*]} " == *" 7 "* ]]; then
+            calibrate "$k" ch $((B / (np / 2) / 4)) --set pipe.schedule=chimera "${p2[@]}"
+            cluster "prof$k.ch.cfg" >"$tmp/cluster$k.ch.cfg"
         fi
     fi
     cluster "prof$k.cfg" >"$tmp/cluster$k.cfg"
@@ -143,6 +148,7 @@ predict() { # predict ROUND INDEX: hetsim on the profiles before (ROUND) and aft
         local cl="$tmp/cluster$q.cfg"
         [[ "${a[*]}" == *pipe.schedule* && -f "$tmp/cluster$q.pipe.cfg" ]] && cl="$tmp/cluster$q.pipe.cfg"
         [[ "${a[*]}" == *interleaved* && -f "$tmp/cluster$q.il.cfg" ]] && cl="$tmp/cluster$q.il.cfg"
+        [[ "${a[*]}" == *chimera* && -f "$tmp/cluster$q.ch.cfg" ]] && cl="$tmp/cluster$q.ch.cfg"
         "$build/hetsim" --cluster "$cl" -c "$job" "${sets[@]}" "${a[@]}" --steps 20 \
             --trace "$f.sim$q.json" >"$f.sim$q" 2>&1 || { cat "$f.sim$q"; exit 1; }
         # 2bw: the steady-state step hetsim prints, the trace's compute over its 8 batches
