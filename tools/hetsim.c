@@ -369,7 +369,10 @@ static int write_plan(const job *j, const ht_sim_cand *k, const char *path) {
         ht_strlcpy(c.pipe.recompute, k->recompute ? "all" : "none", sizeof c.pipe.recompute);
         c.pipe.nboundaries = 0;
         int S = k->D * k->v;
-        if (k->by_speed && S - 1 <= HT_MAX_LAYERS) { /* the cut simulated, explicitly */
+        if (k->rep) { /* the trainer makes the same partition from its start-up times */
+            ht_strlcpy(c.pipe.partition, "hetero", sizeof c.pipe.partition);
+            c.pipe.replicate = 1;
+        } else if (k->by_speed && S - 1 <= HT_MAX_LAYERS) { /* the cut simulated, explicitly */
             c.pipe.nboundaries = S - 1;
             memcpy(c.pipe.boundaries, k->bounds + 1, (size_t)(S - 1) * sizeof *k->bounds);
         } else if (k->by_speed)

@@ -110,6 +110,26 @@ void ht_partition_print(FILE *f, const ht_partition *p) {
             p->bottleneck * 1e3, p->step_time * 1e3);
 }
 
+double ht_part_affine(double t, double t1, int mb, double *per) {
+    double b = mb > 1 ? (t - t1) / (mb - 1) : t;
+    if (b < 0) b = 0;
+    if (t - b * mb < 0) b = t / mb;
+    *per = b;
+    return t - b * mb;
+}
+
+void ht_partition_groups(const ht_partition *p, int *first, int *off, int *cnt) {
+    for (int q = 0; q < p->D; q++) {
+        const ht_part_stage *st = &p->stage[q];
+        first[q] = st->rank[0];
+        for (int k = 0, at = 0; k < st->nrep; k++) {
+            off[st->rank[k]] = at, cnt[st->rank[k]] = st->share[k];
+            at += st->share[k];
+        }
+    }
+    first[p->D] = p->R;
+}
+
 void ht_partition_export(const ht_partition *p, const ht_mem_desc *d, int weight_versions,
                          int *bounds, double *stage_time, int *max_inflight) {
     for (int s = 0; s < p->D; s++) {

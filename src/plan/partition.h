@@ -258,6 +258,16 @@ void ht_partition_free(ht_partition *p);
 void ht_partition_export(const ht_partition *p, const ht_mem_desc *d, int weight_versions,
                          int *bounds, double *stage_time, int *max_inflight);
 
+/* A layer's seconds at mb samples (t) and at 1 (t1) as a + b n: b per sample into *per, a
+ * (ht_part_input.fixed) returned. Noise can put t1 off the line: b and a are kept >= 0. */
+double ht_part_affine(double t, double t1, int mb, double *per);
+
+/* A partition in rank order (ht_part_input.in_rank_order, every rank in a stage) as the
+ * executor's groups (pipe/exec.h ht_pipe_place): stage q on ranks [first[q], first[q + 1]),
+ * rank r computing samples [off[r], off[r] + cnt[r]) of every micro-batch (its share).
+ * first: [D + 1]; off, cnt: [R]. */
+void ht_partition_groups(const ht_partition *p, int *first, int *off, int *cnt);
+
 /* The partition as a table: one row per stage (layers, host, ranks and shares, slots, time
  * per micro-batch, recomputed layers, predicted activation memory (acts + live + work) and
  * total memory / limit), then the step time. */

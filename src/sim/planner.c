@@ -12,6 +12,7 @@
 #include "nn/model.h"
 #include "pipe/bounds.h"
 #include "pipe/transform.h"
+#include "plan/partition.h"
 #include "sim/sim.h"
 
 const char *ht_sim_cand_name(const ht_sim_cand *k, char *buf, size_t n) {
@@ -20,10 +21,60 @@ const char *ht_sim_cand_name(const ht_sim_cand *k, char *buf, size_t n) {
     else if (k->kind == HT_PIPE_INTERLEAVED)
         snprintf(buf, n, "%s D=%d v=%d x%d replicas, N=%d%s", ht_pipe_kind_names[k->kind], k->D,
                  k->v, k->W, k->N, k->recompute ? ", recompute" : "");
-    else
+    else if (k->rep) {
+        int at = snprintf(buf, n, "%s D=%d x%d replicas, N=%d, hetero ", ht_pipe_kind_names[k->kind],
+                          k->D, k->W, k->N);
+        for (int q = 0; q < k->Q && at > 0 && (size_t)at + 8 < n; q++)
+            for (int r = k->first[q]; r < k->first[q + 1] && (size_t)at + 8 < n; r++)
+                at += snprintf(buf + at, n - (size_t)at, "%s%d", r > k->first[q] ? "+" : q ? "|" : "", r);
+        if (at > 0 && (size_t)at + 12 < n && k->recompute) snprintf(buf + at, n - (size_t)at, ", recompute");
+    } else
         snprintf(buf, n, "%s D=%d x%d replicas, N=%d%s%s", ht_pipe_kind_names[k->kind], k->D, k->W,
                  k->N, k->by_speed ? ", cut by speed" : "", k->recompute ? ", recompute" : "");
     return buf;
+}
+
+/* The trainer's hetero partition with replicated stages (pipe.replicate: stages in rank
+ * order, a stage on adjacent ranks with each micro-batch split by speed) on the cost model's
+ * layer times, as the trainer's start-up calibration would measure them: per pipeline rank
+ * its slowest replica's, at mb samples and at 1 (fixed + per-sample costs). The cut, the
+ * stage count and the groups into k. */
+static int cut_replicated(const ht_sim_cluster *c, const ht_model *m, const ht_sim_model *sm,
+                          ht_sim_cand *k, int mb) {
+    const int L = sm->nlayers, D = k->D;
+    double *f = ht_xmalloc((size_t)3 * D * L * sizeof *f), *b = f + D * L, *fx = b + D * L;
+    uint8_t *cut = ht_xmalloc((size_t)L);
+    for (int d = 0; d < D; d++)
+        for (int i = 0; i < L; i++) {
+            double t[4] = {0, 0, 0, 0}; /* fwd, bwd at mb; fwd, bwd at 1 */
+            for (int w = 0; w < k->W; w++)
+                for (int j = 0; j < 4; j++) {
+                    double x = ht_sim_layer_time(c, w * D + d, sm, i, j < 2 ? mb : 1, j % 2);
+                    if (x > t[j]) t[j] = x;
+                }
+            fx[d * L + i] = ht_part_affine(t[0], t[2], mb, &f[d * L + i]) +
+                            ht_part_affine(t[1], t[3], mb, &b[d * L + i]);
+        }
+    for (int i = 0; i < L; i++)
+        cut[i] = i == 0 || ht_pipe_can_cut(m, i);
+    ht_mem_desc d;
+    ht_mem_desc_from_model(&d, m, mb, sm->optim_state_floats);
+    ht_part_input in = {.model = &d, .R = D, .fwd = f, .bwd = b, .fixed = mb > 1 ? fx : NULL,
+                        .B = k->N * mb, .N = k->N, .weight_versions = 1,
+                        .slots_rule = k->kind == HT_PIPE_GPIPE ? HT_PART_SLOTS_ALL : HT_PART_SLOTS_1F1B,
+                        .allow_replicas = 1, .in_rank_order = 1, .can_cut = cut};
+    ht_partition p;
+    int rc = ht_part_hetero(&in, &p);
+    if (rc == HT_OK) {
+        ht_partition_export(&p, &d, 1, k->bounds, NULL, NULL);
+        ht_partition_groups(&p, k->first, k->off, k->cnt);
+        k->Q = p.D;
+        ht_partition_free(&p);
+    }
+    ht_mem_desc_free(&d);
+    free(f);
+    free(cut);
+    return rc;
 }
 
 /* The cut of a 1-direction, 1-chunk pipeline (gpipe, 1f1b) that minimises the slowest
@@ -83,9 +134,11 @@ static void evaluate(const ht_sim_cluster *c, int n, const ht_model *m, const ht
     } else {
         ht_pipe_params pp = {.kind = k->kind, .D = k->D, .N = k->N, .v = k->v};
         ht_pipe_sched s;
-        int *bounds = k->bounds;
-        rc = k->by_speed ? cut_by_speed(c, m, sm, k, B / (k->W * k->N), bounds)
-                         : ht_pipe_bounds(m, k->D * k->v, HT_PIPE_BALANCED, bounds);
+        int *bounds = k->bounds, mb = B / (k->W * k->N);
+        rc = k->rep        ? cut_replicated(c, m, sm, k, mb)
+             : k->by_speed ? cut_by_speed(c, m, sm, k, mb, bounds)
+                           : ht_pipe_bounds(m, k->D * k->v, HT_PIPE_BALANCED, bounds);
+        if (k->rep && rc == HT_OK) pp.D = k->Q;
         if (rc == HT_OK && (rc = ht_pipe_generate(&pp, &s)) == HT_OK) {
             if (k->recompute) { /* pipe.recompute = "all" */
                 uint8_t *all = ht_xmalloc((size_t)k->D);
@@ -93,7 +146,8 @@ static void evaluate(const ht_sim_cluster *c, int n, const ht_model *m, const ht
                 ht_pipe_add_recompute(&s, all);
                 free(all);
             }
-            ht_sim_pipe p = {.s = &s, .W = k->W, .mb = B / (k->W * k->N), .bounds = bounds, .alg = alg};
+            ht_sim_pipe p = {.s = &s, .W = k->W, .mb = mb, .bounds = bounds, .alg = alg};
+            if (k->rep && k->Q < k->D) p.P = k->D, p.first = k->first, p.off = k->off, p.cnt = k->cnt;
             rc = ht_sim_run_pipe(c, sm, &p, 0, NULL, &r);
             ht_pipe_sched_free(&s);
         }
@@ -152,9 +206,12 @@ int ht_sim_plan(const ht_sim_cluster *c, int n, const ht_model *m, const ht_sim_
             for (int f = 1; f <= 4; f *= 2) { /* N = D, 2D, 4D micro-batches */
                 int N = f * D;
                 if (B % (W * N)) continue;
-                for (int bs = 0; bs <= (mixed && vv == 1 && kind != HT_PIPE_CHIMERA); bs++) {
+                /* on mixed devices: also cut by speed, and the hetero partition with
+                 * replicated stages */
+                for (int bs = 0; bs <= (mixed && vv == 1 && kind != HT_PIPE_CHIMERA ? 2 : 0); bs++) {
                     if (k == cap) v = ht_xrealloc(v, (size_t)(cap *= 2) * sizeof *v);
-                    v[k++] = (ht_sim_cand){.kind = kind, .D = D, .W = W, .N = N, .v = vv, .by_speed = bs};
+                    v[k++] = (ht_sim_cand){.kind = kind, .D = D, .W = W, .N = N, .v = vv,
+                                           .by_speed = bs == 1, .rep = bs == 2};
                 }
             }
         }

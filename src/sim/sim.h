@@ -268,6 +268,10 @@ typedef struct ht_sim_cand {
     int kind;        /* -1: data parallel, else ht_pipe_kind */
     int speed;       /* data parallel: speed split */
     int by_speed;    /* gpipe / 1f1b: stages cut by device speed (else balanced FLOPs) */
+    int rep;         /* gpipe / 1f1b: the trainer's hetero partition with replicated stages
+                        (pipe.replicate): Q stages on the D ranks, first / off / cnt as in
+                        ht_sim_pipe */
+    int Q, first[HT_SIM_MAX_STAGES + 1], off[HT_SIM_MAX_STAGES], cnt[HT_SIM_MAX_STAGES];
     int recompute;   /* pipe.recompute = "all" (tried for pipelines that do not fit without) */
     int bounds[HT_SIM_MAX_STAGES + 1]; /* the stage cut simulated */
     int D, W, N, v;  /* pipeline ranks, replicas, micro-batches, chunks */
@@ -284,8 +288,9 @@ const char *ht_sim_cand_name(const ht_sim_cand *k, char *buf, size_t n);
  * 1f1b, interleaved (v = 2) and chimera with every D >= 2 dividing n (W = n / D replicas)
  * and N = D, 2D, 4D micro-batches where W N divides B, partition balanced by FLOPs (and, on
  * mixed devices or slowdowns, gpipe / 1f1b also cut by device speed: the cut minimising the
- * slowest stage's time on its devices); a pipeline that does not fit memory is tried again
- * with recomputation. *out (free it) gets them best first; HT_EINPUT when none fits. */
+ * slowest stage's time on its devices, and the trainer's hetero partition with replicated
+ * stages, pipe.replicate); a pipeline that does not fit memory is tried again with
+ * recomputation. *out (free it) gets them best first; HT_EINPUT when none fits. */
 int ht_sim_plan(const ht_sim_cluster *c, int n, const struct ht_model *m, const ht_sim_model *sm,
                 int B, int alg, ht_sim_cand **out, int *nout);
 

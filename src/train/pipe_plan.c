@@ -132,17 +132,6 @@ void ht_pipe_plan_layer_fwd(const ht_model *m, const double *times, int world,
         }
 }
 
-/* Seconds of one layer at mb samples (t) and at 1 (t1) as a + b n: b per sample into *per,
- * a returned. Noise can make t1 look too large or too small for a line through both: b and a
- * are kept >= 0. */
-static double affine(double t, double t1, int mb, double *per) {
-    double b = (t - t1) / (mb - 1);
-    if (b < 0) b = 0;
-    if (t - b * mb < 0) b = t / mb;
-    *per = b;
-    return t - b * mb;
-}
-
 void ht_pipe_problem_init(ht_pipe_problem *pb, const ht_model *m, const double *times,
                           const double *times1, int world, int kind, int D, int N, int mb,
                           int opt_states, const double *mem_limit, int allow_recompute) {
@@ -154,10 +143,12 @@ void ht_pipe_problem_init(ht_pipe_problem *pb, const ht_model *m, const double *
         for (int l = 0; l < L; l++) {
             const double f = layer_time(times, L, world, D, q, l, 0);
             const double b = layer_time(times, L, world, D, q, l, 1);
+            const size_t x = (size_t)q * L + l;
             if (pb->fixed) {
-                pb->fixed[q * L + l] =
-                    affine(f, layer_time(times1, L, world, D, q, l, 0), mb, &pb->fwd[q * L + l]) +
-                    affine(b, layer_time(times1, L, world, D, q, l, 1), mb, &pb->bwd[q * L + l]);
+                const double f1 = layer_time(times1, L, world, D, q, l, 0);
+                const double b1 = layer_time(times1, L, world, D, q, l, 1);
+                pb->fixed[x] = ht_part_affine(f, f1, mb, &pb->fwd[x]) +
+                               ht_part_affine(b, b1, mb, &pb->bwd[x]);
             } else {
                 pb->fwd[q * L + l] = f / mb;
                 pb->bwd[q * L + l] = b / mb;
@@ -187,15 +178,7 @@ void ht_pipe_problem_free(ht_pipe_problem *pb) {
 static void groups_of(const ht_partition *p, ht_pipe_groups *g) {
     memset(g, 0, sizeof *g);
     g->D = p->R, g->Q = p->D;
-    for (int q = 0; q < p->D; q++) {
-        const ht_part_stage *st = &p->stage[q];
-        g->first[q] = st->rank[0];
-        for (int k = 0, at = 0; k < st->nrep; k++) {
-            g->off[st->rank[k]] = at, g->cnt[st->rank[k]] = st->share[k];
-            at += st->share[k];
-        }
-    }
-    g->first[p->D] = p->R;
+    ht_partition_groups(p, g->first, g->off, g->cnt);
 }
 
 int ht_pipe_plan_hetero(const ht_model *m, const double *times, const double *times1,
