@@ -92,6 +92,10 @@ run_sim --cluster "$TMP/small.cfg" -c "$TMP/big.cfg" --plan -o "$TMP/plan2.cfg"
 printf '%s' "$OUT" | grep -Eq '^wrote .*\((gpipe|1f1b|interleaved|chimera) D=4' ; ok $? "too large for one device: a 4-stage pipeline"
 printf '%s' "$OUT" | grep -q 'data parallel, equal split .*does not fit\|data parallel, equal split .*holds 0 samples'
 ok $? "data parallel lost for memory, and says so"
+# the trainer still allocates the whole model on every pipeline rank: the plan says that it
+# would not fit these devices (8 x 1024^2 floats x 3 for SGD with momentum: 0.1 GB > 0.045)
+printf '%s' "$OUT" | grep -q "^note: .*whole model on every rank (about 0\.1[0-9]* GB.*would run out of device memory"
+ok $? "and says that hettrain would not fit the whole model on these devices"
 "$HETTRAIN" schedule -c "$TMP/plan2.cfg" >"$TMP/sched" 2>&1
 ok $? "hettrain schedule -c plan.cfg accepts the written job"
 grep -q '^makespan' "$TMP/sched"; ok $? "and prints its pipeline"

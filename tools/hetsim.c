@@ -391,6 +391,29 @@ static int write_plan(const job *j, const ht_sim_cand *k, const char *path) {
     return HT_OK;
 }
 
+/* The planner sizes a pipeline rank by its own stages, as the simulator does; the trainer's
+ * pipeline engine still allocates the whole model on every rank (src/train/pipe_mem.h).
+ * Where that would not fit a device the winner runs on, say so. */
+static void plan_memory_note(const job *j, int n, const ht_sim_cand *k) {
+    const ht_sim_model *sm = j->sm;
+    const int mb = j->cfg->train.batch / (k->W * k->N);
+    double whole = sm->param_bytes * (2 + sm->optim_state_floats) + mb * sm->in_bytes;
+    for (int i = 0; i < sm->nlayers; i++)
+        whole += mb * (sm->l[i].act_bytes + sm->l[i].out_bytes);
+    for (int i = 0; i < n; i++) {
+        double cap = j->c->types[j->c->rank_type[i]].mem_gb * 1e9 * 0.9;
+        if (cap > 0 && whole > cap) {
+            printf("note: the plan sizes each rank by its own stages, but hettrain's pipeline "
+                   "still allocates the whole model on every rank (about %.3g GB here: "
+                   "parameters, gradients, optimizer state and one micro-batch of every layer); "
+                   "rank %d's device has %.3g GB usable, so hettrain would run out of device "
+                   "memory there\n",
+                   whole / 1e9, i, cap / 1e9);
+            return;
+        }
+    }
+}
+
 static int do_plan(const job *j, int n, int top, const char *out) {
     int alg = strcmp(j->cfg->cluster.allreduce, "mpi") ? HT_SIM_RING : HT_SIM_MPI;
     ht_sim_cand *v;
@@ -407,6 +430,7 @@ static int do_plan(const job *j, int n, int top, const char *out) {
     printf("why the others lost:\n");
     for (int i = 1; i < nv; i++)
         printf("  %-40s %s\n", ht_sim_cand_name(&v[i], name, sizeof name), v[i].why);
+    if (rc == HT_OK && v[0].kind >= 0) plan_memory_note(j, n, &v[0]);
     if (rc == HT_OK && out) {
         rc = write_plan(j, &v[0], out);
         if (rc == HT_OK) printf("wrote %s (%s)\n", out, ht_sim_cand_name(&v[0], name, sizeof name));
