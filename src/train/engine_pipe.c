@@ -322,7 +322,7 @@ static int plan_stages(ht_job *j, ht_pipe_params *pp, pipe_state *p, double slow
         /* the schedule runs on the groups; memory limits are a group's smallest */
         pp->D = p->grp.Q;
         p->place.first = p->grp.first, p->place.off = p->grp.off, p->place.cnt = p->grp.cnt;
-        ht_pipe_mem_regroup(&p->mem, p->grp.Q, p->grp.first);
+        ht_pipe_mem_regroup(&p->mem, p->grp.Q, p->grp.first, p->grp.cnt);
     }
     while (p->grp.first[p->q + 1] <= p->place.prank)
         p->q++;

@@ -47,17 +47,21 @@ void ht_pipe_mem_init(ht_pipe_mem *pm, const ht_config *cfg, const ht_devinfo *d
 
 void ht_pipe_mem_free(ht_pipe_mem *pm) {
     free(pm->limit), free(pm->dev_rank), free(pm->name), free(pm->layers), free(pm->any);
-    free(pm->max_inflight), free(pm->plan), free(pm->chunks);
+    free(pm->max_inflight), free(pm->plan), free(pm->chunks), free(pm->share);
     memset(pm, 0, sizeof *pm);
 }
 
-void ht_pipe_mem_regroup(ht_pipe_mem *pm, int Q, const int *first) {
+void ht_pipe_mem_regroup(ht_pipe_mem *pm, int Q, const int *first, const int *cnt) {
     double *limit = ht_xmalloc((size_t)Q * sizeof *limit);
     int *dev = ht_xmalloc((size_t)Q * sizeof *dev);
+    free(pm->share);
+    pm->share = ht_xcalloc((size_t)Q, sizeof *pm->share);
     for (int q = 0; q < Q; q++) {
         limit[q] = pm->limit[first[q]], dev[q] = pm->dev_rank[first[q]];
-        for (int r = first[q] + 1; r < first[q + 1]; r++)
+        for (int r = first[q]; r < first[q + 1]; r++) {
             if (pm->limit[r] < limit[q]) limit[q] = pm->limit[r], dev[q] = pm->dev_rank[r];
+            if (cnt[r] > pm->share[q]) pm->share[q] = cnt[r];
+        }
     }
     memcpy(pm->limit, limit, (size_t)Q * sizeof *limit);
     memcpy(pm->dev_rank, dev, (size_t)Q * sizeof *dev);
@@ -126,27 +130,28 @@ int ht_pipe_mem_decide(ht_pipe_mem *pm, const ht_model *m, int kind, int v, cons
     for (int l = 1; l < L; l++)
         fused[l] = !ht_pipe_can_cut(m, l);
     ht_mem_desc d;
-    ht_mem_desc_from_model(&d, m, mb, opt_states);
     int *lo = ht_xmalloc((size_t)2 * D * v * sizeof *lo), *hi = lo + D * v, rc = HT_OK;
     memset(pm->layers, 0, (size_t)D * L);
     for (int q = 0; q < D && rc == HT_OK; q++) {
+        const int mq = pm->share ? pm->share[q] : mb; /* its samples of a micro-batch */
+        ht_mem_desc_from_model(&d, m, mq, opt_states);
         const int nc = chunks_of(pm, q, kind, v, bounds, lo, hi);
         uint8_t *set = pm->layers + (size_t)q * L;
         ht_mem_plan *p = &pm->plan[q];
         const double limit = pm->mode == HT_PIPE_MEM_AUTO ? pm->limit[q] : 0;
-        ht_mem_plan_rank(&d, t + (size_t)q * L, fused, nc, lo, hi, mb, slots[q],
+        ht_mem_plan_rank(&d, t + (size_t)q * L, fused, nc, lo, hi, mq, slots[q],
                          flexible ? 1 : slots[q], N, weight_versions, limit, set, p);
         if (pm->mode == HT_PIPE_MEM_ALL) { /* every layer, whatever the memory */
             p->nrc = 0, p->extra_s = 0;
             for (int c = 0; c < nc; c++)
                 for (int l = lo[c]; l < hi[c]; l++)
-                    set[l] = 1, p->nrc++, p->extra_s += mb * t[(size_t)q * L + l];
-            ht_mem_rank(&d, nc, lo, hi, mb, p->slots, weight_versions, set, &p->use);
+                    set[l] = 1, p->nrc++, p->extra_s += mq * t[(size_t)q * L + l];
+            ht_mem_rank(&d, nc, lo, hi, mq, p->slots, weight_versions, set, &p->use);
         }
         pm->any[q] = p->nrc > 0;
         pm->max_inflight[q] = p->max_slots;
         if (pm->mode == HT_PIPE_MEM_AUTO && !p->fits)
-            rc = infeasible(pm, q, mb, where);
+            rc = infeasible(pm, q, mq, where);
         else if (pm->mode != HT_PIPE_MEM_AUTO && p->use.total > pm->limit[q] && pm->from_cfg &&
                  ht_comm_rank() == 0)
             ht_log_warn("pipeline rank %d: predicted %.2f MB exceeds its limit of %.2f MB "
@@ -154,9 +159,9 @@ int ht_pipe_mem_decide(ht_pipe_mem *pm, const ht_model *m, int kind, int v, cons
                         "for it",
                         q, p->use.total / 1e6, pm->limit[q] / 1e6,
                         pm->mode == HT_PIPE_MEM_NONE ? "none" : "all");
+        ht_mem_desc_free(&d);
     }
     free(lo), free(fused), free(own);
-    ht_mem_desc_free(&d);
     return rc;
 }
 

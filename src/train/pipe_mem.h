@@ -34,6 +34,8 @@ typedef struct ht_pipe_mem {
     uint8_t *layers;    /* [D * L] layers each pipeline rank recomputes */
     uint8_t *any;       /* [D] 1 where it recomputes any (ht_pipe_add_recompute's input) */
     int *max_inflight;  /* [D] the most micro-batches each fits in flight (hepipe's limits) */
+    int *share;         /* [D] samples of each micro-batch a rank of it computes (the largest
+                           of a replicated stage's), or NULL: the whole micro-batch */
     ht_mem_plan *plan;  /* [D] */
     char (*chunks)[64]; /* [D] its layer ranges as text, for the log */
 } ht_pipe_mem;
@@ -46,10 +48,10 @@ void ht_pipe_mem_init(ht_pipe_mem *pm, const ht_config *cfg, const ht_devinfo *d
 void ht_pipe_mem_free(ht_pipe_mem *pm);
 
 /* Replicated stages (pipe.replicate): from here on the decision is per schedule rank q
- * (Q of them), which runs on pipeline ranks [first[q], first[q + 1]); its limit is the
- * smallest of theirs. The decision sizes each for the whole micro-batch (conservative: a
- * replica holds only its share). */
-void ht_pipe_mem_regroup(ht_pipe_mem *pm, int Q, const int *first);
+ * (Q of them), which runs on pipeline ranks [first[q], first[q + 1]), pipeline rank p on
+ * cnt[p] samples of each micro-batch. A group is planned as one rank with the smallest of its
+ * limits and the largest of its shares (conservative where they differ). */
+void ht_pipe_mem_regroup(ht_pipe_mem *pm, int Q, const int *first, const int *cnt);
 
 /* Per pipeline rank limits for ht_part_hetero's mem_limit ([D]), or NULL when the partition
  * should not plan memory (recompute "none" / "all" without device.memory_mb). */
