@@ -161,6 +161,23 @@ ok $? "--plan: data parallel does not fit, the slow ranks share a stage: ${best%
 again=$("$HETSIM" --cluster "$TMP/roof4m.cfg" -c "$TMP/plan4.cfg" 2>&1 | sed -nE 's/^step time +([0-9.e+-]+) ms/\1/p')
 awk -v a="$again" -v b="${best##*|}" 'BEGIN { d = a - b; exit !(a > 0 && (d < 0 ? -d : d) <= 1e-3 * b) }'
 ok $? "the written plan simulates to the planner's step: $again ms = ${best##*|} ms"
+# the partition's first level is the hosts: one micro-batch, two equal devices. On one host
+# they share one stage (a 2-stage pipeline would not overlap at all); on two hosts no stage
+# spans them
+cat >"$TMP/h2.cfg" <<'CFG'
+devices = ( { name = "cpu"; gflops = 50.0; mem_bw_gbs = 20.0; launch_us = 20.0; } );
+hosts = ( { devices = ["cpu"]; }, { devices = ["cpu"]; } );
+links = { intra = { latency_us = 1; bandwidth_gbs = 2; }; inter = { latency_us = 1; bandwidth_gbs = 2; }; };
+CFG
+one=$("$HETSIM" --cluster "$TMP/roof.cfg" -c "$TMP/deep.cfg" --set 'cluster.slowdown=[1.0, 1.0]' \
+    --set 'pipe.schedule="1f1b"' --set 'pipe.partition="hetero"' --set pipe.replicate=true \
+    --set pipe.micro_batches=1 2>&1 | sed -nE 's/^stages +//p')
+two=$("$HETSIM" --cluster "$TMP/h2.cfg" -c "$TMP/deep.cfg" --set 'cluster.slowdown=[1.0, 1.0]' \
+    --set 'pipe.schedule="1f1b"' --set 'pipe.partition="hetero"' --set pipe.replicate=true \
+    --set pipe.micro_batches=1 2>&1)
+[[ "$one" == "0+1 "* ]] && printf '%s' "$two" | grep -q "^step time" &&
+    ! printf '%s' "$two" | grep -q "^stages"
+ok $? "replicas stay on a host: one host $one; two hosts: a stage each"
 out=$(run4 --set 'pipe.stage_ranks=[2,1]' --set 'pipe.boundaries=[6]'); rc=$?
 [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "pipe.stage_ranks: 2 stages summing to 3 ranks"
 ok $? "pipe.stage_ranks not summing to pipe.stages: exit 2 ($rc)"

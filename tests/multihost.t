@@ -78,6 +78,19 @@ ok $([ $RC -eq 0 ] && grep -q 'rank 1  host h2 ' "$TMP/two.err"; echo $?) \
 awk -v a="$one" -v b="$two" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 85 && d <= 0.2) }'
 ok $? "same accuracy as one process: ${two:-?}% on 2 hosts, ${one:-?}% on one (within 0.2)"
 
+# the hetero pipeline partition knows the hosts (HePipe's first level): with replicated
+# stages allowed, no stage may span h1 and h2, so each host runs a stage of its own. On one
+# host, with one micro-batch (a 2-stage pipeline would not overlap at all), the two ranks
+# share one stage, each computing half of it (3 of 3 runs on this machine)
+on_hosts "$HETTRAIN" "${args[@]}" --set train.epochs=0.5 --set pipe.schedule=1f1b \
+    --set pipe.stages=2 --set pipe.micro_batches=1 --set pipe.partition=hetero \
+    --set pipe.replicate=true --set log.metrics= >"$TMP/pipe.out" 2>"$TMP/pipe.err"
+RC=$?
+[ $RC -eq 0 ] && grep -q "pipeline partition: 2 stages over 2 ranks" "$TMP/pipe.err" &&
+    grep -q "  stage 0: rank 0, layers" "$TMP/pipe.err" && grep -q "  stage 1: rank 1, layers" "$TMP/pipe.err"
+ok $? "hetero partition with replicas on 2 hosts, 1 micro-batch: one stage per host, none across (exit $RC)"
+[ $RC -eq 0 ] || diag "$(grep -v '^\[' "$TMP/pipe.err" | tail -5)"
+
 # a link down mid-run: the job ends, naming what it lost
 rm -f "$TMP/m.jsonl"
 HT_COMM_TIMEOUT=10 on_hosts "$HETTRAIN" "${args[@]}" --set train.epochs=10000 \

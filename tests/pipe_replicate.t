@@ -49,30 +49,27 @@ rp() {
         "$TMP/$name.err" | sed -E 's/ \([0-9]+\)//g' | tr '\n' ' ')
 }
 
-# replicated: some stage of the last run's table runs on more than one rank
-replicated() { [[ "$STAGES" == *+* ]]; }
-
 same() {
     [ $RC -eq 0 ] && same_losses "$TMP/one.loss" "$TMP/$1.loss" 20 2e-5 &&
         same_params "$TMP/one.ckpt" "$TMP/$1.ckpt" 1e-4
 }
 
-# the hetero partition's choice: with rank 2 4x slower, 4 stages of one rank would wait on rank
-# 2 (a replicated stage halves its share, and a stage over all ranks has no bubble)
+# the hetero partition's own choice, replicated or not: it follows layer times measured at
+# start-up with 3-4 ranks on 2 cores, so which stages it replicates varies from run to run
+# (t_partition and hetsim.t check the choice itself on fixed times)
 rp a 4 4 1f1b "[1.0,1.0,4.0,1.0]"
-replicated && same a
-ok $? "pipe.replicate, 1f1b, 4 ranks, rank 2 4x slower: stages $STAGES; the one-process losses and parameters"
+grep -q "pipeline partition: [0-9] stages over 4 ranks" "$TMP/a.err" && same a
+ok $? "pipe.replicate, 1f1b, 4 ranks, rank 2 4x slower: stages $STAGES; the partition table; the one-process losses and parameters"
 rp b 3 3 hepipe "[1.0,1.0,8.0]"
 same b
 ok $? "pipe.replicate, hepipe, 3 ranks, rank 2 8x slower: stages $STAGES; the one-process losses and parameters"
-grep -q "a replicated stage's ranks split each by the samples in brackets" "$TMP/a.err" &&
-    grep -q "pipeline partition: [0-9] stages over 4 ranks" "$TMP/a.err"
-ok $? "the partition table and the stage list say how each micro-batch is split"
 
 # explicit placements (pipe.stage_ranks, equal shares): what the timings cannot make certain
 rp c 4 4 1f1b "" --set pipe.replicate=false --set "pipe.stage_ranks=[2,2]" --set "pipe.boundaries=[5]"
-[ "$STAGES" = "0+1:0-4 2+3:5-8 " ] && same c
-ok $? "stages on ranks 0+1 and 2+3 (6 + 6 samples each, pieces from two ranks to two): $STAGES; the one-process losses and parameters"
+[ "$STAGES" = "0+1:0-4 2+3:5-8 " ] && same c &&
+    grep -q "a replicated stage's ranks split each by the samples in brackets" "$TMP/c.err" &&
+    grep -q "stage 0: rank 0 (6)+1 (6), layers 0-4" "$TMP/c.err"
+ok $? "stages on ranks 0+1 and 2+3 (6 + 6 samples each, pieces from two ranks to two, the stage list says so): $STAGES; the one-process losses and parameters"
 rp d 5 5 gpipe "" --set pipe.replicate=false --set "pipe.stage_ranks=[2,3]" --set "pipe.boundaries=[4]" \
     --set pipe.micro_batches=3
 [ "$STAGES" = "0+1:0-3 2+3+4:4-8 " ] && same d

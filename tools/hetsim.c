@@ -153,6 +153,20 @@ static double *calibration(const job *j, int n, int samples) {
     return cal;
 }
 
+/* Host ids of pipeline ranks 0..D-1 (the first replica's ranks) for the hetero partition, or
+ * NULL where a host's ranks are not contiguous there (the partition in rank order needs them
+ * so; it then plans as one host, as the trainer does). Points into a static buffer. */
+static const int *pipeline_hosts(const ht_sim_cluster *c, int D) {
+    static int host[HT_PART_MAX_RANKS];
+    if (D > HT_PART_MAX_RANKS) return NULL;
+    for (int p = 0; p < D; p++) {
+        host[p] = c->rank_host[p];
+        for (int q = 0; q + 1 < p; q++) /* a host seen before, then left: not contiguous */
+            if (host[q] == host[p] && host[q + 1] != host[p]) return NULL;
+    }
+    return host;
+}
+
 /* pipe.stage_ranks as the pipeline engine checks it (src/train/engine_pipe.c). */
 static int check_stage_ranks(const ht_config *cfg, int D, int mb) {
     const int Q = cfg->pipe.nstage_ranks;
@@ -205,9 +219,10 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
     int mb = cfg->train.batch / (W * N), S = D * pp.v;
     int *bounds = ht_xmalloc((size_t)(S + 1) * sizeof *bounds);
     double *cal = NULL, *cal1 = NULL, *st = NULL;
-    int rc = HT_OK, hetero = !cfg->pipe.nboundaries && !strcmp(cfg->pipe.partition, "hetero");
+    int rc = HT_OK, hetero = !cfg->pipe.nboundaries && !cfg->pipe.nstage_ranks &&
+                             !strcmp(cfg->pipe.partition, "hetero");
     int rep = hetero && cfg->pipe.replicate;
-    ht_pipe_groups g; /* replicated stages (pipe.replicate, pipe.stage_ranks) */
+    ht_pipe_groups g = {0}; /* replicated stages (pipe.replicate, pipe.stage_ranks) */
     ht_pipe_groups_none(&g, D, mb);
     if (hetero || kind == HT_PIPE_HEPIPE) cal = calibration(j, n, mb);
     if (rep && mb > 1) cal1 = calibration(j, n, 1);
@@ -220,7 +235,7 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
                       "several: use it with gpipe, 1f1b or hepipe", cfg->source, cfg->pipe.schedule);
     else if (hetero)
         rc = ht_pipe_plan_hetero(j->m, cal, cal1, n, kind, D, N, mb, j->sm->optim_state_floats,
-                                 NULL, 0, rep, 0, bounds, &g);
+                                 NULL, 0, rep, pipeline_hosts(j->c, D), 0, bounds, &g);
     else if (cfg->pipe.nstage_ranks) {
         rc = check_stage_ranks(cfg, D, mb);
         if (rc == HT_OK) {
@@ -240,21 +255,17 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
     pp.D = g.Q;
     if (rc == HT_OK && kind == HT_PIPE_HEPIPE) {
         st = ht_xmalloc((size_t)D * sizeof *st);
-        ht_pipe_plan_stage_times(j->m, cal, n, &g, mb, bounds, st);
+        ht_pipe_plan_stage_times(j->m, cal, cal1, n, &g, mb, bounds, st);
         pp.stage_time = st;
     }
     free(cal), free(cal1);
-    if (rc != HT_OK) {
-        free(bounds);
-        free(st);
-        return rc;
-    }
     ht_pipe_sched s;
     /* 2bw: the period stream the executor chains without a flush (the steady state) */
-    rc = kind == HT_PIPE_2BW ? ht_pipe_2bw_steady(&pp, &s) : ht_pipe_generate(&pp, &s);
+    if (rc == HT_OK) rc = kind == HT_PIPE_2BW ? ht_pipe_2bw_steady(&pp, &s) : ht_pipe_generate(&pp, &s);
     free(st);
     if (rc != HT_OK) {
         free(bounds);
+        ht_pipe_groups_free(&g);
         return rc;
     }
     if (!strcmp(cfg->pipe.recompute, "all")) { /* as the pipeline engine does */
@@ -274,6 +285,7 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
     if (rc == HT_OK) rc = ht_sim_run_pipe(j->c, j->sm, &p, trace != NULL, trace, r);
     ht_pipe_sched_free(&s);
     free(bounds);
+    ht_pipe_groups_free(&g);
     return rc;
 }
 

@@ -250,9 +250,17 @@ static void groups_init(ht_pipe_exec *x, const ht_pipe_place *pl, int mb) {
         x->first[q] = pl->first ? pl->first[q] : q;
     for (int p = 0; p < D; p++)
         x->off[p] = pl->first ? pl->off[p] : 0, x->cnt[p] = pl->first ? pl->cnt[p] : mb;
-    if (x->first[0] != 0 || x->first[Q] != D)
-        ht_die(HT_ERUNTIME, "pipe: %d schedule ranks grouped over %d..%d, not 0..%d", Q,
-               x->first[0], x->first[Q], D);
+    /* each group a run of ranks whose samples tile the micro-batch in order */
+    for (int q = 0; q < Q; q++) {
+        int ok = x->first[q] < x->first[q + 1] && x->first[0] == 0 && x->first[Q] == D;
+        for (int p = x->first[q], at = 0; ok && p < x->first[q + 1]; at += x->cnt[p++])
+            ok = x->off[p] == at && x->cnt[p] >= 1 && at + x->cnt[p] <= mb &&
+                 (p + 1 < x->first[q + 1] || at + x->cnt[p] == mb);
+        if (!ok)
+            ht_die(HT_ERUNTIME, "pipe: schedule rank %d's pipeline ranks %d..%d (of %d) do not "
+                   "split micro-batches of %d samples in order",
+                   q, x->first[q], x->first[q + 1] - 1, D, mb);
+    }
     x->q = 0;
     while (x->first[x->q + 1] <= pl->prank)
         x->q++;
@@ -292,7 +300,11 @@ ht_pipe_exec *ht_pipe_exec_new(ht_model *m, const ht_pipe_sched *s, const int *b
                                ht_pipe_place place, int mb, double slowdown,
                                const uint8_t *recompute) {
     uint8_t *all = NULL;
-    if (recompute && recompute[place.prank]) {
+    int q = place.prank; /* the schedule rank it runs */
+    if (place.first)
+        for (q = 0; place.first[q + 1] <= place.prank; q++) {
+        }
+    if (recompute && recompute[q]) {
         all = ht_xmalloc((size_t)(m->nlayers ? m->nlayers : 1));
         memset(all, 1, (size_t)m->nlayers);
     }

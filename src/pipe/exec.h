@@ -7,7 +7,8 @@
  * the instruction that uses it. Activations and their gradients travel as host copies with
  * nonblocking point-to-point messages (src/comm), every receive of the step posted at its
  * start. Gradients accumulate over micro-batches; REDUCE_GRADS sums a stage's gradients over
- * the ranks that hold it (data-parallel replicas; Chimera's two directions). The optimizer
+ * the ranks that hold it (data-parallel replicas; Chimera's two directions; the ranks of a
+ * replicated stage). The optimizer
  * step is the caller's (it may clip by the global norm first: ht_pipe_exec_grad_sq). */
 #ifndef HT_PIPE_EXEC_H
 #define HT_PIPE_EXEC_H
@@ -57,7 +58,8 @@ typedef struct ht_pipe_exec ht_pipe_exec;
  * m->nlayers, increasing). mb: samples per micro-batch (the global batch is R * N * mb; with
  * replicated stages this rank computes place.cnt[prank] of them). The place's arrays are
  * copied.
- * slowdown: emulated (DESIGN.md), 1 = none. recompute[prank] != 0 (recompute may be NULL):
+ * slowdown: emulated (DESIGN.md), 1 = none. recompute[q] != 0 (recompute may be NULL; q the
+ * schedule rank this rank runs):
  * this rank's slots keep only its stages' inputs between FWD and BWD, and a RECOMPUTE
  * (src/pipe/transform.h puts one before each BWD) runs the stage forward again, with the
  * same dropout masks, in one work buffer set. Allocates the slots' device buffers and the
@@ -70,7 +72,7 @@ ht_pipe_exec *ht_pipe_exec_new(ht_model *m, const ht_pipe_sched *s, const int *b
  * its RECOMPUTE; the slots keep the stages' inputs and the other layers' outputs and saved
  * state (copied out of the work set after each FWD and back before the RECOMPUTE, which runs
  * only the recomputed layers). A fused pair (pipe/bounds.h) is recomputed whole. Every layer
- * flagged is ht_pipe_exec_new's recompute[prank] != 0. */
+ * flagged is ht_pipe_exec_new's recompute[q] != 0. */
 ht_pipe_exec *ht_pipe_exec_new_layers(ht_model *m, const ht_pipe_sched *s, const int *bounds,
                                       ht_pipe_place place, int mb, double slowdown,
                                       const uint8_t *layers);

@@ -20,8 +20,9 @@
 #include "pipe/internal.h"
 
 #define EXHAUSTIVE_MAX 4096  /* depth vectors tried one by one at most */
-#define MIN_GAIN 0.01 /* deeper than 1F1B only for a predicted makespan >= 1% shorter: the model
-                         leaves out what extra slots cost (memory traffic, messages) */
+#define MIN_GAIN 0.01 /* other depths than 1F1B's only for a predicted makespan >= 1% shorter:
+                         the model leaves out what extra slots cost (memory traffic, messages),
+                         and its stage times are start-up measurements */
 
 /* ---------------------------------------------------------------- the model */
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm/comm.h"
 #include "core/err.h"
@@ -38,6 +39,8 @@ typedef struct pipe_state {
     ht_pipe_place place;
     ht_pipe_groups grp; /* the pipeline ranks of each schedule rank (pipe.replicate) */
     int q;              /* the schedule rank this rank runs */
+    int hostbuf[HT_PART_MAX_RANKS];
+    const int *host;    /* hetero: host id of each pipeline rank (hostbuf), or NULL: one host */
     int mb;
     float clip;
     double bubble_unit; /* the checker's bubble at F = 1, B = 2 */
@@ -205,11 +208,40 @@ static void gather(ht_job *j) {
 
 /* ------------------------------------------------------------------ setup */
 
+/* Host ids of pipeline ranks 0..D-1 (the first replica's world ranks) by host name, for the
+ * hetero partition's two levels; NULL when one host holds them all, or when a host's ranks
+ * are not contiguous there (the partition in rank order needs them so: it then plans as one
+ * host, and rank 0 says why). Collective. host: room for D. */
+static const int *pipeline_hosts(ht_job *j, int D, int *host) {
+    char name[64] = "";
+    if (gethostname(name, sizeof name - 1) != 0) snprintf(name, sizeof name, "?");
+    char *all = ht_xcalloc((size_t)j->world, sizeof name);
+    ht_comm_allgather(name, sizeof name, all);
+    int nhost = 0, ok = 1;
+    for (int q = 0; q < D; q++) {
+        host[q] = q;
+        for (int k = 0; k < q; k++)
+            if (!strcmp(all + (size_t)k * sizeof name, all + (size_t)q * sizeof name)) {
+                host[q] = host[k];
+                break;
+            }
+        nhost += host[q] == q;
+        ok &= q == 0 || host[q] == host[q - 1] || host[q] == q; /* a new host, or the same */
+    }
+    free(all);
+    if (nhost > 1 && !ok && j->rank == 0)
+        ht_log_warn("pipe.partition \"hetero\": the pipeline ranks' hosts alternate (e.g. "
+                    "mpirun --map-by node); the partition plans them as one host, so stages "
+                    "and replicas may span hosts: map the ranks by slot to keep a host's ranks "
+                    "together");
+    return nhost > 1 && ok ? host : NULL;
+}
+
 static int make_bounds(ht_job *j, const ht_pipe_params *pp, pipe_state *p, int mb,
                        const double *cal, int *bounds) {
     const int S = pp->D * pp->v;
     const ht_config *cfg = j->cfg;
-    if (cfg->pipe.nboundaries) {
+    if (cfg->pipe.nboundaries || cfg->pipe.nstage_ranks) { /* stage_ranks: boundaries given */
         if (cfg->pipe.nboundaries != S - 1)
             return ht_error(HT_EINPUT,
                             "%s: key 'pipe.boundaries': %d boundaries for %d stages; expected "
@@ -225,11 +257,12 @@ static int make_bounds(ht_job *j, const ht_pipe_params *pp, pipe_state *p, int m
                             "one stage on each rank; \"%s\" places several: use it with gpipe, "
                             "1f1b or hepipe",
                             src_of(cfg), cfg->pipe.schedule);
+        p->host = pp->D <= HT_PART_MAX_RANKS ? pipeline_hosts(j, pp->D, p->hostbuf) : NULL;
         int rc = ht_pipe_plan_hetero(&j->model, cal, p->cal1, j->world, pp->kind, pp->D, pp->N, mb,
                                      ht_optim_state_count(&j->opt),
                                      ht_pipe_mem_part_limits(&p->mem),
                                      p->mem.mode == HT_PIPE_MEM_AUTO, cfg->pipe.replicate,
-                                     j->rank == 0, bounds, &p->grp);
+                                     p->host, j->rank == 0, bounds, &p->grp);
         if (rc != HT_OK) { /* a memory shortfall names pipeline ranks: say their devices */
             char msg[1536];
             int k = snprintf(msg, sizeof msg, "%s", ht_errmsg());
@@ -328,7 +361,8 @@ static int plan_stages(ht_job *j, ht_pipe_params *pp, pipe_state *p, double slow
         p->q++;
     if (rc == HT_OK && pp->kind == HT_PIPE_HEPIPE) {
         *times = ht_xmalloc((size_t)D * sizeof **times);
-        ht_pipe_plan_stage_times(&j->model, cal, j->world, &p->grp, p->mb, p->bounds, *times);
+        ht_pipe_plan_stage_times(&j->model, cal, p->cal1, j->world, &p->grp, p->mb, p->bounds,
+                                 *times);
         pp->stage_time = *times;
     }
     return rc;
@@ -430,6 +464,7 @@ static int repart_init(ht_job *j, pipe_state *p) {
     ht_pipe_problem_init(&p->prob, &j->model, p->cal, NULL, j->world, k, p->pp.D, p->pp.N, p->mb,
                          ht_optim_state_count(&j->opt), ht_pipe_mem_part_limits(&p->mem),
                          p->mem.mode == HT_PIPE_MEM_AUTO);
+    p->prob.in.host = p->host; /* the start-up cut's two levels */
     return ht_repart_init(&p->rp, p->pp.D, 1.0, 0.1, 10, 2);
 }
 
@@ -504,7 +539,8 @@ static int rebuild(ht_job *j, pipe_state *p, int64_t step) {
     ht_dev_mem(j->dev, NULL, NULL, NULL, 1);
     double times[HT_PART_MAX_RANKS];
     if (p->pp.kind == HT_PIPE_HEPIPE) {
-        ht_pipe_plan_stage_times(&j->model, p->cal, j->world, &p->grp, p->mb, p->bounds, times);
+        ht_pipe_plan_stage_times(&j->model, p->cal, NULL, j->world, &p->grp, p->mb, p->bounds,
+                                 times);
         for (int q = 0; q < p->pp.D; q++)
             times[q] *= p->rp.k[q];
         p->pp.stage_time = times;
@@ -769,6 +805,7 @@ static int run(ht_job *j, ht_train_result *res) {
     if (p.tbw) ht_pipe_sched_free(&p.chk);
     free(p.bounds);
     free(p.cal), free(p.cal1);
+    ht_pipe_groups_free(&p.grp);
     ht_pipe_problem_free(&p.prob);
     ht_pipe_mem_free(&p.mem);
     return rc;

@@ -47,26 +47,28 @@ void ht_pipe_mem_init(ht_pipe_mem *pm, const ht_config *cfg, const ht_devinfo *d
 
 void ht_pipe_mem_free(ht_pipe_mem *pm) {
     free(pm->limit), free(pm->dev_rank), free(pm->name), free(pm->layers), free(pm->any);
-    free(pm->max_inflight), free(pm->plan), free(pm->chunks), free(pm->share);
+    free(pm->max_inflight), free(pm->plan), free(pm->chunks);
+    free(pm->gfirst), free(pm->rlimit), free(pm->rdev), free(pm->rcnt);
     memset(pm, 0, sizeof *pm);
 }
 
 void ht_pipe_mem_regroup(ht_pipe_mem *pm, int Q, const int *first, const int *cnt) {
-    double *limit = ht_xmalloc((size_t)Q * sizeof *limit);
-    int *dev = ht_xmalloc((size_t)Q * sizeof *dev);
-    free(pm->share);
-    pm->share = ht_xcalloc((size_t)Q, sizeof *pm->share);
-    for (int q = 0; q < Q; q++) {
-        limit[q] = pm->limit[first[q]], dev[q] = pm->dev_rank[first[q]];
-        for (int r = first[q]; r < first[q + 1]; r++) {
-            if (pm->limit[r] < limit[q]) limit[q] = pm->limit[r], dev[q] = pm->dev_rank[r];
-            if (cnt[r] > pm->share[q]) pm->share[q] = cnt[r];
-        }
+    const int P = first[Q];
+    pm->gfirst = ht_xmalloc((size_t)(Q + 1) * sizeof *pm->gfirst);
+    memcpy(pm->gfirst, first, (size_t)(Q + 1) * sizeof *first);
+    pm->rlimit = ht_xmalloc((size_t)P * sizeof *pm->rlimit);
+    pm->rdev = ht_xmalloc((size_t)P * sizeof *pm->rdev);
+    pm->rcnt = ht_xmalloc((size_t)P * sizeof *pm->rcnt);
+    memcpy(pm->rlimit, pm->limit, (size_t)P * sizeof *pm->rlimit);
+    memcpy(pm->rdev, pm->dev_rank, (size_t)P * sizeof *pm->rdev);
+    memcpy(pm->rcnt, cnt, (size_t)P * sizeof *pm->rcnt);
+    for (int q = 0; q < Q; q++) { /* until a decision names the tightest member */
+        int best = first[q];
+        for (int r = first[q]; r < first[q + 1]; r++)
+            if (pm->rlimit[r] < pm->rlimit[best]) best = r;
+        pm->limit[q] = pm->rlimit[best], pm->dev_rank[q] = pm->rdev[best];
     }
-    memcpy(pm->limit, limit, (size_t)Q * sizeof *limit);
-    memcpy(pm->dev_rank, dev, (size_t)Q * sizeof *dev);
     pm->D = Q;
-    free(limit), free(dev);
 }
 
 const double *ht_pipe_mem_part_limits(const ht_pipe_mem *pm) {
@@ -120,6 +122,79 @@ static double *flops_times(const ht_model *m, int D) {
     return f;
 }
 
+/* What a decision shares between ranks: the model, per-layer forward seconds, fused pairs,
+ * the chunks of the schedule rank being planned. */
+typedef struct dctx {
+    const ht_pipe_mem *pm;
+    const ht_model *m;
+    const double *t; /* [L] seconds per sample of the schedule rank's layers */
+    const uint8_t *fused;
+    int nc;
+    const int *lo, *hi;
+    int N, flexible, opt_states, wv;
+} dctx;
+
+/* One rank's plan at mq samples a micro-batch and `slots` in flight against limit (auto):
+ * recomputed layers into set, the plan into *p ("all": every layer, whatever the memory). */
+static void plan_member(const dctx *c, int mq, int slots, double limit, uint8_t *set,
+                        ht_mem_plan *p) {
+    ht_mem_desc d;
+    ht_mem_desc_from_model(&d, c->m, mq, c->opt_states);
+    const double lim = c->pm->mode == HT_PIPE_MEM_AUTO ? limit : 0;
+    ht_mem_plan_rank(&d, c->t, c->fused, c->nc, c->lo, c->hi, mq, slots,
+                     c->flexible ? 1 : slots, c->N, c->wv, lim, set, p);
+    if (c->pm->mode == HT_PIPE_MEM_ALL) {
+        p->nrc = 0, p->extra_s = 0;
+        for (int k = 0; k < c->nc; k++)
+            for (int l = c->lo[k]; l < c->hi[k]; l++)
+                set[l] = 1, p->nrc++, p->extra_s += mq * c->t[l];
+        ht_mem_rank(&d, c->nc, c->lo, c->hi, mq, p->slots, c->wv, set, &p->use);
+    }
+    ht_mem_desc_free(&d);
+}
+
+/* A group (schedule rank q on pipeline ranks [r0, r1)): every member planned with its own
+ * limit and samples; the union of their layers into set; *p the plan of the member that the
+ * union leaves closest to (or furthest past) its limit, with the fewest slots any fits. *who:
+ * that member, or the first that fits no plan. */
+static void plan_group(const dctx *c, int r0, int r1, int slots, uint8_t *set, ht_mem_plan *p,
+                       int *who) {
+    const ht_pipe_mem *pm = c->pm;
+    uint8_t *mine = ht_xmalloc((size_t)(pm->L ? pm->L : 1));
+    int fewest = slots, most = 1 << 30, bad = -1;
+    for (int r = r0; r < r1; r++) {
+        ht_mem_plan pr;
+        memset(mine, 0, (size_t)pm->L);
+        plan_member(c, pm->rcnt[r], slots, pm->rlimit[r], mine, &pr);
+        for (int l = 0; l < pm->L; l++)
+            set[l] |= mine[l];
+        if (!pr.fits && bad < 0) bad = r, *p = pr;
+        if (pr.slots < fewest) fewest = pr.slots;
+        if (pr.max_slots < most) most = pr.max_slots;
+    }
+    free(mine);
+    if (bad >= 0) {
+        *who = bad;
+        return;
+    }
+    double worst = -1e300;
+    for (int r = r0; r < r1; r++) {
+        ht_mem_desc d;
+        ht_mem_desc_from_model(&d, c->m, pm->rcnt[r], c->opt_states);
+        ht_mem_use u;
+        ht_mem_rank(&d, c->nc, c->lo, c->hi, pm->rcnt[r], fewest, c->wv, set, &u);
+        ht_mem_desc_free(&d);
+        const double over = pm->rlimit[r] > 0 ? u.total - pm->rlimit[r] : u.total - 1e300;
+        if (over > worst) {
+            worst = over, *who = r;
+            *p = (ht_mem_plan){.fits = 1, .slots = fewest, .max_slots = most, .use = u};
+            for (int k = 0; k < c->nc; k++)
+                for (int l = c->lo[k]; l < c->hi[k]; l++)
+                    if (set[l]) p->nrc++, p->extra_s += pm->rcnt[r] * c->t[l];
+        }
+    }
+}
+
 int ht_pipe_mem_decide(ht_pipe_mem *pm, const ht_model *m, int kind, int v, const int *bounds,
                        int mb, int N, const int *slots, int flexible, int opt_states,
                        int weight_versions, const double *fwd, const char *where) {
@@ -129,24 +204,20 @@ int ht_pipe_mem_decide(ht_pipe_mem *pm, const ht_model *m, int kind, int v, cons
     uint8_t *fused = ht_xcalloc((size_t)(L ? L : 1), 1);
     for (int l = 1; l < L; l++)
         fused[l] = !ht_pipe_can_cut(m, l);
-    ht_mem_desc d;
     int *lo = ht_xmalloc((size_t)2 * D * v * sizeof *lo), *hi = lo + D * v, rc = HT_OK;
     memset(pm->layers, 0, (size_t)D * L);
     for (int q = 0; q < D && rc == HT_OK; q++) {
-        const int mq = pm->share ? pm->share[q] : mb; /* its samples of a micro-batch */
-        ht_mem_desc_from_model(&d, m, mq, opt_states);
-        const int nc = chunks_of(pm, q, kind, v, bounds, lo, hi);
+        const dctx c = {pm, m, t + (size_t)q * L, fused, chunks_of(pm, q, kind, v, bounds, lo, hi),
+                        lo, hi, N, flexible, opt_states, weight_versions};
         uint8_t *set = pm->layers + (size_t)q * L;
         ht_mem_plan *p = &pm->plan[q];
-        const double limit = pm->mode == HT_PIPE_MEM_AUTO ? pm->limit[q] : 0;
-        ht_mem_plan_rank(&d, t + (size_t)q * L, fused, nc, lo, hi, mq, slots[q],
-                         flexible ? 1 : slots[q], N, weight_versions, limit, set, p);
-        if (pm->mode == HT_PIPE_MEM_ALL) { /* every layer, whatever the memory */
-            p->nrc = 0, p->extra_s = 0;
-            for (int c = 0; c < nc; c++)
-                for (int l = lo[c]; l < hi[c]; l++)
-                    set[l] = 1, p->nrc++, p->extra_s += mq * t[(size_t)q * L + l];
-            ht_mem_rank(&d, nc, lo, hi, mq, p->slots, weight_versions, set, &p->use);
+        int mq = mb;
+        if (pm->gfirst) { /* a group: its tightest member speaks for it */
+            int who = pm->gfirst[q];
+            plan_group(&c, pm->gfirst[q], pm->gfirst[q + 1], slots[q], set, p, &who);
+            pm->limit[q] = pm->rlimit[who], pm->dev_rank[q] = pm->rdev[who], mq = pm->rcnt[who];
+        } else {
+            plan_member(&c, mb, slots[q], pm->limit[q], set, p);
         }
         pm->any[q] = p->nrc > 0;
         pm->max_inflight[q] = p->max_slots;
@@ -159,7 +230,6 @@ int ht_pipe_mem_decide(ht_pipe_mem *pm, const ht_model *m, int kind, int v, cons
                         "for it",
                         q, p->use.total / 1e6, pm->limit[q] / 1e6,
                         pm->mode == HT_PIPE_MEM_NONE ? "none" : "all");
-        ht_mem_desc_free(&d);
     }
     free(lo), free(fused), free(own);
     return rc;

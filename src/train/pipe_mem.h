@@ -24,20 +24,26 @@
 
 struct ht_metrics;
 
+/* D counts pipeline ranks, or after ht_pipe_mem_regroup the schedule's ranks (groups of
+ * pipeline ranks running one stream): each [D] array is per schedule rank then. */
 typedef struct ht_pipe_mem {
     int D, L, world;
     int mode;           /* HT_PIPE_MEM_AUTO, _NONE, _ALL */
-    double *limit;      /* [D] bytes: the smallest over the pipeline rank's replicas */
+    double *limit;      /* [D] bytes: the smallest over the pipeline rank's replicas (a
+                           group's: its tightest member's in the last decision) */
     int *dev_rank;      /* [D] the world rank whose device sets it */
     char (*name)[128];  /* [world] device names */
     int from_cfg;       /* the limit is device.memory_mb (else the devices' reports) */
-    uint8_t *layers;    /* [D * L] layers each pipeline rank recomputes */
+    uint8_t *layers;    /* [D * L] layers each recomputes */
     uint8_t *any;       /* [D] 1 where it recomputes any (ht_pipe_add_recompute's input) */
     int *max_inflight;  /* [D] the most micro-batches each fits in flight (hepipe's limits) */
-    int *share;         /* [D] samples of each micro-batch a rank of it computes (the largest
-                           of a replicated stage's), or NULL: the whole micro-batch */
-    ht_mem_plan *plan;  /* [D] */
+    ht_mem_plan *plan;  /* [D] (a group's: its tightest member's) */
     char (*chunks)[64]; /* [D] its layer ranges as text, for the log */
+    /* after ht_pipe_mem_regroup: schedule rank q on pipeline ranks [gfirst[q], gfirst[q+1]),
+     * pipeline rank r with its own limit, device and samples per micro-batch */
+    int *gfirst;        /* [D + 1], NULL: no groups */
+    double *rlimit;
+    int *rdev, *rcnt;
 } ht_pipe_mem;
 
 enum { HT_PIPE_MEM_AUTO, HT_PIPE_MEM_NONE, HT_PIPE_MEM_ALL };
@@ -49,8 +55,9 @@ void ht_pipe_mem_free(ht_pipe_mem *pm);
 
 /* Replicated stages (pipe.replicate): from here on the decision is per schedule rank q
  * (Q of them), which runs on pipeline ranks [first[q], first[q + 1]), pipeline rank p on
- * cnt[p] samples of each micro-batch. A group is planned as one rank with the smallest of its
- * limits and the largest of its shares (conservative where they differ). */
+ * cnt[p] samples of each micro-batch. Each member is planned with its own limit and samples;
+ * the group recomputes the union of their layers (one stream) and holds in flight the fewest
+ * any of them fits. */
 void ht_pipe_mem_regroup(ht_pipe_mem *pm, int Q, const int *first, const int *cnt);
 
 /* Per pipeline rank limits for ht_part_hetero's mem_limit ([D]), or NULL when the partition

@@ -61,9 +61,22 @@ static double layer_time(const double *times, int L, int world, int D, int q, in
     return t;
 }
 
-void ht_pipe_groups_none(ht_pipe_groups *g, int D, int mb) {
+void ht_pipe_groups_free(ht_pipe_groups *g) {
+    free(g->first), free(g->off), free(g->cnt);
     memset(g, 0, sizeof *g);
-    g->D = g->Q = D;
+}
+
+/* Room for Q schedule ranks on D pipeline ranks. */
+static void groups_alloc(ht_pipe_groups *g, int D, int Q) {
+    ht_pipe_groups_free(g);
+    g->D = D, g->Q = Q;
+    g->first = ht_xcalloc((size_t)Q + 1, sizeof *g->first);
+    g->off = ht_xcalloc((size_t)(D ? D : 1), sizeof *g->off);
+    g->cnt = ht_xcalloc((size_t)(D ? D : 1), sizeof *g->cnt);
+}
+
+void ht_pipe_groups_none(ht_pipe_groups *g, int D, int mb) {
+    groups_alloc(g, D, D);
     for (int q = 0; q <= D; q++)
         g->first[q] = q;
     for (int p = 0; p < D; p++)
@@ -71,8 +84,7 @@ void ht_pipe_groups_none(ht_pipe_groups *g, int D, int mb) {
 }
 
 void ht_pipe_groups_explicit(ht_pipe_groups *g, int D, const int *sizes, int Q, int mb) {
-    memset(g, 0, sizeof *g);
-    g->D = D, g->Q = Q;
+    groups_alloc(g, D, Q);
     for (int q = 0, p = 0; q < Q; q++) {
         const int k = sizes[q];
         g->first[q] = p;
@@ -87,16 +99,21 @@ void ht_pipe_groups_explicit(ht_pipe_groups *g, int D, const int *sizes, int Q, 
 
 int ht_pipe_groups_replicated(const ht_pipe_groups *g) { return g->Q < g->D; }
 
-void ht_pipe_plan_stage_times(const ht_model *m, const double *times, int world,
-                              const ht_pipe_groups *g, int mb, const int *bounds,
+void ht_pipe_plan_stage_times(const ht_model *m, const double *times, const double *times1,
+                              int world, const ht_pipe_groups *g, int mb, const int *bounds,
                               double *stage_time) {
     for (int q = 0; q < g->Q; q++) {
         double worst = 0;
         for (int p = g->first[q]; p < g->first[q + 1]; p++) {
-            double t = 0;
-            for (int l = bounds[q]; l < bounds[q + 1]; l++)
-                t += layer_time(times, m->nlayers, world, g->D, p, l, 0);
-            t *= (double)g->cnt[p] / mb; /* times are per micro-batch of mb */
+            double t = 0, per;
+            for (int l = bounds[q]; l < bounds[q + 1]; l++) {
+                const double full = layer_time(times, m->nlayers, world, g->D, p, l, 0);
+                if (times1 && mb > 1 && g->cnt[p] != mb) /* fixed + per sample x its share */
+                    t += ht_part_affine(full, layer_time(times1, m->nlayers, world, g->D, p, l, 0),
+                                        mb, &per) + per * g->cnt[p];
+                else
+                    t += full * g->cnt[p] / mb; /* times are per micro-batch of mb */
+            }
             if (t > worst) worst = t;
         }
         stage_time[q] = worst > 0 ? worst : 1e-9;
@@ -176,15 +193,14 @@ void ht_pipe_problem_free(ht_pipe_problem *pb) {
 
 /* The groups of partition p (stages in rank order, each on a run of adjacent ranks). */
 static void groups_of(const ht_partition *p, ht_pipe_groups *g) {
-    memset(g, 0, sizeof *g);
-    g->D = p->R, g->Q = p->D;
+    groups_alloc(g, p->R, p->D);
     ht_partition_groups(p, g->first, g->off, g->cnt);
 }
 
 int ht_pipe_plan_hetero(const ht_model *m, const double *times, const double *times1,
                         int world, int kind, int D, int N, int mb, int opt_states,
                         const double *mem_limit, int allow_recompute, int allow_replicas,
-                        int print, int *bounds, ht_pipe_groups *g) {
+                        const int *host, int print, int *bounds, ht_pipe_groups *g) {
     if (D > HT_PART_MAX_RANKS)
         return ht_error(HT_EINPUT, "pipe.partition \"hetero\": %d stages; at most %d", D,
                         HT_PART_MAX_RANKS);
@@ -192,6 +208,7 @@ int ht_pipe_plan_hetero(const ht_model *m, const double *times, const double *ti
     ht_pipe_problem_init(&pb, m, times, times1, world, kind, D, N, mb, opt_states, mem_limit,
                          allow_recompute);
     pb.in.allow_replicas = allow_replicas;
+    pb.in.host = host;
     ht_partition p;
     int rc = ht_part_hetero(&pb.in, &p);
     if (rc == HT_OK) {

@@ -40,13 +40,14 @@ void ht_pipe_problem_free(ht_pipe_problem *pb);
  * samples [off[p], off[p] + cnt[p]) of every micro-batch. Without replicated stages Q = D,
  * first[q] = q, off 0 and cnt the micro-batch. */
 typedef struct ht_pipe_groups {
-    int D, Q; /* pipeline ranks, schedule ranks */
-    int first[HT_PART_MAX_RANKS + 1];
-    int off[HT_PART_MAX_RANKS], cnt[HT_PART_MAX_RANKS];
+    int D, Q;               /* pipeline ranks, schedule ranks */
+    int *first, *off, *cnt; /* [Q + 1], [D], [D] */
 } ht_pipe_groups;
 
-/* One pipeline rank per schedule rank, whole micro-batches of mb. */
+/* One pipeline rank per schedule rank, whole micro-batches of mb. Every setter frees what g
+ * held (g starts zeroed); ht_pipe_groups_free frees it. */
 void ht_pipe_groups_none(ht_pipe_groups *g, int D, int mb);
+void ht_pipe_groups_free(ht_pipe_groups *g);
 /* pipe.stage_ranks: Q stages, stage q on the next sizes[q] of D pipeline ranks (summing to
  * D, each <= mb), every micro-batch of mb split equally (the first mb % k of a stage of k
  * ranks one sample more). */
@@ -54,7 +55,9 @@ void ht_pipe_groups_explicit(ht_pipe_groups *g, int D, const int *sizes, int Q, 
 /* 1 when some schedule rank runs on more than one pipeline rank. */
 int ht_pipe_groups_replicated(const ht_pipe_groups *g);
 
-/* bounds[0..Q] by ht_part_hetero (times1 as for ht_pipe_problem_init) (stages in rank order, every rank running one, cuts only
+/* bounds[0..Q] by ht_part_hetero (times1 as for ht_pipe_problem_init; host [D] the host id
+ * of each pipeline rank, its ranks contiguous, or NULL: one host; a replicated stage stays
+ * on one host, and the cut between hosts falls where HePipe's first level puts it) (stages in rank order, every rank running one, cuts only
  * where pipe/bounds.h allows; the schedule `kind`'s slots in flight; opt_states optimizer
  * floats per parameter; mem_limit [D] bytes per pipeline rank or NULL: none; with
  * allow_recompute the partition may count on recomputation to fit them). Without
@@ -65,7 +68,7 @@ int ht_pipe_groups_replicated(const ht_pipe_groups *g);
 int ht_pipe_plan_hetero(const ht_model *m, const double *times, const double *times1,
                         int world, int kind, int D, int N, int mb, int opt_states,
                         const double *mem_limit, int allow_recompute, int allow_replicas,
-                        int print, int *bounds, ht_pipe_groups *g);
+                        const int *host, int print, int *bounds, ht_pipe_groups *g);
 
 /* Forward seconds per sample of every layer on every schedule rank of g (the slowest of its
  * pipeline ranks and their data-parallel replicas), from the calibration: fwd[q * L + l], the
@@ -75,9 +78,11 @@ void ht_pipe_plan_layer_fwd(const ht_model *m, const double *times, int world,
 
 /* Forward seconds per micro-batch of each stage of bounds[0..Q] on its schedule rank of g
  * (the slowest pipeline rank at its share of the micro-batch of mb, and of their replicas),
- * from the calibration: hepipe's ht_pipe_params.stage_time. */
-void ht_pipe_plan_stage_times(const ht_model *m, const double *times, int world,
-                              const ht_pipe_groups *g, int mb, const int *bounds,
+ * from the calibration: hepipe's ht_pipe_params.stage_time. A share is costed as affine in
+ * its samples when times1 (the calibration at 1 sample, or NULL) is given, else in
+ * proportion. */
+void ht_pipe_plan_stage_times(const ht_model *m, const double *times, const double *times1,
+                              int world, const ht_pipe_groups *g, int mb, const int *bounds,
                               double *stage_time);
 
 #endif
