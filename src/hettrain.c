@@ -183,6 +183,7 @@ static int schedule_main(int argc, char **argv) {
     ht_pipe_params p = {.kind = -1, .v = 1};
     const char *trace = NULL, *kind = NULL, *cfg_path = NULL, *sets[MAX_SETS];
     double bf = 1.0, times[64], slots_d[64];
+    char groups[256] = ""; /* the job's replicated stages, as a line under the timeline */
     int streams = 0, nset = 0, ntimes = 0, nslots = 0, slots[64];
     for (int i = 1; i < argc; i++) { /* -c / --set first: the flags below override them */
         if (!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) cfg_path = need_arg(argc, argv, &i);
@@ -196,6 +197,20 @@ static int schedule_main(int argc, char **argv) {
         if (strcmp(from_cfg, "none")) kind = from_cfg;
         p.D = cfg.pipe.stages, p.N = cfg.pipe.micro_batches;
         if (!strcmp(from_cfg, "interleaved")) p.v = cfg.pipe.chunks;
+        if (cfg.pipe.nstage_ranks) { /* one stream per stage, run by its ranks */
+            size_t k = (size_t)snprintf(groups, sizeof groups, "pipe.stage_ranks:");
+            for (int q = 0, r = 0; q < cfg.pipe.nstage_ranks && k + 24 < sizeof groups; q++) {
+                k += (size_t)snprintf(groups + k, sizeof groups - k, " rank %d runs pipeline ranks "
+                                      "%d..%d%s", q, r, r + cfg.pipe.stage_ranks[q] - 1,
+                                      q + 1 < cfg.pipe.nstage_ranks ? ";" : "");
+                r += cfg.pipe.stage_ranks[q];
+            }
+            p.D = cfg.pipe.nstage_ranks;
+        } else if (cfg.pipe.replicate && !strcmp(cfg.pipe.partition, "hetero")) {
+            snprintf(groups, sizeof groups,
+                     "pipe.replicate: the hetero partition decides at start-up, from the layer "
+                     "times it measures, which ranks share a stage; shown: one stage per rank");
+        }
         bf = 2.0; /* what the trainer plans for */
     }
     for (int i = 1; i < argc; i++) {
@@ -251,6 +266,7 @@ static int schedule_main(int argc, char **argv) {
     if (ht_pipe_check(&s, bf, NULL, &r)) /* a generator bug, not the user's input */
         ht_die(HT_ERUNTIME, "schedule \"%s\" failed its own check: %s", kind, ht_errmsg());
     ht_pipe_print_timeline(&s, bf, stdout);
+    if (groups[0]) printf("%s\n", groups);
     if (ntimes) print_under_times(&s, bf, times, nslots > 0);
     if (trace) ht_exit_on_error(ht_pipe_write_trace(&s, bf, trace));
     ht_pipe_sched_free(&s);

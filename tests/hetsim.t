@@ -161,6 +161,13 @@ ok $? "--plan: data parallel does not fit, the slow ranks share a stage: ${best%
 again=$("$HETSIM" --cluster "$TMP/roof4m.cfg" -c "$TMP/plan4.cfg" 2>&1 | sed -nE 's/^step time +([0-9.e+-]+) ms/\1/p')
 awk -v a="$again" -v b="${best##*|}" 'BEGIN { d = a - b; exit !(a > 0 && (d < 0 ? -d : d) <= 1e-3 * b) }'
 ok $? "the written plan simulates to the planner's step: $again ms = ${best##*|} ms"
+"$HETTRAIN" schedule -c "$TMP/plan4.cfg" 2>&1 | grep -q "^pipe.replicate: the hetero partition decides at start-up"
+ok $? "hettrain schedule -c on it says that the trainer decides the groups at start-up"
+"$HETTRAIN" schedule -c "$TMP/deep.cfg" --set 'pipe.schedule="1f1b"' --set pipe.stages=4 \
+    --set 'pipe.stage_ranks=[2,2]' --set 'pipe.boundaries=[6]' >"$TMP/sched2" 2>&1 &&
+    grep -q "^rank  1 |" "$TMP/sched2" && ! grep -q "^rank  2 |" "$TMP/sched2" &&
+    grep -q "^pipe.stage_ranks: rank 0 runs pipeline ranks 0..1; rank 1 runs pipeline ranks 2..3$" "$TMP/sched2"
+ok $? "hettrain schedule with pipe.stage_ranks [2, 2]: two streams, each on two ranks"
 # the partition's first level is the hosts: one micro-batch, two equal devices. On one host
 # they share one stage (a 2-stage pipeline would not overlap at all); on two hosts no stage
 # spans them
