@@ -645,15 +645,33 @@ static void clip_global(ht_job *j, pipe_state *p) {
 }
 
 /* The checker's bubble under the stage times measured in this run (each stage's mean FWD and
- * BWD over the ranks that ran it): what the schedule alone costs on these devices, without
+ * BWD over the ranks that ran it; a replicated stage's over its data-parallel copies, each
+ * the slowest of its ranks): what the schedule alone costs on these devices, without
  * communication and host copies. Collective. */
 static double bubble_measured_costs(ht_job *j, pipe_state *p) {
     const int S = p->sched.S;
     double *v = ht_xcalloc((size_t)S * 3, sizeof(double));
     ht_pipe_exec_stage_times(p->x, 0, v, v + S);
-    for (int s = 0; s < S; s++)
-        v[2 * S + s] = v[s] > 0;
-    ht_comm_allreduce_sum_f64(v, (size_t)S * 3);
+    if (ht_pipe_groups_replicated(&p->grp)) { /* a group's stage: its slowest member's share */
+        const int P = p->place.D;
+        double *all = ht_xmalloc((size_t)j->world * 2 * S * sizeof *all);
+        ht_comm_allgather(v, (size_t)2 * S * sizeof *v, all);
+        memset(v, 0, (size_t)S * 3 * sizeof *v);
+        for (int s = 0; s < S; s++)
+            for (int r = 0; r < p->place.R; r++) {
+                double f = 0, b = 0;
+                for (int q = 0; q < P; q++) {
+                    const double *a = all + (size_t)(r * P + q) * 2 * S;
+                    f = a[s] > f ? a[s] : f, b = a[S + s] > b ? a[S + s] : b;
+                }
+                v[s] += f, v[S + s] += b, v[2 * S + s] += f > 0;
+            }
+        free(all);
+    } else {
+        for (int s = 0; s < S; s++)
+            v[2 * S + s] = v[s] > 0;
+        ht_comm_allreduce_sum_f64(v, (size_t)S * 3);
+    }
     double bubble = NAN;
     int all = 1;
     for (int s = 0; s < S; s++) {
