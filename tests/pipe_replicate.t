@@ -64,6 +64,31 @@ rp b 3 3 hepipe "[1.0,1.0,8.0]"
 same b
 ok $? "pipe.replicate, hepipe, 3 ranks, rank 2 8x slower: stages $STAGES; the one-process losses and parameters"
 
+# the hosts (HePipe's first level), emulated on one machine by cluster.hosts = [0, 0, 1, 1]:
+# no stage may hold ranks of both hosts. An MLP heavy enough per sample that, on one host
+# with one micro-batch, the partition puts ranks 1-3 (or 1+2) in one stage in most runs
+# (three runs: 1+2+3 twice, 1+2 once); with the hosts, 0+1 | 2+3 (three of three)
+cat >"$TMP/syn.cfg" <<'CFG'
+model = { type = "mlp"; hidden = [256, 256]; };
+data = { kind = "synthetic"; samples = 2048; features = 256; classes = 16; };
+train = { batch = 64; steps = 10; seed = 3; eval_every = 0; eval_batches = 1; };
+optim = { lr = 0.05; };
+log = { every = 1; progress = "none"; };
+CFG
+"$HETTRAIN" -c "$TMP/syn.cfg" -q --set log.metrics="$TMP/syn1.jsonl" >/dev/null 2>&1
+losses "$TMP/syn1.jsonl" >"$TMP/syn1.loss"
+mpirun_ht 4 "$HETTRAIN" -c "$TMP/syn.cfg" --set pipe.schedule=1f1b --set pipe.stages=4 \
+    --set pipe.micro_batches=1 --set pipe.partition=hetero --set pipe.replicate=true \
+    --set "cluster.hosts=[0,0,1,1]" --set log.metrics="$TMP/syn4.jsonl" >/dev/null 2>"$TMP/syn4.err"
+RC=$?
+losses "$TMP/syn4.jsonl" >"$TMP/syn4.loss" 2>/dev/null
+st=$(sed -nE 's/.*  stage [0-9]+: rank ([^,]*), layers ([0-9]+-[0-9]+).*/\1/p' "$TMP/syn4.err" |
+    sed -E 's/ \([0-9]+\)//g' | tr '\n' ' ')
+span=0
+for g in $st; do [[ "$g" =~ (^|\+)[01](\+|$) && "$g" =~ (^|\+)[23](\+|$) ]] && span=1; done
+[ $RC -eq 0 ] && [ -n "$st" ] && [ $span -eq 0 ] && same_losses "$TMP/syn1.loss" "$TMP/syn4.loss" 10 2e-5
+ok $? "cluster.hosts [0,0,1,1]: no stage spans the hosts (stages $st), the one-process losses"
+
 # explicit placements (pipe.stage_ranks, equal shares): what the timings cannot make certain
 rp c 4 4 1f1b "" --set pipe.replicate=false --set "pipe.stage_ranks=[2,2]" --set "pipe.boundaries=[5]"
 [ "$STAGES" = "0+1:0-4 2+3:5-8 " ] && same c &&
@@ -122,4 +147,6 @@ bad "pipe.stage_ranks.*sum to 3; expected pipe.stages = 2" "stage ranks not summ
     --set "pipe.boundaries=[3]"
 bad "2 stages need 1 boundaries .*found 0" "stage ranks without boundaries" \
     --set pipe.schedule=1f1b --set pipe.replicate=false --set "pipe.stage_ranks=[1,1]"
+bad "cluster.hosts.*found 3 values, expected 2" "cluster.hosts not one per rank" \
+    --set pipe.schedule=1f1b --set pipe.replicate=false --set "cluster.hosts=[0,0,1]"
 done_testing

@@ -546,6 +546,9 @@ static int check_cluster(const loader *L) {
     if (c->cluster.nslowdown)
         origin_text(L, ht_ckey_find("cluster.slowdown"), c->cluster.at_slowdown,
                     sizeof c->cluster.at_slowdown);
+    if (c->cluster.nhosts)
+        origin_text(L, ht_ckey_find("cluster.hosts"), c->cluster.at_hosts,
+                    sizeof c->cluster.at_hosts);
     if (c->cluster.nslowdown_from) {
         int kf = ht_ckey_find("cluster.slowdown_from");
         origin_text(L, kf, c->cluster.at_slowdown_from, sizeof c->cluster.at_slowdown_from);
@@ -658,6 +661,10 @@ int ht_config_check_world(const ht_config *cfg, int world) {
                           "key 'cluster.slowdown_from': found %d values, expected %d (one per "
                           "rank)",
                           cfg->cluster.nslowdown_from, world, world);
+    if (cfg->cluster.nhosts && cfg->cluster.nhosts != world)
+        return world_fail(cfg, cfg->cluster.at_hosts,
+                          "key 'cluster.hosts': found %d values, expected %d (one per rank)",
+                          cfg->cluster.nhosts, world, world);
     if (cfg->cluster.ndevices > 1 && cfg->cluster.ndevices != world)
         return world_fail(cfg, cfg->cluster.at_devices,
                           "key 'cluster.devices': found %d values, expected 1 (for all ranks) "

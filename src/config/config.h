@@ -104,6 +104,8 @@ typedef struct ht_config {
         int nslowdown;
         int slowdown_from[HT_MAX_RANKS]; /* step from which each rank's slowdown applies */
         int nslowdown_from;              /* 0 values: from step 0 */
+        int hosts[HT_MAX_RANKS];  /* host id per rank (the pipeline's hetero partition) */
+        int nhosts;               /* 0 values: by host name */
         char allreduce[16];       /* "ring" | "mpi" */
         double bucket_first_mb;   /* overlapped reduction: first (top layers') bucket, MiB */
         double bucket_cap_mb;     /* overlapped reduction: size cap of the other buckets, MiB */
@@ -111,7 +113,8 @@ typedef struct ht_config {
         /* where the per-rank lists were set ("job.cfg:12", "--set cluster.shares=[..]", ""
          * for the default), for errors that need the world size: ht_config_check_world */
         char at_shares[HT_PATH_MAX + 32], at_devices[HT_PATH_MAX + 32],
-            at_slowdown[HT_PATH_MAX + 32], at_slowdown_from[HT_PATH_MAX + 32];
+            at_slowdown[HT_PATH_MAX + 32], at_slowdown_from[HT_PATH_MAX + 32],
+            at_hosts[HT_PATH_MAX + 32];
     } cluster;
 
     /* Synchronisation policy under mpirun (src/sync); conf/README.md explains each key. */

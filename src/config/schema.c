@@ -209,6 +209,11 @@ const ht_ckey ht_config_keys[] = {
      offsetof(ht_config, cluster.nslowdown_from),
      "mpirun, with cluster.slowdown: the step from which each rank's slowdown applies (before "
      "it the rank runs at its own speed), one per rank; [] = from the start"},
+    {"cluster.hosts", HT_CK_INTS, GE, "[]", 0, 0, NULL, offsetof(ht_config, cluster.hosts),
+     sizeof(((ht_config *)0)->cluster.hosts), offsetof(ht_config, cluster.nhosts),
+     "mpirun: a host id per rank for the pipeline's hetero partition (HePipe's first level: "
+     "cuts between hosts, replicated stages within one), e.g. [0, 0, 1, 1] to emulate two "
+     "hosts on one machine; [] = by host name"},
     {"cluster.allreduce", HT_CK_STR, 0, "\"ring\"", 0, 0, ALLREDUCES, FIELD(cluster.allreduce),
      "mpirun: gradient all-reduce: our ring (deterministic) or MPI_Allreduce"},
     {"cluster.overlap", HT_CK_BOOL, 0, "true", 0, 0, NULL, FIELD(cluster.overlap),

@@ -208,13 +208,14 @@ static void gather(ht_job *j) {
 
 /* ------------------------------------------------------------------ setup */
 
-/* Host ids of pipeline ranks 0..D-1 (the first replica's world ranks) by host name, for the
- * hetero partition's two levels; NULL when one host holds them all, or when a host's ranks
- * are not contiguous there (the partition in rank order needs them so: it then plans as one
- * host, and rank 0 says why). Collective. host: room for D. */
+/* Host ids of pipeline ranks 0..D-1 (the first replica's world ranks) by host name (or
+ * cluster.hosts), for the hetero partition's two levels; NULL when one host holds them all,
+ * or when a host's ranks are not contiguous there (the partition in rank order needs them so:
+ * it then plans as one host, and rank 0 says why). Collective. host: room for D. */
 static const int *pipeline_hosts(ht_job *j, int D, int *host) {
     char name[64] = "";
     if (gethostname(name, sizeof name - 1) != 0) snprintf(name, sizeof name, "?");
+    if (j->cfg->cluster.nhosts) snprintf(name, sizeof name, "%d", j->cfg->cluster.hosts[j->rank]);
     char *all = ht_xcalloc((size_t)j->world, sizeof name);
     ht_comm_allgather(name, sizeof name, all);
     int nhost = 0, ok = 1;
