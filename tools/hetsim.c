@@ -153,20 +153,6 @@ static double *calibration(const job *j, int n, int samples) {
     return cal;
 }
 
-/* Host ids of pipeline ranks 0..D-1 (the first replica's ranks) for the hetero partition, or
- * NULL where a host's ranks are not contiguous there (the partition in rank order needs them
- * so; it then plans as one host, as the trainer does). Points into a static buffer. */
-static const int *pipeline_hosts(const ht_sim_cluster *c, int D) {
-    static int host[HT_PART_MAX_RANKS];
-    if (D > HT_PART_MAX_RANKS) return NULL;
-    for (int p = 0; p < D; p++) {
-        host[p] = c->rank_host[p];
-        for (int q = 0; q + 1 < p; q++) /* a host seen before, then left: not contiguous */
-            if (host[q] == host[p] && host[q + 1] != host[p]) return NULL;
-    }
-    return host;
-}
-
 /* pipe.stage_ranks as the pipeline engine checks it (src/train/engine_pipe.c). */
 static int check_stage_ranks(const ht_config *cfg, int D, int mb) {
     const int Q = cfg->pipe.nstage_ranks;
@@ -233,10 +219,14 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
     else if (hetero && (pp.v > 1 || kind == HT_PIPE_CHIMERA))
         rc = ht_error(HT_EINPUT, "%s: \"hetero\" places one stage on each rank; \"%s\" places "
                       "several: use it with gpipe, 1f1b or hepipe", cfg->source, cfg->pipe.schedule);
-    else if (hetero)
+    else if (hetero) {
+        int host[HT_PART_MAX_RANKS], alternating; /* as the trainer plans it */
+        const int *h = D <= HT_PART_MAX_RANKS
+                           ? ht_pipe_plan_hosts(j->c->rank_host, D, host, &alternating)
+                           : NULL;
         rc = ht_pipe_plan_hetero(j->m, cal, cal1, n, kind, D, N, mb, j->sm->optim_state_floats,
-                                 NULL, 0, rep, pipeline_hosts(j->c, D), 0, bounds, &g);
-    else if (cfg->pipe.nstage_ranks) {
+                                 NULL, 0, rep, h, 0, bounds, &g);
+    } else if (cfg->pipe.nstage_ranks) {
         rc = check_stage_ranks(cfg, D, mb);
         if (rc == HT_OK) {
             ht_pipe_groups_explicit(&g, D, cfg->pipe.stage_ranks, cfg->pipe.nstage_ranks, mb);

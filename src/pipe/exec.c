@@ -223,8 +223,7 @@ static void msg_init(ht_pipe_exec *x, int i) {
 }
 
 /* Posts the receives of g under tag. */
-static void msg_irecv(ht_pipe_exec *x, msg *g, int tag) {
-    (void)x;
+static void msg_irecv(msg *g, int tag) {
     for (int k = 0; k < g->np; k++)
         g->pc[k].req = ht_comm_irecv((char *)g->host + g->pc[k].at, g->pc[k].bytes,
                                      g->pc[k].peer, tag);
@@ -237,6 +236,14 @@ static void msg_wait(msg *g) {
             ht_comm_msg_wait(g->pc[k].req, NULL, NULL);
             g->pc[k].req = NULL;
         }
+}
+
+/* The schedule rank whose group [first[q], first[q + 1]) holds pipeline rank p. */
+static int group_of(const int *first, int p) {
+    int q = 0;
+    while (first[q + 1] <= p)
+        q++;
+    return q;
 }
 
 /* Groups as given, or one pipeline rank per schedule rank with whole micro-batches; the
@@ -261,9 +268,7 @@ static void groups_init(ht_pipe_exec *x, const ht_pipe_place *pl, int mb) {
                    "split micro-batches of %d samples in order",
                    q, x->first[q], x->first[q + 1] - 1, D, mb);
     }
-    x->q = 0;
-    while (x->first[x->q + 1] <= pl->prank)
-        x->q++;
+    x->q = group_of(x->first, pl->prank);
     x->mbf = mb;
     x->mb = x->cnt[pl->prank];
 }
@@ -300,10 +305,7 @@ ht_pipe_exec *ht_pipe_exec_new(ht_model *m, const ht_pipe_sched *s, const int *b
                                ht_pipe_place place, int mb, double slowdown,
                                const uint8_t *recompute) {
     uint8_t *all = NULL;
-    int q = place.prank; /* the schedule rank it runs */
-    if (place.first)
-        for (q = 0; place.first[q + 1] <= place.prank; q++) {
-        }
+    const int q = place.first ? group_of(place.first, place.prank) : place.prank;
     if (recompute && recompute[q]) {
         all = ht_xmalloc((size_t)(m->nlayers ? m->nlayers : 1));
         memset(all, 1, (size_t)m->nlayers);
@@ -697,7 +699,7 @@ void ht_pipe_exec_step(ht_pipe_exec *x, int64_t step, uint64_t seed, float grad_
     ht_buf_zero(x->m->dev, x->m->grads, 0, x->m->nparams * sizeof(float));
     for (int i = 0; i < x->len; i++) /* every receive of the step posted now */
         if (x->ins[i].op == HT_PI_RECV_ACT || x->ins[i].op == HT_PI_RECV_GRAD)
-            msg_irecv(x, &x->msgs[i], x->msgs[i].tag);
+            msg_irecv(&x->msgs[i], x->msgs[i].tag);
     for (int i = 0; i < x->len; i++) {
         run_instr(x, i, step, seed, grad_scale, load, ctx, want_loss, loss_sum);
         poll_sends(x, i + 1);
@@ -741,7 +743,7 @@ int ht_pipe_exec_2bw_period(ht_pipe_exec *x, int64_t t, int has_cur, uint64_t se
         const int op = x->ins[i].op;
         if ((op == HT_PI_RECV_ACT || op == HT_PI_RECV_GRAD) && runs_2bw(x, i, has_cur)) {
             msg *g = &x->msgs[i];
-            msg_irecv(x, g, g->tag + (int)((t + x->rel[i]) & 1) * tag_span(x));
+            msg_irecv(g, g->tag + (int)((t + x->rel[i]) & 1) * tag_span(x));
         }
     }
     for (int i = 0; i < x->len; i++) {

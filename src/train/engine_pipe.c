@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "comm/comm.h"
 #include "core/err.h"
@@ -68,6 +67,56 @@ static int wants(const ht_config *cfg) { return strcmp(cfg->pipe.schedule, "none
 
 static const char *src_of(const ht_config *cfg) { return cfg->source[0] ? cfg->source : "--set"; }
 
+/* pipe.stage_ranks and pipe.replicate against the other pipe.* keys (mb: samples per
+ * micro-batch). */
+static int check_replicas(const ht_config *cfg, int D, int mb) {
+    if (cfg->pipe.nstage_ranks) {
+        const char *k = cfg->pipe.schedule;
+        const int Q = cfg->pipe.nstage_ranks;
+        int sum = 0, most = 0;
+        for (int q = 0; q < Q; q++)
+            sum += cfg->pipe.stage_ranks[q],
+                most = cfg->pipe.stage_ranks[q] > most ? cfg->pipe.stage_ranks[q] : most;
+        if (cfg->pipe.nboundaries != Q - 1)
+            return ht_error(HT_EINPUT,
+                            "%s: keys 'pipe.stage_ranks' and 'pipe.boundaries': %d stages need "
+                            "%d boundaries (the first layer of stages 1 .. %d); found %d",
+                            src_of(cfg), Q, Q - 1, Q - 1, cfg->pipe.nboundaries);
+        if (sum != D)
+            return ht_error(HT_EINPUT,
+                            "%s: keys 'pipe.stage_ranks' and 'pipe.stages': the stages' ranks sum "
+                            "to %d; expected pipe.stages = %d",
+                            src_of(cfg), sum, D);
+        if (strcmp(k, "gpipe") && strcmp(k, "1f1b") && strcmp(k, "hepipe"))
+            return ht_error(HT_EINPUT,
+                            "%s: keys 'pipe.stage_ranks' and 'pipe.schedule': replicated stages "
+                            "run under gpipe, 1f1b or hepipe; found \"%s\"",
+                            src_of(cfg), k);
+        if (most > mb)
+            return ht_error(HT_EINPUT,
+                            "%s: key 'pipe.stage_ranks': a stage on %d ranks cannot split "
+                            "micro-batches of %d samples; use fewer ranks per stage or a larger "
+                            "batch",
+                            src_of(cfg), most, mb);
+    }
+    if (cfg->pipe.replicate) {
+        const char *k = cfg->pipe.schedule;
+        if (strcmp(cfg->pipe.partition, "hetero") || cfg->pipe.nboundaries)
+            return ht_error(HT_EINPUT,
+                            "%s: keys 'pipe.replicate' and 'pipe.partition': replicated stages "
+                            "come from the \"hetero\" partition; found partition \"%s\"%s; set "
+                            "pipe.partition = \"hetero\" without pipe.boundaries",
+                            src_of(cfg), cfg->pipe.partition,
+                            cfg->pipe.nboundaries ? " with explicit boundaries" : "");
+        if (strcmp(k, "gpipe") && strcmp(k, "1f1b") && strcmp(k, "hepipe"))
+            return ht_error(HT_EINPUT,
+                            "%s: keys 'pipe.replicate' and 'pipe.schedule': replicated stages "
+                            "run under gpipe, 1f1b or hepipe; found \"%s\"",
+                            src_of(cfg), k);
+    }
+    return HT_OK;
+}
+
 static int check(ht_job *j) {
     const ht_config *cfg = j->cfg;
     const int D = cfg->pipe.stages, N = cfg->pipe.micro_batches, B = cfg->train.batch;
@@ -100,50 +149,8 @@ static int check(ht_job *j) {
         return ht_error(HT_EINPUT,
                         "%s: key 'pipe.stages': %d stages need %d ranks; run under mpirun -np %d",
                         src_of(cfg), D, D, D);
-    if (cfg->pipe.nstage_ranks) {
-        const char *k = cfg->pipe.schedule;
-        const int Q = cfg->pipe.nstage_ranks;
-        int sum = 0, most = 0;
-        for (int q = 0; q < Q; q++)
-            sum += cfg->pipe.stage_ranks[q],
-                most = cfg->pipe.stage_ranks[q] > most ? cfg->pipe.stage_ranks[q] : most;
-        if (cfg->pipe.nboundaries != Q - 1)
-            return ht_error(HT_EINPUT,
-                            "%s: keys 'pipe.stage_ranks' and 'pipe.boundaries': %d stages need "
-                            "%d boundaries (the first layer of stages 1 .. %d); found %d",
-                            src_of(cfg), Q, Q - 1, Q - 1, cfg->pipe.nboundaries);
-        if (sum != D)
-            return ht_error(HT_EINPUT,
-                            "%s: keys 'pipe.stage_ranks' and 'pipe.stages': the stages' ranks sum "
-                            "to %d; expected pipe.stages = %d",
-                            src_of(cfg), sum, D);
-        if (strcmp(k, "gpipe") && strcmp(k, "1f1b") && strcmp(k, "hepipe"))
-            return ht_error(HT_EINPUT,
-                            "%s: keys 'pipe.stage_ranks' and 'pipe.schedule': replicated stages "
-                            "run under gpipe, 1f1b or hepipe; found \"%s\"",
-                            src_of(cfg), k);
-        if (most > B / (R * N))
-            return ht_error(HT_EINPUT,
-                            "%s: key 'pipe.stage_ranks': a stage on %d ranks cannot split "
-                            "micro-batches of %d samples; use fewer ranks per stage or a larger "
-                            "batch",
-                            src_of(cfg), most, B / (R * N));
-    }
-    if (cfg->pipe.replicate) {
-        const char *k = cfg->pipe.schedule;
-        if (strcmp(cfg->pipe.partition, "hetero") || cfg->pipe.nboundaries)
-            return ht_error(HT_EINPUT,
-                            "%s: keys 'pipe.replicate' and 'pipe.partition': replicated stages "
-                            "come from the \"hetero\" partition; found partition \"%s\"%s; set "
-                            "pipe.partition = \"hetero\" without pipe.boundaries",
-                            src_of(cfg), cfg->pipe.partition,
-                            cfg->pipe.nboundaries ? " with explicit boundaries" : "");
-        if (strcmp(k, "gpipe") && strcmp(k, "1f1b") && strcmp(k, "hepipe"))
-            return ht_error(HT_EINPUT,
-                            "%s: keys 'pipe.replicate' and 'pipe.schedule': replicated stages "
-                            "run under gpipe, 1f1b or hepipe; found \"%s\"",
-                            src_of(cfg), k);
-    }
+    const int rc = check_replicas(cfg, D, B / (R * N));
+    if (rc != HT_OK) return rc;
     if (D == 1 && !strcmp(cfg->pipe.schedule, "interleaved") && cfg->pipe.chunks > 1)
         return ht_error(HT_EINPUT,
                         "%s: keys 'pipe.schedule' and 'pipe.stages': \"interleaved\" with one "
@@ -208,36 +215,6 @@ static void gather(ht_job *j) {
 
 /* ------------------------------------------------------------------ setup */
 
-/* Host ids of pipeline ranks 0..D-1 (the first replica's world ranks) by host name (or
- * cluster.hosts), for the hetero partition's two levels; NULL when one host holds them all,
- * or when a host's ranks are not contiguous there (the partition in rank order needs them so:
- * it then plans as one host, and rank 0 says why). Collective. host: room for D. */
-static const int *pipeline_hosts(ht_job *j, int D, int *host) {
-    char name[64] = "";
-    if (gethostname(name, sizeof name - 1) != 0) snprintf(name, sizeof name, "?");
-    if (j->cfg->cluster.nhosts) snprintf(name, sizeof name, "%d", j->cfg->cluster.hosts[j->rank]);
-    char *all = ht_xcalloc((size_t)j->world, sizeof name);
-    ht_comm_allgather(name, sizeof name, all);
-    int nhost = 0, ok = 1;
-    for (int q = 0; q < D; q++) {
-        host[q] = q;
-        for (int k = 0; k < q; k++)
-            if (!strcmp(all + (size_t)k * sizeof name, all + (size_t)q * sizeof name)) {
-                host[q] = host[k];
-                break;
-            }
-        nhost += host[q] == q;
-        ok &= q == 0 || host[q] == host[q - 1] || host[q] == q; /* a new host, or the same */
-    }
-    free(all);
-    if (nhost > 1 && !ok && j->rank == 0)
-        ht_log_warn("pipe.partition \"hetero\": the pipeline ranks' hosts alternate (e.g. "
-                    "mpirun --map-by node); the partition plans them as one host, so stages "
-                    "and replicas may span hosts: map the ranks by slot to keep a host's ranks "
-                    "together");
-    return nhost > 1 && ok ? host : NULL;
-}
-
 static int make_bounds(ht_job *j, const ht_pipe_params *pp, pipe_state *p, int mb,
                        const double *cal, int *bounds) {
     const int S = pp->D * pp->v;
@@ -258,7 +235,7 @@ static int make_bounds(ht_job *j, const ht_pipe_params *pp, pipe_state *p, int m
                             "one stage on each rank; \"%s\" places several: use it with gpipe, "
                             "1f1b or hepipe",
                             src_of(cfg), cfg->pipe.schedule);
-        p->host = pp->D <= HT_PART_MAX_RANKS ? pipeline_hosts(j, pp->D, p->hostbuf) : NULL;
+        p->host = ht_pipe_plan_gather_hosts(cfg, j->rank, j->world, pp->D, p->hostbuf);
         int rc = ht_pipe_plan_hetero(&j->model, cal, p->cal1, j->world, pp->kind, pp->D, pp->N, mb,
                                      ht_optim_state_count(&j->opt),
                                      ht_pipe_mem_part_limits(&p->mem),

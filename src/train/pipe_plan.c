@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm/comm.h"
 #include "core/err.h"
@@ -189,6 +190,44 @@ void ht_pipe_problem_free(ht_pipe_problem *pb) {
     ht_mem_desc_free(&pb->desc);
     free(pb->fwd), free(pb->bwd), free(pb->fixed), free(pb->cut);
     memset(pb, 0, sizeof *pb);
+}
+
+const int *ht_pipe_plan_hosts(const int *id, int D, int *host, int *alternating) {
+    int nhost = 0, ok = 1;
+    for (int q = 0; q < D; q++) {
+        host[q] = q;
+        for (int k = 0; k < q; k++)
+            if (id[k] == id[q]) {
+                host[q] = host[k];
+                break;
+            }
+        nhost += host[q] == q;
+        ok &= q == 0 || host[q] == host[q - 1] || host[q] == q; /* a new host, or the same */
+    }
+    *alternating = nhost > 1 && !ok;
+    return nhost > 1 && ok ? host : NULL;
+}
+
+const int *ht_pipe_plan_gather_hosts(const ht_config *cfg, int rank, int world, int D, int *host) {
+    char name[64] = "";
+    if (gethostname(name, sizeof name - 1) != 0) snprintf(name, sizeof name, "?");
+    if (cfg->cluster.nhosts) snprintf(name, sizeof name, "%d", cfg->cluster.hosts[rank]);
+    char *all = ht_xcalloc((size_t)world, sizeof name);
+    ht_comm_allgather(name, sizeof name, all);
+    int *id = ht_xmalloc((size_t)(D ? D : 1) * sizeof *id), alternating = 0;
+    for (int q = 0; q < D; q++) { /* the first rank with the same name */
+        id[q] = 0;
+        while (strcmp(all + (size_t)id[q] * sizeof name, all + (size_t)q * sizeof name))
+            id[q]++;
+    }
+    const int *h = D <= HT_PART_MAX_RANKS ? ht_pipe_plan_hosts(id, D, host, &alternating) : NULL;
+    free(id), free(all);
+    if (alternating && rank == 0)
+        ht_log_warn("pipe.partition \"hetero\": the pipeline ranks' hosts alternate (e.g. "
+                    "mpirun --map-by node); the partition plans them as one host, so stages "
+                    "and replicas may span hosts: map the ranks by slot to keep a host's ranks "
+                    "together");
+    return h;
 }
 
 /* The groups of partition p (stages in rank order, each on a run of adjacent ranks). */

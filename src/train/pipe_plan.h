@@ -55,6 +55,16 @@ void ht_pipe_groups_explicit(ht_pipe_groups *g, int D, const int *sizes, int Q, 
 /* 1 when some schedule rank runs on more than one pipeline rank. */
 int ht_pipe_groups_replicated(const ht_pipe_groups *g);
 
+/* Host ids of pipeline ranks 0..D-1 for ht_pipe_plan_hetero from any per-rank id (equal ids:
+ * one host): host[q] = the first rank with q's id. NULL when they all share one host, or when
+ * a host's ranks are not contiguous (*alternating = 1; the partition in rank order needs them
+ * so, and plans them as one host then); else host. */
+const int *ht_pipe_plan_hosts(const int *id, int D, int *host, int *alternating);
+/* The same for the job's ranks (the first replica's world ranks 0..D-1) by host name, or by
+ * cluster.hosts when given; rank 0 warns when their hosts alternate. NULL also for D >
+ * HT_PART_MAX_RANKS. Collective. host: room for D. */
+const int *ht_pipe_plan_gather_hosts(const ht_config *cfg, int rank, int world, int D, int *host);
+
 /* bounds[0..Q] by ht_part_hetero (times1 as for ht_pipe_problem_init; host [D] the host id
  * of each pipeline rank, its ranks contiguous, or NULL: one host; a replicated stage stays
  * on one host, and the cut between hosts falls where HePipe's first level puts it) (stages in rank order, every rank running one, cuts only
