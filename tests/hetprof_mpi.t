@@ -26,8 +26,8 @@ ok $RC "mpirun -np 2 hetprof --quick exits 0 (exit $RC)"
 [ $RC -eq 0 ] || diag "$ERR"
 n=$(printf '%s\n' "$OUT" | grep -c '^profile written to')
 ok $(( n != 1 )) "only rank 0 writes the profile ($n 'profile written' lines)"
-printf '%s' "$OUT" | grep -Eq '^ +0 +1 +[0-9.]+ +[0-9.]+$'
-ok $? "the table has the link 0 <-> 1"
+printf '%s' "$OUT" | grep -Eq '^ +0 +1 +[0-9.]+ +[0-9.]+ +[0-9.]+$'
+ok $? "the table has the link 0 <-> 1 (latency, bandwidth, ring step)"
 
 "$HETPROF" --check "$TMP/p.cfg" >"$TMP/out" 2>"$TMP/err"
 RC=$?
@@ -36,13 +36,14 @@ ok $RC "hetprof --check accepts it (exit $RC)"
 grep -q 'a valid profile of 2 device(s).* with MPI links' "$TMP/out"
 ok $? "... as a profile of 2 devices with MPI links"
 ndev=$(grep -c '^ *name = ' "$TMP/p.cfg")
-link=$(grep -E '^ *\{ a = 0; b = 1; latency_us = [0-9.e+-]+; bandwidth_gbs = [0-9.e+-]+; \}' "$TMP/p.cfg")
+link=$(grep -E '^ *\{ a = 0; b = 1; latency_us = [0-9.e+-]+; bandwidth_gbs = [0-9.e+-]+; ring_gbs = [0-9.e+-]+; \}' "$TMP/p.cfg")
 nlink=$(grep -c 'latency_us' "$TMP/p.cfg")
 lat=$(printf '%s' "$link" | sed -E 's/.*latency_us = ([^;]*);.*/\1/')
 bw=$(printf '%s' "$link" | sed -E 's/.*bandwidth_gbs = ([^;]*);.*/\1/')
-[ "$ndev" -eq 2 ] && [ "$nlink" -eq 1 ] && awk -v l="$lat" -v b="$bw" 'BEGIN { exit !(l > 0 && b > 0) }'
+ring=$(printf '%s' "$link" | sed -E 's/.*ring_gbs = ([^;]*);.*/\1/')
+[ "$ndev" -eq 2 ] && [ "$nlink" -eq 1 ] && awk -v l="$lat" -v b="$bw" -v r="$ring" 'BEGIN { exit !(l > 0 && b > 0 && r > 0) }'
 good=$?
-ok $good "2 devices and 1 link 0-1 with positive figures (latency $lat us, bandwidth $bw GB/s)"
+ok $good "2 devices and 1 link 0-1 with positive figures (latency $lat us, bandwidth $bw GB/s, ring step $ring GB/s)"
 [ $good -eq 0 ] || diag "$(cat "$TMP/p.cfg")"
 
 run_mpi 2 "$HETPROF" --quick -c "$TMP/tiny.cfg" --device 0 --device 0 --device 0

@@ -38,6 +38,22 @@ sim_fail 'c.cfg:3: links\.inter: missing' "a missing link" \
     "${GOOD/inter = \{ latency_us = 1.0; bandwidth_gbs = 1.0; \};/}"
 sim_fail 'c.cfg:1: devices\[0\]\.bogus: unknown key' "an unknown key" \
     "${GOOD/mem_bw_gbs = 10.0;/mem_bw_gbs = 10.0; bogus = 1;}"
+sim_fail 'c.cfg:3: links\.intra\.ring_gbs: found .* expected a number > 0' "a zero ring rate: file:line" \
+    "${GOOD/intra = \{ latency_us = 1.0; bandwidth_gbs = 1.0;/intra = { latency_us = 1.0; bandwidth_gbs = 1.0; ring_gbs = 0;}"
+# a measured ring step 4x slower than the link's bandwidth: the data-parallel step grows by
+# 3 x the ring's transfer time, 2 (n-1) chunks of B/n at 1 GB/s (no additions: host_add_gbs 0)
+step_of() { printf '%s' "$OUT" | sed -nE 's/^step time +([0-9.]+) ms/\1/p'; }
+printf '%s\n' "${GOOD//bandwidth_gbs = 1.0;/bandwidth_gbs = 1.0; ring_gbs = 0.25;}" >"$TMP/ring.cfg"
+run_sim --cluster "$TMP/ring.cfg" -c "$CONF/quickstart.cfg" --set cluster.overlap=false
+slow=$(step_of)
+run_sim --cluster "$TMP/good.cfg" -c "$CONF/quickstart.cfg" --set cluster.overlap=false
+base=$(step_of)
+params=$(printf '%s' "$OUT" | sed -nE 's/.*\(([0-9]+) parameters\).*/\1/p' | head -1)
+python3 -c "
+b, s, p = $base, $slow, $params
+ring = 2 * (4 * p / 2) / 1e9 * 1e3  # ms at 1 GB/s
+import sys; sys.exit(0 if abs((s - b) - 3 * ring) < 1e-3 * ring + 2e-3 else 1)"
+ok $? "links.*.ring_gbs = 0.25: the step grows by 3 x the ring's transfers ($base -> $slow ms)"
 sim_fail 'c.cfg:[0-9]+: syntax error' "a syntax error" "devices = ( { name = \"g\"; ;"
 sim_fail 'c.cfg:1: devices\[0\]\.like: no device kind .x.' "like an undefined kind" \
     "${GOOD/name = \"g\";/name = \"g\"; like = \"x\";}"

@@ -76,7 +76,7 @@ static void fill(ht_profile *p) {
     strcpy(p->dev[1].gemm_path, "clblast"), strcpy(p->dev[1].gemm_dropped, "tiled");
     p->dev[1].gemm_ms[HT_GEMM_TILED] = 1081.125, p->dev[1].gemm_ms[HT_GEMM_CLBLAST] = 52.25;
     p->dev[1].gemm_ms[HT_GEMM_CLBLAST_CPU] = 60.5;
-    p->links[0] = (ht_prof_link){0, 1, 1.875, 6.25};
+    p->links[0] = (ht_prof_link){0, 1, 1.875, 6.25, 4.5};
     p->nlinks = 1;
 }
 
@@ -108,7 +108,8 @@ static int same(const ht_profile *a, const ht_profile *b) {
     for (int i = 0; i < a->nlinks; i++)
         if (a->links[i].a != b->links[i].a || a->links[i].b != b->links[i].b ||
             a->links[i].latency_us != b->links[i].latency_us ||
-            a->links[i].bandwidth_gbs != b->links[i].bandwidth_gbs)
+            a->links[i].bandwidth_gbs != b->links[i].bandwidth_gbs ||
+            a->links[i].ring_gbs != b->links[i].ring_gbs)
             return 0;
     return 1;
 }
@@ -195,6 +196,8 @@ int main(void) {
          "a link with a >= b"},
         {"{ a = 0; b = 1; bandwidth_gbs = 1.0; }", "links[0].latency_us: missing required key",
          "a link without latency"},
+        {"{ a = 0; b = 1; latency_us = 2.0; bandwidth_gbs = 1.0; ring_gbs = 0; }",
+         "links[0].ring_gbs: found 0, expected a number > 0", "a zero ring rate"},
         {"{ a = 0; b = 1; latency_us = 2.0; bandwidth_gbs = 1.0; },\n"
          "  { a = 0; b = 1; latency_us = 3.0; bandwidth_gbs = 1.0; }",
          "already linked by links[0]", "the same pair twice"},

@@ -54,7 +54,7 @@ static ht_profile *profile(int L, const double *fwd, double bwd_ratio) {
 
 static void cluster(ht_sim_cluster *c, ht_profile *p, int n, double lat, double bw) {
     ht_sim_devtype t = {.prof_dev = p ? 0 : -1, .scale = 1};
-    ht_sim_link l = {lat, bw};
+    ht_sim_link l = {lat, bw, 0};
     ht_sim_cluster_uniform(c, &t, n, 1, l, l);
     c->prof = p;
 }
@@ -220,6 +220,32 @@ static void two_ranks(double slow1) {
     ht_sim_cluster_free(&c);
     ht_sim_model_free(&sm);
     ht_model_free(&m);
+}
+
+/* A measured ring step (hetprof's ring_gbs) replaces transfer plus additions; the slowest
+ * link of the ring bounds it, and one link without the figure sends every step back to
+ * bandwidth plus additions. 4 MB over 4 ranks: 6 steps of a 1 MB chunk. */
+static void measured_ring(void) {
+    ht_sim_link meas = {1e-5, 1e9, 5e8}, raw = {1e-5, 1e9, 0};
+    double want = 6 * (1e-5 + 1e6 / 5e8), from_bw = 6 * (1e-5 + 1e6 / 1e9) + 3 * 3 * 1e6 / 1e9;
+    double got = ht_sim_coll_cost(HT_SIM_RING, 4, 4e6, meas, 1e9);
+    tap_ok(NEAR(got, want), "measured ring step: %.9f s = 6 (lat + chunk / ring) %.9f", got, want);
+    got = ht_sim_coll_cost(HT_SIM_RING, 4, 4e6, raw, 1e9);
+    tap_ok(NEAR(got, from_bw), "without it: %.9f s = 6 (lat + chunk / bw) + 3 x 3 chunk / add %.9f",
+           got, from_bw);
+    ht_sim_devtype t = {.prof_dev = -1, .scale = 1, .gflops = 1, .mem_bw_gbs = 1};
+    ht_sim_cluster c;
+    ht_sim_cluster_uniform(&c, &t, 4, 2, (ht_sim_link){1e-6, 1e10, 4e9}, meas);
+    c.host_add_gbs = 1;
+    const int all[4] = {0, 1, 2, 3}, host0[2] = {0, 1};
+    got = ht_sim_ring_cost(&c, HT_SIM_RING, all, 4, 4e6);
+    tap_ok(NEAR(got, want), "over two hosts the inter-host step bounds the ring: %.9f s", got);
+    got = ht_sim_ring_cost(&c, HT_SIM_RING, host0, 2, 4e6);
+    tap_ok(NEAR(got, 2 * (1e-6 + 2e6 / 4e9)), "within a host, the intra-host step: %.9f s", got);
+    c.inter = raw;
+    got = ht_sim_ring_cost(&c, HT_SIM_RING, all, 4, 4e6);
+    tap_ok(NEAR(got, from_bw), "an inter-host link without it: bandwidth and additions, %.9f s", got);
+    ht_sim_cluster_free(&c);
 }
 
 /* ---------------------------------------------------------------- pipelines by hand */
@@ -445,7 +471,7 @@ static void sync_policies(void) {
      * one 3x slower, 2 pushes per 3c: 12 pushes in 18c; asp lets it run: 4 pushes per 3c, 12 by
      * 9c (9 fast + 3 slow) */
     ht_sim_devtype t = {.prof_dev = -1, .scale = 1, .gflops = 1, .mem_bw_gbs = 1e12};
-    ht_sim_cluster_uniform(&c, &t, 3, 3, (ht_sim_link){0, 1e30}, (ht_sim_link){0, 1e30});
+    ht_sim_cluster_uniform(&c, &t, 3, 3, (ht_sim_link){0, 1e30, 0}, (ht_sim_link){0, 1e30, 0});
     c.slowdown[1] = 3;
     double cc = ht_sim_range_time(&c, 0, &sm, 0, sm.nlayers, 32, 0) +
                 ht_sim_range_time(&c, 0, &sm, 0, sm.nlayers, 32, 1);
@@ -473,7 +499,7 @@ static void determinism(void) {
     ht_sim_devtype t = {.prof_dev = -1, .scale = 1, .gflops = 50, .mem_bw_gbs = 5, .launch_us = 7,
                         .h2d_gbs = 3, .d2h_gbs = 2};
     ht_sim_cluster c;
-    ht_sim_cluster_uniform(&c, &t, 6, 2, (ht_sim_link){2e-6, 5e9}, (ht_sim_link){3e-5, 1e8});
+    ht_sim_cluster_uniform(&c, &t, 6, 2, (ht_sim_link){2e-6, 5e9, 0}, (ht_sim_link){3e-5, 1e8, 0});
     c.slowdown[4] = 3;
     ht_sim_dp p = {.B = 61, .speed = 1, .alg = HT_SIM_RING, .overlap = 1, .bucket_first_mb = 1e-4,
                    .bucket_cap_mb = 1e-3, .steps = 12};
@@ -513,7 +539,7 @@ static void planner(void) {
     ht_sim_model sm;
     ht_sim_model_from(&sm, &m, "sgd");
     ht_sim_devtype t = {.prof_dev = -1, .scale = 1, .gflops = 1000, .mem_bw_gbs = 100, .launch_us = 5};
-    ht_sim_link fast = {2e-6, 10e9}, slow = {1e-3, 1e6};
+    ht_sim_link fast = {2e-6, 10e9, 0}, slow = {1e-3, 1e6, 0};
     ht_sim_cluster c;
     ht_sim_cand *v;
     int nv;
@@ -738,6 +764,7 @@ int main(void) {
     two_ranks(1);
     two_ranks(2);
     two_ranks(1000);
+    measured_ring();
     pipelines();
     twobw();
     cpu_overlap();

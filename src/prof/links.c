@@ -5,8 +5,12 @@
  * 4 MiB to each other at once; the bytes over the best time of such exchanges (the median
  * collapsed to 0.2-0.9 GB/s whenever other processes took the cores). The one-way ping-pong
  * of one warm buffer, measured before, gave 8.3 GB/s where the trainer's 7.45 MB ring moved
- * 2.2-2.5 GB/s (the exchange: 3.4-4.6; BENCHMARKS.md, hetsim validation). Every rank ends
- * with the table. */
+ * 2.2-2.5 GB/s (the exchange: 3.4-4.6; BENCHMARKS.md, hetsim validation). Ring: our ring
+ * all-reduce itself over the pair (8 MiB of floats, two 4 MiB chunks), the figure hetsim's
+ * collectives use: on 2 pinned ranks here a step of it took about twice the exchange of its
+ * chunk (segmented messages, additions, cache misses), 3.6-4.8 GB/s from 256 KiB to 32 MiB
+ * where the exchange gave 8-12 (BENCHMARKS.md, 2026-11-26 23:00). Every rank ends with the
+ * table. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,6 +67,22 @@ static double exchange(int a, int b, char *buf, size_t bytes, int warm, int reps
     return best;
 }
 
+/* Best seconds of our ring all-reduce of n floats over ranks a and b (both time it; a's
+ * figure is returned), 0 on the other ranks. The floats are zeros: sums stay finite. */
+static double ring(int a, int b, float *buf, size_t n, int warm, int reps) {
+    int me = ht_comm_rank();
+    if (me != a && me != b) return 0;
+    int members[2] = {a, b};
+    double best = 1e30;
+    for (int i = 0; i < warm + reps; i++) {
+        double t0 = ht_now();
+        ht_comm_group_allreduce(buf, n, members, 2, HT_COMM_GROUP_TAG);
+        double dt = ht_now() - t0;
+        if (i >= warm && dt < best) best = dt;
+    }
+    return best;
+}
+
 int ht_prof_links(int quick, ht_profile *p, FILE *log) {
     int n = ht_comm_size(), me = ht_comm_rank();
     p->nlinks = 0;
@@ -72,25 +92,30 @@ int ht_prof_links(int quick, ht_profile *p, FILE *log) {
                         HT_PROF_MAX_DEVS);
     const size_t big = (size_t)4 << 20;
     int lat_reps = quick ? 200 : 2000, bw_reps = quick ? 5 : 100; /* best of many: robust to preemption */
-    char *buf = ht_xcalloc(2 * big, 1); /* send and receive halves */
+    char *buf = ht_xcalloc(2 * big, 1); /* send and receive halves; the ring's 2 chunks */
     int npairs = n * (n - 1) / 2;
-    double *fig = ht_xcalloc((size_t)npairs * 2, sizeof *fig);
+    double *fig = ht_xcalloc((size_t)npairs * 3, sizeof *fig);
     double t0 = ht_now();
     for (int a = 0, k = 0; a < n; a++)
         for (int b = a + 1; b < n; b++, k++) {
             ht_comm_barrier();
             double lat = round_trip(a, b, buf, 8, 20, lat_reps);
             double bw = exchange(a, b, buf, big, 2, bw_reps);
+            double rg = ring(a, b, (float *)buf, 2 * big / sizeof(float), 2, bw_reps / 4 + 3);
             if (me == a) {
                 /* a clock too coarse for a shared-memory round trip must not give 0 */
-                fig[2 * k] = lat > 2e-9 ? lat / 2 * 1e6 : 1e-3;
-                fig[2 * k + 1] = (double)big / (bw > 2e-9 ? bw : 1e-9) / 1e9;
+                double l = lat > 2e-9 ? lat / 2 : 1e-9;
+                fig[3 * k] = l * 1e6;
+                fig[3 * k + 1] = (double)big / (bw > 2e-9 ? bw : 1e-9) / 1e9;
+                /* 2 steps of a 4 MiB chunk, each a latency and the chunk at the step's rate */
+                double step = rg / 2 - l;
+                fig[3 * k + 2] = (double)big / (step > 1e-9 ? step : 1e-9) / 1e9;
             }
         }
-    ht_comm_allreduce_sum_f64(fig, (size_t)npairs * 2);
+    ht_comm_allreduce_sum_f64(fig, (size_t)npairs * 3);
     for (int a = 0, k = 0; a < n; a++)
         for (int b = a + 1; b < n; b++, k++)
-            p->links[p->nlinks++] = (ht_prof_link){a, b, fig[2 * k], fig[2 * k + 1]};
+            p->links[p->nlinks++] = (ht_prof_link){a, b, fig[3 * k], fig[3 * k + 1], fig[3 * k + 2]};
     if (log && me == 0)
         fprintf(log, "hetprof: %d MPI link(s) measured in %.1f s\n", npairs, ht_now() - t0);
     free(fig);

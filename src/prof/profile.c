@@ -207,7 +207,8 @@ static const char *const DEV_KEYS[] = {
 static const char *const GEMM_KEYS[] = {"m", "n", "k", "ta", "tb", "gflops", NULL};
 static const char *const LAYER_KEYS[] = {"name", "batch", "fwd_ms", "bwd_ms", NULL};
 static const char *const RATE_KEYS[] = {"batch", "value", NULL};
-static const char *const LINK_KEYS[] = {"a", "b", "latency_us", "bandwidth_gbs", NULL};
+static const char *const LINK_KEYS[] = {"a", "b", "latency_us", "bandwidth_gbs", "ring_gbs",
+                                        NULL};
 static const char *const ROOT_KEYS[] = {"version", "model", "batches", "devices", "links", NULL};
 static const char *const DEV_TYPES[] = {"cpu", "gpu", "accel", "other", NULL};
 
@@ -321,6 +322,8 @@ static void read_links(ht_cfg_reader *r, const config_setting_t *root, ht_profil
         q->b = get_int(r, x, e, "b", 0, p->ndev - 1);
         q->latency_us = get_num(r, x, e, "latency_us", 0, 1);
         q->bandwidth_gbs = get_num(r, x, e, "bandwidth_gbs", 0, 1);
+        if (config_setting_get_member(x, "ring_gbs")) /* optional: profiles before it */
+            q->ring_gbs = get_num(r, x, e, "ring_gbs", 0, 1);
         if (r->rc != HT_OK) return;
         if (q->a >= q->b)
             ht_cfg_fail(r, x, "%s: a = %d, b = %d, expected a < b (devices of the profile)", e,
@@ -467,7 +470,9 @@ void ht_profile_write(FILE *f, const ht_profile *p) {
         const ht_prof_link *l = &p->links[i];
         fprintf(f, "%s\n  { a = %d; b = %d; latency_us = ", i ? "," : "", l->a, l->b);
         put_num(f, l->latency_us), fprintf(f, "; bandwidth_gbs = ");
-        put_num(f, l->bandwidth_gbs), fprintf(f, "; }");
+        put_num(f, l->bandwidth_gbs), fprintf(f, ";");
+        if (l->ring_gbs > 0) fprintf(f, " ring_gbs = "), put_num(f, l->ring_gbs), fprintf(f, ";");
+        fprintf(f, " }");
     }
     fprintf(f, " );\n");
 }
@@ -576,10 +581,11 @@ void ht_profile_print(FILE *f, const ht_profile *p) {
             fprintf(f, "  batch %-6d %12.1f samples/s\n", d->rates[j].batch, d->rates[j].value);
     }
     if (p->nlinks)
-        fprintf(f, "links (MPI):\n  %4s %4s %12s %14s\n", "a", "b", "latency us", "bandwidth GB/s");
+        fprintf(f, "links (MPI):\n  %4s %4s %12s %14s %14s\n", "a", "b", "latency us",
+                "bandwidth GB/s", "ring GB/s");
     for (int i = 0; i < p->nlinks; i++)
-        fprintf(f, "  %4d %4d %12.2f %14.3f\n", p->links[i].a, p->links[i].b,
-                p->links[i].latency_us, p->links[i].bandwidth_gbs);
+        fprintf(f, "  %4d %4d %12.2f %14.3f %14.3f\n", p->links[i].a, p->links[i].b,
+                p->links[i].latency_us, p->links[i].bandwidth_gbs, p->links[i].ring_gbs);
 }
 
 int ht_profile_check_file(const char *path) {

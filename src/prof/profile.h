@@ -25,12 +25,15 @@
  *       clblast = { Xgemm = { GEMMK = 0; KWG = 16; ... }; GemmRoutine = { ... }; };  # optional
  *     } );
  *   links = (                          # optional: MPI links between ranks (hetprof under mpirun)
- *     { a = 0; b = 1; latency_us = 1.9; bandwidth_gbs = 6.2; } );  # devices[a] <-> devices[b]
+ *     { a = 0; b = 1; latency_us = 1.9; bandwidth_gbs = 6.2;       # devices[a] <-> devices[b]
+ *       ring_gbs = 4.4; } );               # optional
  *
  * gemm, layers and samples_per_s may be empty lists; every bandwidth, latency, time and
  * rate must be > 0 (times >= 0). A link joins two different devices (0 <= a < b < number
  * of devices, each pair at most once): latency_us is half the best round trip of an 8-byte
- * message, bandwidth_gbs the bytes of a large message / half its best round trip / 1e9. A device's
+ * message, bandwidth_gbs the bytes each way of the best simultaneous 4 MiB exchange / its time
+ * / 1e9, ring_gbs a step of our ring all-reduce over the pair (its chunk's bytes / (half the best
+ * time of the whole ring - latency) / 1e9: transfer and additions together). A device's
  * clblast group has the shape of the top-level group of a device.tuning file (src/ocl/blas.c);
  * ht_profile_write_tuning writes one. */
 #ifndef HT_PROF_PROFILE_H
@@ -100,6 +103,7 @@ typedef struct ht_prof_dev {
 typedef struct ht_prof_link {
     int a, b;
     double latency_us, bandwidth_gbs;
+    double ring_gbs; /* one step of our ring all-reduce over the pair; 0: not measured */
 } ht_prof_link;
 
 typedef struct ht_profile {

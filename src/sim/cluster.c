@@ -135,15 +135,16 @@ static ht_sim_link read_link(ht_cfg_reader *r, config_setting_t *links, const ch
         ht_cfg_fail(r, g ? g : links,
                     "links.%s: %s, expected { latency_us = ...; bandwidth_gbs = ...; }", key,
                     g ? "not a group" : "missing");
-        return (ht_sim_link){0, 1};
+        return (ht_sim_link){0, 1, 0};
     }
-    only(r, g, where, "latency_us,bandwidth_gbs");
+    only(r, g, where, "latency_us,bandwidth_gbs,ring_gbs");
     if (!config_setting_get_member(g, "latency_us") ||
         !config_setting_get_member(g, "bandwidth_gbs"))
         ht_cfg_fail(r, g, "links.%s: expected both latency_us and bandwidth_gbs", key);
     double lat = num(r, g, where, "latency_us", 0, 0, 0),
-           bw = num(r, g, where, "bandwidth_gbs", 0, 1, 1);
-    return (ht_sim_link){lat * 1e-6, bw * 1e9};
+           bw = num(r, g, where, "bandwidth_gbs", 0, 1, 1),
+           ring = num(r, g, where, "ring_gbs", 0, 1, 0);
+    return (ht_sim_link){lat * 1e-6, bw * 1e9, ring * 1e9};
 }
 
 /* hosts: ( { count = N; devices = ["kind", ...]; }, ... ): ranks host by host. */

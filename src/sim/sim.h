@@ -45,6 +45,9 @@ typedef struct ht_sim_devtype {
 
 typedef struct ht_sim_link {
     double latency_s, bw_Bps; /* seconds, bytes / second */
+    double ring_Bps; /* a ring all-reduce step as measured (hetprof: our ring over the pair,
+                        its additions included), bytes of a chunk / second; 0: a step is a
+                        transfer at bw_Bps plus the additions at the cluster's host_add_gbs */
 } ht_sim_link;
 
 typedef struct ht_sim_cluster {
@@ -155,9 +158,15 @@ void ht_sim_wait(ht_sim *s, int r, int id, int name);
 void ht_sim_mem_at_last(ht_sim *s, int r, double delta);
 void ht_sim_mem_base(ht_sim *s, int r, double bytes);
 
-/* Closed-form cost of a collective over n ranks on link l: ring 2 (n-1) (lat + B/(n bw)),
- * mpi: the smaller of the ring and recursive doubling ceil(log2 n) (lat + B/bw). */
+/* Closed-form cost of a collective over n ranks on link l: ring 2 (n-1) (lat + B/(n bw)) plus
+ * the reduce-scatter's additions at add_Bps, or 2 (n-1) (lat + B/(n ring)) with a measured
+ * ring step (l.ring_Bps); mpi: the smaller of the ring and recursive doubling
+ * ceil(log2 n) (lat + B/bw) plus its additions. */
 double ht_sim_coll_cost(int alg, int n, double bytes, ht_sim_link l, double add_Bps);
+/* The same over the ring members[0..n) of cluster c: its slowest link between neighbours
+ * bounds every step. */
+double ht_sim_ring_cost(const ht_sim_cluster *c, int alg, const int *members, int n,
+                        double bytes);
 
 typedef struct ht_sim_rank {
     double end;     /* its last op's end */

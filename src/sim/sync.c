@@ -212,13 +212,7 @@ static void run_preduce(const ht_sim_cluster *c, const ht_sim_model *sm, const h
         int n;
         while ((n = ht_pgroup_next(&g, ready, out)) > 0) {
             double bytes = sm->param_bytes, start = ready;
-            ht_sim_link l = {0, INFINITY};
-            for (int k = 0; k < n; k++) {
-                ht_sim_link e = ht_sim_link_of(c, out[k], out[(k + 1) % n]);
-                if (e.latency_s > l.latency_s) l.latency_s = e.latency_s;
-                if (e.bw_Bps < l.bw_Bps) l.bw_Bps = e.bw_Bps;
-            }
-            double fin = start + (n > 1 ? ht_sim_coll_cost(HT_SIM_RING, n, bytes, l, c->host_add_gbs * 1e9) : 0);
+            double fin = start + (n > 1 ? ht_sim_ring_cost(c, HT_SIM_RING, out, n, bytes) : 0);
             for (int k = 0; k < n; k++) {
                 wk *m = &w[out[k]];
                 m->idle += start - m->wait_from;

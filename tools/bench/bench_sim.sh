@@ -23,6 +23,8 @@
 # the list below; default: all but 11, interleaved D=2 v=2, which needs a model of 4 stages:
 # without JOB, case 11 makes every case train conf/mnist-mlp.cfg with hidden = [512, 512,
 # 512]).
+# A speed split without the rebalancer is predicted at the shares its run chose (its start-up
+# measurement), not at the simulator's own split from the profile.
 # TRACED=1: each profile's layer times re-timed inside training runs (20 steps, hettrain
 # --trace-layers, tools/bench/trace2prof.py) instead of layers timed alone: the data-parallel
 # cases from an equal split, the pipelines from a 1f1b run at their micro-batch (interleaved and
@@ -59,8 +61,10 @@ calibrate() { # calibrate ROUND NAME ROWS ARGS...: prof$1.NAME.cfg, prof$1.alone
 }
 
 cluster() { # cluster PROFILE: the cluster description on it, to stdout
-    local lat bw
+    local lat bw ring
     read -r lat bw < <(sed -nE 's/.*latency_us = ([0-9.e+-]+); bandwidth_gbs = ([0-9.e+-]+);.*/\1 \2/p' "$tmp/$1" | head -1)
+    # our ring's own step over the pair (hetprof's ring_gbs), the rate hetsim's collectives use
+    ring=$(sed -nE 's/.*a = 0; b = 1;.* ring_gbs = ([0-9.e+-]+);.*/\1/p' "$tmp/$1" | head -1)
     echo "profile = \"$1\";"
     echo "devices = ("
     for ((r = 0; r < np; r++)); do echo "  { name = \"rank$r\"; profile_device = $r; cores = 1.0; }$([ $r -lt $((np - 1)) ] && echo ,)"; done
@@ -68,8 +72,8 @@ cluster() { # cluster PROFILE: the cluster description on it, to stdout
     printf 'hosts = ( { cores = %d; devices = [' "$(nproc)"; for ((r = 0; r < np; r++)); do printf '"rank%d"%s' $r "$([ $r -lt $((np - 1)) ] && echo ', ')"; done; echo '] ; } );'
     # the ring's additions run in host memory: a CPU device's own memory bandwidth
     echo "host_add_gbs = $(sed -nE 's/^ *mem_bw_gbs = ([0-9.e+-]+);/\1/p' "$tmp/$1" | head -1);"
-    echo "links = { intra = { latency_us = ${lat:-5}; bandwidth_gbs = ${bw:-5}; };"
-    echo "          inter = { latency_us = ${lat:-5}; bandwidth_gbs = ${bw:-5}; }; };"
+    echo "links = { intra = { latency_us = ${lat:-5}; bandwidth_gbs = ${bw:-5};${ring:+ ring_gbs = $ring;} };"
+    echo "          inter = { latency_us = ${lat:-5}; bandwidth_gbs = ${bw:-5};${ring:+ ring_gbs = $ring;} }; };"
 }
 
 profile() { # profile ROUND: prof$1.cfg and cluster$1.cfg (TRACED=1: cluster$1.pipe.cfg too)
@@ -141,9 +145,15 @@ case_run() { # case_run ROUND INDEX: the real run, measured from its trace
 }
 
 predict() { # predict ROUND INDEX: hetsim on the profiles before (ROUND) and after (ROUND + 1)
-    local k=$1 i=$2 a q
+    local k=$1 i=$2 a q sh
     local f="$tmp/c$i.r$k"
     words "$i"
+    # a speed split without the rebalancer: the run's own shares (the trainer measures the
+    # speeds at start-up, a few steps, and its split moved by 7-14 samples a rank from run to
+    # run); the simulator predicts the step of the split that ran
+    sh=$(sed -nE 's/.*shares by measured speed: (.*) \(samples\/s beyond.*/\1/p' "$f.err" | head -1 |
+         sed -E 's/ \([^)]*\)//g')
+    [[ -n "$sh" && "${a[*]}" == *"cluster.rebalance=false"* ]] && a+=(--set "cluster.shares=[$sh]")
     for q in "$k" $((k + 1)); do
         local cl="$tmp/cluster$q.cfg"
         [[ "${a[*]}" == *pipe.schedule* && -f "$tmp/cluster$q.pipe.cfg" ]] && cl="$tmp/cluster$q.pipe.cfg"

@@ -35,10 +35,12 @@ sets=(--set train.steps="$steps" --set train.eval_every=0 --set log.every=10
       --set log.progress=none --set checkpoint.path= --set "cluster.slowdown=$slow")
 
 profile() { # profile ROUND: prof$1.cfg and cluster$1.cfg
-    local k=$1 lat bw
+    local k=$1 lat bw ring
     mpirun -np 2 --bind-to core "$build/hetprof" -c "$job" --batch 64,128,256 \
         -o "$tmp/prof$k.cfg" >"$tmp/prof$k.out" 2>&1 || { tail -20 "$tmp/prof$k.out"; exit 1; }
     read -r lat bw < <(sed -nE 's/.*latency_us = ([0-9.e+-]+); bandwidth_gbs = ([0-9.e+-]+);.*/\1 \2/p' "$tmp/prof$k.cfg" | head -1)
+    # our ring's own step over the pair (hetprof's ring_gbs), the rate hetsim's collectives use
+    ring=$(sed -nE 's/.*a = 0; b = 1;.* ring_gbs = ([0-9.e+-]+);.*/\1/p' "$tmp/prof$k.cfg" | head -1)
     local c
     for c in 1 0; do # the serving rank's cores: cluster$k.1.cfg, cluster$k.0.cfg
         cat >"$tmp/cluster$k.$c.cfg" <<EOF
@@ -48,8 +50,8 @@ devices = ( { name = "w0"; profile_device = 0; cores = 1.0; },
             { name = "server"; profile_device = 0; cores = $c.0; } );
 hosts = ( { cores = $(nproc); devices = ["w0", "w1", "server"]; } );
 host_add_gbs = $(sed -nE 's/^ *mem_bw_gbs = ([0-9.e+-]+);/\1/p' "$tmp/prof$k.cfg" | head -1);
-links = { intra = { latency_us = ${lat:-5}; bandwidth_gbs = ${bw:-5}; };
-          inter = { latency_us = ${lat:-5}; bandwidth_gbs = ${bw:-5}; }; };
+links = { intra = { latency_us = ${lat:-5}; bandwidth_gbs = ${bw:-5};${ring:+ ring_gbs = $ring;} };
+          inter = { latency_us = ${lat:-5}; bandwidth_gbs = ${bw:-5};${ring:+ ring_gbs = $ring;} }; };
 EOF
     done
 }
