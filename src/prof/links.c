@@ -9,7 +9,7 @@
  * all-reduce itself over the pair (8 MiB of floats, two 4 MiB chunks), the figure hetsim's
  * collectives use: on 2 pinned ranks here a step of it took about twice the exchange of its
  * chunk (segmented messages, additions, cache misses), 3.6-4.8 GB/s from 256 KiB to 32 MiB
- * where the exchange gave 8-12 (BENCHMARKS.md, 2026-11-26 23:00). Every rank ends with the
+ * where the exchange gave 8-12 (BENCHMARKS.md, 2026-11-26 22:45-23:00). Every rank ends with the
  * table. */
 #include <stdlib.h>
 #include <string.h>

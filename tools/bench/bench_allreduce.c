@@ -5,7 +5,10 @@
  * figure compares across rank counts). Each repetition is started together (a barrier)
  * and timed by the slowest rank; the kinds take turns within each of N rounds, and the best
  * of N is printed: on a shared machine the minimum is the figure least disturbed by other
- * processes. Only rank 0 prints.
+ * processes. Beside them, one ring step's transfer alone (a chunk of bytes/p sent right and
+ * received from the left at once, no additions) and the ring's step over it: the ring step
+ * is what hetprof's ring_gbs measures, the exchange what its bandwidth_gbs does. Only rank 0
+ * prints.
  * usage: mpirun -np 4 bench_allreduce [--reps N] [--max-mib M] */
 #include <math.h>
 #include <stdio.h>
@@ -18,7 +21,9 @@
 #include "core/err.h"
 #include "core/log.h"
 
-enum { KIND_RING, KIND_MPI, KIND_PIECES, NKIND };
+enum { KIND_RING, KIND_MPI, KIND_PIECES, KIND_XCHG, NKIND };
+
+static char *g_scratch; /* the exchange's receive buffer */
 
 /* Four nonblocking ring all-reduces over quarters of buf, outstanding together. */
 static void ring_pieces(float *buf, size_t n) {
@@ -37,9 +42,16 @@ static void ring_pieces(float *buf, size_t n) {
 static double timed(int kind, float *buf, size_t n, double *gather, int p) {
     ht_comm_barrier();
     double t0 = ht_now();
-    if (kind == KIND_RING)
+    if (kind == KIND_RING) {
         ht_comm_ring_allreduce(buf, n);
-    else if (kind == KIND_MPI)
+    } else if (kind == KIND_XCHG) { /* one ring step's transfer: a chunk each way */
+        size_t chunk = n / (size_t)p * sizeof(float);
+        int me = ht_comm_rank();
+        ht_comm_msg *r = ht_comm_irecv(g_scratch, chunk, (me + p - 1) % p, 9901);
+        ht_comm_msg *s = ht_comm_isend(buf, chunk, (me + 1) % p, 9901);
+        ht_comm_msg_wait(r, NULL, NULL);
+        ht_comm_msg_wait(s, NULL, NULL);
+    } else if (kind == KIND_MPI)
         ht_comm_allreduce_sum(buf, n);
     else
         ring_pieces(buf, n);
@@ -73,14 +85,17 @@ int main(int argc, char **argv) {
         printf("# all-reduce of floats, %d ranks, host %s, %s\n", p, host, date);
         printf(
             "# bus bandwidth 2(p-1)/p * bytes / time, GB/s (1e9), best of N; ratio = ring / MPI\n");
-        printf("%10s %5s %12s %12s %8s %14s %10s\n", "bytes", "reps", "ring GB/s", "MPI GB/s",
-               "ratio", "ring/4 nb GB/s", "ring us");
+        printf("# step: ring time / 2(p-1); xchg: one chunk (bytes/p) each way; GB/s = chunk / time\n");
+        printf("%10s %5s %12s %12s %8s %14s %10s %12s %12s %10s\n", "bytes", "reps", "ring GB/s",
+               "MPI GB/s", "ratio", "ring/4 nb GB/s", "ring us", "step GB/s", "xchg GB/s",
+               "step/xchg");
     }
     size_t maxb = (size_t)(max_mib * 1024 * 1024);
     double *gather = ht_xmalloc((size_t)p * sizeof(double));
     for (size_t bytes = 1024; bytes <= maxb; bytes *= 4) {
         size_t n = bytes / sizeof(float);
         float *buf = ht_xmalloc(bytes);
+        g_scratch = ht_xmalloc(bytes / (size_t)(p > 1 ? p : 1) + 1);
         for (size_t i = 0; i < n; i++)
             buf[i] = (float)((i + (size_t)rank) % 97) / 97.0f;
         int nr = reps > 0 ? reps : bytes <= (1u << 20) ? 50 : bytes <= (16u << 20) ? 10 : 5;
@@ -103,12 +118,16 @@ int main(int argc, char **argv) {
         for (int k = 0; k < NKIND; k++)
             bw[k] = best[k] > 0 ? factor / best[k] : 0;
         if (rank == 0) {
-            printf("%10zu %5d %12.3f %12.3f %8.2f %14.3f %10.1f\n", bytes, nr, bw[KIND_RING],
-                   bw[KIND_MPI], bw[KIND_MPI] > 0 ? bw[KIND_RING] / bw[KIND_MPI] : 0,
-                   bw[KIND_PIECES], best[KIND_RING] * 1e6);
+            double chunk = (double)(n / (size_t)p * sizeof(float)) / 1e9;
+            double step = best[KIND_RING] / (2.0 * (p - 1)), x = best[KIND_XCHG];
+            printf("%10zu %5d %12.3f %12.3f %8.2f %14.3f %10.1f %12.3f %12.3f %10.2f\n", bytes, nr,
+                   bw[KIND_RING], bw[KIND_MPI], bw[KIND_MPI] > 0 ? bw[KIND_RING] / bw[KIND_MPI] : 0,
+                   bw[KIND_PIECES], best[KIND_RING] * 1e6, step > 0 ? chunk / step : 0,
+                   x > 0 ? chunk / x : 0, x > 0 ? step / x : 0);
             fflush(stdout);
         }
         free(buf);
+        free(g_scratch);
     }
     free(gather);
     ht_comm_finalize();
