@@ -26,6 +26,16 @@ static const char *put(const char *name, const char *text) {
     return p;
 }
 
+/* The whole of a small file, or "" when it cannot be read. */
+static const char *slurp(const char *path) {
+    static char text[16384];
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f) fclose(f);
+    text[n] = 0;
+    return text;
+}
+
 static const char GOOD_DEV[] = "  { name = \"dev\"; platform = \"plat\"; driver = \"1\";\n"
                                "    mem_bw_gbs = 10.0; h2d_gbs = 5.0; d2h_gbs = 4.0;\n"
                                "    launch_us = 8.0; gemm = (); layers = (); samples_per_s = ();\n"
@@ -138,6 +148,13 @@ int main(void) {
     rc = ht_profile_save(path, &g_a) == HT_OK ? ht_profile_load(path, &g_b) : HT_ERUNTIME;
     if (!tap_ok(rc == HT_OK && !g_b.dev[0].type[0], "a device without a type round-trips"))
         tap_diag("%s", ht_errmsg());
+    /* a link without the ring's step (a profile from before it) writes no ring_gbs key */
+    g_a.links[0].ring_gbs = 0;
+    rc = ht_profile_save(path, &g_a) == HT_OK ? ht_profile_load(path, &g_b) : HT_ERUNTIME;
+    const char *saved = slurp(path);
+    tap_ok(rc == HT_OK && strstr(saved, "bandwidth_gbs") && !strstr(saved, "ring_gbs") &&
+               g_b.links[0].ring_gbs == 0 && g_b.links[0].bandwidth_gbs == 6.25,
+           "a link without ring_gbs round-trips without the key");
 
     /* malformed profiles: the line is where the problem is */
     bad("syntax.cfg", "version = 1;\ndevices = (\n  { name = ; }\n);\n", 3, "syntax error",

@@ -32,8 +32,9 @@ static const char USAGE[] =
     "device.tuning). --quick: a few-second probe at one batch size (train.batch, or 128).\n"
     "--check validates a profile and prints it.\n"
     "Under mpirun each rank profiles one device (--device once for all ranks or once per\n"
-    "rank, else the config's cluster.devices / device.select) and the MPI latency and\n"
-    "bandwidth of every rank pair are measured; rank 0 writes one profile with a links list.\n"
+    "rank, else the config's cluster.devices / device.select) and the MPI latency,\n"
+    "bandwidth and ring all-reduce step of every rank pair are measured; rank 0 writes one\n"
+    "profile with a links list.\n"
     "The ranks measure their devices one at a time, each alone on its host; --concurrent:\n"
     "all at once, as they will train (ranks whose devices share a host's memory and caches,\n"
     "as CPU devices do).";

@@ -6,11 +6,10 @@
  * collapsed to 0.2-0.9 GB/s whenever other processes took the cores). The one-way ping-pong
  * of one warm buffer, measured before, gave 8.3 GB/s where the trainer's 7.45 MB ring moved
  * 2.2-2.5 GB/s (the exchange: 3.4-4.6; BENCHMARKS.md, hetsim validation). Ring: our ring
- * all-reduce itself over the pair (8 MiB of floats, two 4 MiB chunks), the figure hetsim's
- * collectives use: on 2 pinned ranks here a step of it took about twice the exchange of its
- * chunk (segmented messages, additions, cache misses), 3.6-4.8 GB/s from 256 KiB to 32 MiB
- * where the exchange gave 8-12 (BENCHMARKS.md, 2026-11-26 22:45-23:00). Every rank ends with the
- * table. */
+ * all-reduce itself over the pair (8 MiB of floats, two 4 MiB chunks), the figure for
+ * hetsim's ring (links.*.ring_gbs): on 2 pinned ranks here a step of it took 1.4-1.9x the
+ * exchange of its chunk from 256 KiB to 16 MiB (segmented messages, additions, cache misses
+ * move together; BENCHMARKS.md, 2026-11-26 22:45-23:05). Every rank ends with the table. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -583,9 +583,12 @@ void ht_profile_print(FILE *f, const ht_profile *p) {
     if (p->nlinks)
         fprintf(f, "links (MPI):\n  %4s %4s %12s %14s %14s\n", "a", "b", "latency us",
                 "bandwidth GB/s", "ring GB/s");
-    for (int i = 0; i < p->nlinks; i++)
-        fprintf(f, "  %4d %4d %12.2f %14.3f %14.3f\n", p->links[i].a, p->links[i].b,
-                p->links[i].latency_us, p->links[i].bandwidth_gbs, p->links[i].ring_gbs);
+    for (int i = 0; i < p->nlinks; i++) {
+        char ring[32] = "-"; /* a profile from before the ring was measured */
+        if (p->links[i].ring_gbs > 0) snprintf(ring, sizeof ring, "%.3f", p->links[i].ring_gbs);
+        fprintf(f, "  %4d %4d %12.2f %14.3f %14s\n", p->links[i].a, p->links[i].b,
+                p->links[i].latency_us, p->links[i].bandwidth_gbs, ring);
+    }
 }
 
 int ht_profile_check_file(const char *path) {

@@ -170,15 +170,13 @@ double ht_sim_coll_cost(int alg, int n, double bytes, ht_sim_link l, double add_
     if (n <= 1 || bytes <= 0) return 0;
     double chunk = bytes / n;
     /* ring (src/comm/comm.c): reduce-scatter then all-gather, n - 1 steps each of one chunk;
-     * the adds of the reduce-scatter read two chunks and write one. A measured ring step
-     * (hetprof) has them in already, at the average of the two halves' steps. */
-    double ring;
-    if (l.ring_Bps > 0) {
-        ring = 2.0 * (n - 1) * (l.latency_s + chunk / l.ring_Bps);
-    } else {
-        ring = 2.0 * (n - 1) * (l.latency_s + chunk / l.bw_Bps);
-        if (add_Bps > 0) ring += (n - 1) * 3.0 * chunk / add_Bps;
-    }
+     * the adds of the reduce-scatter read two chunks and write one. A measured step of our
+     * ring (hetprof) has them in already, at the average of the two halves' steps; it says
+     * nothing of MPI's own algorithms, which stay on bandwidth plus additions. */
+    if (alg == HT_SIM_RING && l.ring_Bps > 0)
+        return 2.0 * (n - 1) * (l.latency_s + chunk / l.ring_Bps);
+    double ring = 2.0 * (n - 1) * (l.latency_s + chunk / l.bw_Bps);
+    if (add_Bps > 0) ring += (n - 1) * 3.0 * chunk / add_Bps;
     if (alg == HT_SIM_RING) return ring;
     int lg = 0;
     while ((1 << lg) < n)
@@ -190,16 +188,13 @@ double ht_sim_coll_cost(int alg, int n, double bytes, ht_sim_link l, double add_
 
 double ht_sim_ring_cost(const ht_sim_cluster *c, int alg, const int *members, int n,
                         double bytes) {
-    ht_sim_link l = {0, INFINITY, INFINITY};
-    int measured = 1;
+    ht_sim_link l = {0, INFINITY, INFINITY}; /* one link without a measured step: 0, from bw */
     for (int k = 0; k < n; k++) {
         ht_sim_link e = ht_sim_link_of(c, members[k], members[(k + 1) % n]);
         if (e.latency_s > l.latency_s) l.latency_s = e.latency_s;
         if (e.bw_Bps < l.bw_Bps) l.bw_Bps = e.bw_Bps;
         if (e.ring_Bps < l.ring_Bps) l.ring_Bps = e.ring_Bps;
-        measured &= e.ring_Bps > 0;
     }
-    if (!measured) l.ring_Bps = 0; /* one link without a measured step: all from bw */
     return ht_sim_coll_cost(alg, n, bytes, l, c->host_add_gbs * 1e9);
 }
 

@@ -12,6 +12,7 @@
  * time per device interpolated over the batch size from a hetprof profile, or a roofline from
  * a device's peak GFLOP/s and memory bandwidth (FLOPs and bytes from the model description);
  * launch overhead, optimizer time, links as latency + bytes / bandwidth (intra / inter host),
+ * our ring all-reduce at a measured step rate (ring_gbs) where every link of the ring has one,
  * emulated slowdowns as cluster.slowdown. */
 #ifndef HT_SIM_SIM_H
 #define HT_SIM_SIM_H
@@ -62,7 +63,8 @@ typedef struct ht_sim_cluster {
                          cluster.slowdown */
     int nhosts;
     ht_sim_link intra, inter;
-    double host_add_gbs; /* host memory bandwidth for the ring's adds (0: free) */
+    double host_add_gbs; /* host memory bandwidth for the additions (0: free) of our ring
+                            where its links have no ring_Bps, of MPI's algorithms, of gossip */
 } ht_sim_cluster;
 
 /* Reads a cluster description (format in conf/README.md). HT_EINPUT with "FILE:LINE: what,
@@ -158,9 +160,10 @@ void ht_sim_wait(ht_sim *s, int r, int id, int name);
 void ht_sim_mem_at_last(ht_sim *s, int r, double delta);
 void ht_sim_mem_base(ht_sim *s, int r, double bytes);
 
-/* Closed-form cost of a collective over n ranks on link l: ring 2 (n-1) (lat + B/(n bw)) plus
- * the reduce-scatter's additions at add_Bps, or 2 (n-1) (lat + B/(n ring)) with a measured
- * ring step (l.ring_Bps); mpi: the smaller of the ring and recursive doubling
+/* Closed-form cost of a collective over n ranks on link l: our ring 2 (n-1) (lat + B/(n bw))
+ * plus the reduce-scatter's additions at add_Bps, or 2 (n-1) (lat + B/(n ring)) with a
+ * measured step of it (l.ring_Bps); mpi (MPI's own algorithms, which the measured step says
+ * nothing of): the smaller of that ring on bw plus additions and recursive doubling
  * ceil(log2 n) (lat + B/bw) plus its additions. */
 double ht_sim_coll_cost(int alg, int n, double bytes, ht_sim_link l, double add_Bps);
 /* The same over the ring members[0..n) of cluster c: its slowest link between neighbours

@@ -7,8 +7,8 @@
  * of N is printed: on a shared machine the minimum is the figure least disturbed by other
  * processes. Beside them, one ring step's transfer alone (a chunk of bytes/p sent right and
  * received from the left at once, no additions) and the ring's step over it: the ring step
- * is what hetprof's ring_gbs measures, the exchange what its bandwidth_gbs does. Only rank 0
- * prints.
+ * is what hetprof's ring_gbs measures (which also takes a latency off each step: below
+ * 64 KiB the two differ), the exchange what its bandwidth_gbs does. Only rank 0 prints.
  * usage: mpirun -np 4 bench_allreduce [--reps N] [--max-mib M] */
 #include <math.h>
 #include <stdio.h>
@@ -23,8 +23,6 @@
 
 enum { KIND_RING, KIND_MPI, KIND_PIECES, KIND_XCHG, NKIND };
 
-static char *g_scratch; /* the exchange's receive buffer */
-
 /* Four nonblocking ring all-reduces over quarters of buf, outstanding together. */
 static void ring_pieces(float *buf, size_t n) {
     ht_comm_req *q[4];
@@ -38,8 +36,9 @@ static void ring_pieces(float *buf, size_t n) {
         ht_comm_wait(q[k]);
 }
 
-/* One timed run of `kind`: seconds of the slowest rank. */
-static double timed(int kind, float *buf, size_t n, double *gather, int p) {
+/* One timed run of `kind` (scratch: the exchange's receive buffer): seconds of the slowest
+ * rank. */
+static double timed(int kind, float *buf, char *scratch, size_t n, double *gather, int p) {
     ht_comm_barrier();
     double t0 = ht_now();
     if (kind == KIND_RING) {
@@ -47,7 +46,7 @@ static double timed(int kind, float *buf, size_t n, double *gather, int p) {
     } else if (kind == KIND_XCHG) { /* one ring step's transfer: a chunk each way */
         size_t chunk = n / (size_t)p * sizeof(float);
         int me = ht_comm_rank();
-        ht_comm_msg *r = ht_comm_irecv(g_scratch, chunk, (me + p - 1) % p, 9901);
+        ht_comm_msg *r = ht_comm_irecv(scratch, chunk, (me + p - 1) % p, 9901);
         ht_comm_msg *s = ht_comm_isend(buf, chunk, (me + 1) % p, 9901);
         ht_comm_msg_wait(r, NULL, NULL);
         ht_comm_msg_wait(s, NULL, NULL);
@@ -95,19 +94,19 @@ int main(int argc, char **argv) {
     for (size_t bytes = 1024; bytes <= maxb; bytes *= 4) {
         size_t n = bytes / sizeof(float);
         float *buf = ht_xmalloc(bytes);
-        g_scratch = ht_xmalloc(bytes / (size_t)(p > 1 ? p : 1) + 1);
+        char *scratch = ht_xmalloc(bytes / (size_t)(p > 1 ? p : 1) + 1);
         for (size_t i = 0; i < n; i++)
             buf[i] = (float)((i + (size_t)rank) % 97) / 97.0f;
         int nr = reps > 0 ? reps : bytes <= (1u << 20) ? 50 : bytes <= (16u << 20) ? 10 : 5;
         double best[NKIND];
         for (int k = 0; k < NKIND; k++) {
-            timed(k, buf, n, gather, p); /* warm-up: allocations, connections */
+            timed(k, buf, scratch, n, gather, p); /* warm-up: allocations, connections */
             best[k] = INFINITY;
         }
         /* the kinds take turns, so that a slower spell of the shared machine hits them alike */
         for (int j = 0; j < nr; j++) {
             for (int k = 0; k < NKIND; k++) {
-                double t = timed(k, buf, n, gather, p);
+                double t = timed(k, buf, scratch, n, gather, p);
                 if (t < best[k]) best[k] = t;
             }
             /* keep the values bounded: the sums grow by p per run */
@@ -127,7 +126,7 @@ int main(int argc, char **argv) {
             fflush(stdout);
         }
         free(buf);
-        free(g_scratch);
+        free(scratch);
     }
     free(gather);
     ht_comm_finalize();

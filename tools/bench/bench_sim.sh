@@ -153,7 +153,10 @@ predict() { # predict ROUND INDEX: hetsim on the profiles before (ROUND) and aft
     # run); the simulator predicts the step of the split that ran
     sh=$(sed -nE 's/.*shares by measured speed: (.*) \(samples\/s beyond.*/\1/p' "$f.err" | head -1 |
          sed -E 's/ \([^)]*\)//g')
-    [[ -n "$sh" && "${a[*]}" == *"cluster.rebalance=false"* ]] && a+=(--set "cluster.shares=[$sh]")
+    # (a rank the split left out, share 0, is not something cluster.shares can say: then
+    # hetsim's own split)
+    [[ -n "$sh" && ! " $sh," =~ \ 0, && "${a[*]}" == *"cluster.rebalance=false"* ]] &&
+        a+=(--set "cluster.shares=[$sh]")
     for q in "$k" $((k + 1)); do
         local cl="$tmp/cluster$q.cfg"
         [[ "${a[*]}" == *pipe.schedule* && -f "$tmp/cluster$q.pipe.cfg" ]] && cl="$tmp/cluster$q.pipe.cfg"
@@ -188,8 +191,8 @@ profile "$rounds"
 while IFS=$'\t' read -r i k mean msplit load; do
     printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$i" "$k" "$mean" "$msplit" "$(predict "$k" "$i")" "$load" >>"$tmp/rows.tsv"
 done <"$tmp/meas.tsv"
-grep -h 'a = 0; b = 1' "$tmp"/prof*.alone.cfg | sed -E 's/.*latency_us = ([0-9.]+); bandwidth_gbs = ([0-9.]+).*/\1 \2/' |
-    awk '{ printf "%s%.2f", (NR > 1 ? ", " : "   link bandwidth per profile (GB/s): "), $2 } END { print "" }'
+grep -h 'a = 0; b = 1' "$tmp"/prof*.alone.cfg | sed -E 's/.*bandwidth_gbs = ([0-9.]+);( ring_gbs = ([0-9.]+);)?.*/\1 \3/' |
+    awk '{ printf "%s%.2f / %s", (NR > 1 ? ", " : "   link bandwidth / ring step per profile (GB/s): "), $1, ($2 == "" ? "-" : sprintf("%.2f", $2)) } END { print "" }'
 echo "   load at end: $(uptime | sed 's/.*average: //')"
 printf '%s\n' "${names[@]}" >"$tmp/names.txt"
 /usr/bin/python3 - "$tmp/rows.tsv" "$tmp/names.txt" "$(grep -m1 -o 'batch = [0-9]*' "$job" | grep -o '[0-9]*' || echo 256)" <<'PY'
