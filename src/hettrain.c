@@ -17,6 +17,7 @@
 #include "ocl/ocl.h"
 #include "pipe/schedule.h"
 #include "prof/profile.h"
+#include "sim/cli.h"
 #include "train/generate.h"
 #include "train/train.h"
 
@@ -31,6 +32,8 @@ static void usage(FILE *f) {
             "       hettrain schedule [-c FILE] [--schedule KIND --stages D --micro-batches N]\n"
             "                [--chunks V] [--bf R] [--trace FILE] [--streams]\n"
             "                [--stage-times T,..] [--max-inflight K,..]\n"
+            "       hettrain plan (--cluster FILE | --profile FILE) -c FILE [--set KEY=VALUE]...\n"
+            "                [--ranks N] [--top K] [-o PLAN.cfg]\n"
             "       hettrain --list-devices | --help-config | --help | --version\n"
             "\n"
             "Trains the model described by the libconfig FILE on one OpenCL device; under\n"
@@ -64,6 +67,10 @@ static void usage(FILE *f) {
             "picks its warm-up depths from them (and --max-inflight, slots per rank), and the\n"
             "makespan and bubble under those times are printed beside 1f1b's. Runs no model and\n"
             "needs no device.\n"
+            "plan: picks the job's configuration on a cluster description or a profile from\n"
+            "mpirun hetprof (data parallel splits, pipelines: schedule, stages, micro-batches,\n"
+            "partition, recomputation) by simulating each (hetsim --plan); -o writes the winner as\n"
+            "a config that hettrain -c runs as is. Needs no device (hettrain plan --help).\n"
             "Environment: HT_KERNEL_DIR (load cl/*.cl from a directory), HT_CACHE_DIR (program\n"
             "cache directory), HT_NO_CACHE=1 (do not use the program cache).\n");
 }
@@ -278,6 +285,7 @@ int main(int argc, char **argv) {
     ht_set_quiet_input_errors(ht_comm_env_rank() > 0);
     if (argc > 1 && !strcmp(argv[1], "generate")) return generate_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "schedule")) return schedule_main(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "plan")) return ht_sim_cli(argc - 1, argv + 1, 1);
     const char *cfg_path = NULL, *device = NULL, *trace = NULL;
     const char *sets[MAX_SETS];
     int nset = 0, resume = 0, profile = 0, trace_layers = 0;

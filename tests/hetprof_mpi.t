@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # hetprof under mpirun: two ranks each profile a device and measure their MPI link; rank 0
 # writes one profile with both devices and a links entry (positive latency and bandwidth)
-# that --check accepts (also with --concurrent); a --device count that is neither one nor one per rank exits 2.
+# that --check accepts (also with --concurrent), each device with its host and memory, from
+# which hettrain plan --profile plans the job; a --device count that is neither one nor one
+# per rank exits 2.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mpi.sh"
 HETPROF="$HT_BUILD/hetprof"
@@ -45,6 +47,18 @@ ring=$(printf '%s' "$link" | sed -E 's/.*ring_gbs = ([^;]*);.*/\1/')
 good=$?
 ok $good "2 devices and 1 link 0-1 with positive figures (latency $lat us, bandwidth $bw GB/s, ring step $ring GB/s)"
 [ $good -eq 0 ] || diag "$(cat "$TMP/p.cfg")"
+# each device records its host and its memory, and the profile plans the job as it is:
+# hettrain plan --profile (rank r on device r, one host here) writes a plan hetsim runs
+nhost=$(grep -c "^ *host = \"$(hostname)\";" "$TMP/p.cfg")
+nmem=$(grep -cE '^ *mem_mb = [1-9][0-9.e+]*;' "$TMP/p.cfg")
+[ "$nhost" -eq 2 ] && [ "$nmem" -eq 2 ]
+ok $? "both devices record their host ($(hostname)) and memory ($nhost, $nmem)"
+"$HT_BUILD/hettrain" plan --profile "$TMP/p.cfg" -c "$TMP/tiny.cfg" -o "$TMP/plan.cfg" >"$TMP/out" 2>&1
+RC=$?
+[ $RC -eq 0 ] && grep -q ': 2 ranks on 1 hosts' "$TMP/out" && grep -q '^wrote ' "$TMP/out" &&
+    "$HT_BUILD/hetsim" --profile "$TMP/p.cfg" -c "$TMP/plan.cfg" 2>&1 | grep -q '^step time'
+ok $? "hettrain plan --profile: 2 ranks on one host, a plan that hetsim runs (exit $RC)"
+[ $RC -eq 0 ] || diag "$(cat "$TMP/out")"
 
 run_mpi 2 "$HETPROF" --quick -c "$TMP/tiny.cfg" --device 0 --device 0 --device 0
 [ $RC -eq 2 ] && printf '%s' "$ERR" | grep -q "3 --device options for 2 ranks"

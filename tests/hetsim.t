@@ -91,6 +91,18 @@ ok $(( RC != 0 )) "--plan: exit 0"
 printf '%s' "$OUT" | grep -q "^wrote" ; ok $? "--plan -o writes the winner"
 "$HETSIM" --cluster "$TMP/good.cfg" -c "$TMP/plan.cfg" >/dev/null 2>"$TMP/err"
 ok $? "the written plan loads back as a job"
+# hettrain plan is the same planner; the cluster comes from a description or a profile
+"$HETTRAIN" plan --cluster "$TMP/good.cfg" -c "$CONF/quickstart.cfg" -o "$TMP/plan1.cfg" >"$TMP/out" 2>&1
+[ $? -eq 0 ] && cmp -s "$TMP/plan.cfg" "$TMP/plan1.cfg"
+ok $? "hettrain plan writes the plan hetsim --plan writes"
+run_sim --cluster "$TMP/good.cfg" --profile "$TMP/good.cfg" -c "$CONF/quickstart.cfg"
+[ "$RC" -eq 2 ] && printf '%s' "$ERR" | grep -q "one of --cluster FILE and --profile FILE, not both"
+ok $? "--cluster and --profile together: exit 2"
+"$HETTRAIN" plan --cluster "$TMP/good.cfg" -c "$CONF/quickstart.cfg" --scale >/dev/null 2>"$TMP/err"
+[ $? -eq 2 ] && grep -q "hettrain plan only plans" "$TMP/err"; ok $? "hettrain plan --scale: exit 2"
+run_sim --profile "$TMP/good.cfg" -c "$CONF/quickstart.cfg"
+[ "$RC" -eq 2 ] && printf '%s' "$ERR" | grep -q "good.cfg:[0-9]*: .*unknown key"
+ok $? "--profile on a cluster description: exit 2 naming file:line"
 # a model too large for one 50 MB device on 4 of them: the plan is a pipeline, and hettrain
 # reads the written job as is (hettrain schedule prints its pipeline)
 cat >"$TMP/small.cfg" <<'CFG'

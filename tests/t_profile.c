@@ -64,6 +64,8 @@ static void fill(ht_profile *p) {
         strcpy(d->platform, "Portable Computing Language");
         strcpy(d->driver, "3.1");
         strcpy(d->type, i ? "gpu" : "cpu");
+        strcpy(d->host, i ? "node1" : "node0");
+        d->mem_mb = i ? 24576 : 0; /* recorded for one, not the other */
         d->mem_bw_gbs = 20.5 + i, d->h2d_gbs = 8, d->d2h_gbs = 9.25, d->launch_us = 11.5;
         d->gemm[0] = (ht_prof_gemm){256, 1024, 784, 0, 1, 93.1};
         d->gemm[1] = (ht_prof_gemm){1024, 784, 256, 1, 0, 0.125};
@@ -94,7 +96,8 @@ static int same(const ht_profile *a, const ht_profile *b) {
     if (strcmp(a->model, b->model) || a->ndev != b->ndev || a->nbatches != b->nbatches) return 0;
     for (int i = 0; i < a->ndev; i++) {
         const ht_prof_dev *x = &a->dev[i], *y = &b->dev[i];
-        if (strcmp(x->name, y->name) || strcmp(x->type, y->type) || x->ngemm != y->ngemm ||
+        if (strcmp(x->name, y->name) || strcmp(x->host, y->host) || x->mem_mb != y->mem_mb ||
+            strcmp(x->type, y->type) || x->ngemm != y->ngemm ||
             x->nlayers != y->nlayers || x->nrates != y->nrates || x->nclblast != y->nclblast ||
             strcmp(x->tuning, y->tuning) || strcmp(x->gemm_path, y->gemm_path) ||
             strcmp(x->gemm_dropped, y->gemm_dropped) ||

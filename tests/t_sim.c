@@ -252,6 +252,63 @@ static void measured_ring(void) {
     ht_sim_cluster_free(&c);
 }
 
+/* A cluster from a profile: 4 devices on hosts a, a, b, b with every pair linked. Intra is
+ * the slowest of the two same-host links, inter the slowest of the four cross-host ones; a
+ * link without a ring step makes that side's ring step 0 (from bandwidth). */
+static void from_profile(void) {
+    const double fwd[2] = {1, 1};
+    ht_profile *p = profile(2, fwd, 2);
+    p->ndev = 4;
+    for (int d = 0; d < 4; d++) {
+        ht_prof_dev *x = &p->dev[d];
+        if (d) *x = p->dev[0];
+        snprintf(x->name, sizeof x->name, "dev%d", d);
+        strcpy(x->platform, "p"), strcpy(x->driver, "1"), strcpy(x->type, d ? "gpu" : "cpu");
+        strcpy(x->host, d < 2 ? "a" : "b");
+        x->h2d_gbs = x->d2h_gbs = 10, x->launch_us = 5, x->mem_mb = 1000 * (d + 1);
+    }
+    /* (a, b, latency us, bandwidth GB/s, ring GB/s) */
+    const double L[6][5] = {{0, 1, 1, 10, 6}, {2, 3, 2, 12, 7},  {0, 2, 30, 1.0, 0.6},
+                            {0, 3, 25, 1.2, 0}, {1, 2, 20, 1.1, 0.7}, {1, 3, 20, 1.3, 0.8}};
+    for (int i = 0; i < 6; i++)
+        p->links[i] = (ht_prof_link){(int)L[i][0], (int)L[i][1], L[i][2], L[i][3], L[i][4]};
+    p->nlinks = 6;
+    char dir[] = "/tmp/t_sim.XXXXXX", path[64];
+    int rc = mkdtemp(dir) ? HT_OK : HT_ERUNTIME;
+    snprintf(path, sizeof path, "%s/p.cfg", dir);
+    if (rc == HT_OK) rc = ht_profile_save(path, p);
+    ht_sim_cluster c;
+    if (rc == HT_OK) rc = ht_sim_cluster_from_profile(path, &c);
+    if (!tap_ok(rc == HT_OK, "a cluster from a 4-device profile")) {
+        tap_diag("%s", ht_errmsg());
+        free(p);
+        return;
+    }
+    tap_ok(c.nranks == 4 && c.nhosts == 2 && c.rank_host[1] == 0 && c.rank_host[2] == 1 &&
+               c.rank_host[3] == 1 && c.rank_type[3] == 3 && c.types[3].prof_dev == 3,
+           "rank r on device r, hosts by name: %d ranks, %d hosts", c.nranks, c.nhosts);
+    tap_ok(NEAR(c.intra.latency_s, 2e-6) && NEAR(c.intra.bw_Bps, 10e9) && NEAR(c.intra.ring_Bps, 6e9),
+           "intra: the slowest same-host link (2 us, 10 GB/s, ring 6 GB/s)");
+    tap_ok(NEAR(c.inter.latency_s, 30e-6) && NEAR(c.inter.bw_Bps, 1e9) && c.inter.ring_Bps == 0,
+           "inter: the slowest cross-host link (30 us, 1 GB/s), ring 0: one link has none");
+    tap_ok(NEAR(c.types[1].mem_gb, 2000 * 1048576 / 1e9) && c.types[0].cores == 1 &&
+               c.types[1].cores == 0 && NEAR(c.host_add_gbs, 1e6),
+           "memory from mem_mb, cores = 1 for the CPU device, additions at its bandwidth");
+    ht_sim_cluster_free(&c);
+    /* hosts a, b, a: not numbered together; and 2 devices without links */
+    strcpy(p->dev[2].host, "a"), strcpy(p->dev[1].host, "b"), strcpy(p->dev[3].host, "c");
+    rc = ht_profile_save(path, p) == HT_OK ? ht_sim_cluster_from_profile(path, &c) : HT_ERUNTIME;
+    tap_ok(rc == HT_EINPUT && strstr(ht_errmsg(), "devices 0 and 2 are on host 'a' but device 1"),
+           "a host's devices not numbered together: %s", ht_errmsg());
+    p->nlinks = 0, p->ndev = 2;
+    rc = ht_profile_save(path, p) == HT_OK ? ht_sim_cluster_from_profile(path, &c) : HT_ERUNTIME;
+    tap_ok(rc == HT_EINPUT && strstr(ht_errmsg(), "2 devices but no links"),
+           "several devices without links: %s", ht_errmsg());
+    unlink(path);
+    rmdir(dir);
+    free(p);
+}
+
 /* ---------------------------------------------------------------- pipelines by hand */
 
 static void add(ht_pipe_sched *s, int d, int op, int stage, int mb, int peer, int buf) {
@@ -769,6 +826,7 @@ int main(void) {
     two_ranks(2);
     two_ranks(1000);
     measured_ring();
+    from_profile();
     pipelines();
     twobw();
     cpu_overlap();

@@ -259,6 +259,7 @@ int ht_prof_measure(int index, const ht_prof_opts *o, ht_prof_dev *out) {
     ht_strlcpy(out->platform, info->platform, sizeof out->platform);
     ht_strlcpy(out->driver, info->driver, sizeof out->driver);
     ht_strlcpy(out->type, info->type, sizeof out->type);
+    out->mem_mb = (double)info->global_mem / (1 << 20);
     if (o->log)
         fprintf(o->log, "hetprof: device %d: %s: opened in %.1f s\n", index, info->name,
                 ht_now() - t0);

@@ -203,7 +203,7 @@ static void read_clblast(ht_cfg_reader *r, const config_setting_t *g, const char
 static const char *const DEV_KEYS[] = {
     "name",      "platform", "driver", "type",          "mem_bw_gbs",  "h2d_gbs", "d2h_gbs",
     "launch_us", "gemm",     "layers", "samples_per_s", "gemm_choice", "tuning",  "clblast",
-    NULL};
+    "host",      "mem_mb", NULL};
 static const char *const GEMM_KEYS[] = {"m", "n", "k", "ta", "tb", "gflops", NULL};
 static const char *const LAYER_KEYS[] = {"name", "batch", "fwd_ms", "bwd_ms", NULL};
 static const char *const RATE_KEYS[] = {"batch", "value", NULL};
@@ -256,6 +256,8 @@ static void read_dev(ht_cfg_reader *r, const config_setting_t *g, int idx, ht_pr
     get_str(r, g, w, "platform", d->platform, sizeof d->platform, 0);
     get_str(r, g, w, "driver", d->driver, sizeof d->driver, 0);
     get_str(r, g, w, "type", d->type, sizeof d->type, 1);
+    get_str(r, g, w, "host", d->host, sizeof d->host, 1);
+    if (config_setting_get_member(g, "mem_mb")) d->mem_mb = get_num(r, g, w, "mem_mb", 0, 1);
     if (r->rc == HT_OK && config_setting_get_member(g, "type")) {
         int k = 0;
         while (DEV_TYPES[k] && strcmp(DEV_TYPES[k], d->type))
@@ -425,6 +427,8 @@ void ht_profile_write(FILE *f, const ht_profile *p) {
         fprintf(f, ";\n    driver = "), put_str(f, d->driver);
         if (d->type[0]) /* optional on load: a profile without it must read back */
             fprintf(f, ";\n    type = "), put_str(f, d->type);
+        if (d->host[0]) fprintf(f, ";\n    host = "), put_str(f, d->host);
+        if (d->mem_mb > 0) fprintf(f, ";\n    mem_mb = "), put_num(f, d->mem_mb);
         fprintf(f, ";\n    mem_bw_gbs = "), put_num(f, d->mem_bw_gbs);
         fprintf(f, ";\n    h2d_gbs = "), put_num(f, d->h2d_gbs);
         fprintf(f, ";\n    d2h_gbs = "), put_num(f, d->d2h_gbs);

@@ -11,6 +11,7 @@
  *   devices = (
  *     { name = "pthread-haswell-AMD EPYC"; platform = "Portable Computing Language";
  *       driver = "3.1"; type = "cpu";  # strings; type "cpu" | "gpu" | "accel" | "other"
+ *       host = "node07"; mem_mb = 24576.0;  # optional: its host, its global memory (MiB)
  *       gemm = ( { m = 256; n = 1024; k = 784; ta = 0; tb = 1; gflops = 93.1; } );
  *       mem_bw_gbs = 12.3;             # device copy kernel, (read + write bytes) / s / 1e9
  *       h2d_gbs = 5.1; d2h_gbs = 4.9;  # host <-> device, blocking write/read
@@ -82,6 +83,8 @@ typedef struct ht_prof_kparams {
 
 typedef struct ht_prof_dev {
     char name[128], platform[128], driver[64], type[8];
+    char host[64]; /* host name of the process that measured it ("" = not recorded) */
+    double mem_mb; /* its global memory, MiB (CL_DEVICE_GLOBAL_MEM_SIZE); 0 = not recorded */
     ht_prof_gemm gemm[HT_PROF_MAX_GEMM];
     int ngemm;
     double mem_bw_gbs, h2d_gbs, d2h_gbs, launch_us;

@@ -282,3 +282,86 @@ int ht_sim_cluster_load(const char *path, ht_sim_cluster *c) {
     if (r.rc != HT_OK) ht_sim_cluster_free(c);
     return r.rc;
 }
+
+/* The slowest of the profile's links between devices on one host (same = 1) or on two
+ * (same = 0): the largest latency, the smallest bandwidth and ring step (0 when a link has
+ * none). Returns 0 when there is no such link. */
+static int slowest_link(const ht_profile *p, const int *host, int same, ht_sim_link *out) {
+    int found = 0;
+    for (int i = 0; i < p->nlinks; i++) {
+        const ht_prof_link *l = &p->links[i];
+        if ((host[l->a] == host[l->b]) != same) continue;
+        ht_sim_link e = {l->latency_us * 1e-6, l->bandwidth_gbs * 1e9, l->ring_gbs * 1e9};
+        if (!found) *out = e;
+        if (e.latency_s > out->latency_s) out->latency_s = e.latency_s;
+        if (e.bw_Bps < out->bw_Bps) out->bw_Bps = e.bw_Bps;
+        if (e.ring_Bps < out->ring_Bps) out->ring_Bps = e.ring_Bps;
+        found = 1;
+    }
+    return found;
+}
+
+/* Hosts by the devices' host names, ids in order of appearance; HT_EINPUT when a host's
+ * devices are not numbered together. */
+static int profile_hosts(const char *path, const ht_profile *p, int *host, int *nhosts) {
+    *nhosts = 0;
+    for (int d = 0; d < p->ndev; d++) {
+        int e = 0;
+        while (e < d && strcmp(p->dev[e].host, p->dev[d].host))
+            e++;
+        if (e < d && host[e] != host[d - 1])
+            return ht_error(HT_EINPUT,
+                            "%s: devices %d and %d are on host '%s' but device %d between them "
+                            "is not, expected each host's devices numbered together (mpirun "
+                            "--map-by slot), or a cluster description (hetsim --cluster)",
+                            path, e, d, p->dev[d].host, d - 1);
+        host[d] = e < d ? host[e] : (*nhosts)++;
+    }
+    return HT_OK;
+}
+
+int ht_sim_cluster_from_profile(const char *path, ht_sim_cluster *c) {
+    memset(c, 0, sizeof *c);
+    ht_strlcpy(c->source, path, sizeof c->source);
+    c->prof = ht_xcalloc(1, sizeof *c->prof);
+    int rc = ht_profile_load(path, c->prof);
+    int n = c->prof->ndev, *host = ht_xcalloc((size_t)(n > 0 ? n : 1), sizeof *host);
+    if (rc == HT_OK) rc = profile_hosts(path, c->prof, host, &c->nhosts);
+    int intra = 0, inter = 0;
+    if (rc == HT_OK) {
+        intra = slowest_link(c->prof, host, 1, &c->intra);
+        inter = slowest_link(c->prof, host, 0, &c->inter);
+        if (!intra) c->intra = c->inter;
+        if (!inter) c->inter = c->intra;
+        if (n > 1 && !intra && !inter)
+            rc = ht_error(HT_EINPUT,
+                          "%s: %d devices but no links between them, expected a profile taken "
+                          "under mpirun (its links list), or a cluster description (hetsim "
+                          "--cluster)",
+                          path, n);
+    }
+    if (rc != HT_OK) {
+        free(host);
+        ht_sim_cluster_free(c);
+        return rc;
+    }
+    c->ntypes = c->nranks = n;
+    c->types = ht_xcalloc((size_t)n, sizeof *c->types);
+    c->rank_type = ht_xcalloc((size_t)n, sizeof *c->rank_type);
+    c->rank_host = host;
+    c->slowdown = ht_xcalloc((size_t)n, sizeof *c->slowdown);
+    for (int d = 0; d < n; d++) {
+        const ht_prof_dev *pd = &c->prof->dev[d];
+        ht_sim_devtype *t = &c->types[d];
+        *t = (ht_sim_devtype){.prof_dev = d, .scale = 1, .mem_gb = pd->mem_mb * 1048576 / 1e9};
+        snprintf(t->name, sizeof t->name, "%d: %.50s", d, pd->name);
+        /* a CPU device's kernels run on the host cores its rank's all-reduce needs */
+        if (!strcmp(pd->type, "cpu")) {
+            t->cores = 1;
+            if (c->host_add_gbs <= 0) c->host_add_gbs = pd->mem_bw_gbs;
+        }
+        c->rank_type[d] = d;
+        c->slowdown[d] = 1;
+    }
+    return HT_OK;
+}

@@ -70,6 +70,14 @@ typedef struct ht_sim_cluster {
 /* Reads a cluster description (format in conf/README.md). HT_EINPUT with "FILE:LINE: what,
  * expected what" for bad files. */
 int ht_sim_cluster_load(const char *path, ht_sim_cluster *c);
+/* A cluster from a hetprof profile: rank r runs device r (as mpirun hetprof numbers them), on
+ * hosts by the devices' host names (one host without them); links from the profile's: intra
+ * the slowest between devices of one host, inter the slowest between hosts, each standing in
+ * for the other when there is none; device memory from its mem_mb (0: unlimited); a CPU
+ * device's kind has cores = 1 (its all-reduce holds its rank), host cores are not modelled,
+ * host_add_gbs is the first CPU device's memory bandwidth. HT_EINPUT for a bad profile,
+ * several devices without links, or a host whose devices are not numbered together. */
+int ht_sim_cluster_from_profile(const char *path, ht_sim_cluster *c);
 /* Builds a cluster by hand: n ranks of one kind on hosts of per_host ranks. */
 void ht_sim_cluster_uniform(ht_sim_cluster *c, const ht_sim_devtype *t, int n, int per_host,
                             ht_sim_link intra, ht_sim_link inter);

@@ -1,0 +1,554 @@
+/* The command line of hetsim (and of `hettrain plan`): predicts a hettrain job's step on a
+ * described cluster (src/sim) without running it: data parallel (cluster.* keys) or a
+ * pipeline (pipe.* keys), with --scale over rank counts and --plan to pick the configuration.
+ * Exit 0, 2 on bad input (file:line), 1 on runtime failure. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "config/config.h"
+#include "core/err.h"
+#include "data/data.h"
+#include "nn/model.h"
+#include "pipe/bounds.h"
+#include "pipe/sched_2bw.h"
+#include "pipe/transform.h"
+#include "train/pipe_plan.h"
+#include "sim/sim.h"
+#include "build/build.h"
+#include "sim/cli.h"
+
+#define MAX_SETS 128
+
+static void usage(FILE *f, int plan_only) {
+    if (plan_only) {
+        fprintf(f,
+                "usage: hettrain plan (--cluster FILE | --profile FILE) -c JOB.cfg\n"
+                "                     [--set KEY=VALUE]... [--ranks N] [--top K] [-o PLAN.cfg]\n"
+                "\n"
+                "Picks the job's configuration: simulates every data-parallel split and pipeline\n"
+                "(schedule, stages, micro-batches, partition, recomputation) that fits device\n"
+                "memory on the cluster, prints the best K (default 5) and why the others lost,\n"
+                "and with -o writes the job with the winner's settings, ready for hettrain -c.\n"
+                "The same as hetsim --plan (hetsim --help).\n"
+                "  --cluster FILE   cluster description (conf/README.md, section hetsim)\n"
+                "  --profile FILE   or a profile from mpirun hetprof: rank r on device r\n");
+        return;
+    }
+    fprintf(f,
+            "usage: hetsim (--cluster FILE | --profile FILE) -c JOB.cfg [--set KEY=VALUE]...\n"
+            "              [--ranks N] [--steps N] [--drift X] [--trace FILE] [--scale]\n"
+            "              [--plan [-o PLAN.cfg] [--top K]]\n"
+            "\n"
+            "Simulates one training step of the job on the cluster description (conf/README.md,\n"
+            "section hetsim) and prints the predicted step time, throughput, per-rank busy /\n"
+            "communication / idle split, peak memory and bytes moved.\n"
+            "  --cluster FILE   cluster description (devices, hosts, links)\n"
+            "  --profile FILE   or a profile from mpirun hetprof: rank r on device r, hosts by\n"
+            "                   the devices' host names, links the slowest measured within a\n"
+            "                   host and between hosts\n"
+            "  -c FILE          the job (model, train.batch, cluster.*, pipe.*)\n"
+            "  --set KEY=VALUE  override a job key\n"
+            "  --ranks N        use the cluster's first N ranks (default: all)\n"
+            "  --steps N        data parallel with split \"speed\" and cluster.rebalance: run the\n"
+            "                   rebalancer over N simulated steps, report the last (default 1)\n"
+            "  --drift X        sync.mode \"gossip-adaptive\": the model's relative change per\n"
+            "                   local step (||w' - w|| / ||w||), which its trigger reads; without\n"
+            "                   it only the rule's sync.max_period fires\n"
+            "  --trace FILE     Chrome trace of the simulated step (ui.perfetto.dev)\n"
+            "  --scale          the job at 1, 2, 4, ... ranks up to N: throughput, efficiency,\n"
+            "                   and the simulator's own time\n"
+            "  --plan           try every configuration (data parallel, pipelines), print the\n"
+            "                   best K (--top, default 5) and why the others lost\n"
+            "  -o FILE          with --plan: write the job with the winner's settings\n");
+}
+
+static const char *need(int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) ht_die(HT_EINPUT, "option %s needs a value (see hetsim --help)", argv[*i]);
+    return argv[++*i];
+}
+
+static int count_of(const char *opt, const char *v, int lo, int hi) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || end == v || x < lo || x > hi)
+        ht_die(HT_EINPUT, "%s: found '%s', expected an integer in [%d, %d]", opt, v, lo, hi);
+    return (int)x;
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+/* The job's model, description only (features and classes from the data keys). */
+static void build_model(const ht_config *cfg, ht_model *m) {
+    int features = cfg->data.features, classes = cfg->data.classes;
+    if (!strcmp(cfg->data.kind, "idx")) {
+        ht_dataset ds;
+        ht_exit_on_error(ht_idx_load(&ds, cfg->data.images, cfg->data.labels));
+        features = ds.features, classes = ds.classes;
+        ht_dataset_free(&ds);
+    }
+    int mb = cfg->train.batch;
+    ht_exit_on_error(ht_build_model(m, NULL, cfg, features, classes, mb));
+}
+
+typedef struct job {
+    const ht_config *cfg;
+    const ht_sim_cluster *c;
+    const ht_model *m;
+    const ht_sim_model *sm;
+    int steps;
+    double drift; /* gossip-adaptive: relative model change per local step, -1: not given */
+    char *stages; /* [256] a pipeline's replicated stages as text ("" none), or NULL */
+} job;
+
+/* "0+1 (6+6): layers 0-4 | 2+3 (4+8): layers 5-8" */
+static void groups_text(const ht_pipe_groups *g, const int *bounds, char *out, size_t n) {
+    size_t k = 0;
+    out[0] = 0;
+    for (int q = 0; q < g->Q && k + 48 < n; q++) {
+        k += (size_t)snprintf(out + k, n - k, "%s", q ? " | " : "");
+        for (int p = g->first[q]; p < g->first[q + 1] && k + 24 < n; p++)
+            k += (size_t)snprintf(out + k, n - k, "%s%d", p > g->first[q] ? "+" : "", p);
+        for (int p = g->first[q]; p < g->first[q + 1] && k + 24 < n; p++)
+            k += (size_t)snprintf(out + k, n - k, "%s%d", p > g->first[q] ? "+" : " (", g->cnt[p]);
+        k += (size_t)snprintf(out + k, n - k, "): layers %d-%d", bounds[q], bounds[q + 1] - 1);
+    }
+}
+
+/* An asynchronous policy over the budget train.steps x train.batch (src/sim/sync.c). */
+static int simulate_sync(const job *j, int n, ht_sim_result *r, int *W_out) {
+    const ht_config *cfg = j->cfg;
+    const char *m = cfg->sync.mode;
+    ht_sim_sync p = {.B = cfg->train.batch, .steps = cfg->train.steps, .servers = cfg->sync.servers,
+                     .staleness = cfg->sync.staleness, .group = cfg->sync.group,
+                     .deadline_s = cfg->sync.deadline_ms * 1e-3,
+                     .global_every = cfg->sync.global_every, .period = cfg->sync.period};
+    p.similar = cfg->sync.similar;
+    p.interval = cfg->sync.interval;
+    p.max_ahead = cfg->sync.max_ahead;
+    if (!strcmp(m, "asp") || !strcmp(m, "ssp") || !strcmp(m, "dasp")) {
+        p.mode = !strcmp(m, "asp") ? HT_SYNC_ASP_SIM : !strcmp(m, "ssp") ? HT_SYNC_SSP_SIM : HT_SYNC_DASP_SIM;
+        p.workers = n - p.servers;
+    } else if (!strcmp(m, "preduce") || !strcmp(m, "sap-reduce")) {
+        p.mode = HT_SYNC_PREDUCE_SIM;
+        p.workers = n - 1;
+    } else if (!strcmp(m, "gossip") || !strcmp(m, "gossip-adaptive")) {
+        p.mode = HT_SYNC_GOSSIP_SIM;
+        p.workers = n - 1;
+        if (!strcmp(m, "gossip-adaptive")) { /* its rule, ht_gossip_due */
+            p.adaptive = 1, p.threshold = cfg->sync.threshold, p.max_period = cfg->sync.max_period;
+            p.drift = j->drift > 0 ? j->drift : 0;
+            if (j->drift < 0)
+                fprintf(stderr, "hetsim: gossip-adaptive without --drift: its trigger sees no "
+                                "model change, so only sync.max_period = %d fires\n", p.max_period);
+        }
+    } else
+        return ht_error(HT_EINPUT, "%s: sync.mode \"%s\" is not simulated", cfg->source, m);
+    if (p.steps < 1)
+        return ht_error(HT_EINPUT, "%s: an asynchronous policy is simulated over train.steps "
+                        "(set it, --set train.steps=N)", cfg->source);
+    *W_out = p.workers;
+    return ht_sim_run_sync(j->c, j->sm, &p, r);
+}
+
+/* Every layer's forward and backward seconds at `samples` on each of n ranks, laid out as the
+ * trainer's start-up calibration (ht_pipe_plan_calibrate), from the cost model. */
+static double *calibration(const job *j, int n, int samples) {
+    const int L = j->sm->nlayers;
+    double *cal = ht_xmalloc((size_t)n * 2 * (size_t)(L ? L : 1) * sizeof *cal);
+    for (int k = 0; k < n; k++)
+        for (int l = 0; l < L; l++) {
+            cal[(size_t)k * 2 * L + l] = ht_sim_layer_time(j->c, k, j->sm, l, samples, 0);
+            cal[(size_t)k * 2 * L + L + l] = ht_sim_layer_time(j->c, k, j->sm, l, samples, 1);
+        }
+    return cal;
+}
+
+/* pipe.stage_ranks as the pipeline engine checks it (src/train/engine_pipe.c). */
+static int check_stage_ranks(const ht_config *cfg, int D, int mb) {
+    const int Q = cfg->pipe.nstage_ranks;
+    int sum = 0;
+    for (int q = 0; q < Q; q++) {
+        sum += cfg->pipe.stage_ranks[q];
+        if (cfg->pipe.stage_ranks[q] > mb)
+            return ht_error(HT_EINPUT, "%s: pipe.stage_ranks: a stage on %d ranks cannot split "
+                            "micro-batches of %d samples", cfg->source, cfg->pipe.stage_ranks[q], mb);
+    }
+    if (cfg->pipe.nboundaries != Q - 1 || sum != D)
+        return ht_error(HT_EINPUT, "%s: pipe.stage_ranks: %d stages summing to %d ranks need %d "
+                        "boundaries and pipe.stages = %d; found %d and %d", cfg->source, Q, sum,
+                        Q - 1, sum, cfg->pipe.nboundaries, D);
+    return HT_OK;
+}
+
+/* One simulated step of the job on n ranks; shares (room for n) gets the split. */
+static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, int *shares,
+                    int *W_out) {
+    const ht_config *cfg = j->cfg;
+    int alg = strcmp(cfg->cluster.allreduce, "mpi") ? HT_SIM_RING : HT_SIM_MPI;
+    if (strcmp(cfg->sync.mode, "bsp")) return simulate_sync(j, n, r, W_out);
+    if (!strcmp(cfg->pipe.schedule, "none")) {
+        if (cfg->cluster.nshares && cfg->cluster.nshares != n)
+            return ht_error(HT_EINPUT, "%s: cluster.shares has %d values for %d ranks", cfg->source,
+                            cfg->cluster.nshares, n);
+        ht_sim_dp p = {.B = cfg->train.batch, .shares = cfg->cluster.nshares ? cfg->cluster.shares : NULL,
+                       .speed = !strcmp(cfg->cluster.split, "speed"), .alg = alg,
+                       .overlap = cfg->cluster.overlap, .bucket_first_mb = cfg->cluster.bucket_first_mb,
+                       .bucket_cap_mb = cfg->cluster.bucket_cap_mb,
+                       .steps = cfg->cluster.rebalance ? j->steps : 1};
+        *W_out = n;
+        return ht_sim_run_dp(j->c, n, j->m, j->sm, &p, trace != NULL, trace, r, shares);
+    }
+    int kind = ht_pipe_kind_parse(cfg->pipe.schedule);
+    int D = cfg->pipe.stages, N = cfg->pipe.micro_batches;
+    if (n % D)
+        return ht_error(HT_EINPUT, "%s: pipe.stages = %d does not divide the %d ranks", cfg->source, D, n);
+    int W = n / D;
+    *W_out = W;
+    if (cfg->train.batch % (W * N))
+        return ht_error(HT_EINPUT, "%s: train.batch = %d is not a multiple of replicas x "
+                        "micro-batches = %d x %d", cfg->source, cfg->train.batch, W, N);
+    ht_pipe_params pp = {.kind = kind, .D = D, .N = N,
+                         .v = kind == HT_PIPE_INTERLEAVED ? cfg->pipe.chunks : 1};
+    /* the "hetero" cut and hepipe's order come from each layer's time on each rank's
+     * device, which the trainer measures at start-up (src/train/pipe_plan.h): here the cost
+     * model's, through the very same functions */
+    int mb = cfg->train.batch / (W * N), S = D * pp.v;
+    int *bounds = ht_xmalloc((size_t)(S + 1) * sizeof *bounds);
+    double *cal = NULL, *cal1 = NULL, *st = NULL;
+    int rc = HT_OK, hetero = !cfg->pipe.nboundaries && !cfg->pipe.nstage_ranks &&
+                             !strcmp(cfg->pipe.partition, "hetero");
+    int rep = hetero && cfg->pipe.replicate;
+    ht_pipe_groups g = {0}; /* replicated stages (pipe.replicate, pipe.stage_ranks) */
+    ht_pipe_groups_none(&g, D, mb);
+    if (hetero || kind == HT_PIPE_HEPIPE) cal = calibration(j, n, mb);
+    if (rep && mb > 1) cal1 = calibration(j, n, 1);
+    if ((rep || cfg->pipe.nstage_ranks) && kind != HT_PIPE_GPIPE && kind != HT_PIPE_1F1B &&
+        kind != HT_PIPE_HEPIPE)
+        rc = ht_error(HT_EINPUT, "%s: replicated stages run under gpipe, 1f1b or hepipe; found "
+                      "\"%s\"", cfg->source, cfg->pipe.schedule);
+    else if (hetero && (pp.v > 1 || kind == HT_PIPE_CHIMERA))
+        rc = ht_error(HT_EINPUT, "%s: \"hetero\" places one stage on each rank; \"%s\" places "
+                      "several: use it with gpipe, 1f1b or hepipe", cfg->source, cfg->pipe.schedule);
+    else if (hetero) {
+        int host[HT_PART_MAX_RANKS], alternating; /* as the trainer plans it */
+        const int *h = D <= HT_PART_MAX_RANKS
+                           ? ht_pipe_plan_hosts(j->c->rank_host, D, host, &alternating)
+                           : NULL;
+        rc = ht_pipe_plan_hetero(j->m, cal, cal1, n, kind, D, N, mb, j->sm->optim_state_floats,
+                                 NULL, 0, rep, h, 0, bounds, &g);
+    } else if (cfg->pipe.nstage_ranks) {
+        rc = check_stage_ranks(cfg, D, mb);
+        if (rc == HT_OK) {
+            ht_pipe_groups_explicit(&g, D, cfg->pipe.stage_ranks, cfg->pipe.nstage_ranks, mb);
+            rc = ht_pipe_bounds_explicit(j->m, cfg->pipe.boundaries, g.Q - 1, cfg->source, bounds);
+        }
+    } else if (cfg->pipe.nboundaries) {
+        if (cfg->pipe.nboundaries != S - 1)
+            rc = ht_error(HT_EINPUT, "%s: pipe.boundaries has %d values, %d stages need %d",
+                          cfg->source, cfg->pipe.nboundaries, S, S - 1);
+        else
+            rc = ht_pipe_bounds_explicit(j->m, cfg->pipe.boundaries, S - 1, cfg->source, bounds);
+    } else
+        rc = ht_pipe_bounds(j->m, S, strcmp(cfg->pipe.partition, "balanced") ? HT_PIPE_UNIFORM
+                                                                            : HT_PIPE_BALANCED,
+                            bounds);
+    pp.D = g.Q;
+    if (rc == HT_OK && kind == HT_PIPE_HEPIPE) {
+        st = ht_xmalloc((size_t)D * sizeof *st);
+        ht_pipe_plan_stage_times(j->m, cal, cal1, n, &g, mb, bounds, st);
+        pp.stage_time = st;
+    }
+    free(cal), free(cal1);
+    ht_pipe_sched s;
+    /* 2bw: the period stream the executor chains without a flush (the steady state) */
+    if (rc == HT_OK) rc = kind == HT_PIPE_2BW ? ht_pipe_2bw_steady(&pp, &s) : ht_pipe_generate(&pp, &s);
+    free(st);
+    if (rc != HT_OK) {
+        free(bounds);
+        ht_pipe_groups_free(&g);
+        return rc;
+    }
+    if (!strcmp(cfg->pipe.recompute, "all")) { /* as the pipeline engine does */
+        uint8_t *all = ht_xmalloc((size_t)D);
+        memset(all, 1, (size_t)D); /* D >= the schedule's ranks */
+        ht_pipe_add_recompute(&s, all);
+        free(all);
+    }
+    ht_sim_pipe p = {.s = &s, .W = W, .mb = mb, .bounds = bounds, .alg = alg,
+                     .chain = kind == HT_PIPE_2BW ? 4 : 0, .P = D,
+                     .first = ht_pipe_groups_replicated(&g) ? g.first : NULL, .off = g.off,
+                     .cnt = g.cnt};
+    if (j->stages) {
+        j->stages[0] = 0;
+        if (p.first) groups_text(&g, bounds, j->stages, 256);
+    }
+    if (rc == HT_OK) rc = ht_sim_run_pipe(j->c, j->sm, &p, trace != NULL, trace, r);
+    ht_pipe_sched_free(&s);
+    free(bounds);
+    ht_pipe_groups_free(&g);
+    return rc;
+}
+
+static void print_result(const job *j, int n, const ht_sim_result *r, const int *shares, int W) {
+    const ht_config *cfg = j->cfg;
+    int pipe = strcmp(cfg->pipe.schedule, "none") != 0;
+    if (strcmp(cfg->sync.mode, "bsp")) {
+        printf("mode         sync %s, %d workers, budget %d steps of batch %d\n", cfg->sync.mode, W,
+               cfg->train.steps, cfg->train.batch);
+        printf("time         %.6g s for the budget\n", r->makespan);
+        printf("throughput   %.6g samples/s\n", r->throughput);
+        printf("split        busy %.1f%%  communication %.1f%%  idle %.1f%% (mean over workers)\n",
+               100 * r->busy / r->makespan, 100 * r->comm / r->makespan, 100 * r->idle / r->makespan);
+        return;
+    }
+    if (pipe)
+        printf("mode         pipeline %s, D=%d x %d replicas, %d micro-batches of %d%s\n",
+               cfg->pipe.schedule, cfg->pipe.stages, W, cfg->pipe.micro_batches,
+               cfg->train.batch / (W * cfg->pipe.micro_batches),
+               strcmp(cfg->pipe.schedule, "2bw") ? ""
+                                                  : "; no flush: per batch in the steady state "
+                                                    "(4 and 8 batches chained; a trace shows the 8)");
+    else
+        printf("mode         data parallel (bsp), %d ranks, split %s, %s all-reduce, overlap %s\n", n,
+               cfg->cluster.nshares ? "given" : cfg->cluster.split, cfg->cluster.allreduce,
+               cfg->cluster.overlap ? "on" : "off");
+    if (j->stages && j->stages[0]) printf("stages       %s\n", j->stages);
+    printf("step time    %.6g ms\n", r->makespan * 1e3);
+    printf("throughput   %.6g samples/s\n", r->throughput);
+    printf("split        busy %.1f%%  communication %.1f%%  optimizer %.1f%%  idle %.1f%% (mean over ranks)\n",
+           100 * r->busy / r->makespan, 100 * r->comm / r->makespan, 100 * r->opt / r->makespan,
+           100 * r->idle / r->makespan);
+    printf("bytes moved  %.6g MB per step\n", r->bytes / 1e6);
+    printf("peak memory  %.6g MB (largest rank)\n", r->peak_mem / 1e6);
+    for (int i = 0; i < n; i++) { /* the planner's rule: 90% of a device is usable */
+        double cap = j->c->types[j->c->rank_type[i]].mem_gb * 1e9 * 0.9;
+        if (cap > 0 && r->rank[i].peak_mem > cap) {
+            printf("warning      rank %d needs %.4g GB, its device has %.4g GB usable: the job "
+                   "would not fit\n", i, r->rank[i].peak_mem / 1e9, cap / 1e9);
+            break;
+        }
+    }
+    if (n > 64) return;
+    printf("%5s %-16s %6s %10s %10s %10s %10s %10s %10s\n", "rank", "device", pipe ? "" : "share",
+           "busy ms", "comm ms", "opt ms", "idle ms", "peak MB", "sent MB");
+    for (int i = 0; i < n; i++) {
+        const ht_sim_rank *k = &r->rank[i];
+        char sh[16] = "";
+        if (!pipe) snprintf(sh, sizeof sh, "%d", shares[i]);
+        printf("%5d %-16.16s %6s %10.4f %10.4f %10.4f %10.4f %10.3f %10.3f\n", i,
+               j->c->types[j->c->rank_type[i]].name, sh, k->busy * 1e3, k->comm * 1e3, k->opt * 1e3,
+               k->idle * 1e3, k->peak_mem / 1e6, k->bytes_sent / 1e6);
+    }
+}
+
+static int do_scale(const job *j, int nmax) {
+    printf("%7s %14s %16s %12s %12s %10s\n", "ranks", "step ms", "samples/s", "speedup", "efficiency",
+           "sim s");
+    double base = 0;
+    for (int n = 1; n <= nmax; n *= 2) {
+        int *sh = ht_xcalloc((size_t)n, sizeof *sh), W;
+        ht_sim_result r;
+        double t0 = now_s();
+        int rc = simulate(j, n, NULL, &r, sh, &W);
+        double dt = now_s() - t0;
+        free(sh);
+        if (rc != HT_OK) {
+            printf("%7d  (%s)\n", n, ht_errmsg());
+            continue;
+        }
+        if (base == 0) base = r.throughput / n;
+        printf("%7d %14.6g %16.6g %12.3f %11.1f%% %10.3f\n", n, r.makespan * 1e3, r.throughput,
+               r.throughput / base, 100 * r.throughput / (base * n), dt);
+        ht_sim_result_free(&r);
+        if (n < nmax && 2 * n > nmax) n = nmax / 2; /* end at nmax */
+    }
+    return HT_OK;
+}
+
+/* The job with the winner's settings, complete (ht_config_write): hettrain -c runs it. */
+static int write_plan(const job *j, const ht_sim_cand *k, const char *path) {
+    ht_config c = *j->cfg;
+    if (k->kind < 0) {
+        ht_strlcpy(c.pipe.schedule, "none", sizeof c.pipe.schedule);
+        ht_strlcpy(c.cluster.split, k->speed ? "speed" : "equal", sizeof c.cluster.split);
+        c.cluster.nshares = 0;
+    } else {
+        ht_strlcpy(c.pipe.schedule, ht_pipe_kind_names[k->kind], sizeof c.pipe.schedule);
+        c.pipe.stages = k->D;
+        c.pipe.micro_batches = k->N;
+        c.pipe.chunks = k->v > 1 ? k->v : c.pipe.chunks;
+        ht_strlcpy(c.pipe.partition, "balanced", sizeof c.pipe.partition);
+        ht_strlcpy(c.pipe.recompute, k->recompute ? "all" : "none", sizeof c.pipe.recompute);
+        c.pipe.nboundaries = 0;
+        int S = k->D * k->v;
+        if (k->rep) { /* the trainer makes the same partition from its start-up times */
+            ht_strlcpy(c.pipe.partition, "hetero", sizeof c.pipe.partition);
+            c.pipe.replicate = 1;
+        } else if (k->by_speed && S - 1 <= HT_MAX_LAYERS) { /* the cut simulated, explicitly */
+            c.pipe.nboundaries = S - 1;
+            memcpy(c.pipe.boundaries, k->bounds + 1, (size_t)(S - 1) * sizeof *k->bounds);
+        } else if (k->by_speed)
+            fprintf(stderr, "hetsim: %d stage boundaries do not fit pipe.boundaries (%d): the "
+                            "plan says \"balanced\" instead of the cut by speed\n", S - 1,
+                    HT_MAX_LAYERS);
+    }
+    FILE *f = fopen(path, "w");
+    if (!f) return ht_error(HT_ERUNTIME, "cannot create %s: %s", path, strerror(errno));
+    char name[128];
+    fprintf(f, "# hetsim --plan: %s, predicted %.6g samples/s on %s (%d ranks)\n",
+            ht_sim_cand_name(k, name, sizeof name), k->throughput, j->c->source,
+            k->kind < 0 ? k->W : k->D * k->W);
+    ht_config_write(f, &c);
+    if (fclose(f) != 0) return ht_error(HT_ERUNTIME, "cannot write %s", path);
+    return HT_OK;
+}
+
+/* The planner sizes a pipeline rank by its own stages, as the simulator does; the trainer's
+ * pipeline engine still allocates the whole model on every rank (src/train/pipe_mem.h).
+ * Where that would not fit a device the winner runs on, say so. */
+static void plan_memory_note(const job *j, int n, const ht_sim_cand *k) {
+    const ht_sim_model *sm = j->sm;
+    const int mb = j->cfg->train.batch / (k->W * k->N);
+    double whole = sm->param_bytes * (2 + sm->optim_state_floats) + mb * sm->in_bytes;
+    for (int i = 0; i < sm->nlayers; i++)
+        whole += mb * (sm->l[i].act_bytes + sm->l[i].out_bytes);
+    for (int i = 0; i < n; i++) {
+        double cap = j->c->types[j->c->rank_type[i]].mem_gb * 1e9 * 0.9;
+        if (cap > 0 && whole > cap) {
+            printf("note: the plan sizes each rank by its own stages, but hettrain's pipeline "
+                   "still allocates the whole model on every rank (about %.3g GB here: "
+                   "parameters, gradients, optimizer state and one micro-batch of every layer); "
+                   "rank %d's device has %.3g GB usable, so hettrain would run out of device "
+                   "memory there\n",
+                   whole / 1e9, i, cap / 1e9);
+            return;
+        }
+    }
+}
+
+static int do_plan(const job *j, int n, int top, const char *out) {
+    int alg = strcmp(j->cfg->cluster.allreduce, "mpi") ? HT_SIM_RING : HT_SIM_MPI;
+    ht_sim_cand *v;
+    int nv;
+    double t0 = now_s();
+    int rc = ht_sim_plan(j->c, n, j->m, j->sm, j->cfg->train.batch, alg, &v, &nv);
+    printf("hetsim --plan: %d configurations of %d ranks simulated in %.2f s\n", nv, n, now_s() - t0);
+    char name[128];
+    printf("%4s %-40s %14s %10s %12s\n", "#", "configuration", "samples/s", "step ms", "peak MB");
+    for (int i = 0; i < nv && i < top; i++)
+        if (v[i].ok)
+            printf("%4d %-40s %14.6g %10.4g %12.4g\n", i + 1, ht_sim_cand_name(&v[i], name, sizeof name),
+                   v[i].throughput, v[i].step * 1e3, v[i].peak_mem / 1e6);
+    printf("why the others lost:\n");
+    for (int i = 1; i < nv; i++)
+        printf("  %-40s %s\n", ht_sim_cand_name(&v[i], name, sizeof name), v[i].why);
+    if (rc == HT_OK && v[0].kind >= 0) plan_memory_note(j, n, &v[0]);
+    if (rc == HT_OK && out) {
+        rc = write_plan(j, &v[0], out);
+        if (rc == HT_OK) printf("wrote %s (%s)\n", out, ht_sim_cand_name(&v[0], name, sizeof name));
+    }
+    free(v);
+    return rc;
+}
+
+int ht_sim_cli(int argc, char **argv, int plan_only) {
+    const char *cluster = NULL, *profile = NULL, *cfg_path = NULL, *trace = NULL, *out = NULL;
+    const char *sets[MAX_SETS];
+    int nset = 0, ranks = 0, scale = 0, plan = plan_only, top = 5, steps = 1;
+    double drift = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--cluster")) cluster = need(argc, argv, &i);
+        else if (!strcmp(a, "--profile")) profile = need(argc, argv, &i);
+        else if (!strcmp(a, "-c") || !strcmp(a, "--config")) cfg_path = need(argc, argv, &i);
+        else if (!strcmp(a, "--set")) {
+            if (nset == MAX_SETS) ht_die(HT_EINPUT, "more than %d --set options", MAX_SETS);
+            sets[nset++] = need(argc, argv, &i);
+        } else if (!strcmp(a, "--ranks")) ranks = count_of(a, need(argc, argv, &i), 1, 1 << 20);
+        else if (!strcmp(a, "--steps")) steps = count_of(a, need(argc, argv, &i), 1, 100000);
+        else if (!strcmp(a, "--drift")) {
+            const char *v = need(argc, argv, &i);
+            char *end;
+            errno = 0;
+            drift = strtod(v, &end);
+            if (errno || *end || end == v || !(drift >= 0 && drift < 1e6))
+                ht_die(HT_EINPUT, "--drift: found '%s', expected a number >= 0", v);
+        } else if (!strcmp(a, "--top")) top = count_of(a, need(argc, argv, &i), 1, 1000);
+        else if (!strcmp(a, "--trace")) trace = need(argc, argv, &i);
+        else if (!strcmp(a, "-o")) out = need(argc, argv, &i);
+        else if (!strcmp(a, "--scale")) scale = 1;
+        else if (!strcmp(a, "--plan")) plan = 1;
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout, plan_only);
+            return 0;
+        } else {
+            usage(stderr, plan_only);
+            ht_die(HT_EINPUT, "unknown option '%s'", a);
+        }
+    }
+    if (!!cluster + !!profile != 1 || !cfg_path) {
+        usage(stderr, plan_only);
+        ht_die(HT_EINPUT, "%s, and -c JOB.cfg, are required",
+               cluster && profile ? "one of --cluster FILE and --profile FILE, not both,"
+                                  : "--cluster FILE or --profile FILE");
+    }
+    if (plan_only && (scale || trace))
+        ht_die(HT_EINPUT, "%s: hettrain plan only plans (hetsim simulates one configuration)",
+               scale ? "--scale" : "--trace");
+    if (profile) cluster = profile; /* the name the messages give */
+    if (out && !plan) ht_die(HT_EINPUT, "-o needs --plan");
+    ht_config cfg;
+    ht_exit_on_error(ht_config_load(&cfg, cfg_path, sets, nset));
+    ht_sim_cluster c;
+    ht_exit_on_error(profile ? ht_sim_cluster_from_profile(profile, &c)
+                             : ht_sim_cluster_load(cluster, &c));
+    if (ranks > c.nranks)
+        ht_die(HT_EINPUT, "--ranks %d: %s describes %d ranks", ranks, cluster, c.nranks);
+    int n = ranks ? ranks : c.nranks;
+    for (int i = 0; i < cfg.cluster.nslowdown && i < n; i++)
+        if (cfg.cluster.slowdown[i] > 0) c.slowdown[i] *= cfg.cluster.slowdown[i];
+    ht_model m;
+    build_model(&cfg, &m);
+    ht_sim_model sm;
+    ht_sim_model_from(&sm, &m, cfg.optim.type);
+    if (c.prof && c.prof->model[0] && strcmp(c.prof->model, m.desc))
+        fprintf(stderr,
+                "hetsim: warning: the cluster's profile was measured for model '%s', this job "
+                "trains '%s': layer times are taken by layer name, so they may not fit (profile "
+                "this job's model: hetprof -c JOB)\n",
+                c.prof->model, m.desc);
+    char stages[256] = "";
+    job j = {&cfg, &c, &m, &sm, steps, drift, stages};
+    printf("hetsim: %s on %s: %d ranks on %d hosts, model %s (%zu parameters), batch %d\n",
+           cfg_path, cluster, n, c.rank_host[n - 1] + 1, m.desc, m.nparams, cfg.train.batch);
+    int rc;
+    if (plan) rc = do_plan(&j, n, top, out);
+    else if (scale) rc = do_scale(&j, n);
+    else {
+        int *sh = ht_xcalloc((size_t)n, sizeof *sh), W = 1;
+        ht_sim_result r;
+        double t0 = now_s();
+        rc = simulate(&j, n, trace, &r, sh, &W);
+        if (rc == HT_OK) {
+            print_result(&j, n, &r, sh, W);
+            printf("simulated    %lld events in %.3f s%s%s\n", (long long)r.events, now_s() - t0,
+                   trace ? ", trace " : "", trace ? trace : "");
+            ht_sim_result_free(&r);
+        }
+        free(sh);
+    }
+    ht_sim_model_free(&sm);
+    ht_model_free(&m);
+    ht_sim_cluster_free(&c);
+    fflush(stdout);
+    ht_exit_on_error(rc);
+    return 0;
+}
