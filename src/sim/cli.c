@@ -94,8 +94,10 @@ static void build_model(const ht_config *cfg, ht_model *m) {
         features = ds.features, classes = ds.classes;
         ht_dataset_free(&ds);
     }
-    int mb = cfg->train.batch;
-    ht_exit_on_error(ht_build_model(m, NULL, cfg, features, classes, mb));
+    /* A description (no device): the simulator takes every size per sample, so one sample
+     * sizes it. At train.batch a large job's global batch would trip the per-tensor limit
+     * that a rank's batch, a micro-batch of it, never reaches. */
+    ht_exit_on_error(ht_build_model(m, NULL, cfg, features, classes, 1));
 }
 
 typedef struct job {
