@@ -17,7 +17,7 @@
 #include "ocl/ocl.h"
 #include "pipe/schedule.h"
 #include "prof/profile.h"
-#include "sim/cli.h"
+#include "cli/hetsim.h"
 #include "train/generate.h"
 #include "train/train.h"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# hetsim (tools/hetsim.c): a prediction from the example cluster descriptions, bad cluster
+# hetsim (src/cli/hetsim.c, also hettrain plan): a prediction from the example cluster descriptions, bad cluster
 # files exit 2 naming file:line and what was expected, the planner's config loads in hettrain,
 # the trace is valid JSON with one track per rank.
 source "$(dirname "$0")/lib.sh"
@@ -100,6 +100,16 @@ run_sim --cluster "$TMP/good.cfg" --profile "$TMP/good.cfg" -c "$CONF/quickstart
 ok $? "--cluster and --profile together: exit 2"
 "$HETTRAIN" plan --cluster "$TMP/good.cfg" -c "$CONF/quickstart.cfg" --scale >/dev/null 2>"$TMP/err"
 [ $? -eq 2 ] && grep -q "hettrain plan only plans" "$TMP/err"; ok $? "hettrain plan --scale: exit 2"
+# what hettrain would refuse to build (a tensor past 2^31 - 1 elements at the batch it builds
+# at: the global batch for data parallel) is refused, and the planner passes over it
+run_sim --cluster "$CONF/cluster-daint.cfg" -c "$CONF/gpt2-1.3b-sim.cfg" --ranks 64 --set train.batch=4096 \
+    --set 'pipe.schedule="none"'
+[ "$RC" -eq 2 ] && printf '%s' "$ERR" | grep -q "hettrain would refuse this job: layer embed at batch 4096"
+ok $? "data parallel at a global batch of 4096 GPT-2 contexts: exit 2, hettrain would refuse it"
+run_sim --cluster "$CONF/cluster-daint.cfg" -c "$CONF/gpt2-1.3b-sim.cfg" --ranks 64 --set train.batch=4096 --plan
+[ "$RC" -eq 0 ] && printf '%s' "$OUT" | grep -q "data parallel, equal split *hettrain cannot build it" &&
+    printf '%s' "$OUT" | grep -Eq '^ +1 (gpipe|1f1b|interleaved|chimera)'
+ok $? "--plan passes over it: the best is a pipeline, data parallel cannot be built"
 run_sim --profile "$TMP/good.cfg" -c "$CONF/quickstart.cfg"
 [ "$RC" -eq 2 ] && printf '%s' "$ERR" | grep -q "good.cfg:[0-9]*: .*unknown key"
 ok $? "--profile on a cluster description: exit 2 naming file:line"

@@ -3,7 +3,8 @@
 # hostname through unshare --uts) joined by veth pairs on a bridge in a third namespace,
 # addresses 10.77.0.1-2 private to them. mpirun starts in h1 and reaches h2 through a
 # plm_rsh_agent script (what ssh is between real hosts), Open MPI over TCP only (btl
-# tcp,self). Checks: hetprof measures the TCP link between the hosts; the MNIST MLP trained
+# tcp,self). Checks: hetprof measures the TCP link between the hosts and records each rank's
+# host (hetsim --profile then puts them on 2 hosts); the MNIST MLP trained
 # on 2 hosts reaches the accuracy of one process (bsp: the same global batch, so the same
 # model up to summation order); a link taken down mid-run ends the job within 30 s with a
 # message naming the lost rank or host. Skipped, with the reason, where namespaces cannot
@@ -60,9 +61,13 @@ cd "$(dirname "$0")/.." || exit 1
 
 on_hosts "$HT_BUILD/hetprof" --quick -c conf/quickstart.cfg -o "$TMP/p.cfg" >"$TMP/prof.out" 2>"$TMP/prof.err"
 RC=$?
-ok $([ $RC -eq 0 ] && grep -Eq '^ +0 +1 +[0-9.]+ +[0-9.]+$' "$TMP/prof.out"; echo $?) \
-    "hetprof on 2 hosts measures the TCP link 0 <-> 1 (exit $RC)"
+ok $([ $RC -eq 0 ] && grep -Eq '^ +0 +1 +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$TMP/prof.out"; echo $?) \
+    "hetprof on 2 hosts measures the TCP link 0 <-> 1: latency, bandwidth, ring step (exit $RC)"
 [ $RC -eq 0 ] || diag "$(tail -5 "$TMP/prof.err")"
+# each device's host is in the profile: planned from it, the ranks sit on 2 hosts
+"$HT_BUILD/hetsim" --profile "$TMP/p.cfg" -c conf/quickstart.cfg >"$TMP/sim.out" 2>&1
+ok $(grep -q ': 2 ranks on 2 hosts' "$TMP/sim.out"; echo $?) \
+    "hetsim --profile on it: 2 ranks on 2 hosts (the hosts hetprof recorded)"
 
 args=(-c conf/mnist-mlp.cfg --set 'model.hidden=[128]' --set train.epochs=2 --set train.batch=128
       --set train.eval_every=0 --set log.progress=none --set checkpoint.path=

@@ -281,6 +281,8 @@ static void from_profile(void) {
     if (rc == HT_OK) rc = ht_sim_cluster_from_profile(path, &c);
     if (!tap_ok(rc == HT_OK, "a cluster from a 4-device profile")) {
         tap_diag("%s", ht_errmsg());
+        unlink(path);
+        rmdir(dir);
         free(p);
         return;
     }
@@ -300,10 +302,29 @@ static void from_profile(void) {
     rc = ht_profile_save(path, p) == HT_OK ? ht_sim_cluster_from_profile(path, &c) : HT_ERUNTIME;
     tap_ok(rc == HT_EINPUT && strstr(ht_errmsg(), "devices 0 and 2 are on host 'a' but device 1"),
            "a host's devices not numbered together: %s", ht_errmsg());
+    /* hosts named for some devices only */
+    p->dev[3].host[0] = 0;
+    rc = ht_profile_save(path, p) == HT_OK ? ht_sim_cluster_from_profile(path, &c) : HT_ERUNTIME;
+    tap_ok(rc == HT_EINPUT && strstr(ht_errmsg(), "device 0 has a host name and device 3 none"),
+           "host names for some devices only: %s", ht_errmsg());
+    /* no host names (a profile from before them): one host, every link intra-host */
+    for (int d = 0; d < 4; d++)
+        p->dev[d].host[0] = 0;
+    rc = ht_profile_save(path, p) == HT_OK ? ht_sim_cluster_from_profile(path, &c) : HT_ERUNTIME;
+    tap_ok(rc == HT_OK && c.nhosts == 1 && c.rank_host[3] == 0 && NEAR(c.intra.latency_s, 30e-6) &&
+               NEAR(c.inter.bw_Bps, 1e9),
+           "no host names: one host, the slowest of all links within it");
+    if (rc == HT_OK) ht_sim_cluster_free(&c);
     p->nlinks = 0, p->ndev = 2;
     rc = ht_profile_save(path, p) == HT_OK ? ht_sim_cluster_from_profile(path, &c) : HT_ERUNTIME;
     tap_ok(rc == HT_EINPUT && strstr(ht_errmsg(), "2 devices but no links"),
            "several devices without links: %s", ht_errmsg());
+    /* one device: no link is used; a send would find an infinitely fast one, not 0 bytes/s */
+    p->ndev = 1;
+    rc = ht_profile_save(path, p) == HT_OK ? ht_sim_cluster_from_profile(path, &c) : HT_ERUNTIME;
+    tap_ok(rc == HT_OK && c.nranks == 1 && isinf(c.intra.bw_Bps) && isinf(c.inter.bw_Bps),
+           "one device: one rank, links that cost nothing");
+    if (rc == HT_OK) ht_sim_cluster_free(&c);
     unlink(path);
     rmdir(dir);
     free(p);

@@ -1,7 +1,7 @@
 /* hetsim: predicts a hettrain job's step on a described cluster without running it; the
  * command line is src/sim/cli.c's (hetsim --help). */
 #include "core/err.h"
-#include "sim/cli.h"
+#include "cli/hetsim.h"
 
 int main(int argc, char **argv) {
     ht_set_progname("hetsim");

@@ -110,6 +110,24 @@ static ht_act layer_act(const ht_layer *l) {
                                       : HT_ACT_NONE;
 }
 
+int ht_model_check_batch(const ht_model *m, int batch) {
+    size_t B = (size_t)batch;
+    for (int i = 0; i < m->nlayers; i++) {
+        const ht_layer *l = &m->layers[i];
+        size_t w = ht_layer_work_floats(l, batch);
+        /* kernels index a batch's tensors with int */
+        if (w == SIZE_MAX || B * (size_t)l->out > (size_t)INT_MAX) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", w == SIZE_MAX ? ht_errmsg() : "");
+            return ht_error(HT_EINPUT,
+                            "layer %s at batch %d: %s%s%zu output values, expected at most "
+                            "2^31 - 1 per tensor",
+                            l->name, batch, msg, msg[0] ? "; " : "", B * (size_t)l->out);
+        }
+    }
+    return HT_OK;
+}
+
 int ht_chain_finish(ht_model *m, ht_dev *d, int classes, int rows, int max_batch) {
     m->classes = classes;
     m->rows = rows;
@@ -123,6 +141,12 @@ int ht_chain_finish(ht_model *m, ht_dev *d, int classes, int rows, int max_batch
                 return rc;
             }
 
+    /* refused here, before any allocation, rather than inside an op after the run started */
+    int rc = ht_model_check_batch(m, max_batch);
+    if (rc != HT_OK) {
+        ht_model_free(m);
+        return rc;
+    }
     /* activation i: the input of layer i; width[nlayers] is the logits' */
     int n = m->nlayers;
     size_t B = (size_t)max_batch;
@@ -143,18 +167,6 @@ int ht_chain_finish(ht_model *m, ht_dev *d, int classes, int rows, int max_batch
         m->save_floats += B * l->save;
         size_t w = ht_layer_work_floats(l, max_batch);
         if (w > m->work_floats) m->work_floats = w;
-        /* kernels index a batch's tensors with int: refuse here, before any allocation,
-         * rather than fail inside an op after the run started */
-        if (w == SIZE_MAX || B * (size_t)l->out > (size_t)INT_MAX) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "%s", w == SIZE_MAX ? ht_errmsg() : "");
-            int rc = ht_error(HT_EINPUT,
-                              "layer %s at batch %d: %s%s%zu output values, expected at most "
-                              "2^31 - 1 per tensor",
-                              l->name, max_batch, msg, msg[0] ? "; " : "", B * (size_t)l->out);
-            ht_model_free(m);
-            return rc;
-        }
     }
     if (!d) return HT_OK;
 

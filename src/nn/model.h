@@ -161,6 +161,10 @@ int ht_model_gpt(ht_model *m, ht_dev *d, int vocab, int T, int n_layer, int d_mo
                  float dropout, int max_batch);
 
 void ht_model_free(ht_model *m);
+/* HT_OK when every layer's tensors at `batch` samples stay within 2^31 - 1 elements (the
+ * kernels index them with int); else HT_EINPUT naming the layer. Building a model at its
+ * max_batch refuses it by this; hetsim checks the batch hettrain would build at. */
+int ht_model_check_batch(const ht_model *m, int batch);
 
 /* Initialises every parameter tensor by its rule (ht_param_tensor.init): linear and conv
  * as PyTorch's defaults, W, b ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)); GPT weights N(0, 0.02),

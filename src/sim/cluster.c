@@ -305,6 +305,12 @@ static int slowest_link(const ht_profile *p, const int *host, int same, ht_sim_l
  * devices are not numbered together. */
 static int profile_hosts(const char *path, const ht_profile *p, int *host, int *nhosts) {
     *nhosts = 0;
+    for (int d = 1; d < p->ndev; d++)
+        if (!p->dev[d].host[0] != !p->dev[0].host[0])
+            return ht_error(HT_EINPUT,
+                            "%s: device %d has a host name and device %d none, expected every "
+                            "device's host or none (one host)",
+                            path, p->dev[0].host[0] ? 0 : d, p->dev[0].host[0] ? d : 0);
     for (int d = 0; d < p->ndev; d++) {
         int e = 0;
         while (e < d && strcmp(p->dev[e].host, p->dev[d].host))
@@ -331,6 +337,8 @@ int ht_sim_cluster_from_profile(const char *path, ht_sim_cluster *c) {
     if (rc == HT_OK) {
         intra = slowest_link(c->prof, host, 1, &c->intra);
         inter = slowest_link(c->prof, host, 0, &c->inter);
+        if (!intra && !inter) /* one device: no link is used */
+            c->intra = c->inter = (ht_sim_link){0, INFINITY, 0};
         if (!intra) c->intra = c->inter;
         if (!inter) c->inter = c->intra;
         if (n > 1 && !intra && !inter)

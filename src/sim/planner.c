@@ -125,6 +125,13 @@ static int cut_by_speed(const ht_sim_cluster *c, const ht_model *m, const ht_sim
 /* Simulates one candidate and fills its figures (or its reason). */
 static void evaluate(const ht_sim_cluster *c, int n, const ht_model *m, const ht_sim_model *sm,
                      int B, int alg, ht_sim_cand *k) {
+    /* the batch hettrain builds its model at: the global batch (data parallel, whose split
+     * may move), a micro-batch (pipelines) */
+    if (ht_model_check_batch(m, k->kind < 0 ? B : B / (k->W * k->N)) != HT_OK) {
+        k->ok = 0;
+        snprintf(k->why, sizeof k->why, "hettrain cannot build it: %s", ht_errmsg());
+        return;
+    }
     ht_sim_result r;
     int rc;
     if (k->kind < 0) {

@@ -18,9 +18,11 @@
 #include "train/pipe_plan.h"
 #include "sim/sim.h"
 #include "build/build.h"
-#include "sim/cli.h"
+#include "cli/hetsim.h"
 
 #define MAX_SETS 128
+
+static const char *g_name = "hetsim"; /* "hettrain plan" there */
 
 static void usage(FILE *f, int plan_only) {
     if (plan_only) {
@@ -34,7 +36,14 @@ static void usage(FILE *f, int plan_only) {
                 "and with -o writes the job with the winner's settings, ready for hettrain -c.\n"
                 "The same as hetsim --plan (hetsim --help).\n"
                 "  --cluster FILE   cluster description (conf/README.md, section hetsim)\n"
-                "  --profile FILE   or a profile from mpirun hetprof: rank r on device r\n");
+                "  --profile FILE   or a profile from mpirun hetprof: rank r on device r, hosts\n"
+                "                   by the devices' host names, the slowest measured links\n"
+                "  -c FILE          the job (model, train.batch, optim; its cluster.* and pipe.*\n"
+                "                   keys are what the plan replaces)\n"
+                "  --set KEY=VALUE  override a job key\n"
+                "  --ranks N        plan for the first N ranks (default: all)\n"
+                "  --top K          print the best K (default 5)\n"
+                "  -o FILE          write the job with the winner's settings\n");
         return;
     }
     fprintf(f,
@@ -66,7 +75,8 @@ static void usage(FILE *f, int plan_only) {
 }
 
 static const char *need(int argc, char **argv, int *i) {
-    if (*i + 1 >= argc) ht_die(HT_EINPUT, "option %s needs a value (see hetsim --help)", argv[*i]);
+    if (*i + 1 >= argc) ht_die(HT_EINPUT, "option %s needs a value (see %s --help)", argv[*i],
+                                g_name);
     return argv[++*i];
 }
 
@@ -148,8 +158,9 @@ static int simulate_sync(const job *j, int n, ht_sim_result *r, int *W_out) {
             p.adaptive = 1, p.threshold = cfg->sync.threshold, p.max_period = cfg->sync.max_period;
             p.drift = j->drift > 0 ? j->drift : 0;
             if (j->drift < 0)
-                fprintf(stderr, "hetsim: gossip-adaptive without --drift: its trigger sees no "
-                                "model change, so only sync.max_period = %d fires\n", p.max_period);
+                fprintf(stderr, "%s: gossip-adaptive without --drift: its trigger sees no "
+                                "model change, so only sync.max_period = %d fires\n",
+                        g_name, p.max_period);
         }
     } else
         return ht_error(HT_EINPUT, "%s: sync.mode \"%s\" is not simulated", cfg->source, m);
@@ -190,6 +201,13 @@ static int check_stage_ranks(const ht_config *cfg, int D, int mb) {
     return HT_OK;
 }
 
+/* The description is per sample; what hettrain would refuse to build is refused too. */
+static int refused(void) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", ht_errmsg());
+    return ht_error(HT_EINPUT, "hettrain would refuse this job: %s", msg);
+}
+
 /* One simulated step of the job on n ranks; shares (room for n) gets the split. */
 static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, int *shares,
                     int *W_out) {
@@ -197,6 +215,8 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
     int alg = strcmp(cfg->cluster.allreduce, "mpi") ? HT_SIM_RING : HT_SIM_MPI;
     if (strcmp(cfg->sync.mode, "bsp")) return simulate_sync(j, n, r, W_out);
     if (!strcmp(cfg->pipe.schedule, "none")) {
+        /* hettrain builds a data-parallel rank's model at the global batch */
+        if (ht_model_check_batch(j->m, cfg->train.batch) != HT_OK) return refused();
         if (cfg->cluster.nshares && cfg->cluster.nshares != n)
             return ht_error(HT_EINPUT, "%s: cluster.shares has %d values for %d ranks", cfg->source,
                             cfg->cluster.nshares, n);
@@ -223,6 +243,7 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
      * device, which the trainer measures at start-up (src/train/pipe_plan.h): here the cost
      * model's, through the very same functions */
     int mb = cfg->train.batch / (W * N), S = D * pp.v;
+    if (ht_model_check_batch(j->m, mb) != HT_OK) return refused(); /* built at a micro-batch */
     int *bounds = ht_xmalloc((size_t)(S + 1) * sizeof *bounds);
     double *cal = NULL, *cal1 = NULL, *st = NULL;
     int rc = HT_OK, hetero = !cfg->pipe.nboundaries && !cfg->pipe.nstage_ranks &&
@@ -398,9 +419,9 @@ static int write_plan(const job *j, const ht_sim_cand *k, const char *path) {
             c.pipe.nboundaries = S - 1;
             memcpy(c.pipe.boundaries, k->bounds + 1, (size_t)(S - 1) * sizeof *k->bounds);
         } else if (k->by_speed)
-            fprintf(stderr, "hetsim: %d stage boundaries do not fit pipe.boundaries (%d): the "
-                            "plan says \"balanced\" instead of the cut by speed\n", S - 1,
-                    HT_MAX_LAYERS);
+            fprintf(stderr, "%s: %d stage boundaries do not fit pipe.boundaries (%d): the "
+                            "plan says \"balanced\" instead of the cut by speed\n",
+                    g_name, S - 1, HT_MAX_LAYERS);
     }
     FILE *f = fopen(path, "w");
     if (!f) return ht_error(HT_ERUNTIME, "cannot create %s: %s", path, strerror(errno));
@@ -442,7 +463,8 @@ static int do_plan(const job *j, int n, int top, const char *out) {
     int nv;
     double t0 = now_s();
     int rc = ht_sim_plan(j->c, n, j->m, j->sm, j->cfg->train.batch, alg, &v, &nv);
-    printf("hetsim --plan: %d configurations of %d ranks simulated in %.2f s\n", nv, n, now_s() - t0);
+    printf("%s: %d configurations of %d ranks simulated in %.2f s\n", g_name, nv, n,
+           now_s() - t0);
     char name[128];
     printf("%4s %-40s %14s %10s %12s\n", "#", "configuration", "samples/s", "step ms", "peak MB");
     for (int i = 0; i < nv && i < top; i++)
@@ -461,13 +483,32 @@ static int do_plan(const job *j, int n, int top, const char *out) {
     return rc;
 }
 
+/* What a profile from an older hetprof leaves out, said once. */
+static void profile_notes(const ht_sim_cluster *c) {
+    int nomem = 0;
+    for (int d = 0; d < c->prof->ndev; d++)
+        nomem += c->prof->dev[d].mem_mb <= 0;
+    if (nomem)
+        fprintf(stderr, "%s: note: %d device(s) of %s have no mem_mb (a profile from before "
+                "hetprof recorded it): their memory is taken as unlimited\n",
+                g_name, nomem, c->source);
+    if (c->prof->ndev > 1 && !c->prof->dev[0].host[0])
+        fprintf(stderr, "%s: note: %s records no host names: every device is taken as on one "
+                "host\n", g_name, c->source);
+}
+
 int ht_sim_cli(int argc, char **argv, int plan_only) {
     const char *cluster = NULL, *profile = NULL, *cfg_path = NULL, *trace = NULL, *out = NULL;
     const char *sets[MAX_SETS];
     int nset = 0, ranks = 0, scale = 0, plan = plan_only, top = 5, steps = 1;
     double drift = -1;
+    const char *sim_only = NULL; /* an option for one simulated configuration */
+    g_name = plan_only ? "hettrain plan" : "hetsim";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (!strcmp(a, "--steps") || !strcmp(a, "--drift") || !strcmp(a, "--trace") ||
+            !strcmp(a, "--scale"))
+            sim_only = sim_only ? sim_only : a;
         if (!strcmp(a, "--cluster")) cluster = need(argc, argv, &i);
         else if (!strcmp(a, "--profile")) profile = need(argc, argv, &i);
         else if (!strcmp(a, "-c") || !strcmp(a, "--config")) cfg_path = need(argc, argv, &i);
@@ -502,9 +543,9 @@ int ht_sim_cli(int argc, char **argv, int plan_only) {
                cluster && profile ? "one of --cluster FILE and --profile FILE, not both,"
                                   : "--cluster FILE or --profile FILE");
     }
-    if (plan_only && (scale || trace))
+    if (plan_only && sim_only)
         ht_die(HT_EINPUT, "%s: hettrain plan only plans (hetsim simulates one configuration)",
-               scale ? "--scale" : "--trace");
+               sim_only);
     if (profile) cluster = profile; /* the name the messages give */
     if (out && !plan) ht_die(HT_EINPUT, "-o needs --plan");
     ht_config cfg;
@@ -512,6 +553,7 @@ int ht_sim_cli(int argc, char **argv, int plan_only) {
     ht_sim_cluster c;
     ht_exit_on_error(profile ? ht_sim_cluster_from_profile(profile, &c)
                              : ht_sim_cluster_load(cluster, &c));
+    if (profile) profile_notes(&c);
     if (ranks > c.nranks)
         ht_die(HT_EINPUT, "--ranks %d: %s describes %d ranks", ranks, cluster, c.nranks);
     int n = ranks ? ranks : c.nranks;
@@ -523,14 +565,15 @@ int ht_sim_cli(int argc, char **argv, int plan_only) {
     ht_sim_model_from(&sm, &m, cfg.optim.type);
     if (c.prof && c.prof->model[0] && strcmp(c.prof->model, m.desc))
         fprintf(stderr,
-                "hetsim: warning: the cluster's profile was measured for model '%s', this job "
+                "%s: warning: the cluster's profile was measured for model '%s', this job "
                 "trains '%s': layer times are taken by layer name, so they may not fit (profile "
                 "this job's model: hetprof -c JOB)\n",
-                c.prof->model, m.desc);
+                g_name, c.prof->model, m.desc);
     char stages[256] = "";
     job j = {&cfg, &c, &m, &sm, steps, drift, stages};
-    printf("hetsim: %s on %s: %d ranks on %d hosts, model %s (%zu parameters), batch %d\n",
-           cfg_path, cluster, n, c.rank_host[n - 1] + 1, m.desc, m.nparams, cfg.train.batch);
+    printf("%s: %s on %s: %d ranks on %d hosts, model %s (%zu parameters), batch %d\n",
+           g_name, cfg_path, cluster, n, c.rank_host[n - 1] + 1, m.desc, m.nparams,
+           cfg.train.batch);
     int rc;
     if (plan) rc = do_plan(&j, n, top, out);
     else if (scale) rc = do_scale(&j, n);
