@@ -15,6 +15,10 @@
 # sap-reduce, gossip, gossip-adaptive) only counts and waits politely (it sleeps between
 # polls): no core. The real runs cannot pin 3 ranks to 2 cores: they run unbound, and the
 # error includes how well that sharing is modelled.
+# TRACED=1: each profile's layer times re-timed inside a 20-step training run of the two
+# workers (data parallel, equal split: B / 2 samples each, as every policy gives a worker;
+# hettrain --trace-layers, tools/bench/trace2prof.py), as bench_sim.sh does: layers timed
+# alone ran 7-20% faster than inside a training step.
 #   tools/bench/bench_sim_sync.sh [STEPS] [POLICIES...]     (repository root; KEEP=DIR keeps files)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -38,6 +42,17 @@ profile() { # profile ROUND: prof$1.cfg and cluster$1.cfg
     local k=$1 lat bw ring
     mpirun -np 2 --bind-to core "$build/hetprof" -c "$job" --batch 64,128,256 \
         -o "$tmp/prof$k.cfg" >"$tmp/prof$k.out" 2>&1 || { tail -20 "$tmp/prof$k.out"; exit 1; }
+    if [ "${TRACED:-0}" = 1 ]; then
+        local B
+        B=$(grep -m1 -o 'batch = [0-9]*' "$job" | grep -o '[0-9]*')
+        mpirun -np 2 --bind-to core "$build/hettrain" -c "$job" --set train.steps=20 \
+            --set train.eval_every=0 --set log.progress=none --set checkpoint.path= \
+            --set cluster.split=equal --trace "$tmp/cal$k.json" --trace-layers \
+            >"$tmp/cal$k.out" 2>&1 || { tail -20 "$tmp/cal$k.out"; exit 1; }
+        mv "$tmp/prof$k.cfg" "$tmp/prof$k.alone.cfg"
+        /usr/bin/python3 tools/bench/trace2prof.py "$tmp/cal$k.json" "$tmp/prof$k.alone.cfg" \
+            $((B / 2)) -o "$tmp/prof$k.cfg" >>"$tmp/cal$k.out"
+    fi
     read -r lat bw < <(sed -nE 's/.*latency_us = ([0-9.e+-]+); bandwidth_gbs = ([0-9.e+-]+);.*/\1 \2/p' "$tmp/prof$k.cfg" | head -1)
     # our ring's own step over the pair (hetprof's ring_gbs), the rate hetsim's collectives use
     ring=$(sed -nE 's/.*a = 0; b = 1;.* ring_gbs = ([0-9.e+-]+);.*/\1/p' "$tmp/prof$k.cfg" | head -1)
@@ -74,7 +89,7 @@ predict() { # predict ROUND POLICY: mean of the two profiles' predictions, sampl
 }
 
 echo "== hetsim vs measured, sync policies: $job, 2 workers (slowdowns 1, 2) + 1 serving rank" \
-     "on $(nproc) cores, $steps steps x $rounds rounds; $(date -u '+%F %H:%M') UTC"
+     "on $(nproc) cores, $steps steps x $rounds rounds$([ "${TRACED:-0}" = 1 ] && echo ", layers timed in training"); $(date -u '+%F %H:%M') UTC"
 echo "   load at start: $(uptime | sed 's/.*average: //')"
 : >"$tmp/meas.tsv"
 mpirun -np 3 --oversubscribe "$build/hettrain" -c "$job" "${sets[@]}" --set train.steps=5 \
