@@ -66,7 +66,17 @@ typedef struct ctx {
     pval *V;
     int *ch_i2, *ch_g;
     int k, M;
+    /* eval_group's splits of a micro-batch, for the current host and N: share of the i-th
+     * rank of group g over layers [lo, hi) at split[((g * W + lo) * W + hi) * k + i],
+     * SPLIT_UNSET until computed, SPLIT_NONE when there is none; NULL: too large to keep */
+    int *split, *split_buf;
+    size_t split_cap;
+    double *params; /* [W * W] a stage's parameter bytes, NAN until summed; NULL: not kept */
 } ctx;
+
+#define CACHE_MAX ((size_t)1 << 24) /* entries of either cache at most */
+
+enum { SPLIT_UNSET = -1, SPLIT_NONE = -2 };
 
 /* ---------------------------------------------------------------- links */
 
@@ -126,34 +136,50 @@ static pval eval_rank(ctx *c, int r, int lo, int hi, int m, int slots, link tin,
  * gradients once per step over link `red` (ring: 2 (k-1) messages of 1/k of the parameters),
  * charged per micro-batch. share (may be NULL) receives the split; rc (may be NULL) the
  * recomputed layers, row ranks[i] of an [R*L] array. */
-static pval eval_ranks(ctx *c, const int *ranks, int k, link red, int lo, int hi, int slots,
-                       link tin, link tout, int *share, uint8_t *rc) {
-    int sh[HT_PART_MAX_REP] = {c->mb};
-    if (k > 1) {
-        if (c->mb < k) return PV_INF;
-        double speed[HT_PART_MAX_REP], fixed[HT_PART_MAX_REP];
-        for (int i = 0; i < k; i++) {
-            const double *pf = c->pf + (size_t)ranks[i] * (c->L + 1);
-            const double *pb = c->pb + (size_t)ranks[i] * (c->L + 1);
-            const double *px = c->px + (size_t)ranks[i] * (c->L + 1);
-            double t = pf[hi] - pf[lo] + pb[hi] - pb[lo];
-            speed[i] = t > 0 ? 1 / t : 1e300;
-            fixed[i] = px[hi] - px[lo];
-        }
-        if (ht_plan_batch_split_affine(c->mb, k, speed, fixed, NULL, sh) != HT_OK) return PV_INF;
+/* The split of a micro-batch over ranks[0..k) (k > 1) for layers [lo, hi), by their speed
+ * and fixed cost there; 0 when there is none (fewer samples than ranks). */
+static int split_ranks(const ctx *c, const int *ranks, int k, int lo, int hi, int *sh) {
+    if (c->mb < k) return 0;
+    double speed[HT_PART_MAX_REP], fixed[HT_PART_MAX_REP];
+    for (int i = 0; i < k; i++) {
+        const double *pf = c->pf + (size_t)ranks[i] * (c->L + 1);
+        const double *pb = c->pb + (size_t)ranks[i] * (c->L + 1);
+        const double *px = c->px + (size_t)ranks[i] * (c->L + 1);
+        double t = pf[hi] - pf[lo] + pb[hi] - pb[lo];
+        speed[i] = t > 0 ? 1 / t : 1e300;
+        fixed[i] = px[hi] - px[lo];
     }
+    return ht_plan_batch_split_affine(c->mb, k, speed, fixed, NULL, sh) == HT_OK;
+}
+
+/* Parameter bytes of layers [lo, hi), summed once. */
+static double stage_params(ctx *c, int lo, int hi) {
+    double *at = c->params ? &c->params[(size_t)lo * (c->L + 1) + hi] : NULL;
+    if (at && !isnan(*at)) return *at;
+    double params = 0;
+    for (int l = lo; l < hi; l++)
+        params += c->d->param_bytes[l];
+    if (at) *at = params;
+    return params;
+}
+
+/* As eval_ranks below, with the split of a micro-batch given (sh: k shares). */
+static pval eval_split(ctx *c, const int *ranks, int k, const int *sh, link red, int lo, int hi,
+                       int slots, link tin, link tout, uint8_t *rc) {
     pval v = {0, 0};
     for (int i = 0; i < k; i++)
         v = pv_max(v, eval_rank(c, ranks[i], lo, hi, sh[i], slots, tin, tout,
                                 rc ? rc + (size_t)ranks[i] * c->L : NULL));
-    if (k > 1) {
-        double params = 0;
-        for (int l = lo; l < hi; l++)
-            params += c->d->param_bytes[l];
-        v.time += 2.0 * (k - 1) * xfer(red, params / k) / c->N;
-    }
-    if (share) memcpy(share, sh, (size_t)k * sizeof *sh);
+    if (k > 1) v.time += 2.0 * (k - 1) * xfer(red, stage_params(c, lo, hi) / k) / c->N;
     return v;
+}
+
+static pval eval_ranks(ctx *c, const int *ranks, int k, link red, int lo, int hi, int slots,
+                       link tin, link tout, int *share, uint8_t *rc) {
+    int sh[HT_PART_MAX_REP] = {c->mb};
+    if (k > 1 && !split_ranks(c, ranks, k, lo, hi, sh)) return PV_INF;
+    if (share) memcpy(share, sh, (size_t)k * sizeof *sh);
+    return eval_split(c, ranks, k, sh, red, lo, hi, slots, tin, tout, rc);
 }
 
 /* The ranks of host h in mask g (bit i: c->hr[h][i]); returns how many (0: too many). */
@@ -170,7 +196,26 @@ static int group_ranks(const ctx *c, int h, int g, int *ranks) {
 static pval eval_group(ctx *c, int h, int g, int lo, int hi, int slots, link tin, link tout) {
     int ranks[HT_PART_MAX_REP], k = group_ranks(c, h, g, ranks);
     if (!k) return PV_INF;
-    return eval_ranks(c, ranks, k, c->intra[h], lo, hi, slots, tin, tout, NULL, NULL);
+    if (k == 1 || !c->split)
+        return eval_ranks(c, ranks, k, c->intra[h], lo, hi, slots, tin, tout, NULL, NULL);
+    /* the same group and layers come back for every suffix state and end: split once */
+    size_t W = (size_t)c->L + 1;
+    int *sh = c->split + ((g * W + (size_t)lo) * W + (size_t)hi) * (size_t)c->k;
+    if (sh[0] == SPLIT_UNSET && !split_ranks(c, ranks, k, lo, hi, sh)) sh[0] = SPLIT_NONE;
+    if (sh[0] == SPLIT_NONE) return PV_INF;
+    return eval_split(c, ranks, k, sh, c->intra[h], lo, hi, slots, tin, tout, NULL);
+}
+
+/* Prepares the split cache for host h (its k ranks, M subsets) at the current N. */
+static void split_reset(ctx *c, int h) {
+    size_t W = (size_t)c->L + 1, k = (size_t)c->nh[h], n = ((size_t)1 << k) * W * W * k;
+    if (k < 2 || n > c->split_cap) { /* single devices never split; too large: no cache */
+        c->split = NULL;
+        return;
+    }
+    c->split = c->split_buf;
+    for (size_t x = 0; x < n; x += k)
+        c->split[x] = SPLIT_UNSET;
 }
 
 /* ---------------------------------------------------------------- level 2: one host */
@@ -285,6 +330,7 @@ static void level1(ctx *c, const pval *F, pval *T, int *E) {
 
 /* The stages of host h's group [i, e), in order, appended to st[*D]. */
 static void host_stages(ctx *c, int h, int i, int e, choice *first, plan_stage *st, int *D) {
+    split_reset(c, h); /* the cache holds the last host's splits */
     host_dp(c, h, e, first);
     choice ch = first[i];
     st[(*D)++] = (plan_stage){i, ch.i2, h, ch.g};
@@ -306,13 +352,15 @@ static pval plan_once(ctx *c, plan_stage *st, int *D) {
     choice *first = ht_xmalloc((size_t)W * sizeof *first);
     for (size_t x = 0; x < (size_t)c->H * W * W; x++)
         F[x] = PV_INF;
-    for (int h = 0; h < c->H; h++)
+    for (int h = 0; h < c->H; h++) {
+        split_reset(c, h);
         for (int e = 1; e <= L; e++) {
             if (!cut_ok(c, e)) continue;
             host_dp(c, h, e, first);
             for (int i = 0; i < e; i++)
                 F[((size_t)h * W + e) * W + i] = first[i].v;
         }
+    }
     level1(c, F, T, E);
     pval v = T[0];
     *D = 0;
@@ -496,6 +544,16 @@ int ht_part_hetero(const ht_part_input *in, ht_partition *p) {
     c.ch_i2 = ht_xmalloc(nv * sizeof *c.ch_i2);
     c.ch_g = ht_xmalloc(nv * sizeof *c.ch_g);
     c.rc = ht_xcalloc((size_t)L, 1);
+    for (int h = 0; h < c.H; h++) { /* the largest split cache a host needs, if kept */
+        size_t k = (size_t)c.nh[h], n = ((size_t)1 << k) * W * W * k;
+        if (k > 1 && n <= CACHE_MAX && n > c.split_cap) c.split_cap = n;
+    }
+    c.split_buf = c.split_cap ? ht_xmalloc(c.split_cap * sizeof *c.split_buf) : NULL;
+    if ((size_t)W * W <= CACHE_MAX) {
+        c.params = ht_xmalloc((size_t)W * W * sizeof *c.params);
+        for (size_t x = 0; x < (size_t)W * W; x++)
+            c.params[x] = NAN;
+    }
     plan_stage st[HT_PART_MAX_RANKS], best_st[HT_PART_MAX_RANKS];
     int bestN = 0, bestD = 0;
     pval best = PV_INF;
@@ -525,5 +583,6 @@ int ht_part_hetero(const ht_part_input *in, ht_partition *p) {
     }
     if (rc) ht_partition_free(p);
     free(c.pf), free(c.pb), free(c.px), free(c.V), free(c.ch_i2), free(c.ch_g), free(c.rc);
+    free(c.split_buf), free(c.params);
     return rc;
 }
