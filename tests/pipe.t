@@ -8,7 +8,7 @@
 # losses, and the reverse. Bad pipeline settings exit 2 naming the keys.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mpi.sh"
-TEXT="$(cd "$(dirname "$0")/../.." && pwd)/shared/data/tinyshakespeare/input.txt"
+. "$(dirname "$0")/pipe_gpt.sh"
 
 cat >"$TMP/mlp.cfg" <<'CFG'
 model = { hidden = [32, 32, 32]; activation = "relu"; };
@@ -25,13 +25,7 @@ train = { batch = 12; steps = 5; seed = 3; eval_every = 0; };
 optim = { type = "sgd"; lr = 0.05; momentum = 0.9; };
 log = { every = 1; progress = "none"; };
 CFG
-cat >"$TMP/gpt.cfg" <<CFG
-model = { type = "gpt"; n_layer = 6; d_model = 32; n_head = 2; context = 16; dropout = 0.1; };
-data = { kind = "text"; path = "$TEXT"; val_fraction = 0.1; };
-train = { batch = 24; steps = 4; seed = 5; eval_every = 0; eval_batches = 2; };
-optim = { type = "adamw"; lr = 0.003; weight_decay = 0.1; clip = 0.5; };
-log = { every = 1; progress = "none"; };
-CFG
+gpt_job 4 0
 
 # one MODEL NAME ARGS: the one-process reference
 one() {
@@ -54,10 +48,7 @@ pp() {
     losses "$TMP/$name.jsonl" >"$TMP/$name.loss" 2>/dev/null
 }
 
-if [ ! -f "$TEXT" ]; then
-    echo "1..0 # SKIP tiny shakespeare not found at $TEXT"
-    exit 0
-fi
+need_text
 
 one mlp mlp1
 ok $RC "MLP, one process: reference run"

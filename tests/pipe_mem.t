@@ -8,18 +8,9 @@
 # naming the device and the shortfall.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mpi.sh"
-TEXT="$(cd "$(dirname "$0")/../.." && pwd)/shared/data/tinyshakespeare/input.txt"
-if [ ! -f "$TEXT" ]; then
-    echo "1..0 # SKIP tiny shakespeare not found at $TEXT"
-    exit 0
-fi
-cat >"$TMP/gpt.cfg" <<CFG
-model = { type = "gpt"; n_layer = 6; d_model = 32; n_head = 2; context = 16; dropout = 0.1; };
-data = { kind = "text"; path = "$TEXT"; val_fraction = 0.1; };
-train = { batch = 24; steps = 4; seed = 5; eval_every = 0; eval_batches = 2; };
-optim = { type = "adamw"; lr = 0.003; weight_decay = 0.1; clip = 0.5; };
-log = { every = 1; progress = "none"; };
-CFG
+. "$(dirname "$0")/pipe_gpt.sh"
+need_text
+gpt_job 4 0
 
 # pp NAME ARGS: 2 ranks, 2 stages, 6 micro-batches of 4
 pp() {
@@ -38,10 +29,8 @@ field() {
         sed -E "s/.*\"$3\":(\"[^\"]*\"|[^,}]*).*/\1/"
 }
 
-"$HETTRAIN" -c "$TMP/gpt.cfg" -q --set log.metrics="$TMP/one.jsonl" \
-    --set checkpoint.path="$TMP/one.ckpt" >/dev/null 2>"$TMP/one.err"
+one_process
 ok $? "GPT, one process: reference run"
-losses "$TMP/one.jsonl" >"$TMP/one.loss"
 
 # 1f1b without a limit (the device's memory): nothing recomputed; rank 0's stage (layers 0-4,
 # 2 micro-batches in flight) is predicted at about 2.2 MB

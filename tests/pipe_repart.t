@@ -14,25 +14,13 @@
 # data-parallel replicas of the pipeline (4 ranks).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mpi.sh"
-TEXT="$(cd "$(dirname "$0")/../.." && pwd)/shared/data/tinyshakespeare/input.txt"
-if [ ! -f "$TEXT" ]; then
-    echo "1..0 # SKIP tiny shakespeare not found at $TEXT"
-    exit 0
-fi
+. "$(dirname "$0")/pipe_gpt.sh"
+need_text
 command -v mpirun >/dev/null || { echo "1..0 # SKIP mpirun not found"; exit 0; }
 
-cat >"$TMP/gpt.cfg" <<CFG
-model = { type = "gpt"; n_layer = 6; d_model = 32; n_head = 2; context = 16; dropout = 0.1; };
-data = { kind = "text"; path = "$TEXT"; val_fraction = 0.1; };
-train = { batch = 24; steps = 30; seed = 5; eval_every = 0; eval_batches = 2; };
-optim = { type = "adamw"; lr = 0.003; weight_decay = 0.1; clip = 0.5; };
-log = { every = 1; progress = "none"; };
-CFG
+gpt_job 30 0
 
-"$HETTRAIN" -c "$TMP/gpt.cfg" -q --set log.metrics="$TMP/one.jsonl" \
-    --set checkpoint.path="$TMP/one.ckpt" >/dev/null 2>"$TMP/one.err" ||
-    diag "one process: $(tail -3 "$TMP/one.err")"
-losses "$TMP/one.jsonl" >"$TMP/one.loss"
+one_process || diag "one process: $(tail -3 "$TMP/one.err")"
 
 # pp NAME SCHEDULE ARGS: 2 ranks, hetero cut, rank 0 2x slower, rank 1 6x from step 10
 # (NP=4: 2 data-parallel replicas of the pipeline, their ranks slowed alike)

@@ -11,25 +11,13 @@
 # unaligned pieces and a last stage over three ranks, hepipe, and 2 data-parallel replicas.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mpi.sh"
-TEXT="$(cd "$(dirname "$0")/../.." && pwd)/shared/data/tinyshakespeare/input.txt"
-if [ ! -f "$TEXT" ]; then
-    echo "1..0 # SKIP tiny shakespeare not found at $TEXT"
-    exit 0
-fi
+. "$(dirname "$0")/pipe_gpt.sh"
+need_text
 command -v mpirun >/dev/null || { echo "1..0 # SKIP mpirun not found"; exit 0; }
 
-cat >"$TMP/gpt.cfg" <<CFG
-model = { type = "gpt"; n_layer = 6; d_model = 32; n_head = 2; context = 16; dropout = 0.1; };
-data = { kind = "text"; path = "$TEXT"; val_fraction = 0.1; };
-train = { batch = 24; steps = 20; seed = 5; eval_every = 10; eval_batches = 2; };
-optim = { type = "adamw"; lr = 0.003; weight_decay = 0.1; clip = 0.5; };
-log = { every = 1; progress = "none"; };
-CFG
+gpt_job 20 10
 
-"$HETTRAIN" -c "$TMP/gpt.cfg" -q --set log.metrics="$TMP/one.jsonl" \
-    --set checkpoint.path="$TMP/one.ckpt" >/dev/null 2>"$TMP/one.err" ||
-    diag "one process: $(tail -3 "$TMP/one.err")"
-losses "$TMP/one.jsonl" >"$TMP/one.loss"
+one_process || diag "one process: $(tail -3 "$TMP/one.err")"
 
 # rp NAME NP STAGES SCHEDULE SLOWDOWNS ARGS: the hetero partition with replicas (SLOWDOWNS
 # "": none)

@@ -377,11 +377,6 @@ int main(int argc, char **argv) {
     prof.ndev = r.n;
     if (o.tune_s > 0) tune_all(&o, cp, &r, &prof, tuning, rank, world);
     measure_all(&o, cp, &r, &prof, tuning, rank, world);
-    /* each device's host, for a cluster built from the profile (hetsim --profile) */
-    char host[256] = ""; /* longer than any host name (the profile keeps 63 characters) */
-    if (gethostname(host, sizeof host - 1) != 0) host[0] = 0;
-    for (int i = 0; i < prof.ndev; i++)
-        ht_strlcpy(prof.dev[i].host, host, sizeof prof.dev[i].host);
     if (world > 1) gather_ranks(o.quick, &prof, world);
     if (rank == 0) report(&o, &prof, tuning);
     ht_comm_finalize();

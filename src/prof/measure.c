@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/err.h"
 #include "core/log.h"
@@ -260,6 +261,10 @@ int ht_prof_measure(int index, const ht_prof_opts *o, ht_prof_dev *out) {
     ht_strlcpy(out->driver, info->driver, sizeof out->driver);
     ht_strlcpy(out->type, info->type, sizeof out->type);
     out->mem_mb = (double)info->global_mem / (1 << 20);
+    /* its host, for a cluster built from the profile (hetsim --profile) */
+    char host[256] = ""; /* longer than any host name (the profile keeps 63 characters) */
+    if (gethostname(host, sizeof host - 1) != 0) host[0] = 0;
+    ht_strlcpy(out->host, host, sizeof out->host);
     if (o->log)
         fprintf(o->log, "hetprof: device %d: %s: opened in %.1f s\n", index, info->name,
                 ht_now() - t0);

@@ -48,6 +48,7 @@ nice=(); nice -n -10 true 2>/dev/null && nice=(nice -n -10)
 mpi=("${nice[@]}" mpirun -np "$np" --bind-to core)
 [ "$np" -gt "$(nproc)" ] && mpi=("${nice[@]}" mpirun -np "$np" --oversubscribe --bind-to none)
 split=tools/bench/sim_split.py
+. tools/bench/sim_links.sh
 
 calibrate() { # calibrate ROUND NAME ROWS ARGS...: prof$1.NAME.cfg, prof$1.alone.cfg re-timed
     # by a 20-step run of ARGS traced per layer (trace2prof.py), ROWS samples per rank and pass
@@ -61,19 +62,12 @@ calibrate() { # calibrate ROUND NAME ROWS ARGS...: prof$1.NAME.cfg, prof$1.alone
 }
 
 cluster() { # cluster PROFILE: the cluster description on it, to stdout
-    local lat bw ring
-    read -r lat bw < <(sed -nE 's/.*latency_us = ([0-9.e+-]+); bandwidth_gbs = ([0-9.e+-]+);.*/\1 \2/p' "$tmp/$1" | head -1)
-    # our ring's own step over the pair (hetprof's ring_gbs), the rate hetsim's collectives use
-    ring=$(sed -nE 's/.*a = 0; b = 1;.* ring_gbs = ([0-9.e+-]+);.*/\1/p' "$tmp/$1" | head -1)
     echo "profile = \"$1\";"
     echo "devices = ("
     for ((r = 0; r < np; r++)); do echo "  { name = \"rank$r\"; profile_device = $r; cores = 1.0; }$([ $r -lt $((np - 1)) ] && echo ,)"; done
     echo ");"
     printf 'hosts = ( { cores = %d; devices = [' "$(nproc)"; for ((r = 0; r < np; r++)); do printf '"rank%d"%s' $r "$([ $r -lt $((np - 1)) ] && echo ', ')"; done; echo '] ; } );'
-    # the ring's additions run in host memory: a CPU device's own memory bandwidth
-    echo "host_add_gbs = $(sed -nE 's/^ *mem_bw_gbs = ([0-9.e+-]+);/\1/p' "$tmp/$1" | head -1);"
-    echo "links = { intra = { latency_us = ${lat:-5}; bandwidth_gbs = ${bw:-5};${ring:+ ring_gbs = $ring;} };"
-    echo "          inter = { latency_us = ${lat:-5}; bandwidth_gbs = ${bw:-5};${ring:+ ring_gbs = $ring;} }; };"
+    cluster_links "$tmp/$1"
 }
 
 profile() { # profile ROUND: prof$1.cfg and cluster$1.cfg (TRACED=1: cluster$1.pipe.cfg too)

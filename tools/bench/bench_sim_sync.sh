@@ -33,13 +33,14 @@ mkdir -p "$tmp"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl=self,vader # with CMA, as bench_sim.sh says why
 export POCL_MAX_PTHREAD_COUNT=1
+. tools/bench/sim_links.sh
 job=conf/mnist-mlp.cfg
 slow="[1.0, 2.0, 1.0]"
 sets=(--set train.steps="$steps" --set train.eval_every=0 --set log.every=10
       --set log.progress=none --set checkpoint.path= --set "cluster.slowdown=$slow")
 
 profile() { # profile ROUND: prof$1.cfg and cluster$1.cfg
-    local k=$1 lat bw ring
+    local k=$1
     mpirun -np 2 --bind-to core "$build/hetprof" -c "$job" --batch 64,128,256 \
         -o "$tmp/prof$k.cfg" >"$tmp/prof$k.out" 2>&1 || { tail -20 "$tmp/prof$k.out"; exit 1; }
     if [ "${TRACED:-0}" = 1 ]; then
@@ -53,9 +54,6 @@ profile() { # profile ROUND: prof$1.cfg and cluster$1.cfg
         /usr/bin/python3 tools/bench/trace2prof.py "$tmp/cal$k.json" "$tmp/prof$k.alone.cfg" \
             $((B / 2)) -o "$tmp/prof$k.cfg" >>"$tmp/cal$k.out"
     fi
-    read -r lat bw < <(sed -nE 's/.*latency_us = ([0-9.e+-]+); bandwidth_gbs = ([0-9.e+-]+);.*/\1 \2/p' "$tmp/prof$k.cfg" | head -1)
-    # our ring's own step over the pair (hetprof's ring_gbs), the rate hetsim's collectives use
-    ring=$(sed -nE 's/.*a = 0; b = 1;.* ring_gbs = ([0-9.e+-]+);.*/\1/p' "$tmp/prof$k.cfg" | head -1)
     local c
     for c in 1 0; do # the serving rank's cores: cluster$k.1.cfg, cluster$k.0.cfg
         cat >"$tmp/cluster$k.$c.cfg" <<EOF
@@ -64,9 +62,7 @@ devices = ( { name = "w0"; profile_device = 0; cores = 1.0; },
             { name = "w1"; profile_device = 1; cores = 1.0; },
             { name = "server"; profile_device = 0; cores = $c.0; } );
 hosts = ( { cores = $(nproc); devices = ["w0", "w1", "server"]; } );
-host_add_gbs = $(sed -nE 's/^ *mem_bw_gbs = ([0-9.e+-]+);/\1/p' "$tmp/prof$k.cfg" | head -1);
-links = { intra = { latency_us = ${lat:-5}; bandwidth_gbs = ${bw:-5};${ring:+ ring_gbs = $ring;} };
-          inter = { latency_us = ${lat:-5}; bandwidth_gbs = ${bw:-5};${ring:+ ring_gbs = $ring;} }; };
+$(cluster_links "$tmp/prof$k.cfg")
 EOF
     done
 }
