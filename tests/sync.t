@@ -62,17 +62,24 @@ for mode in gossip gossip-adaptive; do
     weights_sum "$TMP/$mode.err" 4
     ok $? "$mode: the push-sum weights still sum to 4 (no model message lost or merged twice)"
 done
-[ "$(wsum "$TMP/gossip-adaptive.jsonl" bytes_sent)" -lt "$(wsum "$TMP/gossip.jsonl" bytes_sent)" ]
-ok $? "gossip-adaptive sends fewer bytes than gossip every step"
-# push-sum never waits for a peer: every fast worker runs at least 3x the local steps of the
+# per local step of the workers: how many steps each run takes depends on how the shared
+# cores were handed out (a loaded CI machine once gave gossip few), what a step sends does not
+bytes_per_step() { echo "$(wsum "$1" bytes_sent) $(wsum "$1" steps)"; }
+read -r ab as < <(bytes_per_step "$TMP/gossip-adaptive.jsonl")
+read -r gb gs < <(bytes_per_step "$TMP/gossip.jsonl")
+awk -v ab="$ab" -v as="$as" -v gb="$gb" -v gs="$gs" 'BEGIN { exit !(as > 0 && gs > 0 && ab / as < gb / gs) }'
+ok $? "gossip-adaptive sends fewer bytes than gossip every step ($ab over $as steps, $gb over $gs)"
+# push-sum never waits for a peer: every fast worker runs at least 2x the local steps of the
 # 10x slower worker 3. Before 2026-11-26 a worker waited for its last send to complete (a
 # large model: until its peer took it; a small one: still a polite wait's sleep per step),
-# and here the fast workers ran 43-48 local steps against the slow one's 29-32; now 17-130
-# against 2.
+# and here the fast workers ran 43-48 local steps against the slow one's 29-32 (1.5x); now
+# 17-130 against 2 on a quiet machine. The margin is for load: with two other processes
+# spinning on the 2 cores they ran 7-10 (and 3 another time) against 2, and 3x failed once in
+# CI
 for mode in gossip gossip-adaptive; do
     s3=$(field "$TMP/$mode.jsonl" 3 steps)
     lo=$(for r in 0 1 2; do field "$TMP/$mode.jsonl" $r steps; done | sort -n | head -1)
-    [ -n "$s3" ] && [ -n "$lo" ] && [ "$lo" -ge $((3 * s3)) ]
+    [ -n "$s3" ] && [ -n "$lo" ] && [ "$lo" -ge $((2 * s3)) ]
     ok $? "$mode: the fast workers ran at least $lo local steps, the 10x slower one $s3"
 done
 
