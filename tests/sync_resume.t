@@ -78,8 +78,8 @@ for mode in $MODES; do
     step=$(meta "$c" step)
     samples=$(meta "$c" sync.samples)
     # a worker that waits for each reply (servers, groups) overshoots by at most one local
-    # step per worker; gossip reads the coordinator's answers without waiting, so under load
-    # a worker may take a few more steps before it sees STOP
+    # step per worker; gossip reads the coordinator's answers without waiting until 4 are
+    # owed, so under load a worker may take a few more steps before it sees STOP
     most=21
     [ "${mode#gossip}" != "$mode" ] && most=30
     [ $RC -eq 0 ] && [ -n "$step" ] && [ "$step" -ge 20 ] && [ "$step" -le $most ] &&
@@ -129,6 +129,38 @@ PY
     [ $RC -eq 0 ] && [ -n "$v1" ] && [ "$v1" = "$v2" ]
     ok $? "$mode: its final checkpoint resumed evaluates to the same val_loss ($v1 = $v2)"
 done
+
+# ---- a starved coordinator: gossip's coordinator frozen (SIGSTOP) for 2 s from the job's
+# first logged steps. Its workers wait for it once 4 answers are owed, so --stop-after 60
+# still stops within a few steps of 60 (without the wait they ran on to step 288 of 400; in
+# CI, the coordinator starved of CPU let a --stop-after 20 run to the end of the budget).
+# The workers are slowed 20x (about 17 ms a step) so that the freeze comes before step 60.
+frozen() {
+    MPI_TIMEOUT=120 mpirun_ht 3 "$HETTRAIN" -c "$TMP/job.cfg" --set log.metrics="$TMP/frz.jsonl" \
+        --set sync.mode=gossip-adaptive --set train.steps=400 \
+        --set 'cluster.slowdown=[20.0, 20.0, 1.0]' --set checkpoint.path="$TMP/frz.ckpt" \
+        --stop-after 60 >"$TMP/frz.out" 2>"$TMP/frz.err" &
+    local job=$! coord= i p
+    for i in $(seq 500); do
+        grep -q '"type":"train"' "$TMP/frz.jsonl" 2>/dev/null && break
+        sleep 0.02
+    done
+    for p in $(pgrep -x hettrain); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=2 && coord=$p
+    done
+    at=$(losses_of frz | tail -1 | cut -d' ' -f1)
+    [ -n "$coord" ] && kill -STOP "$coord" && sleep 2 && kill -CONT "$coord"
+    wait $job
+    RC=$?
+    [ -n "$coord" ]
+}
+frozen
+found=$?
+step=$(meta "$TMP/frz.ckpt" step)
+[ $found -eq 0 ] && [ $RC -eq 0 ] && [ -n "$at" ] && [ "$at" -lt 40 ] && [ -n "$step" ] &&
+    [ "$step" -ge 60 ] && [ "$step" -le 68 ] && grep -q "stopped at step $step of 400" "$TMP/frz.err"
+ok $? "gossip-adaptive, its coordinator frozen for 2 s from step ${at:-?}: --stop-after 60 stops at step ${step:-?} (at most 68)"
+[ $RC -eq 0 ] || diag "$(tail -3 "$TMP/frz.err")"
 
 # ---- bsp: the data order is a function of seed and step, so a checkpoint of 2 ranks resumes
 # with 1 or 3 and continues the 2-rank run: steps 21..40 within 1e-5 of its losses (only the

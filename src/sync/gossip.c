@@ -11,7 +11,10 @@
  * since the last exchange, or after sync.max_period steps (gossip-adaptive).
  * The coordinator (the last rank) only counts samples: each worker reports its progress
  * (one small nonblocking message at a time) and reads the coordinator's answers (the global
- * count, then STOP) when they are there. At the end every worker sends FIN to every other
+ * count, then STOP) when they are there; only when more than GOSSIP_OWED answers are owed
+ * does it wait for one, so that a coordinator starved of CPU (ranks sharing cores) cannot
+ * leave the count a worker acts on (learning rate, STOP) arbitrarily stale: in CI a worker
+ * ran from step 10 to the end of the budget past a --stop-after 20. At the end every worker sends FIN to every other
  * one and merges what is still in flight until it has every FIN; the final model is the
  * weighted average sum a_i x_i / sum a_i. */
 #include <math.h>
@@ -26,6 +29,11 @@
 #include "sync/internal.h"
 #include "sync/rules.h"
 
+/* progress messages a worker may have unanswered before it waits for the coordinator: the
+ * stop overshoots by at most this many local steps per worker (when the coordinator keeps
+ * up, answers come within a step and no worker waits) */
+enum { GOSSIP_OWED = 4 };
+
 typedef struct gs_worker {
     float *x, *last;      /* the model on the host; the model at the last exchange */
     void *sbuf, *rbuf;    /* header + n floats */
@@ -33,6 +41,7 @@ typedef struct gs_worker {
     msg_hdr prog, ctrl;
     double a; /* push-sum weight */
     int64_t round, since, unreported, steps;
+    int64_t owed; /* progress messages of this segment not answered yet */
     int fins;
     int fresh; /* x holds this step's model */
     double last_norm;
@@ -83,13 +92,24 @@ static void take(ht_sync *s, gs_worker *g, int from) {
     g->a += h->weight;
 }
 
-/* Reads the coordinator's answers that have arrived: the global count, STOP. */
+/* Takes one answer of the coordinator (waiting for it): the global count, STOP. */
+static void take_control(ht_sync *s, gs_worker *g) {
+    ht_comm_recv(&g->ctrl, sizeof g->ctrl, s->L.workers, TAG_GROUP);
+    g->owed--;
+    s->global = g->ctrl.samples;
+    if (g->ctrl.kind == MSG_STOP) s->stop = 1;
+    if (g->ctrl.kind == MSG_STOP && g->ctrl.aux) s->told_interrupt = 1;
+}
+
+/* Reads the answers that have arrived, then waits while more than GOSSIP_OWED are owed. */
 static void read_control(ht_sync *s, gs_worker *g) {
-    while (ht_comm_probe(s->L.workers, TAG_GROUP, NULL, NULL)) {
-        ht_comm_recv(&g->ctrl, sizeof g->ctrl, s->L.workers, TAG_GROUP);
-        s->global = g->ctrl.samples;
-        if (g->ctrl.kind == MSG_STOP) s->stop = 1;
-        if (g->ctrl.kind == MSG_STOP && g->ctrl.aux) s->told_interrupt = 1;
+    while (ht_comm_probe(s->L.workers, TAG_GROUP, NULL, NULL))
+        take_control(s, g);
+    if (g->owed > GOSSIP_OWED) {
+        double t0 = ht_now();
+        while (g->owed > GOSSIP_OWED)
+            take_control(s, g);
+        ht_trace_span("wait (coordinator)", t0, ht_now());
     }
 }
 
@@ -146,6 +166,7 @@ static void gossip_step(ht_sync *s, int b, float lr) {
                             .aux = ht_stop_requested()};
         g->pm = ht_comm_isend(&g->prog, sizeof g->prog, s->L.workers, TAG_READY);
         g->unreported = 0;
+        g->owed++;
     }
     read_control(s, g);
     s->st.comm_s += ht_now() - t0;
@@ -165,6 +186,7 @@ static void gossip_quiesce(ht_sync *s) {
     do
         ht_comm_recv(&g->ctrl, sizeof g->ctrl, coord, TAG_GROUP);
     while (g->ctrl.kind != MSG_FIN);
+    g->owed = 0; /* FIN comes after every answer */
     msg_hdr fin = {.kind = MSG_FIN};
     for (int w = 0; w < W; w++)
         if (w != s->rank) ht_comm_send(&fin, sizeof fin, w, TAG_MODEL);
