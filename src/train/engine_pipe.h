@@ -1,0 +1,63 @@
+/* The pipeline engine's state, shared by engine_pipe.c (setup, steps, gather) and
+ * pipe_repart.c (pipe.rebalance: online re-partitioning), and the functions each calls of
+ * the other. Not for other engines. */
+#ifndef HT_TRAIN_ENGINE_PIPE_H
+#define HT_TRAIN_ENGINE_PIPE_H
+
+#include "pipe/exec.h"
+#include "pipe/schedule.h"
+#include "plan/repart.h"
+#include "train/engine.h"
+#include "train/pipe_mem.h"
+#include "train/pipe_plan.h"
+
+enum {
+    TAG_GATHER = 900, /* stage owner -> rank 0, below the executor's tags */
+    TAG_MOVE = 901,   /* a layer's old owner -> its new one (re-partitioning) */
+};
+
+typedef struct pipe_state {
+    ht_pipe_sched sched;
+    ht_pipe_exec *x;
+    int *bounds;
+    ht_pipe_place place;
+    ht_pipe_groups grp; /* the pipeline ranks of each schedule rank (pipe.replicate) */
+    int q;              /* the schedule rank this rank runs */
+    int hostbuf[HT_PART_MAX_RANKS];
+    const int *host;    /* hetero: host id of each pipeline rank (hostbuf), or NULL: one host */
+    int mb;
+    float clip;
+    double bubble_unit; /* the checker's bubble at F = 1, B = 2 */
+    /* 2bw: sched is the period stream, chk three periods chained for the checker */
+    int tbw;
+    ht_pipe_sched chk;
+    int64_t last;  /* the last batch run */
+    float pend_lr; /* the learning rate of that batch: its gradient is applied with it */
+    ht_pipe_mem mem; /* limits, recomputed layers and in-flight limits per pipeline rank */
+    double *cal;     /* every layer's start-up times on every rank (hepipe, hetero), or NULL */
+    double *cal1;    /* the same at 1 sample per micro-batch (pipe.replicate), or NULL */
+    ht_pipe_params pp; /* the schedule's parameters, kept to generate it again */
+    /* pipe.rebalance (hetero, gpipe / 1f1b / hepipe): the start-up problem and the rule */
+    int repart;
+    ht_pipe_problem prob;
+    ht_repart rp;
+    int told; /* a refused return was logged since the last change */
+} pipe_state;
+
+/* Floats [off, off + n) of the parameters and of every optimizer state buffer, from rank
+ * `from` to rank `to` (blocking; this rank is one of the two). */
+void ht_pipe_send_state(ht_job *j, size_t off, size_t n, int from, int to, int tag);
+/* Rank 0's start-up table: stage -> rank(s), layers, parameters. */
+void ht_pipe_announce(const ht_job *j, const pipe_state *p);
+/* The streams, the memory decision, recomputation, the check and the executor for the cut
+ * in p->bounds. */
+int ht_pipe_make_schedule(ht_job *j, ht_pipe_params *pp, pipe_state *p, double slowdown,
+                          ht_pipe_report *rep);
+
+/* pipe_repart.c: whether this job re-partitions (p->repart) and its rule's state. */
+int ht_pipe_repart_init(ht_job *j, pipe_state *p);
+/* The rule on one step's all-reduced times (t[2r], t[2r + 1]: rank r's compute and whole
+ * step); a new cut moves the layers and rebuilds the executor. Collective. */
+int ht_pipe_repartition(ht_job *j, pipe_state *p, int64_t step, const double *t);
+
+#endif

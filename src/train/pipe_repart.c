@@ -1,0 +1,156 @@
+/* pipe.rebalance: the pipeline engine's online re-partitioning (engine_pipe.h). Every
+ * rank applies the rule (src/plan/repart.h) to the same all-reduced step times; a new cut
+ * moves the layers that change rank, with their optimizer state, and rebuilds the schedule
+ * and the executor. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "io/trace.h"
+#include "train/engine_pipe.h"
+
+/* pipe.rebalance: on for the hetero cut of a flushing schedule (2bw keeps a batch in flight
+ * across steps; explicit boundaries are the user's). The rule's interval and hysteresis are
+ * wider than the data-parallel rebalancer's (5 steps, 5%): a new cut rebuilds the executor.
+ * Its factors are the median of the last 5 ratios, not smoothed further (alpha 1): with 0.3
+ * the first move came when rank 1's factor was 2.3-2.7 of a true 3-4 and went half way
+ * (BENCHMARKS.md, 2026-11-26: 0.75-0.93x the cut planned for the slowdown, 0.91-1.00x with 1). */
+int ht_pipe_repart_init(ht_job *j, pipe_state *p) {
+    const ht_config *cfg = j->cfg;
+    const int k = p->pp.kind;
+    p->repart = cfg->pipe.rebalance && !strcmp(cfg->pipe.partition, "hetero") &&
+                !cfg->pipe.nboundaries && p->cal && p->pp.D > 1 && !cfg->pipe.replicate &&
+                (k == HT_PIPE_GPIPE || k == HT_PIPE_1F1B || k == HT_PIPE_HEPIPE);
+    if (!p->repart) return HT_OK;
+    ht_pipe_problem_init(&p->prob, &j->model, p->cal, NULL, j->world, k, p->pp.D, p->pp.N, p->mb,
+                         ht_optim_state_count(&j->opt), ht_pipe_mem_part_limits(&p->mem),
+                         p->mem.mode == HT_PIPE_MEM_AUTO);
+    p->prob.in.host = p->host; /* the start-up cut's two levels */
+    return ht_repart_init(&p->rp, p->pp.D, 1.0, 0.1, 10, 2);
+}
+
+/* "0-5 | 6-9": the layers of each stage. */
+static void cut_text(const int *b, int D, char *out, size_t n) {
+    size_t k = 0;
+    out[0] = 0;
+    for (int q = 0; q < D && k + 24 < n; q++)
+        k += (size_t)snprintf(out + k, n - k, "%s%d-%d", q ? " | " : "", b[q], b[q + 1] - 1);
+}
+
+static int log_repart(ht_job *j, const pipe_state *p, int64_t step, const int *old) {
+    const int D = p->pp.D;
+    const ht_repart *r = &p->rp;
+    char a[256], b[256], ks[256] = "", kv[256] = "";
+    cut_text(old, D, a, sizeof a);
+    cut_text(p->bounds, D, b, sizeof b);
+    for (int q = 0, k = 0, n = 0; q < D && k + 24 < (int)sizeof ks && n + 24 < (int)sizeof kv;
+         q++) {
+        k += snprintf(ks + k, sizeof ks - (size_t)k, "%srank %d %.2fx", q ? ", " : "", q, r->k[q]);
+        n += snprintf(kv + n, sizeof kv - (size_t)n, "%s%.4g", q ? "," : "", r->k[q]);
+    }
+    if (r->reverted)
+        ht_log_info("step %lld: pipeline cut %s undone, back to %s: median step %.4g ms under "
+                    "it, %.4g ms before",
+                    (long long)step + 1, a, b, r->t_after * 1e3, r->t_before * 1e3);
+    else
+        ht_log_info("step %lld: pipeline re-partitioned, layers %s -> %s: slowest stage "
+                    "predicted %.4g -> %.4g ms per step (compute measured / start-up: %s)",
+                    (long long)step + 1, a, b, r->pred_before * 1e3, r->pred_after * 1e3, ks);
+    if (!j->metrics) return HT_OK;
+    return ht_metrics_write(j->metrics,
+                            "type=%s step=%lld from=%s to=%s reverted=%d factors=%s "
+                            "predicted_before_s=%g predicted_after_s=%g step_before_s=%g "
+                            "step_after_s=%g",
+                            "pipe_repartition", (long long)step + 1, a, b, r->reverted, kv,
+                            r->pred_before, r->pred_after, r->t_before,
+                            r->reverted ? r->t_after : NAN);
+}
+
+/* Pipeline rank of layer l under cut b. */
+static int stage_of(const int *b, int D, int l) {
+    int q = 0;
+    while (q + 1 < D && l >= b[q + 1])
+        q++;
+    return q;
+}
+
+/* Every layer whose pipeline rank changes from cut old to p->bounds moves its parameters
+ * and optimizer state from the old rank to the new one in each replica; all ranks walk the
+ * layers in the same order, so the blocking sends pair up. Collective. */
+static void move_layers(ht_job *j, const pipe_state *p, const int *old) {
+    const int D = p->pp.D;
+    const ht_model *m = &j->model;
+    for (int l = 0; l < m->nlayers; l++) {
+        const ht_layer *ly = &m->layers[l];
+        int from = stage_of(old, D, l), to = stage_of(p->bounds, D, l);
+        if (from == to || !ly->nparams) continue;
+        from += p->place.replica * D, to += p->place.replica * D;
+        if (j->rank == from || j->rank == to)
+            ht_pipe_send_state(j, ly->woff, ly->nparams, from, to, TAG_MOVE);
+    }
+}
+
+/* The schedule (hepipe: from the stage times scaled by each rank's measured factor), the
+ * memory decision (recomputation re-decided for the new stages) and the executor for the
+ * cut in p->bounds; device memory counts its peak from here. */
+static int rebuild(ht_job *j, pipe_state *p, int64_t step) {
+    ht_pipe_exec_free(p->x);
+    p->x = NULL;
+    ht_pipe_sched_free(&p->sched);
+    ht_dev_mem(j->dev, NULL, NULL, NULL, 1);
+    double times[HT_PART_MAX_RANKS];
+    if (p->pp.kind == HT_PIPE_HEPIPE) {
+        ht_pipe_plan_stage_times(&j->model, p->cal, NULL, j->world, &p->grp, p->mb, p->bounds,
+                                 times);
+        for (int q = 0; q < p->pp.D; q++)
+            times[q] *= p->rp.k[q];
+        p->pp.stage_time = times;
+    }
+    ht_pipe_report rep;
+    int rc = ht_pipe_make_schedule(j, &p->pp, p, ht_config_slowdown_at(j->cfg, j->rank, step + 1), &rep);
+    p->pp.stage_time = NULL;
+    if (rc != HT_OK) return rc;
+    p->bubble_unit = rep.bubble;
+    ht_pipe_announce(j, p);
+    return HT_OK;
+}
+
+/* The rule on this step's times (t[2r], t[2r + 1]: rank r's compute and whole step); a new
+ * cut moves the layers and rebuilds. Collective: every rank decides alike from the same
+ * all-reduced times. */
+int ht_pipe_repartition(ht_job *j, pipe_state *p, int64_t step, const double *t) {
+    const int D = p->pp.D;
+    double comp[HT_PART_MAX_RANKS] = {0}, slowest = 0;
+    for (int r = 0; r < j->world; r++) {
+        if (t[2 * r] > comp[r % D]) comp[r % D] = t[2 * r];
+        if (t[2 * r + 1] > slowest) slowest = t[2 * r + 1];
+    }
+    int old[HT_PART_MAX_RANKS + 1];
+    memcpy(old, p->bounds, (size_t)(D + 1) * sizeof *old);
+    if (!ht_repart_update(&p->rp, step, &p->prob.in, comp, slowest, p->bounds)) {
+        if (p->rp.kept && j->rank == 0)
+            ht_log_info("step %lld: the new pipeline cut holds: median step %.4g ms under it, "
+                        "%.4g ms before",
+                        (long long)step + 1, p->rp.t_after * 1e3, p->rp.t_before * 1e3);
+        if (p->rp.blocked && !p->told && j->rank == 0) {
+            char c[256];
+            cut_text(p->rp.other, D, c, sizeof c);
+            ht_log_info("step %lld: the model prefers the cut %s again, but it measured %.4g ms "
+                        "per step, no faster than now: staying",
+                        (long long)step + 1, c, p->rp.t_other * 1e3);
+        }
+        p->told |= p->rp.blocked;
+        return HT_OK;
+    }
+    p->told = 0;
+    int rc = j->rank == 0 ? log_repart(j, p, step, old) : HT_OK;
+    double t0 = ht_now();
+    move_layers(j, p, old);
+    int rc2 = rebuild(j, p, step);
+    ht_trace_span("re-partition (layers moved, executor rebuilt)", t0, ht_now());
+    return rc != HT_OK ? rc : rc2;
+}
+
