@@ -85,8 +85,9 @@ for mode in $MODES; do
     [ $RC -eq 0 ] && [ -n "$step" ] && [ "$step" -ge 20 ] && [ "$step" -le $most ] &&
         [ "$step" -eq $((samples / 32)) ] &&
         grep -q "stopped at step $step of 40; checkpoint saved" "$TMP/s2-$mode.err"
-    ok $? "$mode, two workers: --stop-after 20 stops at step $step with ${samples} samples (step = samples / batch)"
-    [ $RC -eq 0 ] || diag "$(tail -3 "$TMP/s2-$mode.err")"
+    r=$?
+    ok $r "$mode, two workers: --stop-after 20 stops at step $step with ${samples} samples (step = samples / batch)"
+    [ $r -eq 0 ] || diag "step $step, samples $samples, exit $RC:" "$(tail -3 "$TMP/s2-$mode.err")"
     if [ "${mode#gossip}" != "$mode" ]; then
         w0=$(meta "$c" sync.worker.0 | cut -d' ' -f3)
         w1=$(meta "$c" sync.worker.1 | cut -d' ' -f3)
@@ -102,8 +103,9 @@ for mode in $MODES; do
         grep -q "resumed from .* at step $step" "$TMP/s2-$mode.err" &&
         { [ "${mode#gossip}" = "$mode" ] || grep -Eq "weights sum to (2|1.99999|2.00000).* over 2 workers" "$TMP/s2-$mode.err"; } &&
         awk -v a="$after" -v b="$begin" 'BEGIN { exit !(a != "" && a < 0.8 * b) }'
-    ok $? "$mode: resumed at step $step, ends at the budget; mean loss of its first 5 steps $after < 0.8 x the first 5 of the job ($begin)"
-    [ $RC -eq 0 ] || diag "$(tail -3 "$TMP/s2-$mode.err")"
+    r=$?
+    ok $r "$mode: resumed at step $step, ends at the budget; mean loss of its first 5 steps $after < 0.8 x the first 5 of the job ($begin)"
+    [ $r -eq 0 ] || diag "exit $RC:" "$(tail -3 "$TMP/s2-$mode.err")"
     # each run's "sync" records: the samples the workers trained on are the samples the
     # server(s) or coordinator counted, in the stopped run and in the resumed one
     /usr/bin/python3 - "$TMP/s2-$mode.jsonl" $np <<'PY'
@@ -115,7 +117,7 @@ for run in (recs[:np_], recs[np_:]):
     w = sum(r["samples"] for r in run if r["role"] == "worker")
     x = [r["samples"] for r in run if r["role"] != "worker"]
     print("# workers %d, counted %s" % (w, x))
-    assert w > 0 and all(c == w for c in x)
+    assert w > 0 and all(c == w for c in x), "workers %d, counted %s" % (w, x)
 PY
     ok $? "$mode: in both runs the workers' samples are the samples the extra rank(s) counted"
     # the finished run's checkpoint resumed: nothing to train, the job's model is rebuilt from
@@ -159,8 +161,9 @@ found=$?
 step=$(meta "$TMP/frz.ckpt" step)
 [ $found -eq 0 ] && [ $RC -eq 0 ] && [ -n "$at" ] && [ "$at" -lt 40 ] && [ -n "$step" ] &&
     [ "$step" -ge 60 ] && [ "$step" -le 68 ] && grep -q "stopped at step $step of 400" "$TMP/frz.err"
-ok $? "gossip-adaptive, its coordinator frozen for 2 s from step ${at:-?}: --stop-after 60 stops at step ${step:-?} (at most 68)"
-[ $RC -eq 0 ] || diag "$(tail -3 "$TMP/frz.err")"
+r=$?
+ok $r "gossip-adaptive, its coordinator frozen for 2 s from step ${at:-?}: --stop-after 60 stops at step ${step:-?} (at most 68)"
+[ $r -eq 0 ] || diag "coordinator pid found: $([ $found -eq 0 ] && echo yes || echo no), exit $RC:" "$(tail -3 "$TMP/frz.err")"
 
 # ---- bsp: the data order is a function of seed and step, so a checkpoint of 2 ranks resumes
 # with 1 or 3 and continues the 2-rank run: steps 21..40 within 1e-5 of its losses (only the
