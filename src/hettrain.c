@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/hetsim.h"
 #include "comm/comm.h"
 #include "config/config.h"
 #include "core/err.h"
@@ -17,7 +18,6 @@
 #include "ocl/ocl.h"
 #include "pipe/schedule.h"
 #include "prof/profile.h"
-#include "cli/hetsim.h"
 #include "train/generate.h"
 #include "train/train.h"
 

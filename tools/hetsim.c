@@ -1,5 +1,5 @@
 /* hetsim: predicts a hettrain job's step on a described cluster without running it; the
- * command line is src/sim/cli.c's (hetsim --help). */
+ * command line is src/cli/hetsim.c's (hetsim --help). */
 #include "core/err.h"
 #include "cli/hetsim.h"
 

@@ -292,10 +292,7 @@ static int slowest_link(const ht_profile *p, const int *host, int same, ht_sim_l
         const ht_prof_link *l = &p->links[i];
         if ((host[l->a] == host[l->b]) != same) continue;
         ht_sim_link e = {l->latency_us * 1e-6, l->bandwidth_gbs * 1e9, l->ring_gbs * 1e9};
-        if (!found) *out = e;
-        if (e.latency_s > out->latency_s) out->latency_s = e.latency_s;
-        if (e.bw_Bps < out->bw_Bps) out->bw_Bps = e.bw_Bps;
-        if (e.ring_Bps < out->ring_Bps) out->ring_Bps = e.ring_Bps;
+        *out = found ? ht_sim_link_slower(*out, e) : e;
         found = 1;
     }
     return found;

@@ -193,6 +193,12 @@ ht_sim_link ht_sim_link_of(const ht_sim_cluster *c, int a, int b) {
     return c->rank_host[a] == c->rank_host[b] ? c->intra : c->inter;
 }
 
+ht_sim_link ht_sim_link_slower(ht_sim_link a, ht_sim_link b) {
+    return (ht_sim_link){a.latency_s > b.latency_s ? a.latency_s : b.latency_s,
+                         a.bw_Bps < b.bw_Bps ? a.bw_Bps : b.bw_Bps,
+                         a.ring_Bps < b.ring_Bps ? a.ring_Bps : b.ring_Bps};
+}
+
 void ht_sim_cluster_uniform(ht_sim_cluster *c, const ht_sim_devtype *t, int n, int per_host,
                             ht_sim_link intra, ht_sim_link inter) {
     memset(c, 0, sizeof *c);

@@ -189,12 +189,8 @@ double ht_sim_coll_cost(int alg, int n, double bytes, ht_sim_link l, double add_
 double ht_sim_ring_cost(const ht_sim_cluster *c, int alg, const int *members, int n,
                         double bytes) {
     ht_sim_link l = {0, INFINITY, INFINITY}; /* one link without a measured step: 0, from bw */
-    for (int k = 0; k < n; k++) {
-        ht_sim_link e = ht_sim_link_of(c, members[k], members[(k + 1) % n]);
-        if (e.latency_s > l.latency_s) l.latency_s = e.latency_s;
-        if (e.bw_Bps < l.bw_Bps) l.bw_Bps = e.bw_Bps;
-        if (e.ring_Bps < l.ring_Bps) l.ring_Bps = e.ring_Bps;
-    }
+    for (int k = 0; k < n; k++)
+        l = ht_sim_link_slower(l, ht_sim_link_of(c, members[k], members[(k + 1) % n]));
     return ht_sim_coll_cost(alg, n, bytes, l, c->host_add_gbs * 1e9);
 }
 

@@ -84,6 +84,9 @@ void ht_sim_cluster_uniform(ht_sim_cluster *c, const ht_sim_devtype *t, int n, i
 void ht_sim_cluster_free(ht_sim_cluster *c);
 /* The link between two ranks. */
 ht_sim_link ht_sim_link_of(const ht_sim_cluster *c, int a, int b);
+/* The slower of two links, field by field: the larger latency, the smaller bandwidth and ring
+ * step (a link without a measured step, 0, makes the result have none). */
+ht_sim_link ht_sim_link_slower(ht_sim_link a, ht_sim_link b);
 
 /* ------------------------------------------------------------------ model and costs */
 

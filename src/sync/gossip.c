@@ -14,9 +14,9 @@
  * count, then STOP) when they are there; only when more than GOSSIP_OWED answers are owed
  * does it wait for one, so that a coordinator starved of CPU (ranks sharing cores) cannot
  * leave the count a worker acts on (learning rate, STOP) arbitrarily stale: in CI a worker
- * ran from step 10 to the end of the budget past a --stop-after 20. At the end every worker sends FIN to every other
- * one and merges what is still in flight until it has every FIN; the final model is the
- * weighted average sum a_i x_i / sum a_i. */
+ * ran from step 10 to the end of the budget past a --stop-after 20. At the end every worker
+ * sends FIN to every other one and merges what is still in flight until it has every FIN;
+ * the final model is the weighted average sum a_i x_i / sum a_i. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
