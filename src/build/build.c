@@ -35,7 +35,7 @@ int ht_build_model(ht_model *m, ht_dev *d, const ht_config *cfg, int features, i
                    int max_batch) {
     const char *type = cfg->model.type;
     if (!strcmp(type, "gpt"))
-        return ht_model_gpt(m, d, 256, cfg->model.context, cfg->model.n_layer, cfg->model.d_model,
+        return ht_model_gpt(m, d, cfg->model.vocab, cfg->model.context, cfg->model.n_layer, cfg->model.d_model,
                             cfg->model.n_head, (float)cfg->model.dropout, max_batch);
     if (!strcmp(type, "cnn")) {
         ht_shape in;

@@ -590,19 +590,29 @@ static int check_all(const loader *L) {
         if (!c->data.images[0]) return missing(L, ht_ckey_find("data.images"));
         if (!c->data.labels[0]) return missing(L, ht_ckey_find("data.labels"));
     }
-    if (strcmp(c->data.kind, "text") == 0 && !c->data.path[0])
-        return missing(L, ht_ckey_find("data.path"));
-    int gpt = strcmp(c->model.type, "gpt") == 0, text = strcmp(c->data.kind, "text") == 0;
-    if (gpt && !text)
+    int text = !strcmp(c->data.kind, "text"), tokens = !strcmp(c->data.kind, "tokens");
+    if ((text || tokens) && !c->data.path[0]) return missing(L, ht_ckey_find("data.path"));
+    int gpt = strcmp(c->model.type, "gpt") == 0;
+    if (gpt && !text && !tokens)
         return fail(L, &L->where[ht_ckey_find("data.kind")],
-                    "key 'data.kind': found \"%s\", expected \"text\" for model.type \"gpt\" "
-                    "(a byte-level language model trains on a text file)",
+                    "key 'data.kind': found \"%s\", expected \"text\" or \"tokens\" for "
+                    "model.type \"gpt\" (a language model trains on a text or token files)",
                     c->data.kind);
-    if (text && !gpt)
+    if ((text || tokens) && !gpt)
         return fail(L, &L->where[ht_ckey_find("model.type")],
-                    "key 'model.type': found \"%s\", expected \"gpt\" for data.kind \"text\" "
-                    "(only the language model reads text)",
-                    c->model.type);
+                    "key 'model.type': found \"%s\", expected \"gpt\" for data.kind \"%s\" "
+                    "(only the language model reads text or tokens)",
+                    c->model.type, c->data.kind);
+    if (text && c->model.vocab < 256)
+        return fail(L, &L->where[ht_ckey_find("model.vocab")],
+                    "key 'model.vocab': found %d, expected at least 256 for data.kind \"text\" "
+                    "(every byte is a token)",
+                    c->model.vocab);
+    if (c->data.val_path[0] && !tokens)
+        return fail(L, &L->where[ht_ckey_find("data.val_path")],
+                    "key 'data.val_path': set for data.kind \"%s\"; it is read only for "
+                    "\"tokens\"",
+                    c->data.kind);
     if (gpt && c->model.d_model % c->model.n_head)
         return fail(L, &L->where[ht_ckey_find("model.n_head")],
                     "key 'model.n_head': found %d, expected a divisor of model.d_model (%d)",

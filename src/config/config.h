@@ -30,13 +30,15 @@ typedef struct ht_config {
         int n_layer;               /* gpt: transformer blocks */
         int d_model;               /* gpt: channels */
         int n_head;                /* gpt: attention heads (divides d_model) */
-        int context;               /* gpt: context length T in bytes */
+        int context;               /* gpt: context length T in tokens */
+        int vocab;                 /* gpt: vocabulary size (256: byte-level text) */
         double dropout;            /* gpt: dropout probability, [0, 1) */
     } model;
 
     struct {
-        char kind[16];              /* "synthetic" | "idx" | "text" */
-        char path[HT_PATH_MAX];     /* text: any file, read as bytes (vocabulary 256) */
+        char kind[16];              /* "synthetic" | "idx" | "text" | "tokens" */
+        char path[HT_PATH_MAX];     /* text: any file, read as bytes; tokens: a file or glob */
+        char val_path[HT_PATH_MAX]; /* tokens: validation files; "" = split off data.path */
         char images[HT_PATH_MAX];   /* idx: IDX image file (plain or .gz) */
         char labels[HT_PATH_MAX];   /* idx: IDX label file */
         double val_fraction;        /* last fraction of the samples (text: of the bytes) held out */

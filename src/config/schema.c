@@ -19,7 +19,7 @@
 
 static const char *const MODEL_TYPES[] = {"mlp", "cnn", "gpt", NULL};
 static const char *const ACTIVATIONS[] = {"relu", "gelu", NULL};
-static const char *const DATA_KINDS[] = {"synthetic", "idx", "text", NULL};
+static const char *const DATA_KINDS[] = {"synthetic", "idx", "text", "tokens", NULL};
 static const char *const OPTIMIZERS[] = {"sgd", "adamw", NULL};
 static const char *const SCHEDULES[] = {"constant", "step", "cosine", NULL};
 static const char *const PROGRESS[] = {"auto", "bar", "plain", "none", NULL};
@@ -90,20 +90,29 @@ const ht_ckey ht_config_keys[] = {
     {"model.n_head", HT_CK_INT, GE, "4", 1, 0, NULL, FIELD(model.n_head),
      "gpt: attention heads; must divide d_model"},
     {"model.context", HT_CK_INT, GE, "64", 1, 0, NULL, FIELD(model.context),
-     "gpt: context length in bytes (T)"},
+     "gpt: context length in tokens (T)"},
+    {"model.vocab", HT_CK_INT, GE | LE, "256", 1, 65536, NULL, FIELD(model.vocab),
+     "gpt: vocabulary size (token ids 0..vocab-1); 256 for byte-level text, e.g. 50257 for "
+     "GPT-2's BPE token files"},
     {"model.dropout", HT_CK_NUM, GE | LT, "0", 0, 1, NULL, FIELD(model.dropout),
      "gpt: dropout on the embedding and the residual branches while training"},
 
     {"data.kind", HT_CK_STR, 0, "\"synthetic\"", 0, 0, DATA_KINDS, FIELD(data.kind),
-     "data source: generated samples, IDX files (MNIST), or a text file (model.type gpt)"},
+     "data source: generated samples, IDX files (MNIST), a text file read as bytes, or token "
+     "files (the last two for model.type gpt)"},
     {"data.images", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(data.images),
      "IDX image file, plain or .gz; required when kind = \"idx\""},
     {"data.labels", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(data.labels),
      "IDX label file, plain or .gz; required when kind = \"idx\""},
     {"data.path", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(data.path),
-     "text file, read as bytes (vocabulary 256); required when kind = \"text\""},
+     "text file, read as bytes (vocabulary 256), or token files: one file or a glob of shards "
+     "(nanoGPT's raw uint16, llm.c's .bin shards); required when kind = \"text\" or "
+     "\"tokens\""},
+    {"data.val_path", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(data.val_path),
+     "tokens: validation token files (a file or a glob); \"\" = hold out the last "
+     "val_fraction of data.path"},
     {"data.val_fraction", HT_CK_NUM, GE | LT, "0.2", 0, 1, NULL, FIELD(data.val_fraction),
-     "last fraction of the samples (text: of the bytes) held out for validation"},
+     "last fraction of the samples (text, tokens: of the stream) held out for validation"},
     {"data.samples", HT_CK_INT, GE, "10000", 1, 0, NULL, FIELD(data.samples),
      "synthetic: number of samples"},
     {"data.features", HT_CK_INT, GE, "64", 1, 0, NULL, FIELD(data.features),

@@ -100,6 +100,9 @@ void ht_text_free(ht_text *t);
 int ht_text_split(const ht_text *all, double val_fraction, int T, const char *path, ht_text *train,
                   ht_text *val);
 
+/* Start of window b of batch `step` over a stream of n tokens: uniform in [0, n - T), a pure
+ * function of (seed, step, b). Needs n >= T + 1. Shared by text and token files. */
+size_t ht_window_start(size_t n, int T, uint64_t seed, int64_t step, int b);
 /* Start of window b of batch `step`: uniform in [0, n - T), a pure function of (seed, step,
  * b) (counter b of stream ht_rng_stream(seed, step)), so any step can be redrawn on resume.
  * Needs n >= T + 1. */
@@ -108,6 +111,50 @@ size_t ht_text_window(const ht_text *t, int T, uint64_t seed, int64_t step, int 
  * bytes[s + j + 1], s = ht_text_window(t, T, seed, step, b). targets may be NULL. */
 void ht_text_batch(const ht_text *t, uint64_t seed, int64_t step, int B, int T, int32_t *tokens,
                    int32_t *targets);
+
+/* ------------------------------------------- token files (BPE language models) */
+
+/* One mapped token file: nanoGPT's raw little-endian uint16 ids, or an llm.c shard (a header
+ * of 256 int32: magic 20240520, version 1, token count; then the uint16 ids). */
+typedef struct ht_tokfile {
+    char path[4096];
+    void *map;
+    size_t maplen;
+    const uint16_t *tok; /* into map */
+    size_t n;
+    size_t first_byte; /* byte offset of tok[0] in the file (1024 for a shard, else 0) */
+} ht_tokfile;
+
+/* A set of token files read as one stream, in name order (shards of one dataset). */
+typedef struct ht_tokens {
+    int nfiles;
+    ht_tokfile *f;
+    size_t *start; /* start[i]: stream index of f[i].tok[0]; start[nfiles] = n */
+    size_t n;
+} ht_tokens;
+
+/* A range [lo, lo + n) of a stream: the training or validation part. */
+typedef struct ht_tokview {
+    const ht_tokens *all;
+    size_t lo, n;
+} ht_tokview;
+
+/* Maps the file `pattern` names, or every file its glob matches (name order), without
+ * reading them into memory, and checks every token against vocab (1..65536). HT_EINPUT
+ * prefixed by `what` (the key: "key 'data.path'") naming the file and byte offset for: no
+ * file, an empty file, an odd size, a shard whose header disagrees with its size, a token
+ * >= vocab. On error *t is left empty. */
+int ht_tokens_open(ht_tokens *t, const char *pattern, int vocab, const char *what);
+void ht_tokens_free(ht_tokens *t);
+/* By position, as ht_text_split: val the last round(val_fraction * n) tokens. Each part
+ * must hold a window of T+1 tokens (val may be empty): HT_EINPUT naming `path` otherwise. */
+int ht_tokens_split(const ht_tokens *all, double val_fraction, int T, const char *path,
+                    ht_tokview *train, ht_tokview *val);
+/* The whole stream as one part (a separate validation set); HT_EINPUT if shorter than T+1. */
+int ht_tokens_whole(const ht_tokens *all, int T, const char *path, ht_tokview *v);
+/* Batch `step` of B windows of T tokens, as ht_text_batch (windows may cross shards). */
+void ht_tokens_batch(const ht_tokview *v, uint64_t seed, int64_t step, int B, int T,
+                     int32_t *tokens, int32_t *targets);
 
 /* ------------------------------------------------------------- sample order */
 

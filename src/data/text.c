@@ -92,9 +92,15 @@ int ht_text_split(const ht_text *all, double val_fraction, int T, const char *pa
     return HT_OK;
 }
 
+size_t ht_window_start(size_t n, int T, uint64_t seed, int64_t step, int b) {
+    uint64_t starts = n - (size_t)T, stream = ht_rng_stream(seed, (uint64_t)step); /* s+T+1 <= n */
+    if (starts <= UINT32_MAX) return ht_rng_below(stream, (uint64_t)b, (uint32_t)starts);
+    /* token sets past 2^32 windows: the same draw with a 64-bit multiply-high */
+    return (size_t)(((unsigned __int128)ht_rng_u64(stream, (uint64_t)b) * starts) >> 64);
+}
+
 size_t ht_text_window(const ht_text *t, int T, uint64_t seed, int64_t step, int b) {
-    size_t starts = t->n - (size_t)T; /* s + T + 1 <= n */
-    return ht_rng_below(ht_rng_stream(seed, (uint64_t)step), (uint64_t)b, (uint32_t)starts);
+    return ht_window_start(t->n, T, seed, step, b);
 }
 
 void ht_text_batch(const ht_text *t, uint64_t seed, int64_t step, int B, int T, int32_t *tokens,

@@ -28,8 +28,8 @@ int ht_prof_model(ht_model *m, ht_dev *d, const ht_config *cfg, int max_batch) {
         if (rc != HT_OK) return rc;
         features = ds.features, classes = ds.classes;
         ht_dataset_free(&ds);
-    } else if (!strcmp(cfg->data.kind, "text")) {
-        features = cfg->model.context, classes = 256;
+    } else if (!strcmp(cfg->data.kind, "text") || !strcmp(cfg->data.kind, "tokens")) {
+        features = cfg->model.context, classes = cfg->model.vocab;
     }
     return ht_build_model(m, d, cfg, features, classes, max_batch);
 }

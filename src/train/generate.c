@@ -1,9 +1,12 @@
 /* Text generation from a GPT checkpoint: the model the config describes, loaded with the
- * checkpoint's parameters, runs forward on the last model.context bytes and samples the
- * next byte (softmax at a temperature, or greedy), draws being a pure function of the seed
- * and the position, so a seed always gives the same text. */
+ * checkpoint's parameters, runs forward on the last model.context tokens and samples the
+ * next token (softmax at a temperature, or greedy), draws being a pure function of the seed
+ * and the position, so a seed always gives the same text. A byte-level model (data.kind
+ * "text") reads the prompt as bytes and prints bytes; a model of token files reads and
+ * prints token ids (hettrain has no BPE tokenizer: tools/tokenize.py turns text into ids). */
 #include "train/generate.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +39,34 @@ static int sample(const float *z, int V, double temperature, uint64_t stream, ui
     }
     free(p);
     return pick;
+}
+
+/* The prompt of a token model: ids separated by spaces or commas, each in [0, V). */
+static int parse_ids(const char *prompt, int V, int32_t *ids, size_t *n) {
+    const char *p = prompt;
+    *n = 0;
+    for (;;) {
+        while (*p == ' ' || *p == ',' || *p == '\t' || *p == '\n') p++;
+        if (!*p) break;
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || errno || v < 0 || v >= V || (*end && !strchr(" ,\t\n", *end)))
+            return ht_error(HT_EINPUT,
+                            "--prompt: '%.*s' at character %zu: expected token ids in [0, %d) "
+                            "separated by spaces or commas (model.vocab %d; data.kind "
+                            "\"tokens\" prompts are ids, not text)",
+                            (int)strcspn(p, " ,\t\n"), p, (size_t)(p - prompt), V, V);
+        ids[(*n)++] = (int32_t)v;
+        p = end;
+    }
+    if (!*n) return ht_error(HT_EINPUT, "--prompt holds no token id");
+    return HT_OK;
+}
+
+static void emit(FILE *out, int bytes, int32_t t, int first) {
+    if (bytes) fputc(t, out);
+    else fprintf(out, first ? "%d" : " %d", t);
 }
 
 int ht_generate(const ht_config *cfg, const ht_generate_opts *o, FILE *out) {
@@ -73,36 +104,43 @@ int ht_generate(const ht_config *cfg, const ht_generate_opts *o, FILE *out) {
     ht_dev *dev = NULL;
     if ((rc = ht_dev_open(&dev, dev_index, &dopts)) != HT_OK) return rc;
     ht_model m;
-    if ((rc = ht_build_model(&m, dev, cfg, 0, 256, 1)) != HT_OK) goto out_dev;
+    if ((rc = ht_build_model(&m, dev, cfg, 0, cfg->model.vocab, 1)) != HT_OK) goto out_dev;
     int64_t step = 0;
     if ((rc = ht_checkpoint_load_params(ckpt, &m, &step)) != HT_OK) goto out_model;
-    ht_log_info("generating %d bytes from %s (%s, step %lld), temperature %g, seed %llu", o->tokens,
+    ht_log_info("generating %d tokens from %s (%s, step %lld), temperature %g, seed %llu", o->tokens,
                 ckpt, m.desc, (long long)step, o->temperature, (unsigned long long)o->seed);
 
-    const int T = m.in_features, V = m.classes;
+    const int T = m.in_features, V = m.classes, bytes = strcmp(cfg->data.kind, "tokens") != 0;
     size_t plen = strlen(o->prompt), n = plen;
-    unsigned char *text = ht_xmalloc(plen + (size_t)o->tokens);
-    memcpy(text, o->prompt, plen);
+    int32_t *seq = ht_xmalloc((plen + (size_t)o->tokens) * sizeof *seq);
+    if (bytes)
+        for (size_t j = 0; j < plen; j++)
+            seq[j] = (unsigned char)o->prompt[j];
+    else if ((rc = parse_ids(o->prompt, V, seq, &n)) != HT_OK) {
+        free(seq);
+        goto out_model;
+    }
     int32_t *tok = ht_xcalloc((size_t)T, sizeof *tok);
     float *z = ht_xmalloc((size_t)V * sizeof *z);
     uint64_t stream = ht_rng_stream(o->seed, 0x5a3b1e /* "sample" */);
-    fwrite(text, 1, plen, out);
+    for (size_t j = 0; j < n; j++)
+        emit(out, bytes, seq[j], j == 0);
     for (int i = 0; i < o->tokens; i++) {
-        /* the last T bytes at positions 0..len-1; later positions are masked causally and
+        /* the last T tokens at positions 0..len-1; later positions are masked causally and
          * hold zeros */
         size_t len = n < (size_t)T ? n : (size_t)T;
         for (size_t j = 0; j < (size_t)T; j++)
-            tok[j] = j < len ? text[n - len + j] : 0;
+            tok[j] = j < len ? seq[n - len + j] : 0;
         ht_model_set_batch_tokens(&m, tok, NULL, 1);
         ht_model_forward_range(&m, 0, m.nlayers, 1);
         ht_buf_read(dev, m.acts, (m.act_off[m.nlayers] + (len - 1) * (size_t)V) * sizeof(float),
                     (size_t)V * sizeof(float), z);
-        text[n] = (unsigned char)sample(z, V, o->temperature, stream, (uint64_t)i);
-        fputc(text[n++], out);
+        seq[n] = sample(z, V, o->temperature, stream, (uint64_t)i);
+        emit(out, bytes, seq[n++], 0);
         fflush(out);
     }
     fputc('\n', out);
-    free(text);
+    free(seq);
     free(tok);
     free(z);
 out_model:

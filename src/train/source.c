@@ -22,9 +22,38 @@ static int at_key(const ht_config *cfg, const char *key, int rc) {
     return ht_error(rc, "%s%skey '%s': %s", where, where[0] ? ": " : "", key, msg);
 }
 
+/* Token files: data.path's stream, and validation from data.val_path's or held out of it. */
+static int load_tokens(const ht_config *cfg, ht_source *src) {
+    const int V = cfg->model.vocab;
+    src->text = src->tokens = 1;
+    src->T = cfg->model.context;
+    int rc = at_key(cfg, "data.path", ht_tokens_open(&src->kall, cfg->data.path, V, "file"));
+    if (rc != HT_OK) return rc;
+    if (!cfg->data.val_path[0]) {
+        rc = at_key(cfg, "data.val_fraction",
+                    ht_tokens_split(&src->kall, cfg->data.val_fraction, src->T, cfg->data.path,
+                                    &src->ktrain, &src->kval));
+    } else {
+        rc = at_key(cfg, "data.path",
+                    ht_tokens_whole(&src->kall, src->T, cfg->data.path, &src->ktrain));
+        if (rc == HT_OK)
+            rc = at_key(cfg, "data.val_path",
+                        ht_tokens_open(&src->kvalset, cfg->data.val_path, V, "file"));
+        if (rc == HT_OK)
+            rc = at_key(cfg, "data.val_path",
+                        ht_tokens_whole(&src->kvalset, src->T, cfg->data.val_path, &src->kval));
+    }
+    if (rc == HT_OK)
+        ht_log_info("data: tokens (vocabulary %d) from %d file%s: %zu training, %zu validation%s",
+                    V, src->kall.nfiles, src->kall.nfiles == 1 ? "" : "s", src->ktrain.n,
+                    src->kval.n, cfg->data.val_path[0] ? " (data.val_path)" : " (by position)");
+    return rc;
+}
+
 int ht_source_load(const ht_config *cfg, ht_source *src) {
     ht_dataset all = {0};
     int rc;
+    if (!strcmp(cfg->data.kind, "tokens")) return load_tokens(cfg, src);
     if (!strcmp(cfg->data.kind, "text")) {
         src->text = 1;
         src->T = cfg->model.context;
@@ -83,6 +112,16 @@ void ht_source_free(ht_source *src) {
     ht_dataset_free(&src->train);
     ht_dataset_free(&src->val);
     ht_text_free(&src->all);
+    ht_tokens_free(&src->kall);
+    ht_tokens_free(&src->kvalset);
+}
+
+/* Windows of batch `step` of a text or token stream (training or validation part). */
+static void lm_batch(ht_source *src, int val, uint64_t seed, int64_t step, int B) {
+    if (src->tokens)
+        ht_tokens_batch(val ? &src->kval : &src->ktrain, seed, step, B, src->T, src->tok, src->y);
+    else
+        ht_text_batch(val ? &src->tval : &src->ttrain, seed, step, B, src->T, src->tok, src->y);
 }
 
 /* Uploads rows [lo, hi) of global training batch `step` (of B): every rank draws the same
@@ -91,7 +130,7 @@ void ht_source_free(ht_source *src) {
 void ht_source_batch(ht_source *src, ht_model *m, int64_t step, int B, int lo, int hi) {
     ht_model_set_row_offset(m, lo); /* dropout masks by global row (lo moves when rebalancing) */
     if (src->text) {
-        ht_text_batch(&src->ttrain, src->seed, step, B, src->T, src->tok, src->y);
+        lm_batch(src, 0, src->seed, step, B);
         ht_model_set_batch_tokens(m, src->tok + (size_t)lo * src->T, src->y + (size_t)lo * src->T,
                                   hi - lo);
         return;
@@ -123,8 +162,9 @@ void ht_source_evaluate(ht_model *m, ht_source *src, double *loss, double *acc) 
     ht_model_set_training(m, 0, 0, 0);
     if (src->text) {
         const int W = src->windows;
-        for (int j = 0; src->tval.n && j < src->eval_batches; j++) {
-            ht_text_batch(&src->tval, src->eval_seed, j, W, src->T, src->tok, src->y);
+        const size_t nval = src->tokens ? src->kval.n : src->tval.n;
+        for (int j = 0; nval && j < src->eval_batches; j++) {
+            lm_batch(src, 1, src->eval_seed, j, W);
             for (int k = 0; k < W; k += B) {
                 const int b = W - k < B ? W - k : B;
                 const size_t at = (size_t)k * src->T;

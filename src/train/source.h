@@ -13,10 +13,13 @@
  * random windows of a text (GPT). Either way batch `step` is a pure function of the seed
  * and the step, which is what makes a resumed run continue exactly. */
 typedef struct ht_source {
-    int text;
+    int text;              /* windows of a token stream (GPT): text bytes or token files */
+    int tokens;            /* the stream is token files (ktrain, kval), not text bytes */
     ht_dataset train, val; /* samples */
     ht_sampler sampler;
-    ht_text all, ttrain, tval; /* text: the file and two views into it */
+    ht_text all, ttrain, tval;   /* text: the file and two views into it */
+    ht_tokens kall, kvalset;     /* tokens: data.path's files, data.val_path's (may be empty) */
+    ht_tokview ktrain, kval;     /* tokens: the training and validation streams */
     int T;
     uint64_t seed, eval_seed;
     int eval_batches;

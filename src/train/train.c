@@ -89,8 +89,9 @@ static int setup_model(ht_job *j) {
     ht_optim_cfg ocfg = ht_optim_cfg_from(cfg);
     ht_optim_init(&j->opt, j->dev, &ocfg, j->model.nparams);
     j->sched = ht_lr_sched_from(cfg);
-    /* an epoch: every training sample, or as many windows as the text has bytes */
-    double per_epoch = src->text ? (double)src->ttrain.n / src->T : (double)src->train.n;
+    /* an epoch: every training sample, or as many windows as the stream has tokens */
+    const size_t stream = src->tokens ? src->ktrain.n : src->ttrain.n;
+    double per_epoch = src->text ? (double)stream / src->T : (double)src->train.n;
     j->total = cfg->train.steps > 0 ? cfg->train.steps
                                     : (int64_t)ceil(cfg->train.epochs * per_epoch / (double)j->B);
     if (j->total < 1) j->total = 1;
