@@ -192,7 +192,7 @@ static void test_avgpool_layout(void) {
 static void test_gpt_layout(void) {
     enum { L = 4, C = 128, H = 4, T = 64, V = 256 };
     ht_model m;
-    int rc = ht_model_gpt(&m, NULL, V, T, L, C, H, 0.0f, 8);
+    int rc = ht_model_gpt(&m, NULL, V, T, L, C, H, 0.0f, 8, 0);
     if (!tap_ok(rc == HT_OK, "GPT L4 C128 H4 T64 describes: %s", rc ? ht_errmsg() : "")) return;
     size_t block =
         12 * C * C + 13 * C; /* qkv 3C^2+3C, proj C^2+C, fc 4C^2+4C, fcproj 4C^2+C, 2 LN 4C */
@@ -258,7 +258,7 @@ static void test_gpt_layout(void) {
     free(t);
     ht_model_free(&m);
 
-    tap_ok(ht_model_gpt(&m, NULL, V, T, L, 130, 4, 0.0f, 8) == HT_EINPUT &&
+    tap_ok(ht_model_gpt(&m, NULL, V, T, L, 130, 4, 0.0f, 8, 0) == HT_EINPUT &&
                strstr(ht_errmsg(), "n_head 4 does not divide d_model 130"),
            "heads must divide d_model: %s", ht_errmsg());
 }
@@ -525,7 +525,7 @@ static void gpt_batch(ht_model *m, int B, int T, int V, uint64_t seed) {
 static void test_gpt_chain(void) {
     enum { B = 3, T = 5, V = 11, L = 2, C = 8, H = 2 };
     ht_model m;
-    int rc = ht_model_gpt(&m, D, V, T, L, C, H, 0.0f, B);
+    int rc = ht_model_gpt(&m, D, V, T, L, C, H, 0.0f, B, 0);
     if (!tap_ok(rc == HT_OK, "small GPT L2 C8 H2 T5 V11 builds on the device: %s",
                 rc ? ht_errmsg() : ""))
         return;
@@ -549,7 +549,7 @@ static void test_gpt_chain(void) {
     /* dropout: the same (seed, step) twice gives the same loss and gradients; another
      * step other masks; off again gives the dropout-free loss */
     ht_model_free(&m);
-    ht_exit_on_error(ht_model_gpt(&m, D, V, T, L, C, H, 0.25f, B));
+    ht_exit_on_error(ht_model_gpt(&m, D, V, T, L, C, H, 0.25f, B, 0));
     ht_buf_write(D, m.params, 0, np * sizeof(float), p);
     gpt_batch(&m, B, T, V, 21);
     run a, b, e;
@@ -620,6 +620,77 @@ static void test_gpt_chain(void) {
     ht_model_free(&m);
 }
 
+/* The tensor named `name` among a model's saved tensors (NULL if none). */
+static const ht_param_tensor *tensor_named(const ht_param_tensor *t, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(t[i].name, name)) return &t[i];
+    return NULL;
+}
+
+/* GPT-2's tied head: the same model untied, with head.weight set to wte, is the reference.
+ * Tied: one tensor fewer (V*C parameters), the same logits and loss, every gradient the
+ * untied one except wte's, which is the sum of the untied wte's and head.weight's. Then
+ * finite differences through both uses of wte. */
+static void test_gpt_tied(void) {
+    enum { B = 3, T = 5, V = 11, L = 1, C = 8, H = 2 };
+    ht_model mt, mu;
+    ht_exit_on_error(ht_model_gpt(&mt, D, V, T, L, C, H, 0.0f, B, 1));
+    ht_exit_on_error(ht_model_gpt(&mu, D, V, T, L, C, H, 0.0f, B, 0));
+    int nt = ht_model_param_tensors(&mt, NULL, 0), nu = ht_model_param_tensors(&mu, NULL, 0);
+    ht_param_tensor tt[64], tu[64];
+    ht_model_param_tensors(&mt, tt, 64);
+    ht_model_param_tensors(&mu, tu, 64);
+    tap_ok(nu == nt + 1 && mu.nparams == mt.nparams + (size_t)V * C &&
+               !tensor_named(tt, nt, "head.weight") && tensor_named(tt, nt, "head.bias") &&
+               strstr(mt.desc, "tied"),
+           "tied GPT: no head.weight tensor (%d tensors, %zu parameters; untied %d, %zu), "
+           "desc '%s'",
+           nt, mt.nparams, nu, mu.nparams, mt.desc);
+    float *pt = malloc(mt.nparams * sizeof(float)), *pu = malloc(mu.nparams * sizeof(float));
+    ref_fill_uniform(pt, mt.nparams, -0.5f, 0.5f, 31);
+    const ht_param_tensor *wte = tensor_named(tt, nt, "embed.wte");
+    for (int i = 0; i < nu; i++) {
+        const ht_param_tensor *src =
+            !strcmp(tu[i].name, "head.weight") ? wte : tensor_named(tt, nt, tu[i].name);
+        size_t n = (size_t)(tu[i].ndim == 2 ? tu[i].shape[0] * tu[i].shape[1] : tu[i].shape[0]);
+        memcpy(pu + tu[i].off, pt + src->off, n * sizeof(float));
+    }
+    ht_buf_write(D, mt.params, 0, mt.nparams * sizeof(float), pt);
+    ht_buf_write(D, mu.params, 0, mu.nparams * sizeof(float), pu);
+    double lt, lu;
+    gpt_batch(&mt, B, T, V, 41);
+    gpt_batch(&mu, B, T, V, 41);
+    ht_model_forward(&mt, B, 1);
+    ht_model_loss(&mt, B, &lt, NULL);
+    ht_model_backward(&mt, B, 1.0f);
+    ht_model_forward(&mu, B, 1);
+    ht_model_loss(&mu, B, &lu, NULL);
+    ht_model_backward(&mu, B, 1.0f);
+    float *gt = malloc(mt.nparams * sizeof(float)), *gu = malloc(mu.nparams * sizeof(float));
+    ht_buf_read(D, mt.grads, 0, mt.nparams * sizeof(float), gt);
+    ht_buf_read(D, mu.grads, 0, mu.nparams * sizeof(float), gu);
+    double worst = 0;
+    const char *worst_name = "";
+    for (int i = 0; i < nt; i++) {
+        size_t n = (size_t)(tt[i].ndim == 2 ? tt[i].shape[0] * tt[i].shape[1] : tt[i].shape[0]);
+        const ht_param_tensor *u = tensor_named(tu, nu, tt[i].name),
+                              *hw = tensor_named(tu, nu, "head.weight");
+        for (size_t k = 0; k < n; k++) {
+            double want = gu[u->off + k] + (tt[i].off == wte->off ? gu[hw->off + k] : 0.0);
+            double e = fabs(gt[tt[i].off + k] - want) / fmax(1e-3, fabs(want));
+            if (e > worst) worst = e, worst_name = tt[i].name;
+        }
+    }
+    tap_ok(lt == lu && worst < 1e-5,
+           "tied = untied with head.weight = wte: loss %.6f (bit for bit), gradients within "
+           "%.1e (worst %s), wte's the sum of both uses",
+           lt, worst, worst_name);
+    check_fd(&mt, B, "tied gpt", 1e-2f, 5e-3);
+    free(pt), free(pu), free(gt), free(gu);
+    ht_model_free(&mt);
+    ht_model_free(&mu);
+}
+
 int main(void) {
     test_cnn_layout();
     test_avgpool_layout();
@@ -629,6 +700,7 @@ int main(void) {
     test_cnn_chain();
     test_avgpool_chain();
     test_gpt_chain();
+    test_gpt_tied();
     ht_dev_close(D);
     return tap_done();
 }

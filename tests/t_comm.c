@@ -158,7 +158,7 @@ static void test_bucket_plan(void) {
            "mlp, 1-byte first bucket then 1 MiB cap: fc3 alone, then the rest");
     tap_ok(ht_reduce_plan(&m, 105, 105, NULL, 0) == 3, "counting without output");
     ht_model_free(&m);
-    if (ht_model_gpt(&m, NULL, 256, 16, 3, 32, 4, 0, 2) != HT_OK) {
+    if (ht_model_gpt(&m, NULL, 256, 16, 3, 32, 4, 0, 2, 0) != HT_OK) {
         tap_ok(0, "gpt description builds");
         return;
     }

@@ -476,7 +476,7 @@ static void test_micro_batches(void) {
  * would be worse; the layers are embed, h0..h7, ln_f, head). Predicted, not measured. */
 static void test_gpt(void) {
     ht_model m;
-    int rc = ht_model_gpt(&m, NULL, 65, 64, 8, 128, 4, 0, 16);
+    int rc = ht_model_gpt(&m, NULL, 65, 64, 8, 128, 4, 0, 16, 0);
     int L = m.nlayers;
     double rate[4] = {1e9, 1e9, 0.5e9, 0.25e9}, f[4 * 16], b[4 * 16];
     ht_part_times_from_model(&m, 4, rate, f, b);

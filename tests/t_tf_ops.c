@@ -73,19 +73,26 @@ static void test_embed(int B, int T, int C, int V, uint64_t seed) {
     int exact = !memcmp(out, outr, no * 4);
     tap_ok(exact && dt_guards_ok(tout), "embedding forward B=%d T=%d C=%d V=%d: exact", B, T, C, V);
 
-    for (int acc = 0; acc <= 1; acc++) {
-        float *gw0 = acc ? hnew(nw, -1, 1, seed + 4) : hfill(nw, NAN);
-        float *gp0 = acc ? hnew(np, -1, 1, seed + 5) : hfill(np, NAN);
+    /* overwrite both; add into both (micro-batches); add into dwte only (a tied head wrote
+     * its dW there first, wpe is the embedding's alone) */
+    for (int mode = 0; mode <= 2; mode++) {
+        int aw = mode >= 1, ap = mode == 1;
+        float *gw0 = aw ? hnew(nw, -1, 1, seed + 4) : hfill(nw, NAN);
+        float *gp0 = ap ? hnew(np, -1, 1, seed + 5) : hfill(np, NAN);
         float *gwr = hcopy(gw0, nw), *gpr = hcopy(gp0, np), *gw = malloc(nw * 4),
               *gp = malloc(np * 4);
         dt tgw = dt_new(nw, gw0), tgp = dt_new(np, gp0);
-        ht_embed_backward(D, dt_view(tgw), dt_view(tgp), dt_view(tdout), dt_view(ttok), B, T, C, V, acc);
+        ht_embed_backward(D, dt_view(tgw), dt_view(tgp), dt_view(tdout), dt_view(ttok), B, T, C,
+                          V, aw, ap);
         dt_get(tgw, gw);
         dt_get(tgp, gp);
-        ref_embed_backward(gwr, gpr, dout, tok, B, T, C, V, acc);
+        float *spw = hcopy(gw0, nw), *spp = hcopy(gp0, np); /* the other half of each call */
+        ref_embed_backward(gwr, spp, dout, tok, B, T, C, V, aw);
+        ref_embed_backward(spw, gpr, dout, tok, B, T, C, V, ap);
+        free(spw), free(spp);
         double ew = nerr(gw, gwr, nw), ep = nerr(gp, gpr, (size_t)T * C);
         int unused_zero = 1, tail = 1, unused = 0;
-        for (int v = 0; v < V && !acc; v++) {
+        for (int v = 0; v < V && !aw; v++) {
             int used = 0;
             for (int i = 0; i < BT; i++)
                 used |= tok[i] == v;
@@ -94,12 +101,12 @@ static void test_embed(int B, int T, int C, int V, uint64_t seed) {
                 unused_zero &= gw[(size_t)v * C + c] == 0.0f;
         }
         for (size_t i = (size_t)T * C; i < np; i++) /* rows >= T untouched */
-            tail &= acc ? gp[i] == gp0[i] : isnan(gp[i]);
+            tail &= ap ? gp[i] == gp0[i] : isnan(gp[i]);
         tap_ok(ew < TOL_SUM && ep < TOL_SUM && unused_zero && tail && dt_guards_ok(tgw) &&
                    dt_guards_ok(tgp),
-               "embedding backward B=%d T=%d C=%d acc=%d: dwte err %.2e, dwpe err %.2e, %d unused "
-               "rows exactly 0, wpe rows >= T untouched",
-               B, T, C, acc, ew, ep, unused);
+               "embedding backward B=%d T=%d C=%d acc_wte=%d acc_wpe=%d: dwte err %.2e, dwpe err "
+               "%.2e, %d unused rows exactly 0, wpe rows >= T untouched",
+               B, T, C, aw, ap, ew, ep, unused);
         dt_free(tgw), dt_free(tgp);
         free(gw0), free(gp0), free(gwr), free(gpr), free(gw), free(gp);
     }
@@ -117,7 +124,7 @@ static void test_embed_bad_tokens(void) {
        tout = dt_new(BT * C, NULL), tdout = dt_new(BT * C, dout), tgw = dt_new(V * C, NULL),
        tgp = dt_new(T * C, NULL);
     ht_embed_forward(D, dt_view(tout), dt_view(ttok), dt_view(twte), dt_view(twpe), B, T, C, V);
-    ht_embed_backward(D, dt_view(tgw), dt_view(tgp), dt_view(tdout), dt_view(ttok), B, T, C, V, 0);
+    ht_embed_backward(D, dt_view(tgw), dt_view(tgp), dt_view(tdout), dt_view(ttok), B, T, C, V, 0, 0);
     dt_get(tout, out), dt_get(tgw, gw), dt_get(tgp, gp);
     int nan_rows = 1, finite = 1;
     for (int r = 0; r < BT; r++)
@@ -159,7 +166,7 @@ static void test_fd_embed(void) {
     dt ttok = dt_new(BT, tok), twte = dt_new(V * C, wte), twpe = dt_new(T * C, wpe),
        tout = dt_new(BT * C, NULL), tr = dt_new(BT * C, r), tgw = dt_new(V * C, NULL),
        tgp = dt_new(T * C, NULL);
-    ht_embed_backward(D, dt_view(tgw), dt_view(tgp), dt_view(tr), dt_view(ttok), B, T, C, V, 0);
+    ht_embed_backward(D, dt_view(tgw), dt_view(tgp), dt_view(tr), dt_view(ttok), B, T, C, V, 0, 0);
     dt_get(tgw, gw), dt_get(tgp, gp);
     double worst = 0;
     int checked = 0, zero_unused = 1, nunused = 0;

@@ -35,8 +35,9 @@ int ht_build_model(ht_model *m, ht_dev *d, const ht_config *cfg, int features, i
                    int max_batch) {
     const char *type = cfg->model.type;
     if (!strcmp(type, "gpt"))
-        return ht_model_gpt(m, d, cfg->model.vocab, cfg->model.context, cfg->model.n_layer, cfg->model.d_model,
-                            cfg->model.n_head, (float)cfg->model.dropout, max_batch);
+        return ht_model_gpt(m, d, cfg->model.vocab, cfg->model.context, cfg->model.n_layer,
+                            cfg->model.d_model, cfg->model.n_head, (float)cfg->model.dropout,
+                            max_batch, cfg->model.tie_embeddings);
     if (!strcmp(type, "cnn")) {
         ht_shape in;
         int rc = cnn_input(cfg, features, &in);

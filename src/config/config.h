@@ -32,6 +32,7 @@ typedef struct ht_config {
         int n_head;                /* gpt: attention heads (divides d_model) */
         int context;               /* gpt: context length T in tokens */
         int vocab;                 /* gpt: vocabulary size (256: byte-level text) */
+        int tie_embeddings;        /* gpt: the head's weight is wte (GPT-2) */
         double dropout;            /* gpt: dropout probability, [0, 1) */
     } model;
 

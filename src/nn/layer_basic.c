@@ -86,6 +86,27 @@ int ht_layer_add_linear(ht_model *m, const char *name, int out, int gpt_init, fl
     return HT_OK;
 }
 
+int ht_layer_add_linear_tied(ht_model *m, const char *name, const ht_param_tensor *w,
+                             const char *what) {
+    ht_param_tensor wt = *w; /* copied before the append moves the layers */
+    ht_shape in = ht_chain_shape(m);
+    if (wt.ndim != 2 || in.ndim < 1 || in.d[in.ndim - 1] != wt.shape[1])
+        return ht_error(HT_EINPUT, "%s: a tied weight (%lld,%lld) does not take a %d-wide input",
+                        what, (long long)wt.shape[0], (long long)wt.shape[1],
+                        in.ndim ? in.d[in.ndim - 1] : 0);
+    ht_layer *l = ht_chain_add(m, HT_LAYER_LINEAR, &ht_ops_linear, name);
+    l->out_shape.d[in.ndim - 1] = (int)wt.shape[0];
+    l->out = ht_shape_count(&l->out_shape);
+    ht_param_tensor *t = &l->t[l->ntensors++];
+    *t = wt;
+    ht_strlcpy(t->name, "weight", sizeof t->name);
+    t->tied = 1;
+    int64_t bs[1] = {wt.shape[0]};
+    l->boff = ht_layer_tensor(m, l, "bias", 1, bs, HT_INIT_CONST, 0.0f);
+    l->woff = l->boff; /* what the layer owns starts at its bias */
+    return HT_OK;
+}
+
 /* ---------------------------------------------------------------- activations */
 
 static ht_act act_of(const ht_layer *l) {

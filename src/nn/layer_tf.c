@@ -67,7 +67,7 @@ static void embed_bwd(ht_model *m, int i, int B, ht_act unused, float scale, int
         dout = ht_model_work(m);
     }
     ht_embed_backward(m->dev, ht_layer_grad(m, l, 0), ht_layer_grad(m, l, 1), dout,
-                      ht_model_act(m, i), B, T, C, V, accumulate);
+                      ht_model_act(m, i), B, T, C, V, accumulate || m->tied, accumulate);
 }
 
 const ht_layer_ops ht_ops_embed = {

@@ -211,6 +211,7 @@ void ht_model_init_params(ht_model *m, uint64_t seed) {
         const ht_layer *l = &m->layers[i];
         for (int j = 0; j < l->ntensors; j++) {
             const ht_param_tensor *t = &l->t[j];
+            if (t->tied) continue; /* initialised as the tensor it shares */
             size_t n = 1;
             for (int k = 0; k < t->ndim; k++)
                 n *= (size_t)t->shape[k];
@@ -413,10 +414,13 @@ int ht_model_param_tensors(const ht_model *m, ht_param_tensor *out, int max) {
     int n = 0;
     for (int i = 0; i < m->nlayers; i++) {
         const ht_layer *l = &m->layers[i];
-        for (int j = 0; j < l->ntensors; j++, n++) {
-            if (n >= max) continue;
-            out[n] = l->t[j];
-            snprintf(out[n].name, sizeof out[n].name, "%s.%s", l->name, l->t[j].name);
+        for (int j = 0; j < l->ntensors; j++) {
+            if (l->t[j].tied) continue; /* saved once, as the tensor it shares */
+            if (n < max) {
+                out[n] = l->t[j];
+                snprintf(out[n].name, sizeof out[n].name, "%s.%s", l->name, l->t[j].name);
+            }
+            n++;
         }
     }
     return n;

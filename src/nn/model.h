@@ -52,6 +52,8 @@ typedef struct ht_param_tensor {
     int64_t shape[HT_TENSOR_MAX_DIM];
     ht_init_kind init;
     float init_a;
+    int tied; /* the storage of an earlier tensor (a GPT head tied to wte): not counted in
+               * nparams, not initialised, not saved */
 } ht_param_tensor;
 
 #define HT_LAYER_MAX_TENSORS 12
@@ -90,6 +92,8 @@ typedef struct ht_model {
     int classes;       /* width of a logits row (vocabulary for a language model) */
     int rows;          /* loss rows per sample: T for a language model, 1 for a classifier */
     int max_batch;
+    int tied; /* a GPT whose head weight is wte: the head's backward writes wte's gradient
+               * first, the embedding's adds to it (so only whole-model backward is valid) */
     size_t nparams;
     ht_buf *params, *grads; /* (nparams) each, same layout */
     /* Activation i (i = 0..nlayers) is the input of layer i; activation nlayers holds the
@@ -154,11 +158,12 @@ int ht_model_mlp(ht_model *m, ht_dev *d, int in_features, const int *hidden, int
 int ht_model_cnn(ht_model *m, ht_dev *d, ht_shape in, const char *const *specs, int nspecs,
                  int classes, int max_batch);
 
-/* A byte-level GPT-2 style model: embed (wte (vocab,C), wpe (T,C)) -> n_layer pre-LN blocks
- * of n_head heads, MLP 4C with GELU -> final LayerNorm -> linear head (vocab). Input: int32
- * tokens (B,T); loss over B*T rows (next-token targets). */
+/* A GPT-2 style model: embed (wte (vocab,C), wpe (T,C)) -> n_layer pre-LN blocks of n_head
+ * heads, MLP 4C with GELU -> final LayerNorm -> linear head (vocab) with a bias. Input: int32
+ * tokens (B,T); loss over B*T rows (next-token targets). tie: the head's weight is wte itself
+ * (GPT-2's tying: one tensor, its gradient the sum of both uses; the head keeps its bias). */
 int ht_model_gpt(ht_model *m, ht_dev *d, int vocab, int T, int n_layer, int d_model, int n_head,
-                 float dropout, int max_batch);
+                 float dropout, int max_batch, int tie);
 
 void ht_model_free(ht_model *m);
 /* HT_OK when every layer's tensors at `batch` samples stay within 2^31 - 1 elements (the

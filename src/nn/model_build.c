@@ -130,7 +130,7 @@ int ht_model_cnn(ht_model *m, ht_dev *d, ht_shape in, const char *const *specs, 
 /* ---------------------------------------------------------------- GPT */
 
 int ht_model_gpt(ht_model *m, ht_dev *d, int vocab, int T, int n_layer, int d_model, int n_head,
-                 float dropout, int max_batch) {
+                 float dropout, int max_batch, int tie) {
     memset(m, 0, sizeof *m);
     if (vocab < 1 || T < 1 || n_layer < 0 || d_model < 1 || n_head < 1 || max_batch < 1)
         return ht_error(HT_EINPUT,
@@ -143,8 +143,9 @@ int ht_model_gpt(ht_model *m, ht_dev *d, int vocab, int T, int n_layer, int d_mo
         return ht_error(HT_EINPUT, "model: dropout %g outside [0, 1)", dropout);
     ht_chain_begin(m, ht_shape1(T), 1);
     snprintf(m->type, sizeof m->type, "gpt");
-    snprintf(m->desc, sizeof m->desc, "gpt L%d C%d H%d T%d V%d", n_layer, d_model, n_head, T,
-             vocab);
+    snprintf(m->desc, sizeof m->desc, "gpt L%d C%d H%d T%d V%d%s", n_layer, d_model, n_head, T,
+             vocab, tie ? " tied" : "");
+    m->tied = tie != 0;
     int rc = ht_layer_add_embed(m, "embed", vocab, d_model, dropout);
     char name[32];
     for (int i = 0; rc == HT_OK && i < n_layer; i++) {
@@ -152,7 +153,9 @@ int ht_model_gpt(ht_model *m, ht_dev *d, int vocab, int T, int n_layer, int d_mo
         rc = ht_layer_add_block(m, name, n_head, n_layer, dropout);
     }
     if (rc == HT_OK) rc = ht_layer_add_layernorm(m, "lnf");
-    if (rc == HT_OK) rc = ht_layer_add_linear(m, "head", vocab, 1, 0.02f, "head");
+    if (rc == HT_OK)
+        rc = tie ? ht_layer_add_linear_tied(m, "head", &m->layers[0].t[0], "head")
+                 : ht_layer_add_linear(m, "head", vocab, 1, 0.02f, "head");
     if (rc != HT_OK) return fail(m, rc);
     return ht_chain_finish(m, d, vocab, T, max_batch);
 }

@@ -69,7 +69,7 @@ void ht_embed_forward(ht_dev *d, ht_view out, ht_view tokens, ht_view wte, ht_vi
 enum { EMBED_CB_MAX = 256 };
 
 void ht_embed_backward(ht_dev *d, ht_view dwte, ht_view dwpe, ht_view dout, ht_view tokens, int B,
-                       int T, int C, int V, int accumulate) {
+                       int T, int C, int V, int acc_wte, int acc_wpe) {
     if (B <= 0 || T <= 0 || C <= 0 || V <= 0) return;
     int BT = isize((size_t)B * (size_t)T, "embedding rows");
     isize((size_t)BT * (size_t)C, "embedding output");
@@ -85,7 +85,7 @@ void ht_embed_backward(ht_dev *d, ht_view dwte, ht_view dwpe, ht_view dout, ht_v
                    HT_INT(C),
                    HT_INT(V),
                    HT_INT(cb),
-                   HT_INT(accumulate != 0)};
+                   HT_INT(acc_wte != 0)};
     size_t nblk = ((size_t)C + (size_t)cb - 1) / (size_t)cb;
     size_t l0 = pow2_at_most(ht_kernel_max_wg(d, "tf_embed_bwd_wte"));
     if (l0 > 16) l0 = 16;
@@ -94,7 +94,7 @@ void ht_embed_backward(ht_dev *d, ht_view dwte, ht_view dwpe, ht_view dout, ht_v
     ht_arg a2[] = {HT_BUF(dwpe.buf), HT_INT(ioff(dwpe.off, "dwpe")),
                    HT_BUF(dout.buf), HT_INT(ioff(dout.off, "dout")),
                    HT_INT(B),        HT_INT(T),
-                   HT_INT(C),        HT_INT(accumulate != 0)};
+                   HT_INT(C),        HT_INT(acc_wpe != 0)};
     launch_2d(d, "tf_embed_bwd_wpe", ((size_t)C + 15) / 16, (size_t)T, NARGS(a2), a2);
 }
 

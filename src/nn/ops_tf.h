@@ -21,14 +21,15 @@ void ht_embed_forward(ht_dev *d, ht_view out, /* (B,T,C) */
                       int B, int T, int C, int V);
 
 /* dwte[v] = sum of dout over the positions holding token v (rows of tokens that do not occur
- * get 0), dwpe[t] = sum over b of dout[b,t] (rows >= T untouched). accumulate: add into
- * dwte/dwpe instead (micro-batches; weight tying with the LM head's dW). Each output element
- * is summed by one work-item in position order: deterministic, no atomics. */
+ * get 0), dwpe[t] = sum over b of dout[b,t] (rows >= T untouched). acc_wte / acc_wpe: add into
+ * dwte / dwpe instead (micro-batches; dwte also under weight tying, where the LM head wrote
+ * its dW there first). Each output element is summed by one work-item in position order:
+ * deterministic, no atomics. */
 void ht_embed_backward(ht_dev *d, ht_view dwte, /* (V,C) */
                        ht_view dwpe,            /* (>=T,C) */
                        ht_view dout,            /* (B,T,C) */
                        ht_view tokens,          /* (B,T) int32 */
-                       int B, int T, int C, int V, int accumulate);
+                       int B, int T, int C, int V, int acc_wte, int acc_wpe);
 
 /* ---------------------------------------------------------------- layernorm */
 
