@@ -627,10 +627,10 @@ static const ht_param_tensor *tensor_named(const ht_param_tensor *t, int n, cons
     return NULL;
 }
 
-/* GPT-2's tied head: the same model untied, with head.weight set to wte, is the reference.
- * Tied: one tensor fewer (V*C parameters), the same logits and loss, every gradient the
- * untied one except wte's, which is the sum of the untied wte's and head.weight's. Then
- * finite differences through both uses of wte. */
+/* GPT-2's tied head: the same model untied, with head.weight set to wte and head.bias 0, is
+ * the reference. Tied: two tensors fewer (V*(C+1) parameters), the same logits and loss,
+ * every gradient the untied one except wte's, which is the sum of the untied wte's and
+ * head.weight's. Then finite differences through both uses of wte. */
 static void test_gpt_tied(void) {
     enum { B = 3, T = 5, V = 11, L = 1, C = 8, H = 2 };
     ht_model mt, mu;
@@ -640,11 +640,11 @@ static void test_gpt_tied(void) {
     ht_param_tensor tt[64], tu[64];
     ht_model_param_tensors(&mt, tt, 64);
     ht_model_param_tensors(&mu, tu, 64);
-    tap_ok(nu == nt + 1 && mu.nparams == mt.nparams + (size_t)V * C &&
-               !tensor_named(tt, nt, "head.weight") && tensor_named(tt, nt, "head.bias") &&
+    tap_ok(nu == nt + 2 && mu.nparams == mt.nparams + (size_t)V * (C + 1) &&
+               !tensor_named(tt, nt, "head.weight") && !tensor_named(tt, nt, "head.bias") &&
                strstr(mt.desc, "tied"),
-           "tied GPT: no head.weight tensor (%d tensors, %zu parameters; untied %d, %zu), "
-           "desc '%s'",
+           "tied GPT: no head.weight or head.bias tensor (%d tensors, %zu parameters; untied %d, "
+           "%zu), desc '%s'",
            nt, mt.nparams, nu, mu.nparams, mt.desc);
     float *pt = malloc(mt.nparams * sizeof(float)), *pu = malloc(mu.nparams * sizeof(float));
     ref_fill_uniform(pt, mt.nparams, -0.5f, 0.5f, 31);
@@ -653,7 +653,8 @@ static void test_gpt_tied(void) {
         const ht_param_tensor *src =
             !strcmp(tu[i].name, "head.weight") ? wte : tensor_named(tt, nt, tu[i].name);
         size_t n = (size_t)(tu[i].ndim == 2 ? tu[i].shape[0] * tu[i].shape[1] : tu[i].shape[0]);
-        memcpy(pu + tu[i].off, pt + src->off, n * sizeof(float));
+        if (src) memcpy(pu + tu[i].off, pt + src->off, n * sizeof(float));
+        else memset(pu + tu[i].off, 0, n * sizeof(float)); /* head.bias: GPT-2 has none */
     }
     ht_buf_write(D, mt.params, 0, mt.nparams * sizeof(float), pt);
     ht_buf_write(D, mu.params, 0, mu.nparams * sizeof(float), pu);

@@ -95,8 +95,8 @@ const ht_ckey ht_config_keys[] = {
      "gpt: vocabulary size (token ids 0..vocab-1); 256 for byte-level text, e.g. 50257 for "
      "GPT-2's BPE token files"},
     {"model.tie_embeddings", HT_CK_BOOL, 0, "false", 0, 0, NULL, FIELD(model.tie_embeddings),
-     "gpt: the head's weight is the token embedding wte (GPT-2's tying: one tensor, its "
-     "gradient summed from both uses); not yet with pipe.schedule"},
+     "gpt: the head is the token embedding wte, without bias (GPT-2's tying: one tensor, "
+     "its gradient summed from both uses); not yet with pipe.schedule"},
     {"model.dropout", HT_CK_NUM, GE | LT, "0", 0, 1, NULL, FIELD(model.dropout),
      "gpt: dropout on the embedding and the residual branches while training"},
 

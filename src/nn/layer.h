@@ -57,8 +57,8 @@ ht_shape ht_shape1(int n);
 
 /* Each returns HT_OK or HT_EINPUT with a message prefixed by `what` (e.g. "model.layers[3]
  * \"conv 5 32\""). */
-/* A linear layer whose weight is an earlier (out, in) tensor w (GPT-2's head on wte): only
- * its bias (init 0) is its own. */
+/* A linear layer without bias whose weight is an earlier (out, in) tensor w (GPT-2's head on
+ * wte): it owns no parameters. */
 int ht_layer_add_linear_tied(ht_model *m, const char *name, const ht_param_tensor *w,
                              const char *what);
 int ht_layer_add_linear(ht_model *m, const char *name, int out, int gpt_init, float std,

@@ -100,10 +100,7 @@ int ht_layer_add_linear_tied(ht_model *m, const char *name, const ht_param_tenso
     ht_param_tensor *t = &l->t[l->ntensors++];
     *t = wt;
     ht_strlcpy(t->name, "weight", sizeof t->name);
-    t->tied = 1;
-    int64_t bs[1] = {wt.shape[0]};
-    l->boff = ht_layer_tensor(m, l, "bias", 1, bs, HT_INIT_CONST, 0.0f);
-    l->woff = l->boff; /* what the layer owns starts at its bias */
+    t->tied = 1; /* no bias, as GPT-2's head: the layer owns no parameters (woff, nparams 0) */
     return HT_OK;
 }
 

@@ -310,11 +310,12 @@ ht_view ht_model_saved(const ht_model *m, int i) {
 }
 ht_view ht_model_work(const ht_model *m) { return ht_view_at(m->work, 0); }
 
+/* A tensor the layer lacks (a linear layer without bias) is no view: the ops skip it. */
 ht_view ht_layer_param(const ht_model *m, const ht_layer *l, int j) {
-    return ht_view_at(m->params, l->t[j].off);
+    return j < l->ntensors ? ht_view_at(m->params, l->t[j].off) : ht_view_none();
 }
 ht_view ht_layer_grad(const ht_model *m, const ht_layer *l, int j) {
-    return ht_view_at(m->grads, l->t[j].off);
+    return j < l->ntensors ? ht_view_at(m->grads, l->t[j].off) : ht_view_none();
 }
 
 /* ---------------------------------------------------------------- forward */

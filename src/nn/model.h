@@ -160,8 +160,8 @@ int ht_model_cnn(ht_model *m, ht_dev *d, ht_shape in, const char *const *specs, 
 
 /* A GPT-2 style model: embed (wte (vocab,C), wpe (T,C)) -> n_layer pre-LN blocks of n_head
  * heads, MLP 4C with GELU -> final LayerNorm -> linear head (vocab) with a bias. Input: int32
- * tokens (B,T); loss over B*T rows (next-token targets). tie: the head's weight is wte itself
- * (GPT-2's tying: one tensor, its gradient the sum of both uses; the head keeps its bias). */
+ * tokens (B,T); loss over B*T rows (next-token targets). tie: the head is GPT-2's, wte itself
+ * without a bias (one tensor, its gradient the sum of both uses). */
 int ht_model_gpt(ht_model *m, ht_dev *d, int vocab, int T, int n_layer, int d_model, int n_head,
                  float dropout, int max_batch, int tie);
 
