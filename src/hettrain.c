@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/export.h"
 #include "cli/hetsim.h"
 #include "comm/comm.h"
 #include "config/config.h"
@@ -34,6 +35,7 @@ static void usage(FILE *f) {
             "                [--stage-times T,..] [--max-inflight K,..]\n"
             "       hettrain plan (--cluster FILE | --profile FILE) -c FILE [--set KEY=VALUE]...\n"
             "                [--ranks N] [--top K] [-o PLAN.cfg]\n"
+            "       hettrain export -c FILE [--checkpoint PATH] --format hf-gpt2 -o DIR\n"
             "       hettrain --list-devices | --help-config | --help | --version\n"
             "\n"
             "Trains the model described by the libconfig FILE on one OpenCL device; under\n"
@@ -286,6 +288,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "generate")) return generate_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "schedule")) return schedule_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "plan")) return ht_sim_cli(argc - 1, argv + 1, 1);
+    if (argc > 1 && !strcmp(argv[1], "export")) return ht_export_cli(argc - 1, argv + 1);
     const char *cfg_path = NULL, *device = NULL, *trace = NULL;
     const char *sets[MAX_SETS];
     int nset = 0, resume = 0, profile = 0, trace_layers = 0;

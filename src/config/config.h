@@ -33,6 +33,7 @@ typedef struct ht_config {
         int context;               /* gpt: context length T in tokens */
         int vocab;                 /* gpt: vocabulary size (256: byte-level text) */
         int tie_embeddings;        /* gpt: the head's weight is wte (GPT-2) */
+        char init_from[HT_PATH_MAX]; /* initial weights: a checkpoint or GPT-2 safetensors */
         double dropout;            /* gpt: dropout probability, [0, 1) */
     } model;
 

@@ -97,6 +97,9 @@ const ht_ckey ht_config_keys[] = {
     {"model.tie_embeddings", HT_CK_BOOL, 0, "false", 0, 0, NULL, FIELD(model.tie_embeddings),
      "gpt: the head is the token embedding wte, without bias (GPT-2's tying: one tensor, "
      "its gradient summed from both uses); not yet with pipe.schedule"},
+    {"model.init_from", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(model.init_from),
+     "initial weights instead of the random init: a hettrain checkpoint (parameters only), or "
+     "gpt: a Hugging Face GPT-2 model.safetensors or its sharded index json; \"\" = random"},
     {"model.dropout", HT_CK_NUM, GE | LT, "0", 0, 1, NULL, FIELD(model.dropout),
      "gpt: dropout on the embedding and the residual branches while training"},
 

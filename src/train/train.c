@@ -14,9 +14,11 @@
 #include "comm/comm.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "core/path.h"
 #include "io/trace.h"
 #include "train/checkpoint.h"
 #include "train/engine.h"
+#include "train/hf_gpt2.h"
 
 static int file_exists(const char *path) {
     struct stat st;
@@ -58,6 +60,21 @@ static int resume(ht_job *j) {
     return rc;
 }
 
+/* model.init_from: weights to start from (a fresh run only: --resume with a checkpoint
+ * present loads that instead). */
+static int init_from(ht_job *j) {
+    const char *from = j->cfg->model.init_from;
+    if (!*from || (j->opts->resume && file_exists(j->cfg->checkpoint.path))) return HT_OK;
+    int rc = ht_check_input(from, "key 'model.init_from'");
+    int hf = rc == HT_OK && ht_hf_gpt2_is(from);
+    if (rc == HT_OK)
+        rc = hf ? ht_hf_gpt2_load(from, &j->model) : ht_checkpoint_load_params(from, &j->model, NULL);
+    if (rc == HT_OK)
+        ht_log_info("model: initial weights from %s (%s)", from,
+                    hf ? "Hugging Face GPT-2" : "a hettrain checkpoint");
+    return rc;
+}
+
 /* --trace-layers: a span per layer's forward ("fwd fc2") and backward ("bwd fc2"; a fused
  * pair "fwd fc1+relu1"), and the loss ("loss"). */
 static void trace_layer(void *ctx, int layer, int n, int kind, double t0, double t1) {
@@ -82,6 +99,7 @@ static int setup_model(ht_job *j) {
         return rc;
     if (ht_log_level() >= HT_LOG_DEBUG) ht_model_print(&j->model, stderr);
     ht_model_init_params(&j->model, cfg->train.seed);
+    if ((rc = init_from(j)) != HT_OK) return rc;
     if (j->opts->trace_layers) {
         j->model.layer_hook = trace_layer;
         j->model.layer_hook_ctx = &j->model;
