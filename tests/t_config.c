@@ -552,8 +552,9 @@ static void test_models(void) {
     is_err(load(&c, p, "model.dropout=1", NULL), "dropout 1", "key 'model.dropout': found 1",
            "expected a number >= 0 and < 1", NULL);
     is_err(load(&c, p, "model.n_head=6", "data.kind=synthetic", NULL), "gpt needs text",
-           "key 'data.kind': found \"synthetic\", expected \"text\" for model.type \"gpt\"", NULL,
-           NULL);
+           "key 'data.kind': found \"synthetic\", expected \"text\" or \"tokens\" for model.type "
+           "\"gpt\"",
+           NULL, NULL);
     is_err(load(&c, p, "model.n_head=6", "model.type=mlp", NULL), "text needs gpt",
            "key 'model.type': found \"mlp\", expected \"gpt\" for data.kind \"text\"", NULL, NULL);
     is_err(load(&c, p, "model.n_head=6", "data.path=", NULL), "text needs data.path",
@@ -578,7 +579,8 @@ static char *read_all(FILE *f) {
 static const char *const ALL_KEYS[] = {
     "model.type",        "model.hidden",       "model.activation",  "model.layers",
     "model.input_shape", "model.n_layer",      "model.d_model",     "model.n_head",
-    "model.context",     "model.dropout",      "data.kind",         "data.path",
+    "model.context",     "model.dropout",      "model.vocab",       "model.tie_embeddings",
+    "model.init_from",   "data.kind",          "data.path",         "data.val_path",
     "data.images",       "data.labels",        "data.val_fraction", "data.samples",
     "data.features",     "data.classes",       "data.seed",         "data.shuffle",
     "train.batch",       "train.steps",        "train.epochs",      "train.seed",

@@ -95,7 +95,7 @@ log = { every = 1; progress = "none"; };
 CFG
 resume_exact gpt "$TMP/gpt.cfg" 40 17
 printf '%s' "$OUT" | grep -Eq '^final: step 40, val_loss [0-9.]+, val_acc [0-9.]+%'; ok $? "gpt: reports val_loss (nats per byte) and next-byte accuracy"
-expect_fail 2 "data.kind': found \"synthetic\", expected \"text\" for model.type \"gpt\"" \
+expect_fail 2 "data.kind': found \"synthetic\", expected \"text\" or \"tokens\" for model.type \"gpt\"" \
     "gpt on non-text data is refused" -- -c "$TMP/gpt.cfg" --set data.kind=synthetic
 
 done_testing
