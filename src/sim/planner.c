@@ -14,6 +14,7 @@
 #include "pipe/transform.h"
 #include "plan/partition.h"
 #include "sim/sim.h"
+#include "train/pipe_plan.h"
 
 const char *ht_sim_cand_name(const ht_sim_cand *k, char *buf, size_t n) {
     if (k->kind < 0)
@@ -35,45 +36,42 @@ const char *ht_sim_cand_name(const ht_sim_cand *k, char *buf, size_t n) {
 }
 
 /* The trainer's hetero partition with replicated stages (pipe.replicate: stages in rank
- * order, a stage on adjacent ranks with each micro-batch split by speed) on the cost model's
- * layer times, as the trainer's start-up calibration would measure them: per pipeline rank
- * its slowest replica's, at mb samples and at 1 (fixed + per-sample costs). The cut, the
- * stage count and the groups into k. */
+ * order, a stage on adjacent ranks of one host with each micro-batch split by speed), by the
+ * very function the trainer and hetsim call (train/pipe_plan.h), on the cost model's layer
+ * times laid out as the trainer's start-up calibration (at mb samples and at 1) and the
+ * hosts of the first replica's ranks as the trainer gathers them: the job the plan writes
+ * ("hetero", replicate) is then cut as simulated here. The cut, the stage count and the
+ * groups into k. */
+static double *calibration(const ht_sim_cluster *c, int n, const ht_sim_model *sm, int samples) {
+    const int L = sm->nlayers;
+    double *cal = ht_xmalloc((size_t)n * 2 * (size_t)(L ? L : 1) * sizeof *cal);
+    for (int r = 0; r < n; r++)
+        for (int l = 0; l < L; l++) {
+            cal[(size_t)r * 2 * L + l] = ht_sim_layer_time(c, r, sm, l, samples, 0);
+            cal[(size_t)r * 2 * L + L + l] = ht_sim_layer_time(c, r, sm, l, samples, 1);
+        }
+    return cal;
+}
+
 static int cut_replicated(const ht_sim_cluster *c, const ht_model *m, const ht_sim_model *sm,
                           ht_sim_cand *k, int mb) {
-    const int L = sm->nlayers, D = k->D;
-    double *f = ht_xmalloc((size_t)3 * D * L * sizeof *f), *b = f + D * L, *fx = b + D * L;
-    uint8_t *cut = ht_xmalloc((size_t)L);
-    for (int d = 0; d < D; d++)
-        for (int i = 0; i < L; i++) {
-            double t[4] = {0, 0, 0, 0}; /* fwd, bwd at mb; fwd, bwd at 1 */
-            for (int w = 0; w < k->W; w++)
-                for (int j = 0; j < 4; j++) {
-                    double x = ht_sim_layer_time(c, w * D + d, sm, i, j < 2 ? mb : 1, j % 2);
-                    if (x > t[j]) t[j] = x;
-                }
-            fx[d * L + i] = ht_part_affine(t[0], t[2], mb, &f[d * L + i]) +
-                            ht_part_affine(t[1], t[3], mb, &b[d * L + i]);
-        }
-    for (int i = 0; i < L; i++)
-        cut[i] = i == 0 || ht_pipe_can_cut(m, i);
-    ht_mem_desc d;
-    ht_mem_desc_from_model(&d, m, mb, sm->optim_state_floats);
-    ht_part_input in = {.model = &d, .R = D, .fwd = f, .bwd = b, .fixed = mb > 1 ? fx : NULL,
-                        .B = k->N * mb, .N = k->N, .weight_versions = 1,
-                        .slots_rule = k->kind == HT_PIPE_GPIPE ? HT_PART_SLOTS_ALL : HT_PART_SLOTS_1F1B,
-                        .allow_replicas = 1, .in_rank_order = 1, .can_cut = cut};
-    ht_partition p;
-    int rc = ht_part_hetero(&in, &p);
+    const int n = k->D * k->W;
+    double *cal = calibration(c, n, sm, mb), *cal1 = mb > 1 ? calibration(c, n, sm, 1) : NULL;
+    int host[HT_PART_MAX_RANKS], alternating;
+    const int *h = k->D <= HT_PART_MAX_RANKS
+                       ? ht_pipe_plan_hosts(c->rank_host, k->D, host, &alternating)
+                       : NULL;
+    ht_pipe_groups g = {0};
+    int rc = ht_pipe_plan_hetero(m, cal, cal1, n, k->kind, k->D, k->N, mb, sm->optim_state_floats,
+                                 NULL, 0, 1, h, 0, k->bounds, &g);
     if (rc == HT_OK) {
-        ht_partition_export(&p, &d, 1, k->bounds, NULL, NULL);
-        ht_partition_groups(&p, k->first, k->off, k->cnt);
-        k->Q = p.D;
-        ht_partition_free(&p);
+        k->Q = g.Q;
+        memcpy(k->first, g.first, (size_t)(g.Q + 1) * sizeof *g.first);
+        memcpy(k->off, g.off, (size_t)k->D * sizeof *g.off);
+        memcpy(k->cnt, g.cnt, (size_t)k->D * sizeof *g.cnt);
     }
-    ht_mem_desc_free(&d);
-    free(f);
-    free(cut);
+    ht_pipe_groups_free(&g);
+    free(cal), free(cal1);
     return rc;
 }
 
