@@ -457,6 +457,34 @@ static void plan_memory_note(const job *j, int n, const ht_sim_cand *k) {
     }
 }
 
+/* The configurations past --top in one line: how many, how much slower, and why those that
+ * could not run did not (their reasons up to the first ':', counted). */
+static void summarise_rest(const ht_sim_cand *v, int k, int all) {
+    int slower = 0, nwhy = 0, count[4] = {0};
+    double lo = 0, hi = 0;
+    char why[4][64];
+    for (int i = 0; i < k; i++) {
+        if (v[i].ok) {
+            double p = v[i].why[0] ? atof(v[i].why) : 0; /* "14.0% slower than the best: ..." */
+            lo = slower && lo < p ? lo : p;
+            hi = slower && hi > p ? hi : p;
+            slower++;
+            continue;
+        }
+        char w[64];
+        snprintf(w, sizeof w, "%.*s", (int)strcspn(v[i].why, ":"), v[i].why);
+        int q = 0;
+        while (q < nwhy && strcmp(why[q], w)) q++;
+        if (q == nwhy && nwhy < 4) memcpy(why[nwhy++], w, sizeof w);
+        count[q < 4 ? q : 3]++;
+    }
+    printf("  ... %d more (--top %d lists every one):", k, all);
+    if (slower) printf(" %d from %.1f%% to %.1f%% slower%s", slower, lo, hi, nwhy ? ";" : "");
+    for (int q = 0; q < nwhy; q++)
+        printf(" %d %s%s", count[q], why[q], q + 1 < nwhy ? ";" : "");
+    printf("\n");
+}
+
 static int do_plan(const job *j, int n, int top, const char *out) {
     int alg = strcmp(j->cfg->cluster.allreduce, "mpi") ? HT_SIM_RING : HT_SIM_MPI;
     ht_sim_cand *v;
@@ -471,9 +499,12 @@ static int do_plan(const job *j, int n, int top, const char *out) {
         if (v[i].ok)
             printf("%4d %-40s %14.6g %10.4g %12.4g\n", i + 1, ht_sim_cand_name(&v[i], name, sizeof name),
                    v[i].throughput, v[i].step * 1e3, v[i].peak_mem / 1e6);
-    printf("why the others lost:\n");
-    for (int i = 1; i < nv; i++)
+    if (nv > 1) printf("why the others lost:\n");
+    for (int i = 1; i < nv && i < top; i++)
         printf("  %-40s %s\n", ht_sim_cand_name(&v[i], name, sizeof name), v[i].why);
+    if (nv > top && top >= 1) summarise_rest(v + top, nv - top, nv);
+    char left[1024];
+    if (ht_sim_plan_left_out(j->m, n, j->cfg->train.batch, left, sizeof left)) printf("%s", left);
     if (rc == HT_OK && v[0].kind >= 0) plan_memory_note(j, n, &v[0]);
     if (rc == HT_OK && out) {
         rc = write_plan(j, &v[0], out);

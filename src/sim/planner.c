@@ -246,3 +246,48 @@ int ht_sim_plan(const ht_sim_cluster *c, int n, const ht_model *m, const ht_sim_
                         : ht_error(HT_EINPUT, "no configuration of %d ranks fits: %s", n,
                                    k ? v[0].why : "none to try");
 }
+
+/* "a, b, c" of the stage counts in [lo, hi] dividing n. */
+static size_t list_divisors(char *buf, size_t len, int n, int lo, int hi) {
+    size_t at = 0;
+    for (int D = lo; D <= hi && at + 16 < len; D++)
+        if (n % D == 0) at += (size_t)snprintf(buf + at, len - at, "%s%d", at ? ", " : "", D);
+    return at;
+}
+
+int ht_sim_plan_left_out(const struct ht_model *m, int n, int B, char *buf, size_t len) {
+    int maxS = ht_pipe_max_stages(m), lines = 0;
+    if (maxS > HT_SIM_MAX_STAGES) maxS = HT_SIM_MAX_STAGES;
+    size_t at = 0;
+    buf[0] = 0;
+    if (n < 2 || len < 64) return 0;
+    char ds[256];
+    if (list_divisors(ds, sizeof ds, n, 2, n < maxS ? n : maxS) == 0) {
+        at += (size_t)snprintf(buf + at, len - at, "pipelines: none tried: their stage counts "
+                               "divide the %d ranks and the model has at most %d stages\n", n, maxS);
+        return 1;
+    }
+    /* N = f D micro-batches on n / D replicas: W N = f n, whatever D is */
+    if (B % n) {
+        int up = (B / n + 1) * n, r = n - 1;
+        while (r > 1 && B % r) r--;
+        at += (size_t)snprintf(buf + at, len - at,
+                               "pipelines: none tried: with N = D, 2D or 4D micro-batches on %d / D "
+                               "replicas a step splits the batch into %d, %d or %d micro-batches, "
+                               "and train.batch = %d is not a multiple of %d: set train.batch to "
+                               "a multiple of %d (e.g. %d)%s",
+                               n, n, 2 * n, 4 * n, B, n, n, up, r > 1 ? "" : "\n");
+        if (r > 1)
+            at += (size_t)snprintf(buf + at, len - at, ", or plan %d ranks (--ranks %d)\n", r, r);
+        return 1;
+    }
+    if (B % (4 * n) && at + 128 < len)
+        at += (size_t)snprintf(buf + at, len - at,
+                               "pipelines with %s micro-batches not tried: train.batch = %d is not "
+                               "a multiple of %d\n", B % (2 * n) ? "2D and 4D" : "4D", B,
+                               B % (2 * n) ? 2 * n : 4 * n), lines++;
+    if (maxS < n && list_divisors(ds, sizeof ds, n, maxS + 1, n) && at + 128 < len)
+        at += (size_t)snprintf(buf + at, len - at, "pipelines of %s stages not tried: the model "
+                               "allows at most %d stages (the layers a stage may start at)\n", ds, maxS), lines++;
+    return lines;
+}
