@@ -93,7 +93,7 @@ printf '%s' "$OUT" | grep -q "^wrote" ; ok $? "--plan -o writes the winner"
 ok $? "the written plan loads back as a job"
 # hettrain plan is the same planner; the cluster comes from a description or a profile
 "$HETTRAIN" plan --cluster "$TMP/good.cfg" -c "$CONF/quickstart.cfg" -o "$TMP/plan1.cfg" >"$TMP/out" 2>&1
-[ $? -eq 0 ] && cmp -s "$TMP/plan.cfg" "$TMP/plan1.cfg"
+[ $? -eq 0 ] && cmp -s <(grep -v '^#' "$TMP/plan.cfg") <(grep -v '^#' "$TMP/plan1.cfg") # comments name the tool and file
 ok $? "hettrain plan writes the plan hetsim --plan writes"
 run_sim --cluster "$TMP/good.cfg" --profile "$TMP/good.cfg" -c "$CONF/quickstart.cfg"
 [ "$RC" -eq 2 ] && printf '%s' "$ERR" | grep -q "one of --cluster FILE and --profile FILE, not both"

@@ -396,7 +396,45 @@ static int do_scale(const job *j, int nmax) {
     return HT_OK;
 }
 
-/* The job with the winner's settings, complete (ht_config_write): hettrain -c runs it. */
+/* A host's name for the launch line: the profile's (hetprof records each device's), else a
+ * placeholder numbered as the cluster description's hosts. */
+static void host_name(const ht_sim_cluster *c, int r, char *buf, size_t n) {
+    if (c->prof && r < c->prof->ndev && c->prof->dev[r].host[0])
+        snprintf(buf, n, "%s", c->prof->dev[r].host);
+    else
+        snprintf(buf, n, "host%d", c->rank_host[r]);
+}
+
+/* How to launch the plan, as comment lines: mpirun with each host's slot count in rank order
+ * (by slot, so that a host's ranks stay together, as the plan assumes), and the rank -> host
+ * -> device mapping it was simulated on. */
+static void launch_comment(FILE *f, const ht_sim_cluster *c, int n, const char *path) {
+    char hosts[1024] = "", h[64];
+    size_t at = 0;
+    for (int r = 0, cnt = 0; r < n; r++) {
+        cnt++;
+        if (r + 1 < n && c->rank_host[r + 1] == c->rank_host[r]) continue;
+        host_name(c, r, h, sizeof h);
+        if (at + strlen(h) + 16 < sizeof hosts)
+            at += (size_t)snprintf(hosts + at, sizeof hosts - at, "%s%s:%d", at ? "," : "", h, cnt);
+        cnt = 0;
+    }
+    int named = c->prof && c->prof->ndev > 0 && c->prof->dev[0].host[0];
+    fprintf(f, "#\n# Run it (%d ranks%s):\n#   mpirun -np %d --host %s --map-by slot hettrain -c %s\n",
+            n, named ? "" : "; hostN: your hosts' names, in the cluster description's order", n,
+            hosts, path);
+    fprintf(f, "# The ranks it assumes (rank -> host, local rank -> device):\n");
+    for (int r = 0, local = 0; r < n && r < 256; r++) {
+        host_name(c, r, h, sizeof h);
+        local = r && c->rank_host[r] == c->rank_host[r - 1] ? local + 1 : 0;
+        fprintf(f, "#   rank %d -> %s, local rank %d -> %s\n", r, h, local,
+                c->prof && r < c->prof->ndev ? c->prof->dev[r].name : c->types[c->rank_type[r]].name);
+    }
+    if (n > 256) fprintf(f, "#   ... %d ranks in all\n", n);
+    fprintf(f, "#\n");
+}
+
+/* The job with the winner's settings (what differs from the defaults): hettrain -c runs it. */
 static int write_plan(const job *j, const ht_sim_cand *k, const char *path) {
     ht_config c = *j->cfg;
     if (k->kind < 0) {
@@ -426,12 +464,15 @@ static int write_plan(const job *j, const ht_sim_cand *k, const char *path) {
     FILE *f = fopen(path, "w");
     if (!f) return ht_error(HT_ERUNTIME, "cannot create %s: %s", path, strerror(errno));
     char name[128];
-    fprintf(f, "# hetsim --plan: %s, predicted %.6g samples/s on %s (%d ranks)\n",
-            ht_sim_cand_name(k, name, sizeof name), k->throughput, j->c->source,
-            k->kind < 0 ? k->W : k->D * k->W);
-    ht_config_write(f, &c);
-    if (fclose(f) != 0) return ht_error(HT_ERUNTIME, "cannot write %s", path);
-    return HT_OK;
+    const int n = k->kind < 0 ? k->W : k->D * k->W;
+    fprintf(f, "# %s: %s, predicted %.6g samples/s for %s on %s (%d ranks)\n", g_name,
+            ht_sim_cand_name(k, name, sizeof name), k->throughput, j->cfg->source, j->c->source, n);
+    launch_comment(f, j->c, n, path);
+    fprintf(f, "# Below: the keys that differ from their defaults (hettrain --help-config lists "
+               "every key).\n");
+    int rc = ht_config_write_changes(f, &c);
+    if (fclose(f) != 0 && rc == HT_OK) rc = ht_error(HT_ERUNTIME, "cannot write %s", path);
+    return rc;
 }
 
 /* The planner sizes a pipeline rank by its own stages, as the simulator does; the trainer's
