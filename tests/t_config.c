@@ -588,7 +588,7 @@ static const char *const ALL_KEYS[] = {
     "optim.eps",         "optim.weight_decay", "optim.schedule",    "optim.warmup",
     "optim.step_size",   "optim.gamma",        "optim.min_lr",      "optim.clip",
     "device.select",     "device.cache",       "device.cache_dir",  "device.tuning",  "device.memory_mb",
-    "log.metrics",       "log.progress",       "log.every",         "checkpoint.path",
+    "log.metrics",       "log.tensorboard",    "log.progress",       "log.every",         "checkpoint.path",
     "checkpoint.every",  "cluster.shares",     "cluster.split",     "cluster.devices",
     "cluster.slowdown",  "cluster.slowdown_from", "cluster.allreduce", "cluster.overlap",
     "cluster.rebalance",

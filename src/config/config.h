@@ -84,6 +84,7 @@ typedef struct ht_config {
 
     struct {
         char metrics[HT_PATH_MAX]; /* JSON Lines file; "" = none */
+        char tensorboard[HT_PATH_MAX]; /* folder for TensorBoard event files; "" = none */
         char progress[16];         /* "auto" | "bar" | "plain" | "none" */
         int every;                 /* steps between plain progress lines / metrics records */
     } log;

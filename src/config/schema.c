@@ -182,6 +182,8 @@ const ht_ckey ht_config_keys[] = {
 
     {"log.metrics", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(log.metrics),
      "JSON Lines metrics file; \"\" = none"},
+    {"log.tensorboard", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(log.tensorboard),
+     "folder for TensorBoard event files of the same records (created when absent); \"\" = none"},
     {"log.progress", HT_CK_STR, 0, "\"auto\"", 0, 0, PROGRESS, FIELD(log.progress),
      "progress display; auto = bar on a terminal, plain lines otherwise"},
     {"log.every", HT_CK_INT, GE, "10", 1, 0, NULL, FIELD(log.every),
