@@ -253,6 +253,16 @@ for job in "shakespeare-gpt 48" "mnist-cnn 48"; do
     awk -v a="$got" -v b="$want" 'BEGIN { d = a - b; exit !(b > 0 && (d < 0 ? -d : d) <= 1e-5 * b + 0.01) }'
     ok $? "lab cluster, $1 batch $2: hetsim on the written plan gives the printed $want samples/s ($got): $(sed -nE 's/^wrote .*\((.*)\)$/\1/p' "$TMP/out")"
 done
+# the job's own reduction settings are the planner's too: without overlap the data-parallel
+# winner is slower, and the written job still simulates to the printed figure
+"$HETTRAIN" plan --cluster "$CONF/cluster-lab.cfg" -c "$CONF/mnist-mlp.cfg" --set cluster.overlap=false \
+    -o "$TMP/nolap.cfg" >"$TMP/out" 2>&1
+want=$(sed -nE 's/^ +1 .* ([0-9.e+]+) +[0-9.e+-]+ +[0-9.e+-]+$/\1/p' "$TMP/out")
+with=$("$HETTRAIN" plan --cluster "$CONF/cluster-lab.cfg" -c "$CONF/mnist-mlp.cfg" 2>&1 | sed -nE 's/^ +1 .* ([0-9.e+]+) +[0-9.e+-]+ +[0-9.e+-]+$/\1/p')
+got=$("$HETSIM" --cluster "$CONF/cluster-lab.cfg" -c "$TMP/nolap.cfg" 2>&1 | sed -nE 's/^throughput +([0-9.e+]+) samples.*/\1/p')
+grep -q '^wrote .*(data parallel' "$TMP/out" && grep -q 'overlap = false;' "$TMP/nolap.cfg" &&
+    awk -v a="$got" -v b="$want" -v w="$with" 'BEGIN { d = a - b; exit !(b > 0 && b < w && (d < 0 ? -d : d) <= 1e-5 * b + 0.01) }'
+ok $? "cluster.overlap = false: planned $want samples/s (< $with with overlap), hetsim on the written job $got"
 # --top K limits "why the others lost" too (K - 1 rows, the rest summarised in a line that
 # counts them); with batch 16 on 6 ranks no pipeline is tried (N = D, 2D, 4D micro-batches on
 # 6 / D replicas split the batch into 6, 12, 24), and the plan says so and what to change

@@ -692,7 +692,7 @@ static void test_write_changes(void) {
     free(text);
 
     is_ok(load(&a, put("gpt.cfg", BASE), "model.type=gpt", "model.hidden=[300]", "model.d_model=64",
-               "data.kind=text", "data.path=x.txt", NULL),
+               "data.kind=text", "data.path=x.txt", "train.steps=1", NULL),
           "a GPT job with an MLP width set");
     f = fopen(out, "w");
     rc = ht_config_write_changes(f, &a);
@@ -702,8 +702,9 @@ static void test_write_changes(void) {
     fclose(f);
     tap_ok(rc == HT_OK && text && strstr(text, "    n_layer = 4;\n") && strstr(text, "    d_model = 64;\n") &&
                strstr(text, "    dropout = 0;\n") && !strstr(text, "hidden") && !strstr(text, "activation") &&
-               !strstr(text, "layers = ") && strstr(text, "    path = \"x.txt\";\n"),
-           "a GPT job: its own keys at their defaults too, no MLP or CNN key");
+               !strstr(text, "layers = ") && strstr(text, "    path = \"x.txt\";\n") &&
+               strstr(text, "    steps = 1;\n"),
+           "a GPT job: its own keys at their defaults too, no MLP or CNN key; train.steps = 1 kept");
     free(text);
 }
 

@@ -411,18 +411,26 @@ static void host_name(const ht_sim_cluster *c, int r, char *buf, size_t n) {
 static void launch_comment(FILE *f, const ht_sim_cluster *c, int n, const char *path) {
     char hosts[1024] = "", h[64];
     size_t at = 0;
+    int fits = 1;
     for (int r = 0, cnt = 0; r < n; r++) {
         cnt++;
         if (r + 1 < n && c->rank_host[r + 1] == c->rank_host[r]) continue;
         host_name(c, r, h, sizeof h);
         if (at + strlen(h) + 16 < sizeof hosts)
             at += (size_t)snprintf(hosts + at, sizeof hosts - at, "%s%s:%d", at ? "," : "", h, cnt);
+        else
+            fits = 0;
         cnt = 0;
     }
+    if (!fits) /* too many hosts for one line: a host file in the same order */
+        snprintf(hosts, sizeof hosts, "HOSTFILE");
     int named = c->prof && c->prof->ndev > 0 && c->prof->dev[0].host[0];
-    fprintf(f, "#\n# Run it (%d ranks%s):\n#   mpirun -np %d --host %s --map-by slot hettrain -c %s\n",
+    fprintf(f, "#\n# Run it (%d ranks%s):\n#   mpirun -np %d --%s %s --map-by slot hettrain -c %s\n",
             n, named ? "" : "; hostN: your hosts' names, in the cluster description's order", n,
-            hosts, path);
+            fits ? "host" : "hostfile", hosts, path);
+    if (!fits)
+        fprintf(f, "# (HOSTFILE: a line \"NAME slots=K\" per host, in the order of the ranks "
+                   "below)\n");
     fprintf(f, "# The ranks it assumes (rank -> host, local rank -> device):\n");
     for (int r = 0, local = 0; r < n && r < 256; r++) {
         host_name(c, r, h, sizeof h);
@@ -531,7 +539,11 @@ static int do_plan(const job *j, int n, int top, const char *out) {
     ht_sim_cand *v;
     int nv;
     double t0 = now_s();
-    int rc = ht_sim_plan(j->c, n, j->m, j->sm, j->cfg->train.batch, alg, &v, &nv);
+    const ht_config *cfg = j->cfg;
+    ht_sim_dp dp = {.B = cfg->train.batch, .alg = alg, .overlap = cfg->cluster.overlap,
+                    .bucket_first_mb = cfg->cluster.bucket_first_mb,
+                    .bucket_cap_mb = cfg->cluster.bucket_cap_mb};
+    int rc = ht_sim_plan_job(j->c, n, j->m, j->sm, &dp, &v, &nv);
     printf("%s: %d configurations of %d ranks simulated in %.2f s\n", g_name, nv, n,
            now_s() - t0);
     char name[128];

@@ -628,6 +628,7 @@ int ht_config_write_changes(void *file, const ht_config *cfg) {
             keep[i] = !strcmp(fam, cfg->model.type);
         else
             keep[i] = (k->flags & HT_CF_REQ) || !strcmp(k->path, "model.type") ||
+                      !strcmp(k->path, "train.steps") || /* a placeholder above, like REQ */
                       !same_value(k, (const char *)cfg, (const char *)def);
     }
     if (rc == HT_OK) write_keys(file, cfg, keep);

@@ -122,7 +122,8 @@ static int cut_by_speed(const ht_sim_cluster *c, const ht_model *m, const ht_sim
 
 /* Simulates one candidate and fills its figures (or its reason). */
 static void evaluate(const ht_sim_cluster *c, int n, const ht_model *m, const ht_sim_model *sm,
-                     int B, int alg, ht_sim_cand *k) {
+                     const ht_sim_dp *dp, ht_sim_cand *k) {
+    const int B = dp->B, alg = dp->alg;
     /* the batch hettrain builds its model at: the global batch (data parallel, whose split
      * may move), a micro-batch (pipelines) */
     if (ht_model_check_batch(m, k->kind < 0 ? B : B / (k->W * k->N)) != HT_OK) {
@@ -133,8 +134,8 @@ static void evaluate(const ht_sim_cluster *c, int n, const ht_model *m, const ht
     ht_sim_result r;
     int rc;
     if (k->kind < 0) {
-        ht_sim_dp p = {.B = B, .speed = k->speed, .alg = alg, .overlap = 1,
-                       .bucket_first_mb = 1, .bucket_cap_mb = 25};
+        ht_sim_dp p = *dp; /* the job's reduction settings, as hetsim runs the written job */
+        p.speed = k->speed, p.shares = NULL, p.steps = 0;
         rc = ht_sim_run_dp(c, n, m, sm, &p, 0, NULL, &r, NULL);
     } else {
         ht_pipe_params pp = {.kind = k->kind, .D = k->D, .N = k->N, .v = k->v};
@@ -191,6 +192,13 @@ static int by_throughput(const void *a, const void *b) {
 
 int ht_sim_plan(const ht_sim_cluster *c, int n, const ht_model *m, const ht_sim_model *sm, int B,
                 int alg, ht_sim_cand **out, int *nout) {
+    ht_sim_dp dp = {.B = B, .alg = alg, .overlap = 1, .bucket_first_mb = 1, .bucket_cap_mb = 25};
+    return ht_sim_plan_job(c, n, m, sm, &dp, out, nout);
+}
+
+int ht_sim_plan_job(const ht_sim_cluster *c, int n, const ht_model *m, const ht_sim_model *sm,
+                    const ht_sim_dp *dp, ht_sim_cand **out, int *nout) {
+    const int B = dp->B;
     int cap = 64, k = 0;
     ht_sim_cand *v = ht_xcalloc((size_t)cap, sizeof *v);
     for (int sp = 0; sp < 2 && n > 1; sp++)
@@ -222,7 +230,7 @@ int ht_sim_plan(const ht_sim_cluster *c, int n, const ht_model *m, const ht_sim_
         }
     }
     for (int i = 0; i < k; i++)
-        evaluate(c, n, m, sm, B, alg, &v[i]);
+        evaluate(c, n, m, sm, dp, &v[i]);
     /* recomputation where memory needs it: pipelines that do not fit, again with every
      * stage keeping only its inputs (pipe.recompute = "all") */
     for (int i = 0, k0 = k; i < k0; i++)
@@ -231,7 +239,7 @@ int ht_sim_plan(const ht_sim_cluster *c, int n, const ht_model *m, const ht_sim_
             v[k] = v[i];
             v[k].recompute = 1;
             v[k].why[0] = 0;
-            evaluate(c, n, m, sm, B, alg, &v[k++]);
+            evaluate(c, n, m, sm, dp, &v[k++]);
         }
     qsort(v, (size_t)k, sizeof *v, by_throughput);
     for (int i = 1; i < k; i++)
