@@ -12,7 +12,7 @@ CONF="$(cd "$(dirname "$0")/../conf" && pwd)"
     -o "$TMP/gpt.cfg" >"$TMP/out" 2>&1
 ok $? "hettrain plan -o on the lab cluster: exit 0"
 keys=$(sed -n '/^model = {/,/^};/p' "$TMP/gpt.cfg" | sed -nE 's/^ +([a-z_]+) = .*/\1/p' | tr '\n' ' ')
-[ "$keys" = "type n_layer d_model n_head context dropout " ]
+[ "$keys" = "type n_layer d_model n_head context vocab tie_embeddings dropout " ]
 ok $? "a GPT plan's model group holds the GPT's keys only: $keys"
 # keys at their defaults are left out (conf/README.md: train.epochs 0, optim.momentum 0.9,
 # device.select "", sync.mode "bsp"), those the job sets are kept

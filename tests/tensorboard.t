@@ -2,8 +2,9 @@
 # log.tensorboard (src/io/tfevents.c): a 2-rank run writes TensorBoard event files beside its
 # JSON Lines metrics. A decoder written here in Python (TFRecord framing with CRC32C, the
 # Event protobuf by hand) finds every number of every JSONL record as a scalar "type/key"
-# (per-rank records "type/key/rankR") at its step, equal as float32; where tensorboard is
-# installed its own reader (EventFileLoader) reads the file to the same values.
+# (per-rank records "type/key/rankR") at its step, equal as float32 (to the JSONL's 9
+# digits); where tensorboard is installed its own reader (EventFileLoader) reads the file to
+# the same values.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mpi.sh"
 CONF="$(cd "$(dirname "$0")/../conf" && pwd)"
@@ -78,11 +79,15 @@ for line in open(sys.argv[2]):
         if k in ('type', 'step', 'rank') or not isinstance(v, (int, float)) or isinstance(v, bool): continue
         tag = r['type'] + '/' + k + ('/rank%d' % r['rank'] if 'rank' in r else '')
         want[(tag, last)] = f32(v)
-missing = [k for k in want if k not in have or have[k] != want[k]]
+# the JSONL holds 9 significant digits, the event the float32 of the double itself: one
+# float32 ulp apart at most (a double rounding), so within 2.5e-7 relative
+close = lambda a, b: abs(a - b) <= 2.5e-7 * abs(b) + 1e-30
+missing = [k for k in want if k not in have or not close(have[k], want[k])]
 tags = {t for t, _ in want}
 need = {'train/loss', 'train/samples_per_s', 'eval/val_acc', 'eval/val_loss'}
 if int(sys.argv[3]) > 1: need |= {'rank/compute_s/rank0', 'rank/compute_s/rank1'}
 print('# %d events, %d scalars, tags e.g. %s' % (len(events), len(have), sorted(tags)[:6]))
+if missing or not need <= tags or len(have) != len(want): print('# missing or different:', missing[:5], 'not there:', sorted(need - tags), len(have), len(want)); print('# tb only:', sorted(set(have) - set(want))[:5])
 sys.exit(1 if missing or not need <= tags or len(have) != len(want) else 0)
 PY
 ok $? "every number of the JSONL is a scalar at its step (decoded here: framing, CRC32C, protobuf)"
@@ -101,7 +106,8 @@ for e in EventFileLoader(sys.argv[1]).Load():
         assert v.metadata.plugin_data.plugin_name in ('', 'scalars'), v.metadata
         got[(v.tag, e.step)] = x
 train = [json.loads(l) for l in open(sys.argv[2]) if '"type":"train"' in l]
-bad = [r['step'] for r in train if got.get(('train/loss', r['step'])) != f32(r['loss'])]
+close = lambda a, b: a is not None and abs(a - b) <= 2.5e-7 * abs(b)
+bad = [r['step'] for r in train if not close(got.get(('train/loss', r['step'])), f32(r['loss']))]
 sys.exit(1 if bad or not train else 0)
 PY
     ok $? "tensorboard's EventFileLoader reads it: train/loss at every logged step"

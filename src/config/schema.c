@@ -576,12 +576,14 @@ static int same_value(const ht_ckey *k, const char *a, const char *b) {
     }
 }
 
-/* The model family a model.* key belongs to ("" for model.type: all of them). */
+/* The model family a model.* key belongs to ("": model.type, or a key not listed here, which
+ * is then written when it differs from its default). */
 static const char *model_family(const char *path) {
     static const char *const fam[][2] = {
         {"model.hidden", "mlp"},  {"model.activation", "mlp"}, {"model.layers", "cnn"},
         {"model.input_shape", "cnn"}, {"model.n_layer", "gpt"}, {"model.d_model", "gpt"},
-        {"model.n_head", "gpt"},  {"model.context", "gpt"},   {"model.dropout", "gpt"}};
+        {"model.n_head", "gpt"},  {"model.context", "gpt"},   {"model.dropout", "gpt"},
+        {"model.vocab", "gpt"},   {"model.tie_embeddings", "gpt"}};
     for (size_t i = 0; i < sizeof fam / sizeof *fam; i++)
         if (!strcmp(path, fam[i][0])) return fam[i][1];
     return "";
