@@ -69,6 +69,7 @@ static const char *at(const char *path, const char *text, const char *needle) {
     return buf;
 }
 
+static void test_write_changes(void);
 static const char *BASE = "train = { batch = 32; steps = 100; };\noptim = { lr = 0.1; };\n";
 
 /* A valid file with BASE plus extra settings appended (groups must not repeat BASE's). */
@@ -589,7 +590,7 @@ static const char *const ALL_KEYS[] = {
     "optim.eps",         "optim.weight_decay", "optim.schedule",    "optim.warmup",
     "optim.step_size",   "optim.gamma",        "optim.min_lr",      "optim.clip",
     "device.select",     "device.cache",       "device.cache_dir",  "device.tuning",  "device.memory_mb",
-    "log.metrics",       "log.progress",       "log.every",         "checkpoint.path",
+    "log.metrics",       "log.tensorboard",    "log.progress",       "log.every",         "checkpoint.path",
     "checkpoint.every",  "cluster.shares",     "cluster.split",     "cluster.devices",
     "cluster.slowdown",  "cluster.slowdown_from", "cluster.allreduce", "cluster.overlap",
     "cluster.rebalance",
@@ -657,6 +658,56 @@ static void test_schema_and_write(void) {
     is_ok(load(&b, out, NULL), "written config loads");
     memcpy(b.source, a.source, sizeof b.source);
     tap_ok(memcmp(&a, &b, sizeof a) == 0, "written config reads back identical");
+    test_write_changes();
+}
+
+/* ht_config_write_changes: an MLP job with settings of every kind reads back identical; a
+ * GPT job keeps its own model keys (at their defaults too) and none of another family's,
+ * and nothing else at its default. */
+static void test_write_changes(void) {
+    ht_config a, b;
+    char out[HT_PATH_MAX];
+    snprintf(out, sizeof out, "%s/changes.cfg", g_dir);
+    is_ok(load(&a, put("ch.cfg", BASE), "model.hidden=[300, 7]", "optim.lr=0.30000000000000004",
+               "data.seed=9000000000", "device.select=say \"hi\"\\", "optim.eps=3e-9",
+               "pipe.boundaries=[2]", "cluster.split=speed", "log.progress=none", NULL),
+          "an MLP job for ht_config_write_changes");
+    FILE *f = fopen(out, "w");
+    int rc = ht_config_write_changes(f, &a);
+    fclose(f);
+    is_ok(rc == HT_OK && load(&b, out, NULL) == HT_OK ? HT_OK : HT_EINPUT, "the changes load");
+    memcpy(b.source, a.source, sizeof b.source);
+    tap_ok(memcmp(&a, &b, sizeof a) == 0, "the changes read back to the same job");
+    f = fopen(out, "r");
+    char *text = read_all(f);
+    fclose(f);
+    /* 12 keys by hand: model (type, hidden, activation), data.seed, train (batch, steps),
+     * optim (lr, eps), device.select, log.progress, cluster.split, pipe.boundaries, and 8
+     * group lines ("x = {", "};") for model, data, train, optim, device, log, cluster, pipe */
+    int lines = 0;
+    for (const char *c = text; c && *c; c++)
+        lines += *c == '\n';
+    tap_ok(text && lines == 12 + 2 * 8 && !strstr(text, "layers") && !strstr(text, "n_layer") &&
+               !strstr(text, "momentum") && !strstr(text, "sync"),
+           "only the changes, the model's own keys and the required ones (%d lines)", lines);
+    if (lines != 28 && text) tap_diag("%s", text);
+    free(text);
+
+    is_ok(load(&a, put("gpt.cfg", BASE), "model.type=gpt", "model.hidden=[300]", "model.d_model=64",
+               "data.kind=text", "data.path=x.txt", "train.steps=1", NULL),
+          "a GPT job with an MLP width set");
+    f = fopen(out, "w");
+    rc = ht_config_write_changes(f, &a);
+    fclose(f);
+    f = fopen(out, "r");
+    text = read_all(f);
+    fclose(f);
+    tap_ok(rc == HT_OK && text && strstr(text, "    n_layer = 4;\n") && strstr(text, "    d_model = 64;\n") &&
+               strstr(text, "    dropout = 0;\n") && !strstr(text, "hidden") && !strstr(text, "activation") &&
+               !strstr(text, "layers = ") && strstr(text, "    path = \"x.txt\";\n") &&
+               strstr(text, "    steps = 1;\n"),
+           "a GPT job: its own keys at their defaults too, no MLP or CNN key; train.steps = 1 kept");
+    free(text);
 }
 
 /* Removes the (flat) temp folder. */

@@ -396,7 +396,53 @@ static int do_scale(const job *j, int nmax) {
     return HT_OK;
 }
 
-/* The job with the winner's settings, complete (ht_config_write): hettrain -c runs it. */
+/* A host's name for the launch line: the profile's (hetprof records each device's), else a
+ * placeholder numbered as the cluster description's hosts. */
+static void host_name(const ht_sim_cluster *c, int r, char *buf, size_t n) {
+    if (c->prof && r < c->prof->ndev && c->prof->dev[r].host[0])
+        snprintf(buf, n, "%s", c->prof->dev[r].host);
+    else
+        snprintf(buf, n, "host%d", c->rank_host[r]);
+}
+
+/* How to launch the plan, as comment lines: mpirun with each host's slot count in rank order
+ * (by slot, so that a host's ranks stay together, as the plan assumes), and the rank -> host
+ * -> device mapping it was simulated on. */
+static void launch_comment(FILE *f, const ht_sim_cluster *c, int n, const char *path) {
+    char hosts[1024] = "", h[64];
+    size_t at = 0;
+    int fits = 1;
+    for (int r = 0, cnt = 0; r < n; r++) {
+        cnt++;
+        if (r + 1 < n && c->rank_host[r + 1] == c->rank_host[r]) continue;
+        host_name(c, r, h, sizeof h);
+        if (at + strlen(h) + 16 < sizeof hosts)
+            at += (size_t)snprintf(hosts + at, sizeof hosts - at, "%s%s:%d", at ? "," : "", h, cnt);
+        else
+            fits = 0;
+        cnt = 0;
+    }
+    if (!fits) /* too many hosts for one line: a host file in the same order */
+        snprintf(hosts, sizeof hosts, "HOSTFILE");
+    int named = c->prof && c->prof->ndev > 0 && c->prof->dev[0].host[0];
+    fprintf(f, "#\n# Run it (%d ranks%s):\n#   mpirun -np %d --%s %s --map-by slot hettrain -c %s\n",
+            n, named ? "" : "; hostN: your hosts' names, in the cluster description's order", n,
+            fits ? "host" : "hostfile", hosts, path);
+    if (!fits)
+        fprintf(f, "# (HOSTFILE: a line \"NAME slots=K\" per host, in the order of the ranks "
+                   "below)\n");
+    fprintf(f, "# The ranks it assumes (rank -> host, local rank -> device):\n");
+    for (int r = 0, local = 0; r < n && r < 256; r++) {
+        host_name(c, r, h, sizeof h);
+        local = r && c->rank_host[r] == c->rank_host[r - 1] ? local + 1 : 0;
+        fprintf(f, "#   rank %d -> %s, local rank %d -> %s\n", r, h, local,
+                c->prof && r < c->prof->ndev ? c->prof->dev[r].name : c->types[c->rank_type[r]].name);
+    }
+    if (n > 256) fprintf(f, "#   ... %d ranks in all\n", n);
+    fprintf(f, "#\n");
+}
+
+/* The job with the winner's settings (what differs from the defaults): hettrain -c runs it. */
 static int write_plan(const job *j, const ht_sim_cand *k, const char *path) {
     ht_config c = *j->cfg;
     if (k->kind < 0) {
@@ -426,12 +472,15 @@ static int write_plan(const job *j, const ht_sim_cand *k, const char *path) {
     FILE *f = fopen(path, "w");
     if (!f) return ht_error(HT_ERUNTIME, "cannot create %s: %s", path, strerror(errno));
     char name[128];
-    fprintf(f, "# hetsim --plan: %s, predicted %.6g samples/s on %s (%d ranks)\n",
-            ht_sim_cand_name(k, name, sizeof name), k->throughput, j->c->source,
-            k->kind < 0 ? k->W : k->D * k->W);
-    ht_config_write(f, &c);
-    if (fclose(f) != 0) return ht_error(HT_ERUNTIME, "cannot write %s", path);
-    return HT_OK;
+    const int n = k->kind < 0 ? k->W : k->D * k->W;
+    fprintf(f, "# %s: %s, predicted %.6g samples/s for %s on %s (%d ranks)\n", g_name,
+            ht_sim_cand_name(k, name, sizeof name), k->throughput, j->cfg->source, j->c->source, n);
+    launch_comment(f, j->c, n, path);
+    fprintf(f, "# Below: the keys that differ from their defaults (hettrain --help-config lists "
+               "every key).\n");
+    int rc = ht_config_write_changes(f, &c);
+    if (fclose(f) != 0 && rc == HT_OK) rc = ht_error(HT_ERUNTIME, "cannot write %s", path);
+    return rc;
 }
 
 /* The planner sizes a pipeline rank by its own stages, as the simulator does; the trainer's
@@ -457,12 +506,44 @@ static void plan_memory_note(const job *j, int n, const ht_sim_cand *k) {
     }
 }
 
+/* The configurations past --top in one line: how many, how much slower, and why those that
+ * could not run did not (their reasons up to the first ':', counted). */
+static void summarise_rest(const ht_sim_cand *v, int k, int all) {
+    int slower = 0, nwhy = 0, count[4] = {0};
+    double lo = 0, hi = 0;
+    char why[4][64];
+    for (int i = 0; i < k; i++) {
+        if (v[i].ok) {
+            double p = v[i].why[0] ? atof(v[i].why) : 0; /* "14.0% slower than the best: ..." */
+            lo = slower && lo < p ? lo : p;
+            hi = slower && hi > p ? hi : p;
+            slower++;
+            continue;
+        }
+        char w[64];
+        snprintf(w, sizeof w, "%.*s", (int)strcspn(v[i].why, ":"), v[i].why);
+        int q = 0;
+        while (q < nwhy && strcmp(why[q], w)) q++;
+        if (q == nwhy && nwhy < 4) memcpy(why[nwhy++], w, sizeof w);
+        count[q < 4 ? q : 3]++;
+    }
+    printf("  ... %d more (--top %d lists every one):", k, all);
+    if (slower) printf(" %d from %.1f%% to %.1f%% slower%s", slower, lo, hi, nwhy ? ";" : "");
+    for (int q = 0; q < nwhy; q++)
+        printf(" %d %s%s", count[q], why[q], q + 1 < nwhy ? ";" : "");
+    printf("\n");
+}
+
 static int do_plan(const job *j, int n, int top, const char *out) {
     int alg = strcmp(j->cfg->cluster.allreduce, "mpi") ? HT_SIM_RING : HT_SIM_MPI;
     ht_sim_cand *v;
     int nv;
     double t0 = now_s();
-    int rc = ht_sim_plan(j->c, n, j->m, j->sm, j->cfg->train.batch, alg, &v, &nv);
+    const ht_config *cfg = j->cfg;
+    ht_sim_dp dp = {.B = cfg->train.batch, .alg = alg, .overlap = cfg->cluster.overlap,
+                    .bucket_first_mb = cfg->cluster.bucket_first_mb,
+                    .bucket_cap_mb = cfg->cluster.bucket_cap_mb};
+    int rc = ht_sim_plan_job(j->c, n, j->m, j->sm, &dp, &v, &nv);
     printf("%s: %d configurations of %d ranks simulated in %.2f s\n", g_name, nv, n,
            now_s() - t0);
     char name[128];
@@ -471,9 +552,12 @@ static int do_plan(const job *j, int n, int top, const char *out) {
         if (v[i].ok)
             printf("%4d %-40s %14.6g %10.4g %12.4g\n", i + 1, ht_sim_cand_name(&v[i], name, sizeof name),
                    v[i].throughput, v[i].step * 1e3, v[i].peak_mem / 1e6);
-    printf("why the others lost:\n");
-    for (int i = 1; i < nv; i++)
+    if (nv > 1) printf("why the others lost:\n");
+    for (int i = 1; i < nv && i < top; i++)
         printf("  %-40s %s\n", ht_sim_cand_name(&v[i], name, sizeof name), v[i].why);
+    if (nv > top && top >= 1) summarise_rest(v + top, nv - top, nv);
+    char left[1024];
+    if (ht_sim_plan_left_out(j->m, n, j->cfg->train.batch, left, sizeof left)) printf("%s", left);
     if (rc == HT_OK && v[0].kind >= 0) plan_memory_note(j, n, &v[0]);
     if (rc == HT_OK && out) {
         rc = write_plan(j, &v[0], out);

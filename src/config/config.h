@@ -85,6 +85,7 @@ typedef struct ht_config {
 
     struct {
         char metrics[HT_PATH_MAX]; /* JSON Lines file; "" = none */
+        char tensorboard[HT_PATH_MAX]; /* folder for TensorBoard event files; "" = none */
         char progress[16];         /* "auto" | "bar" | "plain" | "none" */
         int every;                 /* steps between plain progress lines / metrics records */
     } log;
@@ -196,5 +197,11 @@ void ht_config_print_schema(void *file /* FILE* */);
 /* Writes cfg as a complete libconfig file (every key, exact values) that
  * ht_config_load reads back to the same ht_config: for logs and reproducing a run. */
 void ht_config_write(void *file /* FILE* */, const ht_config *cfg);
+/* Writes only what a job needs: model.type and its family's keys (an MLP's hidden and
+ * activation, a CNN's layers and input_shape, a GPT's n_layer .. dropout; never another
+ * family's), the required keys, and every other key whose value differs from its default;
+ * a group with none is left out. ht_config_load reads it back to the same job. No header
+ * line (the caller writes its own comments). HT_OK, or an error from loading the defaults. */
+int ht_config_write_changes(void *file /* FILE* */, const ht_config *cfg);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/err.h"
 #include "core/path.h"
@@ -30,6 +31,11 @@ int ht_config_check_outputs(const ht_config *cfg, const char *trace_path) {
             return ht_error(HT_EINPUT, "%s: %s", cfg->source, msg);
         }
     }
+    struct stat st; /* a folder, made at start when absent */
+    if (cfg->log.tensorboard[0] && stat(cfg->log.tensorboard, &st) == 0 && !S_ISDIR(st.st_mode))
+        return ht_error(HT_EINPUT, "%s%skey 'log.tensorboard': '%s' is a file, expected a folder "
+                        "(created when absent)", cfg->source, cfg->source[0] ? ": " : "",
+                        cfg->log.tensorboard);
     return HT_OK;
 }
 

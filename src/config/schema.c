@@ -185,6 +185,8 @@ const ht_ckey ht_config_keys[] = {
 
     {"log.metrics", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(log.metrics),
      "JSON Lines metrics file; \"\" = none"},
+    {"log.tensorboard", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(log.tensorboard),
+     "folder for TensorBoard event files of the same records (created when absent); \"\" = none"},
     {"log.progress", HT_CK_STR, 0, "\"auto\"", 0, 0, PROGRESS, FIELD(log.progress),
      "progress display; auto = bar on a terminal, plain lines otherwise"},
     {"log.every", HT_CK_INT, GE, "10", 1, 0, NULL, FIELD(log.every),
@@ -495,72 +497,147 @@ static void write_string(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-void ht_config_write(void *file, const ht_config *cfg) {
-    FILE *f = file;
-    const char *base = (const char *)cfg;
+static void write_value(FILE *f, const ht_ckey *k, const char *base) {
+    const void *p = base + k->off;
     char num[40];
-    fprintf(f, "# hettrain configuration%s%s\n", cfg->source[0] ? ", read from " : "", cfg->source);
+    switch (k->kind) {
+    case HT_CK_INT:
+        fprintf(f, "%d", *(const int *)p);
+        break;
+    case HT_CK_U64: {
+        unsigned long long v = *(const uint64_t *)p;
+        fprintf(f, "%llu%s", v, v > INT_MAX ? "L" : "");
+        break;
+    }
+    case HT_CK_NUM:
+        ht_fmt_num(*(const double *)p, num, sizeof num);
+        fputs(num, f);
+        break;
+    case HT_CK_BOOL:
+        fputs(*(const int *)p ? "true" : "false", f);
+        break;
+    case HT_CK_STR:
+        write_string(f, p);
+        break;
+    case HT_CK_INTS: {
+        int count = *(const int *)(base + k->off_count);
+        fputc('[', f);
+        for (int j = 0; j < count; j++)
+            fprintf(f, "%s%d", j ? ", " : "", ((const int *)p)[j]);
+        fputc(']', f);
+        break;
+    }
+    case HT_CK_NUMS: {
+        int count = *(const int *)(base + k->off_count);
+        fputc('[', f);
+        for (int j = 0; j < count; j++) {
+            ht_fmt_num(((const double *)p)[j], num, sizeof num);
+            /* an integral value gets a ".0": libconfig arrays hold one type */
+            fprintf(f, "%s%s%s", j ? ", " : "", num, strpbrk(num, ".eEn") ? "" : ".0");
+        }
+        fputc(']', f);
+        break;
+    }
+    case HT_CK_STRS: {
+        int count = *(const int *)(base + k->off_count);
+        fputc('[', f);
+        for (int j = 0; j < count; j++) {
+            if (j) fputs(", ", f);
+            write_string(f, (const char *)p + (size_t)j * ht_ckey_elem(k));
+        }
+        fputc(']', f);
+        break;
+    }
+    }
+}
+
+/* 1 when key k holds the same value in the configurations at a and b. */
+static int same_value(const ht_ckey *k, const char *a, const char *b) {
+    const char *x = a + k->off, *y = b + k->off;
+    switch (k->kind) {
+    case HT_CK_INT:
+    case HT_CK_BOOL:
+        return *(const int *)x == *(const int *)y;
+    case HT_CK_U64:
+        return *(const uint64_t *)x == *(const uint64_t *)y;
+    case HT_CK_NUM:
+        return *(const double *)x == *(const double *)y;
+    case HT_CK_STR:
+        return !strcmp(x, y);
+    default: {
+        int n = *(const int *)(a + k->off_count);
+        if (n != *(const int *)(b + k->off_count)) return 0;
+        size_t elem = k->kind == HT_CK_INTS   ? sizeof(int)
+                      : k->kind == HT_CK_NUMS ? sizeof(double)
+                                              : ht_ckey_elem(k);
+        for (int j = 0; j < n; j++) /* strings: compare up to the terminator only */
+            if (k->kind == HT_CK_STRS ? strcmp(x + j * elem, y + j * elem) != 0
+                                      : memcmp(x + j * elem, y + j * elem, elem) != 0)
+                return 0;
+        return 1;
+    }
+    }
+}
+
+/* The model family a model.* key belongs to ("": model.type, or a key not listed here, which
+ * is then written when it differs from its default). */
+static const char *model_family(const char *path) {
+    static const char *const fam[][2] = {
+        {"model.hidden", "mlp"},  {"model.activation", "mlp"}, {"model.layers", "cnn"},
+        {"model.input_shape", "cnn"}, {"model.n_layer", "gpt"}, {"model.d_model", "gpt"},
+        {"model.n_head", "gpt"},  {"model.context", "gpt"},   {"model.dropout", "gpt"},
+        {"model.vocab", "gpt"},   {"model.tie_embeddings", "gpt"}};
+    for (size_t i = 0; i < sizeof fam / sizeof *fam; i++)
+        if (!strcmp(path, fam[i][0])) return fam[i][1];
+    return "";
+}
+
+/* Writes the keys with keep[i] set, group by group (a group with none is left out). */
+static void write_keys(FILE *f, const ht_config *cfg, const unsigned char *keep) {
+    const char *base = (const char *)cfg;
     size_t glen = 0;
+    int open = 0;
     for (int i = 0; i < ht_config_nkeys; i++) {
         const ht_ckey *k = &ht_config_keys[i];
         const char *dot = strchr(k->path, '.');
-        const void *p = base + k->off;
-        if (i == 0 || strncmp(k->path, ht_config_keys[i - 1].path, glen + 1) != 0) {
-            if (i) fputs("};\n", f);
+        if (keep && !keep[i]) continue;
+        if (!open || strncmp(k->path, ht_config_keys[open - 1].path, glen + 1) != 0) {
+            if (open) fputs("};\n", f);
             glen = (size_t)(dot - k->path);
             fprintf(f, "%.*s = {\n", (int)glen, k->path);
         }
+        open = i + 1;
         fprintf(f, "    %s = ", dot + 1);
-        switch (k->kind) {
-        case HT_CK_INT:
-            fprintf(f, "%d", *(const int *)p);
-            break;
-        case HT_CK_U64: {
-            unsigned long long v = *(const uint64_t *)p;
-            fprintf(f, "%llu%s", v, v > INT_MAX ? "L" : "");
-            break;
-        }
-        case HT_CK_NUM:
-            ht_fmt_num(*(const double *)p, num, sizeof num);
-            fputs(num, f);
-            break;
-        case HT_CK_BOOL:
-            fputs(*(const int *)p ? "true" : "false", f);
-            break;
-        case HT_CK_STR:
-            write_string(f, p);
-            break;
-        case HT_CK_INTS: {
-            int count = *(const int *)(base + k->off_count);
-            fputc('[', f);
-            for (int j = 0; j < count; j++)
-                fprintf(f, "%s%d", j ? ", " : "", ((const int *)p)[j]);
-            fputc(']', f);
-            break;
-        }
-        case HT_CK_NUMS: {
-            int count = *(const int *)(base + k->off_count);
-            fputc('[', f);
-            for (int j = 0; j < count; j++) {
-                ht_fmt_num(((const double *)p)[j], num, sizeof num);
-                /* an integral value gets a ".0": libconfig arrays hold one type */
-                fprintf(f, "%s%s%s", j ? ", " : "", num, strpbrk(num, ".eEn") ? "" : ".0");
-            }
-            fputc(']', f);
-            break;
-        }
-        case HT_CK_STRS: {
-            int count = *(const int *)(base + k->off_count);
-            fputc('[', f);
-            for (int j = 0; j < count; j++) {
-                if (j) fputs(", ", f);
-                write_string(f, (const char *)p + (size_t)j * ht_ckey_elem(k));
-            }
-            fputc(']', f);
-            break;
-        }
-        }
+        write_value(f, k, base);
         fputs(";\n", f);
     }
-    fputs("};\n", f);
+    if (open) fputs("};\n", f);
+}
+
+void ht_config_write(void *file, const ht_config *cfg) {
+    FILE *f = file;
+    fprintf(f, "# hettrain configuration%s%s\n", cfg->source[0] ? ", read from " : "", cfg->source);
+    write_keys(f, cfg, NULL);
+}
+
+int ht_config_write_changes(void *file, const ht_config *cfg) {
+    static const char *const req[] = {"train.batch=1", "optim.lr=1", "train.steps=1"};
+    ht_config *def = ht_xmalloc(sizeof *def); /* the defaults, with placeholders for the
+                                                 required keys (always written) */
+    int rc = ht_config_load(def, NULL, req, 3);
+    unsigned char *keep = ht_xcalloc((size_t)ht_config_nkeys, 1);
+    for (int i = 0; rc == HT_OK && i < ht_config_nkeys; i++) {
+        const ht_ckey *k = &ht_config_keys[i];
+        const char *fam = strncmp(k->path, "model.", 6) ? "" : model_family(k->path);
+        if (fam[0]) /* a model family's keys: its own, always; another's, never */
+            keep[i] = !strcmp(fam, cfg->model.type);
+        else
+            keep[i] = (k->flags & HT_CF_REQ) || !strcmp(k->path, "model.type") ||
+                      !strcmp(k->path, "train.steps") || /* a placeholder above, like REQ */
+                      !same_value(k, (const char *)cfg, (const char *)def);
+    }
+    if (rc == HT_OK) write_keys(file, cfg, keep);
+    free(keep);
+    free(def);
+    return rc;
 }

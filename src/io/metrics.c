@@ -9,6 +9,18 @@
 
 #include "core/log.h"
 #include "io/json.h"
+#include "io/tfevents.h"
+
+/* A record's numbers, for TensorBoard: "type/key" (records with a rank: "type/key/rankR") at
+ * the record's step, or the last step seen for records without one. */
+#define MAX_SCALARS 32
+typedef struct scalars {
+    int n, has_step, rank; /* rank -1: none */
+    long long step;
+    char type[32];
+    char key[MAX_SCALARS][48];
+    double v[MAX_SCALARS];
+} scalars;
 
 struct ht_metrics {
     FILE *fp;
@@ -16,10 +28,17 @@ struct ht_metrics {
     ht_jbuf line;
     long long failed;   /* records that could not be written */
     char first_err[256]; /* the first write failure */
+    ht_tfevents *tb;    /* NULL: no TensorBoard events */
+    long long last_step;
+    scalars sc;
 };
 
 int ht_metrics_open(ht_metrics **out, const char *path, int append) {
     *out = NULL;
+    if (!path || !path[0]) { /* no JSON Lines: TensorBoard events only */
+        *out = ht_xcalloc(1, sizeof **out);
+        return HT_OK;
+    }
     FILE *fp = fopen(path, append ? "a" : "w");
     if (!fp)
         return ht_error(HT_ERUNTIME, "cannot open metrics file '%s': %s", path, strerror(errno));
@@ -36,6 +55,12 @@ ht_metrics *ht_metrics_from_stream(FILE *fp) {
     return m;
 }
 
+int ht_metrics_tensorboard(ht_metrics *m, const char *dir) {
+    int rc = ht_tfevents_open(&m->tb, dir);
+    if (rc == HT_OK) ht_log_info("TensorBoard events: %s", ht_tfevents_path(m->tb));
+    return rc;
+}
+
 int ht_metrics_status(const ht_metrics *m) {
     if (!m || !m->failed) return HT_OK;
     return ht_error(HT_ERUNTIME, "%lld metrics record%s could not be written: %s", m->failed,
@@ -47,6 +72,7 @@ int ht_metrics_close(ht_metrics *m) {
     if (!m) return rc;
     if (m->path && fclose(m->fp) != 0 && !m->failed)
         rc = ht_error(HT_ERUNTIME, "closing metrics file '%s': %s", m->path, strerror(errno));
+    if (ht_tfevents_close(m->tb) != HT_OK && !m->failed && rc == HT_OK) rc = HT_ERUNTIME;
     if (m->failed) rc = ht_metrics_status(m);
     free(m->path);
     ht_jbuf_free(&m->line);
@@ -60,17 +86,34 @@ static int is_key_char(char c) {
 }
 
 /* Formats one value from a conversion spec starting after '%'; returns chars consumed or -1. */
-static int put_value(ht_jbuf *b, const char *f, va_list *ap) {
+/* Keeps the number x of field key (len chars) for TensorBoard; the step and the rank index. */
+static void keep_number(scalars *sc, const char *key, size_t len, double x) {
+    if (len == 4 && !strncmp(key, "step", 4)) {
+        sc->has_step = 1, sc->step = (long long)x;
+    } else if (len == 4 && !strncmp(key, "rank", 4)) {
+        sc->rank = (int)x;
+    } else if (sc->n < MAX_SCALARS && len < sizeof sc->key[0]) {
+        memcpy(sc->key[sc->n], key, len);
+        sc->key[sc->n][len] = 0;
+        sc->v[sc->n++] = x;
+    }
+}
+
+static int put_value(ht_jbuf *b, const char *f, va_list *ap, scalars *sc, const char *key,
+                     size_t klen) {
     if (f[0] == 's') {
         const char *s = va_arg(*ap, const char *);
         if (s)
             ht_jbuf_put_str(b, s);
         else
             ht_jbuf_puts(b, "null");
+        if (s && klen == 4 && !strncmp(key, "type", 4)) snprintf(sc->type, sizeof sc->type, "%s", s);
         return 1;
     }
     if (f[0] == 'f' || f[0] == 'g' || f[0] == 'e') {
-        ht_jbuf_put_num(b, va_arg(*ap, double));
+        double x = va_arg(*ap, double);
+        ht_jbuf_put_num(b, x);
+        keep_number(sc, key, klen, x);
         return 1;
     }
     int len = 0; /* 0: int, 1: long, 2: long long, 3: size_t */
@@ -88,22 +131,25 @@ static int put_value(ht_jbuf *b, const char *f, va_list *ap) {
                       : len == 2 ? va_arg(*ap, long long)
                                  : (long long)va_arg(*ap, size_t);
         ht_jbuf_printf(b, "%lld", v);
+        keep_number(sc, key, klen, (double)v);
     } else if (c == 'u') {
         unsigned long long v = len == 0   ? va_arg(*ap, unsigned)
                                : len == 1 ? va_arg(*ap, unsigned long)
                                : len == 2 ? va_arg(*ap, unsigned long long)
                                           : va_arg(*ap, size_t);
         ht_jbuf_printf(b, "%llu", v);
+        keep_number(sc, key, klen, (double)v);
     } else {
         return -1;
     }
     return n + 1;
 }
 
-static int build(ht_jbuf *b, const char *fmt, va_list *ap) {
+static int build(ht_jbuf *b, const char *fmt, va_list *ap, scalars *sc) {
     const char *p = fmt;
     int first = 1;
     b->len = 0;
+    sc->n = sc->has_step = 0, sc->rank = -1, sc->type[0] = 0;
     ht_jbuf_putc(b, '{');
     for (;;) {
         while (*p == ' ')
@@ -120,7 +166,7 @@ static int build(ht_jbuf *b, const char *fmt, va_list *ap) {
         ht_jbuf_putc(b, '"');
         ht_jbuf_put(b, k, (size_t)(p - k));
         ht_jbuf_puts(b, "\":");
-        int used = put_value(b, p + 2, ap);
+        int used = put_value(b, p + 2, ap, sc, k, (size_t)(p - k));
         if (used < 0)
             return ht_error(HT_ERUNTIME,
                             "metrics format \"%s\": unsupported conversion at offset %d", fmt,
@@ -134,12 +180,39 @@ static int build(ht_jbuf *b, const char *fmt, va_list *ap) {
     return HT_OK;
 }
 
+/* The record's numbers as one TensorBoard event. */
+static int write_scalars(ht_metrics *m) {
+    scalars *sc = &m->sc;
+    if (sc->has_step) m->last_step = sc->step;
+    if (!sc->n) return HT_OK;
+    char tags[MAX_SCALARS][96];
+    const char *tp[MAX_SCALARS];
+    for (int i = 0; i < sc->n; i++) {
+        int at = snprintf(tags[i], sizeof tags[i], "%s%s%s", sc->type, sc->type[0] ? "/" : "",
+                          sc->key[i]);
+        if (sc->rank >= 0 && at > 0 && (size_t)at < sizeof tags[i])
+            snprintf(tags[i] + at, sizeof tags[i] - (size_t)at, "/rank%d", sc->rank);
+        tp[i] = tags[i];
+    }
+    return ht_tfevents_scalars(m->tb, m->last_step, -1, sc->n, tp, sc->v);
+}
+
 int ht_metrics_write(ht_metrics *m, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    int rc = build(&m->line, fmt, &ap);
+    int rc = build(&m->line, fmt, &ap, &m->sc);
     va_end(ap);
     if (rc) return rc;
+    errno = 0;
+    if (m->tb && (rc = write_scalars(m)) != HT_OK) {
+        if (!m->failed++) {
+            ht_strlcpy(m->first_err, ht_errmsg(), sizeof m->first_err);
+            ht_log_warn("%s; later records may be lost too, and the run will end with exit "
+                        "status 1", m->first_err);
+        }
+        return rc;
+    }
+    if (!m->fp) return HT_OK;
     errno = 0;
     if (fwrite(m->line.s, 1, m->line.len, m->fp) != m->line.len || fflush(m->fp) != 0) {
         int e = errno;

@@ -16,8 +16,14 @@
 typedef struct ht_metrics ht_metrics;
 
 /* Opens path for writing: truncates it, or appends when append != 0 (resuming a run).
- * HT_ERUNTIME with strerror when the file cannot be opened. */
+ * HT_ERUNTIME with strerror when the file cannot be opened. path NULL or "": no JSON Lines
+ * file (for TensorBoard events alone). */
 int ht_metrics_open(ht_metrics **out, const char *path, int append);
+/* Also writes every record's numbers as TensorBoard scalars (io/tfevents.h) into a new event
+ * file in dir (created when absent): tag "type/key" ("train/loss", "eval/val_acc"), with
+ * "/rankR" appended for a record with a rank field ("rank/compute_s/rank1"), at the record's
+ * step, or the last step seen for a record without one. HT_ERUNTIME when it cannot. */
+int ht_metrics_tensorboard(ht_metrics *m, const char *dir);
 /* Writes to an open stream the caller keeps owning (stdout, a test's tmpfile()). */
 ht_metrics *ht_metrics_from_stream(FILE *fp);
 /* Closes; HT_ERUNTIME when the final write or any earlier record failed (the message counts

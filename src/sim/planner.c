@@ -14,6 +14,7 @@
 #include "pipe/transform.h"
 #include "plan/partition.h"
 #include "sim/sim.h"
+#include "train/pipe_plan.h"
 
 const char *ht_sim_cand_name(const ht_sim_cand *k, char *buf, size_t n) {
     if (k->kind < 0)
@@ -35,45 +36,42 @@ const char *ht_sim_cand_name(const ht_sim_cand *k, char *buf, size_t n) {
 }
 
 /* The trainer's hetero partition with replicated stages (pipe.replicate: stages in rank
- * order, a stage on adjacent ranks with each micro-batch split by speed) on the cost model's
- * layer times, as the trainer's start-up calibration would measure them: per pipeline rank
- * its slowest replica's, at mb samples and at 1 (fixed + per-sample costs). The cut, the
- * stage count and the groups into k. */
+ * order, a stage on adjacent ranks of one host with each micro-batch split by speed), by the
+ * very function the trainer and hetsim call (train/pipe_plan.h), on the cost model's layer
+ * times laid out as the trainer's start-up calibration (at mb samples and at 1) and the
+ * hosts of the first replica's ranks as the trainer gathers them: the job the plan writes
+ * ("hetero", replicate) is then cut as simulated here. The cut, the stage count and the
+ * groups into k. */
+static double *calibration(const ht_sim_cluster *c, int n, const ht_sim_model *sm, int samples) {
+    const int L = sm->nlayers;
+    double *cal = ht_xmalloc((size_t)n * 2 * (size_t)(L ? L : 1) * sizeof *cal);
+    for (int r = 0; r < n; r++)
+        for (int l = 0; l < L; l++) {
+            cal[(size_t)r * 2 * L + l] = ht_sim_layer_time(c, r, sm, l, samples, 0);
+            cal[(size_t)r * 2 * L + L + l] = ht_sim_layer_time(c, r, sm, l, samples, 1);
+        }
+    return cal;
+}
+
 static int cut_replicated(const ht_sim_cluster *c, const ht_model *m, const ht_sim_model *sm,
                           ht_sim_cand *k, int mb) {
-    const int L = sm->nlayers, D = k->D;
-    double *f = ht_xmalloc((size_t)3 * D * L * sizeof *f), *b = f + D * L, *fx = b + D * L;
-    uint8_t *cut = ht_xmalloc((size_t)L);
-    for (int d = 0; d < D; d++)
-        for (int i = 0; i < L; i++) {
-            double t[4] = {0, 0, 0, 0}; /* fwd, bwd at mb; fwd, bwd at 1 */
-            for (int w = 0; w < k->W; w++)
-                for (int j = 0; j < 4; j++) {
-                    double x = ht_sim_layer_time(c, w * D + d, sm, i, j < 2 ? mb : 1, j % 2);
-                    if (x > t[j]) t[j] = x;
-                }
-            fx[d * L + i] = ht_part_affine(t[0], t[2], mb, &f[d * L + i]) +
-                            ht_part_affine(t[1], t[3], mb, &b[d * L + i]);
-        }
-    for (int i = 0; i < L; i++)
-        cut[i] = i == 0 || ht_pipe_can_cut(m, i);
-    ht_mem_desc d;
-    ht_mem_desc_from_model(&d, m, mb, sm->optim_state_floats);
-    ht_part_input in = {.model = &d, .R = D, .fwd = f, .bwd = b, .fixed = mb > 1 ? fx : NULL,
-                        .B = k->N * mb, .N = k->N, .weight_versions = 1,
-                        .slots_rule = k->kind == HT_PIPE_GPIPE ? HT_PART_SLOTS_ALL : HT_PART_SLOTS_1F1B,
-                        .allow_replicas = 1, .in_rank_order = 1, .can_cut = cut};
-    ht_partition p;
-    int rc = ht_part_hetero(&in, &p);
+    const int n = k->D * k->W;
+    double *cal = calibration(c, n, sm, mb), *cal1 = mb > 1 ? calibration(c, n, sm, 1) : NULL;
+    int host[HT_PART_MAX_RANKS], alternating;
+    const int *h = k->D <= HT_PART_MAX_RANKS
+                       ? ht_pipe_plan_hosts(c->rank_host, k->D, host, &alternating)
+                       : NULL;
+    ht_pipe_groups g = {0};
+    int rc = ht_pipe_plan_hetero(m, cal, cal1, n, k->kind, k->D, k->N, mb, sm->optim_state_floats,
+                                 NULL, 0, 1, h, 0, k->bounds, &g);
     if (rc == HT_OK) {
-        ht_partition_export(&p, &d, 1, k->bounds, NULL, NULL);
-        ht_partition_groups(&p, k->first, k->off, k->cnt);
-        k->Q = p.D;
-        ht_partition_free(&p);
+        k->Q = g.Q;
+        memcpy(k->first, g.first, (size_t)(g.Q + 1) * sizeof *g.first);
+        memcpy(k->off, g.off, (size_t)k->D * sizeof *g.off);
+        memcpy(k->cnt, g.cnt, (size_t)k->D * sizeof *g.cnt);
     }
-    ht_mem_desc_free(&d);
-    free(f);
-    free(cut);
+    ht_pipe_groups_free(&g);
+    free(cal), free(cal1);
     return rc;
 }
 
@@ -124,7 +122,8 @@ static int cut_by_speed(const ht_sim_cluster *c, const ht_model *m, const ht_sim
 
 /* Simulates one candidate and fills its figures (or its reason). */
 static void evaluate(const ht_sim_cluster *c, int n, const ht_model *m, const ht_sim_model *sm,
-                     int B, int alg, ht_sim_cand *k) {
+                     const ht_sim_dp *dp, ht_sim_cand *k) {
+    const int B = dp->B, alg = dp->alg;
     /* the batch hettrain builds its model at: the global batch (data parallel, whose split
      * may move), a micro-batch (pipelines) */
     if (ht_model_check_batch(m, k->kind < 0 ? B : B / (k->W * k->N)) != HT_OK) {
@@ -135,8 +134,8 @@ static void evaluate(const ht_sim_cluster *c, int n, const ht_model *m, const ht
     ht_sim_result r;
     int rc;
     if (k->kind < 0) {
-        ht_sim_dp p = {.B = B, .speed = k->speed, .alg = alg, .overlap = 1,
-                       .bucket_first_mb = 1, .bucket_cap_mb = 25};
+        ht_sim_dp p = *dp; /* the job's reduction settings, as hetsim runs the written job */
+        p.speed = k->speed, p.shares = NULL, p.steps = 0;
         rc = ht_sim_run_dp(c, n, m, sm, &p, 0, NULL, &r, NULL);
     } else {
         ht_pipe_params pp = {.kind = k->kind, .D = k->D, .N = k->N, .v = k->v};
@@ -193,6 +192,13 @@ static int by_throughput(const void *a, const void *b) {
 
 int ht_sim_plan(const ht_sim_cluster *c, int n, const ht_model *m, const ht_sim_model *sm, int B,
                 int alg, ht_sim_cand **out, int *nout) {
+    ht_sim_dp dp = {.B = B, .alg = alg, .overlap = 1, .bucket_first_mb = 1, .bucket_cap_mb = 25};
+    return ht_sim_plan_job(c, n, m, sm, &dp, out, nout);
+}
+
+int ht_sim_plan_job(const ht_sim_cluster *c, int n, const ht_model *m, const ht_sim_model *sm,
+                    const ht_sim_dp *dp, ht_sim_cand **out, int *nout) {
+    const int B = dp->B;
     int cap = 64, k = 0;
     ht_sim_cand *v = ht_xcalloc((size_t)cap, sizeof *v);
     for (int sp = 0; sp < 2 && n > 1; sp++)
@@ -224,7 +230,7 @@ int ht_sim_plan(const ht_sim_cluster *c, int n, const ht_model *m, const ht_sim_
         }
     }
     for (int i = 0; i < k; i++)
-        evaluate(c, n, m, sm, B, alg, &v[i]);
+        evaluate(c, n, m, sm, dp, &v[i]);
     /* recomputation where memory needs it: pipelines that do not fit, again with every
      * stage keeping only its inputs (pipe.recompute = "all") */
     for (int i = 0, k0 = k; i < k0; i++)
@@ -233,7 +239,7 @@ int ht_sim_plan(const ht_sim_cluster *c, int n, const ht_model *m, const ht_sim_
             v[k] = v[i];
             v[k].recompute = 1;
             v[k].why[0] = 0;
-            evaluate(c, n, m, sm, B, alg, &v[k++]);
+            evaluate(c, n, m, sm, dp, &v[k++]);
         }
     qsort(v, (size_t)k, sizeof *v, by_throughput);
     for (int i = 1; i < k; i++)
@@ -247,4 +253,49 @@ int ht_sim_plan(const ht_sim_cluster *c, int n, const ht_model *m, const ht_sim_
     return k && v[0].ok ? HT_OK
                         : ht_error(HT_EINPUT, "no configuration of %d ranks fits: %s", n,
                                    k ? v[0].why : "none to try");
+}
+
+/* "a, b, c" of the stage counts in [lo, hi] dividing n. */
+static size_t list_divisors(char *buf, size_t len, int n, int lo, int hi) {
+    size_t at = 0;
+    for (int D = lo; D <= hi && at + 16 < len; D++)
+        if (n % D == 0) at += (size_t)snprintf(buf + at, len - at, "%s%d", at ? ", " : "", D);
+    return at;
+}
+
+int ht_sim_plan_left_out(const struct ht_model *m, int n, int B, char *buf, size_t len) {
+    int maxS = ht_pipe_max_stages(m), lines = 0;
+    if (maxS > HT_SIM_MAX_STAGES) maxS = HT_SIM_MAX_STAGES;
+    size_t at = 0;
+    buf[0] = 0;
+    if (n < 2 || len < 64) return 0;
+    char ds[256];
+    if (list_divisors(ds, sizeof ds, n, 2, n < maxS ? n : maxS) == 0) {
+        at += (size_t)snprintf(buf + at, len - at, "pipelines: none tried: their stage counts "
+                               "divide the %d ranks and the model has at most %d stages\n", n, maxS);
+        return 1;
+    }
+    /* N = f D micro-batches on n / D replicas: W N = f n, whatever D is */
+    if (B % n) {
+        int up = (B / n + 1) * n, r = n - 1;
+        while (r > 1 && B % r) r--;
+        at += (size_t)snprintf(buf + at, len - at,
+                               "pipelines: none tried: with N = D, 2D or 4D micro-batches on %d / D "
+                               "replicas a step splits the batch into %d, %d or %d micro-batches, "
+                               "and train.batch = %d is not a multiple of %d: set train.batch to "
+                               "a multiple of %d (e.g. %d)%s",
+                               n, n, 2 * n, 4 * n, B, n, n, up, r > 1 ? "" : "\n");
+        if (r > 1)
+            at += (size_t)snprintf(buf + at, len - at, ", or plan %d ranks (--ranks %d)\n", r, r);
+        return 1;
+    }
+    if (B % (4 * n) && at + 128 < len)
+        at += (size_t)snprintf(buf + at, len - at,
+                               "pipelines with %s micro-batches not tried: train.batch = %d is not "
+                               "a multiple of %d\n", B % (2 * n) ? "2D and 4D" : "4D", B,
+                               B % (2 * n) ? 2 * n : 4 * n), lines++;
+    if (maxS < n && list_divisors(ds, sizeof ds, n, maxS + 1, n) && at + 128 < len)
+        at += (size_t)snprintf(buf + at, len - at, "pipelines of %s stages not tried: the model "
+                               "allows at most %d stages (the layers a stage may start at)\n", ds, maxS), lines++;
+    return lines;
 }

@@ -316,5 +316,17 @@ const char *ht_sim_cand_name(const ht_sim_cand *k, char *buf, size_t n);
  * recomputation. *out (free it) gets them best first; HT_EINPUT when none fits. */
 int ht_sim_plan(const ht_sim_cluster *c, int n, const struct ht_model *m, const ht_sim_model *sm,
                 int B, int alg, ht_sim_cand **out, int *nout);
+/* The same with the job's data-parallel reduction (dp: B, alg, overlap, bucket sizes; its
+ * shares, speed and steps are ignored), so that the job the plan writes simulates to the
+ * figure the plan printed; ht_sim_plan uses overlap on, buckets of 1 and 25 MiB. */
+int ht_sim_plan_job(const ht_sim_cluster *c, int n, const struct ht_model *m,
+                    const ht_sim_model *sm, const ht_sim_dp *dp, ht_sim_cand **out, int *nout);
+
+/* What ht_sim_plan leaves out of its search for n ranks and batch B, and why, as lines for
+ * the user ("pipelines: none tried: ... train.batch = 16 is not a multiple of 6: ..."): no
+ * pipeline when B is not a multiple of n (N = D, 2D, 4D micro-batches on n / D replicas
+ * split it into n, 2n, 4n), fewer micro-batch counts, stage counts past the model's cuts.
+ * Returns the number of lines written into buf (0: nothing left out). */
+int ht_sim_plan_left_out(const struct ht_model *m, int n, int B, char *buf, size_t len);
 
 #endif

@@ -122,9 +122,12 @@ static int setup_model(ht_job *j) {
     if (j->opts->stop_after > 0 && j->start + j->opts->stop_after < j->total)
         j->end = j->start + j->opts->stop_after;
     j->ckpt_every = cfg->checkpoint.every;
-    if (j->rank == 0 && *cfg->log.metrics &&
+    if (j->rank == 0 && (*cfg->log.metrics || *cfg->log.tensorboard) &&
         (rc = ht_metrics_open(&j->metrics, cfg->log.metrics, j->opts->resume && j->start > 0)) !=
             HT_OK)
+        return rc;
+    if (j->metrics && *cfg->log.tensorboard &&
+        (rc = ht_metrics_tensorboard(j->metrics, cfg->log.tensorboard)) != HT_OK)
         return rc;
     ht_source_start(&j->src, cfg, j->B);
     return HT_OK;
