@@ -33,13 +33,16 @@ int ht_config_check_outputs(const ht_config *cfg, const char *trace_path) {
     return HT_OK;
 }
 
-/* 1 when the number s in the file is not the value cfg holds for key: a --set replaced it. */
+/* 1 when the number or string s in the file is not the value cfg holds for key: a --set
+ * replaced it. */
 static int overridden(const ht_config *cfg, const char *key, const config_setting_t *s) {
     int ki = ht_ckey_find(key), t = config_setting_type(s);
+    const ht_ckey *k = ki < 0 ? NULL : &ht_config_keys[ki];
+    const char *field = k ? (const char *)cfg + k->off : NULL;
+    if (k && k->kind == HT_CK_STR && t == CONFIG_TYPE_STRING) /* a path, a name */
+        return strcmp(config_setting_get_string(s), field) != 0;
     if (ki < 0 || (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64 && t != CONFIG_TYPE_FLOAT))
         return 0;
-    const ht_ckey *k = &ht_config_keys[ki];
-    const char *field = (const char *)cfg + k->off;
     double file = t == CONFIG_TYPE_FLOAT ? config_setting_get_float(s)
                                          : (double)config_setting_get_int64(s);
     double have = k->kind == HT_CK_INT   ? *(const int *)field
