@@ -52,6 +52,15 @@ static int overridden(const ht_config *cfg, const char *key, const config_settin
     return file != have;
 }
 
+/* 1 when string key, absent from the file, is not its default: only a --set gave it. */
+static int set_only(const ht_config *cfg, const char *key) {
+    int ki = ht_ckey_find(key);
+    if (ki < 0 || ht_config_keys[ki].kind != HT_CK_STR || !ht_config_keys[ki].def) return 0;
+    const char *def = ht_config_keys[ki].def, *field = (const char *)cfg + ht_config_keys[ki].off;
+    size_t len = strlen(def); /* "\"mlp\"" */
+    return len < 2 || strlen(field) != len - 2 || strncmp(field, def + 1, len - 2) != 0;
+}
+
 void ht_config_where(const ht_config *cfg, const char *key, char *buf, size_t n) {
     snprintf(buf, n, "%s", cfg->source);
     if (!cfg->source[0]) return;
@@ -67,7 +76,7 @@ void ht_config_where(const ht_config *cfg, const char *key, char *buf, size_t n)
     }
     /* read again only to find the line: the load already checked the file and its includes */
     const config_setting_t *s = config_read_file(&c, cfg->source) ? config_lookup(&c, key) : NULL;
-    if (s && overridden(cfg, key, s)) {
+    if ((s && overridden(cfg, key, s)) || (!s && set_only(cfg, key))) {
         snprintf(buf, n, "--set %s", key);
     } else if (s && config_setting_source_line(s) > 0) {
         const char *file = config_setting_source_file(s);
