@@ -217,7 +217,8 @@ static void resolved_in(const char *path, char *out, size_t n) {
 /* A run that starts from step 0 would replace an existing checkpoint.path: refused (exit 2)
  * unless --overwrite, so that a forgotten --resume never loses a long run; with --overwrite
  * it says so before it starts. Rank 0's file only: rank 0 writes the checkpoint. */
-static int check_overwrite(const ht_config *cfg, int resume, int overwrite) {
+static int check_overwrite(const ht_config *cfg, int resume, int overwrite,
+                           const char *const *sets, int nset) {
     const char *path = cfg->checkpoint.path;
     struct stat st;
     char step[48] = "", where[HT_PATH_MAX + 32], in[HT_PATH_MAX + 8];
@@ -237,6 +238,9 @@ static int check_overwrite(const ht_config *cfg, int resume, int overwrite) {
     }
     ht_error_clear();
     ht_config_where(cfg, "checkpoint.path", where, sizeof where);
+    for (int i = 0; i < nset; i++) /* the last --set of the key gave the path */
+        if (!strncmp(sets[i], "checkpoint.path=", 16))
+            snprintf(where, sizeof where, "--set checkpoint.path");
     if (overwrite) {
         ht_log_warn("%s: key 'checkpoint.path': replacing the checkpoint%s at '%s'%s "
                     "(--overwrite): this run starts at step 0", where, step, path, in);
@@ -434,7 +438,8 @@ int main(int argc, char **argv) {
     if (rc == HT_OK) rc = ht_config_check_outputs(&cfg, trace);
     /* a bad profile fails the same way at one rank as at many */
     if (rc == HT_OK && cfg.cluster.profile[0]) rc = ht_profile_check_file(cfg.cluster.profile);
-    if (rc == HT_OK && ht_comm_rank() == 0) rc = check_overwrite(&cfg, resume, overwrite);
+    if (rc == HT_OK && ht_comm_rank() == 0)
+        rc = check_overwrite(&cfg, resume, overwrite, sets, nset);
     /* printed once, and no MPI_Abort with its help text: every rank gets here */
     ht_comm_exit_if_any(rc);
     ht_set_quiet_input_errors(0); /* from here, the rank that fails says why */

@@ -128,8 +128,8 @@ RC=$?
 [ $RC -eq 2 ] && grep -q "idx.cfg:4: key 'data.images': data file 'no-such-images.gz' does not exist (a relative path is taken from the working directory, $TMP)" "$TMP/idx.err"
 ok $? "a missing IDX file: exit 2 naming the key, idx.cfg:4 and the folder (exit $RC)"
 [ $RC -eq 2 ] || diag "$(cat "$TMP/idx.err")"
-expect_fail 2 "--set data.path: key 'data.path': data file '$TMP/none.txt' does not exist; expected" \
-    "a missing text file given by --set: named as --set, an absolute path without a folder" \
+expect_fail 2 "job.cfg: key 'data.path': data file '$TMP/none.txt' does not exist; expected" \
+    "a missing text file: the key and the config named, an absolute path without a folder" \
     -- -c "$TMP/job.cfg" --set model.type=gpt --set data.kind=text --set data.path="$TMP/none.txt"
 
 # ---- the first choice of SGEMM kernels says what it does (HT_NO_CACHE: measured every run)

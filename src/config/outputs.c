@@ -33,16 +33,13 @@ int ht_config_check_outputs(const ht_config *cfg, const char *trace_path) {
     return HT_OK;
 }
 
-/* 1 when the number or string s in the file is not the value cfg holds for key: a --set
- * replaced it. */
+/* 1 when the number s in the file is not the value cfg holds for key: a --set replaced it. */
 static int overridden(const ht_config *cfg, const char *key, const config_setting_t *s) {
     int ki = ht_ckey_find(key), t = config_setting_type(s);
-    const ht_ckey *k = ki < 0 ? NULL : &ht_config_keys[ki];
-    const char *field = k ? (const char *)cfg + k->off : NULL;
-    if (k && k->kind == HT_CK_STR && t == CONFIG_TYPE_STRING) /* a path, a name */
-        return strcmp(config_setting_get_string(s), field) != 0;
     if (ki < 0 || (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64 && t != CONFIG_TYPE_FLOAT))
         return 0;
+    const ht_ckey *k = &ht_config_keys[ki];
+    const char *field = (const char *)cfg + k->off;
     double file = t == CONFIG_TYPE_FLOAT ? config_setting_get_float(s)
                                          : (double)config_setting_get_int64(s);
     double have = k->kind == HT_CK_INT   ? *(const int *)field
@@ -50,15 +47,6 @@ static int overridden(const ht_config *cfg, const char *key, const config_settin
                   : k->kind == HT_CK_NUM ? *(const double *)field
                                          : file;
     return file != have;
-}
-
-/* 1 when string key, absent from the file, is not its default: only a --set gave it. */
-static int set_only(const ht_config *cfg, const char *key) {
-    int ki = ht_ckey_find(key);
-    if (ki < 0 || ht_config_keys[ki].kind != HT_CK_STR || !ht_config_keys[ki].def) return 0;
-    const char *def = ht_config_keys[ki].def, *field = (const char *)cfg + ht_config_keys[ki].off;
-    size_t len = strlen(def); /* "\"mlp\"" */
-    return len < 2 || strlen(field) != len - 2 || strncmp(field, def + 1, len - 2) != 0;
 }
 
 void ht_config_where(const ht_config *cfg, const char *key, char *buf, size_t n) {
@@ -76,7 +64,7 @@ void ht_config_where(const ht_config *cfg, const char *key, char *buf, size_t n)
     }
     /* read again only to find the line: the load already checked the file and its includes */
     const config_setting_t *s = config_read_file(&c, cfg->source) ? config_lookup(&c, key) : NULL;
-    if ((s && overridden(cfg, key, s)) || (!s && set_only(cfg, key))) {
+    if (s && overridden(cfg, key, s)) {
         snprintf(buf, n, "--set %s", key);
     } else if (s && config_setting_source_line(s) > 0) {
         const char *file = config_setting_source_file(s);
