@@ -1,13 +1,16 @@
 /* hettrain: the command line. Parses arguments, loads the config, and runs the trainer (or,
  * with `generate`, samples text from a GPT checkpoint); exit 0 on success, 2 on bad input
  * (CLI, config, data, checkpoint), 1 on runtime failure, 75 when SIGINT/SIGTERM stopped
- * the run early with its checkpoint saved (core/err.h: HT_ESTOPPED). */
+ * the run early with its checkpoint saved (core/err.h: HT_ESTOPPED), 130 when it stopped so
+ * without checkpoint.path (HT_ELOST: nothing saved). */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/export.h"
 #include "cli/hetsim.h"
@@ -16,6 +19,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/stop.h"
+#include "io/safetensors.h"
 #include "ocl/ocl.h"
 #include "pipe/schedule.h"
 #include "prof/profile.h"
@@ -24,19 +28,44 @@
 
 #define MAX_SETS 128
 
+/* Each subcommand's usage, printed by its --help; hettrain --help prints them all. */
+static const char USAGE_GENERATE[] =
+    "       hettrain generate -c FILE [--checkpoint PATH] --prompt TEXT --tokens N\n"
+    "                [--temperature T] [--seed S] [--set KEY=VALUE]... [--device SEL]\n";
+static const char HELP_GENERATE[] =
+    "generate: continues TEXT by N bytes with the GPT of FILE (model.type \"gpt\") and the\n"
+    "parameters of the checkpoint (default: checkpoint.path); --temperature 0 is greedy\n"
+    "(default 1), --seed S (default 1) makes the sampling repeatable.\n";
+static const char USAGE_SCHEDULE[] =
+    "       hettrain schedule [-c FILE] [--schedule KIND --stages D --micro-batches N]\n"
+    "                [--chunks V] [--bf R] [--trace FILE] [--streams]\n"
+    "                [--stage-times T,..] [--max-inflight K,..]\n";
+static const char HELP_SCHEDULE[] =
+    "schedule: prints a pipeline schedule (gpipe, 1f1b, interleaved, chimera, hepipe,\n"
+    "2bw) of D stages and N micro-batches (V chunks per rank, interleaved) as a timeline\n"
+    "on unit time (forward 1, backward R, default 1) with its makespan, bubble and peak\n"
+    "activations per rank; --trace FILE writes it as a Chrome trace, --streams lists\n"
+    "every rank's instructions. With -c FILE (and --set) the job's pipe.* keys give the\n"
+    "defaults and R = 2. --stage-times gives each stage's relative forward time: hepipe\n"
+    "picks its warm-up depths from them (and --max-inflight, slots per rank), and the\n"
+    "makespan and bubble under those times are printed beside 1f1b's. Runs no model and\n"
+    "needs no device.\n";
+
+/* "usage: hettrain generate ..." alone, for a subcommand's --help. */
+static void usage_of(FILE *f, const char *synopsis, const char *help) {
+    fprintf(f, "usage:%s\n%s", synopsis + 6, help); /* the synopsis' indent replaced */
+}
+
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: hettrain -c FILE [--set KEY=VALUE]... [--device SEL] [--resume] [--profile]\n"
-            "                [--stop-after N] [--trace FILE [--trace-layers]]\n"
-            "       hettrain generate -c FILE [--checkpoint PATH] --prompt TEXT --tokens N\n"
-            "                [--temperature T] [--seed S] [--set KEY=VALUE]... [--device SEL]\n"
-            "       hettrain schedule [-c FILE] [--schedule KIND --stages D --micro-batches N]\n"
-            "                [--chunks V] [--bf R] [--trace FILE] [--streams]\n"
-            "                [--stage-times T,..] [--max-inflight K,..]\n"
+            "usage: hettrain -c FILE [--set KEY=VALUE]... [--device SEL] [--resume | --overwrite]\n"
+            "                [--profile] [--stop-after N] [--trace FILE [--trace-layers]]\n"
+            "%s%s"
             "       hettrain plan (--cluster FILE | --profile FILE) -c FILE [--set KEY=VALUE]...\n"
             "                [--ranks N] [--top K] [-o PLAN.cfg]\n"
             "       hettrain export -c FILE [--checkpoint PATH] --format hf-gpt2 -o DIR\n"
             "       hettrain --list-devices | --help-config | --help | --version\n"
+            "       hettrain generate --help | schedule --help | plan --help\n"
             "\n"
             "Trains the model described by the libconfig FILE on one OpenCL device; under\n"
             "mpirun -np N, data parallel over N ranks, one device each (cluster.* keys),\n"
@@ -46,9 +75,12 @@ static void usage(FILE *f) {
             "  --set KEY=VALUE     override a config key, e.g. --set train.steps=100\n"
             "  --device SEL        device: index, cpu, gpu, or vendor/name substring (:N = N-th)\n"
             "  --resume            continue from checkpoint.path when it exists\n"
+            "  --overwrite         start from step 0 and replace checkpoint.path when it exists\n"
+            "                      (without --resume or --overwrite an existing one: exit 2)\n"
             "  --profile           print per-kernel device times at the end\n"
             "  --stop-after N      run at most N steps now, save the checkpoint, exit 0\n"
-            "                      (Ctrl-C / SIGTERM: stop after this step, save, exit 75)\n"
+            "                      (Ctrl-C / SIGTERM: stop after this step, save, exit 75;\n"
+            "                      without checkpoint.path nothing is saved: exit 130)\n"
             "  --trace FILE        write a Chrome trace (every rank's steps) for ui.perfetto.dev\n"
             "  --trace-layers      and a span per layer's forward, backward and the loss (the\n"
             "                      queue finished after each: a device model measured inside\n"
@@ -57,24 +89,14 @@ static void usage(FILE *f) {
             "  -v, --verbose       debug messages\n"
             "  --list-devices      list every OpenCL device of every platform\n"
             "  --help-config       list every config key with its type and default\n"
-            "generate: continues TEXT by N bytes with the GPT of FILE (model.type \"gpt\") and the\n"
-            "parameters of the checkpoint (default: checkpoint.path); --temperature 0 is greedy\n"
-            "(default 1), --seed S (default 1) makes the sampling repeatable.\n"
-            "schedule: prints a pipeline schedule (gpipe, 1f1b, interleaved, chimera, hepipe,\n"
-            "2bw) of D stages and N micro-batches (V chunks per rank, interleaved) as a timeline\n"
-            "on unit time (forward 1, backward R, default 1) with its makespan, bubble and peak\n"
-            "activations per rank; --trace FILE writes it as a Chrome trace, --streams lists\n"
-            "every rank's instructions. With -c FILE (and --set) the job's pipe.* keys give the\n"
-            "defaults and R = 2. --stage-times gives each stage's relative forward time: hepipe\n"
-            "picks its warm-up depths from them (and --max-inflight, slots per rank), and the\n"
-            "makespan and bubble under those times are printed beside 1f1b's. Runs no model and\n"
-            "needs no device.\n"
+            "%s%s"
             "plan: picks the job's configuration on a cluster description or a profile from\n"
             "mpirun hetprof (data parallel splits, pipelines: schedule, stages, micro-batches,\n"
             "partition, recomputation) by simulating each (hetsim --plan); -o writes the winner as\n"
             "a config that hettrain -c runs as is. Needs no device (hettrain plan --help).\n"
             "Environment: HT_KERNEL_DIR (load cl/*.cl from a directory), HT_CACHE_DIR (program\n"
-            "cache directory), HT_NO_CACHE=1 (do not use the program cache).\n");
+            "cache directory), HT_NO_CACHE=1 (do not use the program cache).\n",
+            USAGE_GENERATE, USAGE_SCHEDULE, HELP_GENERATE, HELP_SCHEDULE);
 }
 
 static const char *need_arg(int argc, char **argv, int *i) {
@@ -132,7 +154,7 @@ static int generate_main(int argc, char **argv) {
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) ht_log_set_level(HT_LOG_WARN);
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) ht_log_set_level(HT_LOG_DEBUG);
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
+            usage_of(stdout, USAGE_GENERATE, HELP_GENERATE);
             return 0;
         } else {
             return unknown_argument(a, " for generate");
@@ -187,6 +209,70 @@ static void print_under_times(const ht_pipe_sched *s, double bf, const double *t
     ht_pipe_sched_free(&o);
 }
 
+/* " (in DIR)": the folder a relative path is resolved from (the working directory). */
+static void resolved_in(const char *path, char *out, size_t n) {
+    char cwd[HT_PATH_MAX];
+    out[0] = 0;
+    if (path[0] != '/' && getcwd(cwd, sizeof cwd)) snprintf(out, n, " (in %s)", cwd);
+}
+
+/* A run that starts from step 0 would replace an existing checkpoint.path: refused (exit 2)
+ * unless --overwrite, so that a forgotten --resume never loses a long run; with --overwrite
+ * it says so before it starts. Rank 0's file only: rank 0 writes the checkpoint. */
+static int check_overwrite(const ht_config *cfg, int resume, int overwrite,
+                           const char *const *sets, int nset) {
+    const char *path = cfg->checkpoint.path;
+    struct stat st;
+    char step[48] = "", where[HT_PATH_MAX + 32], in[HT_PATH_MAX + 8];
+    if (!*path || resume) return HT_OK;
+    resolved_in(path, in, sizeof in);
+    if (stat(path, &st) != 0) {
+        ht_log_info("checkpoint: '%s'%s, written at the end%s; a later run replaces it only "
+                    "with --overwrite (--resume continues it)", path, in,
+                    cfg->checkpoint.every > 0 ? " and every checkpoint.every steps" : "");
+        return HT_OK;
+    }
+    ht_st_file *f = NULL;
+    if (ht_st_open(&f, path) == HT_OK) { /* the step, when it is a checkpoint we can read */
+        const char *v = ht_st_meta(f, "step");
+        if (v) snprintf(step, sizeof step, " of step %.24s", v);
+        ht_st_close(f);
+    }
+    ht_error_clear();
+    ht_config_where(cfg, "checkpoint.path", where, sizeof where);
+    for (int i = 0; i < nset; i++) /* the last --set of the key gave the path */
+        if (!strncmp(sets[i], "checkpoint.path=", 16))
+            snprintf(where, sizeof where, "--set checkpoint.path");
+    if (overwrite) {
+        ht_log_warn("%s: key 'checkpoint.path': replacing the checkpoint%s at '%s'%s "
+                    "(--overwrite): this run starts at step 0", where, step, path, in);
+        return HT_OK;
+    }
+    return ht_error(HT_EINPUT,
+                    "%s: key 'checkpoint.path': '%s'%s already holds a checkpoint%s, which this "
+                    "run (no --resume) would replace; expected --resume to continue it, "
+                    "--overwrite to replace it, or another checkpoint.path",
+                    where, path, in, step);
+}
+
+/* The end of a run: where its files are (rank 0 wrote them), on stderr after the summary. */
+static void report_outputs(const ht_config *cfg, const char *trace, long long steps) {
+    const struct {
+        const char *what, *path;
+    } out[] = {{"checkpoint", cfg->checkpoint.path}, {"metrics", cfg->log.metrics},
+               {"sync log", cfg->sync.log}, {"trace", trace}};
+    for (size_t i = 0; i < sizeof out / sizeof *out; i++) {
+        char in[HT_PATH_MAX + 8];
+        if (!out[i].path || !*out[i].path) continue;
+        resolved_in(out[i].path, in, sizeof in);
+        if (i == 0)
+            ht_log_info("%s (step %lld): %s%s", out[i].what, steps, out[i].path, in);
+        else
+            ht_log_info("%s: %s%s", out[i].what, out[i].path, in);
+    }
+    if (!*cfg->checkpoint.path) ht_log_info("no checkpoint written (checkpoint.path not set)");
+}
+
 /* hettrain schedule ...: argv[0] is "schedule". Pure: no MPI, no device. */
 static int schedule_main(int argc, char **argv) {
     ht_pipe_params p = {.kind = -1, .v = 1};
@@ -194,6 +280,11 @@ static int schedule_main(int argc, char **argv) {
     double bf = 1.0, times[64], slots_d[64];
     char groups[256] = ""; /* the job's replicated stages, as a line under the timeline */
     int streams = 0, nset = 0, ntimes = 0, nslots = 0, slots[64];
+    for (int i = 1; i < argc; i++) /* --help before a -c FILE is read */
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage_of(stdout, USAGE_SCHEDULE, HELP_SCHEDULE);
+            return 0;
+        }
     for (int i = 1; i < argc; i++) { /* -c / --set first: the flags below override them */
         if (!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) cfg_path = need_arg(argc, argv, &i);
         else if (!strcmp(argv[i], "--set")) add_set(sets, &nset, need_arg(argc, argv, &i));
@@ -243,7 +334,7 @@ static int schedule_main(int argc, char **argv) {
         else if (!strcmp(a, "--max-inflight"))
             nslots = parse_list(a, need_arg(argc, argv, &i), slots_d, 64, 1);
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
+            usage_of(stdout, USAGE_SCHEDULE, HELP_SCHEDULE);
             return 0;
         } else {
             fprintf(stderr, "hettrain: error: unknown argument '%s' for schedule\n", a);
@@ -291,7 +382,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "export")) return ht_export_cli(argc - 1, argv + 1);
     const char *cfg_path = NULL, *device = NULL, *trace = NULL;
     const char *sets[MAX_SETS];
-    int nset = 0, resume = 0, profile = 0, trace_layers = 0;
+    int nset = 0, resume = 0, overwrite = 0, profile = 0, trace_layers = 0;
     long long stop_after = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -309,6 +400,7 @@ int main(int argc, char **argv) {
         else if (!strncmp(a, "--trace=", 8)) trace = a + 8;
         else if (!strcmp(a, "--trace-layers")) trace_layers = 1;
         else if (!strcmp(a, "--resume")) resume = 1;
+        else if (!strcmp(a, "--overwrite")) overwrite = 1;
         else if (!strcmp(a, "--profile")) profile = 1;
         else if (!strcmp(a, "--stop-after")) {
             /* bounded like train.steps, so that step + N cannot overflow */
@@ -349,6 +441,8 @@ int main(int argc, char **argv) {
     if (rc == HT_OK) rc = ht_config_check_outputs(&cfg, trace);
     /* a bad profile fails the same way at one rank as at many */
     if (rc == HT_OK && cfg.cluster.profile[0]) rc = ht_profile_check_file(cfg.cluster.profile);
+    if (rc == HT_OK && ht_comm_rank() == 0)
+        rc = check_overwrite(&cfg, resume, overwrite, sets, nset);
     /* printed once, and no MPI_Abort with its help text: every rank gets here */
     ht_comm_exit_if_any(rc);
     ht_set_quiet_input_errors(0); /* from here, the rank that fails says why */
@@ -358,10 +452,14 @@ int main(int argc, char **argv) {
     ht_stop_install(); /* SIGINT/SIGTERM: stop after the current step (core/stop.h) */
     rc = ht_train(&cfg, &opts, &res);
     if (rc == HT_ESTOPPED) { /* not an error: every rank stopped after the same step */
-        if (ht_comm_rank() == 0)
+        const int saved = cfg.checkpoint.path[0] != 0; /* the same on every rank */
+        if (ht_comm_rank() == 0 && saved)
             fprintf(stderr, "hettrain: %s; continue with --resume\n", ht_errmsg());
+        else if (ht_comm_rank() == 0)
+            fprintf(stderr, "hettrain: %s: nothing was saved, a rerun starts from step 0 (set "
+                            "checkpoint.path to make a stopped run resumable)\n", ht_errmsg());
         ht_comm_finalize();
-        return HT_ESTOPPED;
+        return saved ? HT_ESTOPPED : HT_ELOST;
     }
     ht_exit_on_error(rc);
     if (ht_comm_rank() == 0) /* three significant digits at least (a slow device: 1.37) */
@@ -371,6 +469,7 @@ int main(int argc, char **argv) {
                res.samples_per_s >= 100 ? 0 : res.samples_per_s >= 10 ? 1 : 2,
                res.samples_per_s, res.first_step_s);
     fflush(stdout);
+    if (ht_comm_rank() == 0) report_outputs(&cfg, trace, res.steps);
     ht_comm_finalize();
     return 0;
 }

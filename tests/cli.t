@@ -50,4 +50,19 @@ expect_fail 2 "bad.safetensors" "corrupt checkpoint on --resume" -- -c "$TMP/goo
 run_ht -c "$TMP/good.cfg" -q
 printf '%s' "$OUT" | grep -Eq '^final: step 3, .*val_acc [0-9.]+%'; ok $? "a valid tiny job runs and prints the final summary (exit $RC)"
 [ -z "$ERR" ]; ok $? "-q: nothing on stderr (no progress lines)"
+# every subcommand's --help: that subcommand's usage (not the others'), exit 0
+for sub in generate schedule plan; do
+    run_ht $sub --help
+    [ $RC -eq 0 ] && printf '%s' "$OUT" | head -1 | grep -q "^usage: hettrain $sub " &&
+        ! printf '%s' "$OUT" | grep -v "hettrain $sub" | grep -q "hettrain [a-z]* -c FILE"
+    ok $? "hettrain $sub --help: its own usage only, exit 0 (exit $RC)"
+done
+for tool in hetprof hetsim; do
+    "$HT_BUILD/$tool" --help >"$TMP/out" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] && head -1 "$TMP/out" | grep -q "^usage: $tool "
+    ok $? "$tool --help: its usage, exit 0 (exit $rc)"
+done
+run_ht schedule -c "$TMP/nonexistent.cfg" --help
+[ $RC -eq 0 ]; ok $? "schedule --help with a -c FILE that does not exist: the usage, exit 0"
 done_testing

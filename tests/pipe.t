@@ -62,6 +62,7 @@ check() {
     local np=$1 model=$2 steps=$3 sched=$4 D=$5 N=$6
     shift 6
     local name="$model-$sched-$np-$D-$N"
+    rm -f "$TMP/$name.ckpt" # a name seen before (other ARGS): a fresh run, not --overwrite's
     pp "$np" "$model" "$name" --set pipe.schedule="$sched" --set pipe.stages="$D" \
         --set pipe.micro_batches="$N" "$@"
     [ $RC -eq 0 ] && same_losses "$TMP/${model}1.loss" "$TMP/$name.loss" "$steps" 2e-5 &&

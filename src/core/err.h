@@ -8,12 +8,17 @@
 
 #include <stddef.h>
 
-enum { HT_OK = 0, HT_ERUNTIME = 1, HT_EINPUT = 2, HT_ESTOPPED = 75 };
+enum { HT_OK = 0, HT_ERUNTIME = 1, HT_EINPUT = 2, HT_ESTOPPED = 75, HT_ELOST = 130 };
 /* HT_ESTOPPED: the run stopped early on SIGINT/SIGTERM (core/stop.h) with its checkpoint
  * saved; --resume continues it. 75 is EX_TEMPFAIL of sysexits.h ("temporary failure, the
  * user is invited to retry"): neither success nor a failure (1, 2), nor what a shell reports
  * for a death by signal (128 + n) or timeout(1) uses (124, 137); a scheduler can requeue on
- * it (Slurm: RequeueExit=75 in slurm.conf). Not an error: hettrain.c reports it as a note. */
+ * it (Slurm: RequeueExit=75 in slurm.conf). Not an error: hettrain.c reports it as a note.
+ * HT_ELOST: the same stop without checkpoint.path, so nothing was saved and a rerun starts
+ * from step 0: never 75, which would have a scheduler requeue a job that repeats its work.
+ * 130 is what a shell reports for a command ended by Ctrl-C (128 + SIGINT): a stop the
+ * user asked for, that left nothing to continue; the same for SIGTERM, so that every rank
+ * of a job (some stopped by a message, not a signal) exits alike. */
 
 #if defined(__GNUC__)
 #define HT_PRINTF(a, b) __attribute__((format(printf, a, b)))

@@ -98,14 +98,16 @@ static void cache_store(const ht_dev *d, const char *path) {
     if (fclose(f) != 0 || rename(tmp, path) != 0) remove(tmp);
 }
 
-/* Best of REPS of the stage's products on `path`, in ms, after one untimed pass (compiles);
- * stops early once a repetition takes more than `cutoff` ms (the path is then dropped). */
+/* Best of REPS of the stage's products on `path`, in ms, after one untimed pass (compiles:
+ * its seconds in *first); stops early once a repetition takes more than `cutoff` ms (the
+ * path is then dropped). */
 static double probe(ht_dev *d, int stage, int v, ht_buf *a, ht_buf *b, ht_buf *c,
-                    double cutoff) {
-    double best = 1e30;
+                    double cutoff, double *first) {
+    double best = 1e30, t_first = ht_now();
     if (v != HT_GEMM_TILED) ht_exit_on_error(ht_blas_use(d, v)); /* checked at open */
     d->gemm = v;
     for (int r = 0; r <= REPS; r++) {
+        if (r == 1) *first = ht_now() - t_first;
         ht_dev_finish(d);
         double t0 = ht_now();
         for (int i = 0; i < NPROBE; i++) {
@@ -148,15 +150,17 @@ static void measure(ht_dev *d) {
     free(h);
     int prof = d->profile;
     d->profile = HT_PROF_OFF; /* the probe's calls are not the job's */
-    double t0[NV] = {0}, best0 = 1e30, *ms = d->gemm_choice.ms;
+    double t0[NV] = {0}, best0 = 1e30, *ms = d->gemm_choice.ms, first;
     for (int v = FIRST; v < NV; v++)
-        if (tried(d, v)) {
-            t0[v] = probe(d, 0, v, a, b, c, DROP * best0);
+        if (tried(d, v)) { /* progress: a CLBlast variant's first call compiles its kernels */
+            t0[v] = probe(d, 0, v, a, b, c, DROP * best0, &first);
             best0 = t0[v] < best0 ? t0[v] : best0;
+            ht_log_info("SGEMM probe: %s, first call (compiles) %.1f s, then %.2f ms",
+                        ht_gemm_path_name(v), first, t0[v]);
         }
     for (int v = FIRST; v < NV; v++)
         if (tried(d, v))
-            ms[v] = t0[v] <= DROP * best0 ? probe(d, 1, v, a, b, c, 1e30) : -t0[v];
+            ms[v] = t0[v] <= DROP * best0 ? probe(d, 1, v, a, b, c, 1e30, &first) : -t0[v];
     d->profile = prof;
     d->gemm = HT_GEMM_AUTO;
     d->gemm_choice.path = fastest(ms, FIRST);
@@ -172,8 +176,15 @@ int ht_gemm_choose(ht_dev *d) {
     char path[1300];
     cache_path(d, path, sizeof path);
     if (!(d->use_cache && cache_load(d, path))) {
+        double t = ht_now();
+        ht_log_info("choosing the SGEMM kernels for '%s' by measurement (%s%s)", d->info.name,
+                    d->use_cache ? "first run on this device only; cached in "
+                                 : "every run: the cache is off",
+                    d->use_cache ? d->cache_dir : "");
         measure(d);
         if (d->use_cache) cache_store(d, path);
+        ht_log_info("SGEMM: %s, chosen in %.1f s", ht_gemm_path_name(d->gemm_choice.path),
+                    ht_now() - t);
     }
     /* CLBlast runs the best CLBlast set also when the tiled kernels won: they hand it the
      * shapes they cannot take */

@@ -1,9 +1,12 @@
 /* Batches and evaluation for the training loops (engine_dp.c, engine_async.c). */
 #include "train/source.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/err.h"
 #include "core/log.h"
@@ -50,10 +53,43 @@ static int load_tokens(const ht_config *cfg, ht_source *src) {
     return rc;
 }
 
+/* A data file that does not exist: exit 2 naming the key, where it was set and the folder a
+ * relative path was taken from (the working directory, not the config's folder). */
+static int check_exists(const ht_config *cfg, const char *key, const char *path) {
+    struct stat st;
+    if (!*path || stat(path, &st) == 0 || errno != ENOENT) return HT_OK; /* the reader says why */
+    char where[HT_PATH_MAX + 32], cwd[HT_PATH_MAX] = "";
+    ht_config_where(cfg, key, where, sizeof where);
+    if (path[0] != '/' && !getcwd(cwd, sizeof cwd)) cwd[0] = 0;
+    return ht_error(HT_EINPUT,
+                    "%s%skey '%s': data file '%s' does not exist%s%s%s; expected an existing "
+                    "file (README.md, \"Getting the data\")",
+                    where, where[0] ? ": " : "", key, path,
+                    cwd[0] ? " (a relative path is taken from the working directory, " : "", cwd,
+                    cwd[0] ? ")" : "");
+}
+
+/* Generated data because the job has no data group: said, since a user who forgot the group
+ * would otherwise train on noise without knowing. */
+static void note_generated(const ht_config *cfg) {
+    char where[HT_PATH_MAX + 32];
+    ht_config_where(cfg, "data", where, sizeof where);
+    if (cfg->source[0] && !strcmp(where, cfg->source))
+        ht_log_info("data: %s has no data group: training on generated data (data.kind "
+                    "\"synthetic\", the default; README.md, \"Getting the data\")", cfg->source);
+}
+
 int ht_source_load(const ht_config *cfg, ht_source *src) {
     ht_dataset all = {0};
     int rc;
     if (!strcmp(cfg->data.kind, "tokens")) return load_tokens(cfg, src);
+    if (!strcmp(cfg->data.kind, "text") && (rc = check_exists(cfg, "data.path", cfg->data.path)))
+        return rc;
+    if (!strcmp(cfg->data.kind, "idx") &&
+        ((rc = check_exists(cfg, "data.images", cfg->data.images)) ||
+         (rc = check_exists(cfg, "data.labels", cfg->data.labels))))
+        return rc;
+    if (!strcmp(cfg->data.kind, "synthetic")) note_generated(cfg);
     if (!strcmp(cfg->data.kind, "text")) {
         src->text = 1;
         src->T = cfg->model.context;
