@@ -102,6 +102,11 @@ expect_fail 2 "tie_embeddings.*pipe.schedule \"1f1b\".*not supported yet" \
     "a tied GPT under a pipeline is refused until its stages keep the two copies in step" -- \
     "${TIED[@]}" --set pipe.schedule=1f1b --set pipe.stages=2
 
+"$HETTRAIN" plan --cluster conf/cluster-lab.cfg "${TIED[@]}" --set train.batch=12 --top 3 >"$TMP/plan" 2>&1
+rc=$?
+[ $rc -eq 0 ] && grep -q "^   1 data parallel" "$TMP/plan" && grep -q "tie_embeddings under a pipeline" "$TMP/plan"
+ok $? "hettrain plan on a tied GPT proposes data parallelism and says why no pipeline (exit $rc)"
+
 # generate: a token model takes and prints ids
 run_ht -c "$TMP/base.cfg" --set data.kind=tokens --set "data.path=$TMP/tr_*.bin" \
     --set model.vocab=300 --set checkpoint.path="$TMP/v.ckpt" --set train.steps=5
