@@ -93,6 +93,11 @@ int ht_text_load(ht_text *t, const char *path);
 /* Frees an owned text and zeroes *t; safe on a zeroed text and on views (no-op free). */
 void ht_text_free(ht_text *t);
 
+/* The split of a stream of n bytes or tokens BY POSITION: *nval = round(val_fraction * n) at
+ * the end, *ntrain the rest; each part must hold a window of T+1 (val may be empty). HT_EINPUT
+ * "<kind> '<path>' is too short: ..." in <unit> otherwise. Text and token files share it. */
+int ht_stream_split(size_t n, double val_fraction, int T, const char *kind, const char *path,
+                    const char *unit, size_t *ntrain, size_t *nval);
 /* Splits BY POSITION: val is the last round(val_fraction * n) bytes, train the rest (views
  * into all). Each part is sampled in windows of T+1 bytes, so train must hold at least
  * T+1 bytes, and val too unless it is empty (val_fraction 0): HT_EINPUT otherwise, naming

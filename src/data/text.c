@@ -66,27 +66,36 @@ void ht_text_free(ht_text *t) {
     memset(t, 0, sizeof *t);
 }
 
+int ht_stream_split(size_t n, double val_fraction, int T, const char *kind, const char *path,
+                    const char *unit, size_t *ntrain, size_t *nval) {
+    if (!(val_fraction >= 0 && val_fraction < 1))
+        return ht_error(HT_EINPUT, "data.val_fraction: found %g, expected a value in [0, 1)",
+                        val_fraction);
+    if (T < 1) return ht_error(HT_EINPUT, "%s: context %d must be >= 1", kind, T);
+    *nval = (size_t)llround(val_fraction * (double)n);
+    *ntrain = n - *nval;
+    size_t need = (size_t)T + 1;
+    if (*ntrain < need)
+        return ht_error(HT_EINPUT,
+                        "%s '%s' is too short: %zu %s leave %zu for training, fewer than one "
+                        "window of model.context + 1 = %zu %s",
+                        kind, path, n, unit, *ntrain, need, unit);
+    if (*nval > 0 && *nval < need)
+        return ht_error(HT_EINPUT,
+                        "%s '%s' is too short: data.val_fraction %g holds out %zu %s for "
+                        "validation, fewer than one window of model.context + 1 = %zu %s (use "
+                        "more data, a larger val_fraction, or 0 for none)",
+                        kind, path, val_fraction, *nval, unit, need, unit);
+    return HT_OK;
+}
+
 int ht_text_split(const ht_text *all, double val_fraction, int T, const char *path, ht_text *train,
                   ht_text *val) {
     memset(train, 0, sizeof *train);
     memset(val, 0, sizeof *val);
-    if (!(val_fraction >= 0 && val_fraction < 1))
-        return ht_error(HT_EINPUT, "data.val_fraction: found %g, expected a value in [0, 1)",
-                        val_fraction);
-    if (T < 1) return ht_error(HT_EINPUT, "text: context %d must be >= 1", T);
-    size_t nval = (size_t)llround(val_fraction * (double)all->n), ntrain = all->n - nval;
-    size_t need = (size_t)T + 1;
-    if (ntrain < need)
-        return ht_error(HT_EINPUT,
-                        "text '%s' is too short: %zu bytes leave %zu for training, fewer than "
-                        "one window of model.context + 1 = %zu bytes",
-                        path, all->n, ntrain, need);
-    if (nval > 0 && nval < need)
-        return ht_error(HT_EINPUT,
-                        "text '%s' is too short: data.val_fraction %g holds out %zu bytes for "
-                        "validation, fewer than one window of model.context + 1 = %zu bytes "
-                        "(use a longer text, a larger val_fraction, or 0 for none)",
-                        path, val_fraction, nval, need);
+    size_t ntrain, nval;
+    int rc = ht_stream_split(all->n, val_fraction, T, "text", path, "bytes", &ntrain, &nval);
+    if (rc != HT_OK) return rc;
     *train = (ht_text){all->bytes, ntrain, 0};
     *val = (ht_text){all->bytes + ntrain, nval, 0};
     return HT_OK;

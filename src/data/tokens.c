@@ -158,22 +158,9 @@ int ht_tokens_split(const ht_tokens *all, double val_fraction, int T, const char
                     ht_tokview *train, ht_tokview *val) {
     memset(train, 0, sizeof *train);
     memset(val, 0, sizeof *val);
-    if (!(val_fraction >= 0 && val_fraction < 1))
-        return ht_error(HT_EINPUT, "data.val_fraction: found %g, expected a value in [0, 1)",
-                        val_fraction);
-    size_t nval = (size_t)((double)all->n * val_fraction + 0.5), ntrain = all->n - nval;
-    size_t need = (size_t)T + 1;
-    if (ntrain < need)
-        return ht_error(HT_EINPUT,
-                        "tokens '%s': %zu tokens leave %zu for training, fewer than one window "
-                        "of model.context + 1 = %zu",
-                        path, all->n, ntrain, need);
-    if (nval > 0 && nval < need)
-        return ht_error(HT_EINPUT,
-                        "tokens '%s': data.val_fraction %g holds out %zu tokens for validation, "
-                        "fewer than one window of model.context + 1 = %zu (use more data, a "
-                        "larger val_fraction, or 0 for none)",
-                        path, val_fraction, nval, need);
+    size_t ntrain, nval;
+    int rc = ht_stream_split(all->n, val_fraction, T, "tokens", path, "tokens", &ntrain, &nval);
+    if (rc != HT_OK) return rc;
     *train = (ht_tokview){all, 0, ntrain};
     *val = (ht_tokview){all, ntrain, nval};
     return HT_OK;
