@@ -1,13 +1,18 @@
 /* CRC32C against published check values (the CRC catalogue's "123456789", RFC 3720's iSCSI
  * vectors) and against a bit-at-a-time reference written from the polynomial, for the table
  * path and the CPU-instruction path, at every alignment and length up to 300 bytes, and
- * continued across pieces. */
+ * continued across pieces. Then the checksums of safetensors files: checked by an independent
+ * reader (Python), and every flipped bit, truncation, appended byte or spliced tensor of a
+ * written file refused naming the file and the tensor, while a file without checksums loads. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/crc32c.h"
+#include "core/err.h"
+#include "io/safetensors.h"
 #include "tap.h"
 
 /* One bit at a time, straight from the definition (reflected 0x1EDC6F41 = 0x82F63B78). */
@@ -87,11 +92,250 @@ static void check_random(const char *what, crc_fn f) {
     free(buf);
 }
 
+/* ---- checksummed files ------------------------------------------------------------------ */
+
+static char g_dir[64];
+
+static const char *tpath(const char *name) {
+    static char buf[4][256];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
+    return buf[k];
+}
+
+static void put_file(const char *path, const void *data, size_t n) {
+    unlink(path); /* a new file: ext4 flushes one truncated and rewritten when it is closed */
+    FILE *fp = fopen(path, "wb");
+    if (!fp || fwrite(data, 1, n, fp) != n || fclose(fp)) {
+        perror(path);
+        exit(1);
+    }
+}
+
+static unsigned char *get_file(const char *path, size_t *n) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    long sz = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)sz + 1);
+    *n = fread(b, 1, (size_t)sz, fp);
+    fclose(fp);
+    return b;
+}
+
+#define NT 4
+static const char *k_names[NT] = {"w1", "b1", "empty", "s"};
+static float g_w[15], g_b[5], g_s;
+
+/* A small checkpoint-like file: w1 [3,5], b1 [5], empty [0,4], scalar s; metadata step. The
+ * values depend on step, as a real run's do. */
+static int write_file(const char *path, int step) {
+    for (int i = 0; i < 15; i++)
+        g_w[i] = 0.1f * (float)(i + step);
+    for (int i = 0; i < 5; i++)
+        g_b[i] = -0.5f * (float)(i * step + 1);
+    g_s = (float)step;
+    ht_st_tensor t[NT] = {{k_names[0], 2, {3, 5}, g_w},
+                          {k_names[1], 1, {5}, g_b},
+                          {k_names[2], 2, {0, 4}, NULL},
+                          {k_names[3], 0, {0}, &g_s}};
+    char sv[16];
+    snprintf(sv, sizeof sv, "%d", step);
+    const char *keys[] = {"step"}, *vals[] = {sv};
+    return ht_st_write(path, t, NT, keys, vals, 1);
+}
+
+/* Opening path fails with HT_EINPUT naming path and containing want (may be NULL). */
+static int refused(const char *path, const char *want) {
+    ht_st_file *f = NULL;
+    ht_error_clear();
+    int rc = ht_st_open(&f, path);
+    ht_st_close(f);
+    return rc == HT_EINPUT && strstr(ht_errmsg(), path) && (!want || strstr(ht_errmsg(), want));
+}
+
+/* Python as an independent reader: a bitwise CRC32C of each tensor's bytes and of the header
+ * (its own digits as zeros) equal the stored values. */
+static void check_python(const char *path) {
+    if (system("/usr/bin/python3 -c 'import json' >/dev/null 2>&1") != 0) {
+        tap_skip("/usr/bin/python3 not available: no independent check of the stored checksums");
+        return;
+    }
+    const char *script =
+        "import json, struct, sys\n"
+        "def crc(b, c=0):\n"
+        "    c ^= 0xFFFFFFFF\n"
+        "    for x in b:\n"
+        "        c ^= x\n"
+        "        for _ in range(8): c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)\n"
+        "    return c ^ 0xFFFFFFFF\n"
+        "b = open(sys.argv[1], 'rb').read()\n(n,) = struct.unpack('<Q', b[:8])\n"
+        "h = json.loads(b[8:8 + n]); m = h.pop('__metadata__'); d = b[8 + n:]\n"
+        "assert m['step'] == '7' and len(h) == 4, m\n"
+        "for k, v in h.items():\n"
+        "    s, e = v['data_offsets']\n"
+        "    assert m['crc32c.' + k] == '%08x' % crc(d[s:e]), k\n"
+        "at = b.index(b'\"crc32c_header\":\"') + 17\n"
+        "z = b[:at] + b'00000000' + b[at + 8:8 + n]\n"
+        "assert m['crc32c_header'] == '%08x' % crc(z), (m['crc32c_header'], '%08x' % crc(z))\n";
+    put_file(tpath("check.py"), script, strlen(script));
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s %s", tpath("check.py"), path);
+    tap_ok(system(cmd) == 0, "a bitwise CRC32C in Python agrees with each tensor's checksum and "
+                             "the header's");
+}
+
+/* Every single-bit flip of the file: refused, naming the file, and for a flip in a tensor's
+ * data that tensor; every truncation; one appended byte. */
+static void check_damage(const char *path) {
+    size_t n;
+    unsigned char *b = get_file(path, &n);
+    uint64_t hl = 0;
+    for (int i = 7; i >= 0; i--)
+        hl = hl << 8 | b[i];
+    const char *bad = tpath("bad.safetensors");
+    /* data offsets by hand: w1 60 bytes, b1 20, empty 0, s 4 */
+    static const size_t end[NT] = {60, 80, 80, 84};
+    int hdr_bad = 0, dat_bad = 0, nh = 0, nd = 0;
+    long first_h = -1, first_d = -1;
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < 8; k++) {
+            b[i] ^= (unsigned char)(1u << k);
+            put_file(bad, b, n);
+            b[i] ^= (unsigned char)(1u << k);
+            const char *want = NULL;
+            if (i >= 8 + hl)
+                for (int t = 0; t < NT && !want; t++)
+                    if (i - 8 - hl < end[t]) want = k_names[t];
+            char w[32];
+            if (want) snprintf(w, sizeof w, "tensor '%s'", want);
+            int ok = refused(bad, want ? w : NULL);
+            if (want ? (nd++, !ok && !dat_bad++) : (nh++, !ok && !hdr_bad++))
+                *(want ? &first_d : &first_h) = (long)i;
+            if (!ok && (hdr_bad + dat_bad) == 1) tap_diag("byte %zu bit %d: %s", i, k, ht_errmsg());
+        }
+    tap_ok(hdr_bad == 0 && nh == 8 * (int)(8 + hl),
+           "each of the %d single-bit flips in the length field and JSON header is refused "
+           "naming the file (%d not; first at byte %ld)",
+           nh, hdr_bad, first_h);
+    tap_ok(dat_bad == 0 && nd == 8 * 84,
+           "each of the %d single-bit flips in the tensors' data is refused naming the file and "
+           "that tensor (%d not; first at byte %ld)",
+           nd, dat_bad, first_d);
+    b[8 + hl + 62] ^= 0x10;
+    put_file(bad, b, n);
+    b[8 + hl + 62] ^= 0x10;
+    refused(bad, NULL);
+    tap_diag("a flipped bit in b1: %s", ht_errmsg());
+    int trunc_bad = 0;
+    for (size_t len = 0; len < n; len++) {
+        put_file(bad, b, len);
+        trunc_bad += !refused(bad, NULL);
+    }
+    tap_ok(trunc_bad == 0, "each of the %zu truncations is refused naming the file (%d not)", n,
+           trunc_bad);
+    unsigned char *more = malloc(n + 1);
+    memcpy(more, b, n);
+    more[n] = 0;
+    put_file(bad, more, n + 1);
+    tap_ok(refused(bad, "1 byte(s) after the last tensor"), "a byte appended is refused: %s",
+           ht_errmsg());
+    free(more);
+    free(b);
+}
+
+/* The same layout at two steps: b1's bytes (alone, or with its checksum) from the other. */
+static void check_splice(void) {
+    const char *a = tpath("a.safetensors"), *c = tpath("c.safetensors"), *bad = tpath("sp.st");
+    write_file(a, 10);
+    write_file(c, 20);
+    size_t na, nc;
+    unsigned char *x = get_file(a, &na), *y = get_file(c, &nc);
+    uint64_t hl = 0;
+    for (int i = 7; i >= 0; i--)
+        hl = hl << 8 | x[i];
+    tap_ok(na == nc && memcmp(x, y, 8) == 0 && memcmp(x + 8 + hl + 60, y + 8 + hl + 60, 20),
+           "two steps' files: the same layout, b1's data differ");
+    unsigned char *z = malloc(na);
+    memcpy(z, x, na);
+    memcpy(z + 8 + hl + 60, y + 8 + hl + 60, 20);
+    put_file(bad, z, na);
+    tap_ok(refused(bad, "tensor 'b1'"), "b1's data from step 20 in step 10's file: %s",
+           ht_errmsg());
+    /* and its checksum too: the header's checksum fails */
+    char *h = (char *)z + 8, *k = strstr(h, "\"crc32c.b1\":\"");
+    char *kc = strstr((char *)y + 8, "\"crc32c.b1\":\"");
+    if (k && kc) memcpy(k + 13, kc + 13, 8);
+    put_file(bad, z, na);
+    tap_ok(k && kc && refused(bad, "the header"), "and b1's checksum from step 20 too: %s",
+           ht_errmsg());
+    free(x);
+    free(y);
+    free(z);
+}
+
+/* Files without checksums (another tool's) load; ones with some but not all do not. */
+static void check_foreign(void) {
+    const char *p = tpath("plain.safetensors");
+    static const char hdr[] = "{\"__metadata__\":{\"format\":\"pt\"},"
+                              "\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+    float d[2] = {1.5f, -2.0f};
+    size_t hl = strlen(hdr);
+    unsigned char *b = malloc(8 + hl + 8);
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+    memcpy(b + 8, hdr, hl);
+    memcpy(b + 8 + hl, d, 8);
+    put_file(p, b, 8 + hl + 8);
+    ht_st_file *f = NULL;
+    ht_error_clear();
+    int rc = ht_st_open(&f, p);
+    const float *x = f ? ht_st_get(f, "x", NULL, NULL) : NULL;
+    tap_ok(rc == HT_OK && x && x[1] == -2.0f && !ht_st_checksummed(f),
+           "a file without checksums loads, marked as unverified (%s)", ht_errmsg());
+    ht_st_close(f);
+    f = NULL;
+    rc = write_file(p, 3) == HT_OK ? ht_st_open(&f, p) : -1;
+    tap_ok(rc == HT_OK && f && ht_st_checksummed(f), "one written here is marked verified");
+    ht_st_close(f);
+    /* a checksum key renamed (a tensor's checksum then missing) */
+    size_t n;
+    unsigned char *w = get_file(p, &n);
+    char *k = strstr((char *)w + 8, "\"crc32c.w1\"");
+    if (k) k[8] = 'x';
+    put_file(p, w, n);
+    tap_ok(k && refused(p, NULL), "a tensor checksum's key changed: %s", ht_errmsg());
+    const char *keys[] = {"crc32c.mine"}, *vals[] = {"0"};
+    ht_st_tensor t = {"x", 1, {2}, d};
+    tap_ok(ht_st_write(p, &t, 1, keys, vals, 1) == HT_EINPUT,
+           "the writer refuses metadata keys starting 'crc32c': %s", ht_errmsg());
+    free(w);
+    free(b);
+}
+
 int main(void) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(g_dir, sizeof g_dir, "%s/ht_crc_XXXXXX",
+             tmp && *tmp && strlen(tmp) < 40 ? tmp : "/tmp");
+    if (!mkdtemp(g_dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
     check_vectors("tables", ht_crc32c_sw);
     check_random("tables", ht_crc32c_sw);
     check_vectors(ht_crc32c_hw() ? "CPU instruction" : "default (tables)", ht_crc32c);
     check_random(ht_crc32c_hw() ? "CPU instruction" : "default (tables)", ht_crc32c);
     tap_diag("ht_crc32c uses %s", ht_crc32c_hw() ? "the SSE4.2 crc32 instruction" : "tables");
+    const char *p = tpath("ok.safetensors");
+    tap_ok(write_file(p, 7) == HT_OK, "a small file written (%s)", ht_errmsg());
+    check_python(p);
+    check_damage(p);
+    check_splice();
+    check_foreign();
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    (void)!system(cmd);
     return tap_done();
 }

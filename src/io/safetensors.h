@@ -19,7 +19,17 @@ typedef struct ht_st_tensor {
     const float *data;
 } ht_st_tensor;
 
-/* Writes t[0..nt) (data in that order, contiguous) and nmeta string pairs as "__metadata__".
+/* Checksums (CRC32C, core/crc32c.h) in "__metadata__", as 8 lowercase hex digits:
+ * "crc32c.<tensor name>" of each tensor's data bytes, and "crc32c_header" of the file's first
+ * 8 + N bytes (length field and JSON header) with that value's own digits read as "00000000".
+ * The header holds the tensors' checksums, so together they cover every byte of the file: a
+ * tensor replaced by one of another checkpoint fails its own checksum, a changed step or name
+ * the header's. */
+#define HT_ST_CRC_HEADER "crc32c_header"
+#define HT_ST_CRC_PREFIX "crc32c."
+
+/* Writes t[0..nt) (data in that order, contiguous) and nmeta string pairs as "__metadata__",
+ * with the checksums above (keys starting "crc32c" are reserved).
  * Atomic: writes <path>.tmp.<pid> in the same directory, fsyncs it, renames it over path and
  * fsyncs the directory; on any failure path is untouched and the temp file removed.
  * HT_EINPUT: invalid arguments (bad name/shape, duplicate name, invalid UTF-8);
@@ -36,8 +46,14 @@ typedef struct ht_st_file ht_st_file;
  * overflowing shape, data_offsets out of range / not matching shape x element size /
  * overlapping, duplicate tensor or metadata names, non-string metadata values; also a missing
  * or non-regular file. HT_ERUNTIME: a read that fails mid-file. Memory: the file's data plus
- * a small multiple of the header's actual size. */
+ * a small multiple of the header's actual size.
+ * A file with checksums (any "crc32c" metadata key) must have all of them, matching, and no
+ * bytes after its last tensor; else HT_EINPUT "<path>: byte <offset>: ..." naming the header or
+ * the tensor whose checksum fails. A file without (another tool's) is read unverified. */
 int ht_st_open(ht_st_file **out, const char *path);
+/* 1 when the file carried checksums (and they matched: ht_st_open succeeded), 0 when it had
+ * none. */
+int ht_st_checksummed(const ht_st_file *f);
 void ht_st_close(ht_st_file *f);
 
 /* Looks up a tensor; NULL if absent (no error recorded). F32 only with ndim <= 4: for

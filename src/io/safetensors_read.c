@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/crc32c.h"
 #include "core/err.h"
 #include "core/path.h"
 #include "io/json.h"
@@ -59,7 +60,7 @@ typedef struct st_entry {
 typedef struct st_meta {
     const char *key, *val;
     size_t key_at, val_at;
-    uint64_t key_off;
+    uint64_t key_off, val_off; /* file offsets of the key and of the value's first byte */
 } st_meta;
 
 struct ht_st_file {
@@ -71,6 +72,7 @@ struct ht_st_file {
     st_meta *meta;      /* sorted by key after parsing */
     int nmeta;
     unsigned char *data;
+    int checksummed; /* had "crc32c" metadata, verified */
 };
 
 /* A hostile name may hold anything: quote it printable and short for messages. */
@@ -256,6 +258,7 @@ static int parse_meta(st_ctx *c) {
             return ht_json_fail(j, j->i, "metadata value for '%s' must be a string",
                                 safe_name(f->pool.s + m->key_at, nb, sizeof nb));
         m->val_at = f->pool.len;
+        m->val_off = HDR + j->i + 1;
         if (ht_json_string_append(j, &f->pool)) return -1;
     }
     return r;
@@ -372,6 +375,123 @@ static int read_all(FILE *fp, void *buf, size_t n, const char *path, uint64_t of
     return 0;
 }
 
+static const st_entry *find(const ht_st_file *f, const char *name);
+
+/* ---- checksums ---------------------------------------------------------------------------- */
+
+static const st_meta *meta_find(const ht_st_file *f, const char *key) {
+    st_meta k = {.key = key};
+    return f->nmeta ? bsearch(&k, f->meta, (size_t)f->nmeta, sizeof *f->meta, cmp_meta) : NULL;
+}
+
+/* The 8 hex digits of checksum metadata m into *out; HT_EINPUT at the value otherwise. */
+static int crc_value(const ht_st_file *f, const st_meta *m, uint32_t *out) {
+    char nb[80], vb[40];
+    const char *v = m->val;
+    uint32_t x = 0;
+    int ok = strlen(v) == 8;
+    for (int i = 0; ok && i < 8; i++) {
+        char c = v[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        ok = d >= 0;
+        x = x << 4 | (uint32_t)(ok ? d : 0);
+    }
+    if (!ok)
+        return st_fail(f->path, m->val_off, "metadata '%s' is \"%s\", expected a CRC32C as 8 "
+                                            "lowercase hex digits",
+                       safe_name(m->key, nb, sizeof nb), safe_name(v, vb, sizeof vb));
+    *out = x;
+    return HT_OK;
+}
+
+/* The header's checksum: of lenb and hdr[0..n) with the value's digits read as '0'. */
+static int verify_header(const ht_st_file *f, const unsigned char *lenb, const char *hdr,
+                         uint64_t n) {
+    const st_meta *m = meta_find(f, HT_ST_CRC_HEADER);
+    uint32_t want, got;
+    if (!m) { /* the tensors' checksums are there (the caller looked): a key was changed */
+        for (int i = 0; i < f->nmeta; i++)
+            if (!strncmp(f->meta[i].key, HT_ST_CRC_PREFIX, strlen(HT_ST_CRC_PREFIX)))
+                return st_fail(f->path, f->meta[i].key_off,
+                               "the file has tensor checksums (metadata 'crc32c.*') but no "
+                               "metadata '" HT_ST_CRC_HEADER "': the header changed after it "
+                               "was written");
+    }
+    if (!m || crc_value(f, m, &want)) return HT_EINPUT;
+    uint64_t at = m->val_off - HDR; /* the digits' place in hdr (8 of them: crc_value) */
+    got = ht_crc32c(ht_crc32c(0, lenb, 8), hdr, (size_t)at);
+    got = ht_crc32c(got, "00000000", 8);
+    got = ht_crc32c(got, hdr + at + 8, (size_t)(n - at - 8));
+    if (got != want)
+        return st_fail(f->path, 0,
+                       "the header (bytes 0 to %llu) has CRC32C %08x, but its metadata '"
+                       HT_ST_CRC_HEADER "' says %08x: the header (metadata such as the step, "
+                       "tensor names, shapes or offsets) changed after it was written",
+                       (unsigned long long)(HDR + n), got, want);
+    return HT_OK;
+}
+
+/* Each tensor's data against metadata crc32c.<name>; every such key names a tensor; nothing
+ * after the last tensor. */
+static int verify_tensors(const ht_st_file *f, uint64_t n, uint64_t data_len) {
+    char nb[80];
+    ht_jbuf key = {0};
+    uint64_t last = 0;
+    int rc = HT_OK;
+    for (int i = 0; rc == HT_OK && i < f->nt; i++) {
+        const st_entry *e = &f->t[i];
+        key.len = 0;
+        ht_jbuf_puts(&key, HT_ST_CRC_PREFIX);
+        ht_jbuf_puts(&key, e->name);
+        const st_meta *m = meta_find(f, key.s);
+        uint32_t want = 0, got;
+        if (!m)
+            rc = st_fail(f->path, e->key_off,
+                         "tensor '%s' has no checksum (metadata 'crc32c.%s'), though the file "
+                         "has checksums",
+                         safe_name(e->name, nb, sizeof nb), safe_name(e->name, nb, sizeof nb));
+        else if ((rc = crc_value(f, m, &want)) == HT_OK &&
+                 (got = ht_crc32c(0, f->data + e->begin, (size_t)(e->end - e->begin))) != want)
+            rc = st_fail(f->path, HDR + n + e->begin,
+                         "tensor '%s' (bytes %llu to %llu) has CRC32C %08x, but its metadata "
+                         "'crc32c.%s' says %08x: its data changed after it was written (a "
+                         "flipped bit, a damaged copy, or a tensor from another checkpoint)",
+                         safe_name(e->name, nb, sizeof nb),
+                         (unsigned long long)(HDR + n + e->begin),
+                         (unsigned long long)(HDR + n + e->end), got, nb, want);
+        if (e->end > last) last = e->end;
+    }
+    ht_jbuf_free(&key);
+    size_t np = strlen(HT_ST_CRC_PREFIX);
+    for (int i = 0; rc == HT_OK && i < f->nmeta; i++) {
+        const char *k = f->meta[i].key;
+        if (!strncmp(k, HT_ST_CRC_PREFIX, np) && !find(f, k + np))
+            rc = st_fail(f->path, f->meta[i].key_off,
+                         "metadata '%s' is the checksum of a tensor the file does not hold",
+                         safe_name(k, nb, sizeof nb));
+    }
+    if (rc == HT_OK && data_len > last)
+        rc = st_fail(f->path, HDR + n + last,
+                     "%llu byte(s) after the last tensor's data, which no checksum covers",
+                     (unsigned long long)(data_len - last));
+    return rc;
+}
+
+/* Verifies a file that has checksums (f->checksummed then); one without passes. */
+static int verify(ht_st_file *f, const unsigned char *lenb, const char *hdr, uint64_t n,
+                  uint64_t data_len) {
+    size_t np = strlen(HT_ST_CRC_PREFIX);
+    for (int i = 0; i < f->nmeta && !f->checksummed; i++)
+        f->checksummed = !strcmp(f->meta[i].key, HT_ST_CRC_HEADER) ||
+                         !strncmp(f->meta[i].key, HT_ST_CRC_PREFIX, np);
+    if (!f->checksummed) return HT_OK;
+    /* the header first: when it is intact, a tensor's mismatch means its data changed */
+    int rc = verify_header(f, lenb, hdr, n);
+    return rc == HT_OK ? verify_tensors(f, n, data_len) : rc;
+}
+
+int ht_st_checksummed(const ht_st_file *f) { return f->checksummed; }
+
 int ht_st_open(ht_st_file **out, const char *path) {
     *out = NULL;
     int fd;
@@ -422,6 +542,7 @@ int ht_st_open(ht_st_file **out, const char *path) {
     if ((rc = finish_strings(f)) || (rc = check_layout(f, data_len))) goto fail;
     f->data = ht_xmalloc((size_t)(data_len ? data_len : 1));
     if ((rc = read_all(fp, f->data, (size_t)data_len, path, 8 + n))) goto fail;
+    if ((rc = verify(f, lenb, hdr, n, data_len))) goto fail;
     for (int i = 0; i < f->nt; i++) {
         st_entry *e = &f->t[i];
         if (strcmp(e->dtype->name, "F32") != 0) continue;

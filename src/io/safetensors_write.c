@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/crc32c.h"
 #include "core/err.h"
 #include "core/path.h"
 #include "io/json.h"
@@ -58,6 +59,11 @@ static int check_args(const ht_st_tensor *t, int nt, const char *const *mk, cons
             !ht_utf8_valid(mv[i], strlen(mv[i])))
             return ht_error(HT_EINPUT, "safetensors write: metadata pair %d is NULL or not UTF-8",
                             i);
+    for (int i = 0; i < nmeta; i++)
+        if (!strncmp(mk[i], "crc32c", 6))
+            return ht_error(HT_EINPUT,
+                            "safetensors write: metadata key '%s' is reserved for checksums",
+                            mk[i]);
     const char *dup = find_dup(mk, nmeta);
     if (dup) return ht_error(HT_EINPUT, "safetensors write: duplicate metadata key '%s'", dup);
     const char **names = ht_xmalloc((size_t)(nt ? nt : 1) * sizeof *names);
@@ -104,6 +110,48 @@ static int check_args(const ht_st_tensor *t, int nt, const char *const *mk, cons
     return HT_OK;
 }
 
+/* The JSON header into h: "__metadata__" with crc32c_header (as "00000000"; returns the
+ * offset of its digits in h), crc32c.<name> per tensor and the caller's pairs; the tensors in
+ * order, data back to back; spaces to a multiple of 8 bytes. */
+static size_t put_header(ht_jbuf *h, const ht_st_tensor *t, int nt, const char *const *mk,
+                         const char *const *mv, int nmeta, const int64_t *nbytes,
+                         const uint32_t *crc) {
+    ht_jbuf_puts(h, "{\"__metadata__\":{\"" HT_ST_CRC_HEADER "\":\"");
+    size_t at = h->len;
+    ht_jbuf_puts(h, "00000000\"");
+    for (int i = 0; i < nt; i++) {
+        ht_jbuf key = {0};
+        ht_jbuf_puts(&key, HT_ST_CRC_PREFIX);
+        ht_jbuf_puts(&key, t[i].name);
+        ht_jbuf_putc(h, ',');
+        ht_jbuf_put_str(h, key.s);
+        ht_jbuf_printf(h, ":\"%08x\"", crc[i]);
+        ht_jbuf_free(&key);
+    }
+    for (int i = 0; i < nmeta; i++) {
+        ht_jbuf_putc(h, ',');
+        ht_jbuf_put_str(h, mk[i]);
+        ht_jbuf_putc(h, ':');
+        ht_jbuf_put_str(h, mv[i]);
+    }
+    ht_jbuf_putc(h, '}');
+    int64_t off = 0;
+    for (int i = 0; i < nt; i++) {
+        ht_jbuf_putc(h, ',');
+        ht_jbuf_put_str(h, t[i].name);
+        ht_jbuf_puts(h, ":{\"dtype\":\"F32\",\"shape\":[");
+        for (int d = 0; d < t[i].ndim; d++)
+            ht_jbuf_printf(h, "%s%lld", d ? "," : "", (long long)t[i].shape[d]);
+        ht_jbuf_printf(h, "],\"data_offsets\":[%lld,%lld]}", (long long)off,
+                       (long long)(off + nbytes[i]));
+        off += nbytes[i];
+    }
+    ht_jbuf_putc(h, '}');
+    while (h->len % 8)
+        ht_jbuf_putc(h, ' '); /* data starts 8-aligned, as the reference writer does */
+    return at;
+}
+
 int ht_st_write(const char *path, const ht_st_tensor *t, int nt, const char *const *meta_keys,
                 const char *const *meta_vals, int nmeta) {
     /* never rename over a device, FIFO, socket or directory (checkpoint.path = "/dev/full"
@@ -116,35 +164,20 @@ int ht_st_write(const char *path, const ht_st_tensor *t, int nt, const char *con
         free(nbytes);
         return rc;
     }
+    /* the checksums first: they go into the header, which comes first in the file */
+    uint32_t *crc = ht_xmalloc((size_t)(nt > 0 ? nt : 1) * sizeof *crc);
+    for (int i = 0; i < nt; i++)
+        crc[i] = nbytes[i] ? ht_crc32c(0, t[i].data, (size_t)nbytes[i]) : 0;
     ht_jbuf h = {0};
-    ht_jbuf_putc(&h, '{');
-    if (nmeta) {
-        ht_jbuf_puts(&h, "\"__metadata__\":{");
-        for (int i = 0; i < nmeta; i++) {
-            if (i) ht_jbuf_putc(&h, ',');
-            ht_jbuf_put_str(&h, meta_keys[i]);
-            ht_jbuf_putc(&h, ':');
-            ht_jbuf_put_str(&h, meta_vals[i]);
-        }
-        ht_jbuf_putc(&h, '}');
-    }
-    int64_t off = 0;
-    for (int i = 0; i < nt; i++) {
-        if (i || nmeta) ht_jbuf_putc(&h, ',');
-        ht_jbuf_put_str(&h, t[i].name);
-        ht_jbuf_puts(&h, ":{\"dtype\":\"F32\",\"shape\":[");
-        for (int d = 0; d < t[i].ndim; d++)
-            ht_jbuf_printf(&h, "%s%lld", d ? "," : "", (long long)t[i].shape[d]);
-        ht_jbuf_printf(&h, "],\"data_offsets\":[%lld,%lld]}", (long long)off,
-                       (long long)(off + nbytes[i]));
-        off += nbytes[i];
-    }
-    ht_jbuf_putc(&h, '}');
-    while (h.len % 8)
-        ht_jbuf_putc(&h, ' '); /* data starts 8-aligned, as the reference writer does */
+    size_t hcrc_at = put_header(&h, t, nt, meta_keys, meta_vals, nmeta, nbytes, crc);
+    free(crc);
     unsigned char lenb[8];
     for (int i = 0; i < 8; i++)
         lenb[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
+    /* the header's own checksum: of the length field and the header with its digits as '0' */
+    char hex[9];
+    snprintf(hex, sizeof hex, "%08x", ht_crc32c(ht_crc32c(0, lenb, 8), h.s, h.len));
+    memcpy(h.s + hcrc_at, hex, 8);
 
     size_t plen = strlen(path) + 32;
     char *tmp = ht_xmalloc(plen);
