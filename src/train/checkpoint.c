@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "core/log.h"
 #include "io/safetensors.h"
 
 #define CKPT_FORMAT "hettrain-checkpoint-1"
@@ -210,6 +211,15 @@ static const float *want(const ht_st_file *f, const char *path, const char *name
     return p;
 }
 
+/* ht_st_open has verified the checksums of a file that has them; one without (another tool's)
+ * is read as is, with this line (shown also under -q). */
+static void note_unverified(const ht_st_file *f, const char *path) {
+    if (!ht_st_checksummed(f))
+        ht_log_warn("%s has no checksums (not written by this version of hettrain): loaded "
+                    "without verifying its bytes",
+                    path);
+}
+
 /* Checks format and model signature, then reads every parameter tensor into a host copy
  * of the flat buffer (*params, to free). */
 static int read_params(ht_st_file *f, const char *path, const ht_model *m, float **params) {
@@ -249,6 +259,7 @@ int ht_checkpoint_load(const char *path, ht_model *m, ht_optim *o, int64_t *step
     ht_st_file *f = NULL;
     int rc = ht_st_open(&f, path);
     if (rc != HT_OK) return rc;
+    note_unverified(f, path);
     float *params = NULL;
     const char *fopt = ht_st_meta(f, "optimizer");
     int64_t fstep = 0, ot = 0;
@@ -305,6 +316,7 @@ int ht_checkpoint_load_params(const char *path, ht_model *m, int64_t *step) {
     ht_st_file *f = NULL;
     int rc = ht_st_open(&f, path);
     if (rc != HT_OK) return rc;
+    note_unverified(f, path);
     float *params = NULL;
     int64_t fstep = 0;
     rc = read_params(f, path, m, &params);
