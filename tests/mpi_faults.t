@@ -71,8 +71,32 @@ check_kill() { # check_kill NAME RANK ROLE
         "$3 (rank $2) killed: the job ends after $SECS s (exit $RC) naming rank $2"
     grep -q "rank $2 .*exited on signal 9" "$TMP/$1.err" || diag "$(tail -5 "$TMP/$1.err")"
 }
+# last_save NAME CKPT [NP ARGS...]: the checkpoint a killed job left is its last completed save:
+# its step S a multiple of checkpoint.every (20), at most the last step L the job logged
+# (every 10 steps, before that step's save) and at least the last multiple of 20 before L;
+# with NP, its bytes are those of a run of NP ranks stopped at S (a deterministic policy)
+last_save() {
+    local name=$1 ck=$2 np=${3:-} s l m r
+    shift 3 2>/dev/null || shift $#
+    cp "$ck" "$TMP/$name.kill" # the resume below overwrites it
+    s=$(head -c 4096 "$ck" | grep -ao '"step":"[0-9]*"' | head -1 | tr -dc 0-9)
+    l=$(losses "$TMP/m.jsonl" | tail -1 | cut -d' ' -f1)
+    m=$(( (${l:-0} - 1) / 20 * 20 ))
+    [ -n "$s" ] && [ -n "$l" ] && [ $((s % 20)) -eq 0 ] && [ "$s" -ge 20 ] && [ "$s" -ge "$m" ] &&
+        [ "$s" -le "$l" ]
+    r=$?
+    if [ $r -eq 0 ] && [ -n "$np" ]; then
+        mpirun_ht "$np" "$HETTRAIN" -c "$TMP/job.cfg" -q --stop-after "$s" "$@" \
+            --set checkpoint.path="$TMP/$name.ref" >/dev/null 2>"$TMP/$name.referr"
+        cmp -s "$TMP/$name.kill" "$TMP/$name.ref"
+        r=$?
+    fi
+    ok $r "$name: the checkpoint left is the last completed save: step ${s:-?} of the ${l:-?} logged${np:+, bit for bit a $np-rank run stopped there}"
+    [ $r -eq 0 ] || diag "$(tail -2 "$TMP/$name.referr" 2>/dev/null)"
+}
 WAIT_FOR="$TMP/c.ckpt" kill_rank bsp 3 1 --set checkpoint.path="$TMP/c.ckpt" --set checkpoint.every=20
 check_kill bsp 1 "bsp worker"
+last_save bsp "$TMP/c.ckpt" 3
 run_ht -c "$TMP/job.cfg" -q --resume --stop-after 1 --set checkpoint.path="$TMP/c.ckpt"
 ok $RC "the bsp checkpoint written before the kill is intact: a run resumes from it"
 [ $RC -eq 0 ] || diag "$ERR"
@@ -80,6 +104,7 @@ rm -f "$TMP/a.ckpt"
 WAIT_FOR="$TMP/a.ckpt" kill_rank asp 3 2 --set sync.mode=asp --set sync.servers=1 \
     --set checkpoint.path="$TMP/a.ckpt" --set checkpoint.every=20
 check_kill asp 2 "asp parameter server"
+last_save asp "$TMP/a.ckpt"
 mpirun_ht 3 "$HETTRAIN" -c "$TMP/job.cfg" -q --resume --stop-after 1 --set sync.mode=asp \
     --set checkpoint.path="$TMP/a.ckpt" >"$TMP/ar.out" 2>"$TMP/ar.err"
 ok $? "the asp checkpoint written before the server was killed is intact: the job resumes from it"
@@ -105,6 +130,7 @@ rm -f "$TMP/p.ckpt"
 WAIT_FOR="$TMP/p.ckpt" kill_rank pipe 2 1 --set pipe.schedule=1f1b --set pipe.stages=2 \
     --set pipe.micro_batches=2 --set checkpoint.path="$TMP/p.ckpt" --set checkpoint.every=20
 check_kill pipe 1 "1f1b pipeline stage"
+last_save pipe "$TMP/p.ckpt" 2 --set pipe.schedule=1f1b --set pipe.stages=2 --set pipe.micro_batches=2
 mpirun_ht 2 "$HETTRAIN" -c "$TMP/job.cfg" -q --resume --stop-after 1 --set pipe.schedule=1f1b \
     --set pipe.stages=2 --set pipe.micro_batches=2 --set checkpoint.path="$TMP/p.ckpt" \
     >"$TMP/pr.out" 2>"$TMP/pr.err"

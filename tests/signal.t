@@ -54,6 +54,13 @@ done
 run_ht "${args[@]}" -q --resume
 ok $RC "--resume from it exits 0"
 printf '%s' "$OUT" | grep -q '^final: step 40,'; ok $? "and ends at step 40"
+# the stopped run's losses, then the resumed run's (appended): an uninterrupted run's, bit for bit
+run_ht -c "$TMP/job.cfg" -q --set log.metrics="$TMP/u.jsonl"
+losses "$TMP/m.jsonl" >"$TMP/m.loss"; losses "$TMP/u.jsonl" >"$TMP/u.loss"
+[ "$(wc -l <"$TMP/u.loss")" -eq 40 ] && cmp -s "$TMP/m.loss" "$TMP/u.loss"
+r=$?
+ok $r "stopped by SIGTERM and resumed: the losses of the 40 steps are an uninterrupted run's, bit for bit"
+[ $r -eq 0 ] || diag "$(diff "$TMP/u.loss" "$TMP/m.loss" | head -5)"
 
 # under mpirun: the ranks signalled (as a scheduler does), mpirun exits 75
 if command -v mpirun >/dev/null; then
