@@ -133,11 +133,15 @@ import json, struct, sys
 raw = open(sys.argv[1], 'rb').read()
 n = struct.unpack('<Q', raw[:8])[0]
 head, data = json.loads(raw[8:8 + n]), bytearray(raw[8 + n:])
+# without checksums (as another tool writes it), else they refuse each file first
+head['__metadata__'] = {k: v for k, v in head['__metadata__'].items() if not k.startswith('crc32c')}
 nan = struct.pack('<f', float('nan'))
 a, b = head['fc1.weight']['data_offsets'] if 'fc1.weight' in head else next(
     v['data_offsets'] for k, v in head.items() if k != '__metadata__')
 data[a + 4:a + 8] = nan  # element 1 of the first tensor
-open(sys.argv[2], 'wb').write(raw[:8 + n] + bytes(data))
+h = json.dumps(head).encode()
+h += b' ' * (-len(h) % 8)
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(h)) + h + bytes(data))
 head['__metadata__']['step'] = '99999999999999999999'
 h = json.dumps(head).encode()
 h += b' ' * (-len(h) % 8)

@@ -56,6 +56,8 @@ def load(p):
     return h, t
 def save(p, h, t, step):
     h = json.loads(json.dumps(h)); h['__metadata__']['step'] = str(step)
+    for k in [k for k in h['__metadata__'] if k.startswith('crc32c')]:
+        del h['__metadata__'][k]  # stale once the tensors change: a file without checksums
     h['__metadata__']['optimizer_steps'] = str(step)
     data, off = b'', 0
     for k, v in h.items():

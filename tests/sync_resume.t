@@ -208,10 +208,14 @@ ok $? "gossip checkpoint of 2 workers resumed with 3: exit 2 naming both layouts
 mp bad2 3 --set sync.mode=asp --set checkpoint.path="$c" --resume
 [ $RC -eq 2 ] && grep -q 'this run is sync.mode "asp"' "$TMP/bad2.err"
 ok $? "gossip checkpoint resumed by asp: exit 2"
-# same-length edits of the header, so the file stays well-formed
-tamper() { /usr/bin/python3 -c 'import sys
+# same-length edits of the header, so the file stays well-formed; the checksums dropped (as
+# another tool writes it), else the changed header's checksum would refuse it first
+tamper() { /usr/bin/python3 -c 'import sys, json, struct
 b=open(sys.argv[1],"rb").read(); a=sys.argv[2].encode(); assert a in b
-open(sys.argv[4],"wb").write(b.replace(a,sys.argv[3].encode(),1))' "$@"; }
+b=b.replace(a,sys.argv[3].encode(),1); n=struct.unpack("<Q",b[:8])[0]; h=json.loads(b[8:8+n])
+h["__metadata__"]={k:v for k,v in h["__metadata__"].items() if not k.startswith("crc32c")}
+t=json.dumps(h,separators=(",",":")).encode(); t+=b" "*(-len(t)%8)
+open(sys.argv[4],"wb").write(struct.pack("<Q",len(t))+t+b[8+n:])' "$@"; }
 tamper "$c" '"sync.format":"1"' '"sync.format":"9"' "$TMP/t1.ckpt"
 mp bad3 3 --set sync.mode=gossip --set checkpoint.path="$TMP/t1.ckpt" --resume
 [ $RC -eq 2 ] && grep -q "metadata 'sync.format' is '9', expected '1'" "$TMP/bad3.err"
