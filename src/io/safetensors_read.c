@@ -1,6 +1,7 @@
 /* safetensors reader. It trusts nothing in the file: every length is checked against the real
  * file size before use, products are overflow-checked, memory stays a small multiple of the
- * header's actual size, and errors name the byte offset in the file where the problem starts. */
+ * header's actual size, and errors name the byte offset in the file where the problem starts.
+ * A file with checksums (ours) must match them: a bit changed on disk or in a copy is found. */
 #include "io/safetensors.h"
 
 #include <errno.h>
