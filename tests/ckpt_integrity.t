@@ -2,10 +2,11 @@
 # Checkpoints that prove they are intact: a flipped bit in each region of a real checkpoint
 # (the length field, the JSON header, a tensor's name, the metadata, each tensor's data), a
 # truncation and a tensor spliced from another step's checkpoint are each refused by --resume
-# with exit 2 naming the file (and the tensor); `hettrain generate` and an asynchronous job's
-# resume verify too; a file without checksums (another tool's) still loads, with a note. Then
-# the writer killed (kill -9) in the middle of its saves, again and again: each time the
-# checkpoint left is a complete earlier save that the next run resumes from.
+# with exit 2 naming the file (and the tensor); model.init_from, `hettrain generate` and an
+# asynchronous job's resume verify too; a file without checksums (another tool's) still
+# loads, with a warning. Then the writer killed (kill -9) in the middle of its saves, again
+# and again: each time the checkpoint left is a complete earlier save that the next run
+# resumes from.
 . "$(dirname "$0")/lib.sh"
 
 PY=/usr/bin/python3
@@ -104,6 +105,11 @@ st splice "$TMP/s20.ckpt" "$TMP/s10.ckpt" "$TMP/bad.ckpt" fc2.weight
 damaged "tensor 'fc2.weight'" "fc2.weight of the step-10 checkpoint spliced into the step-20 one"
 st splice "$TMP/s10.ckpt" "$TMP/s20.ckpt" "$TMP/bad.ckpt" optim.m
 damaged "tensor 'optim.m'" "optim.m of the step-20 checkpoint spliced into the step-10 one"
+fc1=$(awk '$1 == "fc1.weight" { print int(($2 + $3) / 2) }' "$TMP/regions")
+st flip "$TMP/s10.ckpt" "$TMP/bad.ckpt" "${fc1:-0}" 4
+expect_fail 2 "$TMP/bad.ckpt: byte [0-9]+: tensor 'fc1.weight'" \
+    "model.init_from a checkpoint with a flipped bit in fc1.weight" -- "${args[@]}" \
+    --set model.init_from="$TMP/bad.ckpt"
 
 # another tool's file: no checksums, loads with a one-line note, trains the same
 st strip "$TMP/s10.ckpt" "$TMP/plain.ckpt"
