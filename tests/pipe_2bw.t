@@ -40,7 +40,7 @@ T=6
 # reference MODEL: $TMP/MODEL.ref.loss, $TMP/MODEL.ref.ckpt
 reference() {
     local model=$1
-"$HETTRAIN" -c "$TMP/$model.cfg" -q --set train.steps=1 --set optim.lr=1e-30 \
+"$HETTRAIN" -c "$TMP/$model.cfg" -q --overwrite --set train.steps=1 --set optim.lr=1e-30 \
     --set checkpoint.path="$TMP/w0.ckpt" >/dev/null 2>"$TMP/w0.err"
 ok $? "$model, one process: the initial weights W(0)"
 /usr/bin/python3 - "$TMP" "$HETTRAIN" "$T" "$model" <<'PY' >"$TMP/$model.ref.loss" 2>"$TMP/ref.err"

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/crc32c.h"
 #include "core/err.h"
 
 struct ht_tfevents {
@@ -17,32 +18,10 @@ struct ht_tfevents {
     char *path;
 };
 
-/* Table-driven CRC32C, reflected polynomial 0x82F63B78 (the table built once). */
-static uint32_t crc32c(const void *p, size_t n) {
-    static uint32_t table[256];
-    static int ready;
-    if (!ready) {
-        for (uint32_t i = 0; i < 256; i++) {
-            uint32_t c = i;
-            for (int k = 0; k < 8; k++)
-                c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-            table[i] = c;
-        }
-        ready = 1;
-    }
-    const uint8_t *b = p;
-    uint32_t c = 0xFFFFFFFFu;
-    for (size_t i = 0; i < n; i++)
-        c = table[(c ^ b[i]) & 0xFF] ^ (c >> 8);
-    return c ^ 0xFFFFFFFFu;
-}
-
-uint32_t ht_tfevents_crc32c(const void *p, size_t n) { return crc32c(p, n); }
-
 /* TFRecord's masked CRC: rotated right by 15 bits plus a constant, so that a CRC stored in
  * the data does not confuse a CRC over it. */
 static uint32_t masked_crc(const void *p, size_t n) {
-    uint32_t c = crc32c(p, n);
+    uint32_t c = ht_crc32c(0, p, n);
     return ((c >> 15) | (c << 17)) + 0xA282EAD8u;
 }
 

@@ -26,8 +26,4 @@ const char *ht_tfevents_path(const ht_tfevents *t);
 /* Closes; HT_ERUNTIME when closing failed; NULL is a no-op. */
 int ht_tfevents_close(ht_tfevents *t);
 
-/* CRC32C (Castagnoli, reflected polynomial 0x82F63B78) of n bytes, as the records carry it
- * before masking: for tests (the check value of "123456789" is 0xE3069283). */
-uint32_t ht_tfevents_crc32c(const void *p, size_t n);
-
 #endif
