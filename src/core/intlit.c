@@ -97,12 +97,14 @@ static void add_literal(ht_numlits *L, const char *p, size_t n, int kind, int he
         unsigned long long u = strtoull(t, NULL, 16);
         int range = errno == ERANGE;
         l->beyond64 = range || u > (unsigned long long)LLONG_MAX;
+        l->tval = l->beyond64 ? 0 : (long long)u;
         if (kind == HT_LIT_INT) l->ival = (int32_t)(uint32_t)u, l->lost = range || u > INT_MAX;
         else l->ival = (long long)(int64_t)u, l->lost = range || u > (unsigned long long)LLONG_MAX;
     } else {
         long long v = strtoll(t, NULL, 10);
         int range = errno == ERANGE;
         l->beyond64 = range;
+        l->tval = v;
         if (kind == HT_LIT_INT)
             l->ival = (int32_t)(uint32_t)(uint64_t)v, l->lost = range || v > INT_MAX || v < INT_MIN;
         else l->ival = v, l->lost = range;
@@ -239,11 +241,15 @@ static int bind_walk(ht_numlits *L, config_setting_t *s, int *k, int set) {
     if (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64 && t != CONFIG_TYPE_FLOAT) return 1;
     if (*k >= L->n) return 0;
     ht_numlit *l = &L->v[(*k)++];
-    int want = t == CONFIG_TYPE_INT ? HT_LIT_INT : t == CONFIG_TYPE_INT64 ? HT_LIT_INT64 : HT_LIT_FLOAT;
-    if (l->kind != want) return 0;
-    if (want == HT_LIT_FLOAT ? config_setting_get_float(s) != l->fval
-                             : config_setting_get_int64(s) != l->ival)
-        return 0;
+    if ((t == CONFIG_TYPE_FLOAT) != (l->kind == HT_LIT_FLOAT)) return 0;
+    if (t == CONFIG_TYPE_FLOAT) {
+        if (config_setting_get_float(s) != l->fval) return 0;
+    } else { /* the value libconfig 1.5 reads, or (a later libconfig) the one written */
+        long long got = config_setting_get_int64(s);
+        int exact = !l->beyond64 && got == l->tval;
+        if (got != l->ival && !exact) return 0;
+        if (set) l->lost = !exact;
+    }
     if (set) l->setting = s;
     if (set == 2) config_setting_set_hook(s, l);
     return 1;

@@ -25,7 +25,8 @@ typedef struct ht_numlit {
     int kind;         /* HT_LIT_*: what libconfig makes of it (hex: INT, hex with L: INT64) */
     int lost;         /* 1: libconfig holds another value than the one written */
     int beyond64;     /* an integer outside 64 bits (signed; hex: unsigned without L) */
-    long long ival;   /* libconfig's value (INT, INT64) */
+    long long ival;   /* libconfig 1.5's value (INT, INT64) */
+    long long tval;   /* the value written, unless beyond64 */
     double fval;      /* libconfig's value (FLOAT) */
     char text[44];    /* as written ("..." when longer) */
     const config_setting_t *setting; /* what ht_numlits_bind bound it to, or NULL */
