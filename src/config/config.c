@@ -610,6 +610,26 @@ static int check_cluster(const loader *L) {
     return HT_OK;
 }
 
+/* gpt: the per-sample tensors the kernels index with int (before any batch multiplies
+ * them, and before a product of int keys could overflow where the model is built): T x 4C
+ * (the MLP branch), T x 256 (the logits), n_head x T x T (the attention scores). */
+static int check_gpt_sizes(const loader *L) {
+    const ht_config *c = L->cfg;
+    double T = c->model.context, C = c->model.d_model, H = c->model.n_head;
+    double mlp = T * 4 * C, logits = T * 256, scores = H * T * T;
+    const char *what = mlp > INT_MAX      ? "model.context x 4 model.d_model (the MLP branch)"
+                       : logits > INT_MAX ? "model.context x 256 (the logits)"
+                       : scores > INT_MAX ? "model.n_head x model.context^2 (the attention scores)"
+                                          : NULL;
+    if (!what) return HT_OK;
+    return fail(L, &L->where[ht_ckey_find("model.context")],
+                "key 'model.context': found %d with model.d_model %d and model.n_head %d: %s = "
+                "%.0f values per sample, expected at most %d (kernels index a tensor with "
+                "32-bit integers)",
+                c->model.context, c->model.d_model, c->model.n_head, what,
+                mlp > INT_MAX ? mlp : logits > INT_MAX ? logits : scores, INT_MAX);
+}
+
 static int check_all(const loader *L) {
     const ht_config *c = L->cfg;
     for (int i = 0; i < ht_config_nkeys; i++)
@@ -657,6 +677,10 @@ static int check_all(const loader *L) {
         return fail(L, &L->where[ht_ckey_find("model.n_head")],
                     "key 'model.n_head': found %d, expected a divisor of model.d_model (%d)",
                     c->model.n_head, c->model.d_model);
+    if (gpt) {
+        int rc = check_gpt_sizes(L);
+        if (rc != HT_OK) return rc;
+    }
     if (c->model.ninput_shape != 0 && c->model.ninput_shape != 3)
         return fail(L, &L->where[ht_ckey_find("model.input_shape")],
                     "key 'model.input_shape': found %d values, expected 3 ([C, H, W]) or [] "
