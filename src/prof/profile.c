@@ -69,8 +69,9 @@ static double get_num(ht_cfg_reader *r, const config_setting_t *g, const char *w
     }
     if (!isfinite(v))
         ht_cfg_fail(r, s, "%s.%s: found %g, expected a finite number", where, key, v);
-    else if (!(v > lo || (!strict && v == lo)))
-        ht_cfg_fail(r, s, "%s.%s: found %g, expected %s", where, key, v, exp);
+    else if (!(v > lo || (!strict && v == lo)) || v > 1e12 || (v > 0 && v < 1e-9))
+        ht_cfg_fail(r, s, "%s.%s: found %g, expected %s and <= 1e12 (0 or at least 1e-9)", where,
+                    key, v, exp); /* beyond: step times of 1e300 s or 0 */
     return v;
 }
 

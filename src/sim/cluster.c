@@ -42,9 +42,14 @@ static double num(ht_cfg_reader *r, const config_setting_t *g, const char *where
                : t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64
                    ? (double)config_setting_get_int64(s)
                    : NAN;
-    if (!(isfinite(v) && (v > lo || (!strict && v == lo))))
-        ht_cfg_fail(r, s, "%s%s: found %s, expected a number %s %g", where, key,
-                    isnan(v) ? "something else" : "an out-of-range value", strict ? ">" : ">=", lo);
+    /* rates and times far past any device's (1e12), or a positive one below 1e-9, only make
+     * step times of 1e300 s or 0 */
+    if (isnan(v))
+        ht_cfg_fail(r, s, "%s%s: found something else, expected a number %s %g", where, key,
+                    strict ? ">" : ">=", lo);
+    else if (!(v > lo || (!strict && v == lo)) || !(v <= 1e12) || (v > 0 && v < 1e-9))
+        ht_cfg_fail(r, s, "%s%s: found %g, expected a number %s %g and <= 1e12 (0 or at least 1e-9)",
+                    where, key, v, strict ? ">" : ">=", lo);
     return v;
 }
 
