@@ -236,18 +236,8 @@ int ht_sim_cluster_load(const char *path, ht_sim_cluster *c) {
     memset(c, 0, sizeof *c);
     ht_strlcpy(c->source, path, sizeof c->source);
     ht_cfg_reader r = {path, HT_OK};
-    config_t cf;
-    config_init(&cf);
-    if (config_read_file(&cf, path) != CONFIG_TRUE) {
-        if (config_error_type(&cf) == CONFIG_ERR_FILE_IO)
-            r.rc = ht_error(HT_EINPUT, "cannot read cluster description '%s': %s", path,
-                            strerror(errno));
-        else
-            r.rc = ht_error(HT_EINPUT, "%s:%d: %s", path, config_error_line(&cf),
-                            config_error_text(&cf));
-        config_destroy(&cf);
-        return r.rc;
-    }
+    config_t cf; /* without blocking, and every number as written (core/cfgfile.h) */
+    if ((r.rc = ht_cfg_read_file(&cf, path, "cluster description")) != HT_OK) return r.rc;
     config_setting_t *root = config_root_setting(&cf);
     only(&r, root, "", "profile,devices,hosts,links,host_add_gbs");
     read_profile(&r, c, root);
