@@ -208,7 +208,8 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
                        .speed = !strcmp(cfg->cluster.split, "speed"), .alg = alg,
                        .overlap = cfg->cluster.overlap, .bucket_first_mb = cfg->cluster.bucket_first_mb,
                        .bucket_cap_mb = cfg->cluster.bucket_cap_mb,
-                       .steps = cfg->cluster.rebalance ? j->steps : 1};
+                       .steps = cfg->cluster.rebalance ? j->steps : 1,
+                       .exclude = cfg->cluster.exclude_slow};
         *W_out = n;
         return ht_sim_run_dp(j->c, n, j->m, j->sm, &p, trace != NULL, trace, r, shares);
     }
@@ -526,7 +527,8 @@ static int do_plan(const job *j, int n, int top, const char *out) {
     const ht_config *cfg = j->cfg;
     ht_sim_dp dp = {.B = cfg->train.batch, .alg = alg, .overlap = cfg->cluster.overlap,
                     .bucket_first_mb = cfg->cluster.bucket_first_mb,
-                    .bucket_cap_mb = cfg->cluster.bucket_cap_mb};
+                    .bucket_cap_mb = cfg->cluster.bucket_cap_mb,
+                    .exclude = cfg->cluster.exclude_slow};
     int rc = ht_sim_plan_job(j->c, n, j->m, j->sm, &dp, &v, &nv);
     printf("%s: %d configurations of %d ranks simulated in %.2f s\n", g_name, nv, n,
            now_s() - t0);
