@@ -612,13 +612,13 @@ static int check_cluster(const loader *L) {
 
 /* gpt: the per-sample tensors the kernels index with int (before any batch multiplies
  * them, and before a product of int keys could overflow where the model is built): T x 4C
- * (the MLP branch), T x 256 (the logits), n_head x T x T (the attention scores). */
+ * (the MLP branch), T x vocab (the logits), n_head x T x T (the attention scores). */
 static int check_gpt_sizes(const loader *L) {
     const ht_config *c = L->cfg;
     double T = c->model.context, C = c->model.d_model, H = c->model.n_head;
-    double mlp = T * 4 * C, logits = T * 256, scores = H * T * T;
+    double mlp = T * 4 * C, logits = T * c->model.vocab, scores = H * T * T;
     const char *what = mlp > INT_MAX      ? "model.context x 4 model.d_model (the MLP branch)"
-                       : logits > INT_MAX ? "model.context x 256 (the logits)"
+                       : logits > INT_MAX ? "model.context x model.vocab (the logits)"
                        : scores > INT_MAX ? "model.n_head x model.context^2 (the attention scores)"
                                           : NULL;
     if (!what) return HT_OK;
