@@ -3,9 +3,6 @@
  * (CLI, config, data, checkpoint), 1 on runtime failure, 75 when SIGINT/SIGTERM stopped
  * the run early with its checkpoint saved (core/err.h: HT_ESTOPPED), 130 when it stopped so
  * without checkpoint.path (HT_ELOST: nothing saved). */
-#include <errno.h>
-#include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -2,7 +2,6 @@
  * kinds (a profile entry, a scaled copy of another kind, or peak GFLOP/s + bandwidth),
  * hosts holding devices, intra- and inter-host links. Every error names FILE:LINE, the key
  * and what was expected. */
-#include <errno.h>
 #include <libconfig.h>
 #include <math.h>
 #include <stdarg.h>
