@@ -3,9 +3,6 @@
  * (CLI, config, data, checkpoint), 1 on runtime failure, 75 when SIGINT/SIGTERM stopped
  * the run early with its checkpoint saved (core/err.h: HT_ESTOPPED), 130 when it stopped so
  * without checkpoint.path (HT_ELOST: nothing saved). */
-#include <errno.h>
-#include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +11,7 @@
 
 #include "cli/export.h"
 #include "cli/hetsim.h"
+#include "cli/opts.h"
 #include "comm/comm.h"
 #include "config/config.h"
 #include "core/err.h"
@@ -25,8 +23,6 @@
 #include "prof/profile.h"
 #include "train/generate.h"
 #include "train/train.h"
-
-#define MAX_SETS 128
 
 /* Each subcommand's usage, printed by its --help; hettrain --help prints them all. */
 static const char USAGE_GENERATE[] =
@@ -99,21 +95,6 @@ static void usage(FILE *f) {
             USAGE_GENERATE, USAGE_SCHEDULE, HELP_GENERATE, HELP_SCHEDULE);
 }
 
-static const char *need_arg(int argc, char **argv, int *i) {
-    if (*i + 1 >= argc) ht_die(HT_EINPUT, "option %s needs a value (see hettrain --help)", argv[*i]);
-    return argv[++*i];
-}
-
-/* A whole decimal number in [lo, hi] for option `opt`, else exit 2. */
-static long long parse_count(const char *opt, const char *v, long long lo, long long hi) {
-    char *e;
-    errno = 0;
-    long long x = strtoll(v, &e, 10);
-    if (!*v || *e || errno == ERANGE || x < lo || x > hi)
-        ht_die(HT_EINPUT, "%s %s: expected an integer in [%lld, %lld]", opt, v, lo, hi);
-    return x;
-}
-
 /* Exit status 2 with the usage, printed by the first rank only under mpirun. */
 static int unknown_argument(const char *a, const char *where) {
     if (ht_comm_env_rank() == 0) {
@@ -123,69 +104,40 @@ static int unknown_argument(const char *a, const char *where) {
     return HT_EINPUT;
 }
 
-static int add_set(const char **sets, int *nset, const char *v) {
-    if (*nset == MAX_SETS) ht_die(HT_EINPUT, "more than %d --set options", MAX_SETS);
-    sets[(*nset)++] = v;
-    return 1;
+/* The table's verdict on argv (cli/opts.h): HT_OK, or exit 2 (usage for an unknown one). */
+static void parse_or_exit(const ht_opt *t, int argc, char **argv, void *out, const char *where) {
+    int bad = 0, unknown = 0;
+    if (ht_opts_parse(t, argc, argv, out, &bad, &unknown) == HT_OK) return;
+    if (unknown) exit(unknown_argument(argv[bad], where));
+    ht_exit_on_error(HT_EINPUT);
+}
+
+static void log_level(int quiet, int verbose) {
+    if (quiet) ht_log_set_level(HT_LOG_WARN);
+    if (verbose) ht_log_set_level(HT_LOG_DEBUG);
 }
 
 /* hettrain generate ...: argv[0] is "generate". */
 static int generate_main(int argc, char **argv) {
-    const char *cfg_path = NULL, *sets[MAX_SETS];
-    int nset = 0, have_prompt = 0, have_tokens = 0;
-    ht_generate_opts o = {.temperature = 1.0, .seed = 1};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-c") || !strcmp(a, "--config")) cfg_path = need_arg(argc, argv, &i);
-        else if (!strcmp(a, "--checkpoint")) o.checkpoint = need_arg(argc, argv, &i);
-        else if (!strcmp(a, "--prompt")) o.prompt = need_arg(argc, argv, &i), have_prompt = 1;
-        else if (!strcmp(a, "--tokens"))
-            o.tokens = (int)parse_count(a, need_arg(argc, argv, &i), 1, 1 << 24), have_tokens = 1;
-        else if (!strcmp(a, "--seed"))
-            o.seed = (uint64_t)parse_count(a, need_arg(argc, argv, &i), 0, INT64_MAX);
-        else if (!strcmp(a, "--temperature")) {
-            const char *v = need_arg(argc, argv, &i);
-            char *e;
-            o.temperature = strtod(v, &e);
-            if (!*v || *e || !(o.temperature >= 0) || !isfinite(o.temperature))
-                ht_die(HT_EINPUT, "--temperature %s: expected a number >= 0 (0 = greedy)", v);
-        } else if (!strcmp(a, "--set")) add_set(sets, &nset, need_arg(argc, argv, &i));
-        else if (!strcmp(a, "--device")) o.device = need_arg(argc, argv, &i);
-        else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) ht_log_set_level(HT_LOG_WARN);
-        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) ht_log_set_level(HT_LOG_DEBUG);
-        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage_of(stdout, USAGE_GENERATE, HELP_GENERATE);
-            return 0;
-        } else {
-            return unknown_argument(a, " for generate");
-        }
+    ht_args_generate a;
+    ht_args_generate_init(&a);
+    parse_or_exit(ht_opts_generate, argc, argv, &a, " for generate");
+    log_level(a.quiet, a.verbose);
+    if (a.help) {
+        usage_of(stdout, USAGE_GENERATE, HELP_GENERATE);
+        return 0;
     }
-    if (!cfg_path)
+    if (!a.config)
         ht_die(HT_EINPUT, "generate: no config given; expected -c FILE (the GPT's training config)");
-    if (!have_prompt) ht_die(HT_EINPUT, "generate: no --prompt given; expected --prompt TEXT");
-    if (!have_tokens) ht_die(HT_EINPUT, "generate: no --tokens given; expected --tokens N (N >= 1)");
+    if (!a.prompt) ht_die(HT_EINPUT, "generate: no --prompt given; expected --prompt TEXT");
+    if (!a.tokens) ht_die(HT_EINPUT, "generate: no --tokens given; expected --tokens N (N >= 1)");
+    ht_generate_opts o = {.checkpoint = a.checkpoint, .prompt = a.prompt, .device = a.device,
+                          .tokens = (int)a.tokens, .seed = (uint64_t)a.seed,
+                          .temperature = a.temperature};
     ht_config cfg;
-    ht_exit_on_error(ht_config_load(&cfg, cfg_path, sets, nset));
+    ht_exit_on_error(ht_config_load(&cfg, a.config, a.sets, a.nset));
     ht_exit_on_error(ht_generate(&cfg, &o, stdout));
     return 0;
-}
-
-/* A comma-separated list of at most max numbers, each > 0 (integers when ints), for option
- * opt; returns how many, or exits 2. */
-static int parse_list(const char *opt, const char *v, double *out, int max, int ints) {
-    int n = 0;
-    for (const char *p = v;; p++) {
-        char *e;
-        errno = 0;
-        double x = strtod(p, &e);
-        if (e == p || errno == ERANGE || !(x > 0) || !isfinite(x) || (ints && x != floor(x)) ||
-            (*e && *e != ',') || n == max)
-            ht_die(HT_EINPUT, "%s %s: expected at most %d comma-separated %s > 0 (one per stage)",
-                   opt, v, max, ints ? "integers" : "numbers");
-        out[n++] = x;
-        if (!*e) return n;
-        p = e;
-    }
 }
 
 /* The makespan and bubble of s and of 1F1B under per-stage forward times t (hettrain
@@ -276,22 +228,27 @@ static void report_outputs(const ht_config *cfg, const char *trace, long long st
 /* hettrain schedule ...: argv[0] is "schedule". Pure: no MPI, no device. */
 static int schedule_main(int argc, char **argv) {
     ht_pipe_params p = {.kind = -1, .v = 1};
-    const char *trace = NULL, *kind = NULL, *cfg_path = NULL, *sets[MAX_SETS];
-    double bf = 1.0, times[64], slots_d[64];
-    char groups[256] = ""; /* the job's replicated stages, as a line under the timeline */
-    int streams = 0, nset = 0, ntimes = 0, nslots = 0, slots[64];
-    for (int i = 1; i < argc; i++) /* --help before a -c FILE is read */
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage_of(stdout, USAGE_SCHEDULE, HELP_SCHEDULE);
-            return 0;
-        }
-    for (int i = 1; i < argc; i++) { /* -c / --set first: the flags below override them */
-        if (!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) cfg_path = need_arg(argc, argv, &i);
-        else if (!strcmp(argv[i], "--set")) add_set(sets, &nset, need_arg(argc, argv, &i));
+    ht_args_schedule a;
+    ht_args_schedule_init(&a);
+    parse_or_exit(ht_opts_schedule, argc, argv, &a, " for schedule");
+    if (a.help) { /* before a -c FILE is read */
+        usage_of(stdout, USAGE_SCHEDULE, HELP_SCHEDULE);
+        return 0;
     }
-    if (cfg_path || nset) { /* the job's pipe.* keys */
+    const char *kind = NULL;
+    double bf = 1.0;
+    char groups[256] = ""; /* the job's replicated stages, as a line under the timeline */
+    int slots[HT_CLI_MAX_LIST];
+    if (a.config || a.nset) { /* the job's pipe.* keys; the options below override them */
         ht_config cfg;
-        ht_exit_on_error(ht_config_load(&cfg, cfg_path, sets, nset));
+        ht_exit_on_error(ht_config_load(&cfg, a.config, a.sets, a.nset));
+        const ht_opt *lim = ht_opts_schedule; /* the bounds of --stages and --micro-batches */
+        while (strcmp(lim->name, "--stages"))
+            lim++;
+        if (cfg.pipe.stages > lim[0].hi || cfg.pipe.micro_batches > lim[1].hi)
+            ht_die(HT_EINPUT, "schedule: pipe.stages %d, pipe.micro_batches %d: expected at most "
+                   "%g stages and %g micro-batches", cfg.pipe.stages, cfg.pipe.micro_batches,
+                   lim[0].hi, lim[1].hi);
         static char from_cfg[16];
         snprintf(from_cfg, sizeof from_cfg, "%s", cfg.pipe.schedule);
         if (strcmp(from_cfg, "none")) kind = from_cfg;
@@ -313,35 +270,14 @@ static int schedule_main(int argc, char **argv) {
         }
         bf = 2.0; /* what the trainer plans for */
     }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-c") || !strcmp(a, "--config") || !strcmp(a, "--set")) i++;
-        else if (!strcmp(a, "--schedule")) kind = need_arg(argc, argv, &i);
-        else if (!strcmp(a, "--stages")) p.D = (int)parse_count(a, need_arg(argc, argv, &i), 1, 4096);
-        else if (!strcmp(a, "--micro-batches"))
-            p.N = (int)parse_count(a, need_arg(argc, argv, &i), 1, 1 << 20);
-        else if (!strcmp(a, "--chunks")) p.v = (int)parse_count(a, need_arg(argc, argv, &i), 1, 64);
-        else if (!strcmp(a, "--bf")) {
-            const char *v = need_arg(argc, argv, &i);
-            char *e;
-            bf = strtod(v, &e);
-            if (!*v || *e || !(bf > 0) || !isfinite(bf))
-                ht_die(HT_EINPUT, "--bf %s: expected a number > 0 (backward time / forward time)", v);
-        } else if (!strcmp(a, "--trace")) trace = need_arg(argc, argv, &i);
-        else if (!strcmp(a, "--streams")) streams = 1;
-        else if (!strcmp(a, "--stage-times"))
-            ntimes = parse_list(a, need_arg(argc, argv, &i), times, 64, 0);
-        else if (!strcmp(a, "--max-inflight"))
-            nslots = parse_list(a, need_arg(argc, argv, &i), slots_d, 64, 1);
-        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage_of(stdout, USAGE_SCHEDULE, HELP_SCHEDULE);
-            return 0;
-        } else {
-            fprintf(stderr, "hettrain: error: unknown argument '%s' for schedule\n", a);
-            usage(stderr);
-            return HT_EINPUT;
-        }
-    }
+    if (a.schedule) kind = a.schedule;
+    if (a.stages) p.D = (int)a.stages;
+    if (a.micro_batches) p.N = (int)a.micro_batches;
+    if (a.chunks) p.v = (int)a.chunks;
+    if (a.bf > 0) bf = a.bf;
+    int ntimes = a.ntimes, nslots = a.nslots, streams = a.streams;
+    const char *trace = a.trace;
+    double *times = a.times;
     if (!kind) ht_die(HT_EINPUT, "schedule: no --schedule given (and no pipe.schedule in a -c FILE); expected --schedule gpipe, 1f1b, interleaved, chimera, hepipe or 2bw");
     if ((p.kind = ht_pipe_kind_parse(kind)) < 0)
         ht_die(HT_EINPUT, "schedule: --schedule %s: expected gpipe, 1f1b, interleaved, chimera, hepipe or 2bw", kind);
@@ -355,7 +291,7 @@ static int schedule_main(int argc, char **argv) {
         ht_die(HT_EINPUT, "schedule: --stage-times takes one time per rank; it does not combine "
                           "with --chunks %d", p.v);
     for (int i = 0; i < nslots; i++)
-        slots[i] = (int)slots_d[i];
+        slots[i] = (int)a.slots[i]; /* whole numbers in [1, 2^20] (cli/opts.c) */
     p.stage_time = ntimes ? times : NULL;
     p.max_inflight = nslots ? slots : NULL;
     ht_pipe_sched s;
@@ -380,74 +316,52 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "schedule")) return schedule_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "plan")) return ht_sim_cli(argc - 1, argv + 1, 1);
     if (argc > 1 && !strcmp(argv[1], "export")) return ht_export_cli(argc - 1, argv + 1);
-    const char *cfg_path = NULL, *device = NULL, *trace = NULL;
-    const char *sets[MAX_SETS];
-    int nset = 0, resume = 0, overwrite = 0, profile = 0, trace_layers = 0;
-    long long stop_after = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-c") || !strcmp(a, "--config")) cfg_path = need_arg(argc, argv, &i);
-        else if (!strncmp(a, "--config=", 9)) cfg_path = a + 9;
-        else if (!strcmp(a, "--set")) {
-            if (nset == MAX_SETS) ht_die(HT_EINPUT, "more than %d --set options", MAX_SETS);
-            sets[nset++] = need_arg(argc, argv, &i);
-        } else if (!strncmp(a, "--set=", 6)) {
-            if (nset == MAX_SETS) ht_die(HT_EINPUT, "more than %d --set options", MAX_SETS);
-            sets[nset++] = a + 6;
-        } else if (!strcmp(a, "--device")) device = need_arg(argc, argv, &i);
-        else if (!strncmp(a, "--device=", 9)) device = a + 9;
-        else if (!strcmp(a, "--trace")) trace = need_arg(argc, argv, &i);
-        else if (!strncmp(a, "--trace=", 8)) trace = a + 8;
-        else if (!strcmp(a, "--trace-layers")) trace_layers = 1;
-        else if (!strcmp(a, "--resume")) resume = 1;
-        else if (!strcmp(a, "--overwrite")) overwrite = 1;
-        else if (!strcmp(a, "--profile")) profile = 1;
-        else if (!strcmp(a, "--stop-after")) {
-            /* bounded like train.steps, so that step + N cannot overflow */
-            stop_after = parse_count(a, need_arg(argc, argv, &i), 1, INT_MAX);
-        }
-        else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) ht_log_set_level(HT_LOG_WARN);
-        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) ht_log_set_level(HT_LOG_DEBUG);
-        else if (!strcmp(a, "--list-devices")) {
-            const ht_devinfo *l;
-            int n;
-            ht_exit_on_error(ht_ocl_devices(&l, &n));
-            ht_ocl_print_devices(stdout);
-            return 0;
-        } else if (!strcmp(a, "--help-config")) {
-            ht_config_print_schema(stdout);
-            return 0;
-        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--version")) {
-            printf("hettrain %s\n", HT_VERSION);
-            return 0;
-        } else {
-            return unknown_argument(a, "");
-        }
+    ht_args_train a;
+    ht_args_train_init(&a);
+    parse_or_exit(ht_opts_train, argc, argv, &a, "");
+    log_level(a.quiet, a.verbose);
+    if (a.list_devices) {
+        const ht_devinfo *l;
+        int n;
+        ht_exit_on_error(ht_ocl_devices(&l, &n));
+        ht_ocl_print_devices(stdout);
+        return 0;
     }
+    if (a.help_config) {
+        ht_config_print_schema(stdout);
+        return 0;
+    }
+    if (a.help) {
+        usage(stdout);
+        return 0;
+    }
+    if (a.version) {
+        printf("hettrain %s\n", HT_VERSION);
+        return 0;
+    }
+    const char *cfg_path = a.config, *trace = a.trace;
     if (!cfg_path)
         ht_die(HT_EINPUT, "no config given; expected -c FILE (e.g. hettrain -c conf/quickstart.cfg)");
     if (trace && !*trace) ht_die(HT_EINPUT, "--trace: expected a file name, got \"\"");
-    if (trace_layers && !trace) ht_die(HT_EINPUT, "--trace-layers: needs --trace FILE");
+    if (a.trace_layers && !trace) ht_die(HT_EINPUT, "--trace-layers: needs --trace FILE");
 
     /* MPI only for a training run, and only under mpirun (see comm.h): any error after this
      * on any rank aborts the whole job with the error's exit code, except the checks below */
     ht_comm_init(&argc, &argv);
     ht_config cfg;
-    int rc = ht_config_load(&cfg, cfg_path, sets, nset);
+    int rc = ht_config_load(&cfg, cfg_path, a.sets, a.nset);
     /* every output location before any work: a bad path fails now, not after the run */
     if (rc == HT_OK) rc = ht_config_check_outputs(&cfg, trace);
     /* a bad profile fails the same way at one rank as at many */
     if (rc == HT_OK && cfg.cluster.profile[0]) rc = ht_profile_check_file(cfg.cluster.profile);
     if (rc == HT_OK && ht_comm_rank() == 0)
-        rc = check_overwrite(&cfg, resume, overwrite, sets, nset);
+        rc = check_overwrite(&cfg, a.resume, a.overwrite, a.sets, a.nset);
     /* printed once, and no MPI_Abort with its help text: every rank gets here */
     ht_comm_exit_if_any(rc);
     ht_set_quiet_input_errors(0); /* from here, the rank that fails says why */
-    ht_train_opts opts = {.device = device, .resume = resume, .profile = profile,
-                          .stop_after = stop_after, .trace = trace, .trace_layers = trace_layers};
+    ht_train_opts opts = {.device = a.device, .resume = a.resume, .profile = a.profile,
+                          .stop_after = a.stop_after, .trace = trace,
+                          .trace_layers = a.trace_layers};
     ht_train_result res;
     ht_stop_install(); /* SIGINT/SIGTERM: stop after the current step (core/stop.h) */
     rc = ht_train(&cfg, &opts, &res);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A rank the speed split left out (share 0) is brought back by the rebalancer when that pays
-# (issue 14). cluster.slowdown_from makes the cluster change during the run: rank 1 is 50x
+# (issue 14), where cluster.exclude_slow = false keeps it in the job (by default it leaves). cluster.slowdown_from makes the cluster change during the run: rank 1 is 50x
 # slower from the start (left out), rank 0 becomes 200x slower from step 10; the rebalancer
 # must then hand rank 1 samples again, the losses staying those of one process. Without
 # rank 0's slowdown in the run, rank 1 stays out (the control). The emulated slowdown starts
@@ -24,7 +24,7 @@ losses "$TMP/one.jsonl" >"$TMP/one.loss"
 # bb NAME FROM: 2 ranks, split by speed with rebalancing, slowdowns 200 and 50 from steps FROM
 bb() {
     mpirun_ht 2 "$HETTRAIN" -c "$TMP/job.cfg" --set log.metrics="$TMP/$1.jsonl" \
-        --set cluster.split=speed --set 'cluster.slowdown=[200, 50]' \
+        --set cluster.split=speed --set 'cluster.slowdown=[200, 50]' --set cluster.exclude_slow=false \
         --set "cluster.slowdown_from=$2" >"$TMP/$1.out" 2>"$TMP/$1.err"
     RC=$?
     [ $RC -eq 0 ] || diag "$(tail -5 "$TMP/$1.err")"

@@ -97,11 +97,25 @@ mpirun_ht 2 "$HETTRAIN" -c "$TMP/job.cfg" -q --set log.metrics="$TMP/norb.jsonl"
 ok $? "cluster.rebalance = false: the speed split's shares stay"
 
 # a rank 1000x slower (emulated) costs more than its samples save: the speed split leaves it
-# out (share 0: no batch, no forward/backward, zero gradients), yet it joins every all-reduce
-# and optimizer step, so the losses are still the 1-process ones and it finishes with rank 0
-# (not -q: the log lines are checked)
+# out (share 0). By default (cluster.exclude_slow = true) it leaves the job: rank 0 trains
+# alone, to the 1-process losses; the rank table and the metrics say so.
+mpirun_ht 2 "$HETTRAIN" -c "$TMP/job.cfg" --set log.metrics="$TMP/dflt.jsonl" --set cluster.split=speed \
+    --set 'cluster.slowdown=[1, 1000]' >"$TMP/dflt.out" 2>"$TMP/dflt.err"
+RC=$?
+[ $RC -eq 0 ] || diag "$(tail -5 "$TMP/dflt.err")"
+losses "$TMP/dflt.jsonl" >"$TMP/dflt.loss" 2>/dev/null
+[ $RC -eq 0 ] && same_losses "$TMP/one.loss" "$TMP/dflt.loss" 12 1e-5 &&
+    grep -Eq 'rank 1 .* share 0 \(excluded: takes no part\)' "$TMP/dflt.err" &&
+    grep -q '"type":"excluded","rank":1,' "$TMP/dflt.jsonl" &&
+    [ "$(grep -c '"type":"rank","step":[0-9]*,"rank":1,.*"state":"excluded"' "$TMP/dflt.jsonl")" -eq 12 ] &&
+    ! grep -q '"state":"synchronises"' "$TMP/dflt.jsonl"
+ok $? "default: the 1000x slower rank 1 is excluded (rank table, excluded record, 12 excluded rank records), the 1-process losses"
+
+# with cluster.exclude_slow = false every rank stays in: the left-out rank (share 0: no batch,
+# no forward/backward, zero gradients) joins every all-reduce and optimizer step, so the losses
+# are still the 1-process ones and it finishes with rank 0 (not -q: the log lines are checked)
 mpirun_ht 2 "$HETTRAIN" -c "$TMP/job.cfg" --set log.metrics="$TMP/excl.jsonl" --set cluster.split=speed \
-    --set 'cluster.slowdown=[1, 1000]' >"$TMP/excl.out" 2>"$TMP/excl.err"
+    --set 'cluster.slowdown=[1, 1000]' --set cluster.exclude_slow=false >"$TMP/excl.out" 2>"$TMP/excl.err"
 RC=$?
 [ $RC -eq 0 ] || diag "$(tail -5 "$TMP/excl.err")"
 losses "$TMP/excl.jsonl" >"$TMP/excl.loss" 2>/dev/null
@@ -116,7 +130,7 @@ ok $? "rank records: share 0 for rank 1 and 9 for rank 0 at every step (the reba
 
 grep -q '"type":"rank","step":12,"rank":1,.*"share":0,.*"state":"synchronises"' "$TMP/excl.jsonl" &&
     ! grep -q '"type":"excluded"' "$TMP/excl.jsonl"
-ok $? "cluster.exclude_slow unset (false): the left-out rank's records say synchronises, none says excluded"
+ok $? "cluster.exclude_slow = false: the left-out rank's records say synchronises, none says excluded"
 
 # cluster.exclude_slow = true, 3 ranks, ranks 0 and 2 1000x slower: the split gives rank 1 the
 # whole batch (the only rank that pays its way, whatever the load). Rank 2 leaves the job (not

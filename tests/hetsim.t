@@ -283,4 +283,19 @@ n4=$("$HETTRAIN" plan --cluster "$CONF/cluster-lab.cfg" -c "$CONF/shakespeare-gp
 [ "${n18:-0}" -gt 2 ] && [ "${n4:-0}" -gt 2 ] &&
     grep -q '^pipelines with 2D and 4D micro-batches not tried: train.batch = 18 is not a multiple of 12$' "$TMP/out18"
 ok $? "the advice holds: batch 18 tries $n18 configurations, 4 ranks $n4; at 18 only N = D"
+
+# split "speed" over a fast device and one whose fixed cost per step dwarfs the step: by
+# default (cluster.exclude_slow) the slow rank leaves the job as in the trainer, so the step is
+# the fast device's alone (the same cluster at --ranks 1); exclude_slow = false keeps it in the
+# reductions and the optimizer step, and the step is longer
+cat >"$TMP/mix.cfg" <<'CFG'
+devices = ( { name = "fast"; gflops = 100.0; mem_bw_gbs = 10.0; launch_us = 5.0; },
+            { name = "slow"; gflops = 0.01; mem_bw_gbs = 0.01; launch_us = 5000.0; } );
+hosts = ( { count = 1; devices = ["fast", "slow"]; } );
+links = { intra = { latency_us = 1.0; bandwidth_gbs = 1.0; }; inter = { latency_us = 1.0; bandwidth_gbs = 1.0; }; };
+CFG
+st() { "$HETSIM" --cluster "$TMP/mix.cfg" -c "$CONF/quickstart.cfg" "$@" 2>&1 | sed -nE 's/^step time +([0-9.e+-]+) ms.*/\1/p'; }
+one=$(st --ranks 1) dflt=$(st --set cluster.split=speed) kept=$(st --set cluster.split=speed --set cluster.exclude_slow=false)
+[ -n "$one" ] && [ "$dflt" = "$one" ] && awk -v k="$kept" -v o="$one" 'BEGIN { exit !(k > 2 * o) }'
+ok $? "speed split: the slow rank excluded by default (step $dflt ms = the fast rank alone, $one ms); kept in: $kept ms"
 done_testing

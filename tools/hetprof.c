@@ -21,6 +21,7 @@
 #include "prof/measure.h"
 #include "prof/profile.h"
 #include "prof/tune.h"
+#include "cli/opts.h"
 
 static const char USAGE[] =
     "usage: hetprof [--device SEL]... [-c MODEL_CONFIG] [--batch 64,128,256] [--quick]\n"
@@ -39,7 +40,8 @@ static const char USAGE[] =
     "all at once, as they will train (ranks whose devices share a host's memory and caches,\n"
     "as CPU devices do).";
 
-#define MAX_SEL 16
+#define MAX_SEL HT_CLI_MAX_SEL
+_Static_assert(HT_CLI_MAX_BATCHES == HT_PROF_MAX_BATCHES, "hetprof --batch holds a profile's batches");
 
 /* ---------------------------------------------------------------- device selection */
 
@@ -138,76 +140,44 @@ static void tune_device(int idx, const ht_config *cfg, int max_batch, double sec
 
 /* ---------------------------------------------------------------- main */
 
-static int parse_batches(const char *s, int *out) {
-    int n = 0;
-    while (*s && n < HT_PROF_MAX_BATCHES) {
-        char *end;
-        long v = strtol(s, &end, 10);
-        if (end == s || v < 1 || v > 1 << 20 || (*end && *end != ',')) return 0;
-        out[n++] = (int)v;
-        s = *end ? end + 1 : end;
-    }
-    return *s ? 0 : n;
-}
-
 static int cmp_int(const void *a, const void *b) {
     return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
 }
 
 typedef struct {
     selection sel;
-    const char *cfg_path, *out, *check, *batch_arg;
+    const char *cfg_path, *out, *check;
+    int batches[HT_PROF_MAX_BATCHES], nbatches; /* --batch; 0: not given */
     double tune_s;
     uint64_t seed;
     int quick, help;
     int concurrent; /* every rank measures at once (default: one rank at a time) */
 } options;
 
-/* The command line into *o; exits 2 naming the argument that is wrong. */
+/* The command line into *o (cli/opts.c: ht_opts_prof); exits 2 naming the argument that is
+ * wrong. */
 static void parse_args(int argc, char **argv, options *o) {
-    static const char *const with_value[] = {"--device", "-c", "-o", "--check", "--batch",
-                                             "--tune-seconds", "--seed", NULL};
+    ht_args_prof a;
+    ht_args_prof_init(&a);
     *o = (options){.seed = 1};
-    for (int i = 1; i < argc && !o->help; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            o->help = 1;
-            continue;
-        }
-        if (!strcmp(a, "--quick")) {
-            o->quick = 1;
-            continue;
-        }
-        if (!strcmp(a, "--concurrent")) {
-            o->concurrent = 1;
-            continue;
-        }
-        int known = 0;
-        while (with_value[known] && strcmp(with_value[known], a))
-            known++;
-        if (!with_value[known]) ht_die(HT_EINPUT, "unknown argument '%s'\n%s", a, USAGE);
-        const char *v = i + 1 < argc ? argv[++i] : NULL;
-        if (!v) ht_die(HT_EINPUT, "option '%s' needs a value\n%s", a, USAGE);
-        char *end;
-        if (!strcmp(a, "--device")) {
-            if (o->sel.nsel == MAX_SEL) ht_die(HT_EINPUT, "at most %d --device options", MAX_SEL);
-            o->sel.sels[o->sel.nsel++] = v;
-        } else if (!strcmp(a, "-c")) {
-            o->cfg_path = v;
-        } else if (!strcmp(a, "-o")) {
-            o->out = v;
-        } else if (!strcmp(a, "--check")) {
-            o->check = v;
-        } else if (!strcmp(a, "--batch")) {
-            o->batch_arg = v;
-        } else if (!strcmp(a, "--tune-seconds")) {
-            o->tune_s = strtod(v, &end);
-            if (*end || !(o->tune_s >= 0))
-                ht_die(HT_EINPUT, "--tune-seconds '%s': expected seconds >= 0", v);
-        } else {
-            o->seed = strtoull(v, &end, 10);
-            if (*end || !*v) ht_die(HT_EINPUT, "--seed '%s': expected an integer >= 0", v);
-        }
+    if (ht_opts_parse(ht_opts_prof, argc, argv, &a, NULL, NULL) != HT_OK) {
+        char msg[512];
+        ht_strlcpy(msg, ht_errmsg(), sizeof msg);
+        ht_die(HT_EINPUT, "%s\n%s", msg, USAGE);
+    }
+    for (int i = 0; i < a.nsel; i++)
+        o->sel.sels[i] = a.sels[i];
+    o->sel.nsel = a.nsel;
+    o->cfg_path = a.config, o->out = a.out, o->check = a.check;
+    o->tune_s = a.tune_s, o->seed = (uint64_t)a.seed;
+    o->quick = a.quick, o->help = a.help, o->concurrent = a.concurrent;
+    o->nbatches = a.nbatches;
+    for (int i = 0; i < a.nbatches; i++) { /* whole numbers in [1, 2^20] (cli/opts.c) */
+        o->batches[i] = (int)a.batches[i];
+        for (int j = 0; j < i; j++)
+            if (o->batches[j] == o->batches[i]) /* the profile holds each batch size once */
+                ht_die(HT_EINPUT, "--batch: found %d twice, expected each batch size once",
+                       o->batches[i]);
     }
 }
 
@@ -225,9 +195,9 @@ static void check_profile(const char *path, int rank) {
  * the data before any device work). */
 static void choose_batches(const options *o, const ht_config *cp, ht_profile *prof) {
     int *b = prof->batches, nb;
-    if (o->batch_arg) {
-        if (!(nb = parse_batches(o->batch_arg, b)))
-            ht_die(HT_EINPUT, "--batch '%s': expected batch sizes like 64,128,256", o->batch_arg);
+    if (o->nbatches) {
+        memcpy(b, o->batches, (size_t)o->nbatches * sizeof *b);
+        nb = o->nbatches;
     } else if (o->quick) {
         b[0] = cp ? cp->train.batch : 128, nb = 1;
     } else {

@@ -3,6 +3,7 @@
 #include "build/fit.h"
 
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -70,10 +71,11 @@ int ht_fit_check(const ht_config *cfg, const ht_devinfo *di, int features, int c
              f.params, f.grads, f.optim, f.acts, f.saved, f.work);
     if (f.over_name)
         return ht_error(HT_EINPUT,
-                        "%s: keys train.batch (%d) and %s: the %s buffer needs %zu elements, "
+                        "%s: keys train.batch (%d) and %s: the %s buffer needs %s%zu elements, "
                         "expected at most %d (kernels index with 32-bit integers); reduce "
                         "train.batch or the model",
-                        src, batch, model_keys(cfg), f.over_name, f.over_elems, INT_MAX);
+                        src, batch, model_keys(cfg), f.over_name,
+                        f.over_elems == SIZE_MAX ? "more than " : "", f.over_elems, INT_MAX);
     if (di && di->max_alloc && f.largest > (double)di->max_alloc)
         return ht_error(HT_EINPUT,
                         "%s: keys train.batch (%d) and %s: the %s buffer needs %.0f bytes, but "

@@ -19,8 +19,7 @@
 #include "sim/sim.h"
 #include "build/build.h"
 #include "cli/hetsim.h"
-
-#define MAX_SETS 128
+#include "cli/opts.h"
 
 static const char *g_name = "hetsim"; /* "hettrain plan" there */
 
@@ -72,21 +71,6 @@ static void usage(FILE *f, int plan_only) {
             "  --plan           try every configuration (data parallel, pipelines), print the\n"
             "                   best K (--top, default 5) and why the others lost\n"
             "  -o FILE          with --plan: write the job with the winner's settings\n");
-}
-
-static const char *need(int argc, char **argv, int *i) {
-    if (*i + 1 >= argc) ht_die(HT_EINPUT, "option %s needs a value (see %s --help)", argv[*i],
-                                g_name);
-    return argv[++*i];
-}
-
-static int count_of(const char *opt, const char *v, int lo, int hi) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < lo || x > hi)
-        ht_die(HT_EINPUT, "%s: found '%s', expected an integer in [%d, %d]", opt, v, lo, hi);
-    return (int)x;
 }
 
 static double now_s(void) {
@@ -224,7 +208,8 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
                        .speed = !strcmp(cfg->cluster.split, "speed"), .alg = alg,
                        .overlap = cfg->cluster.overlap, .bucket_first_mb = cfg->cluster.bucket_first_mb,
                        .bucket_cap_mb = cfg->cluster.bucket_cap_mb,
-                       .steps = cfg->cluster.rebalance ? j->steps : 1};
+                       .steps = cfg->cluster.rebalance ? j->steps : 1,
+                       .exclude = cfg->cluster.exclude_slow};
         *W_out = n;
         return ht_sim_run_dp(j->c, n, j->m, j->sm, &p, trace != NULL, trace, r, shares);
     }
@@ -542,7 +527,8 @@ static int do_plan(const job *j, int n, int top, const char *out) {
     const ht_config *cfg = j->cfg;
     ht_sim_dp dp = {.B = cfg->train.batch, .alg = alg, .overlap = cfg->cluster.overlap,
                     .bucket_first_mb = cfg->cluster.bucket_first_mb,
-                    .bucket_cap_mb = cfg->cluster.bucket_cap_mb};
+                    .bucket_cap_mb = cfg->cluster.bucket_cap_mb,
+                    .exclude = cfg->cluster.exclude_slow};
     int rc = ht_sim_plan_job(j->c, n, j->m, j->sm, &dp, &v, &nv);
     printf("%s: %d configurations of %d ranks simulated in %.2f s\n", g_name, nv, n,
            now_s() - t0);
@@ -582,58 +568,41 @@ static void profile_notes(const ht_sim_cluster *c) {
 }
 
 int ht_sim_cli(int argc, char **argv, int plan_only) {
-    const char *cluster = NULL, *profile = NULL, *cfg_path = NULL, *trace = NULL, *out = NULL;
-    const char *sets[MAX_SETS];
-    int nset = 0, ranks = 0, scale = 0, plan = plan_only, top = 5, steps = 1;
-    double drift = -1;
-    const char *sim_only = NULL; /* an option for one simulated configuration */
     g_name = plan_only ? "hettrain plan" : "hetsim";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--steps") || !strcmp(a, "--drift") || !strcmp(a, "--trace") ||
-            !strcmp(a, "--scale"))
-            sim_only = sim_only ? sim_only : a;
-        if (!strcmp(a, "--cluster")) cluster = need(argc, argv, &i);
-        else if (!strcmp(a, "--profile")) profile = need(argc, argv, &i);
-        else if (!strcmp(a, "-c") || !strcmp(a, "--config")) cfg_path = need(argc, argv, &i);
-        else if (!strcmp(a, "--set")) {
-            if (nset == MAX_SETS) ht_die(HT_EINPUT, "more than %d --set options", MAX_SETS);
-            sets[nset++] = need(argc, argv, &i);
-        } else if (!strcmp(a, "--ranks")) ranks = count_of(a, need(argc, argv, &i), 1, 1 << 20);
-        else if (!strcmp(a, "--steps")) steps = count_of(a, need(argc, argv, &i), 1, 100000);
-        else if (!strcmp(a, "--drift")) {
-            const char *v = need(argc, argv, &i);
-            char *end;
-            errno = 0;
-            drift = strtod(v, &end);
-            if (errno || *end || end == v || !(drift >= 0 && drift < 1e6))
-                ht_die(HT_EINPUT, "--drift: found '%s', expected a number >= 0", v);
-        } else if (!strcmp(a, "--top")) top = count_of(a, need(argc, argv, &i), 1, 1000);
-        else if (!strcmp(a, "--trace")) trace = need(argc, argv, &i);
-        else if (!strcmp(a, "-o")) out = need(argc, argv, &i);
-        else if (!strcmp(a, "--scale")) scale = 1;
-        else if (!strcmp(a, "--plan")) plan = 1;
-        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout, plan_only);
-            return 0;
-        } else {
-            usage(stderr, plan_only);
-            ht_die(HT_EINPUT, "unknown option '%s'", a);
-        }
+    ht_args_sim a;
+    ht_args_sim_init(&a);
+    int bad = 0, unknown = 0;
+    if (ht_opts_parse(plan_only ? ht_opts_plan : ht_opts_sim, argc, argv, &a, &bad, &unknown) !=
+        HT_OK) {
+        if (!unknown) ht_exit_on_error(HT_EINPUT);
+        usage(stderr, plan_only);
+        const char *o = argv[bad];
+        int sim_only = !strcmp(o, "--steps") || !strcmp(o, "--drift") || !strcmp(o, "--trace") ||
+                       !strcmp(o, "--scale");
+        if (plan_only && sim_only)
+            ht_die(HT_EINPUT, "%s: hettrain plan only plans (hetsim simulates one configuration)",
+                   o);
+        ht_die(HT_EINPUT, "unknown option '%s'", o);
     }
+    if (a.help) {
+        usage(stdout, plan_only);
+        return 0;
+    }
+    const char *cluster = a.cluster, *profile = a.profile, *cfg_path = a.config, *trace = a.trace,
+               *out = a.out;
+    int ranks = (int)a.ranks, scale = a.scale, plan = plan_only || a.plan;
+    int top = a.top ? (int)a.top : 5, steps = a.steps ? (int)a.steps : 1;
+    double drift = a.drift;
     if (!!cluster + !!profile != 1 || !cfg_path) {
         usage(stderr, plan_only);
         ht_die(HT_EINPUT, "%s, and -c JOB.cfg, are required",
                cluster && profile ? "one of --cluster FILE and --profile FILE, not both,"
                                   : "--cluster FILE or --profile FILE");
     }
-    if (plan_only && sim_only)
-        ht_die(HT_EINPUT, "%s: hettrain plan only plans (hetsim simulates one configuration)",
-               sim_only);
     if (profile) cluster = profile; /* the name the messages give */
     if (out && !plan) ht_die(HT_EINPUT, "-o needs --plan");
     ht_config cfg;
-    ht_exit_on_error(ht_config_load(&cfg, cfg_path, sets, nset));
+    ht_exit_on_error(ht_config_load(&cfg, cfg_path, a.sets, a.nset));
     ht_sim_cluster c;
     ht_exit_on_error(profile ? ht_sim_cluster_from_profile(profile, &c)
                              : ht_sim_cluster_load(cluster, &c));

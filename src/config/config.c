@@ -26,6 +26,7 @@ typedef struct {
     const char *file; /* as libconfig names it (an @include'd file is relative to dir) */
     int line;
     const char *set; /* the whole "a.b=value" text */
+    int opened;      /* file is the path as opened (a literal's, core/intlit.h) */
 } origin;
 
 typedef struct {
@@ -34,6 +35,7 @@ typedef struct {
     char dir[HT_PATH_MAX];  /* its folder ("" = the working directory) */
     int given[MAX_KEYS];    /* set by the file or an override, not by the default */
     origin where[MAX_KEYS]; /* the last place each key was set */
+    ht_numlits lits;        /* the file's numbers as written, bound to its settings */
 } loader;
 
 /* ------------------------------------------------------------------------------------ */
@@ -56,7 +58,8 @@ static int fail(const loader *L, const origin *o, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (o->set) return ht_error(HT_EINPUT, "--set %s: %s", o->set, msg);
-    resolve_file(L, o->file, file, sizeof file);
+    if (o->opened) snprintf(file, sizeof file, "%s", o->file);
+    else resolve_file(L, o->file, file, sizeof file);
     if (o->line > 0) return ht_error(HT_EINPUT, "%s:%d: %s", file, o->line, msg);
     return ht_error(HT_EINPUT, "%s: %s", file, msg);
 }
@@ -67,11 +70,12 @@ static void describe(const config_setting_t *s, char *buf, size_t n) {
     switch (config_setting_type(s)) {
     case CONFIG_TYPE_INT:
     case CONFIG_TYPE_INT64:
-        snprintf(buf, n, "an integer (%lld)", config_setting_get_int64(s));
+        if (ht_numlit_of(s)) snprintf(buf, n, "an integer (%s)", ht_numlit_of(s)->text);
+        else snprintf(buf, n, "an integer (%lld)", config_setting_get_int64(s));
         break;
     case CONFIG_TYPE_FLOAT:
         ht_fmt_num(config_setting_get_float(s), num, sizeof num);
-        snprintf(buf, n, "a float (%s)", num);
+        snprintf(buf, n, "a float (%s)", ht_numlit_of(s) ? ht_numlit_of(s)->text : num);
         break;
     case CONFIG_TYPE_BOOL:
         snprintf(buf, n, "a boolean (%s)", config_setting_get_bool(s) ? "true" : "false");
@@ -139,32 +143,36 @@ static int is_int(const config_setting_t *s) {
     return t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64;
 }
 
+/* Where the number of s stands: its literal's own file and line (a value on the line after
+ * its key, an element of an array over several lines, an @included file). */
+static origin at_number(const config_setting_t *s, const origin *o) {
+    const ht_numlit *lit = ht_numlit_of(s);
+    origin w = *o;
+    if (lit && !o->set) w.file = lit->file, w.line = lit->line, w.opened = 1;
+    return w;
+}
+
 /* An integer for k (or for one element of it): type, width and range. A literal that
  * libconfig wrapped to 32 bits or clamped to 64 (core/intlit.h) is an error quoting what
  * was written, never a different number. */
 static int get_int(const loader *L, const ht_ckey *k, const char *key, const config_setting_t *s,
-                   const origin *o, long long *out) {
-    char expect[256], file[HT_PATH_MAX + 32], text[64];
+                   const origin *where, long long *out) {
+    char expect[256];
+    const origin at = at_number(s, where), *o = &at;
     ht_ckey_expect(k, expect, sizeof expect);
     if (!is_int(s)) return wrong_type(L, o, key, s, expect);
     long long v = config_setting_get_int64(s);
-    int is64 = config_setting_type(s) == CONFIG_TYPE_INT64;
-    resolve_file(L, o->file, file, sizeof file);
-    const char *eq = o->set ? strchr(o->set, '=') : NULL;
-    const char *name = config_setting_name(s); /* NULL for an array element */
-    int lost = eq ? ht_int_literal_lost_in(eq + 1, NULL, v, is64, text, sizeof text)
-                  : o->line > 0 &&
-                        ht_int_literal_lost(file, o->line, name, v, is64, text, sizeof text);
-    if (lost) {
-        if (is64)
+    const ht_numlit *lit = ht_numlit_of(s);
+    if (lit && lit->lost) {
+        const char *text = lit->text;
+        if (k->kind != HT_CK_U64 && !(k->flags & (HT_CF_LE | HT_CF_LT)))
+            snprintf(expect + strlen(expect), sizeof expect - strlen(expect), " and <= %d",
+                     INT_MAX);
+        if (lit->beyond64)
             return fail(L, o, "key '%s': found %s, which does not fit in 64 bits; expected %s",
                         key, text, expect);
-        if (k->kind != HT_CK_U64) {
-            if (!(k->flags & (HT_CF_LE | HT_CF_LT)))
-                snprintf(expect + strlen(expect), sizeof expect - strlen(expect), " and <= %d",
-                         INT_MAX);
+        if (k->kind != HT_CK_U64)
             return fail(L, o, "key '%s': found %s, expected %s", key, text, expect);
-        }
         return fail(L, o,
                     "key '%s': found %s, which libconfig reads as a 32-bit integer; write it "
                     "as %sL",
@@ -242,9 +250,16 @@ static int apply_strings(const loader *L, const ht_ckey *k, const config_setting
 
 /* A number (a float, or an int literal) within k's range, for key (k->path or an element). */
 static int get_num(loader *L, const ht_ckey *k, const char *key, const config_setting_t *s,
-                   const origin *o, const char *expect, double *out) {
+                   const origin *where, const char *expect, double *out) {
+    const origin at = at_number(s, where), *o = &at;
+    const ht_numlit *lit = ht_numlit_of(s);
+    char why[512];
     int t = config_setting_type(s);
     if (t != CONFIG_TYPE_FLOAT && !is_int(s)) return wrong_type(L, o, key, s, expect);
+    if (lit && lit->lost) { /* 1e999, 1e-400, or an integer libconfig wrapped */
+        ht_numlit_why(lit, why, sizeof why);
+        return fail(L, o, "key '%s': %s", key, why);
+    }
     double v =
         t == CONFIG_TYPE_FLOAT ? config_setting_get_float(s) : (double)config_setting_get_int64(s);
     char num[40];
@@ -344,7 +359,7 @@ static int apply_defaults(loader *L) {
         if (!ht_config_keys[i].def) continue;
         config_t c;
         config_init(&c);
-        origin o = {NULL, 0, NULL};
+        origin o = {NULL, 0, NULL, 0};
         config_setting_t *s = parse_value(&c, ht_config_keys[i].def);
         int rc = s ? apply(L, i, s, &o)
                    : ht_error(HT_EINPUT, "bad default for '%s' in the schema: %s",
@@ -371,7 +386,7 @@ static int check_includes(const loader *L, const char *file, int depth) {
         if (strncmp(p, "@include", 8) != 0 || sscanf(p + 8, " \"%1055[^\"]\"", inc) != 1) continue;
         if (inc[0] == '/' || !L->dir[0]) snprintf(full, sizeof full, "%s", inc);
         else snprintf(full, sizeof full, "%s/%s", L->dir, inc);
-        origin o = {file, n, NULL};
+        origin o = {file, n, NULL, 0};
         if (depth >= 10)
             rc = fail(L, &o, "@include \"%s\": includes nested more than 10 deep", inc);
         else if (ht_check_input(full, "@include") != HT_OK)
@@ -381,6 +396,20 @@ static int check_includes(const loader *L, const char *file, int depth) {
     }
     fclose(f);
     return rc;
+}
+
+/* Every number of the file and its @includes as written, bound to its setting (get_int,
+ * get_num quote it). Should the literals not bind (a file that changed under us), one that
+ * libconfig could not hold is still an error, at its own line. */
+static int bind_numbers(loader *L, config_t *c, const char *path) {
+    ht_numlits_scan_file(&L->lits, path, L->dir);
+    if (ht_numlits_bind(&L->lits, config_root_setting(c), 1)) return HT_OK;
+    const ht_numlit *l = ht_numlits_first_lost(&L->lits);
+    if (!l) return HT_OK;
+    char why[512];
+    ht_numlit_why(l, why, sizeof why);
+    origin o = {l->file, l->line, NULL, 1};
+    return fail(L, &o, "%s", why);
 }
 
 static int read_file(loader *L, config_t *c, const char *path) {
@@ -393,10 +422,10 @@ static int read_file(loader *L, config_t *c, const char *path) {
     }
     int rc = check_includes(L, path, 0);
     if (rc != HT_OK) return rc;
-    if (config_read_file(c, path)) return HT_OK;
+    if (config_read_file(c, path)) return bind_numbers(L, c, path);
     if (config_error_type(c) == CONFIG_ERR_FILE_IO)
         return ht_error(HT_EINPUT, "cannot read config '%s': %s", path, strerror(errno));
-    origin o = {config_error_file(c), config_error_line(c), NULL};
+    origin o = {config_error_file(c), config_error_line(c), NULL, 0};
     const char *text = config_error_text(c);
     if (strcmp(text, "syntax error") == 0)
         return fail(L, &o,
@@ -413,7 +442,7 @@ static int walk_file(loader *L, const config_setting_t *root) {
     for (int i = 0; i < config_setting_length(root); i++) {
         const config_setting_t *g = config_setting_get_elem(root, (unsigned)i);
         const char *gname = config_setting_name(g);
-        origin o = {config_setting_source_file(g), config_setting_source_line(g), NULL};
+        origin o = {config_setting_source_file(g), config_setting_source_line(g), NULL, 0};
         int known = 0;
         for (int j = 0; j < ngroups; j++)
             known |= strcmp(gname, ht_config_groups[j]) == 0;
@@ -431,7 +460,7 @@ static int walk_file(loader *L, const config_setting_t *root) {
         for (int j = 0; j < config_setting_length(g); j++) {
             const config_setting_t *s = config_setting_get_elem(g, (unsigned)j);
             char path[256];
-            origin so = {config_setting_source_file(s), config_setting_source_line(s), NULL};
+            origin so = {config_setting_source_file(s), config_setting_source_line(s), NULL, 0};
             snprintf(path, sizeof path, "%s.%s", gname, config_setting_name(s));
             int ki = ht_ckey_find(path);
             if (ki < 0) return unknown_key(L, &so, gname, config_setting_name(s));
@@ -453,7 +482,7 @@ static void trim_copy(char *buf, size_t size, const char *s, size_t n) {
 }
 
 static int apply_set(loader *L, const char *text) {
-    origin o = {NULL, 0, text};
+    origin o = {NULL, 0, text, 0};
     const char *eq = strchr(text, '=');
     char key[128], expect[256];
     if (eq) trim_copy(key, sizeof key, text, (size_t)(eq - text));
@@ -475,24 +504,28 @@ static int apply_set(loader *L, const char *text) {
         rc = set_string(L, k, value, &o); /* bare text: optim.type=adamw, device.select=1 */
         if (rc == HT_OK) L->where[ki] = o;
     } else {
-        /* an integer past 32 bits would be wrapped by libconfig: make it 64-bit */
+        /* a single integer past 32 bits would be wrapped by libconfig: make it 64-bit */
         char *end;
         errno = 0;
         long long x = strtoll(value, &end, 10);
-        if (ht_int_text_beyond64(value)) {
-            free(value);
-            return fail(L, &o, "key '%s': found %s, which does not fit in 64 bits", key,
-                        eq + 1);
-        }
-        if (end != value && !*end && (x > INT_MAX || x < INT_MIN)) strcat(value, "L");
+        if (end != value && !*end && errno != ERANGE && (x > INT_MAX || x < INT_MIN))
+            strcat(value, "L");
         config_t c;
         config_init(&c);
         config_setting_t *s = parse_value(&c, value);
+        ht_numlits lits = {0}; /* its numbers as written (core/intlit.h) */
+        ht_numlits_scan_text(&lits, value, "--set");
+        if (s) ht_numlits_bind(&lits, config_root_setting(&c), 1);
+        const ht_numlit *lost = lits.bound ? NULL : ht_numlits_first_lost(&lits);
         ht_ckey_expect(k, expect, sizeof expect);
         if (k->kind == HT_CK_INTS) snprintf(expect, sizeof expect, "an array of integers");
         if (k->kind == HT_CK_NUMS) snprintf(expect, sizeof expect, "an array of numbers");
         if (k->kind == HT_CK_STRS) snprintf(expect, sizeof expect, "an array of strings");
-        if (s)
+        if (lost) {
+            char why[512];
+            ht_numlit_why(lost, why, sizeof why);
+            rc = fail(L, &o, "key '%s': %s", key, why);
+        } else if (s)
             rc = apply(L, ki, s, &o);
         else if (!value[0])
             rc = fail(L, &o, "key '%s': found nothing, expected %s", key, expect);
@@ -502,6 +535,7 @@ static int apply_set(loader *L, const char *text) {
         else
             rc = fail(L, &o, "key '%s': found a string, expected %s", key, expect);
         config_destroy(&c);
+        ht_numlits_free(&lits);
     }
     free(value);
     if (rc == HT_OK) L->given[ki] = 1;
@@ -513,7 +547,7 @@ static int apply_set(loader *L, const char *text) {
 
 static int missing(const loader *L, int ki) {
     const ht_ckey *k = &ht_config_keys[ki];
-    origin o = {NULL, 0, NULL};
+    origin o = {NULL, 0, NULL, 0};
     return fail(L, &o, "missing required key '%s' (%s, %s)", k->path, ht_ckey_type_name(k->kind),
                 k->doc);
 }
@@ -576,12 +610,32 @@ static int check_cluster(const loader *L) {
     return HT_OK;
 }
 
+/* gpt: the per-sample tensors the kernels index with int (before any batch multiplies
+ * them, and before a product of int keys could overflow where the model is built): T x 4C
+ * (the MLP branch), T x vocab (the logits), n_head x T x T (the attention scores). */
+static int check_gpt_sizes(const loader *L) {
+    const ht_config *c = L->cfg;
+    double T = c->model.context, C = c->model.d_model, H = c->model.n_head;
+    double mlp = T * 4 * C, logits = T * c->model.vocab, scores = H * T * T;
+    const char *what = mlp > INT_MAX      ? "model.context x 4 model.d_model (the MLP branch)"
+                       : logits > INT_MAX ? "model.context x model.vocab (the logits)"
+                       : scores > INT_MAX ? "model.n_head x model.context^2 (the attention scores)"
+                                          : NULL;
+    if (!what) return HT_OK;
+    return fail(L, &L->where[ht_ckey_find("model.context")],
+                "key 'model.context': found %d with model.d_model %d and model.n_head %d: %s = "
+                "%.0f values per sample, expected at most %d (kernels index a tensor with "
+                "32-bit integers)",
+                c->model.context, c->model.d_model, c->model.n_head, what,
+                mlp > INT_MAX ? mlp : logits > INT_MAX ? logits : scores, INT_MAX);
+}
+
 static int check_all(const loader *L) {
     const ht_config *c = L->cfg;
     for (int i = 0; i < ht_config_nkeys; i++)
         if ((ht_config_keys[i].flags & HT_CF_REQ) && !L->given[i]) return missing(L, i);
     if (c->train.steps == 0 && c->train.epochs == 0) {
-        origin o = {NULL, 0, NULL};
+        origin o = {NULL, 0, NULL, 0};
         return fail(L, &o,
                     "missing required key 'train.steps' or 'train.epochs' (one of them "
                     "must be > 0: integer steps, or a number of epochs)");
@@ -623,6 +677,10 @@ static int check_all(const loader *L) {
         return fail(L, &L->where[ht_ckey_find("model.n_head")],
                     "key 'model.n_head': found %d, expected a divisor of model.d_model (%d)",
                     c->model.n_head, c->model.d_model);
+    if (gpt) {
+        int rc = check_gpt_sizes(L);
+        if (rc != HT_OK) return rc;
+    }
     if (c->model.ninput_shape != 0 && c->model.ninput_shape != 3)
         return fail(L, &L->where[ht_ckey_find("model.input_shape")],
                     "key 'model.input_shape': found %d values, expected 3 ([C, H, W]) or [] "
@@ -727,6 +785,7 @@ int ht_config_load(ht_config *cfg, const char *path, const char *const *sets, in
         rc = apply_set(L, sets[i]);
     if (rc == HT_OK) rc = check_all(L);
     config_destroy(&c); /* after check_all: L->where points into it */
+    ht_numlits_free(&L->lits);
     free(L);
     return rc;
 }

@@ -13,6 +13,10 @@
 #define HT_MAX_LAYERS 32 /* model.layers elements */
 #define HT_LAYER_TEXT 64 /* characters per model.layers element, with the terminator */
 #define HT_MAX_RANKS 64  /* cluster.* per-rank lists */
+/* cluster.slowdown: a rank idles (f-1) x its compute time per phase; at 10^6 a 1 ms phase
+ * already idles 17 minutes, past the 600 s other ranks wait for it (HT_COMM_TIMEOUT), and a
+ * larger factor (up to the 3.4e38 a float holds) only makes a step that never ends */
+#define HT_MAX_SLOWDOWN 1e6
 #define HT_SEL_TEXT 64   /* characters per cluster.devices element, with the terminator */
 
 typedef struct ht_config {

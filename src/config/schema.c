@@ -210,14 +210,17 @@ const ht_ckey ht_config_keys[] = {
     {"cluster.rebalance", HT_CK_BOOL, 0, "true", 0, 0, NULL, FIELD(cluster.rebalance),
      "mpirun, split \"speed\": keep re-splitting the batch as the measured per-rank step times "
      "drift (a fixed plus a per-sample cost per rank, fitted online)"},
-    {"cluster.exclude_slow", HT_CK_BOOL, 0, "false", 0, 0, NULL, FIELD(cluster.exclude_slow),
-     "mpirun, split \"speed\", bsp: a rank the split leaves out (share 0) takes no part at all "
-     "(not even in the gradient sums) and exits 0 at the end; false = it only synchronises"},
+    {"cluster.exclude_slow", HT_CK_BOOL, 0, "true", 0, 0, NULL, FIELD(cluster.exclude_slow),
+     "mpirun, split \"speed\", bsp: a rank the split leaves out (share 0: it would make the "
+     "step slower) takes no part at all (not even in the gradient sums) and exits 0 at the end, "
+     "so that adding a device never slows the job; false = every rank stays in: a share-0 rank "
+     "synchronises, and the rebalancer may bring it back"},
     {"cluster.devices", HT_CK_STRS, 0, "[]", 0, HT_MAX_RANKS, NULL,
      offsetof(ht_config, cluster.devices), sizeof(((ht_config *)0)->cluster.devices),
      offsetof(ht_config, cluster.ndevices),
      "mpirun: device selector per rank (as device.select), or one for all; [] = device.select"},
-    {"cluster.slowdown", HT_CK_NUMS, GE, "[]", 1, 0, NULL, offsetof(ht_config, cluster.slowdown),
+    {"cluster.slowdown", HT_CK_NUMS, GE | LE, "[]", 1, HT_MAX_SLOWDOWN, NULL,
+     offsetof(ht_config, cluster.slowdown),
      sizeof(((ht_config *)0)->cluster.slowdown), offsetof(ht_config, cluster.nslowdown),
      "mpirun: emulated heterogeneity, one factor per rank: a rank idles (f-1) x its compute "
      "time after each compute phase; [] = none"},

@@ -92,15 +92,15 @@ size_t ht_layer_tensor(ht_model *m, ht_layer *l, const char *name, int ndim, con
     t->off = m->nparams;
     t->ndim = ndim;
     size_t n = 1;
-    for (int i = 0; i < ndim; i++) {
+    for (int i = 0; i < ndim; i++) { /* saturating: SIZE_MAX is refused as too large */
         t->shape[i] = shape[i];
-        n *= (size_t)shape[i];
+        if (__builtin_mul_overflow(n, (size_t)shape[i], &n)) n = SIZE_MAX;
     }
     t->init = init;
     t->init_a = a;
     if (l->ntensors == 1) l->woff = t->off;
-    l->nparams += n;
-    m->nparams += n;
+    if (__builtin_add_overflow(l->nparams, n, &l->nparams)) l->nparams = SIZE_MAX;
+    if (__builtin_add_overflow(m->nparams, n, &m->nparams)) m->nparams = SIZE_MAX;
     return t->off;
 }
 

@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "core/err.h"
-#include "core/intlit.h"
 #include "core/path.h"
 
 /* ---------------------------------------------------------------- reading */
@@ -70,8 +69,9 @@ static double get_num(ht_cfg_reader *r, const config_setting_t *g, const char *w
     }
     if (!isfinite(v))
         ht_cfg_fail(r, s, "%s.%s: found %g, expected a finite number", where, key, v);
-    else if (!(v > lo || (!strict && v == lo)))
-        ht_cfg_fail(r, s, "%s.%s: found %g, expected %s", where, key, v, exp);
+    else if (!(v > lo || (!strict && v == lo)) || v > 1e12 || (v > 0 && v < 1e-9))
+        ht_cfg_fail(r, s, "%s.%s: found %g, expected %s and <= 1e12 (0 or at least 1e-9)", where,
+                    key, v, exp); /* beyond: step times of 1e300 s or 0 */
     return v;
 }
 
@@ -85,12 +85,8 @@ static int get_int(ht_cfg_reader *r, const config_setting_t *g, const char *wher
         ht_cfg_fail(r, s, "%s.%s: found %s, expected %s", where, key, type_name(s), exp);
         return lo;
     }
-    long long v = config_setting_get_int64(s);
-    char text[64];
-    if (ht_int_literal_lost(r->path, ht_cfg_line(s), config_setting_name(s), v,
-                            config_setting_type(s) == CONFIG_TYPE_INT64, text, sizeof text))
-        ht_cfg_fail(r, s, "%s.%s: found %s, expected %s", where, key, text, exp);
-    else if (v < lo || v > hi)
+    long long v = config_setting_get_int64(s); /* as written: ht_cfg_read_file checked it */
+    if (v < lo || v > hi)
         ht_cfg_fail(r, s, "%s.%s: found %lld, expected %s", where, key, v, exp);
     return (int)v;
 }
@@ -357,12 +353,6 @@ int ht_profile_load(const char *path, ht_profile *p) {
             config_setting_t *e = config_setting_get_elem(s, i);
             if (config_setting_type(e) != CONFIG_TYPE_INT || config_setting_get_int(e) < 1)
                 ht_cfg_fail(&r, e, "batches[%d]: expected an integer >= 1", i);
-            char text[64];
-            if (r.rc == HT_OK &&
-                ht_int_literal_lost(path, ht_cfg_line(e), NULL, config_setting_get_int(e), 0, text,
-                                    sizeof text))
-                ht_cfg_fail(&r, e, "batches[%d]: found %s, expected an integer in [1, %d]", i, text,
-                            INT_MAX);
             for (int j = 0; r.rc == HT_OK && j < i; j++)
                 if (p->batches[j] == config_setting_get_int(e))
                     ht_cfg_fail(&r, e,

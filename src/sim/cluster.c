@@ -2,7 +2,6 @@
  * kinds (a profile entry, a scaled copy of another kind, or peak GFLOP/s + bandwidth),
  * hosts holding devices, intra- and inter-host links. Every error names FILE:LINE, the key
  * and what was expected. */
-#include <errno.h>
 #include <libconfig.h>
 #include <math.h>
 #include <stdarg.h>
@@ -42,9 +41,14 @@ static double num(ht_cfg_reader *r, const config_setting_t *g, const char *where
                : t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64
                    ? (double)config_setting_get_int64(s)
                    : NAN;
-    if (!(isfinite(v) && (v > lo || (!strict && v == lo))))
-        ht_cfg_fail(r, s, "%s%s: found %s, expected a number %s %g", where, key,
-                    isnan(v) ? "something else" : "an out-of-range value", strict ? ">" : ">=", lo);
+    /* rates and times far past any device's (1e12), or a positive one below 1e-9, only make
+     * step times of 1e300 s or 0 */
+    if (isnan(v))
+        ht_cfg_fail(r, s, "%s%s: found something else, expected a number %s %g", where, key,
+                    strict ? ">" : ">=", lo);
+    else if (!(v > lo || (!strict && v == lo)) || !(v <= 1e12) || (v > 0 && v < 1e-9))
+        ht_cfg_fail(r, s, "%s%s: found %g, expected a number %s %g and <= 1e12 (0 or at least 1e-9)",
+                    where, key, v, strict ? ">" : ">=", lo);
     return v;
 }
 
@@ -231,18 +235,8 @@ int ht_sim_cluster_load(const char *path, ht_sim_cluster *c) {
     memset(c, 0, sizeof *c);
     ht_strlcpy(c->source, path, sizeof c->source);
     ht_cfg_reader r = {path, HT_OK};
-    config_t cf;
-    config_init(&cf);
-    if (config_read_file(&cf, path) != CONFIG_TRUE) {
-        if (config_error_type(&cf) == CONFIG_ERR_FILE_IO)
-            r.rc = ht_error(HT_EINPUT, "cannot read cluster description '%s': %s", path,
-                            strerror(errno));
-        else
-            r.rc = ht_error(HT_EINPUT, "%s:%d: %s", path, config_error_line(&cf),
-                            config_error_text(&cf));
-        config_destroy(&cf);
-        return r.rc;
-    }
+    config_t cf; /* without blocking, and every number as written (core/cfgfile.h) */
+    if ((r.rc = ht_cfg_read_file(&cf, path, "cluster description")) != HT_OK) return r.rc;
     config_setting_t *root = config_root_setting(&cf);
     only(&r, root, "", "profile,devices,hosts,links,host_add_gbs");
     read_profile(&r, c, root);

@@ -52,7 +52,8 @@ static int split(const ht_sim_cluster *c, int n, const ht_sim_model *sm, const h
         sp[r] = 1;
         if (p->speed) rank_model(c, r, sm, eq, &sp[r], &fx[r]);
     }
-    /* as the trainer (src/train/cluster.c): split by speed may leave ranks out (share 0) */
+    /* as the trainer (src/train/cluster.c): split by speed may leave ranks out (share 0);
+     * with p->exclude they then leave the job (ht_sim_run_dp) */
     int rc = p->speed ? ht_plan_batch_split_exclude(p->B, n, sp, fx, cap, 0.05, share, NULL, NULL)
                       : ht_plan_batch_split_affine(p->B, n, sp, NULL, cap, share);
     free(sp);
@@ -61,20 +62,23 @@ static int split(const ht_sim_cluster *c, int n, const ht_sim_model *sm, const h
     return rc;
 }
 
-/* Pushes one step's ops for the split `share`. */
+/* Pushes one step's ops for the split `share`; an excluded rank (out[r]) has none and is in
+ * no reduction, as the trainer's ranks that left the job (src/train/cluster.c). */
 static void build_step(ht_sim *s, const ht_sim_cluster *c, int n, const ht_sim_model *sm,
-                       const ht_bucket *bk, int nb, const ht_sim_dp *p, const int *share) {
-    int *all = ht_xmalloc((size_t)n * sizeof *all);
+                       const ht_bucket *bk, int nb, const ht_sim_dp *p, const int *share,
+                       const unsigned char *out) {
+    int *all = ht_xmalloc((size_t)n * sizeof *all), nin = 0;
     for (int r = 0; r < n; r++)
-        all[r] = r;
+        if (!out[r]) all[nin++] = r;
     int *ids = ht_xmalloc((size_t)nb * sizeof *ids);
     for (int k = 0; k < nb; k++)
-        ids[k] = ht_sim_coll_new(s, all, n, 4.0 * (double)bk[k].n, p->alg);
+        ids[k] = ht_sim_coll_new(s, all, nin, 4.0 * (double)bk[k].n, p->alg);
     int nf = ht_sim_name(s, "forward"), nbw = ht_sim_name(s, "backward");
     int nrd = ht_sim_name(s, "read grads"), nal = ht_sim_name(s, "allreduce");
     int nwr = ht_sim_name(s, "write grads"), nop = ht_sim_name(s, "optimizer");
     int nld = ht_sim_name(s, "load batch");
     for (int r = 0; r < n; r++) {
+        if (out[r]) continue;
         double d2h, h2d = ht_sim_host_copy(c, r, &d2h);
         /* the trainer's emulated slowdown idles for (s - 1) x its compute_s, which counts the
          * batch upload and, overlapped, each bucket's read to the host (src/sync/bsp.c) */
@@ -94,13 +98,13 @@ static void build_step(ht_sim *s, const ht_sim_cluster *c, int n, const ht_sim_m
             ht_sim_compute(s, r,
                            on ? ht_sim_range_time(c, r, sm, bk[k].lo, bk[k].hi, share[r], 1) : 0,
                            HT_SIM_CAT_COMPUTE, nbw);
-            if (n > 1) {
+            if (nin > 1) {
                 ht_sim_compute(s, r, sr * 4.0 * (double)bk[k].n * d2h, HT_SIM_CAT_COMM, nrd);
                 ht_sim_coll(s, r, ids[k], nal);
                 if (serial) ht_sim_wait(s, r, ids[k], nal);
             }
         }
-        for (int k = 0; n > 1 && k < nb; k++) {
+        for (int k = 0; nin > 1 && k < nb; k++) {
             if (!serial) ht_sim_wait(s, r, ids[k], nal);
             ht_sim_compute(s, r, 4.0 * (double)bk[k].n * h2d, HT_SIM_CAT_COMM, nwr);
         }
@@ -117,10 +121,10 @@ static void build_step(ht_sim *s, const ht_sim_cluster *c, int n, const ht_sim_m
 /* Simulates one step under the split; compute_s (may be NULL) gets each rank's forward +
  * backward seconds, what the trainer feeds its rebalancer. */
 static int one_step(const ht_sim_cluster *c, int n, const ht_sim_model *sm, const ht_bucket *bk,
-                    int nb, const ht_sim_dp *p, const int *share, int trace_on, const char *trace,
-                    ht_sim_result *res, double *compute_s) {
+                    int nb, const ht_sim_dp *p, const int *share, const unsigned char *out,
+                    int trace_on, const char *trace, ht_sim_result *res, double *compute_s) {
     ht_sim *s = ht_sim_new(c, n, trace_on);
-    build_step(s, c, n, sm, bk, nb, p, share);
+    build_step(s, c, n, sm, bk, nb, p, share, out);
     int rc = ht_sim_run(s, res);
     if (rc == HT_OK && trace_on && trace) rc = ht_sim_write_trace(s, trace);
     if (rc == HT_OK && compute_s)
@@ -150,20 +154,34 @@ int ht_sim_run_dp(const ht_sim_cluster *c, int n, const ht_model *model, const h
         bk = ht_xmalloc((size_t)nb * sizeof *bk);
         ht_reduce_plan(model, first, cap, bk, nb);
     }
+    /* the ranks that leave the job after the start-up split; the rebalancer then runs over
+     * the others only, as the trainer's does */
+    unsigned char *out = ht_xcalloc((size_t)n, 1);
+    int *kept = ht_xmalloc((size_t)n * sizeof *kept), nk = 0;
+    for (int r = 0; r < n; r++) {
+        out[r] = rc == HT_OK && p->exclude && p->speed && !p->shares && r > 0 && share[r] == 0;
+        if (!out[r]) kept[nk++] = r;
+    }
     ht_rebalancer rb = {0};
-    int steps = p->steps > 1 && p->speed && !p->shares ? p->steps : 1;
-    if (rc == HT_OK && steps > 1) rc = ht_rebalancer_init(&rb, n, 0.3, 0.05, 5, 2);
-    double *cs = ht_xmalloc((size_t)n * sizeof *cs);
+    int steps = p->steps > 1 && p->speed && !p->shares && nk > 1 ? p->steps : 1;
+    if (rc == HT_OK && steps > 1) rc = ht_rebalancer_init(&rb, nk, 0.3, 0.05, 5, 2);
+    double *cs = ht_xmalloc((size_t)n * sizeof *cs), *kcs = ht_xmalloc((size_t)n * sizeof *kcs);
+    int *ksh = ht_xmalloc((size_t)n * sizeof *ksh);
     for (int k = 0; rc == HT_OK && k < steps; k++) {
         int last = k == steps - 1;
         if (k) ht_sim_result_free(res);
-        rc = one_step(c, n, sm, bk, nb, p, share, trace_on && last, trace, res, cs);
+        rc = one_step(c, n, sm, bk, nb, p, share, out, trace_on && last, trace, res, cs);
         if (rc == HT_OK && !last) {
-            int u = ht_rebalancer_update(&rb, k, p->B, cs, NULL, share);
+            for (int i = 0; i < nk; i++)
+                kcs[i] = cs[kept[i]], ksh[i] = share[kept[i]];
+            int u = ht_rebalancer_update(&rb, k, p->B, kcs, NULL, ksh);
             if (u < 0) rc = -u;
+            for (int i = 0; i < nk; i++)
+                share[kept[i]] = ksh[i];
         }
     }
     if (steps > 1) ht_rebalancer_free(&rb);
+    free(out), free(kept), free(kcs), free(ksh);
     if (rc == HT_OK && out_shares) memcpy(out_shares, share, (size_t)n * sizeof *share);
     if (bk != &one) free(bk);
     free(cs);

@@ -199,7 +199,8 @@ static int by_throughput(const void *a, const void *b) {
 
 int ht_sim_plan(const ht_sim_cluster *c, int n, const ht_model *m, const ht_sim_model *sm, int B,
                 int alg, ht_sim_cand **out, int *nout) {
-    ht_sim_dp dp = {.B = B, .alg = alg, .overlap = 1, .bucket_first_mb = 1, .bucket_cap_mb = 25};
+    ht_sim_dp dp = {.B = B, .alg = alg, .overlap = 1, .bucket_first_mb = 1, .bucket_cap_mb = 25,
+                    .exclude = 1}; /* cluster.exclude_slow's default */
     return ht_sim_plan_job(c, n, m, sm, &dp, out, nout);
 }
 

@@ -224,6 +224,8 @@ typedef struct ht_sim_dp {
     double bucket_first_mb, bucket_cap_mb;
     int steps;              /* > 1: run the rebalancer over steps (speed split), last step
                                reported */
+    int exclude;            /* speed split: a rank but rank 0 that the start-up split leaves
+                               out (share 0) takes no part (cluster.exclude_slow) */
 } ht_sim_dp;
 
 /* Simulates one step of m over the cluster's first n ranks. out_shares (may be NULL) gets

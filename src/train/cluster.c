@@ -67,12 +67,14 @@ static void report_exclusion(const ht_cluster *c, const double *sp, const double
         if (c->shares[r] != 0) continue;
         const char *what =
             c->excluded[r] ? "excluded (cluster.exclude_slow): it takes no part in training or "
-                             "synchronisation and exits with the others"
+                             "synchronisation and exits with the others (the default; "
+                             "cluster.exclude_slow = false keeps it in)"
             : c->exclude_slow
                 ? "left out: share 0; not excluded although cluster.exclude_slow is set, as rank 0 "
                   "holds evaluation, checkpoints and the final model: it only joins the gradient "
                   "sum and the optimizer step"
-                : "left out: share 0, it only joins the gradient sum and the optimizer step";
+                : "left out: share 0, it only joins the gradient sum and the optimizer step "
+                  "(cluster.exclude_slow = false)";
         ht_log_info("cluster: rank %d (%.0f samples/s + %.1f ms per step) %s; its fixed cost "
                     "exceeds what its samples save the others (predicted step %.2f ms with it, "
                     "%.2f ms without)",

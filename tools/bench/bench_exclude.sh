@@ -4,8 +4,10 @@
 #   pocl      1 process on PoCL's CPU device ("pthread")
 #   kept      2 ranks, PoCL + rusticl's llvmpipe (RUSTICL_ENABLE=llvmpipe), shares 127,1 (the
 #             split the speed rule gave before it could leave a rank out)
-#   share0    2 ranks, cluster.split "speed": rusticl left out with share 0, synchronising
-#   excluded  2 ranks, cluster.split "speed" + cluster.exclude_slow: rusticl leaves the job
+#   share0    2 ranks, cluster.split "speed" + cluster.exclude_slow = false: rusticl left out
+#             with share 0, synchronising
+#   excluded  2 ranks, cluster.split "speed" (cluster.exclude_slow, the default since issue 31):
+#             rusticl leaves the job
 # Each configuration REPS times, interleaved; prints the median samples/s of each (the
 # "final:" line, from the end of the first step) and its ratio to pocl, with the load average.
 #   tools/bench/bench_exclude.sh [STEPS (200)] [REPS (3)]      (from the repository root)
@@ -31,7 +33,8 @@ run() { # run NAME: one run of configuration NAME, its samples/s appended to $tm
     kept) "${pin[@]}" mpirun -np 2 --oversubscribe --bind-to none "$build/hettrain" "${common[@]}" \
         "${mixed[@]}" --set 'cluster.shares=[127, 1]' >"$out" 2>"$tmp/err" ;;
     share0) "${pin[@]}" mpirun -np 2 --oversubscribe --bind-to none "$build/hettrain" \
-        "${common[@]}" "${mixed[@]}" --set cluster.split=speed >"$out" 2>"$tmp/err" ;;
+        "${common[@]}" "${mixed[@]}" --set cluster.split=speed --set cluster.exclude_slow=false \
+        >"$out" 2>"$tmp/err" ;;
     excluded) "${pin[@]}" mpirun -np 2 --oversubscribe --bind-to none "$build/hettrain" \
         "${common[@]}" "${mixed[@]}" --set cluster.split=speed --set cluster.exclude_slow=true \
         >"$out" 2>"$tmp/err" ;;
