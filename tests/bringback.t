@@ -51,12 +51,17 @@ back = [r for r in recs if r["type"] == "rebalance" and r["from"].split(",")[1] 
         and int(r["to"].split(",")[1]) > 0]
 assert back, "rank 1 never brought back"
 assert back[0]["step"] > 10, back[0]
-assert back[0]["predicted_ms_after"] < 0.95 * back[0]["predicted_ms_before"], back[0]
+# judged by the emulated cluster, not the rebalancer's prediction: from step 10 a step takes
+# max(200 (a + b s0), 50 (a + b s1)) (same device, a >= 0 fixed, b > 0 per sample); from
+# (9, 0), any split (x, 9 - x) with x < 9 is strictly faster whatever a and b are:
+# 200 (a + b x) < 200 (a + 9 b) and 50 (a + b (9 - x)) < 200 (a + 9 b)
+to = [int(x) for x in back[0]["to"].split(",")]
+assert back[0]["from"] == "9,0" and sum(to) == 9 and 0 < to[1] and to[0] < 9, back[0]
 s = back[0]["step"] + 1
 assert rank[(s, 1)]["share"] > 0 and rank[(s, 1)]["state"] == "trains", rank[(s, 1)]
 print("# rank 1 brought back after step %d: shares %s" % (back[0]["step"], back[0]["to"]))
 PY
-ok $? "rank 1 back in after rank 0 slowed (not before): a rebalance record giving it samples, predicted > 5% faster, its next rank record trains"
+ok $? "rank 1 back in after rank 0 slowed (not before): a rebalance record moving samples from rank 0 to it (faster for the emulated slowdowns whatever the costs), its next rank record trains"
 grep -Eq 'step [0-9]+: rank 1 \([0-9]+ samples/s \+ [0-9.]+ ms per step\) brought back' "$TMP/back.err"
 ok $? "one log line says rank 1 was brought back, with its model's numbers"
 grep 'step [0-9]*: ' "$TMP/back.err" | sed 's/^/# /'

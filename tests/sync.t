@@ -3,8 +3,8 @@
 # worker 3 slowed down 10x (emulated): every policy finishes cleanly with no lost or doubly
 # applied update (the samples the workers trained on are exactly the samples the server or
 # coordinator counted; each asp/ssp push is one update; push-sum weight is conserved); SSP
-# never lets a worker run more than s clocks ahead (from the server's decision log); preduce
-# with P = all workers gives bsp's parameters; SAP weights sum to 1 in every group; bad
+# never lets a worker run more than s clocks ahead (from the workers' own records); preduce
+# with P = all workers gives bsp's parameters; SAP weights are the closed form of the timestamps; bad
 # combinations exit 2. Gossip never waits for a peer: the fast workers outrun the slow one.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mpi.sh"
@@ -83,19 +83,46 @@ for mode in gossip gossip-adaptive; do
     ok $? "$mode: the fast workers ran at least $lo local steps, the 10x slower one $s3"
 done
 
-# SSP: from the server's log, no release lets a worker start a clock more than s = 2 ahead of
-# the slowest; and the bound did hold some worker back (else this would prove nothing)
-/usr/bin/python3 - "$TMP/ssp.log" <<'PY'
+# SSP (s = 2), from the workers' own records (<sync.log>.w<rank>: each push's clock c, when it
+# left and when its reply came), not the server's: a worker that goes on to clock c + 1 may
+# do so only once every other worker has pushed clock c - 2, so that push left before the
+# reply came (one machine, one monotonic clock: an order of events, not a timing). And the
+# bound did hold some worker back: another worker's push of c - 2 left after its own push of
+# c (else this would prove nothing). The asp run, which waits for nobody, must break the same
+# rule (the check can fail).
+ssp_check() {
+    /usr/bin/python3 - "$1" 4 2 <<'PY'
 import json, sys
-rel = [json.loads(l) for l in open(sys.argv[1]) if '"release"' in l]
-live = [r for r in rel if r["stop"] == 0]
-bad = [r for r in live if r["clock"] - r["min_clock"] > 2]
-held = [r for r in live if r["held_ms"] > 1]
-print("# %d releases, %d held back, max lead %d" % (len(live), len(held),
-      max(r["clock"] - r["min_clock"] for r in live)))
-sys.exit(0 if live and not bad and held else 1)
+base, W, s = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rec = {w: {} for w in range(W)}
+for w in range(W):
+    for l in open("%s.w%d" % (base, w)):
+        r = json.loads(l)
+        rec[w][r["clock"]] = r
+bad, held, n = [], 0, 0
+for w in range(W):
+    for c, r in rec[w].items():
+        if r["stop"] or c - s < 0:
+            continue  # the run's end releases everybody; the first s clocks need nobody
+        n += 1
+        for v in range(W):
+            if v == w:
+                continue
+            p = rec[v].get(c - s)
+            if p is None or p["t_push"] > r["t_reply"]:
+                bad.append((w, c, v))
+            elif p["t_push"] > r["t_push"]:
+                held += 1
+print("# %d releases checked, %d breaches of the bound %s, %d waits the bound caused" %
+      (n, len(bad), bad[:3], held))
+sys.exit(3 if bad else 0 if n and held else 1)  # 3: the bound was broken
 PY
-ok $? "ssp (s = 2): no worker ever ran more than 2 clocks ahead; the bound held workers back"
+}
+ssp_check "$TMP/ssp.log"
+ok $? "ssp (s = 2), from the workers' records: no worker started a clock more than 2 ahead of another; the bound held workers back"
+ssp_check "$TMP/asp.log" >/dev/null
+[ $? -eq 3 ]
+ok $? "control: the same check finds asp's workers more than 2 clocks apart"
 
 /usr/bin/python3 - "$TMP/dasp.log" <<'PY'
 import json, sys
@@ -115,15 +142,51 @@ sys.exit(0 if sizes.count(2) and sizes.count(4) else 1)
 PY
 ok $? "preduce (P = 2, every 10th group global): pairs and global groups of all 4 formed"
 
+# sap-reduce, against the policy's contract (src/sync/rules.h, preduce.c), not its own
+# numbers: each group's weights are the closed form of its timestamps (staleness
+# s_i = max t - t_i + 1, level k of mass a^(k-1) (1 - a), a = sync.alpha = 0.9, empty levels'
+# mass to level 1, split equally within a level, over 1 - a^T), recomputed here; they sum to
+# 1, equal timestamps give 1/P, and in a group with unequal timestamps (the 10x slower
+# worker) the stalest members together weigh strictly less than the freshest together (a
+# single stale member may outweigh each of two fresh ones: level 1's mass is split). A worker's timestamp is
+# raised to its group's largest: the next one it reports is that plus 1 (one local step).
 /usr/bin/python3 - "$TMP/sap-reduce.log" <<'PY'
 import json, sys
+a = 0.9
+def sap(t):
+    st = [max(t) - x + 1 for x in t]
+    T = max(st)
+    mass = {k: a ** (k - 1) * (1 - a) for k in range(1, T + 1)}
+    for k in range(2, T + 1):
+        if k not in st:
+            mass[1] += mass.pop(k)
+    return [mass[x] / st.count(x) / (1 - a ** T) if T > 1 else 1.0 / len(t) for x in st]
 gs = [json.loads(l) for l in open(sys.argv[1]) if '"group"' in l and '"members"' in l]
-ok = gs and all(abs(sum(float(w) for w in g["weights"].split(",")) - 1) < 1e-5 for g in gs)
-skew = [g for g in gs if len(set(g["timestamps"].split(","))) > 1]
-print("# %d groups, %d with unequal timestamps" % (len(gs), len(skew)))
-sys.exit(0 if ok else 1)
+bad, skew, last = [], 0, {}
+for g in gs:
+    m = [int(x) for x in str(g["members"]).split(",")]
+    t = [int(x) for x in str(g["timestamps"]).split(",")]
+    w = [float(x) for x in str(g["weights"]).split(",")]
+    want = sap(t)
+    if abs(sum(w) - 1) > 1e-5 or any(abs(x - y) > 1e-5 * max(y, 1e-3) for x, y in zip(w, want)):
+        bad.append(("weights", g["group"], t, w, want))
+    if len(set(t)) > 1:
+        skew += 1
+        level = lambda x: sum(wi for ti, wi in zip(t, w) if ti == x)
+        if not level(min(t)) < level(max(t)):
+            bad.append(("stalest level not lighter", g["group"], t, w))
+    for k, x in zip(m, t):
+        if k in last and x != last[k] + 1:
+            bad.append(("timestamp not raised", k, last[k], x))
+    if len(m) > 1:
+        for k in m:
+            last[k] = max(t)
+    else:
+        last[m[0]] = t[0]
+print("# %d groups, %d with unequal timestamps; %d breaches %s" % (len(gs), skew, len(bad), bad[:2]))
+sys.exit(0 if gs and skew and not bad else 1)
 PY
-ok $? "sap-reduce: every group's weights sum to 1"
+ok $? "sap-reduce: every group's weights are the closed form of its timestamps (sum 1, the stalest level lighter in the skewed groups); timestamps raised to the group's largest"
 
 # preduce with P = all workers, no deadline: every step is a global model average, which for
 # SGD with momentum is exactly bsp's update (the same batches: each worker takes its bsp slice)

@@ -28,6 +28,7 @@
  * stopped worker says BYE to every server; a server ends when every worker has, and then
  * sends worker 0 its final shard. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,6 +53,7 @@ typedef struct ps_worker {
     void **out, **in; /* per server: header + shard (push); header + shard + states (pull,
                          final) */
     int64_t clock;    /* pushes done */
+    ht_metrics *log;  /* with sync.log: this worker's pushes and replies (tests/sync.t) */
 } ps_worker;
 
 static size_t shard_bytes(const ps_worker *p, int j) {
@@ -79,6 +81,13 @@ static void ps_open(ht_sync *s) {
         ht_comm_ring_chunk(s->n, p->S, j, &p->lo[j], &p->hi[j]);
         p->out[j] = ht_xcalloc(1, state_bytes(p, j));
         p->in[j] = ht_xcalloc(1, state_bytes(p, j));
+    }
+    /* the worker's own account beside the server's decision log, "<sync.log>.w<rank>": a
+     * check of the staleness bound need not trust the server's record of clocks */
+    if (s->cfg->sync.log[0]) {
+        char path[sizeof s->cfg->sync.log + 16];
+        snprintf(path, sizeof path, "%s.w%d", s->cfg->sync.log, s->rank);
+        ht_sync_logged(ht_metrics_open(&p->log, path, 0));
     }
 }
 
@@ -148,8 +157,12 @@ static void ps_step(ht_sync *s, int b, float lr) {
             s->stop = h->id != STOP_NO;
         }
     }
-    p->clock++;
     double t1 = ht_now(), t = t1 - t0;
+    if (p->log) /* t_push before the push left, t_reply after the reply came */
+        ht_sync_logged(ht_metrics_write(p->log,
+                                        "type=%s worker=%d clock=%lld t_push=%f t_reply=%f stop=%d",
+                                        "push", s->rank, (long long)p->clock, t0, t1, s->stop));
+    p->clock++;
     if (held > 0) ht_trace_span("wait (reply held)", t1 - (held < t ? held : t), t1);
     s->st.wait_s += held < t ? held : t;
     s->st.comm_s += held < t ? t - held : 0;
@@ -188,6 +201,7 @@ static void ps_set(ht_sync *s, const double *v) { ((ps_worker *)s->impl)->clock 
 
 static void ps_close(ht_sync *s) {
     ps_worker *p = s->impl;
+    if (p->log) ht_sync_logged(ht_metrics_close(p->log));
     for (int j = 0; j < p->S; j++) {
         free(p->out[j]);
         free(p->in[j]);

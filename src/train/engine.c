@@ -89,6 +89,16 @@ static int report(ht_job *j, int64_t done, double loss_sum, float lr) {
     return HT_OK;
 }
 
+/* -v: the bytes in device buffers now, so that a long run (tools/bench/soak.sh) shows
+ * whether they grow; evaluation and checkpoints allocate nothing that should outlive them. */
+static void dev_memory(const ht_job *j, int64_t done) {
+    if (!j->dev || ht_log_level() < HT_LOG_DEBUG) return;
+    uint64_t now = 0, peak = 0;
+    ht_dev_mem(j->dev, &now, &peak, NULL, 0);
+    ht_log_debug("step %lld: device memory %llu bytes in buffers (peak %llu)", (long long)done,
+                 (unsigned long long)now, (unsigned long long)peak);
+}
+
 /* Rank 0 evaluates its model at step `done`. */
 static void evaluate(ht_job *j, int64_t done) {
     if (j->gather) j->gather(j);
@@ -103,6 +113,7 @@ static void evaluate(ht_job *j, int64_t done) {
         j->t_mark = ht_now(); /* evaluation time is not training throughput */
         j->mark_samples = j->samples;
     }
+    dev_memory(j, done); /* every rank: each has its own device */
     while (j->next_eval <= done)
         j->next_eval += j->cfg->train.eval_every;
 }
@@ -153,6 +164,7 @@ int ht_job_loop_finish(ht_job *j, int64_t step, ht_train_result *res) {
     /* rank 0 evaluates for everyone (the others' models are identical, or gathered there) */
     if (j->gather && !gathered) j->gather(j);
     if (j->rank == 0) ht_source_evaluate(&j->model, &j->src, &j->vloss, &j->vacc);
+    dev_memory(j, step);
     if (j->metrics) ht_metrics_eval(j->metrics, step, j->vloss, j->vacc, t_train);
     /* from the end of the first step: evaluations all came after it */
     const int64_t done = j->samples - j->warm_samples;
