@@ -7,14 +7,14 @@
 # rank) at every evaluation. "start" is the first reading once the run has passed step WARM
 # (allocations, kernel builds, the first checkpoints and evaluations done), "end" the last
 # one before it exits. Tolerance: RSS may grow by at most RSS_TOL_KB (default 2048 KiB: a
-# leak of 100 bytes per step over 20,000 steps shows; glibc's arenas and the OpenCL runtime
+# leak of 100 bytes per step over 5,000 steps shows; glibc's arenas and the OpenCL runtime
 # do not hand back every page); file descriptors and device bytes must not grow at all.
-#   tools/bench/soak.sh [MLP_STEPS (50000)] [BSP_STEPS (20000)]
+#   tools/bench/soak.sh [MLP_STEPS (30000)] [BSP_STEPS (5000)]
 # Exit 1 when a figure grows beyond its tolerance or a run fails. Run from the repository root.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-mlp_steps=${1:-50000}
-bsp_steps=${2:-20000}
+mlp_steps=${1:-30000}
+bsp_steps=${2:-5000}
 warm=${WARM:-500}
 rss_tol=${RSS_TOL_KB:-2048}
 build=${HT_BUILD:-build}
