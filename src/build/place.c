@@ -87,6 +87,25 @@ static void warn_shared(const choice *all, int world) {
     free(done);
 }
 
+/* Rank 0: which device each rank took, one line per host ("host vm: rank 0 device 0, rank 1
+ * device 1"), so that a job says where it runs before the rank table names the devices. */
+static void log_map(const choice *all, int world) {
+    char *done = ht_xcalloc((size_t)world, 1);
+    for (int r = 0; r < world; r++) {
+        if (done[r]) continue;
+        char line[1024];
+        size_t len = 0;
+        for (int s = r; s < world && len < sizeof line; s++)
+            if (!done[s] && !strcmp(all[s].key, all[r].key)) {
+                done[s] = 1;
+                len += (size_t)snprintf(line + len, sizeof line - len, "%srank %d device %d",
+                                        s > r ? ", " : "", s, all[s].device);
+            }
+        ht_log_info("cluster: host %s: %s", all[r].host, line);
+    }
+    free(done);
+}
+
 int ht_place_device(const ht_config *cfg, const char *cli_device, int rank, int world,
                     ht_place *p) {
     ht_place_host(cfg, rank, world, p);
@@ -121,6 +140,10 @@ int ht_place_device(const ht_config *cfg, const char *cli_device, int rank, int 
     if (world > 1) { /* every rank, failed or not: the gather is collective */
         choice *all = ht_xcalloc((size_t)world, sizeof *all);
         ht_comm_allgather(&mine, sizeof mine, all);
+        int failed = 0;
+        for (int r = 0; r < world; r++)
+            failed |= all[r].device < 0;
+        if (rank == 0 && !failed) log_map(all, world);
         if (rank == 0) warn_shared(all, world);
         free(all);
     }
