@@ -50,7 +50,7 @@ ok $([ $RC -eq 2 ] && grep -q "rank 1 on host $(hostname) (local rank 1), from c
     "a failing selector exits 2 naming rank 1, its host and cluster.devices[1] (exit $RC)"
 [ $RC -eq 2 ] || diag "$(tail -5 "$TMP/err")"
 run2 --set 'device.select="cpu:2"'
-ok $([ $RC -eq 2 ] && grep -q "rank 0 on host .*from device.select of conf/quickstart.cfg: device selector 'cpu:2' asks for match 2" "$TMP/err"; echo $?) \
+ok $([ $RC -eq 2 ] && grep -q "rank 0 on host .*from device.select of conf/quickstart.cfg: device selector 'cpu:2' asks for match 2, but 'cpu' matches 2 devices" "$TMP/err"; echo $?) \
     "cpu:2 with 2 CPU devices (matches counted from 0) exits 2 naming rank 0 and device.select (exit $RC)"
 
 mpirun_ht 2 "$HETTRAIN" --list-devices >"$TMP/list" 2>"$TMP/err"

@@ -256,8 +256,9 @@ int ht_ocl_pick(const ht_devinfo *d, int n, const char *selector, int local_rank
     } else {
         k = sel[0] ? match_all(d, n, sel, m) : match_default(d, n, m);
         if (k && nth >= k)
-            snprintf(why, sizeof why, "asks for match %d of %d (counted from 0: %s:0..%s:%d)",
-                     nth, k, sel, sel, k - 1), k = 0;
+            snprintf(why, sizeof why, "asks for match %d, but '%s' matches %d device%s "
+                     "(counted from 0: %s:0..%s:%d)", nth, sel, k, k > 1 ? "s" : "", sel, sel,
+                     k - 1), k = 0;
     }
     if (!k) {
         free(m);
