@@ -125,7 +125,7 @@ int ht_place_device(const ht_config *cfg, const char *cli_device, int rank, int 
                      "device %d (%s)%s",
                      rank, p->host, p->local_rank, p->local_size, sel, p->key, p->device,
                      mine.name, pinned ? ", as named" : "");
-    } else {
+    } else if (rc == HT_EINPUT) { /* the selector's fault: say whose and where from */
         char *msg = ht_xmalloc(strlen(ht_errmsg()) + 1);
         strcpy(msg, ht_errmsg());
         if (world > 1)
