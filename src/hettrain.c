@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "build/place.h"
 #include "cli/export.h"
 #include "cli/hetsim.h"
 #include "cli/opts.h"
@@ -69,7 +70,9 @@ static void usage(FILE *f) {
             "gossip or gossip-adaptive (the last rank(s) then serve or coordinate).\n"
             "  -c, --config FILE   job description (see conf/README.md; conf/quickstart.cfg)\n"
             "  --set KEY=VALUE     override a config key, e.g. --set train.steps=100\n"
-            "  --device SEL        device: index, cpu, gpu, or vendor/name substring (:N = N-th)\n"
+            "  --device SEL        device: index, cpu, gpu, or a device/vendor/platform name\n"
+            "                      substring (:N = match N from 0); under mpirun each rank\n"
+            "                      takes the match at its local rank\n"
             "  --resume            continue from checkpoint.path when it exists\n"
             "  --overwrite         start from step 0 and replace checkpoint.path when it exists\n"
             "                      (without --resume or --overwrite an existing one: exit 2)\n"
@@ -83,7 +86,8 @@ static void usage(FILE *f) {
             "                      training, tools/bench/trace2prof.py)\n"
             "  -q, --quiet         only errors and the final summary\n"
             "  -v, --verbose       debug messages\n"
-            "  --list-devices      list every OpenCL device of every platform\n"
+            "  --list-devices      list every OpenCL device of every platform (under mpirun:\n"
+            "                      one table per host)\n"
             "  --help-config       list every config key with its type and default\n"
             "%s%s"
             "plan: picks the job's configuration on a cluster description or a profile from\n"
@@ -309,6 +313,54 @@ static int schedule_main(int argc, char **argv) {
     return 0;
 }
 
+/* --list-devices: the table of this host's devices. Under mpirun, one table per host,
+ * labelled with it and its ranks (rank 0 prints what each host's first rank found), not one
+ * unlabelled copy per rank. */
+static int list_devices(int *argc, char ***argv) {
+    ht_comm_init(argc, argv);
+    const int rank = ht_comm_rank(), world = ht_comm_size();
+    const ht_devinfo *l;
+    int n, rc = ht_ocl_devices(&l, &n);
+    ht_comm_exit_if_any(rc);
+    if (world == 1) {
+        ht_ocl_print_devices(stdout);
+        ht_comm_finalize();
+        return 0;
+    }
+    static const ht_config none; /* hosts by name: no job, so no cluster.hosts */
+    ht_place p;
+    ht_place_host(&none, rank, world, &p);
+    char *table = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&table, &len);
+    if (!f) ht_die(HT_ERUNTIME, "--list-devices: open_memstream failed");
+    fprintf(f, "%s", p.host);
+    fputc(0, f); /* host name, then the table */
+    ht_ocl_format_devices(f, l, n);
+    fclose(f);
+    size_t *lens = ht_xcalloc((size_t)world, sizeof *lens);
+    ht_comm_allgather(&len, sizeof len, lens);
+    size_t total = 0;
+    for (int r = 0; r < world; r++)
+        total += lens[r];
+    char *all = rank == 0 ? ht_xmalloc(total + 1) : NULL;
+    ht_comm_gatherv(table, len, all, lens, 0);
+    for (int r = 0, off = 0; rank == 0 && r < world; off += (int)lens[r++]) {
+        const char *host = all + off, *first = NULL;
+        for (int q = 0, o = 0; q < r && !first; o += (int)lens[q++])
+            if (!strcmp(all + o, host)) first = all + o;
+        if (first) continue; /* its host was printed with an earlier rank */
+        printf("%shost %s, ranks", r ? "\n" : "", host);
+        for (int q = r, o = off; q < world; o += (int)lens[q++])
+            if (!strcmp(all + o, host)) printf(" %d", q);
+        printf(":\n%.*s", (int)(lens[r] - strlen(host) - 1), host + strlen(host) + 1);
+    }
+    fflush(stdout);
+    free(all), free(lens), free(table);
+    ht_comm_finalize();
+    return 0;
+}
+
 int main(int argc, char **argv) {
     /* under mpirun every rank parses the same command line: one reports a mistake in it */
     ht_set_quiet_input_errors(ht_comm_env_rank() > 0);
@@ -320,13 +372,7 @@ int main(int argc, char **argv) {
     ht_args_train_init(&a);
     parse_or_exit(ht_opts_train, argc, argv, &a, "");
     log_level(a.quiet, a.verbose);
-    if (a.list_devices) {
-        const ht_devinfo *l;
-        int n;
-        ht_exit_on_error(ht_ocl_devices(&l, &n));
-        ht_ocl_print_devices(stdout);
-        return 0;
-    }
+    if (a.list_devices) return list_devices(&argc, &argv);
     if (a.help_config) {
         ht_config_print_schema(stdout);
         return 0;

@@ -69,6 +69,14 @@ ok $([ $RC -eq 0 ] && grep -Eq '^ +0 +1 +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$TMP/prof.
 ok $(grep -q ': 2 ranks on 2 hosts' "$TMP/sim.out"; echo $?) \
     "hetsim --profile on it: 2 ranks on 2 hosts (the hosts hetprof recorded)"
 
+# one device table per host, labelled (issue 32), not one unlabelled copy per rank
+on_hosts "$HETTRAIN" --list-devices >"$TMP/list.out" 2>"$TMP/list.err"
+RC=$?
+ok $([ $RC -eq 0 ] && grep -q '^host h1, ranks 0:$' "$TMP/list.out" && grep -q '^host h2, ranks 1:$' "$TMP/list.out" &&
+     [ "$(grep -c '^idx  platform' "$TMP/list.out")" -eq 2 ]; echo $?) \
+    "--list-devices on 2 hosts: a table for h1 (rank 0) and one for h2 (rank 1) (exit $RC)"
+[ $RC -eq 0 ] || diag "$(tail -5 "$TMP/list.err")"
+
 args=(-c conf/mnist-mlp.cfg --set 'model.hidden=[128]' --set train.epochs=2 --set train.batch=128
       --set train.eval_every=0 --set log.progress=none --set checkpoint.path=
       --set data.images="$MNIST/t10k-images-idx3-ubyte.gz" --set data.labels="$MNIST/t10k-labels-idx1-ubyte.gz")
@@ -77,8 +85,9 @@ one=$(printf '%s' "$OUT" | sed -n 's/^final: .*val_acc \([0-9.]*\)%.*/\1/p')
 on_hosts "$HETTRAIN" "${args[@]}" --set log.metrics="$TMP/two.jsonl" >"$TMP/two.out" 2>"$TMP/two.err"
 RC=$?
 two=$(sed -n 's/^final: .*val_acc \([0-9.]*\)%.*/\1/p' "$TMP/two.out")
-ok $([ $RC -eq 0 ] && grep -q 'rank 1  host h2 ' "$TMP/two.err"; echo $?) \
-    "MNIST MLP on 2 hosts (rank 1 on h2) exits $RC"
+ok $([ $RC -eq 0 ] && grep -q 'rank 1  host h2 ' "$TMP/two.err" &&
+     grep -q 'cluster: host h2: rank 1 device 0$' "$TMP/two.err"; echo $?) \
+    "MNIST MLP on 2 hosts (rank 1 on h2, local rank 0 there: device 0) exits $RC"
 [ $RC -eq 0 ] || diag "$(tail -5 "$TMP/two.err")"
 awk -v a="$one" -v b="$two" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 85 && d <= 0.2) }'
 ok $? "same accuracy as one process: ${two:-?}% on 2 hosts, ${one:-?}% on one (within 0.2)"

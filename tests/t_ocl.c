@@ -178,6 +178,82 @@ static void write_file(const char *path, const char *text) {
     fclose(f);
 }
 
+static ht_devinfo fake(int index, const char *type, const char *name, const char *vendor,
+                       const char *platform, const char *pvendor) {
+    ht_devinfo d;
+    memset(&d, 0, sizeof d);
+    d.index = index;
+    snprintf(d.type, sizeof d.type, "%s", type);
+    snprintf(d.name, sizeof d.name, "%s", name);
+    snprintf(d.vendor, sizeof d.vendor, "%s", vendor);
+    snprintf(d.platform, sizeof d.platform, "%s", platform);
+    snprintf(d.platform_vendor, sizeof d.platform_vendor, "%s", pvendor);
+    snprintf(d.clc_version, sizeof d.clc_version, "OpenCL C 1.2");
+    return d;
+}
+
+/* ht_ocl_pick(list, sel, local rank) == want (pinned as given; -1: HT_EINPUT) */
+static int picks(const ht_devinfo *l, int n, const char *sel, int local, int want, int pin) {
+    int idx = -1, pinned = -1, rc = ht_ocl_pick(l, n, sel, local, &idx, &pinned);
+    if (want < 0) return rc == HT_EINPUT && strstr(ht_errmsg(), "Devices:");
+    return rc == HT_OK && idx == want && pinned == pin;
+}
+
+#define LONG_NAME "pthread-skylake-avx512-Intel(R) Xeon(R) Platinum 8259CL CPU @ 2.50GHz"
+
+/* Selection on made-up hosts (hand-computed answers, whatever this machine has): a host with
+ * one CPU device (a long PoCL name) and two GPUs; one with two CPU implementations. */
+static void check_pick(void) {
+    ht_devinfo a[3] = {
+        fake(0, "cpu", LONG_NAME, "GenuineIntel", "Portable Computing Language", "The pocl project"),
+        fake(1, "gpu", "NVIDIA A100-SXM4-80GB", "NVIDIA Corporation", "NVIDIA CUDA", "NVIDIA Corporation"),
+        fake(2, "gpu", "NVIDIA A100-SXM4-80GB", "NVIDIA Corporation", "NVIDIA CUDA", "NVIDIA Corporation")};
+    tap_ok(picks(a, 3, "", 0, 1, 0) && picks(a, 3, "", 1, 2, 0) && picks(a, 3, "", 2, 1, 0),
+           "1 CPU + 2 GPUs, \"\": local ranks 0, 1, 2 -> GPUs 1, 2, 1 (never the CPU)");
+    tap_ok(picks(a, 3, "gpu", 0, 1, 0) && picks(a, 3, "gpu", 1, 2, 0) &&
+               picks(a, 3, "nvidia", 1, 2, 0) && picks(a, 3, "A100", 3, 2, 0),
+           "gpu / a name matching both GPUs: local rank 0 -> 1, 1 -> 2 (one each)");
+    tap_ok(picks(a, 3, "cpu", 1, 0, 0) && picks(a, 3, "pocl", 0, 0, 0) &&
+               picks(a, 3, "PoCL", 1, 0, 0),
+           "cpu, pocl, PoCL (the platform's vendor 'The pocl project'): device 0 at any local rank");
+    tap_ok(picks(a, 3, "gpu:1", 0, 2, 1) && picks(a, 3, "gpu:0", 1, 1, 1) &&
+               picks(a, 3, "2", 0, 2, 1) && picks(a, 3, "0", 1, 0, 1),
+           "gpu:1 is the second GPU (match N counted from 0), an index is that device: pinned, "
+           "whatever the local rank");
+    tap_ok(picks(a, 3, "  " LONG_NAME "  ", 1, 0, 0),
+           "the whole long name (blanks around it, as copied) selects device 0");
+    tap_ok(picks(a, 3, "gpu:2", 0, -1, 0) && strstr(ht_errmsg(), "gpu:0..gpu:1") &&
+               picks(a, 3, "3", 0, -1, 0) && picks(a, 3, "amd", 0, -1, 0),
+           "gpu:2 of 2 GPUs, index 3 of 3 devices, an unmatched name: HT_EINPUT");
+    picks(a, 3, "no-such-vendor-xyz", 0, -1, 0);
+    tap_ok(strstr(ht_errmsg(), "'no-such-vendor-xyz'") && strstr(ht_errmsg(), LONG_NAME),
+           "unmatched selector on a made-up host: the message lists the whole long name");
+    /* a name copied from the table, at the device column's position, selects its device */
+    char *table = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&table, &len);
+    ht_ocl_format_devices(f, a, 3);
+    fclose(f);
+    const char *col = strstr(table, "device"), *row = strchr(table, '\n') + 1;
+    const size_t at = (size_t)(col - table), wd = strlen(LONG_NAME);
+    int ok = 1;
+    for (int i = 0; i < 3; i++, row = strchr(row, '\n') + 1) {
+        char copy[256];
+        snprintf(copy, sizeof copy, "%.*s", (int)wd, row + at); /* the whole column, padding too */
+        ok &= picks(a, 3, copy, 0, i == 2 ? 1 : i, 0) && !strncmp(copy, a[i].name, strlen(a[i].name));
+    }
+    tap_ok(ok, "every name copied from the table's device column selects its device (identical "
+               "GPU names: the first)");
+    free(table);
+    ht_devinfo b[2] = {
+        fake(0, "cpu", "pthread-haswell-AMD EPYC", "AuthenticAMD", "Portable Computing Language", "The pocl project"),
+        fake(1, "cpu", "llvmpipe (LLVM 15.0.6, 256 bits)", "Mesa/X.org", "rusticl", "Mesa/X.org")};
+    tap_ok(picks(b, 2, "", 1, 0, 0) && picks(b, 2, "cpu", 1, 1, 0) && picks(b, 2, "cpu", 2, 0, 0) &&
+               picks(b, 2, "rusticl", 0, 1, 0),
+           "CPU devices only: \"\" keeps every rank on device 0; cpu spreads local ranks 0, 1, 2 "
+           "over 0, 1, 0");
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--open-broken")) {
         open_broken(argv[2]);
@@ -191,11 +267,18 @@ int main(int argc, char **argv) {
            list[0].compute_units, list[0].clc_version);
 
     /* selection */
+    check_pick();
     int idx = -1;
     tap_ok(ht_ocl_select("0", &idx) == HT_OK && idx == 0, "selector '0' -> index 0");
     tap_ok(ht_ocl_select(list[0].type, &idx) == HT_OK && idx == 0, "selector '%s' -> index 0",
            list[0].type);
-    tap_ok(ht_ocl_select("", &idx) == HT_OK && idx == 0, "empty selector -> first device");
+    int want = -1; /* "": the first GPU, else the first accelerator, else device 0 */
+    for (int i = 0; i < n && want < 0; i++)
+        if (!strcmp(list[i].type, "gpu")) want = i;
+    for (int i = 0; i < n && want < 0; i++)
+        if (!strcmp(list[i].type, "accel")) want = i;
+    tap_ok(ht_ocl_select("", &idx) == HT_OK && idx == (want < 0 ? 0 : want),
+           "empty selector -> device %d (first GPU, else accelerator, else 0)", idx);
     rc = ht_ocl_select("no-such-vendor-xyz", &idx);
     tap_ok(rc == HT_EINPUT && strstr(ht_errmsg(), "no-such-vendor-xyz") &&
                strstr(ht_errmsg(), list[0].name),

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "build/build.h"
+#include "build/place.h"
 #include "comm/comm.h"
 #include "config/config.h"
 #include "core/err.h"
@@ -48,6 +49,8 @@ _Static_assert(HT_CLI_MAX_BATCHES == HT_PROF_MAX_BATCHES, "hetprof --batch holds
 typedef struct {
     const char *sels[MAX_SEL];
     int nsel;
+    int local_rank; /* under mpirun: among the ranks of this host (build/place.h) */
+    ht_place place;
 } selection;
 
 typedef struct {
@@ -69,7 +72,8 @@ static void resolve(void *ctx, void *out) {
     }
     for (int i = 0; i < (s->nsel ? s->nsel : n) && r->n < HT_PROF_MAX_DEVS; i++) {
         int idx = i;
-        if (s->nsel && (r->rc = ht_ocl_select(s->sels[i], &idx)) != HT_OK) {
+        if (s->nsel &&
+            (r->rc = ht_ocl_select_local(s->sels[i], s->local_rank, &idx, NULL)) != HT_OK) {
             ht_strlcpy(r->msg, ht_errmsg(), sizeof r->msg);
             return;
         }
@@ -221,6 +225,10 @@ static void select_rank_device(selection *sel, const ht_config *cfg, int rank, i
     const char *cli = sel->nsel ? sel->sels[sel->nsel == world ? rank : 0] : NULL;
     sel->sels[0] = ht_build_selector(cfg, cli, rank);
     sel->nsel = 1;
+    /* as hettrain maps it: the selector's match at this rank's local rank */
+    ht_place_host(cfg, rank, world, &sel->place);
+    ht_place_key(cfg, cli, rank, sel->place.key, sizeof sel->place.key);
+    sel->local_rank = sel->place.local_rank;
 }
 
 typedef char tuning_paths[HT_PROF_MAX_DEVS][1100];
@@ -343,6 +351,9 @@ int main(int argc, char **argv) {
     } else {
         resolve(&o.sel, &r);
     }
+    if (r.rc != HT_OK && world > 1)
+        ht_die(r.rc, "rank %d on host %s (local rank %d), from %s: %s", rank, o.sel.place.host,
+               o.sel.local_rank, o.sel.place.key, r.msg);
     if (r.rc != HT_OK) ht_die(r.rc, "%s", r.msg);
     prof.ndev = r.n;
     if (o.tune_s > 0) tune_all(&o, cp, &r, &prof, tuning, rank, world);

@@ -17,7 +17,8 @@
  * already idles 17 minutes, past the 600 s other ranks wait for it (HT_COMM_TIMEOUT), and a
  * larger factor (up to the 3.4e38 a float holds) only makes a step that never ends */
 #define HT_MAX_SLOWDOWN 1e6
-#define HT_SEL_TEXT 64   /* characters per cluster.devices element, with the terminator */
+#define HT_SEL_TEXT 256  /* characters per cluster.devices element, with the terminator (a
+                          * device name, up to 127, copied from --list-devices fits) */
 
 typedef struct ht_config {
     char source[HT_PATH_MAX]; /* the file it was read from */

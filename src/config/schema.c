@@ -170,7 +170,9 @@ const ht_ckey ht_config_keys[] = {
      "clip the global gradient norm to this; 0 = off"},
 
     {"device.select", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(device.select),
-     "device: \"\" (first), an index, \"cpu\", \"gpu\", or a name/vendor substring"},
+     "device: \"\" (the host's GPUs, else device 0), an index, \"cpu\", \"gpu\", or a "
+     "name/vendor/platform substring, :N = match N from 0; under mpirun a rank takes the match "
+     "at its local rank"},
     {"device.cache", HT_CK_BOOL, 0, "true", 0, 0, NULL, FIELD(device.cache),
      "cache compiled OpenCL programs on disk"},
     {"device.cache_dir", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(device.cache_dir),

@@ -3,6 +3,8 @@
 #include "ocl/internal.h"
 
 #include <ctype.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,17 +18,34 @@ static cl_device_id *g_ids;
 static cl_platform_id *g_plats;
 static int g_ndev = -1;
 
+/* Blanks around a name dropped (some drivers pad them), so that the table shows what a
+ * selector can match. */
+static void trim(char *s) {
+    size_t b = 0, l = strlen(s);
+    while (l && isspace((unsigned char)s[l - 1]))
+        s[--l] = 0;
+    while (s[b] && isspace((unsigned char)s[b]))
+        b++;
+    memmove(s, s + b, l - b + 1);
+}
+
 static void str_info(cl_device_id id, cl_device_info what, char *out, size_t n) {
     if (clGetDeviceInfo(id, what, n, out, NULL) != CL_SUCCESS) ht_strlcpy(out, "?", n);
     out[n - 1] = 0;
+    trim(out);
 }
 
 static void fill_info(ht_devinfo *di, cl_platform_id p, cl_device_id id) {
     clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof di->platform, di->platform, NULL);
+    clGetPlatformInfo(p, CL_PLATFORM_VENDOR, sizeof di->platform_vendor, di->platform_vendor,
+                      NULL);
     clGetPlatformInfo(p, CL_PLATFORM_VERSION, sizeof di->platform_version, di->platform_version,
                       NULL);
     di->platform[sizeof di->platform - 1] = 0;
     di->platform_version[sizeof di->platform_version - 1] = 0;
+    di->platform_vendor[sizeof di->platform_vendor - 1] = 0;
+    trim(di->platform);
+    trim(di->platform_vendor);
     str_info(id, CL_DEVICE_VENDOR, di->vendor, sizeof di->vendor);
     str_info(id, CL_DEVICE_NAME, di->name, sizeof di->name);
     str_info(id, CL_DRIVER_VERSION, di->driver, sizeof di->driver);
@@ -114,12 +133,27 @@ cl_device_id ht_ocl_device_id(int index, cl_platform_id *platform) {
     return g_ids[index];
 }
 
-static void print_table(FILE *f, const ht_devinfo *d, int n) {
-    fprintf(f, "%-3s %-28s %-16s %-32s %-5s %4s %6s %9s %6s %s\n", "idx", "platform", "vendor",
-            "device", "type", "CUs", "MHz", "mem(MiB)", "maxWG", "OpenCL C");
+/* The widest text of one column (at least its header), so that no name is cut: a name
+ * copied from the table must select its device (issue 31: "pthread-skylake-avx512-Intel(R)"
+ * was cut at 32 characters). */
+static int col_width(const ht_devinfo *d, int n, size_t field, const char *head) {
+    size_t w = strlen(head);
+    for (int i = 0; i < n; i++) {
+        size_t l = strlen((const char *)&d[i] + field);
+        if (l > w) w = l;
+    }
+    return (int)w;
+}
+
+void ht_ocl_format_devices(FILE *f, const ht_devinfo *d, int n) {
+    const int wp = col_width(d, n, offsetof(ht_devinfo, platform), "platform");
+    const int wv = col_width(d, n, offsetof(ht_devinfo, vendor), "vendor");
+    const int wd = col_width(d, n, offsetof(ht_devinfo, name), "device");
+    fprintf(f, "%-3s  %-*s  %-*s  %-*s  %-5s %4s %6s %9s %6s  %s\n", "idx", wp, "platform", wv,
+            "vendor", wd, "device", "type", "CUs", "MHz", "mem(MiB)", "maxWG", "OpenCL C");
     for (int i = 0; i < n; i++)
-        fprintf(f, "%-3d %-28.28s %-16.16s %-32.32s %-5s %4u %6u %9llu %6zu %s\n", d[i].index,
-                d[i].platform, d[i].vendor, d[i].name, d[i].type, d[i].compute_units,
+        fprintf(f, "%-3d  %-*s  %-*s  %-*s  %-5s %4u %6u %9llu %6zu  %s\n", d[i].index, wp,
+                d[i].platform, wv, d[i].vendor, wd, d[i].name, d[i].type, d[i].compute_units,
                 d[i].clock_mhz, (unsigned long long)(d[i].global_mem >> 20), d[i].max_wg,
                 d[i].clc_version);
 }
@@ -131,7 +165,7 @@ void ht_ocl_print_devices(FILE *f) {
         fprintf(f, "%s\n", ht_errmsg());
         return;
     }
-    print_table(f, d, n);
+    ht_ocl_format_devices(f, d, n);
 }
 
 /* ---------------------------------------------------------------- selection */
@@ -154,51 +188,96 @@ static int all_digits(const char *s) {
     return 1;
 }
 
-int ht_ocl_select(const char *selector, int *index) {
-    const ht_devinfo *d;
-    int n, rc = ht_ocl_devices(&d, &n);
-    if (rc != HT_OK) return rc;
-    char sel[256];
+static int is_kind(const char *s) {
+    return !strcmp(s, "cpu") || !strcmp(s, "gpu") || !strcmp(s, "accel");
+}
+
+/* A kind matches the device type; any other text is a case-insensitive substring of the
+ * device name, its vendor, or its platform's name or vendor ("pocl": PoCL's platform vendor
+ * is "The pocl project", its name "Portable Computing Language"). */
+static int matches(const ht_devinfo *d, const char *sel) {
+    if (is_kind(sel)) return !strcmp(d->type, sel);
+    return icontains(d->name, sel) || icontains(d->vendor, sel) || icontains(d->platform, sel) ||
+           icontains(d->platform_vendor, sel);
+}
+
+/* The devices sel matches, in index order, into m[0..n); their count. */
+static int match_all(const ht_devinfo *d, int n, const char *sel, int *m) {
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (matches(&d[i], sel)) m[k++] = i;
+    return k;
+}
+
+/* "": the host's GPUs, else its accelerators (a rank takes the one at its local rank); with
+ * neither, device 0 alone: several CPU devices are one processor seen through several
+ * OpenCL implementations, so spreading ranks over them gains no cores and mixes
+ * implementations (name them, e.g. "cpu", to spread). */
+static int match_default(const ht_devinfo *d, int n, int *m) {
+    int k = match_all(d, n, "gpu", m);
+    if (!k) k = match_all(d, n, "accel", m);
+    if (!k) m[k++] = 0;
+    return k;
+}
+
+static int no_match(const ht_devinfo *d, int n, const char *selector, const char *why) {
+    char *table = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&table, &len);
+    if (f) {
+        ht_ocl_format_devices(f, d, n);
+        fclose(f);
+    }
+    int rc = ht_error(HT_EINPUT,
+                      "device selector '%s' %s; expected an index, cpu, gpu, accel, or a "
+                      "case-insensitive substring of a device, vendor or platform name "
+                      "(optionally :N for match N, counted from 0). Devices:\n%s",
+                      selector, why, table ? table : "");
+    free(table);
+    return rc;
+}
+
+int ht_ocl_pick(const ht_devinfo *d, int n, const char *selector, int local_rank, int *index,
+                int *pinned) {
+    char sel[256], why[128] = "matches no device";
     ht_strlcpy(sel, selector ? selector : "", sizeof sel);
-    int nth = 0;
+    trim(sel); /* a name copied from the padded table may keep a blank */
+    int *m = ht_xcalloc((size_t)(n ? n : 1), sizeof *m), k = 0, nth = -1;
     char *colon = strrchr(sel, ':');
-    if (colon && all_digits(colon + 1)) {
+    /* "name:N" is match N of "name", unless the whole text is itself in a name */
+    if (colon && all_digits(colon + 1) && !match_all(d, n, sel, m)) {
         nth = atoi(colon + 1);
         *colon = 0;
     }
-    if (all_digits(sel)) {
-        int i = atoi(sel);
-        if (i < n) {
-            *index = i;
-            return HT_OK;
-        }
+    if (all_digits(sel)) { /* an index: that device, whatever the local rank */
+        const int i = atoi(sel);
+        if (strlen(sel) < 6 && i < n && nth <= 0) m[k++] = i, nth = 0;
+        else snprintf(why, sizeof why, "names no device (indices 0..%d)", n - 1);
     } else {
-        int seen = 0;
-        for (int i = 0; i < n; i++) {
-            int match = !strcmp(sel, "cpu") || !strcmp(sel, "gpu") || !strcmp(sel, "accel")
-                            ? !strcmp(d[i].type, sel)
-                            : icontains(d[i].name, sel) || icontains(d[i].vendor, sel) ||
-                                  icontains(d[i].platform, sel);
-            if (match && seen++ == nth) {
-                *index = i;
-                return HT_OK;
-            }
-        }
+        k = sel[0] ? match_all(d, n, sel, m) : match_default(d, n, m);
+        if (k && nth >= k)
+            snprintf(why, sizeof why, "asks for match %d, but '%s' matches %d device%s "
+                     "(counted from 0: %s:0..%s:%d)", nth, sel, k, k > 1 ? "s" : "", sel, sel,
+                     k - 1), k = 0;
     }
-    char table[4096];
-    FILE *f = fmemopen(table, sizeof table, "w");
-    if (f) {
-        print_table(f, d, n);
-        fclose(f);
-    } else {
-        table[0] = 0;
+    if (!k) {
+        free(m);
+        return no_match(d, n, selector ? selector : "", why);
     }
-    table[sizeof table - 1] = 0;
-    return ht_error(HT_EINPUT,
-                    "device selector '%s' matches no device; expected an index, cpu, gpu, or a "
-                    "substring of a vendor/platform/device name (optionally :N for the N-th "
-                    "match). Devices:\n%s",
-                    selector, table);
+    if (pinned) *pinned = nth >= 0;
+    *index = m[nth >= 0 ? nth : (local_rank > 0 ? local_rank : 0) % k];
+    free(m);
+    return HT_OK;
+}
+
+int ht_ocl_select_local(const char *selector, int local_rank, int *index, int *pinned) {
+    const ht_devinfo *d;
+    int n, rc = ht_ocl_devices(&d, &n);
+    return rc != HT_OK ? rc : ht_ocl_pick(d, n, selector, local_rank, index, pinned);
+}
+
+int ht_ocl_select(const char *selector, int *index) {
+    return ht_ocl_select_local(selector, 0, index, NULL);
 }
 
 const char *ht_ocl_clstd(const char *clc) {

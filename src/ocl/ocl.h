@@ -16,6 +16,7 @@ typedef struct ht_devinfo {
     int index;                 /* position in the global list, across platforms */
     int platform_index;
     char platform[128];        /* platform name */
+    char platform_vendor[128]; /* CL_PLATFORM_VENDOR ("The pocl project") */
     char platform_version[128];
     char vendor[128];
     char name[128];
@@ -33,11 +34,24 @@ typedef struct ht_devinfo {
 /* Enumerates every device of every platform (once; later calls return the same list).
  * Returns HT_ERUNTIME when no OpenCL platform is installed. */
 int ht_ocl_devices(const ht_devinfo **list, int *n);
-/* The table printed by --list-devices. */
+/* The table printed by --list-devices: every column as wide as its widest entry, so that
+ * a name copied from it selects the device. ht_ocl_format_devices prints any list. */
 void ht_ocl_print_devices(FILE *f);
-/* Resolves a selector: "" (first device), an index ("1"), a type ("cpu", "gpu"), or a
- * case-insensitive substring of vendor, platform or device name; "cpu:1" takes the
- * second match. No match: HT_EINPUT with the list of devices in the message. */
+void ht_ocl_format_devices(FILE *f, const ht_devinfo *list, int n);
+/* Resolves a selector for the local_rank-th rank of a host (0 for a single process):
+ *  - an index ("1"), or "SEL:N", match N of SEL counted from 0 ("cpu:1" is the second
+ *    CPU device): that device whatever the local rank (*pinned = 1);
+ *  - a kind ("cpu", "gpu", "accel") or a case-insensitive substring of a device name, its
+ *    vendor, or its platform's name or vendor ("pocl", "nvidia"): match number
+ *    local_rank % matches, so that the ranks of a host take one device each;
+ *  - "": the same over the host's GPUs, else its accelerators, else device 0 alone
+ *    (several CPU devices are one processor: spreading ranks over them gains nothing).
+ * Blanks around the selector are ignored. No match: HT_EINPUT with the devices listed.
+ * pinned may be NULL. ht_ocl_pick works on any list (tests); ht_ocl_select_local on the
+ * enumerated one; ht_ocl_select(s, i) is ht_ocl_select_local(s, 0, i, NULL). */
+int ht_ocl_pick(const ht_devinfo *list, int n, const char *selector, int local_rank, int *index,
+                int *pinned);
+int ht_ocl_select_local(const char *selector, int local_rank, int *index, int *pinned);
 int ht_ocl_select(const char *selector, int *index);
 /* "-cl-std=CL1.x" for a CL_DEVICE_OPENCL_C_VERSION string (kernels are OpenCL C 1.2). */
 const char *ht_ocl_clstd(const char *clc_version);

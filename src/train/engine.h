@@ -29,7 +29,9 @@ typedef struct ht_job {
     const ht_train_opts *opts;
     int rank, world;
     ht_cluster *cl;       /* ranks, shares, start-up table, per-rank records (cluster.h) */
-    const char *selector; /* this rank's device selector (build/build.h) */
+    const char *selector; /* this rank's device, resolved: its index as text (build/place.h) */
+    char selector_text[16];
+    int dev_index;        /* this rank's device (ht_place_device) */
     int holds_model;      /* 1 unless the engine's check cleared it: no device, data, model */
     ht_dev *dev;
     ht_source src;

@@ -11,6 +11,7 @@
 
 #include "build/build.h"
 #include "build/fit.h"
+#include "build/place.h"
 #include "comm/comm.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -30,8 +31,7 @@ static int file_exists(const char *path) {
 /* This rank's device (j->selector), the data, and the device opened. */
 static int setup_device(ht_job *j) {
     const ht_config *cfg = j->cfg;
-    int rc, dev_index = 0;
-    if ((rc = ht_ocl_select(j->selector, &dev_index)) != HT_OK) return rc;
+    int rc, dev_index = j->dev_index;
     if ((rc = ht_source_load(cfg, &j->src)) != HT_OK) return rc;
     ht_dev_opts dopts = ht_dev_opts_default();
     dopts.cache = cfg->device.cache;
@@ -145,7 +145,14 @@ static int setup_ranks(ht_job *j, const ht_engine *e) {
     }
     j->holds_model = 1;
     j->B = j->model_batch = j->cfg->train.batch;
-    j->selector = ht_build_selector(j->cfg, j->opts->device, j->rank);
+    /* collective: every rank's host, local rank and device; a failed selector names the
+     * rank, its host and its key, and ends every rank (the caller's ht_comm_exit_if_any) */
+    ht_place pl;
+    int rc = ht_place_device(j->cfg, j->opts->device, j->rank, j->world, &pl);
+    if (rc != HT_OK) return rc;
+    j->dev_index = pl.device;
+    snprintf(j->selector_text, sizeof j->selector_text, "%d", pl.device);
+    j->selector = j->selector_text; /* a server's device (src/sync) is this one */
     return e->check ? e->check(j) : HT_OK;
 }
 
