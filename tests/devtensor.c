@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ref.h"
+#include "tap.h"
 
 static ht_dev *g_dev;
 
@@ -59,7 +60,7 @@ double nerr(const float *a, const float *b, size_t n) {
         if (fabs(b[i]) > scale) scale = fabs(b[i]);
     for (size_t i = 0; i < n; i++) {
         double e = fabs((double)a[i] - b[i]) / scale;
-        if (!(e <= worst)) worst = e;
+        worst = tap_worse(worst, e);
     }
     return worst;
 }

@@ -131,7 +131,7 @@ static void test_fd_attention(int B, int T, int C, int NH) {
         p.qkv[i] = v;
         double fd = (lp - lm) / ((double)(v + FD_STEP) - (double)(v - FD_STEP));
         double e = fabs(fd - g[i]) / fmax(1.0, fabs(g[i]));
-        if (!(e <= worst[part])) worst[part] = e;
+        worst[part] = tap_worse(worst[part], e);
     }
     tap_ok(worst[0] < TOL_FD && worst[1] < TOL_FD && worst[2] < TOL_FD,
            "finite differences, attention B=%d T=%d C=%d NH=%d (45 points): dq %.2e, dk %.2e, "

@@ -397,7 +397,8 @@ static void check_fd(ht_model *m, int B, const char *what, float h, double tol) 
             p[k] = v;
             double fd = (lp - lm) / rows / ((double)(v + h) - (double)(v - h));
             double e = fabs(fd - g[k]) / fmax(0.05, fabs(g[k]));
-            if (e > worst) worst = e, worst_name = t[i].name;
+            if (tap_worse(worst, e) != worst) worst_name = t[i].name;
+            worst = tap_worse(worst, e);
             if (fabs(g[k]) > gmax) gmax = fabs(g[k]);
             checked++;
         }

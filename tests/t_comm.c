@@ -64,7 +64,7 @@ static void test_nonblocking(int rank, int p, double tol) {
             double e = 0;
             for (int r = 0; r < p; r++)
                 e += val(r, i);
-            if (fabs(c[i] - e) > worst) worst = fabs(c[i] - e);
+            worst = tap_worse(worst, fabs(c[i] - e));
         }
         tap_ok(all_ranks(memcmp(a, b, n * sizeof(float)) == 0),
                "n=%zu: ht_comm_iallreduce (ring) + test/wait == ht_comm_ring_allreduce bitwise "
@@ -214,8 +214,8 @@ int main(int argc, char **argv) {
             for (int r = 0; r < p; r++)
                 e += val(r, i);
             double d = fabs((double)a[i] - (double)b[i]);
-            if (d > worst) worst = d;
-            if (fabs(a[i] - e) > exact_worst) exact_worst = fabs(a[i] - e);
+            worst = tap_worse(worst, d);
+            exact_worst = tap_worse(exact_worst, fabs(a[i] - e));
         }
         /* every rank's check, combined: a failure anywhere fails rank 0's line */
         double flags[2] = {worst > tol, exact_worst > tol};

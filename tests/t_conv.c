@@ -178,7 +178,7 @@ static void test_conv_chunked(int nb) {
     int ok2 = conv_backward_case(c, 1.0f, 1, 1, 903, e2);
     double worst = 0;
     for (int i = 0; i < 3; i++)
-        worst = fmax(worst, fmax(e[i], e2[i]));
+        worst = tap_worse(worst, tap_worse(e[i], e2[i]));
     tap_ok(ok && ok2 && worst < TOL_GEMM, "%s: backward acc=0 and acc=1 match (worst %.2e)", what,
            worst);
     ht_conv2d_set_ws_cap(0);
@@ -390,7 +390,7 @@ static double fd_check(fd_ctx *c, float *h, const float *g, size_t lo, size_t n,
         double fd = fd_at(c, h, i, &kink);
         if (kink) continue;
         double e = fabs(fd - g[i]) / fmax(1.0, fabs(g[i]));
-        if (!(e <= worst)) worst = e;
+        worst = tap_worse(worst, e);
         (*checked)++;
     }
     return worst;

@@ -218,7 +218,7 @@ static void test_xent(int B, int C, float lo, float hi, int mode, uint64_t seed)
     int finite = 1, corr = 1;
     for (int r = 0; r < B; r++) {
         double e = fabs(o.loss[r] - lr[r]) / fmax(fabs(lr[r]), 1e-3);
-        if (!(e <= el)) el = e;
+        el = tap_worse(el, e);
         finite &= isfinite(o.loss[r]);
         corr &= o.correct[r] == cr[r];
     }
@@ -375,7 +375,7 @@ static double fd_check(fd_ctx *c, float *h, const float *g, size_t n, int count,
         double fd = fd_at(c, h, i, &kink);
         if (kink) continue; /* the derivative does not exist across the kink */
         double e = fabs(fd - g[i]) / fmax(1.0, fabs(g[i]));
-        if (!(e <= worst)) worst = e;
+        worst = tap_worse(worst, e);
         (*checked)++;
     }
     return worst;
@@ -406,7 +406,7 @@ static void test_fd_linear(ht_act act) {
         double fd = fd_at(&c, c.p, i, &kink);
         if (kink) continue;
         double e = fabs(fd - gp[i]) / fmax(1.0, fabs(gp[i]));
-        if (!(e <= eb)) eb = e;
+        eb = tap_worse(eb, e);
         checked++;
     }
     tap_ok(ex < TOL_FD && ew < TOL_FD && eb < TOL_FD && checked >= 20,
@@ -467,7 +467,7 @@ static void test_fd_act(ht_act act) {
         }
         double fd = (L[0] - L[1]) / ((double)(x[i] + FD_STEP) - (double)(x[i] - FD_STEP));
         double e = fabs(fd - g[i]) / fmax(1.0, fabs(g[i]));
-        if (!(e <= worst)) worst = e;
+        worst = tap_worse(worst, e);
         checked++;
     }
     tap_ok(worst < TOL_FD && checked > 20, "finite differences, %s n=%d (%d points): err %.2e",

@@ -66,7 +66,7 @@ static double relerr(const float *a, const double *b, size_t n) {
         big = fmax(big, fabs(b[i]));
     for (size_t i = 0; i < n; i++) {
         double e = fabs((double)a[i] - b[i]) / fmax(fabs(b[i]), fmax(FLOOR * big, 1e-30));
-        if (!(e <= worst)) worst = e;
+        worst = tap_worse(worst, e);
     }
     return worst;
 }
@@ -131,7 +131,7 @@ static void check_case(ht_dev *d, const char *name, const ht_optim_cfg *c, size_
         ht_buf *sb;
         ht_optim_state(&o, i, NULL, &sb, NULL);
         float *s = download(d, sb, n);
-        es = fmax(es, relerr(s, i == 0 ? r.m : r.v, n));
+        es = tap_worse(es, relerr(s, i == 0 ? r.m : r.v, n));
         free(s);
     }
     tap_ok(ew <= TOL && es <= TOL && o.t == steps,
@@ -170,7 +170,7 @@ static void check_clip(ht_dev *d) {
     double sc = 5.0 / (50.0 + 1e-6);
     double e = 0;
     for (size_t i = 0; i < n; i++)
-        e = fmax(e, fabs(wd[i] + sc * g[i]) / (sc * g[i]));
+        e = tap_worse(e, fabs(wd[i] + sc * g[i]) / (sc * g[i]));
     tap_ok(e <= 1e-6, "clip 5: every element scaled by 5/(50+1e-6) (rel err %.1e)", e);
     free(wd);
     ht_optim_free(&o);

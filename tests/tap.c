@@ -42,13 +42,18 @@ int tap_done(void) {
     return g_fail ? 1 : 0;
 }
 
+double tap_worse(double worst, double e) {
+    if (isnan(worst) || isnan(e)) return INFINITY;
+    return e > worst ? e : worst;
+}
+
 double tap_max_relerr(const float *a, const float *b, size_t n, double floor) {
     double worst = 0;
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)a[i] - (double)b[i]);
         double s = fabs((double)b[i]);
         double e = d / (s > floor ? s : floor);
-        if (!(e <= worst)) worst = e; /* NaN propagates as the worst */
+        worst = tap_worse(worst, e);
     }
     return worst;
 }
@@ -57,7 +62,7 @@ double tap_max_abserr(const float *a, const float *b, size_t n) {
     double worst = 0;
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)a[i] - (double)b[i]);
-        if (!(d <= worst)) worst = d;
+        worst = tap_worse(worst, d);
     }
     return worst;
 }

@@ -178,6 +178,7 @@ typedef struct ht_sampler {
      * goes to slot e&1. perm[k] has n entries, allocated on first use. */
     int64_t epoch[2];
     int *perm[2];
+    int64_t shuffles; /* permutations computed so far: how tests see the cache work */
 } ht_sampler;
 
 /* n >= 1 (an empty training set is rejected before this; n < 1 is an internal error). */

@@ -49,6 +49,7 @@ static const int *epoch_perm(ht_sampler *s, int64_t e) {
         }
     }
     s->epoch[k] = e;
+    s->shuffles++;
     return p;
 }
 
