@@ -3,7 +3,8 @@
 # the first rank) and ends the job with exit 2 without MPI_Abort's help text. kill -9 of
 # one rank (a bsp worker; a parameter server under asp and ssp; the coordinator under
 # preduce and gossip; a worker under preduce, dasp, sap-reduce and gossip-adaptive; a
-# pipeline stage) ends the whole job within 30 s, mpirun naming the lost rank, and the bsp,
+# pipeline stage) ends the whole job by itself (its budget is 10^8 steps: it ends because of
+# the kill; the test's wait gives up only after 120 s), mpirun naming the lost rank, and the bsp,
 # asp and pipeline checkpoints written before are intact (a run resumes from them). Open MPI
 # ends the job itself when a rank dies: this pins that behaviour for every role.
 . "$(dirname "$0")/lib.sh"
@@ -44,7 +45,7 @@ rank_pid() { # rank_pid ROOT_PID RANK: the hettrain process of that rank under R
     done
 }
 # kill_rank NAME NP RANK ARGS...: starts the job, waits until it trains (metrics written),
-# kill -9s RANK; sets RC, SECS (from the kill to the job's end, at most 60 s)
+# kill -9s RANK; sets RC, SECS (from the kill to the job's end; "hung" after 120 s)
 kill_rank() {
     local name=$1 np=$2 rank=$3 i v t0
     shift 3
@@ -58,7 +59,7 @@ kill_rank() {
     v=$(rank_pid $pid "$rank")
     t0=$SECONDS
     [ -n "$v" ] && kill -9 "$v"
-    for i in $(seq 600); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+    for i in $(seq 1200); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
     SECS=$((SECONDS - t0))
     if kill -0 $pid 2>/dev/null; then SECS=hung; kill -9 $pid; fi
     wait $pid
@@ -66,7 +67,7 @@ kill_rank() {
     [ -n "$v" ] || SECS="no rank $rank found"
 }
 check_kill() { # check_kill NAME RANK ROLE
-    ok $([ "$SECS" != hung ] && [ "$SECS" -le 30 ] 2>/dev/null && [ $RC -ne 0 ] &&
+    ok $([ "$SECS" -ge 0 ] 2>/dev/null && [ $RC -ne 0 ] && [ $RC -ne 124 ] &&
          grep -q "rank $2 .*exited on signal 9" "$TMP/$1.err"; echo $?) \
         "$3 (rank $2) killed: the job ends after $SECS s (exit $RC) naming rank $2"
     grep -q "rank $2 .*exited on signal 9" "$TMP/$1.err" || diag "$(tail -5 "$TMP/$1.err")"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # SIGINT / SIGTERM during a run: the run stops after the current step, saves its checkpoint,
 # says so and exits 75 (HT_ESTOPPED: stopped early, resume to continue), also while it idles
-# for a huge emulated slowdown (the sleep wakes on the signal); --resume then continues from
+# for a huge emulated slowdown (the sleep wakes on the signal: a 1e6x slowdown idles
+# 1e6 x a step's compute, over 100 s, so a run that exits 75 within stop_bg's 60 s woke
+# early; no speed is asserted); --resume then continues from
 # that checkpoint to the end. Under mpirun, signals to the ranks give mpirun's status 75, also
 # under the asynchronous policies (asp, gossip), and when only one worker is signalled.
 . "$(dirname "$0")/lib.sh"
@@ -27,12 +29,13 @@ start_bg() {
     for _ in $(seq 600); do [ -e "$TMP/m.jsonl" ] && break; sleep 0.1; done
     sleep 1 # into the first step's emulated idling
 }
-# stop_bg SIG: sends SIG to $PID (or to the pids in $TARGETS), waits (at most 30 s); sets RC, SECS
+# stop_bg SIG: sends SIG to $PID (or to the pids in $TARGETS), waits (at most 60 s, then
+# kill -9: exit 137); sets RC, SECS
 stop_bg() {
     local t0 t1
     t0=$(date +%s.%N)
     kill -"$1" ${TARGETS:-$PID}
-    for _ in $(seq 300); do kill -0 $PID 2>/dev/null || break; sleep 0.1; done
+    for _ in $(seq 600); do kill -0 $PID 2>/dev/null || break; sleep 0.1; done
     if kill -0 $PID 2>/dev/null; then kill -9 $PID; fi
     wait $PID
     RC=$?
@@ -44,8 +47,8 @@ args=(-c "$TMP/job.cfg" --set checkpoint.path="$TMP/c.ckpt" --set log.metrics="$
 for sig in INT TERM; do
     start_bg "$HETTRAIN" "${args[@]}" --set 'cluster.slowdown=[1e6]'
     stop_bg $sig
-    ok $([ $RC -eq 75 ] && awk -v s="$SECS" 'BEGIN { exit !(s < 5) }'; echo $?) \
-        "SIG$sig during a 1e6x emulated slowdown: exit 75 after ${SECS} s (< 5 s)"
+    ok $([ $RC -eq 75 ]; echo $?) \
+        "SIG$sig during a 1e6x emulated slowdown: exit 75 after ${SECS} s (its idle was not over)"
     grep -Eq "interrupted at step [0-9]+; checkpoint saved to .*c.ckpt; continue with --resume" "$TMP/err"
     ok $? "SIG$sig: the message says where the checkpoint is and how to continue"
     [ $? -eq 0 ] || diag "$(cat "$TMP/err")"
@@ -62,7 +65,10 @@ r=$?
 ok $r "stopped by SIGTERM and resumed: the losses of the 40 steps are an uninterrupted run's, bit for bit"
 [ $r -eq 0 ] || diag "$(diff "$TMP/u.loss" "$TMP/m.loss" | head -5)"
 
-# under mpirun: the ranks signalled (as a scheduler does), mpirun exits 75
+# under mpirun: the ranks signalled (as a scheduler does), mpirun exits 75. CI has mpirun
+# (tools/setup installs openmpi-bin): without it these checks fail, naming it
+command -v mpirun >/dev/null
+ok $? "mpirun found (the checks under mpirun below need it)"
 if command -v mpirun >/dev/null; then
     start_bg mpirun --oversubscribe -np 2 "$HETTRAIN" "${args[@]}" \
         --set 'cluster.slowdown=[1e6, 1e6]'
@@ -81,7 +87,7 @@ if command -v mpirun >/dev/null; then
         TARGETS=$(pgrep -P $PID -x hettrain | tr '\n' ' ')
         stop_bg TERM
         TARGETS=
-        ok $([ $RC -eq 75 ] && [ -s "$TMP/c.ckpt" ] && awk -v s="$SECS" 'BEGIN { exit !(s < 5) }'; echo $?) \
+        ok $([ $RC -eq 75 ] && [ -s "$TMP/c.ckpt" ]; echo $?) \
             "sync.mode $mode, SIGTERM to all 3 ranks while the workers idle: mpirun exits 75 after ${SECS} s, checkpoint saved"
         [ $RC -eq 75 ] || diag "$(tail -5 "$TMP/err")"
         mpirun --oversubscribe -np 3 "$HETTRAIN" "${args[@]}" -q --resume --set sync.mode=$mode >"$TMP/out" 2>"$TMP/err"
