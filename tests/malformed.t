@@ -97,7 +97,28 @@ num 'optim = { lr = 1e999; };' "key 'optim.lr': found inf, expected a finite num
 num 'model = { type = "cnn"; input_shape = [65536, 65536, 2]; };' "key 'model.input_shape': found \[65536, 65536, 2\] = 8589934592 values per sample" "CNN input_shape product overflows"
 ht 2 "key 'model.n_layer': found 100000000, expected an integer >= 0 and <= 10000" "n_layer = 1e8" -- "${G[@]}" --set model.type=gpt --set data.kind=text --set "data.path=$TMP/good.cfg" --set model.n_layer=100000000
 ht 2 "layer fc1 at batch 16: 16000000000 output values, expected at most 2\^31 - 1" "hidden = [1e9]: refused before allocating" -- "${G[@]}" --set 'model.hidden=[1000000000]'
-ht 2 "keys train.batch \(16\) and model.hidden: the parameters buffer needs [0-9]+ bytes, but device .* allocates at most [0-9]+ bytes at once" "a model too large for the device: bytes needed vs available, before allocating" -- "${G[@]}" --set 'model.hidden=[20000,20000,20000,20000,20000]'
+# a parameter buffer just over the device's largest allocation (CL_DEVICE_MAX_MEM_ALLOC_SIZE
+# as clinfo reads it; a fixed 6.4 GB fits an 80 GB GPU): hidden [w, w] over 4 features and 3
+# classes holds w^2 + 9w + 3 floats. A device that allocates 4 (2^31 - 1) bytes or more at
+# once cannot be given one (the kernels index with 32-bit integers): then the element count
+# is what refuses it
+dev=$("$HETTRAIN" -c "$TMP/good.cfg" --set train.steps=1 2>&1 | sed -nE 's/^device 0: (.*) \([^()]*\), kernels.*/\1/p')
+maxa=$(clinfo --raw 2>/dev/null | awk -v d="$dev" '$2 == "CL_DEVICE_NAME" { $1 = $2 = ""; sub(/^ +/, ""); hit = $0 == d }
+    hit && $2 == "CL_DEVICE_MAX_MEM_ALLOC_SIZE" { print $3; exit }')
+if [ -z "$maxa" ]; then
+    ok 1 "the largest allocation of device '$dev' from clinfo --raw (clinfo: tools/setup installs it)"
+else
+    w=$(awk -v m="$maxa" 'BEGIN { w = int(sqrt(m / 4)) + 1; while (4 * (w * w + 9 * w + 3) <= m) w++; print w }')
+    need=$(awk -v w="$w" 'BEGIN { printf "%.0f", 4 * (w * w + 9 * w + 3) }')
+    dre=$(printf '%s' "$dev" | sed 's/[][\.*^$()+?{}|]/\\&/g') # the name as a regex
+    if awk -v w="$w" 'BEGIN { exit !(w * w + 9 * w + 3 <= 2147483647) }'; then
+        ht 2 "keys train.batch \(16\) and model.hidden: the parameters buffer needs $need bytes, but device '$dre' allocates at most $maxa bytes at once" \
+            "a model of $need parameter bytes on a device that allocates $maxa at once: bytes needed vs available, before allocating" -- "${G[@]}" --set "model.hidden=[$w,$w]"
+    else
+        ht 2 "keys train.batch \(16\) and model.hidden: the parameters buffer needs 2147905353 elements, expected at most 2147483647" \
+            "device '$dev' allocates $maxa bytes at once: a parameter buffer over 2^31 - 1 floats is refused, before allocating" -- "${G[@]}" --set "model.hidden=[46341,46341]"
+    fi
+fi
 ht 2 "--set cluster.shares=\[4294967312\]: key 'cluster.shares\[0\]': found 4294967312" "ints in a --set array" -- "${G[@]}" --set 'cluster.shares=[4294967312]'
 ht 2 "--stop-after 9223372036854775807: expected an integer in \[1, 2147483647\]" "--stop-after beyond train.steps' range" -- "${G[@]}" --stop-after 9223372036854775807
 

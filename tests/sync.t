@@ -5,7 +5,7 @@
 # coordinator counted; each asp/ssp push is one update; push-sum weight is conserved); SSP
 # never lets a worker run more than s clocks ahead (from the workers' own records); preduce
 # with P = all workers gives bsp's parameters; SAP weights are the closed form of the timestamps; bad
-# combinations exit 2. Gossip never waits for a peer: the fast workers outrun the slow one.
+# combinations exit 2. Gossip never waits for a peer: with one worker frozen, the others train on.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mpi.sh"
 
@@ -69,18 +69,46 @@ read -r ab as < <(bytes_per_step "$TMP/gossip-adaptive.jsonl")
 read -r gb gs < <(bytes_per_step "$TMP/gossip.jsonl")
 awk -v ab="$ab" -v as="$as" -v gb="$gb" -v gs="$gs" 'BEGIN { exit !(as > 0 && gs > 0 && ab / as < gb / gs) }'
 ok $? "gossip-adaptive sends fewer bytes than gossip every step ($ab over $as steps, $gb over $gs)"
-# push-sum never waits for a peer: every fast worker runs at least 2x the local steps of the
-# 10x slower worker 3. Before 2026-11-26 a worker waited for its last send to complete (a
-# large model: until its peer took it; a small one: still a polite wait's sleep per step),
-# and here the fast workers ran 43-48 local steps against the slow one's 29-32 (1.5x); now
-# 17-130 against 2 on a quiet machine. The margin is for load: with two other processes
-# spinning on the 2 cores they ran 7-10 (and 3 another time) against 2, and 3x failed once in
-# CI
+# push-sum never waits for a peer, checked by events, not speeds: worker 3 frozen (SIGSTOP)
+# from the first logged step, the other workers train on, 100 global steps past the freeze
+# (over 130 local steps of 8 samples each), while their models sent to it stay in flight
+# (this model's 5.7 KB send is rendezvous-size: it completes only when worker 3 takes it).
+# With the wait for the last send before the next exchange (as before 2026-11-26) every
+# worker was stuck within a matching cycle: 15 and 20 global steps past the freeze, tried
+# here. The speed ratio this replaces (fast workers at least 2x the 10x slower one's steps)
+# failed on a loaded CI machine.
+tree_of() { local c; for c in $(pgrep -P "$1"); do echo "$c"; tree_of "$c"; done; }
+last_step() { grep '"type":"train"' "$1" 2>/dev/null | tail -1 | sed -nE 's/.*"step":([0-9]+),.*/\1/p'; }
 for mode in gossip gossip-adaptive; do
-    s3=$(field "$TMP/$mode.jsonl" 3 steps)
-    lo=$(for r in 0 1 2; do field "$TMP/$mode.jsonl" $r steps; done | sort -n | head -1)
-    [ -n "$s3" ] && [ -n "$lo" ] && [ "$lo" -ge $((2 * s3)) ]
-    ok $? "$mode: the fast workers ran at least $lo local steps, the 10x slower one $s3"
+    rm -f "$TMP/fz.jsonl"
+    MPI_TIMEOUT=300 mpirun_ht 5 "$HETTRAIN" -c "$TMP/job.cfg" --set sync.mode=$mode \
+        --set train.steps=100000 --set log.every=1 --set log.metrics="$TMP/fz.jsonl" \
+        >"$TMP/fz.out" 2>"$TMP/fz.err" &
+    job=$! w3= at= reached=
+    for _ in $(seq 1000); do # worker 3's pid (this job's), then its first logged step
+        for p in $(tree_of $job); do
+            [ "$(cat /proc/"$p"/comm 2>/dev/null)" = hettrain ] &&
+                tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=3 && w3=$p
+        done
+        [ -n "$w3" ] || ! kill -0 $job 2>/dev/null && break
+        sleep 0.02
+    done
+    for _ in $(seq 1000); do [ -n "$(last_step "$TMP/fz.jsonl")" ] || ! kill -0 $job 2>/dev/null && break; sleep 0.01; done
+    if [ -n "$w3" ] && kill -STOP "$w3"; then
+        at=$(last_step "$TMP/fz.jsonl")
+        # no speed asserted: 1200 polls (at least 2 minutes) only bound a wait that never ends
+        for _ in $(seq 1200); do
+            s=$(last_step "$TMP/fz.jsonl")
+            [ -n "$s" ] && [ "$s" -ge $((at + 100)) ] && { reached=$s; break; }
+            sleep 0.1
+        done
+        kill -CONT "$w3"
+    fi
+    kill -TERM $(tree_of $job) 2>/dev/null # ends the job (exit 75 when the ranks stop)
+    wait $job
+    [ -n "$reached" ]
+    ok $? "$mode: worker 3 frozen from step ${at:-?}, the others trained on to step ${reached:-$(last_step "$TMP/fz.jsonl")} (at least $((${at:-0} + 100)))"
+    [ -n "$reached" ] || diag "worker 3: pid ${w3:-not found}" "$(tail -3 "$TMP/fz.err")"
 done
 
 # SSP (s = 2), from the workers' own records (<sync.log>.w<rank>: each push's clock c, when it
