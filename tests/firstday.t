@@ -59,6 +59,10 @@ start_bg "$HETTRAIN" "${idle[@]}" --set 'cluster.slowdown=[1e6]' --set checkpoin
 stop_bg INT
 ok $([ $RC -eq 75 ] && [ -s "$TMP/s.ckpt" ] && grep -q "continue with --resume" "$TMP/err"; echo $?) \
     "SIGINT with checkpoint.path: exit 75, checkpoint saved, --resume advised (exit $RC)"
+# CI has mpirun (tools/setup installs openmpi-bin): without it the checks under mpirun below
+# and further down fail here, naming it, instead of dropping out silently
+command -v mpirun >/dev/null
+ok $? "mpirun found (the checks under mpirun in this file need it)"
 if command -v mpirun >/dev/null; then
     start_bg mpirun --oversubscribe -np 2 "$HETTRAIN" "${idle[@]}" --set 'cluster.slowdown=[1e6, 1e6]'
     TARGETS=$(pgrep -P $PID -x hettrain | tr '\n' ' ')
