@@ -76,7 +76,11 @@ ok $? "gossip-adaptive sends fewer bytes than gossip every step ($ab over $as st
 # With the wait for the last send before the next exchange (as before 2026-11-26) every
 # worker was stuck within a matching cycle: 15 and 20 global steps past the freeze, tried
 # here. The speed ratio this replaces (fast workers at least 2x the 10x slower one's steps)
-# failed on a loaded CI machine.
+# failed on a loaded CI machine. The freeze waits for logged step 40 (past the start).
+# KNOWN (2026-11-28): gossip-adaptive fails this about 1 run in 4 here: the others stop at the
+# step of the freeze until worker 3 resumes, i.e. a worker does wait for a peer (suspected: a
+# model message of worker 3's found by probe, then received with a blocking receive while its
+# sender is stopped mid-transfer). Not fixed in this change.
 tree_of() { local c; for c in $(pgrep -P "$1"); do echo "$c"; tree_of "$c"; done; }
 last_step() { grep '"type":"train"' "$1" 2>/dev/null | tail -1 | sed -nE 's/.*"step":([0-9]+),.*/\1/p'; }
 for mode in gossip gossip-adaptive; do
@@ -93,7 +97,7 @@ for mode in gossip gossip-adaptive; do
         [ -n "$w3" ] || ! kill -0 $job 2>/dev/null && break
         sleep 0.02
     done
-    for _ in $(seq 1000); do [ -n "$(last_step "$TMP/fz.jsonl")" ] || ! kill -0 $job 2>/dev/null && break; sleep 0.01; done
+    for _ in $(seq 1000); do [ "$(last_step "$TMP/fz.jsonl")" -ge 40 ] 2>/dev/null || ! kill -0 $job 2>/dev/null && break; sleep 0.01; done
     if [ -n "$w3" ] && kill -STOP "$w3"; then
         at=$(last_step "$TMP/fz.jsonl")
         # no speed asserted: 1200 polls (at least 2 minutes) only bound a wait that never ends
