@@ -77,10 +77,9 @@ ok $? "gossip-adaptive sends fewer bytes than gossip every step ($ab over $as st
 # worker was stuck within a matching cycle: 15 and 20 global steps past the freeze, tried
 # here. The speed ratio this replaces (fast workers at least 2x the 10x slower one's steps)
 # failed on a loaded CI machine. The freeze waits for logged step 40 (past the start).
-# KNOWN (2026-11-28): gossip-adaptive fails this about 1 run in 4 here: the others stop at the
-# step of the freeze until worker 3 resumes, i.e. a worker does wait for a peer (suspected: a
-# model message of worker 3's found by probe, then received with a blocking receive while its
-# sender is stopped mid-transfer). Not fixed in this change.
+# It also caught a wait that is now gone: a worker found worker 3's model message by probe and
+# then received it with a blocking receive, which a stopped sender never completed (the others
+# stood still, 3 of 10 runs of gossip-adaptive); a worker now tests a posted receive.
 tree_of() { local c; for c in $(pgrep -P "$1"); do echo "$c"; tree_of "$c"; done; }
 last_step() { grep '"type":"train"' "$1" 2>/dev/null | tail -1 | sed -nE 's/.*"step":([0-9]+),.*/\1/p'; }
 for mode in gossip gossip-adaptive; do

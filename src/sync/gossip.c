@@ -38,6 +38,7 @@ typedef struct gs_worker {
     float *x, *last;      /* the model on the host; the model at the last exchange */
     void *sbuf, *rbuf;    /* header + n floats */
     ht_comm_msg *sm, *pm; /* the model send and the progress send in flight */
+    ht_comm_msg *rm;      /* the posted receive of the next model message (or FIN) */
     msg_hdr prog, ctrl;
     double a; /* push-sum weight */
     int64_t round, since, unreported, steps;
@@ -80,9 +81,15 @@ static void gossip_begin(ht_sync *s, int64_t until) {
     if (s->rank == 0) ht_sync_send_init(s, s->L.workers, until, NULL, (int64_t)s->n, NULL, 0);
 }
 
-/* Receives one waiting model message (or FIN) and merges it into x. */
-static void take(ht_sync *s, gs_worker *g, int from) {
-    ht_comm_recv(g->rbuf, sizeof(msg_hdr) + s->n * sizeof(float), from, TAG_MODEL);
+/* The receive of the next model message (or FIN) from any worker, posted if it is not. */
+static ht_comm_msg *model_recv(ht_sync *s, gs_worker *g) {
+    if (!g->rm) g->rm = ht_comm_irecv(g->rbuf, sizeof(msg_hdr) + s->n * sizeof(float),
+                                      HT_COMM_ANY, TAG_MODEL);
+    return g->rm;
+}
+
+/* Merges the model message (or counts the FIN) that the completed receive left in rbuf. */
+static void take(ht_sync *s, gs_worker *g) {
     const msg_hdr *h = g->rbuf;
     if (h->kind == MSG_FIN) {
         g->fins++;
@@ -129,10 +136,16 @@ static void gossip_step(ht_sync *s, int b, float lr) {
     g->steps++;
     g->since++;
     g->fresh = 0;
-    int from, merged = 0;
-    while (ht_comm_probe(HT_COMM_ANY, TAG_MODEL, &from, NULL)) {
+    int merged = 0;
+    /* A posted receive, tested, never waited for: a large message moves only while its
+     * sender is inside MPI, so a blocking receive of one whose sender was descheduled (or
+     * stopped) after announcing it waited for that peer (seen with a worker frozen by
+     * SIGSTOP: the others stood still until it resumed). */
+    while (ht_comm_msg_done(model_recv(s, g), NULL, NULL)) {
+        ht_comm_msg_free(g->rm);
+        g->rm = NULL;
         model(s, g);
-        take(s, g, from);
+        take(s, g);
         merged = 1;
     }
     /* push-sum never waits for a peer: while the last model sent is still in flight (a
@@ -192,9 +205,9 @@ static void gossip_quiesce(ht_sync *s) {
         if (w != s->rank) ht_comm_send(&fin, sizeof fin, w, TAG_MODEL);
     ht_sync_params_read(s, g->x);
     while (g->fins < W - 1) {
-        int from;
-        ht_comm_probe_wait(HT_COMM_ANY, TAG_MODEL, &from, NULL);
-        take(s, g, from);
+        ht_comm_msg_wait(model_recv(s, g), NULL, NULL); /* waits, then frees it */
+        g->rm = NULL;
+        take(s, g);
     }
     g->fins = 0;
     if (g->sm) ht_comm_msg_wait(g->sm, NULL, NULL);
