@@ -37,8 +37,8 @@ ok $big "every part is at most 60 MiB"
 
 # --- the root, made once
 if [ ! -x "$root/bin/bash" ]; then
-    command -v debootstrap >/dev/null ||
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
+    command -v debootstrap >/dev/null || { apt-get update -qq &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null; }
     t0=$SECONDS
     rm -rf "$root.tmp"; mkdir -p "$(dirname "$root")"
     debootstrap --variant=minbase bookworm "$root.tmp" http://deb.debian.org/debian \
@@ -63,7 +63,7 @@ incroot() {
         r=$1; shift
         mount -t proc proc "$r/proc" && mount --rbind /sys "$r/sys" &&
             mkdir -p "$r/dev/shm" && mount -t tmpfs shm "$r/dev/shm" && mount -t tmpfs tmp "$r/tmp" || exit 98
-        exec chroot "$r" /usr/bin/env -i HOME=/root PATH=/usr/bin:/bin TERM=dumb \
+        exec chroot "$r" /usr/bin/env -i HOME=/tmp PATH=/usr/bin:/bin TERM=dumb \
             OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 /bin/bash -c "$@"' \
         incroot "$root" ". $B/env.sh && cd $B/app && $1"
 }
@@ -87,7 +87,7 @@ q=(-c conf/quickstart.cfg --set log.metrics= --set log.progress=none)
 
 # --- the quickstart job, against the same job run by this machine's build
 (cd "$repo" && "$build/hettrain" "${q[@]}" >"$build/proof-host1.out" 2>&1)
-incroot "hettrain ${q[*]}" >"$build/proof-root1.out" 2>&1
+incroot "timeout 300 hettrain ${q[*]}" >"$build/proof-root1.out" 2>&1
 rc=$?
 want=$(finals "$build/proof-host1.out"); got=$(finals "$build/proof-root1.out")
 echo "# host:   $want"; echo "# bundle: $got (exit $rc)"
@@ -98,7 +98,7 @@ ok "$([ $rc = 0 ] && [ -n "$want" ] && [ "$got" = "$want" ] && echo 0 || echo 1)
 mpi=(mpirun -np 2 --oversubscribe --bind-to none --mca btl self,vader)
 (cd "$repo" && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
     "${mpi[@]}" "$build/hettrain" "${q[@]}" >"$build/proof-host2.out" 2>&1)
-incroot "${mpi[*]} hettrain ${q[*]}" >"$build/proof-root2.out" 2>&1
+incroot "timeout 400 ${mpi[*]} hettrain ${q[*]}" >"$build/proof-root2.out" 2>&1
 rc=$?
 want=$(finals "$build/proof-host2.out"); got=$(finals "$build/proof-root2.out")
 echo "# host:   $want"; echo "# bundle: $got (exit $rc)"
@@ -110,7 +110,8 @@ out=$(incroot 'ompi_info --parsable --path prefix --path pkglibdir --path pkgdat
 echo "$out" | sed 's/^/# /'
 bad=$(echo "$out" | grep -c "^path:" ); wrong=$(echo "$out" | grep "^path:" | grep -vc "$B")
 ok "$([ "$bad" = 3 ] && [ "$wrong" = 0 ] && echo 0 || echo 1)" "ompi_info: prefix, plugin and help folders are the bundle's"
-out=$(incroot 'mpirun -np 1 --mca no_such_param 1 --host nosuchhost true' 2>&1)
-echo "$out" | grep -qi 'not enough slots\|could not be found\|resolve\|nosuchhost' && ! echo "$out" | grep -q 'help file'
-ok $? "mpirun's error text comes from the bundle's help files"
-[ $? = 0 ] || echo "$out" | head -10 | sed 's/^/# /'
+out=$(incroot 'mpirun -np 1 --host nosuchhost true' 2>&1)
+echo "$out" | grep -q 'ORTE was unable to reliably start' && ! echo "$out" | grep -qi 'supposed to get help'
+rc=$?
+ok $rc "mpirun's error text comes from the bundle's help files"
+[ $rc = 0 ] || echo "$out" | head -10 | sed 's/^/# /'
