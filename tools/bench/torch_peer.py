@@ -17,8 +17,11 @@ p = argparse.ArgumentParser()
 p.add_argument("model", choices=["mlp", "cnn", "gpt"])
 p.add_argument("--threads", type=int, default=2)
 p.add_argument("--steps", type=int, default=30)
+p.add_argument("--device", default="cpu", help="cpu, or cuda on a GPU node (tools/device-check)")
 a = p.parse_args()
 torch.set_num_threads(a.threads)
+if a.device != "cpu":
+    torch.set_default_device(a.device)  # models, batches and masks there; loss.item() waits
 torch.manual_seed(0)
 
 
@@ -91,5 +94,5 @@ t0 = time.perf_counter()
 for _ in range(a.steps):
     step()
 dt = time.perf_counter() - t0
-print(f"torch {torch.__version__}, {a.threads} threads, {a.steps} steps")
+print(f"torch {torch.__version__}, {a.device}, {a.threads} threads, {a.steps} steps")
 print(f"peer_per_s {a.steps * per / dt:.1f}")
