@@ -246,7 +246,7 @@ int ht_ocl_pick(const ht_devinfo *d, int n, const char *selector, int local_rank
     char *colon = strrchr(sel, ':');
     /* "name:N" is match N of "name", unless the whole text is itself in a name */
     if (colon && all_digits(colon + 1) && !match_all(d, n, sel, m)) {
-        nth = atoi(colon + 1);
+        nth = strlen(colon + 1) < 6 ? atoi(colon + 1) : 999999; /* past any device count */
         *colon = 0;
     }
     if (all_digits(sel)) { /* an index: that device, whatever the local rank */
