@@ -53,7 +53,7 @@ typedef struct ps_worker {
     void **out, **in; /* per server: header + shard (push); header + shard + states (pull,
                          final) */
     int64_t clock;    /* pushes done */
-    ht_metrics *log;  /* with sync.log: this worker's pushes and replies (tests/sync.t) */
+    ht_metrics *log;  /* with sync.log: this worker's pushes and replies (tests/integration/sync.t) */
 } ps_worker;
 
 static size_t shard_bytes(const ps_worker *p, int j) {

@@ -126,7 +126,7 @@ static int check(ht_job *j) {
                         src_of(cfg));
     /* every layer runs one micro-batch at a time: the model's own buffers (the executor's
      * first slot, and evaluation's) need hold no more (issue 11: 3x less memory per rank on
-     * tests/pipe_mem.t's GPT than buffers for the whole batch) */
+     * tests/integration/pipe_mem.t's GPT than buffers for the whole batch) */
     j->model_batch = B / (R * N);
     return HT_OK;
 }

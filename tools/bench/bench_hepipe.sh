@@ -26,7 +26,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Shared memory with Open MPI's default single-copy mechanism (CMA here): the receiver copies
 # a large message out of the sender's memory while it waits for it. With the mechanism off
-# (as tests/mpi.sh sets it, for containers without ptrace) a message over the eager limit
+# (as tests/lib/mpi.sh sets it, for containers without ptrace) a message over the eager limit
 # also needs the sender inside MPI, so it stalls until the sender's current FWD/BWD ends:
 # GPipe's bubble on 2 pinned ranks measured 0.45 against 0.38 predicted that way, 0.38 with CMA.
 export OMPI_MCA_btl=self,vader

@@ -1,0 +1,64 @@
+# TAP helpers for the .t shell tests. Sourced; expects $HT_BUILD (tests/run sets it).
+# HT_ROOT: the repository (the scripts are tests/integration/*.t)
+HT_ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+: "${HT_BUILD:=$HT_ROOT/build}"
+HETTRAIN="$HT_BUILD/hettrain"
+T_N=0
+T_FAIL=0
+TMP=$(mktemp -d /tmp/ht_test.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+
+ok() { # ok COND_EXIT_STATUS DESCRIPTION
+    T_N=$((T_N + 1))
+    if [ "$1" -eq 0 ]; then echo "ok $T_N - $2"; else echo "not ok $T_N - $2"; T_FAIL=$((T_FAIL + 1)); fi
+}
+# diagnostics go to stderr, which prove shows without -v (CI's log keeps them)
+diag() { printf '%s\n' "$@" | sed 's/^/# /' >&2; }
+done_testing() { echo "1..$T_N"; [ "$T_FAIL" -eq 0 ]; }
+
+# run_ht ARGS...: runs hettrain, keeping stdout in $OUT, stderr in $ERR, status in $RC.
+run_ht() {
+    "$HETTRAIN" "$@" >"$TMP/out" 2>"$TMP/err"
+    RC=$?
+    OUT=$(cat "$TMP/out")
+    ERR=$(cat "$TMP/err")
+}
+
+# expect_fail CODE PATTERN DESCRIPTION -- ARGS...: hettrain exits CODE and stderr matches PATTERN (grep -E).
+expect_fail() {
+    local code=$1 pat=$2 desc=$3
+    shift 4
+    run_ht "$@"
+    local good=1
+    [ "$RC" -eq "$code" ] && printf '%s' "$ERR" | grep -Eq -- "$pat" && good=0
+    ok $good "$desc (exit $RC)"
+    [ $good -eq 0 ] || diag "expected exit $code and /$pat/; stderr was:" "$ERR"
+}
+
+# Comparing runs (the trainer's metrics and checkpoints), shared by the distributed tests.
+# losses METRICS: "step loss" per train record of a metrics file
+losses() { grep '"type":"train"' "$1" | sed -E 's/.*"step":([0-9]+),"loss":([^,]+),.*/\1 \2/'; }
+# same_losses A B N TOL: N "step loss" lines each, the same steps, |a-b| <= TOL |a| at each
+same_losses() {
+    [ "$(wc -l <"$1")" -eq "$3" ] && [ "$(wc -l <"$2")" -eq "$3" ] && paste -d' ' "$1" "$2" |
+        awk -v tol="$4" '{ d = $2 - $4; if (d < 0) d = -d; if ($1 != $3 || d > tol * $2) bad = 1 }
+                         END { exit bad }'
+}
+# same_params A B TOL: the same tensors in two checkpoints (optimizer state aside), each
+# within TOL of its largest magnitude (at least 1e-3)
+same_params() {
+    /usr/bin/python3 - "$1" "$2" "$3" <<'PY'
+import json, struct, sys
+import numpy as np
+def load(p):
+    b = open(p, 'rb').read()
+    n = struct.unpack('<Q', b[:8])[0]
+    h = json.loads(b[8:8 + n]); base = 8 + n
+    return {k: np.frombuffer(b[base + v['data_offsets'][0]:base + v['data_offsets'][1]], '<f4')
+            for k, v in h.items() if k != '__metadata__' and not k.startswith('optim')}
+a, b, tol = load(sys.argv[1]), load(sys.argv[2]), float(sys.argv[3])
+bad = [k for k in a if k not in b or
+       np.max(np.abs(a[k] - b[k])) > tol * max(1e-3, float(np.max(np.abs(a[k]))))]
+if bad or set(a) != set(b): print('# differ:', bad[:5]); sys.exit(1)
+PY
+}

@@ -1,0 +1,32 @@
+# The small GPT the pipeline tests train on tiny shakespeare: 6 blocks of width 32, context
+# 16, dropout 0.1, batch 24, AdamW with clipping. Sourced after lib.sh.
+TEXT="$(cd "$(dirname "$0")/../../.." && pwd)/shared/data/tinyshakespeare/input.txt"
+
+# need_text: skips the whole test without the text
+need_text() {
+    if [ ! -f "$TEXT" ]; then
+        echo "1..0 # SKIP tiny shakespeare not found at $TEXT"
+        exit 0
+    fi
+}
+
+# gpt_job STEPS EVAL_EVERY: the job in $TMP/gpt.cfg
+gpt_job() {
+    cat >"$TMP/gpt.cfg" <<CFG
+model = { type = "gpt"; n_layer = 6; d_model = 32; n_head = 2; context = 16; dropout = 0.1; };
+data = { kind = "text"; path = "$TEXT"; val_fraction = 0.1; };
+train = { batch = 24; steps = $1; seed = 5; eval_every = $2; eval_batches = 2; };
+optim = { type = "adamw"; lr = 0.003; weight_decay = 0.1; clip = 0.5; };
+log = { every = 1; progress = "none"; };
+CFG
+}
+
+# one_process: the job in one process, the reference: $TMP/one.loss (a loss per step) and
+# $TMP/one.ckpt; returns its exit status (stderr in $TMP/one.err)
+one_process() {
+    "$HETTRAIN" -c "$TMP/gpt.cfg" -q --set log.metrics="$TMP/one.jsonl" \
+        --set checkpoint.path="$TMP/one.ckpt" >/dev/null 2>"$TMP/one.err"
+    local rc=$?
+    losses "$TMP/one.jsonl" >"$TMP/one.loss"
+    return $rc
+}

@@ -1,0 +1,171 @@
+/* Our own SGEMM kernels (src/ocl/gemm.c, cl/gemm.cl), forced (ht_dev_opts.gemm =
+ * HT_GEMM_TILED, what HT_GEMM=tiled sets) whatever the device's measured choice, which on
+ * rusticl and GPUs is CLBlast: so they are tested on every device the suite runs on
+ * (tests/integration/rusticl.t runs this file on Mesa's rusticl too). Each product is checked against a
+ * plain-C reference in double on odd shapes: partial 6-row and 16-column tiles, k = 1, k
+ * past the packing chunks, all four transposes, offsets into A, B and C, leading dimensions
+ * wider than the operands (the pad must stay untouched, as must C before its offset),
+ * alpha and beta, beta = 0 over a NaN-filled C (never read), k = 0 (C = beta C). The
+ * device's launch counts prove which of our paths ran (CLBlast packs nothing with our
+ * kernels): B packed by the run or the gather kernel, and A packed (gemm_packed) or read in
+ * place (gemm_rows: one column panel, A not transposed). Shapes stay small: our kernels run ~0.03 GFLOP/s
+ * on llvmpipe. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "ocl/ocl.h"
+#include "ref.h"
+#include "tap.h"
+
+/* Launches since the last reset, from the device's profile report ("NAME  CALLS ..."):
+ * of the four packing kernels (B's 16-column panels, A's 6-row panels; "run" when the
+ * panel's rows are contiguous, "gather" when not) and of the products ("sgemm ..." lines:
+ * ours and CLBlast's report under that name). Resets the profile. */
+typedef struct counts {
+    long b_run, b_gather, a_run, a_gather, products;
+} counts;
+
+static counts launches(ht_dev *d) {
+    counts n = {0};
+    FILE *f = tmpfile();
+    if (!f) return (counts){-1, -1, -1, -1, -1};
+    ht_dev_profile_report(d, f);
+    rewind(f);
+    char line[512], k[256];
+    long c;
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "sgemm ", 6)) {
+            n.products++;
+            continue;
+        }
+        if (sscanf(line, "%255s %ld", k, &c) != 2) continue;
+        if (!strcmp(k, "gemm_pack16_run")) n.b_run += c;
+        if (!strcmp(k, "gemm_pack16_gather")) n.b_gather += c;
+        if (!strcmp(k, "gemm_pack6_run")) n.a_run += c;
+        if (!strcmp(k, "gemm_pack6_gather")) n.a_gather += c;
+    }
+    fclose(f);
+    ht_dev_profile_reset(d);
+    return n;
+}
+
+/* C(m,n) = alpha op(A) op(B) + beta C0, row-major, double accumulation; beta = 0 never
+ * reads C0 (BLAS). */
+static void ref_gemm(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                     const float *b, int ldb, float beta, const float *c0, float *c, int ldc) {
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double s = 0;
+            for (int p = 0; p < k; p++)
+                s += (double)(ta ? a[p * lda + i] : a[i * lda + p]) *
+                     (double)(tb ? b[j * ldb + p] : b[p * ldb + j]);
+            c[i * ldc + j] = (float)(alpha * s + (beta != 0 ? beta * (double)c0[i * ldc + j] : 0));
+        }
+}
+
+/* One product with A, B and C at float offsets oa, ob, oc in their buffers and leading
+ * dimensions pad wider than the operands. */
+static void check(ht_dev *d, int ta, int tb, int m, int n, int k, float alpha, float beta, int pad,
+                  size_t oa, size_t ob, size_t oc) {
+    int lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
+    if (lda < 1) lda = 1;
+    if (ldb < 1) ldb = 1;
+    size_t na = (size_t)(ta ? k : m) * lda, nb = (size_t)(tb ? n : k) * ldb, nc = (size_t)m * ldc;
+    size_t ta_n = oa + na + 1, tb_n = ob + nb + 1, tc_n = oc + nc;
+    float *a = calloc(ta_n, 4), *b = calloc(tb_n, 4), *c0 = malloc(tc_n * 4), *c = malloc(tc_n * 4),
+          *r = malloc(tc_n * 4);
+    ref_fill_uniform(a, ta_n, -1, 1, 100 + (uint64_t)m);
+    ref_fill_uniform(b, tb_n, -1, 1, 200 + (uint64_t)n);
+    ref_fill_uniform(c0, tc_n, -1, 1, 300 + (uint64_t)k);
+    if (beta == 0) /* never read: a NaN there must not reach the result */
+        for (size_t i = oc; i < tc_n; i++)
+            if ((i - oc) % (size_t)ldc < (size_t)n) c0[i] = NAN;
+    ht_buf *ba = ht_buf_new(d, ta_n * 4, "A"), *bb = ht_buf_new(d, tb_n * 4, "B"),
+           *bc = ht_buf_new(d, tc_n * 4, "C");
+    ht_buf_write(d, ba, 0, ta_n * 4, a);
+    ht_buf_write(d, bb, 0, tb_n * 4, b);
+    ht_buf_write(d, bc, 0, tc_n * 4, c0);
+    ht_dev_profile_reset(d);
+    ht_sgemm(d, ta, tb, m, n, k, alpha, ba, oa, lda, bb, ob, ldb, beta, bc, oc, ldc);
+    ht_buf_read(d, bc, 0, tc_n * 4, c);
+    /* expected: the product inside C's m x n window, C0 everywhere else */
+    memcpy(r, c0, tc_n * 4);
+    ref_gemm(ta, tb, m, n, k, alpha, a + oa, lda, b + ob, ldb, beta, c0 + oc, r + oc, ldc);
+    /* fp32 sums of k products of magnitude <= 1: error ~ sqrt(k) eps; the bound is loose */
+    double tol = (1e-6 * k + 1e-5) * (fabs(alpha) > 1 ? fabs(alpha) : 1), worst = 0;
+    size_t bad = 0, first = 0, touched = 0;
+    for (size_t i = 0; i < tc_n; i++) {
+        int inside = i >= oc && (i - oc) % (size_t)ldc < (size_t)n;
+        if (!inside) { /* bit for bit untouched (a NaN stays a NaN) */
+            if (memcmp(&c[i], &r[i], 4)) touched++;
+            continue;
+        }
+        double e = fabs((double)c[i] - (double)r[i]);
+        if (!(e <= tol)) { /* also NaN */
+            if (!bad++) first = i;
+        } else if (e > worst) {
+            worst = e;
+        }
+    }
+    counts n_ = launches(d);
+    int rows = !ta && n <= 16; /* gemm.c: A read in place */
+    /* B(l, j): its panel rows (j) are contiguous unless B is stored transposed; A(i, l)
+     * likewise unless A is not transposed. k = 0 packs nothing; gemm_rows packs no A. */
+    long bp = tb ? n_.b_gather : n_.b_run, bo = tb ? n_.b_run : n_.b_gather;
+    long ap = ta ? n_.a_run : n_.a_gather, ao = ta ? n_.a_gather : n_.a_run;
+    int paths = n_.products == 1 && bo == 0 && ao == 0 &&
+                (k == 0 ? bp == 0 && ap == 0 : bp >= 1 && (rows ? ap == 0 : ap >= 1));
+    tap_ok(!bad && !touched && paths,
+           "tiled %c%c m=%d n=%d k=%d alpha=%g beta=%g pad %d offsets %zu/%zu/%zu (%s%s): "
+           "%zu of %zu outside %.1e (worst inside %.2e), %zu outside C's window changed",
+           ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, beta, pad, oa, ob, oc,
+           k == 0 ? "no packing" : rows ? "gemm_rows" : "gemm_packed",
+           k == 0 ? "" : tb ? ", B gathered" : ", B run", bad, (size_t)m * n, tol, worst, touched);
+    if (bad)
+        tap_diag("first bad element %zu: got %g, expected %g", first, (double)c[first],
+                 (double)r[first]);
+    if (!paths)
+        tap_diag("launches: B packs %ld run %ld gather, A packs %ld run %ld gather, %ld products",
+                 n_.b_run, n_.b_gather, n_.a_run, n_.a_gather, n_.products);
+    ht_buf_free(ba), ht_buf_free(bb), ht_buf_free(bc);
+    free(a), free(b), free(c0), free(c), free(r);
+}
+
+int main(void) {
+    const char *sel = getenv("HT_TEST_DEVICE");
+    int idx = 0;
+    ht_exit_on_error(ht_ocl_select(sel ? sel : "", &idx));
+    ht_dev_opts o = ht_dev_opts_default();
+    o.gemm = HT_GEMM_TILED;
+    o.profile = HT_PROF_EVENTS; /* launch counts: which kernels ran */
+    ht_dev *d;
+    ht_exit_on_error(ht_dev_open(&d, idx, &o));
+    printf("# device: %s (%s)\n", ht_dev_info(d)->name, ht_dev_info(d)->platform);
+    const ht_gemm_choice *ch = ht_dev_gemm_choice(d);
+    tap_ok(ch->path == HT_GEMM_TILED, "forced: the device runs %s",
+           ht_gemm_path_name(ch->path));
+
+    /* every transpose at partial tiles on both axes (m % 6, n % 16 != 0), both paths */
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            check(d, ta, tb, 13, 37, 29, 1.0f, 0.0f, 0, 0, 0, 0);
+            check(d, ta, tb, 7, 11, 5, -0.5f, 1.5f, 3, 5, 2, 7);
+        }
+    /* degenerate sizes: one row, one column, k = 1 */
+    check(d, 0, 0, 1, 1, 1, 1.0f, 0.0f, 0, 0, 0, 0);
+    check(d, 1, 1, 1, 17, 1, 2.0f, 0.5f, 1, 1, 1, 1);
+    check(d, 0, 1, 19, 1, 3, 1.0f, -1.0f, 2, 3, 0, 4);
+    /* k past the packing chunks (16 along k per run work-item, 256 per gather work-item),
+     * more panels than one packing work-item takes (128 / 16 = 8 of B, 128 / 6 = 21 of A) */
+    check(d, 1, 0, 131, 145, 40, 1.0f, 0.5f, 7, 11, 0, 3);
+    check(d, 0, 1, 23, 33, 517, 0.25f, 0.0f, 1, 0, 9, 0);
+    check(d, 0, 0, 5, 16, 263, 1.0f, 0.25f, 2, 1, 1, 1); /* n = 16: one panel, gemm_rows */
+    check(d, 1, 1, 12, 48, 18, -2.0f, 1.0f, 0, 0, 0, 0); /* whole tiles, both axes */
+    /* k = 0: C = beta C, no packing */
+    check(d, 0, 0, 6, 20, 0, 1.0f, 0.5f, 1, 0, 0, 2);
+    ht_dev_close(d);
+    return tap_done();
+}
