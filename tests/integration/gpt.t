@@ -3,8 +3,8 @@
 # 4 heads, context 64, batch 16, AdamW, 1,000 steps) brings validation loss on tiny
 # shakespeare below 2.0 nats per byte; generation from its checkpoint is deterministic.
 . "$(dirname "$0")/../lib/lib.sh"
-if [ ! -f ../shared/data/tinyshakespeare/input.txt ]; then
-    echo "1..0 # SKIP ../shared/data/tinyshakespeare not present"
+if [ ! -f "$SHAKESPEARE" ]; then
+    echo "1..0 # SKIP $SHAKESPEARE not present (data/README.md)"
     exit 0
 fi
 run_ht -c conf/shakespeare-gpt.cfg -q --set log.metrics="$TMP/g.jsonl" --set checkpoint.path="$TMP/g.ckpt"

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # End to end on real data, the 8,000 / 2,000 split of the MNIST test set in
-# ../shared/data/mnist: the MLP (conf/mnist-mlp.cfg) reaches >= 95% validation accuracy,
+# data/mnist: the MLP (conf/mnist-mlp.cfg) reaches >= 95% validation accuracy,
 # the CNN (conf/mnist-cnn.cfg) >= 97%; both configs run as shipped.
 . "$(dirname "$0")/../lib/lib.sh"
-if [ ! -f ../shared/data/mnist/t10k-images-idx3-ubyte.gz ]; then
-    echo "1..0 # SKIP ../shared/data/mnist not present"
+if [ ! -f "$HT_DATA/mnist/t10k-images-idx3-ubyte.gz" ]; then
+    echo "1..0 # SKIP $HT_DATA/mnist not present (data/README.md)"
     exit 0
 fi
 run_ht -c conf/mnist-mlp.cfg -q --set log.metrics="$TMP/m.jsonl" --set checkpoint.path=""

@@ -14,7 +14,7 @@
 . "$(dirname "$0")/../lib/lib.sh"
 . "$(dirname "$0")/../lib/mpi.sh"
 unset OMPI_MCA_btl OMPI_MCA_btl_vader_single_copy_mechanism # TCP here, not shared memory
-MNIST="${HT_MNIST_DIR:-$(cd "$(dirname "$0")/../.." && pwd)/../shared/data/mnist}"
+MNIST="${HT_MNIST_DIR:-$HT_DATA/mnist}"
 
 skip_all() { echo "1..0 # SKIP $1"; exit 0; }
 # setup_fail WHAT OUTPUT: our own setup failed where the machine has what it needs

@@ -14,7 +14,7 @@
 # (b) 2bw converges on the GPT within a stated bound of 1f1b (below).
 . "$(dirname "$0")/../lib/lib.sh"
 . "$(dirname "$0")/../lib/mpi.sh"
-TEXT="$(cd "$(dirname "$0")/../../.." && pwd)/shared/data/tinyshakespeare/input.txt"
+TEXT="$SHAKESPEARE"
 
 cat >"$TMP/mlp.cfg" <<'CFG'
 model = { hidden = [32, 32, 32]; activation = "relu"; };

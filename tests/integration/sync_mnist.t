@@ -6,8 +6,8 @@
 # apart between exchanges, and at 10 epochs it ends at 94.9-95.2%.
 . "$(dirname "$0")/../lib/lib.sh"
 . "$(dirname "$0")/../lib/mpi.sh"
-if [ ! -f ../shared/data/mnist/t10k-images-idx3-ubyte.gz ]; then
-    echo "1..0 # SKIP ../shared/data/mnist not present"
+if [ ! -f "$HT_DATA/mnist/t10k-images-idx3-ubyte.gz" ]; then
+    echo "1..0 # SKIP $HT_DATA/mnist not present (data/README.md)"
     exit 0
 fi
 for mode in bsp asp ssp dasp preduce sap-reduce gossip gossip-adaptive; do

@@ -2,6 +2,9 @@
 # HT_ROOT: the repository (the scripts are tests/integration/*.t)
 HT_ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 : "${HT_BUILD:=$HT_ROOT/build}"
+# the data the tests read, shipped in the repository (data/README.md)
+HT_DATA="$HT_ROOT/data"
+SHAKESPEARE="$HT_DATA/tinyshakespeare/input.txt"
 HETTRAIN="$HT_BUILD/hettrain"
 T_N=0
 T_FAIL=0

@@ -1,6 +1,6 @@
 # The small GPT the pipeline tests train on tiny shakespeare: 6 blocks of width 32, context
 # 16, dropout 0.1, batch 24, AdamW with clipping. Sourced after lib.sh.
-TEXT="$(cd "$(dirname "$0")/../../.." && pwd)/shared/data/tinyshakespeare/input.txt"
+TEXT="$SHAKESPEARE"
 
 # need_text: skips the whole test without the text
 need_text() {

@@ -406,8 +406,14 @@ static void test_lies(const char *img, const char *imggz) {
 /* ------------------------------------------------------------- real MNIST */
 
 static void test_mnist(void) {
+    /* HT_MNIST_DIR, or the copy shipped in the repository (found from this file's path) */
     const char *dir = getenv("HT_MNIST_DIR");
-    if (!dir || !*dir) dir = "../shared/data/mnist";
+    char shipped[960];
+    if (!dir || !*dir) {
+        const char *me = __FILE__, *cut = strstr(me, "tests/unit/t_idx.c");
+        snprintf(shipped, sizeof shipped, "%.*sdata/mnist", cut ? (int)(cut - me) : 0, me);
+        dir = shipped;
+    }
     char img[1024], lab[1024];
     snprintf(img, sizeof img, "%s/t10k-images-idx3-ubyte.gz", dir);
     snprintf(lab, sizeof lab, "%s/t10k-labels-idx1-ubyte.gz", dir);
