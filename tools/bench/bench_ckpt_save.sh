@@ -9,8 +9,7 @@
 # cores), and for a version with core/crc32c.h the CPU time of the CRC32C of the same data
 # alone (instruction and tables).
 #   tools/bench/bench_ckpt_save.sh [REV_A] [REV_B] [MIB] [REPS] [DIR]
-set -euo pipefail
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/common.sh"
 a=${1:-main} b=${2:-HEAD} mib=${3:-256} reps=${4:-7} dir=${5:-/tmp}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp" "$dir"/bench_ckpt.*' EXIT
 cat >"$tmp/main.c" <<'C'

@@ -7,12 +7,10 @@
 # time. On a loaded machine wall time stretches; the CPU seconds are what an idle one waits.
 #   tools/bench/bench_cold_start.sh [CONFIG (conf/quickstart.cfg)] [EXTRA hettrain ARGS...]
 # Env: HT_GEMM (e.g. tiled: no probe, for comparison). Run from the repository root.
-set -euo pipefail
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/common.sh"
 cfg=${1:-conf/quickstart.cfg}
 shift || true
-build=${HT_BUILD:-build}
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+bench_tmp
 run() { # run NAME LOAD [ARGS...]: one run with the caches in $tmp
     local name=$1 load=$2
     shift 2

@@ -12,14 +12,11 @@
 # "final:" line, from the end of the first step) and its ratio to pocl, with the load average.
 #   tools/bench/bench_exclude.sh [STEPS (200)] [REPS (3)]      (from the repository root)
 # PIN=1 (default) runs everything at nice -10 on cores 0-1 (taskset), as BENCHMARKS.md asks.
-set -euo pipefail
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/common.sh"
 steps=${1:-200}
 reps=${2:-3}
-build=${HT_BUILD:-build}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export RUSTICL_ENABLE=llvmpipe OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+bench_tmp
+export RUSTICL_ENABLE=llvmpipe
 pin=()
 [ "${PIN:-1}" = 1 ] && pin=(nice -n -10 taskset -c 0,1)
 common=(-c conf/quickstart.cfg -q --set train.steps="$steps" --set train.eval_every=0
@@ -39,9 +36,8 @@ run() { # run NAME: one run of configuration NAME, its samples/s appended to $tm
         "${common[@]}" "${mixed[@]}" --set cluster.split=speed --set cluster.exclude_slow=true \
         >"$out" 2>"$tmp/err" ;;
     esac || { tail -5 "$tmp/err"; exit 1; }
-    sed -nE 's/^final: .*, ([0-9.]+) samples\/s.*/\1/p' "$out" >>"$tmp/$name"
+    sps "$out" >>"$tmp/$name"
 }
-median() { sort -g "$1" | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 names=(pocl kept share0 excluded)
 for n in "${names[@]}"; do run "$n"; done # warm-up: kernel caches of both implementations
@@ -50,10 +46,10 @@ load0=$(cut -d' ' -f1 /proc/loadavg)
 for ((r = 0; r < reps; r++)); do for n in "${names[@]}"; do run "$n"; done; done
 load1=$(cut -d' ' -f1 /proc/loadavg)
 echo "quickstart MLP, batch 128, $steps steps, median of $reps interleaved runs; load average $load0 -> $load1"
-base=$(median "$tmp/pocl")
+base=$(median <"$tmp/pocl")
 printf '%-10s %14s %10s   %s\n' config samples/s vs_pocl runs
 for n in "${names[@]}"; do
-    m=$(median "$tmp/$n")
+    m=$(median <"$tmp/$n")
     printf '%-10s %14.0f %10.3f   %s\n' "$n" "$m" "$(awk -v a="$m" -v b="$base" 'BEGIN { print a / b }')" \
         "$(tr '\n' ' ' <"$tmp/$n")"
 done

@@ -12,15 +12,11 @@
 #   tools/bench/bench_gemm_choice.sh [ROUNDS (3)]       (repository root)
 # Env: STEPS (30), RSTEPS (4), RBATCH (16), MODELS ("mlp cnn gpt"), DEVICES ("pthread rusticl"),
 #      RTILED (0)
-set -euo pipefail
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/common.sh"
 rounds=${1:-3}; steps=${STEPS:-30}; rsteps=${RSTEPS:-4}; rbatch=${RBATCH:-16}
-build=${HT_BUILD:-build}
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+bench_tmp
 export RUSTICL_ENABLE=llvmpipe
 quiet=(--set train.eval_every=0 --set log.progress=none --set checkpoint.path= --set log.metrics=)
-sps() { sed -nE 's/^final: .*, ([0-9.]+) samples\/s.*/\1/p' "$1"; }
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; $rounds rounds"
 printf '%-5s %-8s %-12s %12s %12s %12s %12s %8s\n' model device auto-chose auto tiled clblast \

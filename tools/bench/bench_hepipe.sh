@@ -14,24 +14,15 @@
 # target loss: also time to it, see the end), TTL_STEPS (300), PIN=1
 # (one core and one PoCL thread per rank: only meaningful with NP <= cores). Run from the
 # repository root.
-set -euo pipefail
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/common.sh"
 steps=${1:-20}; shift || true
 args=("$@") # extra hettrain arguments, for every run
 np=${NP:-4}; slow=${SLOW:-1.0,1.0,2.0,4.0}; layers=${LAYERS:-8}; dmodel=${DMODEL:-64}
 batch=${BATCH:-32}; nmb=${N:-8}
-build=${HT_BUILD:-build}
-text=$(cd .. && pwd)/shared/data/tinyshakespeare/input.txt
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# Shared memory with Open MPI's default single-copy mechanism (CMA here): the receiver copies
-# a large message out of the sender's memory while it waits for it. With the mechanism off
-# (as tests/lib/mpi.sh sets it, for containers without ptrace) a message over the eager limit
-# also needs the sender inside MPI, so it stalls until the sender's current FWD/BWD ends:
-# GPipe's bubble on 2 pinned ranks measured 0.45 against 0.38 predicted that way, 0.38 with CMA.
-export OMPI_MCA_btl=self,vader
-bind=(--bind-to none)
-if [ "${PIN:-0}" = 1 ]; then bind=(--bind-to core); export POCL_MAX_PTHREAD_COUNT=1; fi
+text=$SHAKESPEARE
+bench_tmp
+mpi_shm cma # as a real cluster copies (common.sh)
+pin_ranks
 cat >"$tmp/job.cfg" <<CFG
 model = { type = "gpt"; n_layer = $layers; d_model = $dmodel; n_head = 4; context = 64; };
 data = { kind = "text"; path = "$text"; val_fraction = 0.1; };

@@ -11,19 +11,13 @@
 # Environment: NP ranks (4) with SLOW slowdowns ('[1, 1, 2, 4]'); PIN=1 binds each rank to
 # a core of its own (mpirun --bind-to core) with a one-thread PoCL device, so that ranks do
 # not share cores (needs NP <= cores); KEEP=DIR keeps the runs' outputs and metrics in DIR.
-set -euo pipefail
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/common.sh"
 steps=${1:-60}; shift || true
 extra=("$@") # e.g. --set train.batch=2048
-build=${HT_BUILD:-build}
-tmp=${KEEP:-$(mktemp -d)}
-[ -n "${KEEP:-}" ] || trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp"
+bench_tmp
 np=${NP:-4}
-bind=(--bind-to none)
-[ "${PIN:-0}" = 1 ] && { bind=(--bind-to core); export POCL_MAX_PTHREAD_COUNT=1; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+pin_ranks
+mpi_shm copy
 slow=${SLOW:-'[1, 1, 2, 4]'}
 
 run() { # run NAME ARGS...: $np ranks; stdout/stderr/metrics in $tmp/NAME.*
@@ -35,7 +29,6 @@ run() { # run NAME ARGS...: $np ranks; stdout/stderr/metrics in $tmp/NAME.*
         { tail -20 "$tmp/$name.err"; exit 1; }
 }
 field() { sed -nE "s/^final: .* $1 ([0-9.]+)%?.*/\\1/p" "$2"; }
-sps() { sed -nE 's/^final: .*, ([0-9.]+) samples\/s.*/\1/p' "$1"; }
 acc() { sed -nE 's/^final: .*val_acc ([0-9.]+)%.*/\1/p' "$1"; }
 
 run equal --set cluster.split=equal

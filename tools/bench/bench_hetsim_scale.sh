@@ -8,17 +8,14 @@
 #      2,048 ranks with N = 32, 64, 128 micro-batches.
 #   tools/bench/bench_hetsim_scale.sh            (from the repository root)
 # STAGES="8 16 32" picks the stage counts of part 1 (STAGES=" " skips it).
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-build=${HT_BUILD:-build}
+. "$(dirname "$0")/common.sh"
 sim() { "$build/hetsim" --cluster conf/cluster-daint.cfg -c conf/gpt2-1.3b-sim.cfg "$@"; }
 timed() { # timed ARGS...: sim under /usr/bin/time; CPU seconds in $cpu
     /usr/bin/time -f "%U %S" -o "$tmp/time" "$build/hetsim" --cluster conf/cluster-daint.cfg \
         -c conf/gpt2-1.3b-sim.cfg "$@"
     cpu=$(awk '{ print $1 + $2 }' "$tmp/time")
 }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+bench_tmp
 field() { sed -nE "s/^$1 +([0-9.e+]+).*/\\1/p"; }
 echo "== hetsim at scale: GPT-2-1.3B-shaped (48 x d1600, T 632), Piz-Daint-like; $(date -u +%F)"
 echo "   host: $(nproc) cores, $(sed -nE 's/^model name\s*: //p' /proc/cpuinfo | head -1)"

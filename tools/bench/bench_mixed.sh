@@ -13,14 +13,11 @@
 # Env: STEPS_RUSTICL (6), EPOCHS (2: the quickstart's length for the mixed job), MODELS
 # ("mlp"; "mlp cnn gpt" for all three: on this 2-core VM 6 CNN steps on rusticl ran for over
 # 9 minutes, compilation included, so the default leaves them out)
-set -euo pipefail
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/common.sh"
 steps=${1:-60}; rsteps=${STEPS_RUSTICL:-6}; epochs=${EPOCHS:-2}
-build=${HT_BUILD:-build}
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-export RUSTICL_ENABLE=llvmpipe OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl=self,vader
-sps() { sed -nE 's/^final: .*, ([0-9.]+) samples\/s.*/\1/p' "$1"; }
+bench_tmp
+export RUSTICL_ENABLE=llvmpipe
+mpi_shm cma
 quiet=(--set train.eval_every=0 --set log.progress=none --set checkpoint.path= --set log.metrics=)
 
 echo "== training throughput per implementation (samples/s; GEMM path chosen by measurement)"

@@ -8,16 +8,13 @@
 #   tools/bench/bench_pipe_mem.sh [STEPS (12)] [ROUNDS (3)]      (repository root)
 # Env: NP (2), LAYERS (8), DMODEL (64), BATCH (32), MB (micro-batches, 8), PIN=1 (one core and
 # one PoCL thread per rank: only meaningful with NP <= cores)
-set -euo pipefail
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/common.sh"
 steps=${1:-12}; rounds=${2:-3}
 np=${NP:-2}; layers=${LAYERS:-8}; dmodel=${DMODEL:-64}; batch=${BATCH:-32}; nmb=${MB:-8}
-build=${HT_BUILD:-build}
-text=$(cd .. && pwd)/shared/data/tinyshakespeare/input.txt
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
-bind=(--bind-to none)
-if [ "${PIN:-0}" = 1 ]; then bind=(--bind-to core); export POCL_MAX_PTHREAD_COUNT=1; fi
+text=$SHAKESPEARE
+bench_tmp
+mpi_shm cma
+pin_ranks
 cat >"$tmp/job.cfg" <<CFG
 model = { type = "gpt"; n_layer = $layers; d_model = $dmodel; n_head = 4; context = 64; };
 data = { kind = "text"; path = "$text"; val_fraction = 0.1; };

@@ -6,11 +6,9 @@
 # CLBlast there: it runs at the small shapes only (the "fc3" ones) unless RTILED=1.
 #   tools/bench/bench_sgemm_variants.sh [REPS (5)]        (repository root)
 # Env: RREPS (rusticl's reps, 2), DEVICES ("pthread rusticl")
-set -euo pipefail
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/common.sh"
 reps=${1:-5}; rreps=${RREPS:-2}
-build=${HT_BUILD:-build}
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+bench_tmp
 export RUSTICL_ENABLE=llvmpipe
 for dev in ${DEVICES:-pthread rusticl}; do
     for v in tiled clblast clblast-cpu; do

@@ -29,19 +29,12 @@
 # --trace-layers, tools/bench/trace2prof.py) instead of layers timed alone: the data-parallel
 # cases from an equal split, the pipelines from a 1f1b run at their micro-batch (interleaved and
 # chimera from a run of their own: their ranks run other layers than 1f1b's).
-set -euo pipefail
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/common.sh"
 steps=${1:-40}
 rounds=${ROUNDS:-5}
-build=${HT_BUILD:-build}
 np=${NP:-2}
-tmp=${KEEP:-$(mktemp -d)}
-[ -n "${KEEP:-}" ] || trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# Open MPI's default single-copy mechanism (CMA here), as bench_pipe.sh explains: with it off a
-# large message waits for its sender to enter MPI, which no real cluster setting forces.
-export OMPI_MCA_btl=self,vader
+bench_tmp
+mpi_shm cma # as a real cluster copies (common.sh)
 export POCL_MAX_PTHREAD_COUNT=1
 job=${JOB:-conf/mnist-mlp.cfg}
 nice=(); nice -n -10 true 2>/dev/null && nice=(nice -n -10)

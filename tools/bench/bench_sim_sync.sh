@@ -20,18 +20,13 @@
 # hettrain --trace-layers, tools/bench/trace2prof.py), as bench_sim.sh does: layers timed
 # alone ran 7-20% faster than inside a training step.
 #   tools/bench/bench_sim_sync.sh [STEPS] [POLICIES...]     (repository root; KEEP=DIR keeps files)
-set -euo pipefail
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/common.sh"
 steps=${1:-40}; shift || true
 policies=("$@")
 [ ${#policies[@]} -gt 0 ] || policies=(asp ssp dasp preduce sap-reduce gossip gossip-adaptive)
 rounds=${ROUNDS:-3}
-build=${HT_BUILD:-build}
-tmp=${KEEP:-$(mktemp -d)}
-[ -n "${KEEP:-}" ] || trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl=self,vader # with CMA, as bench_sim.sh says why
+bench_tmp
+mpi_shm cma # as a real cluster copies (common.sh)
 export POCL_MAX_PTHREAD_COUNT=1
 . tools/bench/sim_links.sh
 job=conf/mnist-mlp.cfg

@@ -7,17 +7,14 @@
 # training time, rank 0's evaluations left out), the final accuracy, the total training time,
 # bytes sent by all ranks, and the workers' summed wait and communication seconds; and each policy's speed-up in
 # time to accuracy over bsp. Writes the metrics to OUT (default bench-sync/) and the plot with
-# tools/plot_sync.py when matplotlib is there.
+# tools/plot/sync.py when matplotlib is there.
 #   tools/bench/bench_sync.sh [POLICIES...]        (from the repository root)
 #   env: W (4), MODEL (mlp|cnn), TARGET (0.95), EVAL (5), OUT (bench-sync), HT_BUILD (build)
-set -euo pipefail
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/common.sh"
 W=${W:-4}; MODEL=${MODEL:-mlp}; TARGET=${TARGET:-0.95}; EVAL=${EVAL:-5}; OUT=${OUT:-bench-sync}
-build=${HT_BUILD:-build}
 policies=("$@")
 [ ${#policies[@]} -gt 0 ] || policies=(bsp asp ssp dasp preduce sap-reduce gossip gossip-adaptive)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+mpi_shm copy
 mkdir -p "$OUT"
 cfg=conf/mnist-$MODEL.cfg
 # slowdowns 1, 1, 2, 4 for every group of 4 workers
@@ -66,7 +63,7 @@ print("\nbsp's waiting for slower ranks is inside its comm seconds (overlapped b
       "\nthe others' wait is time blocked on a server reply, a group, or the final exchange.")
 PY
 if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
-    /usr/bin/python3 tools/plot_sync.py "$OUT/sync-$MODEL-$W.png" "$TARGET" "$OUT"/"$MODEL-$W"-*.jsonl
+    /usr/bin/python3 tools/plot/sync.py "$OUT/sync-$MODEL-$W.png" "$TARGET" "$OUT"/"$MODEL-$W"-*.jsonl
 else
     echo "bench_sync: no matplotlib for /usr/bin/python3 (apt-get install python3-matplotlib): no plot" >&2
 fi

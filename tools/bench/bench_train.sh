@@ -4,12 +4,10 @@
 #   tools/bench/bench_train.sh mlp|cnn|gpt [STEPS] [hettrain args, e.g. --device gpu]
 # mlp: conf/mnist-mlp.cfg (samples/s); cnn: conf/mnist-cnn.cfg (images/s);
 # gpt: conf/shakespeare-gpt.cfg (tokens/s = samples/s x 64). Run from the repository root.
-set -euo pipefail
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/common.sh"
 model=${1:?usage: bench_train.sh mlp|cnn|gpt [STEPS] [args]}; shift
 steps=${1:-100}; shift || true
-build=${HT_BUILD:-build}
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+bench_tmp
 case $model in
     mlp) cfg=conf/mnist-mlp.cfg; per=1; unit=samples/s ;;
     cnn) cfg=conf/mnist-cnn.cfg; per=1; unit=images/s ;;

@@ -11,19 +11,16 @@
 # do not hand back every page); file descriptors and device bytes must not grow at all.
 #   tools/bench/soak.sh [MLP_STEPS (30000)] [BSP_STEPS (5000)]
 # Exit 1 when a figure grows beyond its tolerance or a run fails. Run from the repository root.
-set -euo pipefail
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/common.sh"
 mlp_steps=${1:-30000}
 bsp_steps=${2:-5000}
 warm=${WARM:-500}
 rss_tol=${RSS_TOL_KB:-2048}
-build=${HT_BUILD:-build}
 hettrain=$(realpath "$build/hettrain")
-data=$(realpath ../shared/data/mnist)
+data=$MNIST_DIR
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/soak.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+mpi_shm copy
 
 cat >"$tmp/soak.cfg" <<CFG
 model = { type = "mlp"; hidden = [32]; activation = "relu"; };
