@@ -12,7 +12,9 @@
 # bytes per step; then data parallelism on the same ranks and its all-reduce bytes per step.
 #   tools/bench/bench_pipe.sh [STEPS] [hettrain args...]
 # Env: NP (4), LAYERS (8), DMODEL (64), BATCH (32), PIN=1 (one core and one PoCL thread per
-# rank: only meaningful with NP <= cores). Run from the repository root.
+# rank: only meaningful with NP <= cores), TRACE=DIR (each pipeline run's Chrome trace as
+# DIR/SCHEDULE-N.json, and their timelines drawn by tools/plot/timeline.py as
+# DIR/timelines-N.png when matplotlib is there). Run from the repository root.
 . "$(dirname "$0")/common.sh"
 steps=${1:-20}; shift || true
 np=${NP:-4}; layers=${LAYERS:-8}; dmodel=${DMODEL:-64}; batch=${BATCH:-32}
@@ -20,6 +22,7 @@ text=$SHAKESPEARE
 bench_tmp
 mpi_shm cma # as a real cluster copies (common.sh)
 pin_ranks
+[ -z "${TRACE:-}" ] || { mkdir -p "$TRACE"; TRACE=$(cd "$TRACE" && pwd); }
 cat >"$tmp/job.cfg" <<CFG
 model = { type = "gpt"; n_layer = $layers; d_model = $dmodel; n_head = 4; context = 64; };
 data = { kind = "text"; path = "$text"; val_fraction = 0.1; };
@@ -29,8 +32,10 @@ log = { every = 5; progress = "none"; };
 CFG
 run() { # run NAME ARGS: mpirun NP ranks, metrics in $tmp/NAME.jsonl
     local name=$1; shift
+    local trace=()
+    [ -n "${TRACE:-}" ] && [ "$name" != dp ] && trace=(--trace "$TRACE/$name.json")
     mpirun -np "$np" --oversubscribe "${bind[@]}" "$build/hettrain" -c "$tmp/job.cfg" -q \
-        --set log.metrics="$tmp/$name.jsonl" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" ||
+        --set log.metrics="$tmp/$name.jsonl" ${trace[@]+"${trace[@]}"} "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" ||
         { cat "$tmp/$name.err" >&2; exit 1; }
 }
 echo "== pipelines on $np ranks: GPT L$layers C$dmodel T64, batch $batch, $steps steps (first not counted)"
@@ -58,6 +63,10 @@ print('%-12s %3s %8.3f %8.3f %8.3f %+7.3f %8.3f %8.3f %8.3f %10.1f %10.2f %10.1f
       sys.argv[3], unit, pred, bub, bub - pred, wait, comm, idle, int(sys.argv[4]) / step, act, p2p))
 PY
 done
+if [ -n "${TRACE:-}" ] && /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+    /usr/bin/python3 tools/plot/timeline.py "$TRACE/timelines-$n.png" \
+        "$TRACE"/{gpipe,1f1b,interleaved,chimera}-"$n".json >&2
+fi
 done
 run dp
 sps=$(sed -nE 's/.* ([0-9.]+) samples\/s.*/\1/p' "$tmp/dp.out")
