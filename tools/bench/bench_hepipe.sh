@@ -19,16 +19,11 @@ steps=${1:-20}; shift || true
 args=("$@") # extra hettrain arguments, for every run
 np=${NP:-4}; slow=${SLOW:-1.0,1.0,2.0,4.0}; layers=${LAYERS:-8}; dmodel=${DMODEL:-64}
 batch=${BATCH:-32}; nmb=${N:-8}
-text=$SHAKESPEARE
 bench_tmp
 mpi_shm cma # as a real cluster copies (common.sh)
 pin_ranks
-cat >"$tmp/job.cfg" <<CFG
-model = { type = "gpt"; n_layer = $layers; d_model = $dmodel; n_head = 4; context = 64; };
-data = { kind = "text"; path = "$text"; val_fraction = 0.1; };
-train = { batch = $batch; steps = $steps; seed = 1; eval_every = 0; eval_batches = 1; };
-optim = { type = "adamw"; lr = 0.001; };
-log = { every = 5; progress = "none"; };
+pipe_gpt_job 5
+cat >>"$tmp/job.cfg" <<CFG
 cluster = { slowdown = [$slow]; };
 CFG
 run() { # run NAME ARGS: mpirun NP ranks, metrics in $tmp/NAME.jsonl

@@ -18,18 +18,11 @@
 . "$(dirname "$0")/common.sh"
 steps=${1:-20}; shift || true
 np=${NP:-4}; layers=${LAYERS:-8}; dmodel=${DMODEL:-64}; batch=${BATCH:-32}
-text=$SHAKESPEARE
 bench_tmp
 mpi_shm cma # as a real cluster copies (common.sh)
 pin_ranks
 [ -z "${TRACE:-}" ] || { mkdir -p "$TRACE"; TRACE=$(cd "$TRACE" && pwd); }
-cat >"$tmp/job.cfg" <<CFG
-model = { type = "gpt"; n_layer = $layers; d_model = $dmodel; n_head = 4; context = 64; };
-data = { kind = "text"; path = "$text"; val_fraction = 0.1; };
-train = { batch = $batch; steps = $steps; seed = 1; eval_every = 0; eval_batches = 1; };
-optim = { type = "adamw"; lr = 0.001; };
-log = { every = 5; progress = "none"; };
-CFG
+pipe_gpt_job 5
 run() { # run NAME ARGS: mpirun NP ranks, metrics in $tmp/NAME.jsonl
     local name=$1; shift
     local trace=()

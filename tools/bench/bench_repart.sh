@@ -17,16 +17,11 @@ steps=${1:-60}; shift || true
 args=("$@")
 sched=${SCHED:-1f1b}; slow=${SLOW:-3.0}; at=${AT:-10}; layers=${LAYERS:-8}
 dmodel=${DMODEL:-64}; batch=${BATCH:-32}; nmb=${N:-8}
-text=$SHAKESPEARE
 bench_tmp
 mpi_shm cma
 pin_ranks
-cat >"$tmp/job.cfg" <<CFG
-model = { type = "gpt"; n_layer = $layers; d_model = $dmodel; n_head = 4; context = 64; };
-data = { kind = "text"; path = "$text"; val_fraction = 0.1; };
-train = { batch = $batch; steps = $steps; seed = 1; eval_every = 0; eval_batches = 1; };
-optim = { type = "adamw"; lr = 0.001; };
-log = { every = 1; progress = "none"; };
+pipe_gpt_job 1
+cat >>"$tmp/job.cfg" <<CFG
 pipe = { schedule = "$sched"; stages = 2; micro_batches = $nmb; partition = "hetero"; };
 cluster = { slowdown = [1.0, $slow]; };
 CFG

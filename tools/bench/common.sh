@@ -49,6 +49,19 @@ pin_ranks() {
     fi
 }
 
+# pipe_gpt_job LOG_EVERY: $tmp/job.cfg, the GPT the pipeline benches train on tiny shakespeare:
+# $layers blocks of width $dmodel, 4 heads, context 64, batch $batch, $steps steps, AdamW 1e-3;
+# a script appends its own groups (pipe, cluster)
+pipe_gpt_job() {
+    cat >"$tmp/job.cfg" <<CFG
+model = { type = "gpt"; n_layer = $layers; d_model = $dmodel; n_head = 4; context = 64; };
+data = { kind = "text"; path = "$SHAKESPEARE"; val_fraction = 0.1; };
+train = { batch = $batch; steps = $steps; seed = 1; eval_every = 0; eval_batches = 1; };
+optim = { type = "adamw"; lr = 0.001; };
+log = { every = $1; progress = "none"; };
+CFG
+}
+
 # sps FILE: the samples/s of hettrain's "final:" line (from the end of the first step)
 sps() { sed -nE 's/^final: .*, ([0-9.]+) samples\/s.*/\1/p' "$1"; }
 
