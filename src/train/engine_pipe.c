@@ -23,6 +23,7 @@
 #include "pipe/transform.h"
 #include "train/engine.h"
 #include "train/engine_pipe.h"
+#include "train/pipe_calib.h"
 #include "train/pipe_mem.h"
 #include "train/pipe_plan.h"
 
