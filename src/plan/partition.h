@@ -76,7 +76,7 @@ double ht_mem_stage(const ht_mem_desc *d, int lo, int hi, int mb, int slots, int
 double ht_mem_rank(const ht_mem_desc *d, int nchunk, const int *lo, const int *hi, int mb,
                    int slots, int weight_versions, const uint8_t *rc, ht_mem_use *u);
 
-/* What the pipeline executor (src/pipe/exec.c) allocates on a rank today, predicted from the
+/* What the pipeline executor (src/train/pipe_exec.c) allocates on a rank today, predicted from the
  * description alone, to validate the model above against the device memory really held:
  *   model: the model as built on every rank, for B samples (one micro-batch: the pipeline
  *          engine builds it so; the global batch before 2026-11-26): every layer's weights,
@@ -263,7 +263,7 @@ void ht_partition_export(const ht_partition *p, const ht_mem_desc *d, int weight
 double ht_part_affine(double t, double t1, int mb, double *per);
 
 /* A partition in rank order (ht_part_input.in_rank_order, every rank in a stage) as the
- * executor's groups (pipe/exec.h ht_pipe_place): stage q on ranks [first[q], first[q + 1]),
+ * executor's groups (train/pipe_exec.h ht_pipe_place): stage q on ranks [first[q], first[q + 1]),
  * rank r computing samples [off[r], off[r] + cnt[r]) of every micro-batch (its share).
  * first: [D + 1]; off, cnt: [R]. */
 void ht_partition_groups(const ht_partition *p, int *first, int *off, int *cnt);

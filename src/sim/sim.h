@@ -247,7 +247,7 @@ typedef struct ht_sim_pipe {
     int chain;  /* > 0: s is a PipeDream-2BW period stream (ht_pipe_2bw_steady), run without
                    a flush as the executor chains it, `chain` and 2 x `chain` batches; the
                    result is per batch in the steady state (their difference over chain) */
-    /* Replicated stages as the executor runs them (pipe/exec.h's ht_pipe_place; first NULL:
+    /* Replicated stages as the executor runs them (train/pipe_exec.h's ht_pipe_place; first NULL:
      * none): the schedule's rank q on pipeline ranks [first[q], first[q + 1]) of P, rank p
      * computing cnt[p] samples of every micro-batch from off[p]; a boundary moves in pieces
      * between the ranks whose samples overlap, REDUCE_GRADS spans a stage's ranks. */

@@ -4,7 +4,7 @@
 #ifndef HT_TRAIN_ENGINE_PIPE_H
 #define HT_TRAIN_ENGINE_PIPE_H
 
-#include "pipe/exec.h"
+#include "train/pipe_exec.h"
 #include "pipe/schedule.h"
 #include "plan/repart.h"
 #include "train/engine.h"

@@ -1,5 +1,5 @@
-/* The pipeline executor (see exec.h): a switch over one rank's instructions. */
-#include "pipe/exec.h"
+/* The pipeline executor (see pipe_exec.h): a switch over one rank's instructions. */
+#include "train/pipe_exec.h"
 
 #include <math.h>
 #include <stdio.h>

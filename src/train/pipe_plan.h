@@ -28,7 +28,7 @@ void ht_pipe_problem_init(ht_pipe_problem *pb, const ht_model *m, const double *
                           int opt_states, const double *mem_limit, int allow_recompute);
 void ht_pipe_problem_free(ht_pipe_problem *pb);
 
-/* Which pipeline ranks run each of the schedule's ranks (pipe/exec.h's ht_pipe_place): the
+/* Which pipeline ranks run each of the schedule's ranks (train/pipe_exec.h's ht_pipe_place): the
  * schedule's rank q on pipeline ranks [first[q], first[q + 1]), pipeline rank p computing
  * samples [off[p], off[p] + cnt[p]) of every micro-batch. Without replicated stages Q = D,
  * first[q] = q, off 0 and cnt the micro-batch. */

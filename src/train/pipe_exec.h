@@ -10,8 +10,8 @@
  * the ranks that hold it (data-parallel replicas; Chimera's two directions; the ranks of a
  * replicated stage). The optimizer
  * step is the caller's (it may clip by the global norm first: ht_pipe_exec_grad_sq). */
-#ifndef HT_PIPE_EXEC_H
-#define HT_PIPE_EXEC_H
+#ifndef HT_TRAIN_PIPE_EXEC_H
+#define HT_TRAIN_PIPE_EXEC_H
 
 #include <stddef.h>
 #include <stdint.h>
