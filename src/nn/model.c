@@ -43,11 +43,19 @@ double ht_layer_flops_backward(const ht_layer *l, int with_dx) {
 }
 
 size_t ht_layer_act_bytes(const ht_layer *l) {
-    return ((l->ops->aliases ? 0 : (size_t)l->out) + l->save) * sizeof(float);
+    return ((ht_layer_aliases(l) ? 0 : (size_t)l->out) + l->save) * sizeof(float);
 }
 
 size_t ht_layer_work_floats(const ht_layer *l, int B) {
     return l->ops->work_floats ? l->ops->work_floats(l, B) : 0;
+}
+
+int ht_layer_aliases(const ht_layer *l) { return l->ops && l->ops->aliases; }
+
+int ht_model_fused_with_below(const ht_model *m, int i) {
+    if (i <= 0 || i >= m->nlayers) return 0;
+    const ht_layer *l = &m->layers[i], *p = &m->layers[i - 1];
+    return (l->kind == HT_LAYER_RELU || l->kind == HT_LAYER_GELU) && p->ops && p->ops->fuses_act;
 }
 
 /* ---------------------------------------------------------------- building the chain */
@@ -157,7 +165,7 @@ int ht_chain_finish(ht_model *m, ht_dev *d, int classes, int rows, int max_batch
     for (int i = 0; i < n; i++) {
         ht_layer *l = &m->layers[i];
         m->width[i + 1] = l->out;
-        if (l->ops->aliases) {
+        if (ht_layer_aliases(l)) {
             m->act_off[i + 1] = m->act_off[i];
         } else {
             m->act_off[i + 1] = m->act_floats;
@@ -338,7 +346,8 @@ void ht_model_forward_range(ht_model *m, int lo, int hi, int B) {
     check_range(m, lo, hi, "ht_model_forward_range");
     for (int i = lo; i < hi;) {
         const ht_layer *l = &m->layers[i];
-        ht_act a = l->ops->fuses_act && i + 1 < hi ? layer_act(&m->layers[i + 1]) : HT_ACT_NONE;
+        ht_act a = i + 1 < hi && ht_model_fused_with_below(m, i + 1) ? layer_act(&m->layers[i + 1])
+                                                                       : HT_ACT_NONE;
         double t0 = hook_start(m);
         l->ops->forward(m, i, B, a);
         hook_end(m, i, a != HT_ACT_NONE ? 2 : 1, 0, t0);
@@ -372,11 +381,11 @@ void ht_model_backward_range(ht_model *m, int lo, int hi, int B, float grad_scal
     for (int i = hi - 1; i >= lo; s = 1.0f) {
         /* an activation whose producer is in the range runs inside the producer's backward */
         int j = i;
-        ht_act a = layer_act(&m->layers[i]);
-        if (a != HT_ACT_NONE && i - 1 >= lo && m->layers[i - 1].ops->fuses_act)
+        ht_act a = HT_ACT_NONE;
+        if (i - 1 >= lo && ht_model_fused_with_below(m, i)) {
             j = i - 1;
-        else
-            a = HT_ACT_NONE;
+            a = layer_act(&m->layers[i]);
+        }
         const ht_layer *l = &m->layers[j];
         if (s != 1.0f && !l->ops->scales) {
             /* the top layer cannot fold the scale in: scale its incoming gradient in place */

@@ -140,6 +140,12 @@ double ht_layer_flops_backward(const ht_layer *l, int with_dx);
 size_t ht_layer_act_bytes(const ht_layer *l);
 /* Workspace floats the layer needs for a batch of B (shared by all layers). */
 size_t ht_layer_work_floats(const ht_layer *l, int B);
+/* 1 when l's output is its input reinterpreted (flatten): it shares its input's region and
+ * keeps nothing of its own. */
+int ht_layer_aliases(const ht_layer *l);
+/* The cut rule: 1 when layer i is a relu/gelu that runs inside layer i-1's pass (forward and
+ * backward fused). No pipeline stage, gradient bucket or recompute range may separate them. */
+int ht_model_fused_with_below(const ht_model *m, int i);
 /* "1x28x28", "64x128", "784". */
 void ht_shape_str(const ht_shape *s, char *buf, size_t n);
 

@@ -7,7 +7,7 @@
  * interfaces are free, and takes its algorithm's closed-form step structure.
  *
  * What runs unchanged from the trainer: the batch split (src/plan), the gradient bucketing
- * (src/sync/bsp.h ht_reduce_plan), every pipeline schedule's instruction stream
+ * (src/plan/buckets.h ht_reduce_plan), every pipeline schedule's instruction stream
  * (src/pipe/schedule.h, instruction by instruction). Cost model: per-layer forward/backward
  * time per device interpolated over the batch size from a hetprof profile, or a roofline from
  * a device's peak GFLOP/s and memory bandwidth (FLOPs and bytes from the model description);
