@@ -102,14 +102,6 @@ double ht_mem_executor(const ht_mem_desc *d, const ht_mem_desc *dB, int B, int m
                        int nchunk, const int *lo, const int *hi, int nslot, int weight_versions,
                        const uint8_t *rc, ht_mem_exec_use *u);
 
-/* Chooses layers of stage [lo, hi) to recompute so that ht_mem_stage fits `limit` bytes: the
- * layers that free the most memory per second of recompute (keep_bytes[l] / fwd[l], a layer
- * with no forward time first, lower l on ties), one at a time until the stage fits. fwd[l]
- * is the layer's forward seconds per sample on this rank (index l of an [L] array). Writes
- * rc[lo .. hi) (other entries untouched), *extra_s the recompute seconds per micro-batch (mb x
- * the chosen layers' forward), *u the memory with them. Returns 1 when it fits, 0 when not even
- * with every layer that frees memory recomputed (rc then holds all of those). Recomputing
- * frees nothing with one slot: then nothing is chosen. */
 /* The most micro-batches in flight that stage [lo, hi) fits in `limit` bytes with the layers
  * rc recomputed (NULL: none): the largest n with ht_mem_stage(.., n, ..) <= limit, capped at
  * cap (e.g. N); 0 when not even one fits; cap when limit <= 0 (no limit). A rank's bound for
@@ -117,6 +109,9 @@ double ht_mem_executor(const ht_mem_desc *d, const ht_mem_desc *dB, int B, int m
 int ht_mem_max_slots(const ht_mem_desc *d, int lo, int hi, int mb, int weight_versions,
                      const uint8_t *rc, double limit, int cap);
 
+/* ht_mem_plan_rank (below, the one recompute chooser) for one stage [lo, hi) without fused
+ * pairs, `slots` fixed: writes rc[lo .. hi), *extra_s the recompute seconds per micro-batch
+ * and *u (may be NULL) as its plan's; returns 1 when the stage fits `limit` bytes. */
 int ht_mem_choose_recompute(const ht_mem_desc *d, const double *fwd, int lo, int hi, int mb,
                             int slots, int weight_versions, double limit, uint8_t *rc,
                             double *extra_s, ht_mem_use *u);
