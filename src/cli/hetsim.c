@@ -91,7 +91,7 @@ static void build_model(const ht_config *cfg, ht_model *m) {
     /* A description (no device): the simulator takes every size per sample, so one sample
      * sizes it. At train.batch a large job's global batch would trip the per-tensor limit
      * that a rank's batch, a micro-batch of it, never reaches. */
-    ht_exit_on_error(ht_build_model(m, NULL, cfg, features, classes, 1));
+    ht_exit_on_error(ht_build_desc(m, cfg, features, classes, 1));
 }
 
 typedef struct job {
