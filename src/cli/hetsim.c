@@ -15,7 +15,7 @@
 #include "pipe/bounds.h"
 #include "pipe/sched_2bw.h"
 #include "pipe/transform.h"
-#include "train/pipe_plan.h"
+#include "plan/pipe_plan.h"
 #include "sim/sim.h"
 #include "build/build.h"
 #include "cli/hetsim.h"
@@ -225,7 +225,7 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
     ht_pipe_params pp = {.kind = kind, .D = D, .N = N,
                          .v = kind == HT_PIPE_INTERLEAVED ? cfg->pipe.chunks : 1};
     /* the "hetero" cut and hepipe's order come from each layer's time on each rank's
-     * device, which the trainer measures at start-up (src/train/pipe_plan.h): here the cost
+     * device, which the trainer measures at start-up (src/plan/pipe_plan.h): here the cost
      * model's, through the very same functions */
     int mb = cfg->train.batch / (W * N), S = D * pp.v;
     if (ht_model_check_batch(j->m, mb) != HT_OK) return refused(); /* built at a micro-batch */

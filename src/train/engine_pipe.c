@@ -25,7 +25,7 @@
 #include "train/engine_pipe.h"
 #include "train/pipe_calib.h"
 #include "train/pipe_mem.h"
-#include "train/pipe_plan.h"
+#include "plan/pipe_plan.h"
 
 
 static void load(void *ctx, ht_model *m, int64_t step, int row0, int n);

@@ -9,7 +9,7 @@
 #include "plan/repart.h"
 #include "train/engine.h"
 #include "train/pipe_mem.h"
-#include "train/pipe_plan.h"
+#include "plan/pipe_plan.h"
 
 enum {
     TAG_GATHER = 900, /* stage owner -> rank 0, below the executor's tags */

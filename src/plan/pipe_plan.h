@@ -3,8 +3,8 @@
  * backward time measured at start-up on every rank's own device (times its emulated
  * cluster.slowdown), the slowest replica of a pipeline rank pacing it. Pure: the trainer
  * measures (train/pipe_calib.h), hetsim models the times, both plan with these functions. */
-#ifndef HT_TRAIN_PIPE_PLAN_H
-#define HT_TRAIN_PIPE_PLAN_H
+#ifndef HT_PLAN_PIPE_PLAN_H
+#define HT_PLAN_PIPE_PLAN_H
 
 #include "nn/model.h"
 #include "plan/partition.h"

@@ -1,5 +1,5 @@
 /* Heterogeneity-aware pipeline planning (see pipe_plan.h). */
-#include "train/pipe_plan.h"
+#include "plan/pipe_plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
