@@ -12,7 +12,7 @@
 #include "core/err.h"
 #include "data/data.h"
 #include "nn/model.h"
-#include "pipe/bounds.h"
+#include "plan/bounds.h"
 #include "pipe/sched_2bw.h"
 #include "pipe/transform.h"
 #include "plan/pipe_plan.h"

@@ -196,7 +196,7 @@ typedef struct ht_part_input {
                                  (the placements the executor runs: world rank = replica x
                                  D + pipeline rank); needs each host's ranks contiguous */
     const uint8_t *can_cut;   /* [L] 1 where a stage may start (layer 0 always may); NULL:
-                                 anywhere (pipe/bounds.h: not at an activation fused with the
+                                 anywhere (plan/bounds.h: not at an activation fused with the
                                  layer before it) */
 } ht_part_input;
 

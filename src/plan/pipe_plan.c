@@ -7,7 +7,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
-#include "pipe/bounds.h"
+#include "plan/bounds.h"
 #include "pipe/schedule.h"
 #include "plan/partition.h"
 

@@ -56,7 +56,7 @@ const int *ht_pipe_plan_hosts(const int *id, int D, int *host, int *alternating)
 /* bounds[0..Q] by ht_part_hetero (times1 as for ht_pipe_problem_init; host [D] the host id
  * of each pipeline rank, its ranks contiguous, or NULL: one host; a replicated stage stays
  * on one host, and the cut between hosts falls where HePipe's first level puts it) (stages in rank order, every rank running one, cuts only
- * where pipe/bounds.h allows; the schedule `kind`'s slots in flight; opt_states optimizer
+ * where plan/bounds.h allows; the schedule `kind`'s slots in flight; opt_states optimizer
  * floats per parameter; mem_limit [D] bytes per pipeline rank or NULL: none; with
  * allow_recompute the partition may count on recomputation to fit them). Without
  * allow_replicas stage s runs on pipeline rank s (Q = D); with it a stage may run on a run of

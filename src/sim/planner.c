@@ -10,7 +10,7 @@
 
 #include "core/err.h"
 #include "nn/model.h"
-#include "pipe/bounds.h"
+#include "plan/bounds.h"
 #include "pipe/transform.h"
 #include "plan/partition.h"
 #include "sim/sim.h"

@@ -236,7 +236,7 @@ int ht_sim_run_dp(const ht_sim_cluster *c, int n, const struct ht_model *model,
 
 /* A pipeline step: W replicas of the schedule s (D = s->p.D ranks each, rank w * D + d), the
  * model's layers cut into s->S stages at bounds[0..S] (as the executor cuts them:
- * ht_pipe_bounds of src/pipe/bounds.h), micro-batches of mb samples; REDUCE_GRADS among the
+ * ht_pipe_bounds of src/plan/bounds.h), micro-batches of mb samples; REDUCE_GRADS among the
  * copies of a stage (ring or mpi). */
 typedef struct ht_sim_pipe {
     const ht_pipe_sched *s;

@@ -16,7 +16,7 @@
 #include "core/stop.h"
 #include "io/trace.h"
 #include "nn/ops.h"
-#include "pipe/bounds.h"
+#include "plan/bounds.h"
 #include "train/pipe_exec.h"
 #include "pipe/sched_2bw.h"
 #include "pipe/schedule.h"

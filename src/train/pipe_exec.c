@@ -11,7 +11,7 @@
 #include "core/log.h"
 #include "io/trace.h"
 #include "nn/model.h"
-#include "pipe/bounds.h"
+#include "plan/bounds.h"
 #include "pipe/sched_2bw.h"
 
 /* One activation buffer set: what a micro-batch's forward through a stage leaves for its

@@ -1,5 +1,5 @@
 /* Stage boundaries (see bounds.h). */
-#include "pipe/bounds.h"
+#include "plan/bounds.h"
 
 #include <stdlib.h>
 
