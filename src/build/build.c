@@ -31,11 +31,10 @@ static int cnn_input(const ht_config *cfg, int features, ht_shape *in) {
     return HT_OK;
 }
 
-int ht_build_model(ht_model *m, ht_dev *d, const ht_config *cfg, int features, int classes,
-                   int max_batch) {
+int ht_build_desc(ht_model *m, const ht_config *cfg, int features, int classes, int max_batch) {
     const char *type = cfg->model.type;
     if (!strcmp(type, "gpt"))
-        return ht_model_gpt(m, d, cfg->model.vocab, cfg->model.context, cfg->model.n_layer,
+        return ht_model_gpt_desc(m, cfg->model.vocab, cfg->model.context, cfg->model.n_layer,
                             cfg->model.d_model, cfg->model.n_head, (float)cfg->model.dropout,
                             max_batch, cfg->model.tie_embeddings);
     if (!strcmp(type, "cnn")) {
@@ -45,7 +44,7 @@ int ht_build_model(ht_model *m, ht_dev *d, const ht_config *cfg, int features, i
         const char *specs[HT_MAX_LAYERS];
         for (int i = 0; i < cfg->model.nlayers; i++)
             specs[i] = cfg->model.layers[i];
-        rc = ht_model_cnn(m, d, in, specs, cfg->model.nlayers, classes, max_batch);
+        rc = ht_model_cnn_desc(m, in, specs, cfg->model.nlayers, classes, max_batch);
         if (rc != HT_OK && cfg->source[0]) { /* say which file the layer list came from */
             char msg[1024];
             snprintf(msg, sizeof msg, "%s", ht_errmsg());
@@ -53,7 +52,7 @@ int ht_build_model(ht_model *m, ht_dev *d, const ht_config *cfg, int features, i
         }
         return rc;
     }
-    return ht_model_mlp(m, d, features, cfg->model.hidden, cfg->model.nhidden, classes,
+    return ht_model_mlp_desc(m, features, cfg->model.hidden, cfg->model.nhidden, classes,
                         cfg->model.activation, max_batch);
 }
 

@@ -10,9 +10,11 @@
 
 /* Builds the model cfg describes for data of `features` per sample (a GPT ignores it: it
  * reads model.context bytes) and `classes`; d == NULL describes it only. HT_EINPUT naming
- * the config for sizes that do not fit the data. */
+ * the config for sizes that do not fit the data. It is ht_build_desc (build.c, pure: what
+ * the planner and simulator link) and ht_model_attach (build/attach.c). */
 int ht_build_model(ht_model *m, ht_dev *d, const ht_config *cfg, int features, int classes,
                    int max_batch);
+int ht_build_desc(ht_model *m, const ht_config *cfg, int features, int classes, int max_batch);
 
 /* The device selector of rank `rank`: cli_device (--device) when set, else
  * cluster.devices[rank] (or [0] for all ranks when it has one entry), else device.select. */

@@ -28,7 +28,7 @@ static void take(ht_fit *f, double bytes, size_t elems, const char *name) {
 int ht_fit_measure(const ht_config *cfg, int features, int classes, int batch, ht_fit *f) {
     memset(f, 0, sizeof *f);
     ht_model m;
-    int rc = ht_build_model(&m, NULL, cfg, features, classes, batch);
+    int rc = ht_build_desc(&m, cfg, features, classes, batch);
     if (rc != HT_OK) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", ht_errmsg());

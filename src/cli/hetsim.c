@@ -12,10 +12,10 @@
 #include "core/err.h"
 #include "data/data.h"
 #include "nn/model.h"
-#include "pipe/bounds.h"
+#include "plan/bounds.h"
 #include "pipe/sched_2bw.h"
 #include "pipe/transform.h"
-#include "train/pipe_plan.h"
+#include "plan/pipe_plan.h"
 #include "sim/sim.h"
 #include "build/build.h"
 #include "cli/hetsim.h"
@@ -91,7 +91,7 @@ static void build_model(const ht_config *cfg, ht_model *m) {
     /* A description (no device): the simulator takes every size per sample, so one sample
      * sizes it. At train.batch a large job's global batch would trip the per-tensor limit
      * that a rank's batch, a micro-batch of it, never reaches. */
-    ht_exit_on_error(ht_build_model(m, NULL, cfg, features, classes, 1));
+    ht_exit_on_error(ht_build_desc(m, cfg, features, classes, 1));
 }
 
 typedef struct job {
@@ -225,7 +225,7 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
     ht_pipe_params pp = {.kind = kind, .D = D, .N = N,
                          .v = kind == HT_PIPE_INTERLEAVED ? cfg->pipe.chunks : 1};
     /* the "hetero" cut and hepipe's order come from each layer's time on each rank's
-     * device, which the trainer measures at start-up (src/train/pipe_plan.h): here the cost
+     * device, which the trainer measures at start-up (src/plan/pipe_plan.h): here the cost
      * model's, through the very same functions */
     int mb = cfg->train.batch / (W * N), S = D * pp.v;
     if (ht_model_check_batch(j->m, mb) != HT_OK) return refused(); /* built at a micro-batch */

@@ -141,7 +141,6 @@ int ht_comm_env_rank(void) {
 int ht_comm_rank(void) { return g_rank; }
 int ht_comm_size(void) { return g_size; }
 int ht_comm_active(void) { return g_active && !g_done; }
-int ht_comm_detached(void) { return g_detached; }
 
 int ht_comm_split(int keep) {
     if (!g_active || g_done || g_size == 1) return keep ? g_rank : -1;

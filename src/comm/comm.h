@@ -37,8 +37,6 @@ int ht_comm_active(void);
  * it wait in MPI_Finalize for the others. Returns the new rank, or -1 when detached. Without
  * MPI or with one rank: no-op. No nonblocking request may be outstanding. */
 int ht_comm_split(int keep);
-/* 1 on a rank that ht_comm_split detached. */
-int ht_comm_detached(void);
 
 void ht_comm_barrier(void);
 /* Broadcasts bytes from root to every rank. */
@@ -125,7 +123,5 @@ int ht_comm_msg_waitany(ht_comm_msg **msgs, int n, double timeout_s);
 /* Is a message with `tag` from `peer` (or HT_COMM_ANY) waiting to be received? Never
  * blocks; 1 with *from and *bytes set, else 0. */
 int ht_comm_probe(int peer, int tag, int *from, size_t *bytes);
-/* As ht_comm_probe, but waits (politely) until such a message is there. */
-void ht_comm_probe_wait(int peer, int tag, int *from, size_t *bytes);
 
 #endif

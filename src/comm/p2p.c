@@ -137,9 +137,3 @@ int ht_comm_probe(int peer, int tag, int *from, size_t *bytes) {
     return 1;
 }
 
-void ht_comm_probe_wait(int peer, int tag, int *from, size_t *bytes) {
-    ht_comm_wait_begin("a wait for a message", peer);
-    for (int spins = 0; !ht_comm_probe(peer, tag, from, bytes); spins++)
-        ht_comm_backoff(spins);
-    ht_comm_wait_end();
-}

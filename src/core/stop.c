@@ -34,5 +34,4 @@ void ht_stop_install(void) {
 }
 
 int ht_stop_requested(void) { return g_stop != 0; }
-void ht_stop_request(void) { g_stop = 1; }
 void ht_stop_clear(void) { g_stop = 0; }

@@ -8,10 +8,8 @@
 /* Installs the SIGINT and SIGTERM handlers. A handler installed before (e.g. the
  * trainer's own) still runs after ours sets the flag. Idempotent. */
 void ht_stop_install(void);
-/* Nonzero once a stop was requested (by a signal or ht_stop_request). Async-signal-safe. */
+/* Nonzero once a stop was requested (by a signal). Async-signal-safe. */
 int ht_stop_requested(void);
-/* Requests a stop as a signal would (tests; a rank told by its peers to stop). */
-void ht_stop_request(void);
 /* Forgets a request (tests). */
 void ht_stop_clear(void);
 

@@ -49,12 +49,6 @@ int ht_metrics_open(ht_metrics **out, const char *path, int append) {
     return HT_OK;
 }
 
-ht_metrics *ht_metrics_from_stream(FILE *fp) {
-    ht_metrics *m = ht_xcalloc(1, sizeof *m);
-    m->fp = fp;
-    return m;
-}
-
 int ht_metrics_tensorboard(ht_metrics *m, const char *dir) {
     int rc = ht_tfevents_open(&m->tb, dir);
     if (rc == HT_OK) ht_log_info("TensorBoard events: %s", ht_tfevents_path(m->tb));

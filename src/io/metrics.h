@@ -24,8 +24,6 @@ int ht_metrics_open(ht_metrics **out, const char *path, int append);
  * "/rankR" appended for a record with a rank field ("rank/compute_s/rank1"), at the record's
  * step, or the last step seen for a record without one. HT_ERUNTIME when it cannot. */
 int ht_metrics_tensorboard(ht_metrics *m, const char *dir);
-/* Writes to an open stream the caller keeps owning (stdout, a test's tmpfile()). */
-ht_metrics *ht_metrics_from_stream(FILE *fp);
 /* Closes; HT_ERUNTIME when the final write or any earlier record failed (the message counts
  * the lost records and quotes the first error); NULL is a no-op. */
 int ht_metrics_close(ht_metrics *m);

@@ -1,27 +1,20 @@
 /* Internal to src/nn: how a layer kind plugs into the model. A kind is a constructor that
  * appends a layer (shapes, parameter tensors with their init rules, saved state) plus an
- * ht_layer_ops table (FLOPs, workspace, forward, backward). The core (model.c) only walks
- * the chain, pairs a layer with a following activation it can fuse, and owns the buffers. */
+ * ht_layer_ops table (FLOPs, workspace, fusing): the pure description (layer_*.c), which
+ * the planner and simulator use without a device. Its forward and backward on a device are
+ * in nn/layer_run.h (layer_*_run.c). The core (model.c) only walks the chain, pairs a layer
+ * with a following activation it can fuse; model_run.c owns the buffers. */
 #ifndef HT_NN_LAYER_H
 #define HT_NN_LAYER_H
 
 #include "nn/model.h"
+#include "nn/ops_conv.h"
 
 typedef struct ht_layer_ops {
     const char *kind; /* "linear", "conv", ... */
-    /* Forward/backward need ops that are not built: names them ("the conv ops"), else NULL. */
-    const char *needs;
     double (*flops_forward)(const ht_layer *l);
     double (*flops_backward)(const ht_layer *l, int with_dx);
     size_t (*work_floats)(const ht_layer *l, int B); /* NULL: none */
-    /* Layer i on B samples: from activation i to activation i+1. With act != HT_ACT_NONE
-     * (only when fuses_act) layer i+1 is that activation and runs in the same pass:
-     * activation i+1 keeps the pre-activation, activation i+2 receives act(...). */
-    void (*forward)(ht_model *m, int i, int B, ht_act act);
-    /* From the gradient of activation i+1 (i+2 when fused) to that of activation i (not
-     * computed when i == 0); parameter gradients overwritten, or added to with accumulate.
-     * scale multiplies the incoming gradient; it is always 1 unless `scales`. */
-    void (*backward)(ht_model *m, int i, int B, ht_act act, float scale, int accumulate);
     int fuses_act; /* can run a following relu/gelu in its own pass */
     int scales;    /* folds backward's scale into its own work (GEMM alpha) */
     int aliases;   /* output is the input reinterpreted (flatten): same activation region */
@@ -44,10 +37,11 @@ size_t ht_layer_tensor(ht_model *m, ht_layer *l, const char *name, int ndim, con
                        ht_init_kind init, float a);
 /* The shape the chain produces so far (the next layer's input). */
 ht_shape ht_chain_shape(const ht_model *m);
-/* Finishes the chain: classes = width of a logits row, rows per sample; with a device,
- * refuses layers whose ops are missing (HT_EINPUT naming model type and ops) and allocates
- * every buffer. On error the model is freed. */
-int ht_chain_finish(ht_model *m, ht_dev *d, int classes, int rows, int max_batch);
+/* Finishes the chain: classes = width of a logits row, rows per sample; refuses a batch
+ * whose tensors the kernels cannot index (ht_model_check_batch) and lays out the
+ * activation, saved-state and workspace regions for max_batch (no buffers: ht_model_attach).
+ * On error the model is freed. */
+int ht_chain_finish(ht_model *m, int classes, int rows, int max_batch);
 
 /* Elements of a shape; a (F) shape of n. */
 int ht_shape_count(const ht_shape *s);
@@ -74,12 +68,82 @@ int ht_layer_add_embed(ht_model *m, const char *name, int vocab, int C, float dr
 int ht_layer_add_layernorm(ht_model *m, const char *name);
 int ht_layer_add_block(ht_model *m, const char *name, int heads, int n_layer, float dropout);
 
-/* ---------------------------------------------------------------- helpers for kinds */
+/* ---------------------------------------------------------------- shapes of the kinds */
 
-/* The view of parameter tensor j of layer l, and of its gradient. */
-ht_view ht_layer_param(const ht_model *m, const ht_layer *l, int j);
-ht_view ht_layer_grad(const ht_model *m, const ht_layer *l, int j);
-/* The dropout seed of site `site` of layer i for the current step (ht_model_set_training). */
-uint64_t ht_model_dropout_seed(const ht_model *m, int i, int site);
+/* Features per row in and out, and rows per sample (1 for an MLP, T for a GPT head). */
+static inline int lin_fin(const ht_layer *l) { return l->in_shape.d[l->in_shape.ndim - 1]; }
+static inline int lin_fout(const ht_layer *l) { return l->out_shape.d[l->out_shape.ndim - 1]; }
+static inline int lin_rows(const ht_layer *l) { return l->in / lin_fin(l); }
+static inline ht_act act_of(const ht_layer *l) {
+    return l->kind == HT_LAYER_RELU ? HT_ACT_RELU : HT_ACT_GELU;
+}
+/* The (C,H,W) layer's op shapes at batch B. */
+static inline ht_conv2d_shape conv_shape(const ht_layer *l, int B) {
+    return (ht_conv2d_shape){.B = B,
+                             .cin = l->in_shape.d[0],
+                             .h = l->in_shape.d[1],
+                             .w = l->in_shape.d[2],
+                             .cout = l->out_shape.d[0],
+                             .k = l->k,
+                             .stride = l->stride,
+                             .pad = l->pad};
+}
+static inline ht_pool2d_shape pool_shape(const ht_layer *l, int B) {
+    return (ht_pool2d_shape){.B = B,
+                             .c = l->in_shape.d[0],
+                             .h = l->in_shape.d[1],
+                             .w = l->in_shape.d[2],
+                             .k = l->k,
+                             .stride = l->stride,
+                             .pad = 0};
+}
+/* T positions, C channels of a (T,C) layer */
+static inline int seq_T(const ht_layer *l) { return l->out_shape.d[0]; }
+static inline int seq_C(const ht_layer *l) { return l->out_shape.d[1]; }
+
+/* The transformer block's layout (layer_tf.c, layer_tf_run.c). */
+/* Parameter tensors, in buffer order. */
+enum { LN1_W, LN1_B, QKV_W, QKV_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, FCP_W, FCP_B };
+
+/* Saved state per sample, in this order (each array laid out for max_batch samples). */
+enum { S_LN1, S_M1, S_R1, S_QKV, S_ATT, S_ATTY, S_RES2, S_LN2, S_M2, S_R2, S_FCH, S_FCHG, S_N };
+
+/* Workspace (B samples): [dres | dtmp | dfch | dln | dqkv | datty | attention scratch];
+ * forward uses dtmp for the branch outputs before their residual add. */
+enum { W_DRES, W_DTMP, W_DFCH, W_DLN, W_DQKV, W_DATTY, W_SCR, W_N };
+
+/* Floats per sample of saved part `part`, and per B samples of workspace part `part`. */
+static inline size_t blk_part(const ht_layer *l, int part) {
+    size_t T = (size_t)seq_T(l), C = (size_t)seq_C(l), NH = (size_t)l->heads;
+    switch (part) {
+    case S_M1:
+    case S_R1:
+    case S_M2:
+    case S_R2:
+        return T;
+    case S_QKV:
+        return 3 * T * C;
+    case S_ATT:
+        return NH * T * T;
+    case S_FCH:
+    case S_FCHG:
+        return 4 * T * C;
+    default:
+        return T * C;
+    }
+}
+static inline size_t blk_wpart(const ht_layer *l, int part, int B) {
+    size_t N = (size_t)B * seq_T(l), C = (size_t)seq_C(l), T = (size_t)seq_T(l);
+    switch (part) {
+    case W_DFCH:
+        return 4 * N * C;
+    case W_DQKV:
+        return 3 * N * C;
+    case W_SCR:
+        return (size_t)B * (size_t)l->heads * T * T;
+    default:
+        return N * C;
+    }
+}
 
 #endif

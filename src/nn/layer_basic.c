@@ -9,11 +9,6 @@
 
 /* ---------------------------------------------------------------- linear */
 
-/* Features per row in and out, and rows per sample (1 for an MLP, T for a GPT head). */
-static int lin_fin(const ht_layer *l) { return l->in_shape.d[l->in_shape.ndim - 1]; }
-static int lin_fout(const ht_layer *l) { return l->out_shape.d[l->out_shape.ndim - 1]; }
-static int lin_rows(const ht_layer *l) { return l->in / lin_fin(l); }
-
 static double linear_flops_fwd(const ht_layer *l) {
     double fin = lin_fin(l), fout = lin_fout(l);
     return lin_rows(l) * (2.0 * fin * fout + fout);
@@ -24,38 +19,10 @@ static double linear_flops_bwd(const ht_layer *l, int with_dx) {
     return lin_rows(l) * (2.0 * fin * fout + fout + (with_dx ? 2.0 * fin * fout : 0.0));
 }
 
-static void linear_fwd(ht_model *m, int i, int B, ht_act act) {
-    const ht_layer *l = &m->layers[i];
-    int rows = B * lin_rows(l);
-    ht_view w = ht_layer_param(m, l, 0), b = ht_layer_param(m, l, 1);
-    if (act != HT_ACT_NONE)
-        ht_linear_act_forward(m->dev, ht_model_act(m, i + 1), ht_model_act(m, i + 2),
-                              ht_model_act(m, i), w, b, rows, lin_fin(l), lin_fout(l), act);
-    else
-        ht_linear_forward(m->dev, ht_model_act(m, i + 1), ht_model_act(m, i), w, b, rows,
-                          lin_fin(l), lin_fout(l));
-}
-
-static void linear_bwd(ht_model *m, int i, int B, ht_act act, float scale, int accumulate) {
-    const ht_layer *l = &m->layers[i];
-    int rows = B * lin_rows(l);
-    ht_view dx = i > 0 ? ht_model_dact(m, i) : ht_view_none();
-    ht_view w = ht_layer_param(m, l, 0), dw = ht_layer_grad(m, l, 0), db = ht_layer_grad(m, l, 1);
-    if (act != HT_ACT_NONE) /* act' and the bias sums in one pass, then the GEMMs */
-        ht_linear_act_backward(m->dev, dx, dw, db, ht_model_dact(m, i + 1), ht_model_dact(m, i + 2),
-                               ht_model_act(m, i + 1), ht_model_act(m, i), w, rows, lin_fin(l),
-                               lin_fout(l), act, scale, accumulate);
-    else
-        ht_linear_backward(m->dev, dx, dw, db, ht_model_dact(m, i + 1), ht_model_act(m, i), w, rows,
-                           lin_fin(l), lin_fout(l), scale, accumulate);
-}
-
 const ht_layer_ops ht_ops_linear = {
     .kind = "linear",
     .flops_forward = linear_flops_fwd,
     .flops_backward = linear_flops_bwd,
-    .forward = linear_fwd,
-    .backward = linear_bwd,
     .fuses_act = 1,
     .scales = 1,
 };
@@ -106,42 +73,21 @@ int ht_layer_add_linear_tied(ht_model *m, const char *name, const ht_param_tenso
 
 /* ---------------------------------------------------------------- activations */
 
-static ht_act act_of(const ht_layer *l) {
-    return l->kind == HT_LAYER_RELU ? HT_ACT_RELU : HT_ACT_GELU;
-}
-
 static double act_flops_fwd(const ht_layer *l) { return (double)l->out; }
 static double act_flops_bwd(const ht_layer *l, int with_dx) {
     return with_dx ? (double)l->out : 0.0;
-}
-
-static void act_fwd(ht_model *m, int i, int B, ht_act unused) {
-    const ht_layer *l = &m->layers[i];
-    ht_act_forward(m->dev, act_of(l), ht_model_act(m, i + 1), ht_model_act(m, i),
-                   (size_t)B * (size_t)l->out);
-}
-
-static void act_bwd(ht_model *m, int i, int B, ht_act unused, float scale, int accumulate) {
-    const ht_layer *l = &m->layers[i];
-    if (i > 0)
-        ht_act_backward(m->dev, act_of(l), ht_model_dact(m, i), ht_model_dact(m, i + 1),
-                        ht_model_act(m, i), (size_t)B * (size_t)l->out, scale);
 }
 
 const ht_layer_ops ht_ops_relu = {
     .kind = "relu",
     .flops_forward = act_flops_fwd,
     .flops_backward = act_flops_bwd,
-    .forward = act_fwd,
-    .backward = act_bwd,
     .scales = 1,
 };
 const ht_layer_ops ht_ops_gelu = {
     .kind = "gelu",
     .flops_forward = act_flops_fwd,
     .flops_backward = act_flops_bwd,
-    .forward = act_fwd,
-    .backward = act_bwd,
     .scales = 1,
 };
 
@@ -157,16 +103,10 @@ int ht_layer_add_act(ht_model *m, const char *name, ht_act act, const char *what
 
 static double zero_flops_fwd(const ht_layer *l) { return 0.0; }
 static double zero_flops_bwd(const ht_layer *l, int with_dx) { return 0.0; }
-/* NCHW (B,C,H,W) already is the (B, C*H*W) matrix: the output shares the input's region */
-static void flatten_fwd(ht_model *m, int i, int B, ht_act a) {}
-static void flatten_bwd(ht_model *m, int i, int B, ht_act a, float s, int acc) {}
-
 const ht_layer_ops ht_ops_flatten = {
     .kind = "flatten",
     .flops_forward = zero_flops_fwd,
     .flops_backward = zero_flops_bwd,
-    .forward = flatten_fwd,
-    .backward = flatten_bwd,
     .aliases = 1,
 };
 

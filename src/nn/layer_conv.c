@@ -22,17 +22,6 @@ static int need_chw(const ht_model *m, const char *what, const char *kind) {
 
 /* ---------------------------------------------------------------- conv */
 
-static ht_conv2d_shape conv_shape(const ht_layer *l, int B) {
-    return (ht_conv2d_shape){.B = B,
-                             .cin = l->in_shape.d[0],
-                             .h = l->in_shape.d[1],
-                             .w = l->in_shape.d[2],
-                             .cout = l->out_shape.d[0],
-                             .k = l->k,
-                             .stride = l->stride,
-                             .pad = l->pad};
-}
-
 /* per sample: K = cin*k*k column rows, P = Ho*Wo output pixels */
 static double conv_gemm_flops(const ht_layer *l) {
     double K = (double)l->in_shape.d[0] * l->k * l->k;
@@ -53,32 +42,11 @@ static size_t conv_work(const ht_layer *l, int B) {
     return ht_conv2d_workspace_floats(&s);
 }
 
-static void conv_fwd(ht_model *m, int i, int B, ht_act act) {
-    const ht_layer *l = &m->layers[i];
-    ht_conv2d_shape s = conv_shape(l, B);
-    ht_conv2d_forward(m->dev, ht_model_act(m, i + 1),
-                      act != HT_ACT_NONE ? ht_model_act(m, i + 2) : ht_view_none(),
-                      ht_model_act(m, i), ht_layer_param(m, l, 0), ht_layer_param(m, l, 1),
-                      ht_model_work(m), &s, act);
-}
-
-static void conv_bwd(ht_model *m, int i, int B, ht_act act, float scale, int accumulate) {
-    const ht_layer *l = &m->layers[i];
-    ht_conv2d_shape s = conv_shape(l, B);
-    /* fused: the activation's output gradient, act' applied inside (dact i+1 not written) */
-    ht_view da = ht_model_dact(m, act != HT_ACT_NONE ? i + 2 : i + 1);
-    ht_conv2d_backward(m->dev, i > 0 ? ht_model_dact(m, i) : ht_view_none(), ht_layer_grad(m, l, 0),
-                       ht_layer_grad(m, l, 1), da, ht_model_act(m, i + 1), ht_model_act(m, i),
-                       ht_layer_param(m, l, 0), ht_model_work(m), &s, act, scale, accumulate);
-}
-
 const ht_layer_ops ht_ops_conv = {
     .kind = "conv",
     .flops_forward = conv_flops_fwd,
     .flops_backward = conv_flops_bwd,
     .work_floats = conv_work,
-    .forward = conv_fwd,
-    .backward = conv_bwd,
     .fuses_act = 1,
     .scales = 1,
 };
@@ -111,16 +79,6 @@ int ht_layer_add_conv(ht_model *m, const char *name, int out_ch, int k, int stri
 
 /* ---------------------------------------------------------------- pooling */
 
-static ht_pool2d_shape pool_shape(const ht_layer *l, int B) {
-    return (ht_pool2d_shape){.B = B,
-                             .c = l->in_shape.d[0],
-                             .h = l->in_shape.d[1],
-                             .w = l->in_shape.d[2],
-                             .k = l->k,
-                             .stride = l->stride,
-                             .pad = 0};
-}
-
 /* Max: a comparison per window element; backward recomputes the argmax (as many) and
  * routes. Average: k*k - 1 adds and a divide per window; backward a divide per window and
  * an add per window element into dx. */
@@ -133,44 +91,16 @@ static double avgpool_flops_bwd(const ht_layer *l, int with_dx) {
     return with_dx ? (double)l->out * (l->k * l->k + 1) : 0.0;
 }
 
-static void maxpool_fwd(ht_model *m, int i, int B, ht_act unused) {
-    ht_pool2d_shape s = pool_shape(&m->layers[i], B);
-    ht_maxpool2d_forward(m->dev, ht_model_act(m, i + 1), ht_model_act(m, i), &s);
-}
-
-static void maxpool_bwd(ht_model *m, int i, int B, ht_act unused, float scale, int accumulate) {
-    ht_pool2d_shape s = pool_shape(&m->layers[i], B);
-    if (i > 0)
-        ht_maxpool2d_backward(m->dev, ht_model_dact(m, i), ht_model_dact(m, i + 1),
-                              ht_model_act(m, i), &s);
-}
-
-/* No padding (the layer has no pad option), so include_pad = 1, PyTorch's default
- * count_include_pad=True, divides by k*k like include_pad = 0 would. */
-static void avgpool_fwd(ht_model *m, int i, int B, ht_act unused) {
-    ht_pool2d_shape s = pool_shape(&m->layers[i], B);
-    ht_avgpool2d_forward(m->dev, ht_model_act(m, i + 1), ht_model_act(m, i), &s, 1);
-}
-
-static void avgpool_bwd(ht_model *m, int i, int B, ht_act unused, float scale, int accumulate) {
-    ht_pool2d_shape s = pool_shape(&m->layers[i], B);
-    if (i > 0) ht_avgpool2d_backward(m->dev, ht_model_dact(m, i), ht_model_dact(m, i + 1), &s, 1);
-}
-
 const ht_layer_ops ht_ops_maxpool = {
     .kind = "maxpool",
     .flops_forward = maxpool_flops_fwd,
     .flops_backward = maxpool_flops_bwd,
-    .forward = maxpool_fwd,
-    .backward = maxpool_bwd,
 };
 
 const ht_layer_ops ht_ops_avgpool = {
     .kind = "avgpool",
     .flops_forward = avgpool_flops_fwd,
     .flops_backward = avgpool_flops_bwd,
-    .forward = avgpool_fwd,
-    .backward = avgpool_bwd,
 };
 
 static int add_pool(ht_model *m, ht_layer_kind kind, const ht_layer_ops *ops, const char *name,

@@ -127,6 +127,7 @@ typedef struct ht_model {
     uint64_t dropout_seed; /* dropout masks are a pure function of (seed, step, site, i) */
     uint64_t dropout_step;
     int64_t dropout_row0;  /* global index of local sample 0 (ht_model_set_row_offset) */
+    void (*release)(struct ht_model *m); /* frees the device buffers (ht_model_attach) */
 } ht_model;
 
 /* ---------------------------------------------------------------- layers */
@@ -140,6 +141,12 @@ double ht_layer_flops_backward(const ht_layer *l, int with_dx);
 size_t ht_layer_act_bytes(const ht_layer *l);
 /* Workspace floats the layer needs for a batch of B (shared by all layers). */
 size_t ht_layer_work_floats(const ht_layer *l, int B);
+/* 1 when l's output is its input reinterpreted (flatten): it shares its input's region and
+ * keeps nothing of its own. */
+int ht_layer_aliases(const ht_layer *l);
+/* The cut rule: 1 when layer i is a relu/gelu that runs inside layer i-1's pass (forward and
+ * backward fused). No pipeline stage, gradient bucket or recompute range may separate them. */
+int ht_model_fused_with_below(const ht_model *m, int i);
 /* "1x28x28", "64x128", "784". */
 void ht_shape_str(const ht_shape *s, char *buf, size_t n);
 
@@ -148,15 +155,21 @@ void ht_shape_str(const ht_shape *s, char *buf, size_t n);
 /* Builds in -> hidden[0] -> ... -> classes with `activation` ("relu" | "gelu") after every
  * hidden linear layer; allocates params, grads (zeroed) and buffers for max_batch samples.
  * Bad sizes or activation: HT_EINPUT with a message (nothing allocated). d == NULL builds
- * the description only (every builder): enough for planning, not for running. */
+ * the description only (every builder): enough for planning, not for running. Each builder
+ * is its pure *_desc (model_build.c: no device, linked by the planner and the simulator)
+ * followed by ht_model_attach (model_run.c). */
 int ht_model_mlp(ht_model *m, ht_dev *d, int in_features, const int *hidden, int nhidden,
                  int classes, const char *activation, int max_batch);
+int ht_model_mlp_desc(ht_model *m, int in_features, const int *hidden, int nhidden, int classes,
+                      const char *activation, int max_batch);
 
 /* A CNN from layer specs ("conv 5 32 pad=2", "relu", "maxpool 2", "avgpool 2", "flatten",
  * "linear 10"; grammar in nn/layer_spec.h) on (C,H,W) inputs; the last layer must give
  * `classes` outputs. Shape errors name the element: "model.layers[3] \"maxpool 2\": ...". */
 int ht_model_cnn(ht_model *m, ht_dev *d, ht_shape in, const char *const *specs, int nspecs,
                  int classes, int max_batch);
+int ht_model_cnn_desc(ht_model *m, ht_shape in, const char *const *specs, int nspecs, int classes,
+                      int max_batch);
 
 /* A GPT-2 style model: embed (wte (vocab,C), wpe (T,C)) -> n_layer pre-LN blocks of n_head
  * heads, MLP 4C with GELU -> final LayerNorm -> linear head (vocab) with a bias. Input: int32
@@ -164,6 +177,12 @@ int ht_model_cnn(ht_model *m, ht_dev *d, ht_shape in, const char *const *specs, 
  * without a bias (one tensor, its gradient the sum of both uses). */
 int ht_model_gpt(ht_model *m, ht_dev *d, int vocab, int T, int n_layer, int d_model, int n_head,
                  float dropout, int max_batch, int tie);
+int ht_model_gpt_desc(ht_model *m, int vocab, int T, int n_layer, int d_model, int n_head,
+                      float dropout, int max_batch, int tie);
+
+/* Gives a description its buffers on d (params, grads zeroed, activations, ... for its
+ * max_batch); ht_model_free frees them. */
+int ht_model_attach(ht_model *m, ht_dev *d);
 
 void ht_model_free(ht_model *m);
 /* HT_OK when every layer's tensors at `batch` samples stay within 2^31 - 1 elements (the

@@ -9,6 +9,24 @@
 #include "nn/layer.h"
 #include "nn/layer_spec.h"
 
+int ht_act_parse(const char *name) {
+    if (!name || !*name || !strcmp(name, "none")) return HT_ACT_NONE;
+    if (!strcmp(name, "relu")) return HT_ACT_RELU;
+    if (!strcmp(name, "gelu")) return HT_ACT_GELU;
+    return -1;
+}
+
+const char *ht_act_name(ht_act act) {
+    switch (act) {
+    case HT_ACT_RELU:
+        return "relu";
+    case HT_ACT_GELU:
+        return "gelu";
+    default:
+        return "none";
+    }
+}
+
 /* Appends text to m->desc (truncation is harmless: it only shortens a signature). */
 static void desc_add(ht_model *m, const char *text) {
     size_t len = strlen(m->desc);
@@ -23,8 +41,8 @@ static int fail(ht_model *m, int rc) {
 
 /* ---------------------------------------------------------------- MLP */
 
-int ht_model_mlp(ht_model *m, ht_dev *d, int in_features, const int *hidden, int nhidden,
-                 int classes, const char *activation, int max_batch) {
+int ht_model_mlp_desc(ht_model *m, int in_features, const int *hidden, int nhidden, int classes,
+                      const char *activation, int max_batch) {
     memset(m, 0, sizeof *m);
     int act = ht_act_parse(activation);
     if (act <= HT_ACT_NONE && nhidden > 0)
@@ -58,13 +76,13 @@ int ht_model_mlp(ht_model *m, ht_dev *d, int in_features, const int *hidden, int
         desc_add(m, " ");
         desc_add(m, ht_act_name((ht_act)act));
     }
-    return ht_chain_finish(m, d, classes, 1, max_batch);
+    return ht_chain_finish(m, classes, 1, max_batch);
 }
 
 /* ---------------------------------------------------------------- CNN */
 
-int ht_model_cnn(ht_model *m, ht_dev *d, ht_shape in, const char *const *specs, int nspecs,
-                 int classes, int max_batch) {
+int ht_model_cnn_desc(ht_model *m, ht_shape in, const char *const *specs, int nspecs, int classes,
+                      int max_batch) {
     memset(m, 0, sizeof *m);
     if (in.ndim != 3 || in.d[0] < 1 || in.d[1] < 1 || in.d[2] < 1)
         return ht_error(HT_EINPUT, "model: a CNN needs a (C,H,W) input shape with every size >= 1");
@@ -124,13 +142,13 @@ int ht_model_cnn(ht_model *m, ht_dev *d, ht_shape in, const char *const *specs, 
                                 "the data has %d classes (end with \"linear %d\")",
                                 s, classes, classes));
     }
-    return ht_chain_finish(m, d, classes, 1, max_batch);
+    return ht_chain_finish(m, classes, 1, max_batch);
 }
 
 /* ---------------------------------------------------------------- GPT */
 
-int ht_model_gpt(ht_model *m, ht_dev *d, int vocab, int T, int n_layer, int d_model, int n_head,
-                 float dropout, int max_batch, int tie) {
+int ht_model_gpt_desc(ht_model *m, int vocab, int T, int n_layer, int d_model, int n_head,
+                      float dropout, int max_batch, int tie) {
     memset(m, 0, sizeof *m);
     if (vocab < 1 || T < 1 || n_layer < 0 || d_model < 1 || n_head < 1 || max_batch < 1)
         return ht_error(HT_EINPUT,
@@ -157,5 +175,5 @@ int ht_model_gpt(ht_model *m, ht_dev *d, int vocab, int T, int n_layer, int d_mo
         rc = tie ? ht_layer_add_linear_tied(m, "head", &m->layers[0].t[0], "head")
                  : ht_layer_add_linear(m, "head", vocab, 1, 0.02f, "head");
     if (rc != HT_OK) return fail(m, rc);
-    return ht_chain_finish(m, d, vocab, T, max_batch);
+    return ht_chain_finish(m, vocab, T, max_batch);
 }

@@ -11,24 +11,6 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-int ht_act_parse(const char *name) {
-    if (!name || !*name || !strcmp(name, "none")) return HT_ACT_NONE;
-    if (!strcmp(name, "relu")) return HT_ACT_RELU;
-    if (!strcmp(name, "gelu")) return HT_ACT_GELU;
-    return -1;
-}
-
-const char *ht_act_name(ht_act act) {
-    switch (act) {
-    case HT_ACT_RELU:
-        return "relu";
-    case HT_ACT_GELU:
-        return "gelu";
-    default:
-        return "none";
-    }
-}
-
 /* Kernels in cl/act.cl (and scale_f32 in cl/util.cl) give each work-item 16 consecutive
  * floats (a float16). */
 enum { VEC = 16 };

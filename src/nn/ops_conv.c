@@ -7,58 +7,10 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "nn/conv_plan.h"
 #include "nn/ops_util.h"
 
 /* ---------------------------------------------------------------- shapes */
-
-int ht_conv_out_size(int n, int k, int stride, int pad) {
-    if (n < 1 || k < 1 || stride < 1 || pad < 0) return 0;
-    long long span = (long long)n + 2LL * pad - k;
-    if (span < 0) return 0;
-    return (int)(span / stride + 1);
-}
-
-/* Elements of a (B, c, h, w) tensor, or 0 when it exceeds the kernels' int indexing. */
-static size_t numel4(int B, int c, int h, int w) {
-    unsigned long long n = (unsigned long long)B * (unsigned)c * (unsigned)h * (unsigned)w;
-    return n > (unsigned long long)INT_MAX ? 0 : (size_t)n;
-}
-
-int ht_conv2d_check(const ht_conv2d_shape *s) {
-    if (s->B < 1 || s->cin < 1 || s->h < 1 || s->w < 1 || s->cout < 1)
-        return ht_error(HT_EINPUT,
-                        "conv2d: batch %d, channels %d->%d and input %dx%d must all be >= 1", s->B,
-                        s->cin, s->cout, s->h, s->w);
-    if (s->k < 1 || s->stride < 1 || s->pad < 0)
-        return ht_error(HT_EINPUT, "conv2d: kernel %d and stride %d must be >= 1, padding %d >= 0",
-                        s->k, s->stride, s->pad);
-    if (!ht_conv2d_oh(s) || !ht_conv2d_ow(s))
-        return ht_error(HT_EINPUT,
-                        "conv2d: a %dx%d kernel does not fit the %dx%d input padded by %d", s->k,
-                        s->k, s->h, s->w, s->pad);
-    if (!numel4(s->B, s->cin, s->h, s->w) ||
-        !numel4(s->B, s->cout, ht_conv2d_oh(s), ht_conv2d_ow(s)) ||
-        !numel4(s->cout, s->cin, s->k, s->k))
-        return ht_error(HT_EINPUT, "conv2d: a tensor of this layer exceeds 2^31 elements");
-    return HT_OK;
-}
-
-int ht_pool2d_check(const ht_pool2d_shape *s) {
-    if (s->B < 1 || s->c < 1 || s->h < 1 || s->w < 1)
-        return ht_error(HT_EINPUT, "pool2d: batch %d, channels %d and input %dx%d must be >= 1",
-                        s->B, s->c, s->h, s->w);
-    if (s->k < 1 || s->stride < 1 || s->pad < 0 || s->pad > s->k / 2)
-        return ht_error(HT_EINPUT,
-                        "pool2d: window %d and stride %d must be >= 1, padding %d in [0, k/2]",
-                        s->k, s->stride, s->pad);
-    if (!ht_pool2d_oh(s) || !ht_pool2d_ow(s))
-        return ht_error(HT_EINPUT,
-                        "pool2d: a %dx%d window does not fit the %dx%d input padded by %d", s->k,
-                        s->k, s->h, s->w, s->pad);
-    if (!numel4(s->B, s->c, s->h, s->w))
-        return ht_error(HT_EINPUT, "pool2d: the input exceeds 2^31 elements");
-    return HT_OK;
-}
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -141,15 +93,8 @@ static void pad_planes(ht_dev *d, ht_buf *dst, size_t dsto, const ht_buf *src, s
 
 /* ---------------------------------------------------------------- conv2d: plan */
 
-/* Segments start on 256-float (1 KiB) boundaries relative to the workspace, so that with an
- * aligned workspace CLBlast can take each operand in place (sub-buffers, src/ocl/blas.c). */
-enum { WS_ALIGN = 256, SLACK = 16 };
-static size_t align_up(size_t n) { return (n + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN; }
-
-static size_t g_ws_cap; /* 0: the defaults */
 static ht_conv_impl g_impl = HT_CONV_AUTO;
 
-void ht_conv2d_set_ws_cap(size_t floats) { g_ws_cap = floats; }
 void ht_conv2d_set_impl(ht_conv_impl impl) { g_impl = impl; }
 
 /* The tiled kernels on CPUs, CLBlast elsewhere (see the top of ops_conv.h). */
@@ -158,22 +103,6 @@ static int use_tiled(ht_dev *d) {
     return !strcmp(ht_dev_info(d)->type, "cpu");
 }
 
-/* Weight-gradient slices: the tiled dW GEMM splits its long sum over N = nb*P pixels into S
- * slices of about DW_SLICE (parallelism, and a slice of B stays in cache), summed after. */
-enum { DW_SLICE = 1024, DW_MAX_SLICES = 64 };
-
-typedef struct conv_plan {
-    int Ho, Wo, P, K; /* output size, pixels per sample, rows of the column matrix */
-    int nb;           /* samples per chunk */
-    int S, Ls;        /* dW slices and their length for a full chunk */
-    int Hp, Wp;       /* x padded by pad (implicit forward) */
-    int q, Hq, Wq;    /* g padded by q = k-1-pad (implicit input gradient; q >= 0) */
-    /* segment offsets from the workspace start: col(K, N), g(cout, N), gt(N, cout), bias
-     * partials (cout, nb, pixel blocks), dW partials (S, K, cout), xp(nb, cin, Hp, Wp), gp(cout,
-     * nb, Hq, Wq); and the total */
-    size_t col, g, gt, bpart, wpart, xp, gp, total;
-} conv_plan;
-
 /* Stride 1 runs the implicit kernels (tiled only): forward and weight gradient always, the
  * input gradient when pad <= k-1 (else the padded gradient would need a negative padding).
  * Measured on the MNIST CNN's second conv (PoCL, 2 cores): forward 15-18 ms against 19-21
@@ -181,69 +110,9 @@ typedef struct conv_plan {
 static int implicit_ok(const ht_conv2d_shape *s) { return s->stride == 1; }
 static int implicit_dx_ok(const ht_conv2d_shape *s) { return s->stride == 1 && s->pad <= s->k - 1; }
 
-/* Pixel blocks of conv_grad_out_t (CONV_PQ = 64 pixels in cl/conv.cl). */
-static int pixel_blocks(int P) { return (P + 63) / 64; }
-
-static size_t gcd16(int P) {
-    size_t g = 16;
-    while (P % (int)g)
-        g /= 2;
-    return g;
-}
-
-static void slices(int N, int *S, int *Ls) {
-    int n = (N + DW_SLICE - 1) / DW_SLICE;
-    if (n > DW_MAX_SLICES) n = DW_MAX_SLICES;
-    if (n < 1) n = 1;
-    *Ls = (N + n - 1) / n;
-    *S = (N + *Ls - 1) / *Ls;
-}
-
-/* tiled: which implementation's default cap applies (an override applies to both) */
-static conv_plan conv_plan_make(int tiled, const ht_conv2d_shape *s) {
-    conv_plan p;
-    size_t cap = g_ws_cap ? g_ws_cap : tiled ? HT_CONV_WS_CAP_CPU : HT_CONV_WS_CAP;
-    p.Ho = ht_conv2d_oh(s), p.Wo = ht_conv2d_ow(s);
-    p.P = p.Ho * p.Wo;
-    p.K = s->cin * s->k * s->k;
-    p.Hp = s->h + 2 * s->pad, p.Wp = s->w + 2 * s->pad;
-    p.q = s->k - 1 - s->pad;
-    if (p.q < 0) p.q = 0; /* unused then */
-    p.Hq = p.Ho + 2 * p.q, p.Wq = p.Wo + 2 * p.q;
-    size_t xp1 = (size_t)s->cin * p.Hp * p.Wp, gp1 = (size_t)s->cout * p.Hq * p.Wq;
-    size_t per = ((size_t)p.K + 2 * (size_t)s->cout) * (size_t)p.P + (size_t)s->cout + xp1 + gp1;
-    size_t nb = cap / per;
-    if (nb < 1) nb = 1;
-    /* full chunks of whole 16-column tiles: nb a multiple of 16 / gcd(P, 16) when possible */
-    size_t q = 16 / gcd16(p.P);
-    if (nb > q) nb -= nb % q;
-    if (nb > (size_t)s->B) nb = (size_t)s->B;
-    p.nb = (int)nb;
-    size_t N = nb * (size_t)p.P;
-    slices(N > (size_t)INT_MAX ? INT_MAX : (int)N, &p.S, &p.Ls);
-    /* each segment is followed by slack: the tiled kernels read (and never use) up to 15
-     * floats past the end of a B operand, the implicit ones up to 15 + k - 1 */
-    size_t sl = SLACK + (size_t)s->k;
-    p.col = 0;
-    p.g = align_up((size_t)p.K * N + sl);
-    p.gt = p.g + align_up((size_t)s->cout * N + sl);
-    p.bpart = p.gt + align_up(N * (size_t)s->cout + sl);
-    p.wpart = p.bpart + align_up((size_t)s->cout * nb * pixel_blocks(p.P));
-    p.xp = p.wpart + align_up((size_t)p.S * p.K * s->cout);
-    p.gp = p.xp + align_up(nb * xp1 + sl);
-    p.total = p.gp + nb * gp1 + sl;
-    return p;
-}
-
-size_t ht_conv2d_workspace_floats(const ht_conv2d_shape *s) {
-    check_or_die(ht_conv2d_check(s), "ht_conv2d_workspace_floats");
-    size_t a = conv_plan_make(0, s).total, b = conv_plan_make(1, s).total;
-    return a > b ? a : b;
-}
-
 int ht_conv2d_chunk(ht_dev *d, const ht_conv2d_shape *s) {
     check_or_die(ht_conv2d_check(s), "ht_conv2d_chunk");
-    return conv_plan_make(use_tiled(d), s).nb;
+    return ht_conv_plan_make(use_tiled(d), s).nb;
 }
 
 /* One call's context: the device, the shape, the plan, the workspace, the implementation. */
@@ -259,7 +128,7 @@ typedef struct conv_ctx {
 /* Plan plus the common checks of forward and backward. */
 static conv_ctx conv_begin(ht_dev *d, const ht_conv2d_shape *s, ht_view ws, const char *op) {
     check_or_die(ht_conv2d_check(s), op);
-    conv_ctx c = {d, s, conv_plan_make(use_tiled(d), s), ws.buf, ws.off, use_tiled(d)};
+    conv_ctx c = {d, s, ht_conv_plan_make(use_tiled(d), s), ws.buf, ws.off, use_tiled(d)};
     if (c.p.total > (size_t)INT_MAX)
         ht_die(HT_ERUNTIME, "nn: %s: one sample's column matrix (%d x %d) exceeds 2^31 floats", op,
                c.p.K, c.p.P);

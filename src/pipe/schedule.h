@@ -2,7 +2,7 @@
  * at the end, show.c): for one global batch of N
  * micro-batches over D pipeline ranks, each rank gets an array of instructions (DeepSpeed's
  * idea, in C: an enum, a small struct, an array per rank, a switch in the executor). The
- * executor (src/pipe/exec.c) runs them on devices, the simulator (src/sim) on a cost model,
+ * executor (src/train/pipe_exec.c) runs them on devices, the simulator (src/sim) on a cost model,
  * the checker below on unit times; all three read the very same arrays.
  *
  * Terms. The model's layers are cut into S = D * v contiguous *stages* (v model chunks per

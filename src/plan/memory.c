@@ -179,37 +179,13 @@ double ht_mem_executor(const ht_mem_desc *d, const ht_mem_desc *dB, int B, int m
 
 /* ---------------------------------------------------------------- recomputation */
 
-typedef struct cand {
-    int l;
-    double ratio; /* bytes kept per sample / forward seconds per sample */
-} cand;
-
-static int by_ratio(const void *a, const void *b) {
-    const cand *x = a, *y = b;
-    if (x->ratio != y->ratio) return x->ratio > y->ratio ? -1 : 1;
-    return x->l - y->l;
-}
-
 int ht_mem_choose_recompute(const ht_mem_desc *d, const double *fwd, int lo, int hi, int mb,
                             int slots, int weight_versions, double limit, uint8_t *rc,
                             double *extra_s, ht_mem_use *u) {
-    for (int l = lo; l < hi; l++)
-        rc[l] = 0;
-    *extra_s = 0;
-    double need = ht_mem_stage(d, lo, hi, mb, slots, weight_versions, rc, u);
-    if (limit <= 0 || need <= limit) return 1;
-    if (slots <= 1) return 0; /* a recomputed layer is live once anyway: nothing to gain */
-    cand c[hi - lo > 0 ? hi - lo : 1];
-    int n = 0;
-    for (int l = lo; l < hi; l++)
-        if (d->keep_bytes[l] > 0)
-            c[n++] = (cand){l, fwd[l] > 0 ? d->keep_bytes[l] / fwd[l] : INFINITY};
-    qsort(c, (size_t)n, sizeof *c, by_ratio);
-    for (int i = 0; i < n; i++) {
-        rc[c[i].l] = 1;
-        *extra_s += mb * fwd[c[i].l];
-        need = ht_mem_stage(d, lo, hi, mb, slots, weight_versions, rc, u);
-        if (need <= limit) return 1;
-    }
-    return 0;
+    ht_mem_plan p;
+    int fits = ht_mem_plan_rank(d, fwd, NULL, 1, &lo, &hi, mb, slots, slots, slots,
+                                weight_versions, limit, rc, &p);
+    *extra_s = p.extra_s;
+    if (u) *u = p.use;
+    return fits;
 }

@@ -76,7 +76,7 @@ double ht_mem_stage(const ht_mem_desc *d, int lo, int hi, int mb, int slots, int
 double ht_mem_rank(const ht_mem_desc *d, int nchunk, const int *lo, const int *hi, int mb,
                    int slots, int weight_versions, const uint8_t *rc, ht_mem_use *u);
 
-/* What the pipeline executor (src/pipe/exec.c) allocates on a rank today, predicted from the
+/* What the pipeline executor (src/train/pipe_exec.c) allocates on a rank today, predicted from the
  * description alone, to validate the model above against the device memory really held:
  *   model: the model as built on every rank, for B samples (one micro-batch: the pipeline
  *          engine builds it so; the global batch before 2026-11-26): every layer's weights,
@@ -102,14 +102,6 @@ double ht_mem_executor(const ht_mem_desc *d, const ht_mem_desc *dB, int B, int m
                        int nchunk, const int *lo, const int *hi, int nslot, int weight_versions,
                        const uint8_t *rc, ht_mem_exec_use *u);
 
-/* Chooses layers of stage [lo, hi) to recompute so that ht_mem_stage fits `limit` bytes: the
- * layers that free the most memory per second of recompute (keep_bytes[l] / fwd[l], a layer
- * with no forward time first, lower l on ties), one at a time until the stage fits. fwd[l]
- * is the layer's forward seconds per sample on this rank (index l of an [L] array). Writes
- * rc[lo .. hi) (other entries untouched), *extra_s the recompute seconds per micro-batch (mb x
- * the chosen layers' forward), *u the memory with them. Returns 1 when it fits, 0 when not even
- * with every layer that frees memory recomputed (rc then holds all of those). Recomputing
- * frees nothing with one slot: then nothing is chosen. */
 /* The most micro-batches in flight that stage [lo, hi) fits in `limit` bytes with the layers
  * rc recomputed (NULL: none): the largest n with ht_mem_stage(.., n, ..) <= limit, capped at
  * cap (e.g. N); 0 when not even one fits; cap when limit <= 0 (no limit). A rank's bound for
@@ -117,6 +109,9 @@ double ht_mem_executor(const ht_mem_desc *d, const ht_mem_desc *dB, int B, int m
 int ht_mem_max_slots(const ht_mem_desc *d, int lo, int hi, int mb, int weight_versions,
                      const uint8_t *rc, double limit, int cap);
 
+/* ht_mem_plan_rank (below, the one recompute chooser) for one stage [lo, hi) without fused
+ * pairs, `slots` fixed: writes rc[lo .. hi), *extra_s the recompute seconds per micro-batch
+ * and *u (may be NULL) as its plan's; returns 1 when the stage fits `limit` bytes. */
 int ht_mem_choose_recompute(const ht_mem_desc *d, const double *fwd, int lo, int hi, int mb,
                             int slots, int weight_versions, double limit, uint8_t *rc,
                             double *extra_s, ht_mem_use *u);
@@ -201,7 +196,7 @@ typedef struct ht_part_input {
                                  (the placements the executor runs: world rank = replica x
                                  D + pipeline rank); needs each host's ranks contiguous */
     const uint8_t *can_cut;   /* [L] 1 where a stage may start (layer 0 always may); NULL:
-                                 anywhere (pipe/bounds.h: not at an activation fused with the
+                                 anywhere (plan/bounds.h: not at an activation fused with the
                                  layer before it) */
 } ht_part_input;
 
@@ -263,7 +258,7 @@ void ht_partition_export(const ht_partition *p, const ht_mem_desc *d, int weight
 double ht_part_affine(double t, double t1, int mb, double *per);
 
 /* A partition in rank order (ht_part_input.in_rank_order, every rank in a stage) as the
- * executor's groups (pipe/exec.h ht_pipe_place): stage q on ranks [first[q], first[q + 1]),
+ * executor's groups (train/pipe_exec.h ht_pipe_place): stage q on ranks [first[q], first[q + 1]),
  * rank r computing samples [off[r], off[r] + cnt[r]) of every micro-batch (its share).
  * first: [D + 1]; off, cnt: [R]. */
 void ht_partition_groups(const ht_partition *p, int *first, int *off, int *cnt);

@@ -62,6 +62,7 @@ typedef struct ctx {
     double *pf, *pb;  /* [R*(L+1)] prefix sums of fwd, bwd per rank */
     double *px;       /* [R*(L+1)] prefix sums of the fixed costs per rank */
     uint8_t *rc;      /* [L] scratch */
+    uint8_t *fused;   /* [L] layer l runs fused into l - 1 (no cut before it); NULL: none */
     /* level 2 tables for the current (host, end): [(L+1) * M * (k+1)] */
     pval *V;
     int *ch_i2, *ch_g;
@@ -121,9 +122,12 @@ static pval eval_rank(ctx *c, int r, int lo, int hi, int m, int slots, link tin,
     uint8_t *set = rc ? rc : c->rc;
     ht_mem_use u;
     double extra = 0;
-    if (in->allow_recompute) {
-        ht_mem_choose_recompute(c->d, in->fwd + (size_t)r * c->L, lo, hi, m, slots,
-                                in->weight_versions, limit, set, &extra, &u);
+    if (in->allow_recompute) { /* the engine's own decision (pipe_mem.c), fused pairs whole */
+        ht_mem_plan mp;
+        ht_mem_plan_rank(c->d, in->fwd + (size_t)r * c->L, c->fused, 1, &lo, &hi, m, slots, slots,
+                         slots, in->weight_versions, limit, set, &mp);
+        extra = mp.extra_s;
+        u = mp.use;
     } else {
         memset(set + lo, 0, (size_t)(hi - lo));
         ht_mem_stage(c->d, lo, hi, m, slots, in->weight_versions, NULL, &u);
@@ -544,6 +548,11 @@ int ht_part_hetero(const ht_part_input *in, ht_partition *p) {
     c.ch_i2 = ht_xmalloc(nv * sizeof *c.ch_i2);
     c.ch_g = ht_xmalloc(nv * sizeof *c.ch_g);
     c.rc = ht_xcalloc((size_t)L, 1);
+    if (in->can_cut) {
+        c.fused = ht_xcalloc((size_t)L, 1);
+        for (int l = 1; l < L; l++)
+            c.fused[l] = !in->can_cut[l];
+    }
     for (int h = 0; h < c.H; h++) { /* the largest split cache a host needs, if kept */
         size_t k = (size_t)c.nh[h], n = ((size_t)1 << k) * W * W * k;
         if (k > 1 && n <= CACHE_MAX && n > c.split_cap) c.split_cap = n;
@@ -583,6 +592,7 @@ int ht_part_hetero(const ht_part_input *in, ht_partition *p) {
     }
     if (rc) ht_partition_free(p);
     free(c.pf), free(c.pb), free(c.px), free(c.V), free(c.ch_i2), free(c.ch_g), free(c.rc);
+    free(c.fused);
     free(c.split_buf), free(c.params);
     return rc;
 }

@@ -13,7 +13,7 @@
 #include "nn/model.h"
 #include "plan/plan.h"
 #include "sim/sim.h"
-#include "sync/bsp.h"
+#include "plan/buckets.h"
 
 /* Rank r's fixed + per-sample model at share s1 (and s1 / 4), as src/train/engine_dp.c calibrates it. */
 static void rank_model(const ht_sim_cluster *c, int r, const ht_sim_model *sm, int s1,

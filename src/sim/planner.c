@@ -10,11 +10,11 @@
 
 #include "core/err.h"
 #include "nn/model.h"
-#include "pipe/bounds.h"
+#include "plan/bounds.h"
 #include "pipe/transform.h"
 #include "plan/partition.h"
 #include "sim/sim.h"
-#include "train/pipe_plan.h"
+#include "plan/pipe_plan.h"
 
 const char *ht_sim_cand_name(const ht_sim_cand *k, char *buf, size_t n) {
     if (k->kind < 0)
@@ -37,7 +37,7 @@ const char *ht_sim_cand_name(const ht_sim_cand *k, char *buf, size_t n) {
 
 /* The trainer's hetero partition with replicated stages (pipe.replicate: stages in rank
  * order, a stage on adjacent ranks of one host with each micro-batch split by speed), by the
- * very function the trainer and hetsim call (train/pipe_plan.h), on the cost model's layer
+ * very function the trainer and hetsim call (plan/pipe_plan.h), on the cost model's layer
  * times laid out as the trainer's start-up calibration (at mb samples and at 1) and the
  * hosts of the first replica's ranks as the trainer gathers them: the job the plan writes
  * ("hetero", replicate) is then cut as simulated here. The cut, the stage count and the

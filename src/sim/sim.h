@@ -7,7 +7,7 @@
  * interfaces are free, and takes its algorithm's closed-form step structure.
  *
  * What runs unchanged from the trainer: the batch split (src/plan), the gradient bucketing
- * (src/sync/bsp.h ht_reduce_plan), every pipeline schedule's instruction stream
+ * (src/plan/buckets.h ht_reduce_plan), every pipeline schedule's instruction stream
  * (src/pipe/schedule.h, instruction by instruction). Cost model: per-layer forward/backward
  * time per device interpolated over the batch size from a hetprof profile, or a roofline from
  * a device's peak GFLOP/s and memory bandwidth (FLOPs and bytes from the model description);
@@ -236,7 +236,7 @@ int ht_sim_run_dp(const ht_sim_cluster *c, int n, const struct ht_model *model,
 
 /* A pipeline step: W replicas of the schedule s (D = s->p.D ranks each, rank w * D + d), the
  * model's layers cut into s->S stages at bounds[0..S] (as the executor cuts them:
- * ht_pipe_bounds of src/pipe/bounds.h), micro-batches of mb samples; REDUCE_GRADS among the
+ * ht_pipe_bounds of src/plan/bounds.h), micro-batches of mb samples; REDUCE_GRADS among the
  * copies of a stage (ring or mpi). */
 typedef struct ht_sim_pipe {
     const ht_pipe_sched *s;
@@ -247,7 +247,7 @@ typedef struct ht_sim_pipe {
     int chain;  /* > 0: s is a PipeDream-2BW period stream (ht_pipe_2bw_steady), run without
                    a flush as the executor chains it, `chain` and 2 x `chain` batches; the
                    result is per batch in the steady state (their difference over chain) */
-    /* Replicated stages as the executor runs them (pipe/exec.h's ht_pipe_place; first NULL:
+    /* Replicated stages as the executor runs them (train/pipe_exec.h's ht_pipe_place; first NULL:
      * none): the schedule's rank q on pipeline ranks [first[q], first[q + 1]) of P, rank p
      * computing cnt[p] samples of every micro-batch from off[p]; a boundary moves in pieces
      * between the ranks whose samples overlap, REDUCE_GRADS spans a stage's ranks. */

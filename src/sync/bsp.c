@@ -17,71 +17,7 @@
 #include "core/log.h"
 #include "core/stop.h"
 #include "io/trace.h"
-#include "nn/layer.h"
 #include "sync/internal.h"
-
-/* ---------------------------------------------------------------- plan */
-
-/* The activation layer i runs inside layer i-1's backward (fused): no bucket boundary
- * may fall between them. */
-static int fused_with_below(const ht_model *m, int i) {
-    const ht_layer *l = &m->layers[i];
-    return i > 0 && (l->kind == HT_LAYER_RELU || l->kind == HT_LAYER_GELU) &&
-           m->layers[i - 1].ops && m->layers[i - 1].ops->fuses_act;
-}
-
-/* 1 when every layer's parameters are [woff, woff + nparams) and the layers follow each
- * other in the flat buffer: then layers [lo, hi) own one contiguous range of it. */
-static int layout_contiguous(const ht_model *m) {
-    size_t next = 0;
-    for (int i = 0; i < m->nlayers; i++) {
-        const ht_layer *l = &m->layers[i];
-        if (!l->nparams) continue;
-        if (l->woff != next) return 0;
-        next = l->woff + l->nparams;
-    }
-    return next == m->nparams;
-}
-
-/* Gradient range of layers [lo, hi) (contiguous layout). */
-static void range_of(const ht_model *m, int lo, int hi, size_t *off, size_t *n) {
-    size_t a = 0, b = 0;
-    int any = 0;
-    for (int i = lo; i < hi; i++) {
-        const ht_layer *l = &m->layers[i];
-        if (!l->nparams) continue;
-        if (!any) a = l->woff;
-        b = l->woff + l->nparams;
-        any = 1;
-    }
-    *off = any ? a : 0;
-    *n = any ? b - a : 0;
-}
-
-int ht_reduce_plan(const ht_model *m, size_t first_bytes, size_t cap_bytes, ht_bucket *out,
-                   int max) {
-    int nb = 0;
-    if (!layout_contiguous(m)) {
-        if (max > 0) out[0] = (ht_bucket){0, m->nlayers, 0, m->nparams};
-        return 1;
-    }
-    int hi = m->nlayers;
-    size_t bytes = 0;
-    for (int i = m->nlayers - 1; i >= 0; i--) {
-        bytes += m->layers[i].nparams * sizeof(float);
-        size_t limit = nb == 0 ? first_bytes : cap_bytes;
-        if (i == 0 || (bytes >= limit && !fused_with_below(m, i))) {
-            if (nb < max) {
-                out[nb] = (ht_bucket){i, hi, 0, 0};
-                range_of(m, i, hi, &out[nb].off, &out[nb].n);
-            }
-            nb++;
-            hi = i;
-            bytes = 0;
-        }
-    }
-    return nb;
-}
 
 /* ---------------------------------------------------------------- state */
 

@@ -90,8 +90,6 @@ int ht_sync_fin_rc(const msg_hdr *h);
 void ht_sync_cat(char *buf, size_t size, const char *fmt, ...) HT_PRINTF(3, 4);
 /* A failed write of the decision log (sync.log) ends the job: exit 1 with the reason. */
 void ht_sync_logged(int rc);
-/* The budget of samples: total steps x train.batch. */
-int64_t ht_sync_budget(const ht_config *cfg, int64_t total_steps);
 /* Worker side: parameters device <-> host (s->m->params). */
 void ht_sync_params_read(ht_sync *s, float *x);
 void ht_sync_params_write(ht_sync *s, const float *x);

@@ -81,10 +81,6 @@ void ht_sync_local_range(const ht_config *cfg, const ht_sync_layout *L, int w, i
     *hi = *lo + q + (w < r);
 }
 
-int64_t ht_sync_budget(const ht_config *cfg, int64_t total_steps) {
-    return total_steps * (int64_t)cfg->train.batch;
-}
-
 void ht_sync_cat(char *buf, size_t size, const char *fmt, ...) {
     size_t len = strlen(buf);
     if (len && len + 1 < size) buf[len++] = ',', buf[len] = 0;

@@ -1,6 +1,6 @@
 /* The pipeline engine: pipe.schedule != "none". The ranks are D pipeline ranks x R
  * data-parallel replicas; every rank builds the whole model (setup), runs its instruction
- * stream (src/pipe/exec.c) once per global batch, and updates its parameters with the
+ * stream (src/train/pipe_exec.c) once per global batch, and updates its parameters with the
  * gradients summed over every copy of its stages. Clipping uses the global norm over all
  * stages. Before an evaluation or a checkpoint the stage owners send their parameters and
  * optimizer state to rank 0 (j->gather), so rank 0 evaluates and saves the whole model in
@@ -16,15 +16,16 @@
 #include "core/stop.h"
 #include "io/trace.h"
 #include "nn/ops.h"
-#include "pipe/bounds.h"
-#include "pipe/exec.h"
+#include "plan/bounds.h"
+#include "train/pipe_exec.h"
 #include "pipe/sched_2bw.h"
 #include "pipe/schedule.h"
 #include "pipe/transform.h"
 #include "train/engine.h"
 #include "train/engine_pipe.h"
+#include "train/pipe_calib.h"
 #include "train/pipe_mem.h"
-#include "train/pipe_plan.h"
+#include "plan/pipe_plan.h"
 
 
 static void load(void *ctx, ht_model *m, int64_t step, int row0, int n);

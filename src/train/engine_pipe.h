@@ -4,12 +4,12 @@
 #ifndef HT_TRAIN_ENGINE_PIPE_H
 #define HT_TRAIN_ENGINE_PIPE_H
 
-#include "pipe/exec.h"
+#include "train/pipe_exec.h"
 #include "pipe/schedule.h"
 #include "plan/repart.h"
 #include "train/engine.h"
 #include "train/pipe_mem.h"
-#include "train/pipe_plan.h"
+#include "plan/pipe_plan.h"
 
 enum {
     TAG_GATHER = 900, /* stage owner -> rank 0, below the executor's tags */

@@ -9,7 +9,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "io/metrics.h"
-#include "pipe/bounds.h"
+#include "plan/bounds.h"
 #include "pipe/schedule.h"
 
 /* ---------------------------------------------------------------- limits */

@@ -138,7 +138,7 @@ ok $? "and says that hettrain would not fit the whole model on these devices"
 ok $? "hettrain schedule -c plan.cfg accepts the written job"
 grep -q '^makespan' "$TMP/sched"; ok $? "and prints its pipeline"
 # pipe.partition "hetero" and hepipe's order come from the cost model's layer times through
-# the trainer's own functions (src/train/pipe_plan.h): with rank 1 three times slower the
+# the trainer's own functions (src/plan/pipe_plan.h): with rank 1 three times slower the
 # hetero cut gives it fewer layers, so the step is shorter than the uniform cut's; on equal
 # ranks 2bw's steady state (no flush) is shorter than 1f1b's flushed step
 cat >"$TMP/roof.cfg" <<'CFG'

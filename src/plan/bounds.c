@@ -1,17 +1,14 @@
 /* Stage boundaries (see bounds.h). */
-#include "pipe/bounds.h"
+#include "plan/bounds.h"
 
 #include <stdlib.h>
 
 #include "core/err.h"
-#include "nn/layer.h"
+#include "nn/model.h"
 #include "plan/partition.h"
 
 int ht_pipe_can_cut(const ht_model *m, int i) {
-    if (i <= 0 || i >= m->nlayers) return 0;
-    const ht_layer *l = &m->layers[i], *p = &m->layers[i - 1];
-    int act = l->kind == HT_LAYER_RELU || l->kind == HT_LAYER_GELU;
-    return !(act && p->ops && p->ops->fuses_act);
+    return i > 0 && i < m->nlayers && !ht_model_fused_with_below(m, i);
 }
 
 int ht_pipe_max_stages(const ht_model *m) {

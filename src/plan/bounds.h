@@ -2,8 +2,8 @@
  * boundaries out). A stage may start at any layer except an activation that runs fused
  * inside the layer before it (linear or conv + relu/gelu), so a stage computes the same bits
  * as the unsplit model. */
-#ifndef HT_PIPE_BOUNDS_H
-#define HT_PIPE_BOUNDS_H
+#ifndef HT_PLAN_BOUNDS_H
+#define HT_PLAN_BOUNDS_H
 
 #include "nn/model.h"
 

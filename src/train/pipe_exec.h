@@ -10,8 +10,8 @@
  * the ranks that hold it (data-parallel replicas; Chimera's two directions; the ranks of a
  * replicated stage). The optimizer
  * step is the caller's (it may clip by the global norm first: ht_pipe_exec_grad_sq). */
-#ifndef HT_PIPE_EXEC_H
-#define HT_PIPE_EXEC_H
+#ifndef HT_TRAIN_PIPE_EXEC_H
+#define HT_TRAIN_PIPE_EXEC_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -71,7 +71,7 @@ ht_pipe_exec *ht_pipe_exec_new(ht_model *m, const ht_pipe_sched *s, const int *b
  * or NULL: none) for the layers whose activations this rank drops after FWD and rebuilds in
  * its RECOMPUTE; the slots keep the stages' inputs and the other layers' outputs and saved
  * state (copied out of the work set after each FWD and back before the RECOMPUTE, which runs
- * only the recomputed layers). A fused pair (pipe/bounds.h) is recomputed whole. Every layer
+ * only the recomputed layers). A fused pair (plan/bounds.h) is recomputed whole. Every layer
  * flagged is ht_pipe_exec_new's recompute[q] != 0. */
 ht_pipe_exec *ht_pipe_exec_new_layers(ht_model *m, const ht_pipe_sched *s, const int *bounds,
                                       ht_pipe_place place, int mb, double slowdown,

@@ -1,5 +1,5 @@
-/* The pipeline executor (see exec.h): a switch over one rank's instructions. */
-#include "pipe/exec.h"
+/* The pipeline executor (see pipe_exec.h): a switch over one rank's instructions. */
+#include "train/pipe_exec.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -10,8 +10,8 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "io/trace.h"
-#include "nn/layer.h"
-#include "pipe/bounds.h"
+#include "nn/model.h"
+#include "plan/bounds.h"
 #include "pipe/sched_2bw.h"
 
 /* One activation buffer set: what a micro-batch's forward through a stage leaves for its
@@ -151,7 +151,7 @@ static void keep_layout(const ht_pipe_exec *x, stage_layout *L, int lo, int hi) 
         const ht_layer *l = &x->m->layers[i];
         if (x->rcl[i]) continue;
         L->kout_off[i] = L->keep_floats;
-        if (!l->ops->aliases) L->keep_floats += B * (size_t)l->out;
+        if (!ht_layer_aliases(l)) L->keep_floats += B * (size_t)l->out;
         L->ksave_off[i] = L->keep_floats;
         L->keep_floats += B * l->save;
     }
@@ -171,7 +171,7 @@ static void layout_init(ht_pipe_exec *x, int s) {
     L->act_floats = B * (size_t)m->width[lo];
     for (int i = lo; i < hi; i++) {
         const ht_layer *l = &m->layers[i];
-        if (l->ops->aliases) {
+        if (ht_layer_aliases(l)) {
             L->act_off[i + 1] = L->act_off[i];
         } else {
             L->act_off[i + 1] = L->act_floats;
@@ -514,7 +514,7 @@ static void keep_move(ht_pipe_exec *x, const ht_pipe_instr *in, int out) {
         const size_t a = B * (size_t)l->out * f, s = B * l->save * f;
         const size_t ka = L->kout_off[i] * f, wa = L->act_off[i + 1] * f;
         const size_t ks = L->ksave_off[i] * f, ws = L->save_off[i] * f;
-        if (a && !l->ops->aliases) {
+        if (a && !ht_layer_aliases(l)) {
             if (out) ht_buf_copy(m->dev, sl, ka, x->work.acts, wa, a);
             else ht_buf_copy(m->dev, x->work.acts, wa, sl, ka, a);
         }

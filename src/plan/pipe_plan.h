@@ -1,20 +1,13 @@
 /* Heterogeneity-aware pipeline planning for the pipeline engine (issue 11, HePipe): the
  * "hetero" stage partition and hepipe's per-stage times, from each layer's forward and
  * backward time measured at start-up on every rank's own device (times its emulated
- * cluster.slowdown), the slowest replica of a pipeline rank pacing it. */
-#ifndef HT_TRAIN_PIPE_PLAN_H
-#define HT_TRAIN_PIPE_PLAN_H
+ * cluster.slowdown), the slowest replica of a pipeline rank pacing it. Pure: the trainer
+ * measures (train/pipe_calib.h), hetsim models the times, both plan with these functions. */
+#ifndef HT_PLAN_PIPE_PLAN_H
+#define HT_PLAN_PIPE_PLAN_H
 
-#include "config/config.h"
 #include "nn/model.h"
 #include "plan/partition.h"
-
-/* Times every layer's forward and backward at mb samples on this rank's device (best of 5
- * after a warm-up pass; the model's gradients are overwritten, its parameters untouched),
- * scales them by `slowdown`, and gathers every rank's (collective: all ranks call it):
- * times[w * 2L + l] forward, times[w * 2L + L + l] backward of rank w, seconds per
- * micro-batch; times has world * 2 * nlayers entries. */
-void ht_pipe_plan_calibrate(ht_model *m, int mb, double slowdown, double *times);
 
 /* The hetero partition's problem from the calibration (the arguments as for
  * ht_pipe_plan_hetero below): in.fwd/bwd seconds per sample of every layer on every pipeline
@@ -35,7 +28,7 @@ void ht_pipe_problem_init(ht_pipe_problem *pb, const ht_model *m, const double *
                           int opt_states, const double *mem_limit, int allow_recompute);
 void ht_pipe_problem_free(ht_pipe_problem *pb);
 
-/* Which pipeline ranks run each of the schedule's ranks (pipe/exec.h's ht_pipe_place): the
+/* Which pipeline ranks run each of the schedule's ranks (train/pipe_exec.h's ht_pipe_place): the
  * schedule's rank q on pipeline ranks [first[q], first[q + 1]), pipeline rank p computing
  * samples [off[p], off[p] + cnt[p]) of every micro-batch. Without replicated stages Q = D,
  * first[q] = q, off 0 and cnt the micro-batch. */
@@ -60,15 +53,10 @@ int ht_pipe_groups_replicated(const ht_pipe_groups *g);
  * a host's ranks are not contiguous (*alternating = 1; the partition in rank order needs them
  * so, and plans them as one host then); else host. */
 const int *ht_pipe_plan_hosts(const int *id, int D, int *host, int *alternating);
-/* The same for the job's ranks (the first replica's world ranks 0..D-1) by host name, or by
- * cluster.hosts when given; rank 0 warns when their hosts alternate. NULL also for D >
- * HT_PART_MAX_RANKS. Collective. host: room for D. */
-const int *ht_pipe_plan_gather_hosts(const ht_config *cfg, int rank, int world, int D, int *host);
-
 /* bounds[0..Q] by ht_part_hetero (times1 as for ht_pipe_problem_init; host [D] the host id
  * of each pipeline rank, its ranks contiguous, or NULL: one host; a replicated stage stays
  * on one host, and the cut between hosts falls where HePipe's first level puts it) (stages in rank order, every rank running one, cuts only
- * where pipe/bounds.h allows; the schedule `kind`'s slots in flight; opt_states optimizer
+ * where plan/bounds.h allows; the schedule `kind`'s slots in flight; opt_states optimizer
  * floats per parameter; mem_limit [D] bytes per pipeline rank or NULL: none; with
  * allow_recompute the partition may count on recomputation to fit them). Without
  * allow_replicas stage s runs on pipeline rank s (Q = D); with it a stage may run on a run of

@@ -1,0 +1,297 @@
+/* The model on a device (see model.h): its buffers, initialisation, batches, and
+ * forward/backward over any contiguous range of layers, pairing a layer with a following
+ * activation it can fuse (the cut rule, ht_model_fused_with_below). */
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "core/rng.h"
+#include "nn/layer_run.h"
+
+/* ---------------------------------------------------------------- buffers */
+
+/* ht_model_free's device part (m->release). */
+static void release(ht_model *m) {
+    ht_buf *bufs[] = {m->params, m->grads,  m->acts,   m->dacts,  m->saved,
+                      m->work,   m->labels, m->losses, m->correct};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+        if (bufs[i]) ht_buf_free(bufs[i]);
+    m->dev = NULL;
+    m->release = NULL;
+}
+
+int ht_model_attach(ht_model *m, ht_dev *d) {
+    size_t B = (size_t)m->max_batch;
+    int rows = m->rows;
+    m->dev = d;
+    size_t pbytes = m->nparams * sizeof(float), abytes = m->act_floats * sizeof(float);
+    size_t nrows = B * (size_t)rows;
+    m->params = ht_buf_new(d, pbytes ? pbytes : sizeof(float), "parameters");
+    m->grads = ht_buf_new(d, pbytes ? pbytes : sizeof(float), "gradients");
+    m->acts = ht_buf_new(d, abytes, "activations");
+    m->dacts = ht_buf_new(d, abytes, "activation gradients");
+    m->saved = ht_buf_new(d, (m->save_floats ? m->save_floats : 1) * sizeof(float), "saved state");
+    m->work = ht_buf_new(d, (m->work_floats ? m->work_floats : 1) * sizeof(float), "workspace");
+    m->labels = ht_buf_new(d, nrows * sizeof(int32_t), "labels");
+    m->losses = ht_buf_new(d, nrows * sizeof(float), "losses");
+    m->correct = ht_buf_new(d, nrows * sizeof(int32_t), "correct flags");
+    if (pbytes) ht_buf_zero(d, m->grads, 0, pbytes);
+    m->host_loss = ht_xmalloc(nrows * sizeof(float));
+    m->host_correct = ht_xmalloc(nrows * sizeof(int32_t));
+    m->release = release;
+    return HT_OK;
+}
+
+/* ---------------------------------------------------------------- builders */
+
+static int attach_if(ht_model *m, ht_dev *d, int rc) {
+    return rc == HT_OK && d ? ht_model_attach(m, d) : rc;
+}
+
+int ht_model_mlp(ht_model *m, ht_dev *d, int in_features, const int *hidden, int nhidden,
+                 int classes, const char *activation, int max_batch) {
+    return attach_if(
+        m, d, ht_model_mlp_desc(m, in_features, hidden, nhidden, classes, activation, max_batch));
+}
+
+int ht_model_cnn(ht_model *m, ht_dev *d, ht_shape in, const char *const *specs, int nspecs,
+                 int classes, int max_batch) {
+    return attach_if(m, d, ht_model_cnn_desc(m, in, specs, nspecs, classes, max_batch));
+}
+
+int ht_model_gpt(ht_model *m, ht_dev *d, int vocab, int T, int n_layer, int d_model, int n_head,
+                 float dropout, int max_batch, int tie) {
+    return attach_if(
+        m, d, ht_model_gpt_desc(m, vocab, T, n_layer, d_model, n_head, dropout, max_batch, tie));
+}
+
+/* ---------------------------------------------------------------- kinds */
+
+const ht_layer_run *ht_layer_run_of(const ht_layer *l) {
+    switch (l->kind) {
+    case HT_LAYER_LINEAR:
+        return &ht_run_linear;
+    case HT_LAYER_RELU:
+    case HT_LAYER_GELU:
+        return &ht_run_act;
+    case HT_LAYER_CONV:
+        return &ht_run_conv;
+    case HT_LAYER_MAXPOOL:
+        return &ht_run_maxpool;
+    case HT_LAYER_AVGPOOL:
+        return &ht_run_avgpool;
+    case HT_LAYER_FLATTEN:
+        return &ht_run_flatten;
+    case HT_LAYER_EMBED:
+        return &ht_run_embed;
+    case HT_LAYER_BLOCK:
+        return &ht_run_block;
+    case HT_LAYER_LAYERNORM:
+        return &ht_run_layernorm;
+    }
+    ht_die(HT_ERUNTIME, "nn: layer %s of unknown kind %d", l->name, (int)l->kind);
+}
+
+static ht_act layer_act(const ht_layer *l) {
+    return l->kind == HT_LAYER_RELU   ? HT_ACT_RELU
+           : l->kind == HT_LAYER_GELU ? HT_ACT_GELU
+                                      : HT_ACT_NONE;
+}
+
+void ht_model_init_params(ht_model *m, uint64_t seed) {
+    if (!m->nparams) return;
+    float *p = ht_xmalloc(m->nparams * sizeof(float));
+    uint64_t stream = ht_rng_stream(seed, 0x1a17 /* "init" */);
+    for (int i = 0; i < m->nlayers; i++) {
+        const ht_layer *l = &m->layers[i];
+        for (int j = 0; j < l->ntensors; j++) {
+            const ht_param_tensor *t = &l->t[j];
+            if (t->tied) continue; /* initialised as the tensor it shares */
+            size_t n = 1;
+            for (int k = 0; k < t->ndim; k++)
+                n *= (size_t)t->shape[k];
+            for (size_t k = t->off; k < t->off + n; k++) {
+                if (t->init == HT_INIT_UNIFORM)
+                    p[k] = (2.0f * ht_rng_uniform(stream, k) - 1.0f) * t->init_a;
+                else if (t->init == HT_INIT_NORMAL)
+                    p[k] = ht_rng_normal(stream, k) * t->init_a;
+                else
+                    p[k] = t->init_a;
+            }
+        }
+    }
+    ht_buf_write(m->dev, m->params, 0, m->nparams * sizeof(float), p);
+    free(p);
+}
+
+static void check_batch(const ht_model *m, int B, const char *what) {
+    if (B < 1 || B > m->max_batch)
+        ht_die(HT_ERUNTIME, "%s: batch %d outside [1, %d] (the model's max_batch)", what, B,
+               m->max_batch);
+}
+
+static void check_labels(const ht_model *m, const int32_t *y, int B, const char *what) {
+    size_t n = (size_t)B * (size_t)m->rows;
+    for (size_t i = 0; i < n; i++)
+        if (y[i] < 0 || y[i] >= m->classes) {
+            if (m->rows == 1)
+                ht_die(HT_EINPUT, "label %d of sample %zu in the batch is outside [0, %d)",
+                       (int)y[i], i, m->classes);
+            ht_die(HT_EINPUT, "%s %d at sample %zu, position %zu of the batch is outside [0, %d)",
+                   what, (int)y[i], i / (size_t)m->rows, i % (size_t)m->rows, m->classes);
+        }
+}
+
+void ht_model_set_batch(ht_model *m, const float *x, const int32_t *y, int B) {
+    check_batch(m, B, "ht_model_set_batch");
+    if (m->input_tokens)
+        ht_die(HT_ERUNTIME,
+               "ht_model_set_batch: this %s model reads tokens "
+               "(ht_model_set_batch_tokens)",
+               m->type);
+    check_labels(m, y, B, "label");
+    ht_buf_write(m->dev, m->acts, m->act_off[0] * sizeof(float),
+                 (size_t)B * (size_t)m->in_features * sizeof(float), x);
+    ht_buf_write(m->dev, m->labels, 0, (size_t)B * (size_t)m->rows * sizeof(int32_t), y);
+}
+
+void ht_model_set_batch_tokens(ht_model *m, const int32_t *tokens, const int32_t *targets, int B) {
+    check_batch(m, B, "ht_model_set_batch_tokens");
+    if (!m->input_tokens)
+        ht_die(HT_ERUNTIME, "ht_model_set_batch_tokens: this %s model reads floats", m->type);
+    size_t n = (size_t)B * (size_t)m->in_features;
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= m->classes)
+            ht_die(HT_EINPUT,
+                   "token %d at sample %zu, position %zu of the batch is outside "
+                   "[0, %d)",
+                   (int)tokens[i], i / (size_t)m->in_features, i % (size_t)m->in_features,
+                   m->classes);
+    /* int32 bits in the float activation buffer: the embedding reads them as int */
+    ht_buf_write(m->dev, m->acts, m->act_off[0] * sizeof(float), n * sizeof(int32_t), tokens);
+    if (!targets) return;
+    check_labels(m, targets, B, "target");
+    ht_buf_write(m->dev, m->labels, 0, (size_t)B * (size_t)m->rows * sizeof(int32_t), targets);
+}
+
+uint64_t ht_model_dropout_seed(const ht_model *m, int i, int site) {
+    return ht_rng_stream(m->dropout_seed, 0xd0000000ull + 16ull * (uint64_t)i + (uint64_t)site);
+}
+
+static void check_range(const ht_model *m, int lo, int hi, const char *what) {
+    if (lo < 0 || lo > hi || hi > m->nlayers)
+        ht_die(HT_ERUNTIME, "%s: layer range [%d, %d) outside [0, %d]", what, lo, hi, m->nlayers);
+}
+
+ht_view ht_model_act(const ht_model *m, int i) { return ht_view_at(m->acts, m->act_off[i]); }
+
+ht_view ht_model_dact(const ht_model *m, int i) { return ht_view_at(m->dacts, m->act_off[i]); }
+
+ht_view ht_model_saved(const ht_model *m, int i) {
+    return ht_view_at(m->saved, m->layers[i].save_off);
+}
+
+ht_view ht_model_work(const ht_model *m) { return ht_view_at(m->work, 0); }
+
+/* A tensor the layer lacks (a linear layer without bias) is no view: the ops skip it. */
+ht_view ht_layer_param(const ht_model *m, const ht_layer *l, int j) {
+    return j < l->ntensors ? ht_view_at(m->params, l->t[j].off) : ht_view_none();
+}
+
+ht_view ht_layer_grad(const ht_model *m, const ht_layer *l, int j) {
+    return j < l->ntensors ? ht_view_at(m->grads, l->t[j].off) : ht_view_none();
+}
+
+/* With a layer hook: the queue idle before a timed piece (returns its start), and finished
+ * and reported after it. */
+static double hook_start(ht_model *m) {
+    if (!m->layer_hook) return 0;
+    ht_dev_finish(m->dev);
+    return ht_now();
+}
+
+static void hook_end(ht_model *m, int layer, int n, int kind, double t0) {
+    if (!m->layer_hook) return;
+    ht_dev_finish(m->dev);
+    m->layer_hook(m->layer_hook_ctx, layer, n, kind, t0, ht_now());
+}
+
+void ht_model_forward_range(ht_model *m, int lo, int hi, int B) {
+    check_batch(m, B, "ht_model_forward_range");
+    check_range(m, lo, hi, "ht_model_forward_range");
+    for (int i = lo; i < hi;) {
+        const ht_layer *l = &m->layers[i];
+        ht_act a = i + 1 < hi && ht_model_fused_with_below(m, i + 1) ? layer_act(&m->layers[i + 1])
+                                                                     : HT_ACT_NONE;
+        double t0 = hook_start(m);
+        ht_layer_run_of(l)->forward(m, i, B, a);
+        hook_end(m, i, a != HT_ACT_NONE ? 2 : 1, 0, t0);
+        i += a != HT_ACT_NONE ? 2 : 1;
+    }
+}
+
+void ht_model_loss_forward(ht_model *m, int B, int with_grad) {
+    check_batch(m, B, "ht_model_loss_forward");
+    int n = m->nlayers;
+    double t0 = hook_start(m);
+    /* grad_scale 1 here: the caller's scale is applied by backward on the GEMM alpha */
+    ht_softmax_xent_watch(m->dev, ht_view_at(m->losses, 0), ht_view_at(m->correct, 0),
+                          with_grad ? ht_model_dact(m, n) : ht_view_none(), ht_model_act(m, n),
+                          ht_view_at(m->labels, 0), B * m->rows, m->classes, 1.0f,
+                          with_grad ? m->watch : NULL, m->watch_step);
+    hook_end(m, n, 0, 2, t0);
+}
+
+void ht_model_forward(ht_model *m, int B, int with_grad) {
+    ht_model_forward_range(m, 0, m->nlayers, B);
+    ht_model_loss_forward(m, B, with_grad);
+}
+
+void ht_model_backward_range(ht_model *m, int lo, int hi, int B, float grad_scale, int accumulate) {
+    check_batch(m, B, "ht_model_backward_range");
+    check_range(m, lo, hi, "ht_model_backward_range");
+    float s = grad_scale;
+    for (int i = hi - 1; i >= lo; s = 1.0f) {
+        /* an activation whose producer is in the range runs inside the producer's backward */
+        int j = i;
+        ht_act a = HT_ACT_NONE;
+        if (i - 1 >= lo && ht_model_fused_with_below(m, i)) {
+            j = i - 1;
+            a = layer_act(&m->layers[i]);
+        }
+        const ht_layer *l = &m->layers[j];
+        if (s != 1.0f && !l->ops->scales) {
+            /* the top layer cannot fold the scale in: scale its incoming gradient in place */
+            ht_scale(m->dev, ht_model_dact(m, i + 1), (size_t)B * (size_t)m->width[i + 1], s);
+            s = 1.0f;
+        }
+        double t0 = hook_start(m);
+        ht_layer_run_of(l)->backward(m, j, B, a, s, accumulate);
+        hook_end(m, j, i - j + 1, 1, t0);
+        i = j - 1;
+    }
+}
+
+void ht_model_backward(ht_model *m, int B, float grad_scale) {
+    ht_model_backward_range(m, 0, m->nlayers, B, grad_scale, 0);
+}
+
+void ht_model_loss(ht_model *m, int B, double *loss_sum, int *correct) {
+    check_batch(m, B, "ht_model_loss");
+    size_t n = (size_t)B * (size_t)m->rows;
+    ht_buf_read(m->dev, m->losses, 0, n * sizeof(float), m->host_loss);
+    ht_buf_read(m->dev, m->correct, 0, n * sizeof(int32_t), m->host_correct);
+    double s = 0;
+    int c = 0;
+    for (size_t i = 0; i < n; i++) {
+        s += m->host_loss[i];
+        c += m->host_correct[i] == 1;
+    }
+    if (loss_sum) *loss_sum = s;
+    if (correct) *correct = c;
+}
