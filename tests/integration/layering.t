@@ -5,8 +5,8 @@
 # schedules, the simulator, the model's description) refers to no MPI, OpenCL or CLBlast
 # symbol, so hetsim, which links only it, needs neither. (The build itself links every
 # object of libhtpure.a alone into htpure_link: a pure file calling the runtime fails it.)
-. "$(dirname "$0")/lib.sh"
-cd "$(dirname "$0")/.." || exit 1
+. "$(dirname "$0")/../lib/lib.sh"
+cd "$(dirname "$0")/../.." || exit 1
 check="python3 tools/check/layering.py"
 
 out=$($check includes); ok $? "only src/comm includes <mpi.h>, only src/ocl OpenCL/CLBlast headers"
