@@ -14,6 +14,9 @@ typedef struct ht_layer_ops {
     const char *kind; /* "linear", "conv", ... */
     double (*flops_forward)(const ht_layer *l);
     double (*flops_backward)(const ht_layer *l, int with_dx);
+    /* The weight-gradient part of the backward (zero-bubble's W); NULL: flops_backward
+     * without the input gradient, which is that part for a layer of one weight op */
+    double (*flops_weights)(const ht_layer *l);
     size_t (*work_floats)(const ht_layer *l, int B); /* NULL: none */
     int fuses_act; /* can run a following relu/gelu in its own pass */
     int scales;    /* folds backward's scale into its own work (GEMM alpha) */

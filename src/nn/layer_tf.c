@@ -101,10 +101,19 @@ static double blk_flops_bwd(const ht_layer *l, int with_dx) {
            lin_b(T, C, C, 1) + attn_b(T, C, l->heads) + lin_b(T, C, 3 * C, 1) + ln_b(n, with_dx);
 }
 
+/* The block's weight gradients: its four projections' dW GEMMs and bias sums, the two
+ * LayerNorms' parameter sums (the rest of blk_flops_bwd is input gradients) */
+static double blk_flops_w(const ht_layer *l) {
+    double T = seq_T(l), C = seq_C(l), n = T * C;
+    return lin_b(T, 4 * C, C, 0) + lin_b(T, C, 4 * C, 0) + lin_b(T, C, C, 0) +
+           lin_b(T, C, 3 * C, 0) + 2 * ln_b(n, 0);
+}
+
 const ht_layer_ops ht_ops_block = {
     .kind = "block",
     .flops_forward = blk_flops_fwd,
     .flops_backward = blk_flops_bwd,
+    .flops_weights = blk_flops_w,
     .work_floats = blk_work_floats,
 };
 

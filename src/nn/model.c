@@ -37,6 +37,10 @@ void ht_shape_str(const ht_shape *s, char *buf, size_t n) {
 
 double ht_layer_flops_forward(const ht_layer *l) { return l->ops->flops_forward(l); }
 
+double ht_layer_flops_weights(const ht_layer *l) {
+    return l->ops->flops_weights ? l->ops->flops_weights(l) : l->ops->flops_backward(l, 0);
+}
+
 double ht_layer_flops_backward(const ht_layer *l, int with_dx) {
     return l->ops->flops_backward(l, with_dx);
 }

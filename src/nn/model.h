@@ -136,6 +136,9 @@ typedef struct ht_model {
 double ht_layer_flops_forward(const ht_layer *l);
 /* Backward FLOPs per sample; with_dx = 0 for a first layer (no input gradient). */
 double ht_layer_flops_backward(const ht_layer *l, int with_dx);
+/* The part of the backward FLOPs (with_dx = 1) that computes weight gradients (dW GEMMs,
+ * bias and LayerNorm parameter sums): what a zero-bubble W pass costs; the rest is B. */
+double ht_layer_flops_weights(const ht_layer *l);
 /* Bytes per sample kept for backward: the layer's output plus its saved state (the
  * output's gradient takes as much again during backward). */
 size_t ht_layer_act_bytes(const ht_layer *l);

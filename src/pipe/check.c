@@ -11,20 +11,22 @@
 #include "core/err.h"
 #include "pipe/internal.h"
 
-enum { F_IN = 1, F_LAB = 2, F_FWD = 4, F_GIN = 8, F_BWD = 16 };
+enum { F_IN = 1, F_LAB = 2, F_FWD = 4, F_GIN = 8, F_BWD = 16, F_W = 32 };
 
 typedef struct ctx {
     const ht_pipe_sched *s;
     int D, N, S, ndir, nch;
     double bf;
     const double *sf, *sb; /* per-stage forward / backward times, NULL: 1 and bf x forward */
+    const double *sw;      /* per-stage W times (sb is then B only), NULL: B = W = sb / 2 */
+    int split;             /* BWD is the input gradient, BWD_W the weights' (and frees) */
     uint8_t *cell;   /* [ndir * S * N] F_* flags per (dir, stage, mb) */
     double *msg_t;   /* [2 * ndir * S * N] time a SEND was issued, -1 before */
     int *pc;         /* [D] next instruction */
     double *clock;   /* [D] */
     int **owner;     /* [D][nbuf] cell holding the slot, -1 free */
     int *held, *peak;
-    int *bwd_need, *bwd_done; /* [D * nch] */
+    int *bwd_need, *bwd_done; /* [D * nch]: gradients completed (BWD, or BWD_W if split) */
     uint8_t *reduced, *opt;   /* [D * nch], [D] */
     double *arrive;           /* [ndir * S] when a replica reached its REDUCE_GRADS, -1 */
     double busy;
@@ -42,7 +44,7 @@ static int fail(const ctx *c, int r, int i, const char *fmt, ...) {
     return ht_error(HT_EINPUT, "schedule: rank %d instruction %d (%s): %s", r, i, ins, what);
 }
 
-static int has_buf(int op) { return op <= HT_PI_RECOMPUTE; }
+static int has_buf(int op) { return op <= HT_PI_RECOMPUTE || op == HT_PI_BWD_W; }
 
 /* Field ranges, placement, peers: everything one instruction says about itself. */
 static int check_fields(const ctx *c, int r, int i) {
@@ -175,15 +177,22 @@ static void slot_free(ctx *c, int r, const ht_pipe_instr *in) {
 }
 
 static double fwd_time(const ctx *c, int stage) { return c->sf ? c->sf[stage] : 1.0; }
+/* The full backward (non-split), or B; W. Given only a full backward, B and W take half. */
 static double bwd_time(const ctx *c, int stage) {
-    return c->sb ? c->sb[stage] : c->bf * fwd_time(c, stage);
+    double full = c->sb ? c->sb[stage] : c->bf * fwd_time(c, stage);
+    if (c->sw) return c->split ? full : full + c->sw[stage];
+    return c->split ? full / 2 : full;
+}
+static double w_time(const ctx *c, int stage) {
+    if (c->sw) return c->sw[stage];
+    return (c->sb ? c->sb[stage] : c->bf * fwd_time(c, stage)) / 2;
 }
 
 static int bwd_all_done(const ctx *c, int r, int i, int ch, const char *what) {
     int k = r * c->nch + ch;
     if (c->bwd_done[k] < c->bwd_need[k])
-        return fail(c, r, i, "%s before the last BWD of chunk %d (%d of %d done)", what, ch,
-                    c->bwd_done[k], c->bwd_need[k]);
+        return fail(c, r, i, "%s before the last %s of chunk %d (%d of %d done)", what,
+                    c->split ? "BWD_W" : "BWD", ch, c->bwd_done[k], c->bwd_need[k]);
     return HT_OK;
 }
 
@@ -281,13 +290,26 @@ static int step(ctx *c, int r, int i, int *blocked) {
         if (*f & F_BWD) return fail(c, r, i, "BWD of this micro-batch and stage runs twice");
         if (!last && !(*f & F_GIN)) return fail(c, r, i, "BWD before its RECV_GRAD");
         *f |= F_BWD, dt = bwd_time(c, in->stage);
+        if (c->split) break; /* the slot stays for the BWD_W */
         c->bwd_done[r * c->nch + in->chunk]++;
         if (in->stage == 0) slot_free(c, r, in);
+        break;
+    case HT_PI_BWD_W:
+        if (!c->split)
+            return fail(c, r, i, "BWD_W in a \"%s\" schedule, whose BWD is the whole backward",
+                        ht_pipe_kind_names[c->s->p.kind]);
+        if (!(*f & F_BWD))
+            return fail(c, r, i, "BWD_W before its BWD: the weight gradient needs the output "
+                        "gradient that the input-gradient pass (BWD) consumes first");
+        if (*f & F_W) return fail(c, r, i, "BWD_W of this micro-batch and stage runs twice");
+        *f |= F_W, dt = w_time(c, in->stage);
+        c->bwd_done[r * c->nch + in->chunk]++;
+        slot_free(c, r, in);
         break;
     case HT_PI_SEND_GRAD:
         if (!(*f & F_BWD)) return fail(c, r, i, "SEND_GRAD before its BWD");
         c->msg_t[tag] = t;
-        slot_free(c, r, in);
+        if (!c->split) slot_free(c, r, in);
         break;
     }
     if (c->t0) c->t0[r][i] = t, c->t1[r][i] = t + dt;
@@ -320,9 +342,11 @@ static int finish(const ctx *c) {
         int mb = cl % c->N, st = cl / c->N % c->S, dir = cl / (c->N * c->S);
         if (c->s->mb_dir[mb] != dir) continue;
         int r = ht_pipe_stage_rank(c->s->p.kind, c->D, c->s->p.v, dir, st);
-        if (!(c->cell[cl] & F_FWD) || !(c->cell[cl] & F_BWD))
+        int want = F_FWD | F_BWD | (c->split ? F_W : 0), got = c->cell[cl] & want;
+        if (got != want)
             return ht_error(HT_EINPUT, "schedule: micro-batch %d never runs %s of stage %d%s (rank %d)",
-                            mb, c->cell[cl] & F_FWD ? "BWD" : "FWD", st, dir ? " of pipeline 1" : "", r);
+                            mb, !(got & F_FWD) ? "FWD" : !(got & F_BWD) ? "BWD" : "BWD_W", st,
+                            dir ? " of pipeline 1" : "", r);
     }
     for (int r = 0; r < c->D; r++) {
         if (!c->opt[r]) return ht_error(HT_EINPUT, "schedule: rank %d has no OPT_STEP", r);
@@ -354,6 +378,7 @@ static void ctx_init(ctx *c, const ht_pipe_sched *s, double bf, const double *sf
     memset(c, 0, sizeof *c);
     c->s = s, c->D = s->p.D, c->N = s->p.N, c->S = s->S, c->ndir = s->ndir;
     c->nch = ht_pipe_nchunks(s), c->bf = bf, c->sf = sf;
+    c->split = ht_pipe_kind_split(s->p.kind);
     size_t cells = (size_t)c->ndir * c->S * c->N, D = (size_t)c->D;
     c->cell = ht_xcalloc(cells, 1);
     c->msg_t = ht_xmalloc(2 * cells * sizeof *c->msg_t);
@@ -413,7 +438,7 @@ static int run(ctx *c) {
 }
 
 static int check_all(const ht_pipe_sched *s, double bf, const double *sf, const double *sb,
-                     ht_pipe_report *rep, double *const *t0, double *const *t1) {
+                     const double *sw, ht_pipe_report *rep, double *const *t0, double *const *t1) {
     int rc = check_shape(s);
     if (rc) return rc;
     if (!(bf > 0)) return ht_error(HT_EINPUT, "schedule check: backward/forward ratio %g, expected > 0", bf);
@@ -423,9 +448,12 @@ static int check_all(const ht_pipe_sched *s, double bf, const double *sf, const 
     for (int st = 0; sb && st < s->S; st++)
         if (!(sb[st] > 0))
             return ht_error(HT_EINPUT, "schedule check: stage %d backward time %g, expected > 0", st, sb[st]);
+    for (int st = 0; sw && st < s->S; st++)
+        if (!(sw[st] > 0))
+            return ht_error(HT_EINPUT, "schedule check: stage %d weight-gradient time %g, expected > 0", st, sw[st]);
     ctx c;
     ctx_init(&c, s, bf, sf);
-    c.sb = sb;
+    c.sb = sb, c.sw = sw;
     c.t0 = t0, c.t1 = t1;
     for (int r = 0; r < c.D && !rc; r++)
         for (int i = 0; i < s->len[r] && !rc; i++)
@@ -448,15 +476,22 @@ static int check_all(const ht_pipe_sched *s, double bf, const double *sf, const 
 
 int ht_pipe_check(const ht_pipe_sched *s, double bf_ratio, const double *stage_fwd,
                   ht_pipe_report *r) {
-    return check_all(s, bf_ratio, stage_fwd, NULL, r, NULL, NULL);
+    return check_all(s, bf_ratio, stage_fwd, NULL, NULL, r, NULL, NULL);
 }
 
 int ht_pipe_check_costs(const ht_pipe_sched *s, const double *stage_fwd, const double *stage_bwd,
                         ht_pipe_report *r) {
-    return check_all(s, 1.0, stage_fwd, stage_bwd, r, NULL, NULL);
+    return check_all(s, 1.0, stage_fwd, stage_bwd, NULL, r, NULL, NULL);
+}
+
+int ht_pipe_check_fbw(const ht_pipe_sched *s, const double *stage_fwd, const double *stage_b,
+                      const double *stage_w, ht_pipe_report *r) {
+    if (!stage_fwd || !stage_b || !stage_w)
+        return ht_error(HT_EINPUT, "schedule check: F, B and W times are all needed");
+    return check_all(s, 1.0, stage_fwd, stage_b, stage_w, r, NULL, NULL);
 }
 
 int ht_pipe_timeline(const ht_pipe_sched *s, double bf_ratio, const double *stage_fwd,
                      double *const *start, double *const *end, ht_pipe_report *r) {
-    return check_all(s, bf_ratio, stage_fwd, NULL, r, start, end);
+    return check_all(s, bf_ratio, stage_fwd, NULL, NULL, r, start, end);
 }

@@ -19,7 +19,8 @@ typedef int (*ht_pipe_gen_fn)(const ht_pipe_params *p, ht_pipe_sched *s);
 /* Number of pipelines (1 or 2) and chunks per rank of a kind: needed before generating. */
 int ht_pipe_kind_ndir(int kind);
 
-/* One operation in a rank's order: HT_PI_FWD, HT_PI_BWD or HT_PI_RECOMPUTE (mb, stage, dir),
+/* One operation in a rank's order: HT_PI_FWD, HT_PI_BWD, HT_PI_BWD_W (split kinds) or
+ * HT_PI_RECOMPUTE (mb, stage, dir),
  * or HT_PI_REDUCE_GRADS (stage, dir; mb -1) when the generator places reductions itself. */
 typedef struct ht_pipe_cop {
     int op, dir, stage, mb;
@@ -43,10 +44,11 @@ void ht_pipe_push(ht_pipe_sched *s, int r, int op, int dir, int stage, int mb, i
  * (LOAD on stage 0, else RECV_ACT from the previous stage's rank) and on the last stage the
  * labels' LOAD, after it SEND_ACT unless last; before a BWD its RECV_GRAD unless last, after
  * it SEND_GRAD unless first; a slot is taken (lowest free id) at the FWD's input and given
- * back after the BWD's SEND_GRAD (stage 0: after the BWD); REDUCE_GRADS of each chunk right
- * after its last BWD (and SEND_GRAD), so the reduction overlaps what the rank still has to
- * do, unless rank r's order holds REDUCE_GRADS operations: then exactly those, where they
- * are; OPT_STEP last. Sets s->len, s->ins, s->nbuf. */
+ * back after the BWD's SEND_GRAD (stage 0: after the BWD; split kinds: after the BWD_W);
+ * REDUCE_GRADS of each chunk right after its last BWD (split kinds: BWD_W) and SEND_GRAD,
+ * so the reduction overlaps what the rank still has to do, unless rank r's order holds
+ * REDUCE_GRADS operations: then exactly those, where they are; OPT_STEP last. Sets s->len,
+ * s->ins, s->nbuf. */
 void ht_pipe_emit(ht_pipe_sched *s, const ht_pipe_order *o);
 
 /* Generators (sched_basic.c, sched_chimera.c; HePipe and 2BW in their own files). */
@@ -56,6 +58,9 @@ int ht_pipe_gen_interleaved(const ht_pipe_params *p, ht_pipe_sched *s);
 int ht_pipe_gen_chimera(const ht_pipe_params *p, ht_pipe_sched *s);
 int ht_pipe_gen_hepipe(const ht_pipe_params *p, ht_pipe_sched *s);
 int ht_pipe_gen_2bw(const ht_pipe_params *p, ht_pipe_sched *s);
+int ht_pipe_gen_zbh1(const ht_pipe_params *p, ht_pipe_sched *s);
+int ht_pipe_gen_zbv(const ht_pipe_params *p, ht_pipe_sched *s);
+int ht_pipe_gen_zbhet(const ht_pipe_params *p, ht_pipe_sched *s);
 
 /* 1F1B with a warm-up of w[r] forwards on rank r (w[r] >= 0, non-increasing in r, at most N
  * taken): then one forward and one backward alternate, then the remaining backwards.

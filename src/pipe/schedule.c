@@ -9,10 +9,11 @@
 
 const char *const ht_pipe_op_names[HT_PI_NOPS] = {
     "LOAD",      "FWD",       "BWD",       "SEND_ACT",     "RECV_ACT",
-    "SEND_GRAD", "RECV_GRAD", "RECOMPUTE", "REDUCE_GRADS", "OPT_STEP"};
+    "SEND_GRAD", "RECV_GRAD", "RECOMPUTE", "REDUCE_GRADS", "OPT_STEP",
+    "BWD_W"};
 
-const char *const ht_pipe_kind_names[HT_PIPE_NKINDS] = {"gpipe",   "1f1b",   "interleaved",
-                                                        "chimera", "hepipe", "2bw"};
+const char *const ht_pipe_kind_names[HT_PIPE_NKINDS] = {
+    "gpipe", "1f1b", "interleaved", "chimera", "hepipe", "2bw", "zb-h1", "zb-v", "zb-het"};
 
 /* One table: which generator builds each kind (NULL: not built in this tree yet). */
 static const ht_pipe_gen_fn generators[HT_PIPE_NKINDS] = {
@@ -22,6 +23,9 @@ static const ht_pipe_gen_fn generators[HT_PIPE_NKINDS] = {
     [HT_PIPE_CHIMERA] = ht_pipe_gen_chimera,
     [HT_PIPE_HEPIPE] = ht_pipe_gen_hepipe,
     [HT_PIPE_2BW] = ht_pipe_gen_2bw,
+    [HT_PIPE_ZBH1] = ht_pipe_gen_zbh1,
+    [HT_PIPE_ZBV] = ht_pipe_gen_zbv,
+    [HT_PIPE_ZBHET] = ht_pipe_gen_zbhet,
 };
 
 /* Bounds that keep every id and the checker's tables well inside int32. */
@@ -35,9 +39,14 @@ int ht_pipe_kind_parse(const char *name) {
 
 int ht_pipe_kind_ndir(int kind) { return kind == HT_PIPE_CHIMERA ? 2 : 1; }
 
+int ht_pipe_kind_split(int kind) {
+    return kind == HT_PIPE_ZBH1 || kind == HT_PIPE_ZBV || kind == HT_PIPE_ZBHET;
+}
+
 int ht_pipe_stage_rank(int kind, int D, int v, int dir, int stage) {
     (void)v;
     if (kind == HT_PIPE_CHIMERA && dir == 1) return D - 1 - stage;
+    if (kind == HT_PIPE_ZBV && stage >= D) return 2 * D - 1 - stage; /* the V's way back */
     return stage % D;
 }
 
@@ -55,6 +64,7 @@ int ht_pipe_chunk_stage(const ht_pipe_sched *s, int rank, int chunk, int *dir) {
         return chunk == 0 ? rank : D - 1 - rank;
     }
     if (dir) *dir = 0;
+    if (s->p.kind == HT_PIPE_ZBV && chunk == 1) return 2 * D - 1 - rank;
     return chunk * D + rank;
 }
 
@@ -84,7 +94,10 @@ static int check_params(const ht_pipe_params *p) {
     if (p->v < 1 || p->v > MAX_V)
         return ht_error(HT_EINPUT, "schedule \"%s\": %d model chunks per rank, expected 1..%d", k,
                         p->v, MAX_V);
-    if (p->v > 1 && p->kind != HT_PIPE_INTERLEAVED)
+    if (p->kind == HT_PIPE_ZBV && p->v > 2)
+        return ht_error(HT_EINPUT, "schedule \"zb-v\" holds two model chunks per rank (a V), "
+                        "%d chunks given; expected 1 or 2 (both mean 2)", p->v);
+    if (p->v > 1 && p->kind != HT_PIPE_INTERLEAVED && p->kind != HT_PIPE_ZBV)
         return ht_error(HT_EINPUT,
                         "schedule \"%s\" holds one model chunk per rank, %d chunks given; only "
                         "\"interleaved\" takes more than 1",
@@ -92,7 +105,8 @@ static int check_params(const ht_pipe_params *p) {
     if (!(p->bf_ratio >= 0 && p->bf_ratio <= 64))
         return ht_error(HT_EINPUT, "schedule \"%s\": backward/forward ratio %g, expected 0 (= 1) .. 64",
                         k, p->bf_ratio);
-    if ((long long)p->N * p->D * p->v * ht_pipe_kind_ndir(p->kind) > MAX_CELLS)
+    int vv = p->kind == HT_PIPE_ZBV ? 2 : p->v;
+    if ((long long)p->N * p->D * vv * ht_pipe_kind_ndir(p->kind) > MAX_CELLS)
         return ht_error(HT_EINPUT,
                         "schedule \"%s\": %d micro-batches x %d stages x %d chunks is too large "
                         "(at most %d micro-batch-stage pairs)",
@@ -109,7 +123,9 @@ int ht_pipe_generate(const ht_pipe_params *p, ht_pipe_sched *out) {
     s.p = *p;
     s.p.stage_time = NULL;
     s.p.max_inflight = NULL;
-    s.S = p->D * p->v;
+    s.p.stage_b = s.p.stage_w = NULL;
+    if (p->kind == HT_PIPE_ZBV) s.p.v = 2;
+    s.S = p->D * s.p.v;
     s.ndir = ht_pipe_kind_ndir(p->kind);
     s.len = ht_xcalloc((size_t)p->D, sizeof *s.len);
     s.ins = ht_xcalloc((size_t)p->D, sizeof *s.ins);
@@ -238,6 +254,11 @@ static void emit_bwd(ht_pipe_sched *s, int r, const ht_pipe_cop *c, slots *sl) {
         ht_pipe_push(s, r, HT_PI_RECOMPUTE, c->dir, c->stage, c->mb, -1, b);
         return;
     }
+    if (c->op == HT_PI_BWD_W) { /* the weight gradient: the slot's last use */
+        ht_pipe_push(s, r, HT_PI_BWD_W, c->dir, c->stage, c->mb, -1, b);
+        if (b >= 0) sl->owner[b] = -1;
+        return;
+    }
     if (c->stage < S - 1)
         ht_pipe_push(s, r, HT_PI_RECV_GRAD, c->dir, c->stage, c->mb,
                      ht_pipe_stage_rank(kind, D, v, c->dir, c->stage + 1), b);
@@ -245,12 +266,14 @@ static void emit_bwd(ht_pipe_sched *s, int r, const ht_pipe_cop *c, slots *sl) {
     if (c->stage > 0)
         ht_pipe_push(s, r, HT_PI_SEND_GRAD, c->dir, c->stage, c->mb,
                      ht_pipe_stage_rank(kind, D, v, c->dir, c->stage - 1), b);
-    if (b >= 0) sl->owner[b] = -1;
+    if (b >= 0 && !ht_pipe_kind_split(kind)) sl->owner[b] = -1;
 }
 
 void ht_pipe_emit(ht_pipe_sched *s, const ht_pipe_order *o) {
     int nch = ht_pipe_nchunks(s);
     int *last = ht_xmalloc((size_t)nch * sizeof *last);
+    /* the op that completes a chunk's gradients: W where the backward is split */
+    const int done = ht_pipe_kind_split(s->p.kind) ? HT_PI_BWD_W : HT_PI_BWD;
     for (int r = 0; r < s->p.D; r++) {
         slots sl = {0};
         int placed = 0; /* the generator put the REDUCE_GRADS in the order itself */
@@ -258,7 +281,7 @@ void ht_pipe_emit(ht_pipe_sched *s, const ht_pipe_order *o) {
             last[c] = -1;
         for (int i = 0; i < o->n[r]; i++) {
             const ht_pipe_cop *c = &o->op[r][i];
-            if (c->op == HT_PI_BWD) last[ht_pipe_stage_chunk(s->p.kind, s->p.D, c->dir, c->stage)] = i;
+            if (c->op == done) last[ht_pipe_stage_chunk(s->p.kind, s->p.D, c->dir, c->stage)] = i;
             placed |= c->op == HT_PI_REDUCE_GRADS;
         }
         for (int i = 0; i < o->n[r]; i++) {
@@ -270,7 +293,7 @@ void ht_pipe_emit(ht_pipe_sched *s, const ht_pipe_order *o) {
             if (c->op == HT_PI_FWD) emit_fwd(s, r, c, &sl);
             else emit_bwd(s, r, c, &sl);
             int ch = ht_pipe_stage_chunk(s->p.kind, s->p.D, c->dir, c->stage);
-            if (!placed && c->op == HT_PI_BWD && last[ch] == i)
+            if (!placed && c->op == done && last[ch] == i)
                 ht_pipe_push(s, r, HT_PI_REDUCE_GRADS, c->dir, c->stage, -1, -1, -1);
         }
         /* a chunk that ran no micro-batch still takes part in the reduction (its zero

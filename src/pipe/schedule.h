@@ -47,6 +47,10 @@ typedef enum {
     HT_PI_REDUCE_GRADS, /* sum the stage's parameter gradients with its other replicas
                            (data-parallel replicas; Chimera: the other direction's copy) */
     HT_PI_OPT_STEP,     /* one optimizer step of the rank's parameters (once per batch) */
+    HT_PI_BWD_W, /* zero-bubble schedules (ht_pipe_kind_split): the weight-gradient half of
+                    mb's backward, from the slot's saved input and output gradient; there BWD
+                    is the input-gradient half only, and the slot is freed by BWD_W, not by
+                    SEND_GRAD (so the slot counts in peak memory until the W runs) */
     HT_PI_NOPS
 } ht_pipe_op;
 
@@ -75,10 +79,18 @@ typedef enum {
     HT_PIPE_CHIMERA,
     HT_PIPE_HEPIPE, /* multi-forward 1F1B for unequal stages (issue 11) */
     HT_PIPE_2BW,    /* PipeDream-2BW: 1F1B without a flush (issue 11) */
+    /* zero-bubble (Qi et al., ICLR 2024; issue 27): BWD split into B (BWD) and W (BWD_W);
+     * hettrain schedule and hetsim only until the executor runs BWD_W */
+    HT_PIPE_ZBH1,   /* ZB-H1: 1F1B's memory, W passes deferred into the bubbles */
+    HT_PIPE_ZBV,    /* ZB-V: two chunks per rank in a V (stage s < D on rank s, stage
+                       s >= D on rank 2D-1-s), 1F1B's memory */
+    HT_PIPE_ZBHET,  /* zero-bubble for unequal stages: a list scheduler fills the idle time
+                       with W passes under per-rank slot limits (sched_zb.c) */
     HT_PIPE_NKINDS
 } ht_pipe_kind;
 
-/* "gpipe", "1f1b", "interleaved", "chimera", "hepipe", "2bw", indexed by ht_pipe_kind. */
+/* "gpipe", "1f1b", "interleaved", "chimera", "hepipe", "2bw", "zb-h1", "zb-v", "zb-het",
+ * indexed by ht_pipe_kind. */
 extern const char *const ht_pipe_kind_names[HT_PIPE_NKINDS];
 
 /* What a generator is asked for. */
@@ -94,6 +106,10 @@ typedef struct ht_pipe_params {
     /* backward / forward time the order is planned for (Chimera's list scheduler); 0 = 1,
      * the paper's unit. Real backwards take about 2x: planning for it matters for N > D. */
     double bf_ratio;
+    /* zb-het only: per stage input-gradient (B) and weight-gradient (W) times, in the units
+     * of stage_time (NULL: bf_ratio / 2 x the forward each); max_inflight is each rank's
+     * slot limit (NULL: 1F1B's, D - r) */
+    const double *stage_b, *stage_w;
 } ht_pipe_params;
 
 /* A generated schedule: D streams. */
@@ -111,6 +127,9 @@ typedef struct ht_pipe_sched {
  * Chimera's dir 1, D - 1 - stage. */
 int ht_pipe_stage_rank(int kind, int D, int v, int dir, int stage);
 
+/* 1 when the kind splits each backward into BWD (input gradient) and BWD_W (weights). */
+int ht_pipe_kind_split(int kind);
+
 /* Generates the schedule. HT_OK, or HT_EINPUT with ht_errmsg() saying which parameter does
  * not fit and why (e.g. Chimera with odd D: its two pipelines place stage s and D-1-s on one
  * rank, which needs D even so no rank holds the same stage twice; interleaved needs N a
@@ -122,16 +141,19 @@ void ht_pipe_sched_free(ht_pipe_sched *s);
 
 /* What the checker found, in unit time: a forward of one micro-batch through one stage
  * takes 1 (stage_fwd[stage] when given), a backward bf_ratio times that (RECOMPUTE as a
- * forward), communication and LOAD / REDUCE / OPT_STEP take 0. */
+ * forward; split kinds: B and W half of it each), communication and LOAD / REDUCE /
+ * OPT_STEP take 0. */
 typedef struct ht_pipe_report {
     double makespan;   /* until the last rank's last instruction ends */
-    double busy;       /* summed over ranks: FWD + BWD + RECOMPUTE time */
+    double busy;       /* summed over ranks: FWD + BWD + BWD_W + RECOMPUTE time */
     double bubble;     /* 1 - busy / (D * makespan): idle fraction of the makespan */
     int peak_inflight[64]; /* per rank (first 64): most slots in use at once */
     int peak_max;          /* max over ranks */
 } ht_pipe_report;
 
-/* Checks s: every micro-batch runs FWD then BWD exactly once per stage of its pipeline,
+/* Checks s: every micro-batch runs FWD then BWD exactly once per stage of its pipeline
+ * (split kinds: then BWD_W, on the same rank and chunk, before the chunk's REDUCE_GRADS and
+ * the OPT_STEP, its slot held until the BWD_W ends),
  * on the rank that holds that stage, after its input arrived (LOAD or RECV_ACT) and, for
  * BWD, after its output's gradient arrived (or on the last stage after its FWD); every SEND
  * has exactly one matching RECV on the peer and vice versa; the streams run to completion
@@ -145,9 +167,14 @@ int ht_pipe_check(const ht_pipe_sched *s, double bf_ratio, const double *stage_f
                   ht_pipe_report *r);
 
 /* As ht_pipe_check with each stage's own forward and backward time (both [S], > 0): e.g.
- * the times a run measured. */
+ * the times a run measured. A split schedule's B and W each take half the backward. */
 int ht_pipe_check_costs(const ht_pipe_sched *s, const double *stage_fwd, const double *stage_bwd,
                         ht_pipe_report *r);
+
+/* As ht_pipe_check_costs with the backward in its two halves: B (stage_b) and W (stage_w),
+ * all [S] and > 0; for a schedule that does not split, its BWD takes B + W. */
+int ht_pipe_check_fbw(const ht_pipe_sched *s, const double *stage_fwd, const double *stage_b,
+                      const double *stage_w, ht_pipe_report *r);
 
 /* Writes rank r's stream as one line per instruction ("FWD mb=3 stage=1 buf=0"). */
 void ht_pipe_instr_str(const ht_pipe_instr *in, char *buf, size_t n);
@@ -162,7 +189,8 @@ int ht_pipe_timeline(const ht_pipe_sched *s, double bf_ratio, const double *stag
 
 /* The kind named name ("gpipe", ...), or -1. */
 int ht_pipe_kind_parse(const char *name);
-/* Chunk that holds `stage` of pipeline `dir` on its rank: stage / D, Chimera: dir. */
+/* Chunk that holds `stage` of pipeline `dir` on its rank: stage / D, Chimera: dir (ZB-V:
+ * stage / D too, its rank 2D-1-stage for the second chunk). */
 int ht_pipe_stage_chunk(int kind, int D, int dir, int stage);
 /* Model chunks per rank: v, Chimera 2 (one replica per direction). */
 int ht_pipe_nchunks(const ht_pipe_sched *s);

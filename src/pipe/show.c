@@ -32,11 +32,13 @@ static void tl_free(const ht_pipe_sched *s, tl *t) {
     free(t->t0), free(t->t1);
 }
 
-static int is_compute(int op) { return op == HT_PI_FWD || op == HT_PI_BWD || op == HT_PI_RECOMPUTE; }
+static int is_compute(int op) {
+    return op == HT_PI_FWD || op == HT_PI_BWD || op == HT_PI_BWD_W || op == HT_PI_RECOMPUTE;
+}
 
-/* "F3", "b12", "R3:1": what a compute instruction shows. */
+/* "F3", "b12", "R3:1", "W3": what a compute instruction shows (W: a weight gradient). */
 static void label(const ht_pipe_sched *s, const ht_pipe_instr *in, char *buf, size_t n) {
-    char c = in->op == HT_PI_FWD ? 'F' : in->op == HT_PI_BWD ? 'B' : 'R';
+    char c = in->op == HT_PI_FWD ? 'F' : in->op == HT_PI_BWD ? 'B' : in->op == HT_PI_BWD_W ? 'W' : 'R';
     if (in->dir) c = (char)(c - 'A' + 'a');
     if (s->p.v > 1) snprintf(buf, n, "%c%d:%d", c, (int)in->mb, (int)in->chunk);
     else snprintf(buf, n, "%c%d", c, (int)in->mb);
@@ -56,7 +58,8 @@ void ht_pipe_print_timeline(const ht_pipe_sched *s, double bf, FILE *f) {
         tl_free(s, &t);
         return;
     }
-    int D = s->p.D, k = cells_per_unit(bf), w = 0;
+    /* split kinds: B and W take bf / 2 each */
+    int D = s->p.D, k = cells_per_unit(ht_pipe_kind_split(s->p.kind) ? bf / 2 : bf), w = 0;
     char lab[32];
     for (int r = 0; r < D; r++)
         for (int i = 0; i < s->len[r]; i++)

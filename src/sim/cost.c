@@ -30,6 +30,7 @@ void ht_sim_model_from(ht_sim_model *sm, const ht_model *m, const char *optim) {
         s->kind = (int)l->kind;
         s->flops_f = ht_layer_flops_forward(l);
         s->flops_b = ht_layer_flops_backward(l, 1);
+        s->flops_w = ht_layer_flops_weights(l);
         s->act_bytes = (double)ht_layer_act_bytes(l);
         s->out_bytes = 4.0 * l->out;
         s->in_bytes = 4.0 * l->in;

@@ -18,10 +18,9 @@
 #include "sim/sim.h"
 
 /* Rank of `stage` in pipeline `dir` (schedule.h: stage % D; Chimera's up pipeline
- * D - 1 - stage). */
+ * D - 1 - stage; ZB-V's way back 2D-1-stage). */
 static int stage_rank(const ht_pipe_sched *s, int dir, int stage) {
-    int D = s->p.D;
-    return dir == 1 ? D - 1 - stage : stage % D;
+    return ht_pipe_stage_rank(s->p.kind, s->p.D, s->p.v, dir, stage);
 }
 
 /* The boundary a message crosses: activations of stage s travel to stage s + 1 (a SEND_ACT
@@ -44,6 +43,8 @@ typedef struct ctx {
     int *first, *off, *cnt;  /* [D + 1], [P], [P]: the groups (ht_sim_pipe) */
     int *q_of;               /* [P] schedule rank of each pipeline rank */
     double *tf, *tb;  /* [rank][S] stage times, filled lazily (< 0: not yet) */
+    double *wshare;   /* [S] split kinds: the share of a stage's backward that is W */
+    int split;        /* BWD is B only, BWD_W the rest (and frees the slot) */
     double *slot;     /* [S] bytes a slot holds for the stage */
     double *inb;      /* [S] bytes of the stage's input (kept when recomputing) */
     int chained;      /* a 2BW chain (chain_2bw): OPT_STEP also copies the weights */
@@ -161,8 +162,11 @@ static void push_rank(ht_sim *sim, ctx *x, int w, int p, const int *ids, int max
             ht_sim_compute(sim, r, stage_time(x, r, st, 0), HT_SIM_CAT_COMPUTE, name);
             break;
         case HT_PI_BWD:
-            ht_sim_compute(sim, r, stage_time(x, r, st, 1), HT_SIM_CAT_COMPUTE, name);
+        case HT_PI_BWD_W: { /* split: B the input-gradient share, W the weights' */
+            double full = stage_time(x, r, st, 1), wt = x->split ? full * x->wshare[st] : 0;
+            ht_sim_compute(sim, r, in->op == HT_PI_BWD ? full - wt : wt, HT_SIM_CAT_COMPUTE, name);
             break;
+        }
         case HT_PI_SEND_ACT:
         case HT_PI_SEND_GRAD: {
             int b = in->op == HT_PI_SEND_ACT ? x->bounds[st + 1] - 1 : x->bounds[st];
@@ -202,18 +206,19 @@ static void push_rank(ht_sim *sim, ctx *x, int w, int p, const int *ids, int max
             ht_sim_compute(sim, r, mb * x->sm->in_bytes * ht_sim_host_copy(x->c, r, NULL),
                            HT_SIM_CAT_COMM, name);
         }
-        /* slots: taken at first use, freed by BWD; a recomputed stage keeps only its input
-         * from its FWD to its RECOMPUTE */
-        int bf = in->buf;
+        /* slots: taken at first use, freed by BWD (split: BWD_W); a recomputed stage keeps
+         * only its input from its FWD to its RECOMPUTE */
+        int bf = in->buf, frees = in->op == (x->split ? HT_PI_BWD_W : HT_PI_BWD);
+        if (in->op == HT_PI_BWD && x->split) bf = -1; /* the slot stays for the W */
         if (bf >= 0 && bf < s->nbuf[d] && st >= 0 && st < x->S) {
             int rec = recompute[st];
-            double want = in->op == HT_PI_BWD                  ? 0
+            double want = frees                                ? 0
                           : rec && in->op != HT_PI_RECOMPUTE ? x->inb[st] * mb
                                                              : x->slot[st] * mb;
-            if (in->op == HT_PI_BWD || in->op == HT_PI_RECOMPUTE || !busy[bf]) {
+            if (frees || in->op == HT_PI_RECOMPUTE || !busy[bf]) {
                 ht_sim_mem_at_last(sim, r, want - held_b[bf]);
                 held_b[bf] = want;
-                busy[bf] = in->op != HT_PI_BWD;
+                busy[bf] = !frees;
             }
         }
     }
@@ -261,6 +266,14 @@ static int run_sched(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_s
     x.tb = ht_xmalloc((size_t)n * x.S * sizeof *x.tb);
     for (size_t i = 0; i < (size_t)n * x.S; i++)
         x.tf[i] = x.tb[i] = -1;
+    x.split = ht_pipe_kind_split(s->p.kind);
+    x.wshare = ht_xcalloc((size_t)x.S, sizeof *x.wshare);
+    for (int st = 0; st < x.S; st++) { /* W: the weight-gradient GEMMs' share of the FLOPs */
+        double b = 0, w = 0;
+        for (int i = bounds[st]; i < bounds[st + 1]; i++)
+            b += sm->l[i].flops_b, w += sm->l[i].flops_w;
+        x.wshare[st] = b > 0 ? w / b : 0.5;
+    }
     x.slot = ht_xcalloc((size_t)x.S, sizeof *x.slot);
     x.inb = ht_xcalloc((size_t)x.S, sizeof *x.inb);
     for (int st = 0; st < x.S; st++) {
@@ -302,6 +315,7 @@ static int run_sched(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_s
     free(x.tf);
     free(x.tb);
     free(x.slot);
+    free(x.wshare);
     free(x.inb);
     free(x.members);
     free(x.first), free(x.off), free(x.cnt), free(x.q_of);

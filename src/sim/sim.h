@@ -95,6 +95,7 @@ typedef struct ht_sim_layer {
     int kind;            /* ht_layer_kind */
     double flops_f;      /* per sample */
     double flops_b;      /* per sample, with the input gradient */
+    double flops_w;      /* per sample: the weight-gradient part of flops_b (zero-bubble's W) */
     double act_bytes;    /* per sample kept for backward (ht_layer_act_bytes) */
     double out_bytes;    /* per sample: the layer's output (what a stage boundary sends) */
     double in_bytes;     /* per sample: its input */

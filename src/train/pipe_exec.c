@@ -686,6 +686,8 @@ static void run_instr(ht_pipe_exec *x, int i, int64_t batch, uint64_t seed, floa
     case HT_PI_RECV_GRAD: exec_recv(x, i); break;
     case HT_PI_REDUCE_GRADS: reduce_stage(x, in->stage); break;
     case HT_PI_OPT_STEP: break; /* the caller's, after the stream */
+    case HT_PI_BWD_W: /* the config refuses zero-bubble schedules until this runs them */
+        ht_die(HT_ERUNTIME, "pipe: BWD_W (zero-bubble weight gradient) is not executed yet");
     case HT_PI_NOPS: ht_die(HT_ERUNTIME, "pipe: bad instruction %d", in->op);
     }
 }
