@@ -282,15 +282,18 @@ static int schedule_main(int argc, char **argv) {
     int ntimes = a.ntimes, nslots = a.nslots, streams = a.streams;
     const char *trace = a.trace;
     double *times = a.times;
-    if (!kind) ht_die(HT_EINPUT, "schedule: no --schedule given (and no pipe.schedule in a -c FILE); expected --schedule gpipe, 1f1b, interleaved, chimera, hepipe or 2bw");
+    if (!kind) ht_die(HT_EINPUT, "schedule: no --schedule given (and no pipe.schedule in a -c FILE); expected --schedule gpipe, 1f1b, interleaved, chimera, hepipe, 2bw, zb-h1, zb-v or zb-het");
     if ((p.kind = ht_pipe_kind_parse(kind)) < 0)
-        ht_die(HT_EINPUT, "schedule: --schedule %s: expected gpipe, 1f1b, interleaved, chimera, hepipe or 2bw", kind);
+        ht_die(HT_EINPUT, "schedule: --schedule %s: expected gpipe, 1f1b, interleaved, chimera, hepipe, 2bw, zb-h1, zb-v or zb-het", kind);
     if (!p.D) ht_die(HT_EINPUT, "schedule: no --stages given; expected --stages D (D >= 1)");
     if (!p.N) ht_die(HT_EINPUT, "schedule: no --micro-batches given; expected --micro-batches N (N >= 1)");
     if ((ntimes && ntimes != p.D) || (nslots && nslots != p.D))
         ht_die(HT_EINPUT, "schedule: --%s has %d values for --stages %d; expected one per stage",
                ntimes && ntimes != p.D ? "stage-times" : "max-inflight",
                ntimes && ntimes != p.D ? ntimes : nslots, p.D);
+    if (ntimes && p.kind == HT_PIPE_ZBV)
+        ht_die(HT_EINPUT, "schedule: --stage-times takes one time per rank; zb-v holds two "
+                          "stages per rank (use zb-het for unequal stages)");
     if (ntimes && p.v != 1)
         ht_die(HT_EINPUT, "schedule: --stage-times takes one time per rank; it does not combine "
                           "with --chunks %d", p.v);

@@ -26,7 +26,8 @@ static const char *const PROGRESS[] = {"auto", "bar", "plain", "none", NULL};
 static const char *const SPLITS[] = {"equal", "speed", NULL};
 static const char *const ALLREDUCES[] = {"ring", "mpi", NULL};
 static const char *const PIPE_SCHEDULES[] = {"none",    "gpipe",  "1f1b", "interleaved",
-                                             "chimera", "hepipe", "2bw",  NULL};
+                                             "chimera", "hepipe", "2bw",  "zb-h1",
+                                             "zb-v",    "zb-het", NULL}; /* zb-*: issue 27 */
 static const char *const PIPE_PARTITIONS[] = {"uniform", "balanced", "hetero", NULL};
 static const char *const PIPE_RECOMPUTE[] = {"auto", "none", "all", NULL};
 static const char *const SYNC_MODES[] = {

@@ -90,6 +90,16 @@ static int check(ht_job *j) {
     const ht_config *cfg = j->cfg;
     const int D = cfg->pipe.stages, N = cfg->pipe.micro_batches, B = cfg->train.batch;
     const int world = j->world;
+    if (ht_pipe_kind_split(ht_pipe_kind_parse(cfg->pipe.schedule))) { /* issue 27 */
+        char where[HT_PATH_MAX + 32];
+        ht_config_where(cfg, "pipe.schedule", where, sizeof where);
+        return ht_error(HT_EINPUT,
+                        "%s: key 'pipe.schedule': \"%s\" is a zero-bubble schedule (its weight "
+                        "gradients in BWD_W passes), available to 'hettrain schedule' and hetsim "
+                        "only until the executor runs them; expected gpipe, 1f1b, interleaved, "
+                        "chimera, hepipe or 2bw to train",
+                        where, cfg->pipe.schedule);
+    }
     if (strcmp(cfg->sync.mode, "bsp"))
         return ht_error(HT_EINPUT,
                         "%s: keys 'pipe.schedule' and 'sync.mode': a pipeline synchronises "

@@ -44,7 +44,7 @@ expect_fail 2 "needs at least as many micro-batches as stages" "2bw with N < D" 
 expect_fail 2 "needs an even number of pipeline stages, got 3" "chimera with odd D" -- schedule --schedule chimera --stages 3 --micro-batches 6
 expect_fail 2 "multiple of the pipeline stages" "interleaved with N not a multiple of D" -- schedule --schedule interleaved --stages 4 --micro-batches 6 --chunks 2
 expect_fail 2 "only \"interleaved\" takes more than 1" "chunks for 1f1b" -- schedule --schedule 1f1b --stages 4 --micro-batches 6 --chunks 2
-expect_fail 2 "--schedule pipedream: expected gpipe, 1f1b, interleaved, chimera, hepipe or 2bw" "unknown kind" -- schedule --schedule pipedream --stages 4 --micro-batches 6
+expect_fail 2 "--schedule pipedream: expected gpipe, 1f1b, interleaved, chimera, hepipe, 2bw, zb-h1, zb-v or zb-het" "unknown kind" -- schedule --schedule pipedream --stages 4 --micro-batches 6
 expect_fail 2 "--stages 0: expected an integer in \[1, 4096\]" "zero stages" -- schedule --schedule gpipe --stages 0 --micro-batches 6
 expect_fail 2 "no --micro-batches given" "missing micro-batches" -- schedule --schedule gpipe --stages 2
 expect_fail 2 "--bf -1: expected a number > 0" "negative B/F ratio" -- schedule --schedule gpipe --stages 2 --micro-batches 2 --bf -1
