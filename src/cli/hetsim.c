@@ -223,7 +223,9 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
         return ht_error(HT_EINPUT, "%s: train.batch = %d is not a multiple of replicas x "
                         "micro-batches = %d x %d", cfg->source, cfg->train.batch, W, N);
     ht_pipe_params pp = {.kind = kind, .D = D, .N = N,
-                         .v = kind == HT_PIPE_INTERLEAVED ? cfg->pipe.chunks : 1};
+                         .v = kind == HT_PIPE_INTERLEAVED ? cfg->pipe.chunks
+                              : kind == HT_PIPE_ZBV       ? 2 /* its V: two stages a rank */
+                                                          : 1};
     /* the "hetero" cut and hepipe's order come from each layer's time on each rank's
      * device, which the trainer measures at start-up (src/plan/pipe_plan.h): here the cost
      * model's, through the very same functions */
