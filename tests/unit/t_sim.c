@@ -739,6 +739,61 @@ static void against_checker(void) {
     }
 }
 
+/* Zero-bubble schedules (issue 27): the simulator costs B and W apart, W taking the share of
+ * the stage's backward FLOPs that computes weight gradients. By hand, for this 8-wide MLP
+ * per sample: fc's backward 2*64 (dW) + 8 (db) + 2*64 (dx) = 264, of it W 136; relu's 8
+ * (all dx); the last fc adds the loss gradient's 2*8 = 16 (dx). A stage of backward 2 s:
+ * W = 2 * 136/272 = 1 s (the last stage 2 * 136/280), B the rest. Simulated makespan =
+ * the checker's under those F, B, W (ht_pipe_check_fbw), free communication. */
+static void zero_bubble(void) {
+    static const struct { int kind, D, N; } cases[] = {
+        {HT_PIPE_ZBH1, 4, 8}, {HT_PIPE_ZBH1, 3, 3}, {HT_PIPE_ZBV, 2, 4}, {HT_PIPE_ZBV, 4, 8},
+        {HT_PIPE_ZBHET, 4, 8},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        ht_pipe_params pp = {.kind = cases[k].kind, .D = cases[k].D, .N = cases[k].N, .v = 1};
+        ht_pipe_sched s;
+        if (ht_pipe_generate(&pp, &s) != HT_OK) {
+            tap_ok(0, "generate %s: %s", ht_pipe_kind_names[pp.kind], ht_errmsg());
+            continue;
+        }
+        int S = s.S;
+        ht_model m;
+        mlp(&m, S);
+        ht_sim_model sm;
+        ht_sim_model_from(&sm, &m, "sgd");
+        double fwd[64], tf[64], tb[64], tw[64];
+        for (int i = 0; i < S; i++) {
+            fwd[i] = 1000, tf[i] = 1;
+            tw[i] = 2.0 * 136 / (i == S - 1 ? 280 : 272), tb[i] = 2 - tw[i];
+        }
+        ht_profile *p = profile(S, fwd, 2);
+        for (int i = 0; i < p->dev[0].nlayers; i++)
+            if (!strncmp(p->dev[0].layers[i].name, "relu", 4))
+                p->dev[0].layers[i].fwd_ms = p->dev[0].layers[i].bwd_ms = 0;
+        ht_sim_cluster c;
+        cluster(&c, p, s.p.D, 0, 1e30);
+        int bounds[65];
+        for (int i = 0; i < S; i++)
+            bounds[i] = 2 * i;
+        bounds[S] = sm.nlayers;
+        ht_pipe_report rep;
+        int rc = ht_pipe_check_fbw(&s, tf, tb, tw, &rep);
+        ht_sim_pipe sp = {.s = &s, .W = 1, .mb = 32, .bounds = bounds, .alg = HT_SIM_RING};
+        ht_sim_result r;
+        int rc2 = ht_sim_run_pipe(&c, &sm, &sp, 0, NULL, &r);
+        tap_ok(rc == HT_OK && rc2 == HT_OK && fabs(r.makespan - rep.makespan) < 1e-6,
+               "%s D=%d N=%d, B and W apart: simulated %.6f = checker %.6f",
+               ht_pipe_kind_names[pp.kind], pp.D, pp.N, rc2 == HT_OK ? r.makespan : -1,
+               rc == HT_OK ? rep.makespan : -1);
+        if (rc2 == HT_OK) ht_sim_result_free(&r);
+        ht_sim_cluster_free(&c);
+        ht_sim_model_free(&sm);
+        ht_model_free(&m);
+        ht_pipe_sched_free(&s);
+    }
+}
+
 /* PipeDream-2BW without a flush (src/pipe/sched_2bw.h, chained as the executor does): with
  * unit stage costs (forward 1 s, backward 2 s, free links and optimizer) the period stream
  * keeps every rank busy, so a batch takes N (1 + 2) in the steady state where 1F1B's flushed
@@ -836,6 +891,7 @@ static void cpu_overlap(void) {
 
 int main(void) {
     against_checker();
+    zero_bubble();
     planner();
     sync_policies();
     determinism();
