@@ -2,9 +2,9 @@
  * - 1F1B with the backward split into B and W run back to back: (N + D - 1)(F + B + W),
  *   peak D slots (rank 0's, N >= D).
  * - ZB-H1 (Qi et al., ICLR 2024, Table 1): N(F + B + W) + (D - 1)(F + B - W), the same peak
- *   D slots, for W <= F (derived: rank 0 idles only while micro-batch 0's gradient comes
- *   back, (D-1)B, less the (D-1)(W - F)... at F = B = W its idle (D-1)F = the paper's). Where
- *   W > F ours is longer than the formula (shown as a diagnostic, not asserted).
+ *   D slots, where W <= F (each deferred W then fits the gap a later F leaves); the brief's
+ *   (p-1)(F+B-2W) is ZB-H2's. Where W > F ours is longer than the formula (shown as a
+ *   diagnostic: still shorter than 1F1B).
  * - ZB-V (2 chunks per rank, chunk times f, b, w): every rank does 2N(f + b + w) and the last
  *   rank cannot start before (D-1)f, so makespan >= 2N(f + b + w) + (D-1)f; at f = b = w ours
  *   meets that bound exactly, within 2D half-stage slots (1F1B's D whole-stage activations).
