@@ -109,6 +109,21 @@ void ht_linear_backward(ht_dev *d, ht_view dx, ht_view dw, ht_view db, ht_view d
     linear_gemms_backward(d, dx, dw, dy, x, w, B, in, out, scale, accumulate);
 }
 
+/* The halves: the same launches as ht_linear_backward, so each result is the same bits */
+void ht_linear_backward_input(ht_dev *d, ht_view dx, ht_view dy, ht_view w, int B, int in,
+                              int out, float scale) {
+    if (B <= 0 || out <= 0 || !dx.buf) return;
+    isize((size_t)B * (size_t)out, "linear output");
+    ht_sgemm(d, 0, 0, (size_t)B, (size_t)in, (size_t)out, scale, dy.buf, dy.off, (size_t)out,
+             w.buf, w.off, (size_t)in, 0.0f, dx.buf, dx.off, (size_t)in);
+}
+
+void ht_linear_backward_weights(ht_dev *d, ht_view dw, ht_view db, ht_view dy, ht_view x, int B,
+                                int in, int out, float scale, int accumulate) {
+    ht_linear_backward(d, ht_view_none(), dw, db, dy, x, ht_view_none(), B, in, out, scale,
+                       accumulate);
+}
+
 void ht_linear_act_backward(ht_dev *d, ht_view dx, ht_view dw, ht_view db, ht_view dy, ht_view da,
                             ht_view y, ht_view x, ht_view w, int B, int in, int out, ht_act act,
                             float scale, int accumulate) {

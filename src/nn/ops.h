@@ -58,6 +58,16 @@ void ht_linear_backward(ht_dev *d,
                         ht_view w,  /* (out,in) */
                         int B, int in, int out, float scale, int accumulate);
 
+/* ht_linear_backward in its two halves, for zero-bubble schedules (issue 27): B, the input
+ * gradient dx = scale dy W (what the previous stage waits for), and later W, the weight
+ * gradients dW, db from the saved input and output gradient. Each writes exactly what
+ * ht_linear_backward writes there, bit for bit (the same kernels on the same operands). */
+void ht_linear_backward_input(ht_dev *d, ht_view dx, /* (B,in) written; buf NULL: nothing */
+                              ht_view dy, ht_view w, int B, int in, int out, float scale);
+void ht_linear_backward_weights(ht_dev *d, ht_view dw, ht_view db, /* or buf NULL: no bias */
+                                ht_view dy, ht_view x, int B, int in, int out, float scale,
+                                int accumulate);
+
 /* Backward of ht_linear_act_forward: dy = scale * da * act'(y) is written (the gradient of
  * the pre-activation; may alias da) in the same pass that sums db, then the GEMMs.
  * act == HT_ACT_NONE: exactly ht_linear_backward on da; dy is not written. */

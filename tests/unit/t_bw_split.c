@@ -1,0 +1,100 @@
+/* The backward in two halves for zero-bubble schedules (issue 27), on the device: the linear
+ * layer's input gradient (B, ht_linear_backward_input) and weight gradients (W,
+ * ht_linear_backward_weights). Run in the zero-bubble order (B first, W later, accumulating
+ * into gradients that already hold a micro-batch's), they equal today's
+ * ht_linear_backward bit for bit; each half against central finite differences of
+ * L = scale * sum(dy . y), y = x W^T + b computed by the device's forward (float, step 1e-2:
+ * L is linear in x, W and b, so the difference is exact up to float rounding). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/ops.h"
+#include "devtensor.h"
+#include "tap.h"
+#include "testdev.h"
+
+static ht_dev *D;
+#define TOL_FD 2e-3
+#define STEP 1e-2f
+
+/* L = scale * sum(dy . (x W^T + b)) on the device's forward, summed in double. */
+static double loss(const float *x, const float *w, const float *b, const float *dy, int B,
+                   int in, int out, float scale) {
+    dt tx = dt_new((size_t)B * in, x), tw = dt_new((size_t)out * in, w), tb = dt_new((size_t)out, b),
+       ty = dt_new((size_t)B * out, NULL);
+    float *y = malloc(sizeof(float) * B * out);
+    ht_linear_forward(D, dt_view(ty), dt_view(tx), dt_view(tw), dt_view(tb), B, in, out);
+    dt_get(ty, y);
+    double l = 0;
+    for (int i = 0; i < B * out; i++)
+        l += (double)scale * dy[i] * y[i];
+    dt_free(tx), dt_free(tw), dt_free(tb), dt_free(ty);
+    free(y);
+    return l;
+}
+
+/* Worst |fd - g| / max(1, |g|) over k sampled entries of v (perturbed in place, restored). */
+static double fd_err(float *v, size_t n, const float *g, int k, float *x, float *w, float *b,
+                     const float *dy, int B, int in, int out, float scale) {
+    double worst = 0;
+    for (int j = 0; j < k; j++) {
+        size_t i = (size_t)j * 7919 % n;
+        float keep = v[i];
+        v[i] = keep + STEP;
+        double lp = loss(x, w, b, dy, B, in, out, scale);
+        v[i] = keep - STEP;
+        double lm = loss(x, w, b, dy, B, in, out, scale);
+        v[i] = keep;
+        double fd = (lp - lm) / (2.0 * STEP), e = fabs(fd - g[i]) / fmax(1.0, fabs(g[i]));
+        worst = tap_worse(worst, e);
+    }
+    return worst;
+}
+
+static void test_linear(int B, int in, int out, float scale, uint64_t seed) {
+    size_t nx = (size_t)B * in, nw = (size_t)out * in, ny = (size_t)B * out;
+    float *x = hnew(nx, -1, 1, seed), *w = hnew(nw, -0.5f, 0.5f, seed + 1);
+    float *b = hnew((size_t)out, -0.5f, 0.5f, seed + 2), *dy = hnew(ny, -1, 1, seed + 3);
+    float *g0 = hnew(nw + out, -1, 1, seed + 4); /* an earlier micro-batch's gradients */
+    float *dxf = malloc(nx * 4), *dxs = malloc(nx * 4), *gf = malloc((nw + out) * 4),
+          *gs = malloc((nw + out) * 4);
+    dt tx = dt_new(nx, x), tw = dt_new(nw, w), tdy = dt_new(ny, dy);
+    dt tdxf = dt_new(nx, NULL), tdxs = dt_new(nx, NULL), tgf = dt_new(nw + out, g0),
+       tgs = dt_new(nw + out, g0);
+    ht_linear_backward(D, dt_view(tdxf), dt_view(tgf), dt_view_at(tgf, nw), dt_view(tdy),
+                       dt_view(tx), dt_view(tw), B, in, out, scale, 1);
+    ht_linear_backward_input(D, dt_view(tdxs), dt_view(tdy), dt_view(tw), B, in, out, scale);
+    ht_linear_backward_weights(D, dt_view(tgs), dt_view_at(tgs, nw), dt_view(tdy), dt_view(tx),
+                               B, in, out, scale, 1);
+    dt_get(tdxf, dxf), dt_get(tdxs, dxs), dt_get(tgf, gf), dt_get(tgs, gs);
+    int guards = dt_guards_ok(tdxs) && dt_guards_ok(tgs);
+    tap_ok(!memcmp(dxf, dxs, nx * 4) && !memcmp(gf, gs, (nw + out) * 4) && guards,
+           "linear B=%d in=%d out=%d scale=%g: B then W (accumulating) = the whole backward, "
+           "bit for bit", B, in, out, scale);
+    /* finite differences: the W half's increment (g - g0) and the B half's dx */
+    float *inc = malloc((nw + out) * 4);
+    for (size_t i = 0; i < nw + out; i++)
+        inc[i] = gs[i] - g0[i];
+    double ex = fd_err(x, nx, dxs, 12, x, w, b, dy, B, in, out, scale);
+    double ew = fd_err(w, nw, inc, 12, x, w, b, dy, B, in, out, scale);
+    double eb = fd_err(b, (size_t)out, inc + nw, 8, x, w, b, dy, B, in, out, scale);
+    tap_ok(ex < TOL_FD, "linear B half: dx against finite differences, err %.2e", ex);
+    tap_ok(ew < TOL_FD && eb < TOL_FD, "linear W half: dW, db against finite differences, "
+           "err %.2e, %.2e", ew, eb);
+    dt_free(tx), dt_free(tw), dt_free(tdy), dt_free(tdxf), dt_free(tdxs), dt_free(tgf),
+        dt_free(tgs);
+    free(x), free(w), free(b), free(dy), free(g0), free(dxf), free(dxs), free(gf), free(gs),
+        free(inc);
+}
+
+int main(void) {
+    D = test_dev_open();
+    dt_use(D);
+    /* the shapes t_ops uses (CLBlast compiles per shape and process) */
+    test_linear(7, 13, 37, 0.25f, 31);
+    test_linear(1, 13, 37, 1.0f, 32);
+    ht_dev_close(D);
+    return tap_done();
+}
