@@ -115,45 +115,55 @@ void ht_layernorm_forward(ht_dev *d, ht_view out, ht_view mean, ht_view rstd, ht
     launch_items(d, "tf_ln_fwd", (size_t)N, NARGS(args), args);
 }
 
-void ht_layernorm_backward(ht_dev *d, ht_view dinp, ht_view dw, ht_view db, ht_view dout,
-                           ht_view inp, ht_view w, ht_view mean, ht_view rstd, int N, int C,
-                           int add_dinp, int accumulate) {
+void ht_layernorm_backward_input(ht_dev *d, ht_view dinp, ht_view dout, ht_view inp, ht_view w,
+                                 ht_view mean, ht_view rstd, int N, int C, int add_dinp) {
     if (N <= 0 || C <= 0) return;
     isize((size_t)N * (size_t)C, "layernorm input");
-    int o_dout = ioff(dout.off, "dout"), o_inp = ioff(inp.off, "inp");
-    int o_mean = ioff(mean.off, "mean"), o_rstd = ioff(rstd.off, "rstd");
     ht_arg a1[] = {HT_BUF(dinp.buf),
                    HT_INT(ioff(dinp.off, "dinp")),
                    HT_BUF(dout.buf),
-                   HT_INT(o_dout),
+                   HT_INT(ioff(dout.off, "dout")),
                    HT_BUF(inp.buf),
-                   HT_INT(o_inp),
+                   HT_INT(ioff(inp.off, "inp")),
                    HT_BUF(w.buf),
                    HT_INT(ioff(w.off, "w")),
                    HT_BUF(mean.buf),
-                   HT_INT(o_mean),
+                   HT_INT(ioff(mean.off, "mean")),
                    HT_BUF(rstd.buf),
-                   HT_INT(o_rstd),
+                   HT_INT(ioff(rstd.off, "rstd")),
                    HT_INT(N),
                    HT_INT(C),
                    HT_INT(add_dinp != 0)};
     launch_items(d, "tf_ln_bwd_dx", (size_t)N, NARGS(a1), a1);
+}
+
+void ht_layernorm_backward_weights(ht_dev *d, ht_view dw, ht_view db, ht_view dout, ht_view inp,
+                                   ht_view mean, ht_view rstd, int N, int C, int accumulate) {
+    if (N <= 0 || C <= 0) return;
+    isize((size_t)N * (size_t)C, "layernorm input");
     ht_arg a2[] = {HT_BUF(dw.buf),
                    HT_INT(ioff(dw.off, "dw")),
                    HT_BUF(db.buf),
                    HT_INT(ioff(db.off, "db")),
                    HT_BUF(dout.buf),
-                   HT_INT(o_dout),
+                   HT_INT(ioff(dout.off, "dout")),
                    HT_BUF(inp.buf),
-                   HT_INT(o_inp),
+                   HT_INT(ioff(inp.off, "inp")),
                    HT_BUF(mean.buf),
-                   HT_INT(o_mean),
+                   HT_INT(ioff(mean.off, "mean")),
                    HT_BUF(rstd.buf),
-                   HT_INT(o_rstd),
+                   HT_INT(ioff(rstd.off, "rstd")),
                    HT_INT(N),
                    HT_INT(C),
                    HT_INT(accumulate != 0)};
     launch_items(d, "tf_ln_bwd_dwb", ((size_t)C + 7) / 8, NARGS(a2), a2);
+}
+
+void ht_layernorm_backward(ht_dev *d, ht_view dinp, ht_view dw, ht_view db, ht_view dout,
+                           ht_view inp, ht_view w, ht_view mean, ht_view rstd, int N, int C,
+                           int add_dinp, int accumulate) {
+    ht_layernorm_backward_input(d, dinp, dout, inp, w, mean, rstd, N, C, add_dinp);
+    ht_layernorm_backward_weights(d, dw, db, dout, inp, mean, rstd, N, C, accumulate);
 }
 
 /* ---------------------------------------------------------------- residual */

@@ -57,6 +57,13 @@ void ht_layernorm_backward(ht_dev *d, ht_view dinp, /* (N,C) */
                            ht_view mean,            /* (N) from forward */
                            ht_view rstd,            /* (N) from forward */
                            int N, int C, int add_dinp, int accumulate);
+/* Its two halves (zero-bubble schedules, issue 27), the same two kernels: B, the input
+ * gradient, and later W, dw and db from the saved input, mean, rstd and output gradient
+ * (so dinp must not alias dout when W runs after B). */
+void ht_layernorm_backward_input(ht_dev *d, ht_view dinp, ht_view dout, ht_view inp, ht_view w,
+                                 ht_view mean, ht_view rstd, int N, int C, int add_dinp);
+void ht_layernorm_backward_weights(ht_dev *d, ht_view dw, ht_view db, ht_view dout, ht_view inp,
+                                   ht_view mean, ht_view rstd, int N, int C, int accumulate);
 
 /* ---------------------------------------------------------------- residual */
 

@@ -4,13 +4,16 @@
  * into gradients that already hold a micro-batch's), they equal today's
  * ht_linear_backward bit for bit; each half against central finite differences of
  * L = scale * sum(dy . y), y = x W^T + b computed by the device's forward (float, step 1e-2:
- * L is linear in x, W and b, so the difference is exact up to float rounding). */
+ * L is linear in x, W and b, so the difference is exact up to float rounding). The same for
+ * LayerNorm (ht_layernorm_backward_input / _weights) with L = sum(dout . LN(x)). The
+ * embedding needs no split: its input is token ids, so its whole backward is W. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nn/ops.h"
+#include "nn/ops_tf.h"
 #include "devtensor.h"
 #include "tap.h"
 #include "testdev.h"
@@ -89,12 +92,91 @@ static void test_linear(int B, int in, int out, float scale, uint64_t seed) {
         free(inc);
 }
 
+/* ---------------------------------------------------------------- LayerNorm */
+
+static double ln_loss(const float *x, const float *w, const float *b, const float *dout, int N,
+                      int C) {
+    dt tx = dt_new((size_t)N * C, x), tw = dt_new((size_t)C, w), tb = dt_new((size_t)C, b),
+       ty = dt_new((size_t)N * C, NULL), tm = dt_new((size_t)N, NULL), tr = dt_new((size_t)N, NULL);
+    float *y = malloc(sizeof(float) * N * C);
+    ht_layernorm_forward(D, dt_view(ty), dt_view(tm), dt_view(tr), dt_view(tx), dt_view(tw),
+                         dt_view(tb), N, C);
+    dt_get(ty, y);
+    double l = 0;
+    for (int i = 0; i < N * C; i++)
+        l += (double)dout[i] * y[i];
+    dt_free(tx), dt_free(tw), dt_free(tb), dt_free(ty), dt_free(tm), dt_free(tr);
+    free(y);
+    return l;
+}
+
+static double ln_fd(float *v, size_t n, const float *g, int k, const float *x, const float *w,
+                    const float *b, const float *dout, int N, int C) {
+    double worst = 0;
+    for (int j = 0; j < k; j++) {
+        size_t i = (size_t)j * 7919 % n;
+        float keep = v[i];
+        v[i] = keep + STEP;
+        double lp = ln_loss(x, w, b, dout, N, C);
+        v[i] = keep - STEP;
+        double lm = ln_loss(x, w, b, dout, N, C);
+        v[i] = keep;
+        worst = tap_worse(worst, fabs((lp - lm) / (2.0 * STEP) - g[i]) / fmax(1.0, fabs(g[i])));
+    }
+    return worst;
+}
+
+static void test_layernorm(int N, int C, uint64_t seed) {
+    size_t n = (size_t)N * C;
+    float *x = hnew(n, -2, 2, seed), *w = hnew((size_t)C, 0.5f, 1.5f, seed + 1);
+    float *b = hnew((size_t)C, -0.5f, 0.5f, seed + 2), *dout = hnew(n, -1, 1, seed + 3);
+    float *g0 = hnew(2 * (size_t)C, -1, 1, seed + 4), *dx0 = hnew(n, -1, 1, seed + 5);
+    float *dxf = malloc(n * 4), *dxs = malloc(n * 4), *gf = malloc(8 * (size_t)C),
+          *gs = malloc(8 * (size_t)C);
+    dt tx = dt_new(n, x), tw = dt_new((size_t)C, w), tb = dt_new((size_t)C, b),
+       tdo = dt_new(n, dout), ty = dt_new(n, NULL), tm = dt_new((size_t)N, NULL),
+       tr = dt_new((size_t)N, NULL);
+    ht_layernorm_forward(D, dt_view(ty), dt_view(tm), dt_view(tr), dt_view(tx), dt_view(tw),
+                         dt_view(tb), N, C);
+    /* add_dinp and accumulate: as a pre-LN block runs it, onto earlier gradients */
+    dt tdxf = dt_new(n, dx0), tdxs = dt_new(n, dx0), tgf = dt_new(2 * (size_t)C, g0),
+       tgs = dt_new(2 * (size_t)C, g0);
+    ht_layernorm_backward(D, dt_view(tdxf), dt_view(tgf), dt_view_at(tgf, (size_t)C),
+                          dt_view(tdo), dt_view(tx), dt_view(tw), dt_view(tm), dt_view(tr), N, C,
+                          1, 1);
+    ht_layernorm_backward_input(D, dt_view(tdxs), dt_view(tdo), dt_view(tx), dt_view(tw),
+                                dt_view(tm), dt_view(tr), N, C, 1);
+    ht_layernorm_backward_weights(D, dt_view(tgs), dt_view_at(tgs, (size_t)C), dt_view(tdo),
+                                  dt_view(tx), dt_view(tm), dt_view(tr), N, C, 1);
+    dt_get(tdxf, dxf), dt_get(tdxs, dxs), dt_get(tgf, gf), dt_get(tgs, gs);
+    tap_ok(!memcmp(dxf, dxs, n * 4) && !memcmp(gf, gs, 8 * (size_t)C) && dt_guards_ok(tdxs) &&
+               dt_guards_ok(tgs),
+           "layernorm N=%d C=%d: B then W (adding, accumulating) = the whole backward, bit for "
+           "bit", N, C);
+    for (size_t i = 0; i < n; i++)
+        dxs[i] -= dx0[i]; /* the increments each half added */
+    for (size_t i = 0; i < 2 * (size_t)C; i++)
+        gs[i] -= g0[i];
+    double ex = ln_fd(x, n, dxs, 12, x, w, b, dout, N, C);
+    double ew = ln_fd(w, (size_t)C, gs, 8, x, w, b, dout, N, C);
+    double eb = ln_fd(b, (size_t)C, gs + C, 8, x, w, b, dout, N, C);
+    tap_ok(ex < TOL_FD, "layernorm B half: dx against finite differences, err %.2e", ex);
+    tap_ok(ew < TOL_FD && eb < TOL_FD, "layernorm W half: dw, db against finite differences, "
+           "err %.2e, %.2e", ew, eb);
+    dt_free(tx), dt_free(tw), dt_free(tb), dt_free(tdo), dt_free(ty), dt_free(tm), dt_free(tr);
+    dt_free(tdxf), dt_free(tdxs), dt_free(tgf), dt_free(tgs);
+    free(x), free(w), free(b), free(dout), free(g0), free(dx0), free(dxf), free(dxs), free(gf),
+        free(gs);
+}
+
 int main(void) {
     D = test_dev_open();
     dt_use(D);
     /* the shapes t_ops uses (CLBlast compiles per shape and process) */
     test_linear(7, 13, 37, 0.25f, 31);
     test_linear(1, 13, 37, 1.0f, 32);
+    test_layernorm(5, 12, 41);
+    test_layernorm(3, 37, 42);
     ht_dev_close(D);
     return tap_done();
 }
