@@ -39,7 +39,8 @@ static const char USAGE_SCHEDULE[] =
     "                [--stage-times T,..] [--max-inflight K,..]\n";
 static const char HELP_SCHEDULE[] =
     "schedule: prints a pipeline schedule (gpipe, 1f1b, interleaved, chimera, hepipe,\n"
-    "2bw) of D stages and N micro-batches (V chunks per rank, interleaved) as a timeline\n"
+    "2bw; zero-bubble zb-h1, zb-v, zb-het: backward split into B and W, R / 2 each) of\n"
+    "D stages and N micro-batches (V chunks per rank, interleaved) as a timeline\n"
     "on unit time (forward 1, backward R, default 1) with its makespan, bubble and peak\n"
     "activations per rank; --trace FILE writes it as a Chrome trace, --streams lists\n"
     "every rank's instructions. With -c FILE (and --set) the job's pipe.* keys give the\n"
