@@ -11,38 +11,23 @@ const char *const ht_pipe_op_names[HT_PI_NOPS] = {
     "LOAD",      "FWD",       "BWD",       "SEND_ACT",     "RECV_ACT",
     "SEND_GRAD", "RECV_GRAD", "RECOMPUTE", "REDUCE_GRADS", "OPT_STEP"};
 
-const char *const ht_pipe_kind_names[HT_PIPE_NKINDS] = {"gpipe",   "1f1b",   "interleaved",
-                                                        "chimera", "hepipe", "2bw"};
-
-/* One table: which generator builds each kind (NULL: not built in this tree yet). */
-static const ht_pipe_gen_fn generators[HT_PIPE_NKINDS] = {
-    [HT_PIPE_GPIPE] = ht_pipe_gen_gpipe,
-    [HT_PIPE_1F1B] = ht_pipe_gen_1f1b,
-    [HT_PIPE_INTERLEAVED] = ht_pipe_gen_interleaved,
-    [HT_PIPE_CHIMERA] = ht_pipe_gen_chimera,
-    [HT_PIPE_HEPIPE] = ht_pipe_gen_hepipe,
-    [HT_PIPE_2BW] = ht_pipe_gen_2bw,
-};
+/* Which generator builds each kind: the generator column of config/modes.h's rows. */
+#define GENERATOR(id, name, gen, ...) [HT_PIPE_##id] = gen,
+static const ht_pipe_gen_fn generators[HT_PIPE_NKINDS] = {HT_PIPE_ROWS(GENERATOR)};
 
 /* Bounds that keep every id and the checker's tables well inside int32. */
 enum { MAX_D = 4096, MAX_V = 64, MAX_N = 1 << 20, MAX_CELLS = 1 << 24 };
 
-int ht_pipe_kind_parse(const char *name) {
-    for (int k = 0; k < HT_PIPE_NKINDS; k++)
-        if (name && !strcmp(name, ht_pipe_kind_names[k])) return k;
-    return -1;
-}
-
-int ht_pipe_kind_ndir(int kind) { return kind == HT_PIPE_CHIMERA ? 2 : 1; }
+int ht_pipe_kind_ndir(int kind) { return ht_pipe_kind_has(kind, HT_PIPE_F_TWO_WAY) ? 2 : 1; }
 
 int ht_pipe_stage_rank(int kind, int D, int v, int dir, int stage) {
     (void)v;
-    if (kind == HT_PIPE_CHIMERA && dir == 1) return D - 1 - stage;
+    if (dir == 1 && ht_pipe_kind_has(kind, HT_PIPE_F_TWO_WAY)) return D - 1 - stage;
     return stage % D;
 }
 
 int ht_pipe_stage_chunk(int kind, int D, int dir, int stage) {
-    if (kind == HT_PIPE_CHIMERA) return dir;
+    if (ht_pipe_kind_has(kind, HT_PIPE_F_TWO_WAY)) return dir;
     return stage / D;
 }
 
@@ -84,7 +69,7 @@ static int check_params(const ht_pipe_params *p) {
     if (p->v < 1 || p->v > MAX_V)
         return ht_error(HT_EINPUT, "schedule \"%s\": %d model chunks per rank, expected 1..%d", k,
                         p->v, MAX_V);
-    if (p->v > 1 && p->kind != HT_PIPE_INTERLEAVED)
+    if (p->v > 1 && !ht_pipe_kind_has(p->kind, HT_PIPE_F_CHUNKS))
         return ht_error(HT_EINPUT,
                         "schedule \"%s\" holds one model chunk per rank, %d chunks given; only "
                         "\"interleaved\" takes more than 1",
