@@ -198,12 +198,7 @@ static int sync_world(const ht_config *c, int world, const char **key, char *msg
                       "key 'cluster.split': \"speed\" is for %s; sync.mode \"%s\" lets each "
                       "worker go at its own speed instead",
                       lockstep, row->name);
-    if (c->train.batch < workers)
-        return refuse(key, "train.batch", msg, n,
-                      "key 'train.batch': found %d, expected at least %d (one sample per "
-                      "worker)",
-                      c->train.batch, workers);
-    return HT_OK;
+    return HT_OK; /* a sample per worker: train.batch >= world, checked before */
 }
 
 int ht_config_world_rules(const ht_config *c, int world, const char **key, char *msg, size_t n) {

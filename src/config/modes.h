@@ -27,6 +27,7 @@ typedef enum {
     HT_SYNC_FAM_PS,        /* sync.servers parameter-server ranks after the workers */
     HT_SYNC_FAM_GROUP,     /* partial reduce in groups; one group-generator rank */
     HT_SYNC_FAM_GOSSIP,    /* push-sum gossip; one coordinator rank that counts progress */
+    HT_SYNC_NFAMILIES
 } ht_sync_family;
 
 /* What a policy supports beyond its family's defaults. */

@@ -21,6 +21,8 @@ static const ht_sync_policy *const POLICIES[] = {
     [HT_SYNC_FAM_GROUP] = &ht_preduce_policy,
     [HT_SYNC_FAM_GOSSIP] = &ht_gossip_policy,
 };
+_Static_assert(sizeof POLICIES / sizeof *POLICIES == HT_SYNC_NFAMILIES,
+               "every family of config/modes.h has its policy");
 
 static const ht_sync_policy *policy_of(ht_sync_mode mode) {
     return POLICIES[ht_sync_rows[mode].family];
