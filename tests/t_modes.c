@@ -177,7 +177,27 @@ static void test_load_rules(void) {
     /* found only after the devices and the model before */
     refused(load(&c, job("pipe = { schedule = \"chimera\";\n  stages = 3; };\n"), NULL),
             "chimera over 3 stages: at load (was the generator's, after the devices)",
-            "job.cfg:5: keys 'pipe.schedule' and 'pipe.stages'", "even number of stages; found 3");
+            "job.cfg:5: keys 'pipe.schedule', 'pipe.stages' and 'pipe.micro_batches': schedule "
+            "\"chimera\" needs an even number of pipeline stages, got 3",
+            NULL);
+    refused(load(&c, job("pipe = { schedule = \"interleaved\"; stages = 4; chunks = 2;\n"
+                         "  micro_batches = 6; };\n"),
+                 NULL),
+            "interleaved, 6 micro-batches over 4 stages: at load (was the generator's)",
+            "job.cfg:5: keys 'pipe.schedule', 'pipe.stages' and 'pipe.micro_batches': schedule "
+            "\"interleaved\" needs the micro-batches (6) to be a multiple of the pipeline stages "
+            "(4)",
+            "4 or 8 would fit");
+    accepted(load(&c, job("pipe = { schedule = \"interleaved\"; stages = 4; chunks = 1;\n"
+                          "  micro_batches = 6; };\n"),
+                  NULL),
+             "interleaved with one chunk, 6 micro-batches over 4 stages: accepted (plain 1F1B)");
+    refused(load(&c, job("pipe = { schedule = \"2bw\"; stages = 4;\n  micro_batches = 3; };\n"),
+                 NULL),
+            "2bw, 3 micro-batches over 4 stages: at load",
+            "job.cfg:5: keys 'pipe.schedule', 'pipe.stages' and 'pipe.micro_batches': schedule "
+            "\"2bw\" needs at least as many micro-batches as stages (3 < 4)",
+            NULL);
     refused(load(&c, job("pipe = { schedule = \"interleaved\"; stages = 2; chunks = 2;\n"
                          "  boundaries = [1, 2]; };\n"),
                  NULL),

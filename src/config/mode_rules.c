@@ -116,12 +116,12 @@ static int pipe_rules(const ht_config *c, const char **key, char *msg, size_t n)
                       "keys 'pipe.schedule' and 'pipe.stages': \"%s\" with one stage rank only "
                       "passes activations to itself; use pipe.stages >= 2",
                       k);
-    if ((row->flags & HT_PIPE_F_TWO_WAY) && D % 2)
-        return refuse(key, "pipe.stages", msg, n,
-                      "keys 'pipe.schedule' and 'pipe.stages': \"%s\" runs two pipelines in "
-                      "opposite directions over the same ranks and needs an even number of "
-                      "stages; found %d",
-                      k, D);
+    char why[512];
+    if (ht_pipe_kind_shape(c->pipe.schedule, D, c->pipe.micro_batches, v, why, sizeof why))
+        return refuse(key, D % 2 && (row->flags & HT_PIPE_F_TWO_WAY) ? "pipe.stages"
+                                                                    : "pipe.micro_batches",
+                      msg, n, "keys 'pipe.schedule', 'pipe.stages' and 'pipe.micro_batches': %s",
+                      why);
     const int explicit_cut = c->pipe.nboundaries || c->pipe.nstage_ranks;
     if (c->pipe.nboundaries && !c->pipe.nstage_ranks && c->pipe.nboundaries != S - 1)
         return refuse(key, "pipe.boundaries", msg, n,

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/err.h"
+
 #define SYNC_ROW(id, name, family, flags) [HT_SYNC_##id] = {name, family, flags},
 #define SYNC_NAME(id, name, ...) name,
 const ht_sync_row ht_sync_rows[HT_SYNC_NMODES] = {HT_SYNC_ROWS(SYNC_ROW)};
@@ -57,6 +59,33 @@ int ht_pipe_kind_parse(const char *name) {
 
 const char *ht_pipe_kind_name(int kind) {
     return kind == HT_PIPE_NONE ? "none" : kind >= 0 && kind < HT_PIPE_NKINDS ? ht_pipe_rows[kind].name : "?";
+}
+
+int ht_pipe_kind_shape(int kind, int D, int N, int v, char *msg, size_t n) {
+    const char *k = ht_pipe_kind_name(kind);
+    if (ht_pipe_kind_has(kind, HT_PIPE_F_TWO_WAY) && D % 2)
+        snprintf(msg, n,
+                 "schedule \"%s\" needs an even number of pipeline stages, got %d: rank r holds "
+                 "stage r of the down pipeline and stage D-1-r of the up one, and with D odd the "
+                 "middle rank would hold the same stage twice (and a basic unit of D "
+                 "micro-batches could not split half down, half up); use %d stages",
+                 k, D, D + 1);
+    else if (ht_pipe_kind_has(kind, HT_PIPE_F_CHUNKS) && v > 1 && D > 0 && N % D)
+        snprintf(msg, n,
+                 "schedule \"%s\" needs the micro-batches (%d) to be a multiple of the pipeline "
+                 "stages (%d): each rank runs its %d chunks in groups of %d micro-batches; %d or "
+                 "%d would fit",
+                 k, N, D, v, D, N > D ? N / D * D : D, (N / D + 1) * D);
+    else if (ht_pipe_kind_has(kind, HT_PIPE_F_NO_FLUSH) && N < D)
+        snprintf(msg, n,
+                 "schedule \"%s\" needs at least as many micro-batches as stages (%d < %d): "
+                 "with fewer, a stage would still run batch b - 1's backwards when batch b + 1 "
+                 "starts, and two weight versions would not suffice; use %d or more "
+                 "micro-batches",
+                 k, N, D, D);
+    else
+        return HT_OK;
+    return HT_EINPUT;
 }
 
 /* "a, b or c" of the n names that `take` keeps. */

@@ -128,6 +128,11 @@ int ht_pipe_kind_has(int kind, unsigned flags);
 int ht_pipe_kind_parse(const char *name);
 /* The name of kind: "none" for HT_PIPE_NONE, "?" when out of range. */
 const char *ht_pipe_kind_name(int kind);
+/* The shape a schedule's row allows: D pipeline ranks, N micro-batches, v model chunks per
+ * rank (chimera: D even; interleaved with v > 1: N a multiple of D; 2bw: N >= D). HT_OK, or
+ * HT_EINPUT with the reason in msg. The generators refuse with it, and the config's rules
+ * before any device is opened. */
+int ht_pipe_kind_shape(int kind, int D, int N, int v, char *msg, size_t n);
 /* The names of the kinds whose rows have every flag in want and none in refuse, as prose:
  * "gpipe, 1f1b or hepipe" (0, 0: every kind). For messages and help texts. */
 void ht_pipe_kind_list(unsigned want, unsigned refuse, char *buf, size_t n);
