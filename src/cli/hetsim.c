@@ -158,7 +158,7 @@ static double *calibration(const job *j, int n, int samples) {
     return cal;
 }
 
-/* pipe.stage_ranks against the micro-batch (the world rule of config/mode_rules.c over the
+/* pipe.stage_ranks against the micro-batch (the world rule of config/rules.c over the
  * simulated ranks; its sum and boundaries were checked when the config loaded). */
 static int check_stage_ranks(const ht_config *cfg, int mb) {
     for (int q = 0; q < cfg->pipe.nstage_ranks; q++)

@@ -727,51 +727,6 @@ static int check_all(const loader *L) {
     return rc;
 }
 
-/* "where: " for a message about a value set at `at` (a default has no place). */
-static int world_fail(const ht_config *cfg, const char *at, const char *fmt, int a, int b,
-                      int world) {
-    char msg[1024];
-    snprintf(msg, sizeof msg, fmt, a, b);
-    return ht_error(HT_EINPUT, "%s: %s (the job runs %d rank%s under mpirun)",
-                    at[0] ? at : (cfg->source[0] ? cfg->source : "configuration"), msg, world,
-                    world == 1 ? "" : "s");
-}
-
-int ht_config_check_world(const ht_config *cfg, int world) {
-    if (cfg->cluster.nshares && cfg->cluster.nshares != world)
-        return world_fail(cfg, cfg->cluster.at_shares,
-                          "key 'cluster.shares': found %d values, expected %d (one per rank)",
-                          cfg->cluster.nshares, world, world);
-    if (cfg->cluster.nslowdown && cfg->cluster.nslowdown != world)
-        return world_fail(cfg, cfg->cluster.at_slowdown,
-                          "key 'cluster.slowdown': found %d values, expected %d (one per rank)",
-                          cfg->cluster.nslowdown, world, world);
-    if (cfg->cluster.nslowdown_from && cfg->cluster.nslowdown_from != world)
-        return world_fail(cfg, cfg->cluster.at_slowdown_from,
-                          "key 'cluster.slowdown_from': found %d values, expected %d (one per "
-                          "rank)",
-                          cfg->cluster.nslowdown_from, world, world);
-    if (cfg->cluster.nhosts && cfg->cluster.nhosts != world)
-        return world_fail(cfg, cfg->cluster.at_hosts,
-                          "key 'cluster.hosts': found %d values, expected %d (one per rank)",
-                          cfg->cluster.nhosts, world, world);
-    if (cfg->cluster.ndevices > 1 && cfg->cluster.ndevices != world)
-        return world_fail(cfg, cfg->cluster.at_devices,
-                          "key 'cluster.devices': found %d values, expected 1 (for all ranks) "
-                          "or %d (one per rank)",
-                          cfg->cluster.ndevices, world, world);
-    if (!cfg->cluster.nshares && cfg->train.batch < world)
-        return world_fail(cfg, "",
-                          "key 'train.batch': found %d, expected at least %d so that every "
-                          "rank gets a sample",
-                          cfg->train.batch, world, world);
-    const char *key = NULL;
-    char msg[1024], at[HT_PATH_MAX + 32];
-    if (ht_config_world_rules(cfg, world, &key, msg, sizeof msg) == HT_OK) return HT_OK;
-    ht_config_where(cfg, key, at, sizeof at);
-    return ht_error(HT_EINPUT, "%s: %s", at[0] ? at : "configuration", msg);
-}
-
 double ht_config_slowdown_at(const ht_config *cfg, int rank, int64_t step) {
     if (rank < 0 || rank >= cfg->cluster.nslowdown) return 1.0;
     if (rank < cfg->cluster.nslowdown_from && step < cfg->cluster.slowdown_from[rank]) return 1.0;

@@ -1,10 +1,10 @@
-/* The rules between keys that the modes (config/modes.h) bring: which sync policy a pipeline
- * runs under, what replicated stages and the hetero partition need, how the ranks split into
- * stages, workers and servers. They read the rows' flags, never a list of names, and run
- * when the configuration is loaded (the rules without the world size) and when the world
- * size is known (ht_config_check_world, before any device is opened), so that a bad
- * combination fails in a second, naming its key. Each rule answers with the key to locate
- * and the message; the caller adds the place (file:line or --set). */
+/* The rules between keys that span groups: those the modes (config/modes.h) bring (which sync
+ * policy a pipeline runs under, what replicated stages and the hetero partition need, a
+ * schedule's shape, how the ranks split into stages, workers and servers), reading the rows'
+ * flags, never a list of names; and the per-rank lists against the world size. The rules
+ * without the world size run when the configuration is loaded (config.c adds the file:line
+ * of the key each names), the others in ht_config_check_world once the world size is known,
+ * before any device is opened: a bad combination fails in a second, naming its key. */
 #include "config/schema.h"
 
 #include <stdarg.h>
@@ -201,7 +201,55 @@ static int sync_world(const ht_config *c, int world, const char **key, char *msg
     return HT_OK; /* a sample per worker: train.batch >= world, checked before */
 }
 
-int ht_config_world_rules(const ht_config *c, int world, const char **key, char *msg, size_t n) {
+/* The modes' rules with the world size. */
+static int world_rules(const ht_config *c, int world, const char **key, char *msg, size_t n) {
     if (c->pipe.schedule != HT_PIPE_NONE) return pipe_world(c, world, key, msg, n);
     return sync_world(c, world, key, msg, n);
+}
+
+/* ---------------------------------------------------------------- with the world size */
+
+/* "where: " for a message about a value set at `at` (a default has no place). */
+static int world_fail(const ht_config *cfg, const char *at, const char *fmt, int a, int b,
+                      int world) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, fmt, a, b);
+    return ht_error(HT_EINPUT, "%s: %s (the job runs %d rank%s under mpirun)",
+                    at[0] ? at : (cfg->source[0] ? cfg->source : "configuration"), msg, world,
+                    world == 1 ? "" : "s");
+}
+
+int ht_config_check_world(const ht_config *cfg, int world) {
+    if (cfg->cluster.nshares && cfg->cluster.nshares != world)
+        return world_fail(cfg, cfg->cluster.at_shares,
+                          "key 'cluster.shares': found %d values, expected %d (one per rank)",
+                          cfg->cluster.nshares, world, world);
+    if (cfg->cluster.nslowdown && cfg->cluster.nslowdown != world)
+        return world_fail(cfg, cfg->cluster.at_slowdown,
+                          "key 'cluster.slowdown': found %d values, expected %d (one per rank)",
+                          cfg->cluster.nslowdown, world, world);
+    if (cfg->cluster.nslowdown_from && cfg->cluster.nslowdown_from != world)
+        return world_fail(cfg, cfg->cluster.at_slowdown_from,
+                          "key 'cluster.slowdown_from': found %d values, expected %d (one per "
+                          "rank)",
+                          cfg->cluster.nslowdown_from, world, world);
+    if (cfg->cluster.nhosts && cfg->cluster.nhosts != world)
+        return world_fail(cfg, cfg->cluster.at_hosts,
+                          "key 'cluster.hosts': found %d values, expected %d (one per rank)",
+                          cfg->cluster.nhosts, world, world);
+    if (cfg->cluster.ndevices > 1 && cfg->cluster.ndevices != world)
+        return world_fail(cfg, cfg->cluster.at_devices,
+                          "key 'cluster.devices': found %d values, expected 1 (for all ranks) "
+                          "or %d (one per rank)",
+                          cfg->cluster.ndevices, world, world);
+    if (!cfg->cluster.nshares && cfg->train.batch < world)
+        return world_fail(cfg, "",
+                          "key 'train.batch': found %d, expected at least %d so that every "
+                          "rank gets a sample",
+                          cfg->train.batch, world, world);
+    const char *key = NULL;
+    char msg[1024], at[HT_PATH_MAX + 32];
+    if (world_rules(cfg, world, &key, msg, sizeof msg) == HT_OK) return HT_OK;
+    ht_config_where(cfg, key, at, sizeof at);
+    return ht_error(HT_EINPUT, "%s: %s", at[0] ? at : "configuration", msg);
 }
