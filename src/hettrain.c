@@ -37,10 +37,10 @@ static const char USAGE_SCHEDULE[] =
     "       hettrain schedule [-c FILE] [--schedule KIND --stages D --micro-batches N]\n"
     "                [--chunks V] [--bf R] [--trace FILE] [--streams]\n"
     "                [--stage-times T,..] [--max-inflight K,..]\n";
+/* %s: the schedules' names (config/modes.h) */
 static const char HELP_SCHEDULE[] =
-    "schedule: prints a pipeline schedule (gpipe, 1f1b, interleaved, chimera, hepipe,\n"
-    "2bw; zero-bubble zb-h1, zb-v, zb-het: backward split into B and W, R / 2 each) of\n"
-    "D stages and N micro-batches (V chunks per rank, interleaved) as a timeline\n"
+    "schedule: prints a pipeline schedule (%s)\n"
+    "of D stages and N micro-batches (V chunks per rank, interleaved) as a timeline\n"
     "on unit time (forward 1, backward R, default 1) with its makespan, bubble and peak\n"
     "activations per rank; --trace FILE writes it as a Chrome trace, --streams lists\n"
     "every rank's instructions. With -c FILE (and --set) the job's pipe.* keys give the\n"
@@ -54,7 +54,18 @@ static void usage_of(FILE *f, const char *synopsis, const char *help) {
     fprintf(f, "usage:%s\n%s", synopsis + 6, help); /* the synopsis' indent replaced */
 }
 
+/* HELP_SCHEDULE with the schedules' names. */
+static const char *help_schedule(void) {
+    static char text[sizeof HELP_SCHEDULE + 256];
+    char kinds[256];
+    ht_pipe_kind_list(0, 0, kinds, sizeof kinds);
+    snprintf(text, sizeof text, HELP_SCHEDULE, kinds);
+    return text;
+}
+
 static void usage(FILE *f) {
+    char modes[256];
+    ht_sync_mode_list(modes, sizeof modes);
     fprintf(f,
             "usage: hettrain -c FILE [--set KEY=VALUE]... [--device SEL] [--resume | --overwrite]\n"
             "                [--profile] [--stop-after N] [--trace FILE [--trace-layers]]\n"
@@ -67,8 +78,8 @@ static void usage(FILE *f) {
             "\n"
             "Trains the model described by the libconfig FILE on one OpenCL device; under\n"
             "mpirun -np N, data parallel over N ranks, one device each (cluster.* keys),\n"
-            "synchronised as sync.mode says: bsp, asp, ssp, dasp, preduce, sap-reduce,\n"
-            "gossip or gossip-adaptive (the last rank(s) then serve or coordinate).\n"
+            "synchronised as sync.mode says (the last rank(s) serve or coordinate all but\n"
+            "bsp): %s.\n"
             "  -c, --config FILE   job description (see conf/README.md; conf/quickstart.cfg)\n"
             "  --set KEY=VALUE     override a config key, e.g. --set train.steps=100\n"
             "  --device SEL        device: index, cpu, gpu, or a device/vendor/platform name\n"
@@ -97,7 +108,7 @@ static void usage(FILE *f) {
             "a config that hettrain -c runs as is. Needs no device (hettrain plan --help).\n"
             "Environment: HT_KERNEL_DIR (load cl/*.cl from a directory), HT_CACHE_DIR (program\n"
             "cache directory), HT_NO_CACHE=1 (do not use the program cache).\n",
-            USAGE_GENERATE, USAGE_SCHEDULE, HELP_GENERATE, HELP_SCHEDULE);
+            USAGE_GENERATE, USAGE_SCHEDULE, modes, HELP_GENERATE, help_schedule());
 }
 
 /* Exit status 2 with the usage, printed by the first rank only under mpirun. */
@@ -237,7 +248,7 @@ static int schedule_main(int argc, char **argv) {
     ht_args_schedule_init(&a);
     parse_or_exit(ht_opts_schedule, argc, argv, &a, " for schedule");
     if (a.help) { /* before a -c FILE is read */
-        usage_of(stdout, USAGE_SCHEDULE, HELP_SCHEDULE);
+        usage_of(stdout, USAGE_SCHEDULE, help_schedule());
         return 0;
     }
     const char *kind = NULL;
@@ -254,11 +265,9 @@ static int schedule_main(int argc, char **argv) {
             ht_die(HT_EINPUT, "schedule: pipe.stages %d, pipe.micro_batches %d: expected at most "
                    "%g stages and %g micro-batches", cfg.pipe.stages, cfg.pipe.micro_batches,
                    lim[0].hi, lim[1].hi);
-        static char from_cfg[16];
-        snprintf(from_cfg, sizeof from_cfg, "%s", cfg.pipe.schedule);
-        if (strcmp(from_cfg, "none")) kind = from_cfg;
+        if (cfg.pipe.schedule != HT_PIPE_NONE) kind = ht_pipe_kind_name(cfg.pipe.schedule);
         p.D = cfg.pipe.stages, p.N = cfg.pipe.micro_batches;
-        if (!strcmp(from_cfg, "interleaved")) p.v = cfg.pipe.chunks;
+        if (ht_pipe_kind_has(cfg.pipe.schedule, HT_PIPE_F_CHUNKS)) p.v = cfg.pipe.chunks;
         if (cfg.pipe.nstage_ranks) { /* one stream per stage, run by its ranks */
             size_t k = (size_t)snprintf(groups, sizeof groups, "pipe.stage_ranks:");
             for (int q = 0, r = 0; q < cfg.pipe.nstage_ranks && k + 24 < sizeof groups; q++) {
@@ -283,16 +292,18 @@ static int schedule_main(int argc, char **argv) {
     int ntimes = a.ntimes, nslots = a.nslots, streams = a.streams;
     const char *trace = a.trace;
     double *times = a.times;
-    if (!kind) ht_die(HT_EINPUT, "schedule: no --schedule given (and no pipe.schedule in a -c FILE); expected --schedule gpipe, 1f1b, interleaved, chimera, hepipe, 2bw, zb-h1, zb-v or zb-het");
+    char kinds[256];
+    ht_pipe_kind_list(0, 0, kinds, sizeof kinds);
+    if (!kind) ht_die(HT_EINPUT, "schedule: no --schedule given (and no pipe.schedule in a -c FILE); expected --schedule %s", kinds);
     if ((p.kind = ht_pipe_kind_parse(kind)) < 0)
-        ht_die(HT_EINPUT, "schedule: --schedule %s: expected gpipe, 1f1b, interleaved, chimera, hepipe, 2bw, zb-h1, zb-v or zb-het", kind);
+        ht_die(HT_EINPUT, "schedule: --schedule %s: expected %s", kind, kinds);
     if (!p.D) ht_die(HT_EINPUT, "schedule: no --stages given; expected --stages D (D >= 1)");
     if (!p.N) ht_die(HT_EINPUT, "schedule: no --micro-batches given; expected --micro-batches N (N >= 1)");
     if ((ntimes && ntimes != p.D) || (nslots && nslots != p.D))
         ht_die(HT_EINPUT, "schedule: --%s has %d values for --stages %d; expected one per stage",
                ntimes && ntimes != p.D ? "stage-times" : "max-inflight",
                ntimes && ntimes != p.D ? ntimes : nslots, p.D);
-    if (ntimes && p.kind == HT_PIPE_ZBV)
+    if (ntimes && ht_pipe_kind_has(p.kind, HT_PIPE_F_V))
         ht_die(HT_EINPUT, "schedule: --stage-times takes one time per rank; zb-v holds two "
                           "stages per rank (use zb-het for unequal stages)");
     if (ntimes && p.v != 1)

@@ -121,33 +121,23 @@ static void groups_text(const ht_pipe_groups *g, const int *bounds, char *out, s
 /* An asynchronous policy over the budget train.steps x train.batch (src/sim/sync.c). */
 static int simulate_sync(const job *j, int n, ht_sim_result *r, int *W_out) {
     const ht_config *cfg = j->cfg;
-    const char *m = cfg->sync.mode;
-    ht_sim_sync p = {.B = cfg->train.batch, .steps = cfg->train.steps, .servers = cfg->sync.servers,
-                     .staleness = cfg->sync.staleness, .group = cfg->sync.group,
-                     .deadline_s = cfg->sync.deadline_ms * 1e-3,
+    const ht_sync_row *row = ht_sync_row_of(cfg->sync.mode);
+    ht_sim_sync p = {.mode = cfg->sync.mode, .B = cfg->train.batch, .steps = cfg->train.steps,
+                     .servers = cfg->sync.servers, .staleness = cfg->sync.staleness,
+                     .group = cfg->sync.group, .deadline_s = cfg->sync.deadline_ms * 1e-3,
                      .global_every = cfg->sync.global_every, .period = cfg->sync.period};
     p.similar = cfg->sync.similar;
     p.interval = cfg->sync.interval;
     p.max_ahead = cfg->sync.max_ahead;
-    if (!strcmp(m, "asp") || !strcmp(m, "ssp") || !strcmp(m, "dasp")) {
-        p.mode = !strcmp(m, "asp") ? HT_SYNC_ASP_SIM : !strcmp(m, "ssp") ? HT_SYNC_SSP_SIM : HT_SYNC_DASP_SIM;
-        p.workers = n - p.servers;
-    } else if (!strcmp(m, "preduce") || !strcmp(m, "sap-reduce")) {
-        p.mode = HT_SYNC_PREDUCE_SIM;
-        p.workers = n - 1;
-    } else if (!strcmp(m, "gossip") || !strcmp(m, "gossip-adaptive")) {
-        p.mode = HT_SYNC_GOSSIP_SIM;
-        p.workers = n - 1;
-        if (!strcmp(m, "gossip-adaptive")) { /* its rule, ht_gossip_due */
-            p.adaptive = 1, p.threshold = cfg->sync.threshold, p.max_period = cfg->sync.max_period;
-            p.drift = j->drift > 0 ? j->drift : 0;
-            if (j->drift < 0)
-                fprintf(stderr, "%s: gossip-adaptive without --drift: its trigger sees no "
-                                "model change, so only sync.max_period = %d fires\n",
-                        g_name, p.max_period);
-        }
-    } else
-        return ht_error(HT_EINPUT, "%s: sync.mode \"%s\" is not simulated", cfg->source, m);
+    p.workers = n - ht_sync_extra_ranks(cfg->sync.mode, cfg->sync.servers);
+    if (row->flags & HT_SYNC_F_ADAPTIVE) { /* its rule, ht_gossip_due */
+        p.adaptive = 1, p.threshold = cfg->sync.threshold, p.max_period = cfg->sync.max_period;
+        p.drift = j->drift > 0 ? j->drift : 0;
+        if (j->drift < 0)
+            fprintf(stderr, "%s: %s without --drift: its trigger sees no model change, so only "
+                            "sync.max_period = %d fires\n",
+                    g_name, row->name, p.max_period);
+    }
     if (p.steps < 1)
         return ht_error(HT_EINPUT, "%s: an asynchronous policy is simulated over train.steps "
                         "(set it, --set train.steps=N)", cfg->source);
@@ -168,20 +158,13 @@ static double *calibration(const job *j, int n, int samples) {
     return cal;
 }
 
-/* pipe.stage_ranks as the pipeline engine checks it (src/train/engine_pipe.c). */
-static int check_stage_ranks(const ht_config *cfg, int D, int mb) {
-    const int Q = cfg->pipe.nstage_ranks;
-    int sum = 0;
-    for (int q = 0; q < Q; q++) {
-        sum += cfg->pipe.stage_ranks[q];
+/* pipe.stage_ranks against the micro-batch (the world rule of config/rules.c over the
+ * simulated ranks; its sum and boundaries were checked when the config loaded). */
+static int check_stage_ranks(const ht_config *cfg, int mb) {
+    for (int q = 0; q < cfg->pipe.nstage_ranks; q++)
         if (cfg->pipe.stage_ranks[q] > mb)
             return ht_error(HT_EINPUT, "%s: pipe.stage_ranks: a stage on %d ranks cannot split "
                             "micro-batches of %d samples", cfg->source, cfg->pipe.stage_ranks[q], mb);
-    }
-    if (cfg->pipe.nboundaries != Q - 1 || sum != D)
-        return ht_error(HT_EINPUT, "%s: pipe.stage_ranks: %d stages summing to %d ranks need %d "
-                        "boundaries and pipe.stages = %d; found %d and %d", cfg->source, Q, sum,
-                        Q - 1, sum, cfg->pipe.nboundaries, D);
     return HT_OK;
 }
 
@@ -197,8 +180,9 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
                     int *W_out) {
     const ht_config *cfg = j->cfg;
     int alg = strcmp(cfg->cluster.allreduce, "mpi") ? HT_SIM_RING : HT_SIM_MPI;
-    if (strcmp(cfg->sync.mode, "bsp")) return simulate_sync(j, n, r, W_out);
-    if (!strcmp(cfg->pipe.schedule, "none")) {
+    if (cfg->pipe.schedule == HT_PIPE_NONE) {
+        if (!(ht_sync_rows[cfg->sync.mode].flags & HT_SYNC_F_LOCKSTEP))
+            return simulate_sync(j, n, r, W_out);
         /* hettrain builds a data-parallel rank's model at the global batch */
         if (ht_model_check_batch(j->m, cfg->train.batch) != HT_OK) return refused();
         if (cfg->cluster.nshares && cfg->cluster.nshares != n)
@@ -213,7 +197,7 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
         *W_out = n;
         return ht_sim_run_dp(j->c, n, j->m, j->sm, &p, trace != NULL, trace, r, shares);
     }
-    int kind = ht_pipe_kind_parse(cfg->pipe.schedule);
+    const int kind = cfg->pipe.schedule;
     int D = cfg->pipe.stages, N = cfg->pipe.micro_batches;
     if (n % D)
         return ht_error(HT_EINPUT, "%s: pipe.stages = %d does not divide the %d ranks", cfg->source, D, n);
@@ -223,9 +207,9 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
         return ht_error(HT_EINPUT, "%s: train.batch = %d is not a multiple of replicas x "
                         "micro-batches = %d x %d", cfg->source, cfg->train.batch, W, N);
     ht_pipe_params pp = {.kind = kind, .D = D, .N = N,
-                         .v = kind == HT_PIPE_INTERLEAVED ? cfg->pipe.chunks
-                              : kind == HT_PIPE_ZBV       ? 2 /* its V: two stages a rank */
-                                                          : 1};
+                         .v = ht_pipe_kind_has(kind, HT_PIPE_F_CHUNKS) ? cfg->pipe.chunks
+                              : ht_pipe_kind_has(kind, HT_PIPE_F_V)    ? 2 /* two stages a rank */
+                                                                       : 1};
     /* the "hetero" cut and hepipe's order come from each layer's time on each rank's
      * device, which the trainer measures at start-up (src/plan/pipe_plan.h): here the cost
      * model's, through the very same functions */
@@ -238,16 +222,11 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
     int rep = hetero && cfg->pipe.replicate;
     ht_pipe_groups g = {0}; /* replicated stages (pipe.replicate, pipe.stage_ranks) */
     ht_pipe_groups_none(&g, D, mb);
-    if (hetero || kind == HT_PIPE_HEPIPE) cal = calibration(j, n, mb);
+    const int by_times = ht_pipe_kind_has(kind, HT_PIPE_F_STAGE_TIMES);
+    if (hetero || by_times) cal = calibration(j, n, mb);
     if (rep && mb > 1) cal1 = calibration(j, n, 1);
-    if ((rep || cfg->pipe.nstage_ranks) && kind != HT_PIPE_GPIPE && kind != HT_PIPE_1F1B &&
-        kind != HT_PIPE_HEPIPE)
-        rc = ht_error(HT_EINPUT, "%s: replicated stages run under gpipe, 1f1b or hepipe; found "
-                      "\"%s\"", cfg->source, cfg->pipe.schedule);
-    else if (hetero && (pp.v > 1 || kind == HT_PIPE_CHIMERA))
-        rc = ht_error(HT_EINPUT, "%s: \"hetero\" places one stage on each rank; \"%s\" places "
-                      "several: use it with gpipe, 1f1b or hepipe", cfg->source, cfg->pipe.schedule);
-    else if (hetero) {
+    /* the schedule against replicated stages and the hetero partition: config time's */
+    if (hetero) {
         int host[HT_PART_MAX_RANKS], alternating; /* as the trainer plans it */
         const int *h = D <= HT_PART_MAX_RANKS
                            ? ht_pipe_plan_hosts(j->c->rank_host, D, host, &alternating)
@@ -255,23 +234,19 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
         rc = ht_pipe_plan_hetero(j->m, cal, cal1, n, kind, D, N, mb, j->sm->optim_state_floats,
                                  NULL, 0, rep, h, 0, bounds, &g);
     } else if (cfg->pipe.nstage_ranks) {
-        rc = check_stage_ranks(cfg, D, mb);
+        rc = check_stage_ranks(cfg, mb);
         if (rc == HT_OK) {
             ht_pipe_groups_explicit(&g, D, cfg->pipe.stage_ranks, cfg->pipe.nstage_ranks, mb);
             rc = ht_pipe_bounds_explicit(j->m, cfg->pipe.boundaries, g.Q - 1, cfg->source, bounds);
         }
-    } else if (cfg->pipe.nboundaries) {
-        if (cfg->pipe.nboundaries != S - 1)
-            rc = ht_error(HT_EINPUT, "%s: pipe.boundaries has %d values, %d stages need %d",
-                          cfg->source, cfg->pipe.nboundaries, S, S - 1);
-        else
-            rc = ht_pipe_bounds_explicit(j->m, cfg->pipe.boundaries, S - 1, cfg->source, bounds);
+    } else if (cfg->pipe.nboundaries) { /* S - 1 of them: checked when the config loaded */
+        rc = ht_pipe_bounds_explicit(j->m, cfg->pipe.boundaries, S - 1, cfg->source, bounds);
     } else
         rc = ht_pipe_bounds(j->m, S, strcmp(cfg->pipe.partition, "balanced") ? HT_PIPE_UNIFORM
                                                                             : HT_PIPE_BALANCED,
                             bounds);
     pp.D = g.Q;
-    if (rc == HT_OK && kind == HT_PIPE_HEPIPE) {
+    if (rc == HT_OK && by_times) {
         st = ht_xmalloc((size_t)D * sizeof *st);
         ht_pipe_plan_stage_times(j->m, cal, cal1, n, &g, mb, bounds, st);
         pp.stage_time = st;
@@ -279,7 +254,8 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
     free(cal), free(cal1);
     ht_pipe_sched s;
     /* 2bw: the period stream the executor chains without a flush (the steady state) */
-    if (rc == HT_OK) rc = kind == HT_PIPE_2BW ? ht_pipe_2bw_steady(&pp, &s) : ht_pipe_generate(&pp, &s);
+    const int no_flush = ht_pipe_kind_has(kind, HT_PIPE_F_NO_FLUSH);
+    if (rc == HT_OK) rc = no_flush ? ht_pipe_2bw_steady(&pp, &s) : ht_pipe_generate(&pp, &s);
     free(st);
     if (rc != HT_OK) {
         free(bounds);
@@ -293,7 +269,7 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
         free(all);
     }
     ht_sim_pipe p = {.s = &s, .W = W, .mb = mb, .bounds = bounds, .alg = alg,
-                     .chain = kind == HT_PIPE_2BW ? 4 : 0, .P = D,
+                     .chain = no_flush ? 4 : 0, .P = D,
                      .first = ht_pipe_groups_replicated(&g) ? g.first : NULL, .off = g.off,
                      .cnt = g.cnt};
     if (j->stages) {
@@ -309,9 +285,10 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
 
 static void print_result(const job *j, int n, const ht_sim_result *r, const int *shares, int W) {
     const ht_config *cfg = j->cfg;
-    int pipe = strcmp(cfg->pipe.schedule, "none") != 0;
-    if (strcmp(cfg->sync.mode, "bsp")) {
-        printf("mode         sync %s, %d workers, budget %d steps of batch %d\n", cfg->sync.mode, W,
+    int pipe = cfg->pipe.schedule != HT_PIPE_NONE;
+    if (!pipe && !(ht_sync_rows[cfg->sync.mode].flags & HT_SYNC_F_LOCKSTEP)) {
+        printf("mode         sync %s, %d workers, budget %d steps of batch %d\n",
+               ht_sync_mode_name(cfg->sync.mode), W,
                cfg->train.steps, cfg->train.batch);
         printf("time         %.6g s for the budget\n", r->makespan);
         printf("throughput   %.6g samples/s\n", r->throughput);
@@ -321,9 +298,9 @@ static void print_result(const job *j, int n, const ht_sim_result *r, const int 
     }
     if (pipe)
         printf("mode         pipeline %s, D=%d x %d replicas, %d micro-batches of %d%s\n",
-               cfg->pipe.schedule, cfg->pipe.stages, W, cfg->pipe.micro_batches,
-               cfg->train.batch / (W * cfg->pipe.micro_batches),
-               strcmp(cfg->pipe.schedule, "2bw") ? ""
+               ht_pipe_kind_name(cfg->pipe.schedule), cfg->pipe.stages, W,
+               cfg->pipe.micro_batches, cfg->train.batch / (W * cfg->pipe.micro_batches),
+               !ht_pipe_kind_has(cfg->pipe.schedule, HT_PIPE_F_NO_FLUSH) ? ""
                                                   : "; no flush: per batch in the steady state "
                                                     "(4 and 8 batches chained; a trace shows the 8)");
     else
@@ -433,11 +410,11 @@ static void launch_comment(FILE *f, const ht_sim_cluster *c, int n, const char *
 static int write_plan(const job *j, const ht_sim_cand *k, const char *path) {
     ht_config c = *j->cfg;
     if (k->kind < 0) {
-        ht_strlcpy(c.pipe.schedule, "none", sizeof c.pipe.schedule);
+        c.pipe.schedule = HT_PIPE_NONE;
         ht_strlcpy(c.cluster.split, k->speed ? "speed" : "equal", sizeof c.cluster.split);
         c.cluster.nshares = 0;
     } else {
-        ht_strlcpy(c.pipe.schedule, ht_pipe_kind_names[k->kind], sizeof c.pipe.schedule);
+        c.pipe.schedule = k->kind;
         c.pipe.stages = k->D;
         c.pipe.micro_batches = k->N;
         c.pipe.chunks = k->v > 1 ? k->v : c.pipe.chunks;

@@ -188,20 +188,30 @@ static int get_int(const loader *L, const ht_ckey *k, const char *key, const con
     return HT_OK;
 }
 
-static int set_string(const loader *L, const ht_ckey *k, const char *v, const origin *o) {
+/* The index of v in k's choices into *index, or an error with a suggestion. */
+static int find_choice(const loader *L, const ht_ckey *k, const char *v, const origin *o,
+                       int *index) {
     char expect[512];
-    if (k->choices) {
-        int i = 0;
-        while (k->choices[i] && strcmp(k->choices[i], v) != 0)
-            i++;
-        if (!k->choices[i]) {
-            const char *best = ht_closest(v, k->choices, i);
-            ht_ckey_expect(k, expect, sizeof expect);
-            if (best)
-                return fail(L, o, "key '%s': found \"%.200s\", expected %s (did you mean \"%s\"?)",
-                            k->path, v, expect, best);
-            return fail(L, o, "key '%s': found \"%.200s\", expected %s", k->path, v, expect);
-        }
+    int i = 0;
+    while (k->choices[i] && strcmp(k->choices[i], v) != 0)
+        i++;
+    *index = i;
+    if (k->choices[i]) return HT_OK;
+    const char *best = ht_closest(v, k->choices, i);
+    ht_ckey_expect(k, expect, sizeof expect);
+    if (best)
+        return fail(L, o, "key '%s': found \"%.200s\", expected %s (did you mean \"%s\"?)",
+                    k->path, v, expect, best);
+    return fail(L, o, "key '%s': found \"%.200s\", expected %s", k->path, v, expect);
+}
+
+/* A string key, or an enum key (HT_CK_ENUM: its name parsed into the int). */
+static int set_string(const loader *L, const ht_ckey *k, const char *v, const origin *o) {
+    int i, rc = k->choices ? find_choice(L, k, v, o, &i) : HT_OK;
+    if (rc != HT_OK) return rc;
+    if (k->kind == HT_CK_ENUM) {
+        *(int *)((char *)L->cfg + k->off) = i + (int)k->min;
+        return HT_OK;
     }
     size_t len = strlen(v);
     if (len >= k->size)
@@ -301,6 +311,7 @@ static int apply(loader *L, int ki, const config_setting_t *s, const origin *o) 
         *(int *)field = config_setting_get_bool(s) != 0;
         break;
     case HT_CK_STR:
+    case HT_CK_ENUM:
         if (config_setting_type(s) != CONFIG_TYPE_STRING)
             return wrong_type(L, o, k->path, s, expect);
         rc = set_string(L, k, config_setting_get_string(s), o);
@@ -500,7 +511,7 @@ static int apply_set(loader *L, const char *text) {
     char *value = ht_xmalloc(vlen + 2);
     trim_copy(value, vlen + 2, eq + 1, vlen);
     int rc;
-    if (k->kind == HT_CK_STR && value[0] != '"') {
+    if ((k->kind == HT_CK_STR || k->kind == HT_CK_ENUM) && value[0] != '"') {
         rc = set_string(L, k, value, &o); /* bare text: optim.type=adamw, device.select=1 */
         if (rc == HT_OK) L->where[ki] = o;
     } else {
@@ -662,12 +673,12 @@ static int check_all(const loader *L) {
                     "key 'model.vocab': found %d, expected at least 256 for data.kind \"text\" "
                     "(every byte is a token)",
                     c->model.vocab);
-    if (c->model.tie_embeddings && strcmp(c->pipe.schedule, "none"))
+    if (c->model.tie_embeddings && c->pipe.schedule != HT_PIPE_NONE)
         return fail(L, &L->where[ht_ckey_find("model.tie_embeddings")],
                     "key 'model.tie_embeddings': true with pipe.schedule \"%s\": a tied head "
                     "and embedding on different stages are not supported yet (set it false, "
                     "or train without a pipeline)",
-                    c->pipe.schedule);
+                    ht_pipe_kind_name(c->pipe.schedule));
     if (c->data.val_path[0] && !tokens)
         return fail(L, &L->where[ht_ckey_find("data.val_path")],
                     "key 'data.val_path': set for data.kind \"%s\"; it is read only for "
@@ -708,48 +719,12 @@ static int check_all(const loader *L) {
                     "cosine schedule",
                     a, b);
     }
-    return check_cluster(L);
-}
-
-/* "where: " for a message about a value set at `at` (a default has no place). */
-static int world_fail(const ht_config *cfg, const char *at, const char *fmt, int a, int b,
-                      int world) {
+    int rc = check_cluster(L);
+    const char *key = NULL;
     char msg[1024];
-    snprintf(msg, sizeof msg, fmt, a, b);
-    return ht_error(HT_EINPUT, "%s: %s (the job runs %d rank%s under mpirun)",
-                    at[0] ? at : (cfg->source[0] ? cfg->source : "configuration"), msg, world,
-                    world == 1 ? "" : "s");
-}
-
-int ht_config_check_world(const ht_config *cfg, int world) {
-    if (cfg->cluster.nshares && cfg->cluster.nshares != world)
-        return world_fail(cfg, cfg->cluster.at_shares,
-                          "key 'cluster.shares': found %d values, expected %d (one per rank)",
-                          cfg->cluster.nshares, world, world);
-    if (cfg->cluster.nslowdown && cfg->cluster.nslowdown != world)
-        return world_fail(cfg, cfg->cluster.at_slowdown,
-                          "key 'cluster.slowdown': found %d values, expected %d (one per rank)",
-                          cfg->cluster.nslowdown, world, world);
-    if (cfg->cluster.nslowdown_from && cfg->cluster.nslowdown_from != world)
-        return world_fail(cfg, cfg->cluster.at_slowdown_from,
-                          "key 'cluster.slowdown_from': found %d values, expected %d (one per "
-                          "rank)",
-                          cfg->cluster.nslowdown_from, world, world);
-    if (cfg->cluster.nhosts && cfg->cluster.nhosts != world)
-        return world_fail(cfg, cfg->cluster.at_hosts,
-                          "key 'cluster.hosts': found %d values, expected %d (one per rank)",
-                          cfg->cluster.nhosts, world, world);
-    if (cfg->cluster.ndevices > 1 && cfg->cluster.ndevices != world)
-        return world_fail(cfg, cfg->cluster.at_devices,
-                          "key 'cluster.devices': found %d values, expected 1 (for all ranks) "
-                          "or %d (one per rank)",
-                          cfg->cluster.ndevices, world, world);
-    if (!cfg->cluster.nshares && cfg->train.batch < world)
-        return world_fail(cfg, "",
-                          "key 'train.batch': found %d, expected at least %d so that every "
-                          "rank gets a sample",
-                          cfg->train.batch, world, world);
-    return HT_OK;
+    if (rc == HT_OK && ht_config_mode_rules(c, &key, msg, sizeof msg) != HT_OK)
+        return fail(L, &L->where[ht_ckey_find(key)], "%s", msg);
+    return rc;
 }
 
 double ht_config_slowdown_at(const ht_config *cfg, int rank, int64_t step) {

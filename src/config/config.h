@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config/modes.h"
+
 #define HT_PATH_MAX 1024
 #define HT_MAX_HIDDEN 16
 #define HT_MAX_LAYERS 32 /* model.layers elements */
@@ -129,8 +131,7 @@ typedef struct ht_config {
 
     /* Synchronisation policy under mpirun (src/sync); conf/README.md explains each key. */
     struct {
-        char mode[16];         /* "bsp" | "asp" | "ssp" | "dasp" | "preduce" | "sap-reduce" |
-                                  "gossip" | "gossip-adaptive" */
+        ht_sync_mode mode;     /* a row of config/modes.h (sync.mode names it) */
         int servers;           /* asp/ssp/dasp: parameter server ranks */
         int staleness;         /* ssp: bound s */
         int group;             /* preduce/sap-reduce: P */
@@ -149,7 +150,7 @@ typedef struct ht_config {
     /* Pipeline parallelism under mpirun (src/pipe): the model's layers cut into stages over
      * ranks; conf/README.md#pipe explains each key. */
     struct {
-        char schedule[16];     /* "none" | "gpipe" | "1f1b" | "interleaved" | "chimera" */
+        ht_pipe_kind schedule; /* a row of config/modes.h, or HT_PIPE_NONE ("none") */
         int stages;            /* pipeline ranks D (ranks = D x replicas) */
         int micro_batches;     /* N per global batch (per replica) */
         int chunks;            /* interleaved: model chunks per rank */

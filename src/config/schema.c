@@ -4,6 +4,7 @@
 #include "config/schema.h"
 
 #include "config/config.h"
+#include "config/modes.h"
 #include "core/err.h"
 #include "nn/layer_spec.h"
 
@@ -25,13 +26,11 @@ static const char *const SCHEDULES[] = {"constant", "step", "cosine", NULL};
 static const char *const PROGRESS[] = {"auto", "bar", "plain", "none", NULL};
 static const char *const SPLITS[] = {"equal", "speed", NULL};
 static const char *const ALLREDUCES[] = {"ring", "mpi", NULL};
-static const char *const PIPE_SCHEDULES[] = {"none",    "gpipe",  "1f1b", "interleaved",
-                                             "chimera", "hepipe", "2bw",  "zb-h1",
-                                             "zb-v",    "zb-het", NULL}; /* zb-*: issue 27 */
 static const char *const PIPE_PARTITIONS[] = {"uniform", "balanced", "hetero", NULL};
 static const char *const PIPE_RECOMPUTE[] = {"auto", "none", "all", NULL};
-static const char *const SYNC_MODES[] = {
-    "bsp", "asp", "ssp", "dasp", "preduce", "sap-reduce", "gossip", "gossip-adaptive", NULL};
+/* the enum keys' fields are written through int pointers */
+_Static_assert(sizeof(ht_sync_mode) == sizeof(int) && sizeof(ht_pipe_kind) == sizeof(int),
+               "config enums are ints");
 
 const char *const ht_config_groups[] = {"model", "data",       "train",   "optim", "device",
                                         "log",   "checkpoint", "cluster", "sync",  "pipe",
@@ -246,7 +245,7 @@ const ht_ckey ht_config_keys[] = {
     {"cluster.bucket_cap_mb", HT_CK_NUM, GT, "25", 0, 0, NULL, FIELD(cluster.bucket_cap_mb),
      "mpirun, overlap: size cap of the other gradient buckets, MiB"},
 
-    {"sync.mode", HT_CK_STR, 0, "\"bsp\"", 0, 0, SYNC_MODES, FIELD(sync.mode),
+    {"sync.mode", HT_CK_ENUM, 0, "\"bsp\"", 0, 0, ht_sync_mode_names, FIELD(sync.mode),
      "mpirun: synchronisation policy: bsp = all-reduce every step; asp/ssp/dasp = parameter "
      "server on the last sync.servers ranks; preduce/sap-reduce = partial reduce in groups; "
      "gossip/gossip-adaptive = push-sum gossip (these four use the last rank as coordinator)"},
@@ -279,7 +278,8 @@ const ht_ckey ht_config_keys[] = {
     {"sync.log", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(sync.log),
      "the server's / coordinator's decision log (JSON Lines: releases, groups, states); "
      "\"\" = none"},
-    {"pipe.schedule", HT_CK_STR, 0, "\"none\"", 0, 0, PIPE_SCHEDULES, FIELD(pipe.schedule),
+    {"pipe.schedule", HT_CK_ENUM, 0, "\"none\"", HT_PIPE_NONE, 0, ht_pipe_schedule_names,
+     FIELD(pipe.schedule),
      "pipeline schedule under mpirun; \"none\" = no pipeline (data parallel)"},
     {"pipe.stages", HT_CK_INT, GE, "2", 1, 0, NULL, FIELD(pipe.stages),
      "pipeline ranks D; the ranks are D x replicas, each replica a data-parallel copy"},
@@ -346,6 +346,7 @@ const char *ht_ckey_type_name(ht_ckind kind) {
     case HT_CK_BOOL:
         return "boolean";
     case HT_CK_STR:
+    case HT_CK_ENUM:
         return "string";
     case HT_CK_INTS:
         return "int array";
@@ -525,6 +526,9 @@ static void write_value(FILE *f, const ht_ckey *k, const char *base) {
     case HT_CK_STR:
         write_string(f, p);
         break;
+    case HT_CK_ENUM:
+        write_string(f, k->choices[*(const int *)p - (int)k->min]);
+        break;
     case HT_CK_INTS: {
         int count = *(const int *)(base + k->off_count);
         fputc('[', f);
@@ -563,6 +567,7 @@ static int same_value(const ht_ckey *k, const char *a, const char *b) {
     switch (k->kind) {
     case HT_CK_INT:
     case HT_CK_BOOL:
+    case HT_CK_ENUM:
         return *(const int *)x == *(const int *)y;
     case HT_CK_U64:
         return *(const uint64_t *)x == *(const uint64_t *)y;

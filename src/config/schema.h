@@ -16,6 +16,8 @@ typedef enum {
     HT_CK_NUMS, /* double[size / sizeof(double)] plus a count at off_count; array or list */
     HT_CK_STRS, /* char[max][size / max] plus a count at off_count; array or list; each
                    element checked by ht_ckey_check_elem */
+    HT_CK_ENUM, /* an enum (int) parsed from a string: the index of its name in choices plus
+                   min (config/modes.h's tables; pipe.schedule's "none" is -1) */
 } ht_ckind;
 
 /* Flags: required, and the range [min, max] with each bound optional and either
@@ -66,5 +68,11 @@ const char *ht_closest(const char *name, const char *const *cand, int ncand);
 /* Best "group.key" for an unknown key written as group.leaf (group may be "" at top
  * level): close in full, or the same leaf in another group. NULL if nothing is close. */
 const char *ht_closest_key(const char *group, const char *leaf);
+
+/* The cross-key rules of the modes without the world size (config/rules.c; those with it
+ * are ht_config_check_world's): HT_OK, or HT_EINPUT with *key the key to locate and msg the
+ * message without its place. */
+struct ht_config;
+int ht_config_mode_rules(const struct ht_config *c, const char **key, char *msg, size_t n);
 
 #endif

@@ -13,13 +13,9 @@ static int check_2bw(const ht_pipe_params *p) {
         return ht_error(HT_EINPUT, "schedule \"2bw\": %d stages, %d micro-batches; both must be "
                                    ">= 1",
                         p->D, p->N);
-    if (p->N < p->D)
-        return ht_error(HT_EINPUT,
-                        "schedule \"2bw\" needs at least as many micro-batches as stages (%d < "
-                        "%d): with fewer, a stage would still run batch b - 1's backwards when "
-                        "batch b + 1 starts, and two weight versions would not suffice; use %d "
-                        "or more micro-batches",
-                        p->N, p->D, p->D);
+    char why[512];
+    if (ht_pipe_kind_shape(HT_PIPE_2BW, p->D, p->N, p->v, why, sizeof why) != HT_OK) /* N >= D */
+        return ht_error(HT_EINPUT, "%s", why);
     return HT_OK;
 }
 

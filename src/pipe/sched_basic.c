@@ -83,12 +83,9 @@ static void interleaved_cop(int k, int D, int v, int r, int fwd, int *stage, int
 
 int ht_pipe_gen_interleaved(const ht_pipe_params *p, ht_pipe_sched *s) {
     int D = p->D, N = p->N, v = p->v;
-    if (v > 1 && N % D)
-        return ht_error(HT_EINPUT,
-                        "schedule \"interleaved\" needs the micro-batches (%d) to be a multiple "
-                        "of the pipeline stages (%d): each rank runs its %d chunks in groups of "
-                        "%d micro-batches; %d or %d would fit",
-                        N, D, v, D, N > D ? N / D * D : D, (N / D + 1) * D);
+    char why[512];
+    if (ht_pipe_kind_shape(p->kind, D, N, v, why, sizeof why) != HT_OK) /* N a multiple of D */
+        return ht_error(HT_EINPUT, "%s", why);
     ht_pipe_order o;
     ht_pipe_order_init(&o, D);
     if (v == 1) order_1f1b(&o, D, N);

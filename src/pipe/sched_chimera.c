@@ -140,14 +140,9 @@ static void order_rank(ht_pipe_order *o, int r, int D, const pick *rec, const in
 
 int ht_pipe_gen_chimera(const ht_pipe_params *p, ht_pipe_sched *s) {
     int D = p->D, N = p->N;
-    if (D % 2)
-        return ht_error(HT_EINPUT,
-                        "schedule \"chimera\" needs an even number of pipeline stages, got %d: "
-                        "rank r holds stage r of the down pipeline and stage D-1-r of the up "
-                        "one, and with D odd the middle rank would hold the same stage twice "
-                        "(and a basic unit of D micro-batches could not split half down, half "
-                        "up); use %d stages",
-                        D, D + 1);
+    char why[512];
+    if (ht_pipe_kind_shape(p->kind, D, N, p->v, why, sizeof why) != HT_OK) /* D even */
+        return ht_error(HT_EINPUT, "%s", why);
     for (int m = 0; m < N; m++)
         s->mb_dir[m] = chimera_dir(m, D, N);
     size_t cells = (size_t)N * D;

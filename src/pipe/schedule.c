@@ -12,46 +12,26 @@ const char *const ht_pipe_op_names[HT_PI_NOPS] = {
     "SEND_GRAD", "RECV_GRAD", "RECOMPUTE", "REDUCE_GRADS", "OPT_STEP",
     "BWD_W"};
 
-const char *const ht_pipe_kind_names[HT_PIPE_NKINDS] = {
-    "gpipe", "1f1b", "interleaved", "chimera", "hepipe", "2bw", "zb-h1", "zb-v", "zb-het"};
-
-/* One table: which generator builds each kind (NULL: not built in this tree yet). */
-static const ht_pipe_gen_fn generators[HT_PIPE_NKINDS] = {
-    [HT_PIPE_GPIPE] = ht_pipe_gen_gpipe,
-    [HT_PIPE_1F1B] = ht_pipe_gen_1f1b,
-    [HT_PIPE_INTERLEAVED] = ht_pipe_gen_interleaved,
-    [HT_PIPE_CHIMERA] = ht_pipe_gen_chimera,
-    [HT_PIPE_HEPIPE] = ht_pipe_gen_hepipe,
-    [HT_PIPE_2BW] = ht_pipe_gen_2bw,
-    [HT_PIPE_ZBH1] = ht_pipe_gen_zbh1,
-    [HT_PIPE_ZBV] = ht_pipe_gen_zbv,
-    [HT_PIPE_ZBHET] = ht_pipe_gen_zbhet,
-};
+/* Which generator builds each kind: the generator column of config/modes.h's rows. */
+#define GENERATOR(id, name, gen, ...) [HT_PIPE_##id] = gen,
+static const ht_pipe_gen_fn generators[HT_PIPE_NKINDS] = {HT_PIPE_ROWS(GENERATOR)};
 
 /* Bounds that keep every id and the checker's tables well inside int32. */
 enum { MAX_D = 4096, MAX_V = 64, MAX_N = 1 << 20, MAX_CELLS = 1 << 24 };
 
-int ht_pipe_kind_parse(const char *name) {
-    for (int k = 0; k < HT_PIPE_NKINDS; k++)
-        if (name && !strcmp(name, ht_pipe_kind_names[k])) return k;
-    return -1;
-}
+int ht_pipe_kind_ndir(int kind) { return ht_pipe_kind_has(kind, HT_PIPE_F_TWO_WAY) ? 2 : 1; }
 
-int ht_pipe_kind_ndir(int kind) { return kind == HT_PIPE_CHIMERA ? 2 : 1; }
-
-int ht_pipe_kind_split(int kind) {
-    return kind == HT_PIPE_ZBH1 || kind == HT_PIPE_ZBV || kind == HT_PIPE_ZBHET;
-}
+int ht_pipe_kind_split(int kind) { return ht_pipe_kind_has(kind, HT_PIPE_F_SPLIT_BW); }
 
 int ht_pipe_stage_rank(int kind, int D, int v, int dir, int stage) {
     (void)v;
-    if (kind == HT_PIPE_CHIMERA && dir == 1) return D - 1 - stage;
-    if (kind == HT_PIPE_ZBV && stage >= D) return 2 * D - 1 - stage; /* the V's way back */
+    if (dir == 1 && ht_pipe_kind_has(kind, HT_PIPE_F_TWO_WAY)) return D - 1 - stage;
+    if (stage >= D && ht_pipe_kind_has(kind, HT_PIPE_F_V)) return 2 * D - 1 - stage; /* the V's way back */
     return stage % D;
 }
 
 int ht_pipe_stage_chunk(int kind, int D, int dir, int stage) {
-    if (kind == HT_PIPE_CHIMERA) return dir;
+    if (ht_pipe_kind_has(kind, HT_PIPE_F_TWO_WAY)) return dir;
     return stage / D;
 }
 
@@ -64,7 +44,7 @@ int ht_pipe_chunk_stage(const ht_pipe_sched *s, int rank, int chunk, int *dir) {
         return chunk == 0 ? rank : D - 1 - rank;
     }
     if (dir) *dir = 0;
-    if (s->p.kind == HT_PIPE_ZBV && chunk == 1) return 2 * D - 1 - rank;
+    if (ht_pipe_kind_has(s->p.kind, HT_PIPE_F_V) && chunk == 1) return 2 * D - 1 - rank;
     return chunk * D + rank;
 }
 
@@ -94,10 +74,11 @@ static int check_params(const ht_pipe_params *p) {
     if (p->v < 1 || p->v > MAX_V)
         return ht_error(HT_EINPUT, "schedule \"%s\": %d model chunks per rank, expected 1..%d", k,
                         p->v, MAX_V);
-    if (p->kind == HT_PIPE_ZBV && p->v > 2)
-        return ht_error(HT_EINPUT, "schedule \"zb-v\" holds two model chunks per rank (a V), "
-                        "%d chunks given; expected 1 or 2 (both mean 2)", p->v);
-    if (p->v > 1 && p->kind != HT_PIPE_INTERLEAVED && p->kind != HT_PIPE_ZBV)
+    if (ht_pipe_kind_has(p->kind, HT_PIPE_F_V) && p->v > 2)
+        return ht_error(HT_EINPUT, "schedule \"%s\" holds two model chunks per rank (a V), "
+                        "%d chunks given; expected 1 or 2 (both mean 2)", k, p->v);
+    if (p->v > 1 && !ht_pipe_kind_has(p->kind, HT_PIPE_F_CHUNKS) &&
+        !ht_pipe_kind_has(p->kind, HT_PIPE_F_V))
         return ht_error(HT_EINPUT,
                         "schedule \"%s\" holds one model chunk per rank, %d chunks given; only "
                         "\"interleaved\" takes more than 1",
@@ -105,7 +86,7 @@ static int check_params(const ht_pipe_params *p) {
     if (!(p->bf_ratio >= 0 && p->bf_ratio <= 64))
         return ht_error(HT_EINPUT, "schedule \"%s\": backward/forward ratio %g, expected 0 (= 1) .. 64",
                         k, p->bf_ratio);
-    int vv = p->kind == HT_PIPE_ZBV ? 2 : p->v;
+    int vv = ht_pipe_kind_has(p->kind, HT_PIPE_F_V) ? 2 : p->v;
     if ((long long)p->N * p->D * vv * ht_pipe_kind_ndir(p->kind) > MAX_CELLS)
         return ht_error(HT_EINPUT,
                         "schedule \"%s\": %d micro-batches x %d stages x %d chunks is too large "
@@ -124,7 +105,7 @@ int ht_pipe_generate(const ht_pipe_params *p, ht_pipe_sched *out) {
     s.p.stage_time = NULL;
     s.p.max_inflight = NULL;
     s.p.stage_b = s.p.stage_w = NULL;
-    if (p->kind == HT_PIPE_ZBV) s.p.v = 2;
+    if (ht_pipe_kind_has(p->kind, HT_PIPE_F_V)) s.p.v = 2;
     s.S = p->D * s.p.v;
     s.ndir = ht_pipe_kind_ndir(p->kind);
     s.len = ht_xcalloc((size_t)p->D, sizeof *s.len);

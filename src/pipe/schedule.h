@@ -30,6 +30,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "config/modes.h"
+
 typedef enum {
     HT_PI_LOAD,      /* first stage: load micro-batch mb's inputs into slot buf; last stage:
                         its labels (a rank holding both stages loads both) */
@@ -72,26 +74,8 @@ typedef struct ht_pipe_instr {
                       RECOMPUTE; -1 otherwise */
 } ht_pipe_instr;
 
-typedef enum {
-    HT_PIPE_GPIPE,
-    HT_PIPE_1F1B,
-    HT_PIPE_INTERLEAVED,
-    HT_PIPE_CHIMERA,
-    HT_PIPE_HEPIPE, /* multi-forward 1F1B for unequal stages (issue 11) */
-    HT_PIPE_2BW,    /* PipeDream-2BW: 1F1B without a flush (issue 11) */
-    /* zero-bubble (Qi et al., ICLR 2024; issue 27): BWD split into B (BWD) and W (BWD_W);
-     * hettrain schedule and hetsim only until the executor runs BWD_W */
-    HT_PIPE_ZBH1,   /* ZB-H1: 1F1B's memory, W passes deferred into the bubbles */
-    HT_PIPE_ZBV,    /* ZB-V: two chunks per rank in a V (stage s < D on rank s, stage
-                       s >= D on rank 2D-1-s), 1F1B's memory */
-    HT_PIPE_ZBHET,  /* zero-bubble for unequal stages: a list scheduler fills the idle time
-                       with W passes under per-rank slot limits (sched_zb.c) */
-    HT_PIPE_NKINDS
-} ht_pipe_kind;
-
-/* "gpipe", "1f1b", "interleaved", "chimera", "hepipe", "2bw", "zb-h1", "zb-v", "zb-het",
- * indexed by ht_pipe_kind. */
-extern const char *const ht_pipe_kind_names[HT_PIPE_NKINDS];
+/* The kinds (ht_pipe_kind, HT_PIPE_GPIPE ..) and their names and flags are rows of
+ * config/modes.h; each row names its generator. */
 
 /* What a generator is asked for. */
 typedef struct ht_pipe_params {
@@ -187,10 +171,8 @@ int ht_pipe_timeline(const ht_pipe_sched *s, double bf_ratio, const double *stag
 
 /* ---------------------------------------------------------------- helpers for consumers */
 
-/* The kind named name ("gpipe", ...), or -1. */
-int ht_pipe_kind_parse(const char *name);
-/* Chunk that holds `stage` of pipeline `dir` on its rank: stage / D, Chimera: dir (ZB-V:
- * stage / D too, its rank 2D-1-stage for the second chunk). */
+/* ht_pipe_kind_parse (the kind named name, or -1): config/modes.h. */
+/* Chunk that holds `stage` of pipeline `dir` on its rank: stage / D, Chimera: dir. */
 int ht_pipe_stage_chunk(int kind, int D, int dir, int stage);
 /* Model chunks per rank: v, Chimera 2 (one replica per direction). */
 int ht_pipe_nchunks(const ht_pipe_sched *s);

@@ -136,9 +136,10 @@ void ht_pipe_problem_init(ht_pipe_problem *pb, const ht_model *m, const double *
     ht_mem_desc_from_model(&pb->desc, m, mb, opt_states);
     pb->in = (ht_part_input){.model = &pb->desc, .R = D, .fwd = pb->fwd, .bwd = pb->bwd,
                              .B = N * mb, .N = N,
-                             .slots_rule = kind == HT_PIPE_GPIPE ? HT_PART_SLOTS_ALL
+                             .slots_rule = ht_pipe_kind_has(kind, HT_PIPE_F_ALL_IN_FLIGHT)
+                                              ? HT_PART_SLOTS_ALL
                                                                   : HT_PART_SLOTS_1F1B,
-                             .weight_versions = kind == HT_PIPE_2BW ? 2 : 1, /* two copies */
+                             .weight_versions = ht_pipe_kind_has(kind, HT_PIPE_F_NO_FLUSH) ? 2 : 1, /* 2bw */
                              .mem_limit = mem_limit, .allow_recompute = allow_recompute,
                              .in_rank_order = 1, .can_cut = pb->cut, .fixed = pb->fixed};
 }

@@ -19,7 +19,7 @@
 const char *ht_sim_cand_name(const ht_sim_cand *k, char *buf, size_t n) {
     if (k->kind < 0)
         snprintf(buf, n, "data parallel, %s split", k->speed ? "speed" : "equal");
-    else if (k->kind == HT_PIPE_INTERLEAVED)
+    else if (ht_pipe_kind_has(k->kind, HT_PIPE_F_CHUNKS))
         snprintf(buf, n, "%s D=%d v=%d x%d replicas, N=%d%s", ht_pipe_kind_names[k->kind], k->D,
                  k->v, k->W, k->N, k->recompute ? ", recompute" : "");
     else if (k->rep) {
@@ -212,7 +212,6 @@ int ht_sim_plan_job(const ht_sim_cluster *c, int n, const ht_model *m, const ht_
     for (int sp = 0; sp < 2 && n > 1; sp++)
         v[k++] = (ht_sim_cand){.kind = -1, .speed = sp, .D = 1, .W = n, .N = 1, .v = 1};
     if (n == 1) v[k++] = (ht_sim_cand){.kind = -1, .D = 1, .W = 1, .N = 1, .v = 1};
-    static const int kinds[] = {HT_PIPE_GPIPE, HT_PIPE_1F1B, HT_PIPE_INTERLEAVED, HT_PIPE_CHIMERA};
     int maxS = ht_pipe_max_stages(m), mixed = 0;
     for (int i = 1; i < n; i++) /* a cut by device speed is worth trying on mixed devices */
         mixed |= c->rank_type[i] != c->rank_type[0] || c->slowdown[i] != c->slowdown[0];
@@ -220,16 +219,17 @@ int ht_sim_plan_job(const ht_sim_cluster *c, int n, const ht_model *m, const ht_
     for (int D = 2; D <= n && D <= maxS; D++) {
         if (n % D) continue;
         int W = n / D;
-        for (int ki = 0; ki < 4; ki++) {
-            int kind = kinds[ki], vv = kind == HT_PIPE_INTERLEAVED ? 2 : 1;
-            if (kind == HT_PIPE_CHIMERA && D % 2) continue;
+        for (int kind = 0; kind < HT_PIPE_NKINDS; kind++) { /* the rows the planner tries */
+            const unsigned fl = ht_pipe_rows[kind].flags;
+            int vv = fl & HT_PIPE_F_CHUNKS ? 2 : 1, two_way = (fl & HT_PIPE_F_TWO_WAY) != 0;
+            if (!(fl & HT_PIPE_F_PLANNED) || (two_way && D % 2)) continue;
             if (D * vv > maxS) continue;
             for (int f = 1; f <= 4; f *= 2) { /* N = D, 2D, 4D micro-batches */
                 int N = f * D;
                 if (B % (W * N)) continue;
                 /* on mixed devices: also cut by speed, and the hetero partition with
                  * replicated stages */
-                for (int bs = 0; bs <= (mixed && vv == 1 && kind != HT_PIPE_CHIMERA ? 2 : 0); bs++) {
+                for (int bs = 0; bs <= (mixed && vv == 1 && !two_way ? 2 : 0); bs++) {
                     if (k == cap) v = ht_xrealloc(v, (size_t)(cap *= 2) * sizeof *v);
                     v[k++] = (ht_sim_cand){.kind = kind, .D = D, .W = W, .N = N, .v = vv,
                                            .by_speed = bs == 1, .rep = bs == 2};

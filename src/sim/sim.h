@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config/modes.h"
 #include "pipe/schedule.h"
 #include "prof/profile.h"
 
@@ -261,10 +262,11 @@ int ht_sim_run_pipe(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_si
 
 
 /* Sync policies (timing only; src/sim/sync.c): workers 0 .. workers-1, then the serving
- * ranks (asp / ssp / dasp: `servers` parameter servers; preduce: one group generator). */
-enum { HT_SYNC_ASP_SIM, HT_SYNC_SSP_SIM, HT_SYNC_DASP_SIM, HT_SYNC_PREDUCE_SIM, HT_SYNC_GOSSIP_SIM };
+ * ranks (asp / ssp / dasp: `servers` parameter servers; preduce: one group generator). The
+ * run is the mode's family's (config/modes.h): the parameter server, the group reduce
+ * (sap-reduce timed as preduce), or gossip; bsp is ht_sim_run_dp's. */
 typedef struct ht_sim_sync {
-    int mode;          /* HT_SYNC_*_SIM */
+    ht_sync_mode mode; /* a row of config/modes.h, not bsp */
     int workers, servers;
     int B, steps;      /* budget: steps x B samples, B / workers per local step */
     int staleness;     /* ssp */

@@ -141,8 +141,9 @@ static void run_ps(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_sim
         start_compute(&w[i], 0, tc[i]);
         w[i].clock = 0;
     }
-    int dasp = p->mode == HT_SYNC_DASP_SIM;
-    int bound = p->mode == HT_SYNC_SSP_SIM ? p->staleness : dasp && p->max_ahead > 0 ? p->max_ahead : -1;
+    const unsigned flags = ht_sync_rows[p->mode].flags;
+    int dasp = (flags & HT_SYNC_F_STATES) != 0;
+    int bound = flags & HT_SYNC_F_STALENESS ? p->staleness : dasp && p->max_ahead > 0 ? p->max_ahead : -1;
     int64_t samples = 0, budget = (int64_t)p->steps * p->B;
     int b = p->B / W;
     for (int i; (i = next_worker(w, W)) >= 0;) {
@@ -311,10 +312,13 @@ int ht_sim_run_sync(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_si
                     ht_sim_result *res) {
     memset(res, 0, sizeof *res);
     int W = p->workers;
-    int ps_mode = p->mode == HT_SYNC_ASP_SIM || p->mode == HT_SYNC_SSP_SIM || p->mode == HT_SYNC_DASP_SIM;
-    int extra = ps_mode ? p->servers
-                : p->mode == HT_SYNC_GOSSIP_SIM                         ? 0
-                                                                       : 1;
+    const ht_sync_row *row = ht_sync_row_of(p->mode);
+    if (!row || row->family == HT_SYNC_FAM_ALLREDUCE)
+        return ht_error(HT_EINPUT, "sync mode %d: not an asynchronous policy (bsp is timed as "
+                        "data parallel)", (int)p->mode);
+    const int ps_mode = row->family == HT_SYNC_FAM_PS;
+    /* gossip's coordinator only counts progress: not timed */
+    int extra = ps_mode ? p->servers : row->family == HT_SYNC_FAM_GOSSIP ? 0 : 1;
     if (W < 1 || W + extra > c->nranks || p->B < W)
         return ht_error(HT_EINPUT, "%s: %d workers + %d serving ranks do not fit %d ranks (or "
                         "batch %d < workers)", c->source, W, extra, c->nranks, p->B);
@@ -326,7 +330,7 @@ int ht_sim_run_sync(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_si
     wk *w = ht_xcalloc((size_t)W, sizeof *w);
     double end = 0;
     if (ps_mode) run_ps(c, sm, p, tc, w, &end);
-    else if (p->mode == HT_SYNC_PREDUCE_SIM) run_preduce(c, sm, p, tc, w, &end);
+    else if (row->family == HT_SYNC_FAM_GROUP) run_preduce(c, sm, p, tc, w, &end);
     else run_gossip(c, sm, p, tc, w, &end);
     res->nranks = W;
     res->rank = ht_xcalloc((size_t)W, sizeof *res->rank);

@@ -14,62 +14,32 @@
 #include "core/stop.h"
 #include "sync/internal.h"
 
-static const char *const NAMES[] = {"bsp",     "asp",        "ssp",    "dasp",
-                                    "preduce", "sap-reduce", "gossip", "gossip-adaptive"};
+/* Each family's implementation (config/modes.h: a row's family). */
+static const ht_sync_policy *const POLICIES[] = {
+    [HT_SYNC_FAM_ALLREDUCE] = &ht_bsp_policy,
+    [HT_SYNC_FAM_PS] = &ht_ps_policy,
+    [HT_SYNC_FAM_GROUP] = &ht_preduce_policy,
+    [HT_SYNC_FAM_GOSSIP] = &ht_gossip_policy,
+};
+_Static_assert(sizeof POLICIES / sizeof *POLICIES == HT_SYNC_NFAMILIES,
+               "every family of config/modes.h has its policy");
 
-const char *ht_sync_mode_name(int mode) {
-    return mode >= 0 && mode < (int)(sizeof NAMES / sizeof NAMES[0]) ? NAMES[mode] : "?";
-}
-
-static int is_ps(int mode) {
-    return mode == HT_SYNC_ASP || mode == HT_SYNC_SSP || mode == HT_SYNC_DASP;
-}
-
-static const ht_sync_policy *policy_of(int mode) {
-    return mode == HT_SYNC_BSP                              ? &ht_bsp_policy
-           : is_ps(mode)                                    ? &ht_ps_policy
-           : mode == HT_SYNC_PREDUCE || mode == HT_SYNC_SAP ? &ht_preduce_policy
-                                                            : &ht_gossip_policy;
+static const ht_sync_policy *policy_of(ht_sync_mode mode) {
+    return POLICIES[ht_sync_rows[mode].family];
 }
 
 int ht_sync_layout_of(const ht_config *cfg, int world, ht_sync_layout *L) {
     memset(L, 0, sizeof *L);
-    L->mode = -1;
-    for (int i = 0; i < (int)(sizeof NAMES / sizeof NAMES[0]); i++)
-        if (!strcmp(cfg->sync.mode, NAMES[i])) L->mode = i;
-    if (L->mode < 0)
-        return ht_error(HT_EINPUT, "%s: key 'sync.mode': found \"%s\", expected a policy name",
-                        cfg->source, cfg->sync.mode);
+    L->mode = cfg->sync.mode;
     L->world = world;
-    L->extra = L->mode == HT_SYNC_BSP ? 0 : is_ps(L->mode) ? cfg->sync.servers : 1;
+    L->extra = ht_sync_extra_ranks(L->mode, cfg->sync.servers);
     L->workers = world - L->extra;
-    if (L->mode == HT_SYNC_BSP) return HT_OK;
-    const char *src = cfg->source[0] ? cfg->source : "configuration";
-    if (L->workers < 1 || world < 2)
-        return ht_error(HT_EINPUT,
-                        "%s: key 'sync.mode': \"%s\" needs %d %s plus at least one worker, so "
-                        "at least %d ranks under mpirun; found %d",
-                        src, cfg->sync.mode, L->extra,
-                        is_ps(L->mode) ? "parameter server rank(s) (sync.servers)"
-                                       : "coordinator rank",
-                        L->extra + 1, world);
-    if (cfg->cluster.nshares)
-        return ht_error(HT_EINPUT,
-                        "%s: key 'cluster.shares': set, but sync.mode \"%s\" splits train.batch "
-                        "equally over its %d workers (shares are for bsp)",
-                        cfg->cluster.at_shares[0] ? cfg->cluster.at_shares : src, cfg->sync.mode,
-                        L->workers);
-    if (!strcmp(cfg->cluster.split, "speed"))
-        return ht_error(HT_EINPUT,
-                        "%s: key 'cluster.split': \"speed\" is for bsp; sync.mode \"%s\" lets "
-                        "each worker go at its own speed instead",
-                        src, cfg->sync.mode);
-    if (cfg->train.batch < L->workers)
-        return ht_error(HT_EINPUT,
-                        "%s: key 'train.batch': found %d, expected at least %d (one sample per "
-                        "worker)",
-                        src, cfg->train.batch, L->workers);
-    if ((L->mode == HT_SYNC_PREDUCE || L->mode == HT_SYNC_SAP) && cfg->sync.group > L->workers)
+    if (L->extra == 0) return HT_OK;
+    /* the rules are ht_config_check_world's; a world they refuse never gets here */
+    if (L->workers < 1 || world < 2 || cfg->train.batch < L->workers)
+        return ht_error(HT_EINPUT, "sync.mode \"%s\": %d workers for a batch of %d on %d ranks",
+                        ht_sync_mode_name(L->mode), L->workers, cfg->train.batch, world);
+    if (ht_sync_rows[L->mode].family == HT_SYNC_FAM_GROUP && cfg->sync.group > L->workers)
         ht_log_warn("sync.group %d is more than the %d workers: groups hold every worker",
                     cfg->sync.group, L->workers);
     return HT_OK;
@@ -210,7 +180,8 @@ int ht_sync_serve(const ht_config *cfg, const ht_sync_layout *L, int rank, const
     memset(st, 0, sizeof *st);
     const ht_sync_policy *p = policy_of(L->mode);
     int rc = p->serve ? p->serve(cfg, L, rank, sel, st)
-                      : ht_error(HT_EINPUT, "sync.mode \"%s\" has no extra ranks", cfg->sync.mode);
+                      : ht_error(HT_EINPUT, "sync.mode \"%s\" has no extra ranks",
+                                 ht_sync_mode_name(cfg->sync.mode));
     ht_comm_traffic(&st->sent, &st->received);
     return rc;
 }

@@ -80,7 +80,7 @@ static int sync_meta(const ht_job *j, const ht_sync_snap *sn, const char **keys,
                      char (*knames)[32]) {
     int k = 0;
     keys[k] = "sync.format", vals[k++] = strdup(SYNC_FORMAT);
-    keys[k] = "sync.mode", vals[k++] = strdup(j->cfg->sync.mode);
+    keys[k] = "sync.mode", vals[k++] = strdup(ht_sync_mode_name(j->cfg->sync.mode));
     int64_t nums[3] = {sn->workers, j->world - sn->workers, sn->samples};
     const char *nk[3] = {"sync.workers", "sync.extra", "sync.samples"};
     for (int i = 0; i < 3; i++)
@@ -232,7 +232,7 @@ int ht_async_restore(ht_job *j, ht_sync *s) {
         ht_sync_restore(s, j->start * j->B, v, NULL, NULL);
         if (j->rank == 0)
             ht_log_info("%s holds no %s state: every worker starts from its model", path,
-                        j->cfg->sync.mode);
+                        ht_sync_mode_name(j->cfg->sync.mode));
     }
     ht_st_close(f);
     return rc;

@@ -379,8 +379,8 @@ static int sync_records(ht_metrics *metrics, const ht_sync_layout *L, const ht_s
     for (int r = 0; metrics && r < L->world && rc == HT_OK; r++) {
         const ht_sync_stats *a = all + r;
         const char *role = r < L->workers            ? "worker"
-                           : L->mode <= HT_SYNC_DASP ? "server"
-                                                     : "coordinator";
+                           : ht_sync_has_servers(L->mode) ? "server"
+                                                          : "coordinator";
         rc = ht_metrics_write(metrics,
                               "type=%s mode=%s rank=%d role=%s steps=%lld samples=%lld "
                               "compute_s=%g wait_s=%g comm_s=%g bytes_sent=%llu "

@@ -11,14 +11,14 @@
 #include "core/log.h"
 #include "train/checkpoint.h"
 
-/* The first engine that wants a job runs it: the specific ones before data parallel, which
- * wants every job. */
+/* Exactly one engine wants a loaded job (from pipe.schedule and the sync.mode row's flags;
+ * the config's rules refuse the combinations none runs), so the order here decides nothing. */
 static const ht_engine *const ENGINES[] = {&ht_engine_pipe, &ht_engine_async, &ht_engine_dp};
 
 const ht_engine *ht_engine_for(const ht_config *cfg) {
     for (size_t i = 0; i < sizeof ENGINES / sizeof ENGINES[0]; i++)
         if (ENGINES[i]->wants(cfg)) return ENGINES[i];
-    return &ht_engine_dp;
+    return &ht_engine_dp; /* not reached for a config ht_config_load accepted */
 }
 
 /* ------------------------------------------------------------ the shared step path */

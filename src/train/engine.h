@@ -78,8 +78,8 @@ typedef struct ht_job {
     void *engine_state; /* the engine's; freed with free() at finish when still set */
 } ht_job;
 
-/* An engine: `wants` says whether it runs cfg's job (the first in the table that wants it
- * does); `check` refuses, before any device work, options it cannot honour (HT_EINPUT naming
+/* An engine: `wants` says whether it runs cfg's job (exactly one engine wants a job that
+ * ht_config_load accepted); `check` refuses, before any device work, options it cannot honour (HT_EINPUT naming
  * the keys; may be NULL); it sees cfg, opts, rank, world and cl, may lower model_batch and
  * may clear holds_model
  * for this rank and set engine_state; `run` trains from j->start to j->end and fills res
@@ -91,7 +91,7 @@ typedef struct ht_engine {
     int (*run)(ht_job *j, ht_train_result *res);
 } ht_engine;
 
-/* The engine for cfg (engine.c's table). Never NULL: data parallel wants every job. */
+/* The engine for cfg (engine.c's table): the one that wants it. Never NULL. */
 const ht_engine *ht_engine_for(const ht_config *cfg);
 
 extern const ht_engine ht_engine_dp;    /* engine_dp.c */

@@ -20,7 +20,10 @@
 #include "train/async_ckpt.h"
 #include "train/engine.h"
 
-static int async_wants(const ht_config *cfg) { return strcmp(cfg->sync.mode, "bsp") != 0; }
+static int async_wants(const ht_config *cfg) {
+    return cfg->pipe.schedule == HT_PIPE_NONE &&
+           !(ht_sync_rows[cfg->sync.mode].flags & HT_SYNC_F_LOCKSTEP);
+}
 
 static int async_check(ht_job *j) {
     const ht_config *cfg = j->cfg;
@@ -37,7 +40,7 @@ static int async_check(ht_job *j) {
 static int async_serve(ht_job *j, const ht_sync_layout *L) {
     ht_sync_stats st = {0};
     if (j->opts->trace) ht_cluster_trace_start(j->cl); /* before announce: it names the track */
-    ht_cluster_announce(j->cl, L->mode <= HT_SYNC_DASP ? "(parameter server)" : "(coordinator)");
+    ht_cluster_announce(j->cl, ht_sync_has_servers(L->mode) ? "(parameter server)" : "(coordinator)");
     int rc = ht_sync_serve(j->cfg, L, j->rank, j->selector, &st);
     if (rc == HT_ESTOPPED) return rc;
     if (rc != HT_OK) ht_die(rc, "%s", ht_errmsg()); /* the workers would wait for ever */
@@ -155,8 +158,8 @@ static int async_run(ht_job *j, ht_train_result *res) {
     if (rc != HT_OK) ht_die(rc, "%s", ht_errmsg()); /* the extra ranks wait for worker 0 */
     if (j->rank == 0)
         ht_log_info("sync: %s, %d workers with %d samples per local step, %d %s",
-                    j->cfg->sync.mode, L->workers, hi - lo, L->extra,
-                    L->mode <= HT_SYNC_DASP ? "parameter server(s)" : "coordinator");
+                    ht_sync_mode_name(L->mode), L->workers, hi - lo, L->extra,
+                    ht_sync_has_servers(L->mode) ? "parameter server(s)" : "coordinator");
     rc = async_loop(j, s, lo, hi, res);
     /* on an error the policy's messages may still be in flight into its buffers: they stay
      * (the error ends the whole job through src/comm's exit hook) */

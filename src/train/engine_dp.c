@@ -17,9 +17,10 @@
 #include "sync/sync.h"
 #include "train/engine.h"
 
+/* No pipeline, and a policy whose workers step together (bsp). */
 static int dp_wants(const ht_config *cfg) {
-    (void)cfg;
-    return 1;
+    return cfg->pipe.schedule == HT_PIPE_NONE &&
+           (ht_sync_rows[cfg->sync.mode].flags & HT_SYNC_F_LOCKSTEP);
 }
 
 /* Ends a trace span after the device has finished its work (only when tracing: the extra

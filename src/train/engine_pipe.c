@@ -32,113 +32,19 @@ static void load(void *ctx, ht_model *m, int64_t step, int row0, int n);
 
 static const ht_pipe_sched *checked(const pipe_state *p) { return p->tbw ? &p->chk : &p->sched; }
 
-static int wants(const ht_config *cfg) { return strcmp(cfg->pipe.schedule, "none") != 0; }
+static int wants(const ht_config *cfg) { return cfg->pipe.schedule != HT_PIPE_NONE; }
 
 static const char *src_of(const ht_config *cfg) { return cfg->source[0] ? cfg->source : "--set"; }
 
-/* pipe.stage_ranks and pipe.replicate against the other pipe.* keys (mb: samples per
- * micro-batch). */
-static int check_replicas(const ht_config *cfg, int D, int mb) {
-    if (cfg->pipe.nstage_ranks) {
-        const char *k = cfg->pipe.schedule;
-        const int Q = cfg->pipe.nstage_ranks;
-        int sum = 0, most = 0;
-        for (int q = 0; q < Q; q++)
-            sum += cfg->pipe.stage_ranks[q],
-                most = cfg->pipe.stage_ranks[q] > most ? cfg->pipe.stage_ranks[q] : most;
-        if (cfg->pipe.nboundaries != Q - 1)
-            return ht_error(HT_EINPUT,
-                            "%s: keys 'pipe.stage_ranks' and 'pipe.boundaries': %d stages need "
-                            "%d boundaries (the first layer of stages 1 .. %d); found %d",
-                            src_of(cfg), Q, Q - 1, Q - 1, cfg->pipe.nboundaries);
-        if (sum != D)
-            return ht_error(HT_EINPUT,
-                            "%s: keys 'pipe.stage_ranks' and 'pipe.stages': the stages' ranks sum "
-                            "to %d; expected pipe.stages = %d",
-                            src_of(cfg), sum, D);
-        if (strcmp(k, "gpipe") && strcmp(k, "1f1b") && strcmp(k, "hepipe"))
-            return ht_error(HT_EINPUT,
-                            "%s: keys 'pipe.stage_ranks' and 'pipe.schedule': replicated stages "
-                            "run under gpipe, 1f1b or hepipe; found \"%s\"",
-                            src_of(cfg), k);
-        if (most > mb)
-            return ht_error(HT_EINPUT,
-                            "%s: key 'pipe.stage_ranks': a stage on %d ranks cannot split "
-                            "micro-batches of %d samples; use fewer ranks per stage or a larger "
-                            "batch",
-                            src_of(cfg), most, mb);
-    }
-    if (cfg->pipe.replicate) {
-        const char *k = cfg->pipe.schedule;
-        if (strcmp(cfg->pipe.partition, "hetero") || cfg->pipe.nboundaries)
-            return ht_error(HT_EINPUT,
-                            "%s: keys 'pipe.replicate' and 'pipe.partition': replicated stages "
-                            "come from the \"hetero\" partition; found partition \"%s\"%s; set "
-                            "pipe.partition = \"hetero\" without pipe.boundaries",
-                            src_of(cfg), cfg->pipe.partition,
-                            cfg->pipe.nboundaries ? " with explicit boundaries" : "");
-        if (strcmp(k, "gpipe") && strcmp(k, "1f1b") && strcmp(k, "hepipe"))
-            return ht_error(HT_EINPUT,
-                            "%s: keys 'pipe.replicate' and 'pipe.schedule': replicated stages "
-                            "run under gpipe, 1f1b or hepipe; found \"%s\"",
-                            src_of(cfg), k);
-    }
-    return HT_OK;
-}
-
+/* The pipeline's rules between keys and against the world size are the config's
+ * (config/rules.c), checked before this. */
 static int check(ht_job *j) {
     const ht_config *cfg = j->cfg;
-    const int D = cfg->pipe.stages, N = cfg->pipe.micro_batches, B = cfg->train.batch;
-    const int world = j->world;
-    if (ht_pipe_kind_split(ht_pipe_kind_parse(cfg->pipe.schedule))) { /* issue 27 */
-        char where[HT_PATH_MAX + 32];
-        ht_config_where(cfg, "pipe.schedule", where, sizeof where);
-        return ht_error(HT_EINPUT,
-                        "%s: key 'pipe.schedule': \"%s\" is a zero-bubble schedule (its weight "
-                        "gradients in BWD_W passes), available to 'hettrain schedule' and hetsim "
-                        "only until the executor runs them; expected gpipe, 1f1b, interleaved, "
-                        "chimera, hepipe or 2bw to train",
-                        where, cfg->pipe.schedule);
-    }
-    if (strcmp(cfg->sync.mode, "bsp"))
-        return ht_error(HT_EINPUT,
-                        "%s: keys 'pipe.schedule' and 'sync.mode': a pipeline synchronises "
-                        "every step; found sync.mode \"%s\", expected \"bsp\"",
-                        src_of(cfg), cfg->sync.mode);
-    if (world % D)
-        return ht_error(HT_EINPUT,
-                        "%s: key 'pipe.stages': %d ranks are not a multiple of %d stages; run "
-                        "mpirun -np %d (or %d, ... for data-parallel replicas) or set "
-                        "pipe.stages to a divisor of %d",
-                        src_of(cfg), world, D, D, 2 * D, world);
-    const int R = world / D;
-    if (B % (R * N))
-        return ht_error(HT_EINPUT,
-                        "%s: keys 'train.batch' and 'pipe.micro_batches': batch %d does not "
-                        "split into %d replica(s) x %d micro-batches; use a batch that is a "
-                        "multiple of %d",
-                        src_of(cfg), B, R, N, R * N);
-    if (cfg->cluster.nshares || !strcmp(cfg->cluster.split, "speed"))
-        return ht_error(HT_EINPUT,
-                        "%s: keys 'pipe.schedule' and 'cluster.shares'/'cluster.split': a "
-                        "pipeline splits the batch into equal micro-batches; remove the shares "
-                        "and use split \"equal\"",
-                        src_of(cfg));
-    if (D > 1 && world == 1)
-        return ht_error(HT_EINPUT,
-                        "%s: key 'pipe.stages': %d stages need %d ranks; run under mpirun -np %d",
-                        src_of(cfg), D, D, D);
-    const int rc = check_replicas(cfg, D, B / (R * N));
-    if (rc != HT_OK) return rc;
-    if (D == 1 && !strcmp(cfg->pipe.schedule, "interleaved") && cfg->pipe.chunks > 1)
-        return ht_error(HT_EINPUT,
-                        "%s: keys 'pipe.schedule' and 'pipe.stages': \"interleaved\" with one "
-                        "stage rank only passes activations to itself; use pipe.stages >= 2",
-                        src_of(cfg));
+    const int R = j->world / cfg->pipe.stages;
     /* every layer runs one micro-batch at a time: the model's own buffers (the executor's
      * first slot, and evaluation's) need hold no more (issue 11: 3x less memory per rank on
      * tests/integration/pipe_mem.t's GPT than buffers for the whole batch) */
-    j->model_batch = B / (R * N);
+    j->model_batch = cfg->train.batch / (R * cfg->pipe.micro_batches);
     return HT_OK;
 }
 
@@ -199,21 +105,11 @@ static int make_bounds(ht_job *j, const ht_pipe_params *pp, pipe_state *p, int m
     const int S = pp->D * pp->v;
     const ht_config *cfg = j->cfg;
     if (cfg->pipe.nboundaries || cfg->pipe.nstage_ranks) { /* stage_ranks: boundaries given */
-        if (cfg->pipe.nboundaries != S - 1)
-            return ht_error(HT_EINPUT,
-                            "%s: key 'pipe.boundaries': %d boundaries for %d stages; expected "
-                            "%d (the first layer of stages 1 .. %d)",
-                            src_of(cfg), cfg->pipe.nboundaries, S, S - 1, S - 1);
+        /* S - 1 of them: checked when the config loaded (pp->D is the groups' here) */
         return ht_pipe_bounds_explicit(&j->model, cfg->pipe.boundaries, S - 1, src_of(cfg),
                                        bounds);
     }
-    if (!strcmp(cfg->pipe.partition, "hetero")) {
-        if (pp->v > 1 || pp->kind == HT_PIPE_CHIMERA)
-            return ht_error(HT_EINPUT,
-                            "%s: keys 'pipe.partition' and 'pipe.schedule': \"hetero\" places "
-                            "one stage on each rank; \"%s\" places several: use it with gpipe, "
-                            "1f1b or hepipe",
-                            src_of(cfg), cfg->pipe.schedule);
+    if (!strcmp(cfg->pipe.partition, "hetero")) { /* one stage per rank: a config rule */
         p->host = ht_pipe_plan_gather_hosts(cfg, j->rank, j->world, pp->D, p->hostbuf);
         int rc = ht_pipe_plan_hetero(&j->model, cal, p->cal1, j->world, pp->kind, pp->D, pp->N, mb,
                                      ht_optim_state_count(&j->opt),
@@ -248,7 +144,7 @@ void ht_pipe_announce(const ht_job *j, const pipe_state *p) {
     const ht_model *m = &j->model;
     ht_log_info("pipeline: %s, %d stage(s) on %d rank(s) x %d replica(s), %d micro-batches of "
                 "%d%s",
-                j->cfg->pipe.schedule, s->S, p->place.D, p->place.R, s->p.N, p->mb,
+                ht_pipe_kind_name(j->cfg->pipe.schedule), s->S, p->place.D, p->place.R, s->p.N, p->mb,
                 ht_pipe_groups_replicated(&p->grp)
                     ? " (a replicated stage's ranks split each by the samples in brackets)"
                     : "");
@@ -292,7 +188,8 @@ static int plan_stages(ht_job *j, ht_pipe_params *pp, pipe_state *p, double slow
     const int D = pp->D;
     p->bounds = ht_xmalloc((size_t)(D * pp->v + 1) * sizeof(int));
     double *cal = NULL; /* every layer's times on every rank */
-    if (pp->kind == HT_PIPE_HEPIPE || !strcmp(j->cfg->pipe.partition, "hetero")) {
+    const int by_times = ht_pipe_kind_has(pp->kind, HT_PIPE_F_STAGE_TIMES);
+    if (by_times || !strcmp(j->cfg->pipe.partition, "hetero")) {
         cal = ht_xmalloc((size_t)j->world * 2 * (size_t)j->model.nlayers * sizeof *cal);
         ht_pipe_plan_calibrate(&j->model, p->mb, slowdown, cal);
         if (j->cfg->pipe.replicate && p->mb > 1) { /* how a replica's time shrinks with samples */
@@ -316,7 +213,7 @@ static int plan_stages(ht_job *j, ht_pipe_params *pp, pipe_state *p, double slow
     }
     while (p->grp.first[p->q + 1] <= p->place.prank)
         p->q++;
-    if (rc == HT_OK && pp->kind == HT_PIPE_HEPIPE) {
+    if (rc == HT_OK && by_times) {
         *times = ht_xmalloc((size_t)D * sizeof **times);
         ht_pipe_plan_stage_times(&j->model, cal, p->cal1, j->world, &p->grp, p->mb, p->bounds,
                                  *times);
@@ -352,7 +249,7 @@ static int plan_memory(ht_job *j, ht_pipe_params *pp, pipe_state *p, const ht_pi
 
 /* The streams (2bw: the steady period, and 3 chained batches for the checker). */
 static int generate(ht_job *j, const ht_pipe_params *pp, pipe_state *p) {
-    p->tbw = pp->kind == HT_PIPE_2BW;
+    p->tbw = ht_pipe_kind_has(pp->kind, HT_PIPE_F_NO_FLUSH);
     int rc = p->tbw ? ht_pipe_2bw_steady(pp, &p->sched) : ht_pipe_generate(pp, &p->sched);
     if (rc == HT_OK && p->tbw) rc = ht_pipe_2bw_unroll(&p->sched, 3, &p->chk);
     if (rc != HT_OK) {
@@ -374,8 +271,8 @@ static int check_sched(const pipe_state *p, ht_pipe_report *rep) {
  * executor. */
 int ht_pipe_make_schedule(ht_job *j, ht_pipe_params *pp, pipe_state *p, double slowdown,
                           ht_pipe_report *rep) {
-    const int hep = pp->kind == HT_PIPE_HEPIPE;
-    p->tbw = pp->kind == HT_PIPE_2BW;
+    const int hep = ht_pipe_kind_has(pp->kind, HT_PIPE_F_STAGE_TIMES);
+    p->tbw = ht_pipe_kind_has(pp->kind, HT_PIPE_F_NO_FLUSH);
     int rc = hep ? plan_memory(j, pp, p, NULL) : HT_OK;
     if (rc == HT_OK) rc = generate(j, pp, p);
     if (rc == HT_OK) rc = check_sched(p, rep);
@@ -406,10 +303,12 @@ int ht_pipe_make_schedule(ht_job *j, ht_pipe_params *pp, pipe_state *p, double s
 static int setup(ht_job *j, pipe_state *p) {
     const ht_config *cfg = j->cfg;
     const int D = cfg->pipe.stages, R = j->world / D;
-    p->pp = (ht_pipe_params){.kind = ht_pipe_kind_parse(cfg->pipe.schedule),
+    p->pp = (ht_pipe_params){.kind = cfg->pipe.schedule,
                          .D = D,
                          .N = cfg->pipe.micro_batches,
-                         .v = !strcmp(cfg->pipe.schedule, "interleaved") ? cfg->pipe.chunks : 1,
+                         .v = ht_pipe_kind_has(cfg->pipe.schedule, HT_PIPE_F_CHUNKS)
+                                  ? cfg->pipe.chunks
+                                  : 1,
                          /* a backward costs about two forwards (Chimera plans its order so) */
                          .bf_ratio = 2.0};
     ht_pipe_params *pp = &p->pp;
@@ -527,7 +426,7 @@ static int records(ht_job *j, pipe_state *p, const double *sum, int64_t steps) {
         rc = ht_metrics_write(j->metrics,
                               "type=%s schedule=%s stages=%d micro_batches=%d "
                               "bubble_unit_times=%g bubble_measured_costs=%g bubble_measured=%g",
-                              "pipe_summary", j->cfg->pipe.schedule, p->sched.S, p->sched.p.N,
+                              "pipe_summary", ht_pipe_kind_name(j->cfg->pipe.schedule), p->sched.S, p->sched.p.N,
                               p->bubble_unit, pred, measured);
     return rc;
 }

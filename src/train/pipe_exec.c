@@ -336,7 +336,7 @@ ht_pipe_exec *ht_pipe_exec_new_layers(ht_model *m, const ht_pipe_sched *s, const
     }
     x->bounds = ht_xmalloc((size_t)(s->S + 1) * sizeof(int));
     memcpy(x->bounds, bounds, (size_t)(s->S + 1) * sizeof(int));
-    if (1024 + (s->p.kind == HT_PIPE_2BW ? 2 : 1) * 4 * s->S * s->p.N >= HT_COMM_GROUP_TAG)
+    if (1024 + (ht_pipe_kind_has(s->p.kind, HT_PIPE_F_NO_FLUSH) ? 2 : 1) * 4 * s->S * s->p.N >= HT_COMM_GROUP_TAG)
         ht_die(HT_EINPUT, "pipe: %d stages x %d micro-batches need more message tags than MPI "
                           "guarantees; use fewer micro-batches",
                s->S, s->p.N);
@@ -400,7 +400,7 @@ ht_pipe_exec *ht_pipe_exec_new_layers(ht_model *m, const ht_pipe_sched *s, const
     x->st.slot_bytes = (sa + sd + ss) * sizeof(float) + 3 * rows * sizeof(float);
     x->st.work_bytes = x->work_bytes;
     x->st.slots = s->nbuf[x->q];
-    if (s->p.kind == HT_PIPE_2BW) init_2bw(x);
+    if (ht_pipe_kind_has(s->p.kind, HT_PIPE_F_NO_FLUSH)) init_2bw(x);
     return x;
 }
 

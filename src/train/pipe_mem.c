@@ -80,7 +80,7 @@ const double *ht_pipe_mem_part_limits(const ht_pipe_mem *pm) {
 /* The layer ranges pipeline rank q holds (both of Chimera's directions), into lo/hi and as
  * text; returns their count. */
 static int chunks_of(ht_pipe_mem *pm, int q, int kind, int v, const int *bounds, int *lo, int *hi) {
-    const int S = pm->D * v, ndir = kind == HT_PIPE_CHIMERA ? 2 : 1;
+    const int S = pm->D * v, ndir = ht_pipe_kind_has(kind, HT_PIPE_F_TWO_WAY) ? 2 : 1;
     int n = 0;
     size_t k = 0;
     for (int s = 0; s < S; s++)

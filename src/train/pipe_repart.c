@@ -23,7 +23,7 @@ int ht_pipe_repart_init(ht_job *j, pipe_state *p) {
     const int k = p->pp.kind;
     p->repart = cfg->pipe.rebalance && !strcmp(cfg->pipe.partition, "hetero") &&
                 !cfg->pipe.nboundaries && p->cal && p->pp.D > 1 && !cfg->pipe.replicate &&
-                (k == HT_PIPE_GPIPE || k == HT_PIPE_1F1B || k == HT_PIPE_HEPIPE);
+                ht_pipe_kind_has(k, HT_PIPE_F_REPLICAS);
     if (!p->repart) return HT_OK;
     ht_pipe_problem_init(&p->prob, &j->model, p->cal, NULL, j->world, k, p->pp.D, p->pp.N, p->mb,
                          ht_optim_state_count(&j->opt), ht_pipe_mem_part_limits(&p->mem),
@@ -102,7 +102,7 @@ static int rebuild(ht_job *j, pipe_state *p, int64_t step) {
     ht_pipe_sched_free(&p->sched);
     ht_dev_mem(j->dev, NULL, NULL, NULL, 1);
     double times[HT_PART_MAX_RANKS];
-    if (p->pp.kind == HT_PIPE_HEPIPE) {
+    if (ht_pipe_kind_has(p->pp.kind, HT_PIPE_F_STAGE_TIMES)) {
         ht_pipe_plan_stage_times(&j->model, p->cal, NULL, j->world, &p->grp, p->mb, p->bounds,
                                  times);
         for (int q = 0; q < p->pp.D; q++)

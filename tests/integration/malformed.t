@@ -147,6 +147,17 @@ ht 2 "syn.cfg:2: key 'data.samples': synthetic data: 100000000 samples x 64 feat
 ht 2 "syn.cfg:3: key 'data.val_fraction': 0.5 of 1 samples leaves 0 for training" "val_fraction leaving no training samples names file:line and key" -- -c "$TMP/syn.cfg" --set data.samples=1
 ht 2 "--set data.val_fraction: key 'data.val_fraction': 0.9 of 1 samples" "... or the --set that replaced it" -- -c "$TMP/syn.cfg" --set data.samples=1 --set data.val_fraction=0.9
 
+# ---- modes that do not go together: refused when the config loads (src/config/rules.c),
+# in one process, before any device is looked at (a device selector that matches nothing
+# would otherwise be the error); before, the engine found them after the devices
+printf 'model = { hidden = [8, 8]; };\ndata = { samples = 200; features = 4; classes = 3; };\ntrain = { batch = 16; steps = 3; };\noptim = { lr = 0.1; };\npipe = { schedule = "1f1b";\n  stages = 2; };\nsync = { mode = "asp"; };\n' >"$TMP/modes.cfg"
+M=(-c "$TMP/modes.cfg" -q --set device.select=no-such-device)
+ht 2 "modes.cfg:7: keys 'pipe.schedule' and 'sync.mode': a pipeline synchronises every step" "a pipeline under asp names sync.mode's line, before the devices" -- "${M[@]}"
+ht 2 "--set pipe.stages=3: keys 'pipe.schedule', 'pipe.stages' and 'pipe.micro_batches': schedule \"chimera\" needs an even number of pipeline stages, got 3" "chimera over 3 stages: at load" -- "${M[@]}" --set sync.mode=bsp --set pipe.schedule=chimera --set pipe.stages=3
+ht 2 "--set pipe.partition=hetero: keys 'pipe.partition' and 'pipe.schedule': \"hetero\" places one stage on each rank" "hetero under interleaved: at load" -- "${M[@]}" --set sync.mode=bsp --set pipe.schedule=interleaved --set pipe.partition=hetero
+ht 2 "--set pipe.boundaries=\[1, 2\]: key 'pipe.boundaries': 2 boundaries for 2 stages; expected 1" "2 boundaries for 2 stages: at load" -- "${M[@]}" --set sync.mode=bsp --set 'pipe.boundaries=[1, 2]'
+ht 2 "--set pipe.stage_ranks=\[1, 1\]: keys 'pipe.stage_ranks' and 'pipe.schedule': replicated stages run under gpipe, 1f1b or hepipe; found \"2bw\"" "replicated stages under 2bw: at load" -- "${M[@]}" --set sync.mode=bsp --set pipe.schedule=2bw --set 'pipe.stage_ranks=[1, 1]' --set 'pipe.boundaries=[1]'
+
 # ---- checkpoints with NaN or lying metadata
 timeout 120 "$HETTRAIN" "${G[@]}" --set "checkpoint.path=$TMP/ok.ckpt" >/dev/null 2>&1
 python3 - "$TMP/ok.ckpt" "$TMP/nan.ckpt" "$TMP/step.ckpt" "$TMP/ot.ckpt" <<'PY'

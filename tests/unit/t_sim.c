@@ -506,13 +506,13 @@ static void sync_policies(void) {
     double P = 4.0 * (double)m.nparams;
     double comp = 3 * 1e-3 * 2 + 2 * 0.5e-3; /* batch 32, as two_ranks */
     double opt = P / 4 * 20 / 1e15;
-    ht_sim_sync p = {.mode = HT_SYNC_ASP_SIM, .workers = 1, .servers = 1, .B = 32, .steps = 5};
+    ht_sim_sync p = {.mode = HT_SYNC_ASP, .workers = 1, .servers = 1, .B = 32, .steps = 5};
     ht_sim_result r;
     int rc = ht_sim_run_sync(&c, &sm, &p, &r);
     double want = 5 * (comp + 2 * (lat + P / bw) + opt);
     tap_ok(rc == HT_OK && NEAR(r.makespan, want), "asp, 1 worker + 1 server: %.9f s = %.9f", r.makespan, want);
     ht_sim_result_free(&r);
-    p = (ht_sim_sync){.mode = HT_SYNC_GOSSIP_SIM, .workers = 2, .B = 64, .steps = 5, .period = 1};
+    p = (ht_sim_sync){.mode = HT_SYNC_GOSSIP, .workers = 2, .B = 64, .steps = 5, .period = 1};
     rc = ht_sim_run_sync(&c, &sm, &p, &r);
     want = 5 * (comp + opt) + 4 * (lat + P / bw);
     tap_ok(rc == HT_OK && NEAR(r.makespan, want), "gossip, 2 workers, period 1: %.9f s = %.9f",
@@ -522,7 +522,7 @@ static void sync_policies(void) {
      * threshold 0.01 at the 3rd step since the last exchange (0.012), so 7 steps exchange
      * after steps 3 and 6, and each worker takes 2 models; no drift: only max_period = 4
      * fires, after step 4 */
-    p = (ht_sim_sync){.mode = HT_SYNC_GOSSIP_SIM, .workers = 2, .B = 64, .steps = 7, .adaptive = 1,
+    p = (ht_sim_sync){.mode = HT_SYNC_GOSSIP, .workers = 2, .B = 64, .steps = 7, .adaptive = 1,
                       .threshold = 0.01, .max_period = 20, .drift = 0.004};
     rc = ht_sim_run_sync(&c, &sm, &p, &r);
     want = 7 * (comp + opt) + 2 * (lat + P / bw);
@@ -542,7 +542,7 @@ static void sync_policies(void) {
            "%.9f s = %.9f (6 exchanges)", r.makespan, want);
     ht_sim_result_free(&r);
     /* preduce with P = 2 of 2 equal workers: lockstep, one ring all-reduce of the model each step */
-    p = (ht_sim_sync){.mode = HT_SYNC_PREDUCE_SIM, .workers = 2, .B = 64, .steps = 5, .group = 2};
+    p = (ht_sim_sync){.mode = HT_SYNC_PREDUCE, .workers = 2, .B = 64, .steps = 5, .group = 2};
     rc = ht_sim_run_sync(&c, &sm, &p, &r);
     want = 5 * (comp + opt + (lat + 64 / bw) + 2 * (lat + P / 2 / bw));
     tap_ok(rc == HT_OK && NEAR(r.makespan, want), "preduce, P = 2 of 2: %.9f s = %.9f (ready message + ring)",
@@ -557,12 +557,12 @@ static void sync_policies(void) {
     c.slowdown[1] = 3;
     double cc = ht_sim_range_time(&c, 0, &sm, 0, sm.nlayers, 32, 0) +
                 ht_sim_range_time(&c, 0, &sm, 0, sm.nlayers, 32, 1);
-    p = (ht_sim_sync){.mode = HT_SYNC_SSP_SIM, .workers = 2, .servers = 1, .B = 64, .steps = 6};
+    p = (ht_sim_sync){.mode = HT_SYNC_SSP, .workers = 2, .servers = 1, .B = 64, .steps = 6};
     rc = ht_sim_run_sync(&c, &sm, &p, &r);
     tap_ok(rc == HT_OK && fabs(r.makespan - 18 * cc) < 1e-9 * cc, "ssp, s = 0, slowdown 3: %.6g = 18 c (c = %.6g)",
            r.makespan, cc);
     ht_sim_result_free(&r);
-    p.mode = HT_SYNC_ASP_SIM;
+    p.mode = HT_SYNC_ASP;
     rc = ht_sim_run_sync(&c, &sm, &p, &r);
     tap_ok(rc == HT_OK && fabs(r.makespan - 9 * cc) < 1e-9 * cc, "asp, same: %.6g = 9 c", r.makespan);
     ht_sim_result_free(&r);
