@@ -673,12 +673,6 @@ static int check_all(const loader *L) {
                     "key 'model.vocab': found %d, expected at least 256 for data.kind \"text\" "
                     "(every byte is a token)",
                     c->model.vocab);
-    if (c->model.tie_embeddings && c->pipe.schedule != HT_PIPE_NONE)
-        return fail(L, &L->where[ht_ckey_find("model.tie_embeddings")],
-                    "key 'model.tie_embeddings': true with pipe.schedule \"%s\": a tied head "
-                    "and embedding on different stages are not supported yet (set it false, "
-                    "or train without a pipeline)",
-                    ht_pipe_kind_name(c->pipe.schedule));
     if (c->data.val_path[0] && !tokens)
         return fail(L, &L->where[ht_ckey_find("data.val_path")],
                     "key 'data.val_path': set for data.kind \"%s\"; it is read only for "

@@ -96,7 +96,8 @@ const ht_ckey ht_config_keys[] = {
      "GPT-2's BPE token files"},
     {"model.tie_embeddings", HT_CK_BOOL, 0, "false", 0, 0, NULL, FIELD(model.tie_embeddings),
      "gpt: the head is the token embedding wte, without bias (GPT-2's tying: one tensor, "
-     "its gradient summed from both uses); not yet with pipe.schedule"},
+     "its gradient summed from both uses; under a pipeline the last stage holds a copy, kept "
+     "equal by summing the two copies' gradients)"},
     {"model.init_from", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(model.init_from),
      "initial weights instead of the random init: a hettrain checkpoint (parameters only), or "
      "gpt: a Hugging Face GPT-2 model.safetensors or its sharded index json; \"\" = random"},

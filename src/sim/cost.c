@@ -37,6 +37,13 @@ void ht_sim_model_from(ht_sim_model *sm, const ht_model *m, const char *optim) {
         s->param_bytes = 4.0 * (double)l->nparams;
         s->launches = launches_of(s->kind);
         sm->param_bytes += s->param_bytes;
+        for (int k = 0; k < l->ntensors; k++) {
+            if (!l->t[k].tied) continue;
+            double c = 4.0;
+            for (int d = 0; d < l->t[k].ndim; d++)
+                c *= (double)l->t[k].shape[d];
+            sm->tied_bytes = c;
+        }
     }
     if (m->nlayers) { /* the loss: softmax cross-entropy over rows x classes logits */
         ht_sim_layer *s = &sm->l[m->nlayers - 1];

@@ -5,7 +5,10 @@
  * pieces between the ranks whose samples overlap); FWD / BWD / RECOMPUTE take the stage's
  * layer times at the rank's samples per micro-batch on its device; SEND / RECV move the stage boundary's activation or gradient over the
  * link between the two ranks; REDUCE_GRADS is a blocking all-reduce among every rank that
- * holds a copy of the same stages (the replicas, and Chimera's other direction); memory
+ * holds a copy of the same stages (the replicas, and Chimera's other direction); a tied head
+ * (sm->tied_bytes, src/pipe/tied.h) adds, before each optimizer step, one all-reduce of wte
+ * among every rank of the first and last stages (stage 0's REDUCE_GRADS then leaves wte out),
+ * and the last stage's ranks hold wte too; memory
  * counts the parameters, gradients and optimizer state of the rank's stages plus every slot
  * in use, a slot holding a micro-batch's kept activations of its stage from its first use
  * (LOAD, RECV_ACT, FWD) until the BWD that frees it (only the stage's input between FWD and
@@ -49,6 +52,8 @@ typedef struct ctx {
     double *inb;      /* [S] bytes of the stage's input (kept when recomputing) */
     int chained;      /* a 2BW chain (chain_2bw): OPT_STEP also copies the weights */
     int *members;     /* [collective id] ranks in it */
+    double tied;      /* wte's bytes when a tied head sits on another stage than wte, else 0 */
+    int *tied_ids, ntied; /* the k-th optimizer step's wte all-reduce (-1: none) */
 } ctx;
 
 static double stage_time(ctx *x, int r, int st, int bwd) {
@@ -84,14 +89,46 @@ static int red_key(const ctx *x, int d, const ht_pipe_instr *in, char *mask) {
     return x->S;
 }
 
+/* Bytes a stage's REDUCE_GRADS sums: its parameters, without wte when tied. */
+static double red_params(const ctx *x, int st) {
+    return stage_params(x, st) - (st == 0 ? x->tied : 0);
+}
+
 /* Bytes a key reduces: one stage's parameters, or every stage of the set. */
 static double key_bytes(const ctx *x, int key, char *mask) {
-    if (key < x->S) return stage_params(x, key);
+    if (key < x->S) return red_params(x, key);
     held(x, stage_rank(x->s, 0, key - x->S) , mask);
     double b = 0;
     for (int st = 0; st < x->S; st++)
-        b += mask[st] ? stage_params(x, st) : 0;
+        b += mask[st] ? red_params(x, st) : 0;
     return b;
+}
+
+/* Whether schedule rank d holds the first (end 0) or last (end 1) stage. */
+static int holds_end(const ctx *x, int d, int end, char *mask) {
+    held(x, d, mask);
+    return mask[end ? x->S - 1 : 0];
+}
+
+/* A tied head's all-reduces: one per optimizer step of the streams, among every rank of
+ * every replica whose schedule rank holds the first or the last stage. */
+static void make_tied(ht_sim *sim, ctx *x) {
+    if (x->tied <= 0) return;
+    char *mask = ht_xmalloc((size_t)x->S);
+    int *members = ht_xmalloc((size_t)x->P * x->W * sizeof *members), n = 0;
+    for (int w = 0; w < x->W; w++)
+        for (int d = 0; d < x->D; d++)
+            for (int p = x->first[d]; (holds_end(x, d, 0, mask) || holds_end(x, d, 1, mask)) &&
+                                      p < x->first[d + 1];
+                 p++)
+                members[n++] = w * x->P + p;
+    for (int i = 0; i < x->s->len[0]; i++)
+        x->ntied += x->s->ins[0][i].op == HT_PI_OPT_STEP;
+    x->tied_ids = ht_xmalloc((size_t)(x->ntied ? x->ntied : 1) * sizeof *x->tied_ids);
+    for (int k = 0; k < x->ntied; k++)
+        x->tied_ids[k] = n > 1 ? ht_sim_coll_new(sim, members, n, x->tied, x->p->alg) : -1;
+    free(members);
+    free(mask);
 }
 
 /* Creates the REDUCE_GRADS collectives: the k-th REDUCE_GRADS of a key on every rank (of
@@ -149,6 +186,7 @@ static void push_rank(ht_sim *sim, ctx *x, int w, int p, const int *ids, int max
                       const char *recompute, const int *names) {
     const ht_pipe_sched *s = x->s;
     const int d = x->q_of[p], r = w * x->P + p, mb = x->cnt[p];
+    int ntied = 0;
     int *occ = ht_xcalloc((size_t)(2 * x->S), sizeof *occ);
     char *mask = ht_xmalloc((size_t)x->S);
     char *busy = ht_xcalloc((size_t)(s->nbuf[d] > 0 ? s->nbuf[d] : 1), 1);
@@ -192,7 +230,15 @@ static void push_rank(ht_sim *sim, ctx *x, int w, int p, const int *ids, int max
             break;
         }
         case HT_PI_OPT_STEP: {
-            double b = 0;
+            const int id = x->tied > 0 && ntied < x->ntied ? x->tied_ids[ntied++] : -1;
+            if (id >= 0 && (holds_end(x, d, 0, mask) || holds_end(x, d, 1, mask))) {
+                double d2h, h2d = ht_sim_host_copy(x->c, r, &d2h); /* as reduce_stage */
+                ht_sim_compute(sim, r, x->tied * d2h, HT_SIM_CAT_COMM, name);
+                ht_sim_coll(sim, r, id, name);
+                ht_sim_wait(sim, r, id, name);
+                ht_sim_compute(sim, r, x->tied * h2d, HT_SIM_CAT_COMM, name);
+            }
+            double b = holds_end(x, d, 1, mask) && !mask[0] ? x->tied : 0; /* wte's copy */
             held(x, d, mask);
             for (int k = 0; k < x->S; k++)
                 b += mask[k] ? stage_params(x, k) : 0;
@@ -294,12 +340,14 @@ static int run_sched(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_s
     for (int o = 0; o < HT_PI_NOPS; o++)
         names[o] = ht_sim_name(sim, ht_pipe_op_names[o]);
     int maxk;
+    x.tied = x.S > 1 ? sm->tied_bytes : 0;
     int *ids = make_reductions(sim, &x, &maxk);
+    make_tied(sim, &x);
     char mask[4096];
     for (int w = 0; w < x.W; w++)
         for (int pr = 0; pr < x.P; pr++) {
             push_rank(sim, &x, w, pr, ids, maxk, recompute, names);
-            double b = 0;
+            double b = holds_end(&x, x.q_of[pr], 1, mask) && !mask[0] ? x.tied : 0;
             held(&x, x.q_of[pr], mask);
             for (int st = 0; st < x.S; st++)
                 b += mask[st] ? stage_params(&x, st) : 0;
@@ -318,6 +366,7 @@ static int run_sched(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_s
     free(x.wshare);
     free(x.inb);
     free(x.members);
+    free(x.tied_ids);
     free(x.first), free(x.off), free(x.cnt), free(x.q_of);
     return rc;
 }

@@ -126,13 +126,6 @@ static void evaluate(const ht_sim_cluster *c, int n, const ht_model *m, const ht
     const int B = dp->B, alg = dp->alg;
     /* the batch hettrain builds its model at: the global batch (data parallel, whose split
      * may move), a micro-batch (pipelines) */
-    if (k->kind >= 0 && m->tied) { /* as the trainer's config check refuses it */
-        k->ok = 0;
-        snprintf(k->why, sizeof k->why,
-                 "hettrain cannot build it: model.tie_embeddings under a pipeline is not "
-                 "supported yet");
-        return;
-    }
     if (ht_model_check_batch(m, k->kind < 0 ? B : B / (k->W * k->N)) != HT_OK) {
         k->ok = 0;
         snprintf(k->why, sizeof k->why, "hettrain cannot build it: %s", ht_errmsg());

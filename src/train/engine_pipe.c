@@ -20,6 +20,7 @@
 #include "train/pipe_exec.h"
 #include "pipe/sched_2bw.h"
 #include "pipe/schedule.h"
+#include "pipe/tied.h"
 #include "pipe/transform.h"
 #include "train/engine.h"
 #include "train/engine_pipe.h"
@@ -89,6 +90,7 @@ void ht_pipe_send_state(ht_job *j, size_t off, size_t n, int from, int to, int t
 static void gather(ht_job *j) {
     pipe_state *p = j->engine_state;
     drain_2bw(j, p);
+    ht_pipe_tied_verify(ht_pipe_exec_tied(p->x), &j->model); /* wte's copies still equal */
     for (int s = 0; s < p->sched.S; s++) {
         int owner = ht_pipe_exec_owner(p->x, s);
         if (owner == 0 || (j->rank != 0 && j->rank != owner)) continue;

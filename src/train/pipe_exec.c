@@ -13,6 +13,7 @@
 #include "nn/model.h"
 #include "plan/bounds.h"
 #include "pipe/sched_2bw.h"
+#include "pipe/tied.h"
 
 /* One activation buffer set: what a micro-batch's forward through a stage leaves for its
  * backward. Slot 0 is the model's own buffers. */
@@ -82,7 +83,8 @@ struct ht_pipe_exec {
     const ht_pipe_instr *ins;
     int len;
     msg *msgs; /* [len]: used by SEND_* and RECV_* entries */
-    float *red; /* host staging of one stage's gradients (the largest this rank holds) */
+    float *red; /* host staging of one stage's gradients (the largest this rank holds, or wte) */
+    ht_pipe_tied tied; /* a tied head: wte's two copies kept equal (tied.h) */
     ht_pipe_stats st;
     double *t_fwd, *t_bwd; /* [S] seconds of FWD / BWD (RECOMPUTE counts as FWD) since reset */
     int *n_fwd, *n_bwd;
@@ -367,6 +369,8 @@ ht_pipe_exec *ht_pipe_exec_new_layers(ht_model *m, const ht_pipe_sched *s, const
         ht_pipe_exec_stage_params(x, in->stage, &off, &n);
         if (n > red) red = n;
     }
+    ht_pipe_tied_init(&x->tied, m, s, x->first, place.D, place.R, x->me);
+    if (x->tied.mine && x->tied.n > red) red = x->tied.n;
     x->red = ht_xmalloc(red * sizeof(float));
     /* The model's own buffers (max_batch of every layer: at least one stage's micro-batch)
      * are slot 0, or on a recomputing rank its work set: there every slot holds only what
@@ -439,6 +443,7 @@ void ht_pipe_exec_free(ht_pipe_exec *x) {
     free(x->first), free(x->off), free(x->cnt);
     free(x->slots);
     free(x->red);
+    ht_pipe_tied_free(&x->tied);
     for (int st = 0; st < x->s->S; st++)
         free(x->lay[st].act_off), free(x->lay[st].save_off), free(x->lay[st].keep_off),
             free(x->lay[st].kout_off), free(x->lay[st].ksave_off);
@@ -451,6 +456,7 @@ void ht_pipe_exec_free(ht_pipe_exec *x) {
 }
 
 const ht_pipe_stats *ht_pipe_exec_stats(const ht_pipe_exec *x) { return &x->st; }
+ht_pipe_tied *ht_pipe_exec_tied(ht_pipe_exec *x) { return &x->tied; }
 
 /* ------------------------------------------------------------------ instructions */
 
@@ -614,29 +620,6 @@ static void exec_recv(ht_pipe_exec *x, int i) {
     ht_trace_span(in->op == HT_PI_RECV_ACT ? "wait act" : "wait grad", t0, t1);
 }
 
-/* World ranks holding stage s (every replica; both directions under Chimera; every rank of
- * a replicated stage's group), ascending. */
-static int holders(const ht_pipe_exec *x, int s, int *out) {
-    const ht_pipe_sched *sc = x->s;
-    int n = 0;
-    for (int r = 0; r < x->pl.R; r++)
-        for (int d = 0; d < sc->ndir; d++) {
-            const int q = ht_pipe_stage_rank(sc->p.kind, sc->p.D, sc->p.v, d, s);
-            for (int p = x->first[q]; p < x->first[q + 1]; p++) {
-                int w = r * x->pl.D + p, dup = 0;
-                for (int k = 0; k < n; k++)
-                    dup |= out[k] == w;
-                if (!dup) out[n++] = w;
-            }
-        }
-    for (int a = 1; a < n; a++) /* insertion sort: every member lists them alike */
-        for (int b = a; b > 0 && out[b - 1] > out[b]; b--) {
-            int t = out[b];
-            out[b] = out[b - 1], out[b - 1] = t;
-        }
-    return n;
-}
-
 /* REDUCE_GRADS of stage s: its gradients summed over every rank that holds it, where the
  * stream says (right after the stage's last backward, so that it overlaps the other ranks'
  * remaining work). A blocking ring among the holders: the checker verified that every holder
@@ -644,18 +627,28 @@ static int holders(const ht_pipe_exec *x, int s, int *out) {
  * data-parallel replicas run the same stream). */
 static void reduce_stage(ht_pipe_exec *x, int s) {
     int *members = ht_xmalloc((size_t)(2 * x->pl.R * x->pl.D) * sizeof(int));
-    int p = holders(x, s, members);
-    size_t off, n;
+    int p = ht_pipe_holders(x->s, x->first, x->pl.D, x->pl.R, s, members);
+    size_t off, n, at[2], cnt[2];
     ht_pipe_exec_stage_params(x, s, &off, &n);
     if (p >= 2 && n > 0) {
         double t0 = ht_now();
-        ht_buf_read(x->m->dev, x->m->grads, off * sizeof(float), n * sizeof(float), x->red);
-        ht_comm_group_allreduce(x->red, n, members, p, HT_COMM_GROUP_TAG + s);
-        ht_buf_write(x->m->dev, x->m->grads, off * sizeof(float), n * sizeof(float), x->red);
+        for (int k = 0, np = ht_pipe_tied_parts(&x->tied, s, off, n, at, cnt); k < np; k++) {
+            const size_t o = at[k] * sizeof(float), b = cnt[k] * sizeof(float);
+            ht_buf_read(x->m->dev, x->m->grads, o, b, x->red);
+            ht_comm_group_allreduce(x->red, cnt[k], members, p, HT_COMM_GROUP_TAG + s);
+            ht_buf_write(x->m->dev, x->m->grads, o, b, x->red);
+        }
         x->st.comm += ht_now() - t0;
         ht_trace_span("REDUCE_GRADS", t0, ht_now());
     }
     free(members);
+}
+
+/* The tied head's exchange once the step's gradient is whole (tied.h). */
+static void tied_reduce(ht_pipe_exec *x) {
+    double t0 = ht_now();
+    ht_pipe_tied_reduce(&x->tied, x->m, x->red);
+    x->st.comm += ht_now() - t0;
 }
 
 /* Progresses outstanding sends (MPI moves data only inside its calls). */
@@ -709,6 +702,7 @@ void ht_pipe_exec_step(ht_pipe_exec *x, int64_t step, uint64_t seed, float grad_
     for (int i = 0; i < x->len; i++)
         msg_wait(&x->msgs[i]);
     restore(x);
+    tied_reduce(x);
     x->st.step = ht_now() - t_step;
 }
 
@@ -770,6 +764,7 @@ int ht_pipe_exec_2bw_period(ht_pipe_exec *x, int64_t t, int has_cur, uint64_t se
         ht_buf_copy(m->dev, x->pv[dst], 0, x->pv[x->newest], 0, m->nparams * sizeof(float));
         x->newest = dst, x->has_older = 1;
         m->grads = x->gv[x->pend & 1];
+        tied_reduce(x);
     }
     m->params = x->pv[x->newest];
     x->pend = has_cur ? t : -1, x->pend_p = x->cur_p;

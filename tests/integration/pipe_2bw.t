@@ -30,6 +30,9 @@ train = { batch = 12; steps = 6; seed = 5; eval_every = 0; eval_batches = 2; };
 optim = { type = "sgd"; lr = 0.5; momentum = 0.0; };
 log = { every = 1; progress = "none"; };
 CFG
+# GPT-2's tied head (issue 33): wte's copies on the first and last stage summed after the
+# batch's backwards, in the period that applies it
+sed 's/dropout = 0.1; };/dropout = 0.1; tie_embeddings = true; };/' "$TMP/gpt.cfg" >"$TMP/gptt.cfg"
 if [ ! -f "$TEXT" ]; then
     echo "1..0 # SKIP tiny shakespeare not found at $TEXT"
     exit 0
@@ -85,6 +88,7 @@ ok $? "$model: the delayed-gradient reference over $T batches (one-process steps
 }
 reference mlp
 reference gpt
+reference gptt
 
 # tbw MODEL NP D N NAME [ARGS]: a 2bw run against the reference
 tbw() {
@@ -108,6 +112,8 @@ tbw mlp 4 2 2 r2                               # 2 data-parallel replicas of a 2
 # dropout on: the previous batch's backwards regenerate that batch's masks
 tbw gpt 2 2 3 gd2n3
 tbw gpt 3 3 4 gd3n4
+tbw gptt 2 2 3 tgd2n3   # tied: the pending batch's wte gradients summed over ranks 0 and 1
+tbw gptt 4 2 2 tr2      # and over 2 replicas
 
 "$HETTRAIN" -c "$TMP/mlp.cfg" -q --set log.metrics="$TMP/sync.jsonl" >/dev/null 2>&1
 losses "$TMP/sync.jsonl" >"$TMP/sync.loss"

@@ -382,6 +382,38 @@ static void free_sched(ht_pipe_sched *s) {
     free(s->nbuf);
 }
 
+/* A tied head (src/pipe/tied.h) on pipelines()'s 1F1B of 4 stages: a 256-byte wte (of fc1's
+ * 288 parameter bytes) also held by the last stage's rank 3. Before the optimizer step ranks
+ * 0 and 3 read wte's gradients to the host and write the sum back at 1 kB/s each way (free
+ * link): + 0.512 s on the makespan; the ring moves 2 x 256 bytes; rank 3 holds 256 more bytes
+ * of weights, gradients and momentum (sgd): + 768 at its peak; rank 0 nothing more. */
+static void tied_head(const ht_sim_cluster *c, ht_sim_model *sm, ht_profile *p,
+                      const int *bounds, int D, int N) {
+    ht_pipe_sched s;
+    hand_sched(&s, D, N, 1);
+    ht_sim_pipe pp = {.s = &s, .W = 1, .mb = 32, .bounds = bounds, .alg = HT_SIM_RING};
+    double in = sm->in_bytes;
+    sm->in_bytes = 0;
+    p->dev[0].d2h_gbs = p->dev[0].h2d_gbs = 1e-6;
+    ht_sim_result a, b;
+    int rc = ht_sim_run_pipe(c, sm, &pp, 0, NULL, &a);
+    sm->tied_bytes = 256;
+    int rc2 = ht_sim_run_pipe(c, sm, &pp, 0, NULL, &b);
+    tap_ok(rc == HT_OK && rc2 == HT_OK && fabs(b.makespan - a.makespan - 0.512) < 1e-6 &&
+               NEAR(b.bytes - a.bytes, 512.0) &&
+               NEAR(b.rank[3].peak_mem - a.rank[3].peak_mem, 768.0) &&
+               NEAR(b.rank[0].peak_mem, a.rank[0].peak_mem),
+           "tied head, 1f1b D=%d: makespan + %.6f s (0.512), ring bytes + %.0f (512), rank 3 "
+           "peak + %.0f (768), rank 0 + %.0f (0)",
+           D, b.makespan - a.makespan, b.bytes - a.bytes, b.rank[3].peak_mem - a.rank[3].peak_mem,
+           b.rank[0].peak_mem - a.rank[0].peak_mem);
+    ht_sim_result_free(&a);
+    ht_sim_result_free(&b);
+    sm->tied_bytes = 0, sm->in_bytes = in;
+    p->dev[0].d2h_gbs = p->dev[0].h2d_gbs = 0;
+    free_sched(&s);
+}
+
 static void pipelines(void) {
     const int D = 4, N = 6;
     double fwd[4] = {1000, 1000, 1000, 1000}; /* 1 s per stage forward at batch 32 */
@@ -473,6 +505,7 @@ static void pipelines(void) {
         }
         free_sched(&s);
     }
+    tied_head(&c, &sm, p, bounds, D, N);
     /* a stream that waits for a message nobody sends: deadlock, not a hang */
     ht_pipe_sched s;
     hand_sched(&s, D, N, 0);
