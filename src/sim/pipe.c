@@ -5,14 +5,14 @@
  * pieces between the ranks whose samples overlap); FWD / BWD / RECOMPUTE take the stage's
  * layer times at the rank's samples per micro-batch on its device; SEND / RECV move the stage boundary's activation or gradient over the
  * link between the two ranks; REDUCE_GRADS is a blocking all-reduce among every rank that
- * holds a copy of the same stages (the replicas, and Chimera's other direction); a tied head
- * (sm->tied_bytes, src/pipe/tied.h) adds, before each optimizer step, one all-reduce of wte
- * among every rank of the first and last stages (stage 0's REDUCE_GRADS then leaves wte out),
- * and the last stage's ranks hold wte too; memory
+ * holds a copy of the same stages (the replicas, and Chimera's other direction); memory
  * counts the parameters, gradients and optimizer state of the rank's stages plus every slot
  * in use, a slot holding a micro-batch's kept activations of its stage from its first use
  * (LOAD, RECV_ACT, FWD) until the BWD that frees it (only the stage's input between FWD and
- * RECOMPUTE where the stream recomputes). */
+ * RECOMPUTE where the stream recomputes).
+ * A tied head (sm->tied_bytes, src/train/pipe_tied.h) adds, before each optimizer step, one
+ * all-reduce of wte among every rank of the first and last stages (stage 0's REDUCE_GRADS
+ * then leaves wte out); the last stage's ranks hold wte too. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -109,7 +109,7 @@ typedef struct ht_sim_model {
     ht_sim_layer *l;
     double param_bytes; /* total */
     double tied_bytes;  /* a tied head's weight (GPT-2's wte, the first layer's), 0: none; a
-                           pipeline's last stage holds a copy (src/pipe/tied.h) */
+                           pipeline's last stage holds a copy (src/train/pipe_tied.h) */
     double in_bytes;    /* per sample input */
     int optim_bytes_per_param; /* optimizer traffic per parameter: sgd 20, adamw 28 */
     int optim_state_floats;    /* per parameter besides params and grads: sgd 1, adamw 2 */

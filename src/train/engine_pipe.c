@@ -20,7 +20,7 @@
 #include "train/pipe_exec.h"
 #include "pipe/sched_2bw.h"
 #include "pipe/schedule.h"
-#include "pipe/tied.h"
+#include "train/pipe_tied.h"
 #include "pipe/transform.h"
 #include "train/engine.h"
 #include "train/engine_pipe.h"

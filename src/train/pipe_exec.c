@@ -13,7 +13,7 @@
 #include "nn/model.h"
 #include "plan/bounds.h"
 #include "pipe/sched_2bw.h"
-#include "pipe/tied.h"
+#include "train/pipe_tied.h"
 
 /* One activation buffer set: what a micro-batch's forward through a stage leaves for its
  * backward. Slot 0 is the model's own buffers. */
@@ -84,7 +84,7 @@ struct ht_pipe_exec {
     int len;
     msg *msgs; /* [len]: used by SEND_* and RECV_* entries */
     float *red; /* host staging of one stage's gradients (the largest this rank holds, or wte) */
-    ht_pipe_tied tied; /* a tied head: wte's two copies kept equal (tied.h) */
+    ht_pipe_tied tied; /* a tied head: wte's two copies kept equal (train/pipe_tied.h) */
     ht_pipe_stats st;
     double *t_fwd, *t_bwd; /* [S] seconds of FWD / BWD (RECOMPUTE counts as FWD) since reset */
     int *n_fwd, *n_bwd;
@@ -644,7 +644,7 @@ static void reduce_stage(ht_pipe_exec *x, int s) {
     free(members);
 }
 
-/* The tied head's exchange once the step's gradient is whole (tied.h). */
+/* The tied head's exchange once the step's gradient is whole (train/pipe_tied.h). */
 static void tied_reduce(ht_pipe_exec *x) {
     double t0 = ht_now();
     ht_pipe_tied_reduce(&x->tied, x->m, x->red);

@@ -9,7 +9,7 @@
  * start. Gradients accumulate over micro-batches; REDUCE_GRADS sums a stage's gradients over
  * the ranks that hold it (data-parallel replicas; Chimera's two directions; the ranks of a
  * replicated stage); a tied head's two copies of wte (first and last stage) get their summed
- * gradient after the step's backwards (tied.h). The optimizer
+ * gradient after the step's backwards (train/pipe_tied.h). The optimizer
  * step is the caller's (it may clip by the global norm first: ht_pipe_exec_grad_sq). */
 #ifndef HT_TRAIN_PIPE_EXEC_H
 #define HT_TRAIN_PIPE_EXEC_H
@@ -121,7 +121,7 @@ void ht_pipe_exec_stage_params(const ht_pipe_exec *x, int s, size_t *off, size_t
 int ht_pipe_exec_owner(const ht_pipe_exec *x, int s);
 
 const ht_pipe_stats *ht_pipe_exec_stats(const ht_pipe_exec *x);
-/* The tied head's exchange (pipe/tied.h: ht_pipe_tied_verify). */
+/* The tied head's exchange (train/pipe_tied.h: ht_pipe_tied_verify). */
 struct ht_pipe_tied *ht_pipe_exec_tied(ht_pipe_exec *x);
 /* Mean seconds of one micro-batch's FWD (RECOMPUTE included) and BWD per stage since the
  * last reset, emulated slowdown included (0 for stages this rank does not run); reset != 0

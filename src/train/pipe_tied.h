@@ -1,7 +1,7 @@
 /* A tied head under a pipeline, as Megatron-LM keeps it: GPT-2's head reads wte, which the
  * embedding on the first stage owns. Every pipeline rank holds the whole flat parameter
- * buffer (exec.h), so the ranks of the last stage hold a copy of wte that the head reads and
- * whose gradient its backward writes. Both copies start equal (every rank initialises or
+ * buffer (train/pipe_exec.h), so the ranks of the last stage hold a copy of wte that the head
+ * reads and whose gradient its backward writes. Both copies start equal (every rank initialises or
  * loads the same tensor). After a step's backwards their gradients are summed over every
  * rank holding the first or the last stage (data-parallel replicas, both Chimera directions,
  * every rank of a replicated stage) in one ring all-reduce; the first stage's own
@@ -10,8 +10,8 @@
  * the same bits, so the same optimizer step follows on every copy and they stay bit-equal.
  * wte stays in stage 0's parameter range: the global norm and the checkpoint gather count it
  * once, from stage 0's owner. */
-#ifndef HT_PIPE_TIED_H
-#define HT_PIPE_TIED_H
+#ifndef HT_TRAIN_PIPE_TIED_H
+#define HT_TRAIN_PIPE_TIED_H
 
 #include <stddef.h>
 

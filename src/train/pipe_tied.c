@@ -1,5 +1,5 @@
-/* A tied head under a pipeline: the two copies of wte kept equal (see tied.h). */
-#include "pipe/tied.h"
+/* A tied head under a pipeline: the two copies of wte kept equal (see pipe_tied.h). */
+#include "train/pipe_tied.h"
 
 #include <stdlib.h>
 #include <string.h>
