@@ -252,7 +252,8 @@ int ht_config_check_world(const ht_config *cfg, int world) {
                           "key 'cluster.devices': found %d values, expected 1 (for all ranks) "
                           "or %d (one per rank)",
                           cfg->cluster.ndevices, world, world);
-    if (!cfg->cluster.nshares && cfg->train.batch < world)
+    /* a pipeline splits the batch into replicas x micro-batches (its engine checks that) */
+    if (!cfg->cluster.nshares && cfg->pipe.schedule == HT_PIPE_NONE && cfg->train.batch < world)
         return world_fail(cfg, "",
                           "key 'train.batch': found %d, expected at least %d so that every "
                           "rank gets a sample",

@@ -91,8 +91,10 @@ static void trace_layer(void *ctx, int layer, int n, int kind, double t0, double
 static int setup_model(ht_job *j) {
     const ht_config *cfg = j->cfg;
     const ht_source *src = &j->src;
-    /* sizes against the device before anything is allocated: exit 2 naming the keys */
-    int rc = ht_fit_check(cfg, ht_dev_info(j->dev), src->train.features, src->train.classes, j->B);
+    /* sizes against the device before anything is allocated: exit 2 naming the keys (at the
+     * batch the model is built for: a pipeline's micro-batch) */
+    int rc = ht_fit_check(cfg, ht_dev_info(j->dev), src->train.features, src->train.classes,
+                          j->model_batch);
     if (rc != HT_OK) return rc;
     if ((rc = ht_build_model(&j->model, j->dev, cfg, src->train.features, src->train.classes,
                              j->model_batch)) != HT_OK)

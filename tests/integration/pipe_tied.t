@@ -62,6 +62,19 @@ check 2 chimera 2 2 --set pipe.recompute=all
 check 2 hepipe 2 6 --set pipe.partition=hetero --set 'cluster.slowdown=[1.0,3.0]'
 check 3 1f1b 3 2 --set "pipe.stage_ranks=[1,2]" --set "pipe.boundaries=[4]" # head on 2 ranks
 
+# a batch of one sample as a 2-stage pipeline (N = 1): no longer refused for having fewer
+# samples than ranks (a pipeline's ranks share each sample)
+one1() { "$HETTRAIN" -c "$TMP/gpt.cfg" -q --set train.batch=1 --set log.metrics="$TMP/b1.jsonl" >/dev/null 2>&1; }
+one1
+mpirun_ht 2 "$HETTRAIN" -c "$TMP/gpt.cfg" -q --set train.batch=1 --set pipe.schedule=1f1b \
+    --set pipe.stages=2 --set pipe.micro_batches=1 --set log.metrics="$TMP/b2.jsonl" >"$TMP/b2.out" 2>&1
+rc=$?
+losses "$TMP/b1.jsonl" >"$TMP/b1.loss"
+losses "$TMP/b2.jsonl" >"$TMP/b2.loss"
+[ $rc -eq 0 ] && same_losses "$TMP/b1.loss" "$TMP/b2.loss" 4 2e-5
+ok $? "batch 1 on a 2-rank pipeline: the one-process losses at batch 1 (exit $rc)"
+[ $rc -eq 0 ] || diag "$(grep error "$TMP/b2.out" | head -2)"
+
 # the copies compared at the end: rank 0 says so once
 mpirun_ht 2 "$HETTRAIN" -c "$TMP/gpt.cfg" --set pipe.schedule=1f1b --set pipe.stages=2 \
     --set pipe.micro_batches=2 --set checkpoint.path="$TMP/v.ckpt" >"$TMP/v.out" 2>&1
