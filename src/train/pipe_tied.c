@@ -45,8 +45,8 @@ static int tied_tensor(const ht_model *m, size_t *off, size_t *n) {
     return 0;
 }
 
-void ht_pipe_tied_init(ht_pipe_tied *t, const ht_model *m, const ht_pipe_sched *s,
-                       const int *first, int D, int R, int me) {
+void ht_pipe_tied_init(ht_pipe_tied *t, const ht_model *m, const ht_pipe_sched *s, const int *first,
+                       int D, int R, int me) {
     memset(t, 0, sizeof *t);
     if (s->S < 2 || !tied_tensor(m, &t->off, &t->n)) return;
     t->on = 1;
@@ -115,7 +115,8 @@ void ht_pipe_tied_verify(ht_pipe_tied *t, ht_model *m) {
         if (!all[2 * r]) continue;
         if (ref < 0) ref = r;
         if (all[2 * r + 1] != all[2 * ref + 1])
-            ht_die(HT_ERUNTIME, "pipe: the tied head's copies of wte differ: rank %d's CRC32C "
+            ht_die(HT_ERUNTIME,
+                   "pipe: the tied head's copies of wte differ: rank %d's CRC32C "
                    "%08x, rank %d's %08x (a bug: their gradients are summed every step)",
                    ref, all[2 * ref + 1], r, all[2 * r + 1]);
     }

@@ -34,8 +34,8 @@ int ht_pipe_holders(const ht_pipe_sched *s, const int *first, int D, int R, int 
 
 /* The exchange for model m cut by schedule s (groups first, D pipeline ranks, R replicas)
  * seen from world rank me; t->on = 0 for an untied model or one stage. */
-void ht_pipe_tied_init(ht_pipe_tied *t, const ht_model *m, const ht_pipe_sched *s,
-                       const int *first, int D, int R, int me);
+void ht_pipe_tied_init(ht_pipe_tied *t, const ht_model *m, const ht_pipe_sched *s, const int *first,
+                       int D, int R, int me);
 void ht_pipe_tied_free(ht_pipe_tied *t);
 
 /* The parts of stage st's parameter range [off, off + n) that its REDUCE_GRADS sums:
