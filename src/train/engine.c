@@ -9,16 +9,16 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "plan/job.h"
 #include "train/checkpoint.h"
 
-/* Exactly one engine wants a loaded job (from pipe.schedule and the sync.mode row's flags;
- * the config's rules refuse the combinations none runs), so the order here decides nothing. */
-static const ht_engine *const ENGINES[] = {&ht_engine_pipe, &ht_engine_async, &ht_engine_dp};
-
+/* The plan phase decides the engine (plan/job.h: the same order for hetsim). */
 const ht_engine *ht_engine_for(const ht_config *cfg) {
-    for (size_t i = 0; i < sizeof ENGINES / sizeof ENGINES[0]; i++)
-        if (ENGINES[i]->wants(cfg)) return ENGINES[i];
-    return &ht_engine_dp; /* not reached for a config ht_config_load accepted */
+    switch (ht_plan_engine_of(cfg)) {
+    case HT_PLAN_PIPE: return &ht_engine_pipe;
+    case HT_PLAN_ASYNC: return &ht_engine_async;
+    default: return &ht_engine_dp;
+    }
 }
 
 /* ------------------------------------------------------------ the shared step path */

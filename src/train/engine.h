@@ -4,7 +4,7 @@
  * executor); finish closes the metrics and frees. Every engine reports through one shared
  * path (ht_job_after_step and friends below): metrics, progress, the NaN check, evaluation and
  * checkpoints behave the same whatever runs the steps. Engines are listed in one table
- * (engine.c); adding one touches no other. Internal to src/train. */
+ * (engine.c), picked by the plan phase (plan/job.h). Internal to src/train. */
 #ifndef HT_TRAIN_ENGINE_H
 #define HT_TRAIN_ENGINE_H
 
@@ -78,20 +78,18 @@ typedef struct ht_job {
     void *engine_state; /* the engine's; freed with free() at finish when still set */
 } ht_job;
 
-/* An engine: `wants` says whether it runs cfg's job (exactly one engine wants a job that
- * ht_config_load accepted); `check` refuses, before any device work, options it cannot honour (HT_EINPUT naming
+/* An engine: the plan phase picks which runs cfg's job (ht_plan_engine_of); `check` refuses, before any device work, options it cannot honour (HT_EINPUT naming
  * the keys; may be NULL); it sees cfg, opts, rank, world and cl, may lower model_batch and
  * may clear holds_model
  * for this rank and set engine_state; `run` trains from j->start to j->end and fills res
  * (a rank without a model only serves). */
 typedef struct ht_engine {
     const char *name;
-    int (*wants)(const ht_config *cfg);
     int (*check)(ht_job *j);
     int (*run)(ht_job *j, ht_train_result *res);
 } ht_engine;
 
-/* The engine for cfg (engine.c's table): the one that wants it. Never NULL. */
+/* The engine for cfg: the one ht_plan_engine_of (plan/job.h) names. Never NULL. */
 const ht_engine *ht_engine_for(const ht_config *cfg);
 
 extern const ht_engine ht_engine_dp;    /* engine_dp.c */

@@ -20,10 +20,6 @@
 #include "train/async_ckpt.h"
 #include "train/engine.h"
 
-static int async_wants(const ht_config *cfg) {
-    return cfg->pipe.schedule == HT_PIPE_NONE &&
-           !(ht_sync_rows[cfg->sync.mode].flags & HT_SYNC_F_LOCKSTEP);
-}
 
 static int async_check(ht_job *j) {
     const ht_config *cfg = j->cfg;
@@ -170,4 +166,4 @@ static int async_run(ht_job *j, ht_train_result *res) {
     return j->opts->trace ? ht_cluster_trace_write(j->cl, j->opts->trace) : HT_OK;
 }
 
-const ht_engine ht_engine_async = {"asynchronous", async_wants, async_check, async_run};
+const ht_engine ht_engine_async = {"asynchronous", async_check, async_run};

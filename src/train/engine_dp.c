@@ -17,12 +17,6 @@
 #include "sync/sync.h"
 #include "train/engine.h"
 
-/* No pipeline, and a policy whose workers step together (bsp). */
-static int dp_wants(const ht_config *cfg) {
-    return cfg->pipe.schedule == HT_PIPE_NONE &&
-           (ht_sync_rows[cfg->sync.mode].flags & HT_SYNC_F_LOCKSTEP);
-}
-
 /* Ends a trace span after the device has finished its work (only when tracing: the extra
  * synchronisation would cost time otherwise). */
 static void trace_end(ht_dev *dev) {
@@ -254,4 +248,4 @@ static int dp_run(ht_job *j, ht_train_result *res) {
     return rc;
 }
 
-const ht_engine ht_engine_dp = {"data parallel", dp_wants, NULL, dp_run};
+const ht_engine ht_engine_dp = {"data parallel", NULL, dp_run};
