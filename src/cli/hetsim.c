@@ -12,11 +12,9 @@
 #include "core/err.h"
 #include "data/data.h"
 #include "nn/model.h"
-#include "plan/bounds.h"
-#include "pipe/sched_2bw.h"
 #include "pipe/transform.h"
-#include "plan/pipe_plan.h"
 #include "plan/job.h"
+#include "sim/calib.h"
 #include "sim/sim.h"
 #include "build/build.h"
 #include "cli/hetsim.h"
@@ -146,19 +144,6 @@ static int simulate_sync(const job *j, int n, ht_sim_result *r, int *W_out) {
     return ht_sim_run_sync(j->c, j->sm, &p, r);
 }
 
-/* Every layer's forward and backward seconds at `samples` on each of n ranks, laid out as the
- * trainer's start-up calibration (ht_pipe_plan_calibrate), from the cost model. */
-static double *calibration(const job *j, int n, int samples) {
-    const int L = j->sm->nlayers;
-    double *cal = ht_xmalloc((size_t)n * 2 * (size_t)(L ? L : 1) * sizeof *cal);
-    for (int k = 0; k < n; k++)
-        for (int l = 0; l < L; l++) {
-            cal[(size_t)k * 2 * L + l] = ht_sim_layer_time(j->c, k, j->sm, l, samples, 0);
-            cal[(size_t)k * 2 * L + L + l] = ht_sim_layer_time(j->c, k, j->sm, l, samples, 1);
-        }
-    return cal;
-}
-
 /* pipe.stage_ranks against the micro-batch (the world rule of config/rules.c over the
  * simulated ranks; its sum and boundaries were checked when the config loaded). */
 static int check_stage_ranks(const ht_config *cfg, int mb) {
@@ -167,25 +152,6 @@ static int check_stage_ranks(const ht_config *cfg, int mb) {
             return ht_error(HT_EINPUT, "%s: pipe.stage_ranks: a stage on %d ranks cannot split "
                             "micro-batches of %d samples", cfg->source, cfg->pipe.stage_ranks[q], mb);
     return HT_OK;
-}
-
-/* The trainer's plan (plan/job.h) of the job on n ranks from the cost model's costs. */
-static int plan_with_model(const job *j, int n, ht_plan *plan) {
-    const ht_config *cfg = j->cfg;
-    int need, need1;
-    ht_plan_needs(cfg, n, &need, &need1);
-    const int D = cfg->pipe.stages, mb = cfg->train.batch / (n / D * cfg->pipe.micro_batches);
-    int host[HT_PART_MAX_RANKS], alternating; /* as the trainer plans it */
-    ht_plan_cluster cl = {.world = n,
-                          .host = D <= HT_PART_MAX_RANKS
-                                      ? ht_pipe_plan_hosts(j->c->rank_host, D, host, &alternating)
-                                      : NULL};
-    ht_plan_costs c = {.cal = need ? calibration(j, n, mb) : NULL,
-                       .cal1 = need1 ? calibration(j, n, 1) : NULL,
-                       .opt_states = j->sm->optim_state_floats};
-    int rc = ht_plan_job(cfg, j->m, &cl, &c, plan);
-    free((void *)c.cal), free((void *)c.cal1);
-    return rc;
 }
 
 /* The description is per sample; what hettrain would refuse to build is refused too. */
@@ -234,7 +200,7 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
      * device, which the trainer measures at start-up: here the cost model's, through the
      * very same plan (plan/job.h) */
     ht_plan plan;
-    rc = plan_with_model(j, n, &plan);
+    rc = ht_sim_job_plan(j->c, j->sm, j->m, cfg, n, &plan);
     if (rc != HT_OK) return rc;
     const int no_flush = ht_pipe_kind_has(plan.pp.kind, HT_PIPE_F_NO_FLUSH);
     ht_pipe_sched s;

@@ -109,8 +109,12 @@ static int plan_pipe(const ht_config *cfg, const ht_model *m, const ht_plan_clus
     return HT_OK;
 }
 
-/* cluster.split "speed" with every rank's cost model: ranks that cost more than their
- * samples save get share 0 (5% minimum gain). */
+int ht_plan_dp_split(int B, int n, const double *speed, const double *fixed,
+                     const int *max_share, int *share, double *t_all, double *t_kept) {
+    return ht_plan_batch_split_exclude(B, n, speed, fixed, max_share, 0.05, share, t_all, t_kept);
+}
+
+/* cluster.split "speed" with every rank's cost model. */
 static int plan_dp(const ht_config *cfg, const ht_plan_cluster *cl, const ht_plan_costs *c,
                    ht_plan *p) {
     p->model_batch = p->B; /* a data-parallel rank builds its model at the global batch */
@@ -118,8 +122,8 @@ static int plan_dp(const ht_config *cfg, const ht_plan_cluster *cl, const ht_pla
         strcmp(cfg->cluster.split, "speed"))
         return HT_OK;
     p->shares = ht_xcalloc((size_t)cl->world, sizeof *p->shares);
-    return ht_plan_batch_split_exclude(p->B, cl->world, c->speed, c->fixed, NULL, 0.05, p->shares,
-                                       &p->t_all, &p->t_kept);
+    return ht_plan_dp_split(p->B, cl->world, c->speed, c->fixed, cl->max_share, p->shares,
+                            &p->t_all, &p->t_kept);
 }
 
 int ht_plan_job(const ht_config *cfg, const ht_model *m, const ht_plan_cluster *cl,

@@ -27,6 +27,8 @@ typedef struct ht_plan_cluster {
     const double *mem_limit; /* [D] bytes per pipeline rank for the hetero cut, or NULL: none */
     int allow_recompute;     /* the hetero cut may count on recomputation to fit them */
     int verbose;             /* log the hetero partition table (the trainer's rank 0) */
+    const int *max_share;    /* [world] data parallel: each rank's memory cap in samples
+                                (HT_PLAN_NO_CAP: none), or NULL: no caps */
 } ht_plan_cluster;
 
 /* The costs, measured or modelled. Which ones a job needs: ht_plan_needs. */
@@ -59,6 +61,12 @@ typedef struct ht_plan {
     ht_pipe_groups grp;  /* the pipeline ranks of each schedule rank */
     double *stage_time;  /* [P] hepipe: each stage's forward seconds (pp.stage_time), or NULL */
 } ht_plan;
+
+/* The data-parallel split by speed: ht_plan_batch_split_exclude with a 5% minimum gain
+ * (ranks that cost more than their samples save get share 0). max_share, t_all, t_kept may
+ * be NULL. */
+int ht_plan_dp_split(int B, int n, const double *speed, const double *fixed,
+                     const int *max_share, int *share, double *t_all, double *t_kept);
 
 /* Decides the plan of cfg's job on cl with costs c (the ones ht_plan_needs asks for; others
  * may be NULL). The config has passed the engine's checks. Returns HT_OK, or HT_EINPUT naming

@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/stop.h"
 #include "io/trace.h"
+#include "plan/job.h"
 #include "plan/plan.h"
 #include "prof/profile.h"
 #include "sync/sync.h"
@@ -100,7 +101,19 @@ static int split_by_speed(ht_job *j) {
         double t2 = time_pass(&j->model, s2, scale, 2, cl->slowdown);
         ht_plan_affine_from(s1, t1 > 1e-9 ? t1 : 1e-9, s2, t2, &sp, &fx);
     }
-    return ht_cluster_split_by_model(cl, sp, fx);
+    /* every rank's model, then the plan's split (plan/job.h: the one hetsim simulates) */
+    double *all_sp = ht_xcalloc((size_t)cl->world, sizeof *all_sp);
+    double *all_fx = ht_xcalloc((size_t)cl->world, sizeof *all_fx);
+    ht_cluster_gather_model(cl, sp, fx, all_sp, all_fx);
+    const ht_plan_cluster pc = {.world = cl->world};
+    const ht_plan_costs costs = {.speed = all_sp, .fixed = all_fx};
+    ht_plan plan;
+    int rc = ht_plan_job(j->cfg, &j->model, &pc, &costs, &plan);
+    if (rc == HT_OK)
+        rc = ht_cluster_adopt_split(cl, plan.shares, all_sp, all_fx, plan.t_all, plan.t_kept);
+    if (rc == HT_OK) ht_plan_free(&plan);
+    free(all_sp), free(all_fx);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- steps */
