@@ -3,7 +3,7 @@
  * stream (src/train/pipe_exec.c) once per global batch, and updates its parameters with the
  * gradients summed over every copy of its stages. Clipping uses the global norm over all
  * stages. Before an evaluation or a checkpoint the stage owners send their parameters and
- * optimizer state to rank 0 (j->gather), so rank 0 evaluates and saves the whole model in
+ * optimizer state to rank 0 (j->eng.gather), so rank 0 evaluates and saves the whole model in
  * the one-process format. Online re-partitioning (pipe.rebalance) is in pipe_repart.c. */
 #include <math.h>
 #include <stdio.h>
@@ -86,7 +86,7 @@ void ht_pipe_send_state(ht_job *j, size_t off, size_t n, int from, int to, int t
 /* Owner of every stage sends its parameters and optimizer state to rank 0 (2bw: the newest
  * weights, after a drain). */
 static void gather(ht_job *j) {
-    pipe_state *p = j->engine_state;
+    pipe_state *p = j->eng.state;
     drain_2bw(j, p);
     for (int s = 0; s < p->sched.S; s++) {
         int owner = ht_pipe_exec_owner(p->x, s);
@@ -457,11 +457,11 @@ static int pipe_loop(ht_job *j, pipe_state *p, ht_train_result *res) {
     for (; step < j->end && !stop; step++) {
         const int64_t done = step + 1;
         float lr = (float)ht_lr_at(&j->sched, step, j->total);
-        j->last = done == j->total;
+        j->eng.last = done == j->total;
         /* the loss every step: the NaN check (the sum rides on the stop flag's all-reduce) */
         pipe_step(j, p, step, lr, 1, v);
         stop = v[1] > 0;
-        j->samples = done * j->B;
+        j->eng.samples = done * j->B;
         if (step == j->start) {
             ht_job_first_step(j, res);
             ht_pipe_exec_stage_times(p->x, 1, NULL, NULL);
@@ -475,7 +475,7 @@ static int pipe_loop(ht_job *j, pipe_state *p, ht_train_result *res) {
     }
     free(v);
     if (rc != HT_OK) return rc;
-    j->interrupted = stop;
+    j->eng.interrupted = stop;
     if ((rc = records(j, p, sum, counted)) != HT_OK) return rc;
     return ht_job_loop_finish(j, step, res);
 }
@@ -496,8 +496,8 @@ static int run(ht_job *j, ht_train_result *res) {
         for (int r = 0; r < j->world; r++)
             j->cl->shares[r] = p.sched.p.N * p.grp.cnt[r % p.place.D];
         ht_cluster_announce(j->cl, ht_dev_info(j->dev)->name);
-        j->engine_state = &p;
-        j->gather = gather;
+        j->eng.state = &p;
+        j->eng.gather = gather;
         rc = pipe_loop(j, &p, res);
         if (rc == HT_OK) { /* issue 11: the memory model against what was allocated */
             const int q = p.q, nslot = p.sched.nbuf[q] > 0 ? p.sched.nbuf[q] : 1;
@@ -505,8 +505,8 @@ static int run(ht_job *j, ht_train_result *res) {
                                       p.bounds, built, p.grp.cnt[p.place.prank], q, nslot,
                                       ht_optim_state_count(&j->opt), p.tbw ? 2 : 1, j->metrics);
         }
-        j->gather = NULL;
-        j->engine_state = NULL;
+        j->eng.gather = NULL;
+        j->eng.state = NULL;
     }
     if (rc == HT_OK && j->opts->profile) ht_dev_profile_report(j->dev, stderr);
     ht_trace_set_step(-1);
