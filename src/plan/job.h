@@ -1,6 +1,6 @@
 /* The plan phase (issue 23): one pure function decides what a run needs before any engine
  * starts, from the config, the model's description, a description of the cluster and the
- * costs. The trainer calls it with the costs it measures at start-up (train/pipe_plan.h's
+ * costs. The trainer calls it with the costs it measures at start-up (train/pipe_calib.h's
  * calibration, every rank's timed passes), hetsim with the cost model's; both then obey the
  * same plan. No MPI, no OpenCL, no I/O (except the partition table logged on request). */
 #ifndef HT_PLAN_JOB_H
