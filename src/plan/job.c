@@ -36,8 +36,9 @@ void ht_plan_needs(const ht_config *cfg, int world, int *cal, int *cal1) {
     const int R = D > 0 && world >= D ? world / D : 1;
     const int mb = N > 0 ? cfg->train.batch / (R * N) : 0;
     *cal = ht_pipe_kind_has(cfg->pipe.schedule, HT_PIPE_F_STAGE_TIMES) || is_hetero(cfg);
-    /* how a replica's time shrinks with its samples */
-    *cal1 = *cal && cfg->pipe.replicate && mb > 1;
+    /* how a replica's time shrinks with its samples: for the hetero cut's replicated stages */
+    *cal1 = is_hetero(cfg) && !cfg->pipe.nboundaries && !cfg->pipe.nstage_ranks &&
+            cfg->pipe.replicate && mb > 1;
 }
 
 /* Prefixes the pending error with the config's source (and `what`). */
