@@ -1,6 +1,7 @@
 /* The plan phase (plan/job.h): the trainer's path and hetsim's path give the identical plan
  * from the same costs, for every engine kind: data parallel (equal and by speed), the
- * asynchronous policies, every pipeline schedule, replicas, given stage ranks and the hetero
+ * asynchronous policies, every pipeline schedule (the zero-bubble ones, which only hetsim
+ * runs for now, too), replicas, given stage ranks and the hetero
  * partition (with replicated stages on two hosts).
  *
  * The trainer's path is written here as the trainer takes it: each rank times its own layers
@@ -185,6 +186,9 @@ static void pipelines(const ht_model *m, const ht_sim_model *sm) {
         {"pipe.schedule=\"chimera\"", "pipe.stages=2", "pipe.chunks=1"},
         {"pipe.schedule=\"hepipe\"", "pipe.stages=4", "pipe.chunks=1"},
         {"pipe.schedule=\"2bw\"", "pipe.stages=4", "pipe.chunks=1"},
+        {"pipe.schedule=\"zb-h1\"", "pipe.stages=4", "pipe.chunks=1"},
+        {"pipe.schedule=\"zb-v\"", "pipe.stages=2", "pipe.chunks=1"},
+        {"pipe.schedule=\"zb-het\"", "pipe.stages=4", "pipe.chunks=1"},
     };
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         const char *sets[] = {"train.batch=32", "pipe.micro_batches=4", kinds[k][0], kinds[k][1],
