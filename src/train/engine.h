@@ -118,25 +118,25 @@ void ht_job_loop_start_at(ht_job *j, int64_t samples);
 /* The engine saves at its own points (ht_job_save): no periodic checkpoints in the shared
  * path. */
 void ht_job_engine_saves(ht_job *j);
-/* After global step `done` (1-based) has updated the parameters, j->samples and j->last
- * current: loss_sum is checked for finiteness at every step (engines with j->loss_flag pass
+/* After global step `done` (1-based) has updated the parameters, j->eng.samples and j->eng.last
+ * current: loss_sum is checked for finiteness at every step (engines with j->eng.loss_flag pass
  * 0 on other than log steps, and the flag is read on log steps) (HT_ERUNTIME naming the step
  * and the learning rate: a diverged run never writes a checkpoint; under mpirun the rank that
  * sees it ends the job through src/comm's exit hook); on log steps it is the sum of row
  * losses over the global batch (every rank that calls this passes the same value) and goes
  * to metrics and progress, on other steps it may be this rank's part only; on evaluation
- * steps rank 0 evaluates; on checkpoint steps rank 0 saves. Collective when j->gather is
+ * steps rank 0 evaluates; on checkpoint steps rank 0 saves. Collective when j->eng.gather is
  * set. Returns HT_OK or the error. */
 int ht_job_after_step(ht_job *j, int64_t done, double loss_sum, float lr);
 /* HT_ERUNTIME naming step `done` and the learning rate when loss_sum is not finite (a
  * diverged run never writes a checkpoint: the last good one stays); HT_OK otherwise. For a
  * rank that does not call ht_job_after_step (an asynchronous worker other than rank 0). */
 int ht_job_check_loss(ht_job *j, int64_t done, double loss_sum, float lr);
-/* The checkpoint of step `step` with the extras x (may be NULL): after j->gather (if set),
+/* The checkpoint of step `step` with the extras x (may be NULL): after j->eng.gather (if set),
  * rank 0 writes its model and optimizer. ht_job_loop_finish does not save that step again.
- * Collective when j->gather is set. */
+ * Collective when j->eng.gather is set. */
 int ht_job_save(ht_job *j, int64_t step, const ht_ckpt_extra *x);
-/* After the first step's device work, with j->samples current: res->first_step_s, and the
+/* After the first step's device work, with j->eng.samples current: res->first_step_s, and the
  * throughput clocks restart. */
 void ht_job_first_step(ht_job *j, ht_train_result *res);
 /* 1 on the steps where ht_job_after_step needs loss_sum (log.every crossed, the last step). */
