@@ -12,10 +12,9 @@
 #include "core/err.h"
 #include "data/data.h"
 #include "nn/model.h"
-#include "plan/bounds.h"
-#include "pipe/sched_2bw.h"
 #include "pipe/transform.h"
-#include "plan/pipe_plan.h"
+#include "plan/job.h"
+#include "sim/calib.h"
 #include "sim/sim.h"
 #include "build/build.h"
 #include "cli/hetsim.h"
@@ -145,19 +144,6 @@ static int simulate_sync(const job *j, int n, ht_sim_result *r, int *W_out) {
     return ht_sim_run_sync(j->c, j->sm, &p, r);
 }
 
-/* Every layer's forward and backward seconds at `samples` on each of n ranks, laid out as the
- * trainer's start-up calibration (ht_pipe_plan_calibrate), from the cost model. */
-static double *calibration(const job *j, int n, int samples) {
-    const int L = j->sm->nlayers;
-    double *cal = ht_xmalloc((size_t)n * 2 * (size_t)(L ? L : 1) * sizeof *cal);
-    for (int k = 0; k < n; k++)
-        for (int l = 0; l < L; l++) {
-            cal[(size_t)k * 2 * L + l] = ht_sim_layer_time(j->c, k, j->sm, l, samples, 0);
-            cal[(size_t)k * 2 * L + L + l] = ht_sim_layer_time(j->c, k, j->sm, l, samples, 1);
-        }
-    return cal;
-}
-
 /* pipe.stage_ranks against the micro-batch (the world rule of config/rules.c over the
  * simulated ranks; its sum and boundaries were checked when the config loaded). */
 static int check_stage_ranks(const ht_config *cfg, int mb) {
@@ -180,9 +166,9 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
                     int *W_out) {
     const ht_config *cfg = j->cfg;
     int alg = strcmp(cfg->cluster.allreduce, "mpi") ? HT_SIM_RING : HT_SIM_MPI;
-    if (cfg->pipe.schedule == HT_PIPE_NONE) {
-        if (!(ht_sync_rows[cfg->sync.mode].flags & HT_SYNC_F_LOCKSTEP))
-            return simulate_sync(j, n, r, W_out);
+    const ht_plan_engine e = ht_plan_engine_of(cfg); /* the trainer's choice */
+    if (e == HT_PLAN_ASYNC) return simulate_sync(j, n, r, W_out);
+    if (e == HT_PLAN_DP) {
         /* hettrain builds a data-parallel rank's model at the global batch */
         if (ht_model_check_batch(j->m, cfg->train.batch) != HT_OK) return refused();
         if (cfg->cluster.nshares && cfg->cluster.nshares != n)
@@ -197,7 +183,6 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
         *W_out = n;
         return ht_sim_run_dp(j->c, n, j->m, j->sm, &p, trace != NULL, trace, r, shares);
     }
-    const int kind = cfg->pipe.schedule;
     int D = cfg->pipe.stages, N = cfg->pipe.micro_batches;
     if (n % D)
         return ht_error(HT_EINPUT, "%s: pipe.stages = %d does not divide the %d ranks", cfg->source, D, n);
@@ -206,62 +191,26 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
     if (cfg->train.batch % (W * N))
         return ht_error(HT_EINPUT, "%s: train.batch = %d is not a multiple of replicas x "
                         "micro-batches = %d x %d", cfg->source, cfg->train.batch, W, N);
-    ht_pipe_params pp = {.kind = kind, .D = D, .N = N,
-                         .v = ht_pipe_kind_has(kind, HT_PIPE_F_CHUNKS) ? cfg->pipe.chunks
-                              : ht_pipe_kind_has(kind, HT_PIPE_F_V)    ? 2 /* two stages a rank */
-                                                                       : 1};
-    /* the "hetero" cut and hepipe's order come from each layer's time on each rank's
-     * device, which the trainer measures at start-up (src/plan/pipe_plan.h): here the cost
-     * model's, through the very same functions */
-    int mb = cfg->train.batch / (W * N), S = D * pp.v;
+    int mb = cfg->train.batch / (W * N);
     if (ht_model_check_batch(j->m, mb) != HT_OK) return refused(); /* built at a micro-batch */
-    int *bounds = ht_xmalloc((size_t)(S + 1) * sizeof *bounds);
-    double *cal = NULL, *cal1 = NULL, *st = NULL;
-    int rc = HT_OK, hetero = !cfg->pipe.nboundaries && !cfg->pipe.nstage_ranks &&
-                             !strcmp(cfg->pipe.partition, "hetero");
-    int rep = hetero && cfg->pipe.replicate;
-    ht_pipe_groups g = {0}; /* replicated stages (pipe.replicate, pipe.stage_ranks) */
-    ht_pipe_groups_none(&g, D, mb);
-    const int by_times = ht_pipe_kind_has(kind, HT_PIPE_F_STAGE_TIMES);
-    if (hetero || by_times) cal = calibration(j, n, mb);
-    if (rep && mb > 1) cal1 = calibration(j, n, 1);
+    int rc = HT_OK;
     /* the schedule against replicated stages and the hetero partition: config time's */
-    if (hetero) {
-        int host[HT_PART_MAX_RANKS], alternating; /* as the trainer plans it */
-        const int *h = D <= HT_PART_MAX_RANKS
-                           ? ht_pipe_plan_hosts(j->c->rank_host, D, host, &alternating)
-                           : NULL;
-        rc = ht_pipe_plan_hetero(j->m, cal, cal1, n, kind, D, N, mb, j->sm->optim_state_floats,
-                                 NULL, 0, rep, h, 0, bounds, &g);
-    } else if (cfg->pipe.nstage_ranks) {
-        rc = check_stage_ranks(cfg, mb);
-        if (rc == HT_OK) {
-            ht_pipe_groups_explicit(&g, D, cfg->pipe.stage_ranks, cfg->pipe.nstage_ranks, mb);
-            rc = ht_pipe_bounds_explicit(j->m, cfg->pipe.boundaries, g.Q - 1, cfg->source, bounds);
-        }
-    } else if (cfg->pipe.nboundaries) { /* S - 1 of them: checked when the config loaded */
-        rc = ht_pipe_bounds_explicit(j->m, cfg->pipe.boundaries, S - 1, cfg->source, bounds);
-    } else
-        rc = ht_pipe_bounds(j->m, S, strcmp(cfg->pipe.partition, "balanced") ? HT_PIPE_UNIFORM
-                                                                            : HT_PIPE_BALANCED,
-                            bounds);
-    pp.D = g.Q;
-    if (rc == HT_OK && by_times) {
-        st = ht_xmalloc((size_t)D * sizeof *st);
-        ht_pipe_plan_stage_times(j->m, cal, cal1, n, &g, mb, bounds, st);
-        pp.stage_time = st;
-    }
-    free(cal), free(cal1);
+    if (cfg->pipe.nstage_ranks && (rc = check_stage_ranks(cfg, mb)) != HT_OK) return rc;
+    /* the "hetero" cut and hepipe's order come from each layer's time on each rank's
+     * device, which the trainer measures at start-up: here the cost model's, through the
+     * very same plan (plan/job.h) */
+    ht_plan plan;
+    rc = ht_sim_job_plan(j->c, j->sm, j->m, cfg, n, &plan);
+    if (rc != HT_OK) return rc;
+    const int no_flush = ht_pipe_kind_has(plan.pp.kind, HT_PIPE_F_NO_FLUSH);
     ht_pipe_sched s;
     /* 2bw: the period stream the executor chains without a flush (the steady state) */
-    const int no_flush = ht_pipe_kind_has(kind, HT_PIPE_F_NO_FLUSH);
-    if (rc == HT_OK) rc = no_flush ? ht_pipe_2bw_steady(&pp, &s) : ht_pipe_generate(&pp, &s);
-    free(st);
-    if (rc != HT_OK) {
-        free(bounds);
-        ht_pipe_groups_free(&g);
+    if ((rc = ht_plan_schedule(cfg, &plan.pp, &s)) != HT_OK) {
+        ht_plan_free(&plan);
         return rc;
     }
+    const int *bounds = plan.bounds;
+    const ht_pipe_groups g = plan.grp;
     if (!strcmp(cfg->pipe.recompute, "all")) { /* as the pipeline engine does */
         uint8_t *all = ht_xmalloc((size_t)D);
         memset(all, 1, (size_t)D); /* D >= the schedule's ranks */
@@ -278,8 +227,7 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
     }
     if (rc == HT_OK) rc = ht_sim_run_pipe(j->c, j->sm, &p, trace != NULL, trace, r);
     ht_pipe_sched_free(&s);
-    free(bounds);
-    ht_pipe_groups_free(&g);
+    ht_plan_free(&plan);
     return rc;
 }
 

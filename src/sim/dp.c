@@ -11,6 +11,7 @@
 
 #include "core/err.h"
 #include "nn/model.h"
+#include "plan/job.h"
 #include "plan/plan.h"
 #include "sim/sim.h"
 #include "plan/buckets.h"
@@ -54,7 +55,7 @@ static int split(const ht_sim_cluster *c, int n, const ht_sim_model *sm, const h
     }
     /* as the trainer (src/train/cluster.c): split by speed may leave ranks out (share 0);
      * with p->exclude they then leave the job (ht_sim_run_dp) */
-    int rc = p->speed ? ht_plan_batch_split_exclude(p->B, n, sp, fx, cap, 0.05, share, NULL, NULL)
+    int rc = p->speed ? ht_plan_dp_split(p->B, n, sp, fx, cap, share, NULL, NULL)
                       : ht_plan_batch_split_affine(p->B, n, sp, NULL, cap, share);
     free(sp);
     free(fx);

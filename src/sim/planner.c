@@ -13,6 +13,7 @@
 #include "plan/bounds.h"
 #include "pipe/transform.h"
 #include "plan/partition.h"
+#include "sim/calib.h"
 #include "sim/sim.h"
 #include "plan/pipe_plan.h"
 
@@ -42,21 +43,11 @@ const char *ht_sim_cand_name(const ht_sim_cand *k, char *buf, size_t n) {
  * hosts of the first replica's ranks as the trainer gathers them: the job the plan writes
  * ("hetero", replicate) is then cut as simulated here. The cut, the stage count and the
  * groups into k. */
-static double *calibration(const ht_sim_cluster *c, int n, const ht_sim_model *sm, int samples) {
-    const int L = sm->nlayers;
-    double *cal = ht_xmalloc((size_t)n * 2 * (size_t)(L ? L : 1) * sizeof *cal);
-    for (int r = 0; r < n; r++)
-        for (int l = 0; l < L; l++) {
-            cal[(size_t)r * 2 * L + l] = ht_sim_layer_time(c, r, sm, l, samples, 0);
-            cal[(size_t)r * 2 * L + L + l] = ht_sim_layer_time(c, r, sm, l, samples, 1);
-        }
-    return cal;
-}
-
 static int cut_replicated(const ht_sim_cluster *c, const ht_model *m, const ht_sim_model *sm,
                           ht_sim_cand *k, int mb) {
     const int n = k->D * k->W;
-    double *cal = calibration(c, n, sm, mb), *cal1 = mb > 1 ? calibration(c, n, sm, 1) : NULL;
+    double *cal = ht_sim_calibration(c, sm, n, mb),
+           *cal1 = mb > 1 ? ht_sim_calibration(c, sm, n, 1) : NULL;
     int host[HT_PART_MAX_RANKS], alternating;
     const int *h = k->D <= HT_PART_MAX_RANKS
                        ? ht_pipe_plan_hosts(c->rank_host, k->D, host, &alternating)

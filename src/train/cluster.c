@@ -82,46 +82,43 @@ static void report_exclusion(const ht_cluster *c, const double *sp, const double
     }
 }
 
-int ht_cluster_split_by_model(ht_cluster *c, double speed, double fixed) {
+void ht_cluster_gather_model(const ht_cluster *c, double speed, double fixed, double *sp,
+                             double *fx) {
     double mine[2] = {speed, fixed};
     double *all = ht_xcalloc((size_t)c->world * 2, sizeof(double));
-    double *sp = ht_xcalloc((size_t)c->world, sizeof(double));
-    double *fx = ht_xcalloc((size_t)c->world, sizeof(double));
     ht_comm_allgather(mine, sizeof mine, all);
     for (int r = 0; r < c->world; r++)
         sp[r] = all[2 * r], fx[r] = all[2 * r + 1];
-    /* ranks that cost more than their samples save get share 0 (5% minimum gain) */
-    double t_all = 0, t_kept = 0;
-    int rc = ht_plan_batch_split_exclude(c->B, c->world, sp, fx, NULL, 0.05, c->shares, &t_all,
-                                         &t_kept);
-    if (rc == HT_OK && c->rebalance) rc = ht_rebalancer_calibrate(&c->rb, sp, fx);
-    if (rc == HT_OK) {
-        set_slice(c);
-        c->t_all = t_all, c->t_kept = t_kept;
-        free(c->model_sp), free(c->model_fx);
-        c->model_sp = ht_xcalloc((size_t)c->world, sizeof(double));
-        c->model_fx = ht_xcalloc((size_t)c->world, sizeof(double));
-        memcpy(c->model_sp, sp, (size_t)c->world * sizeof(double));
-        memcpy(c->model_fx, fx, (size_t)c->world * sizeof(double));
-        /* rank 0 stays whatever its share: it reports, evaluates and checkpoints */
-        for (int r = 1; c->exclude_slow && r < c->world; r++)
-            if (c->shares[r] == 0) c->excluded[r] = 1, c->excluding = 1;
-        if (c->rank == 0) {
-            char line[1024];
-            size_t len = 0;
-            for (int r = 0; r < c->world && len < sizeof line; r++)
-                len += (size_t)snprintf(line + len, sizeof line - len, "%s%d (%.0f/s + %.1f ms)",
-                                        r ? ", " : "", c->shares[r], sp[r], 1e3 * fx[r]);
-            ht_log_info("cluster: shares by measured speed: %s (samples/s beyond a fixed cost "
-                        "per step)",
-                        line);
-            report_exclusion(c, sp, fx, t_all, t_kept);
-        }
-    }
     free(all);
-    free(sp);
-    free(fx);
-    return rc;
+}
+
+int ht_cluster_adopt_split(ht_cluster *c, const int *shares, const double *sp, const double *fx,
+                           double t_all, double t_kept) {
+    int rc = c->rebalance ? ht_rebalancer_calibrate(&c->rb, sp, fx) : HT_OK;
+    if (rc != HT_OK) return rc;
+    memcpy(c->shares, shares, (size_t)c->world * sizeof *c->shares);
+    set_slice(c);
+    c->t_all = t_all, c->t_kept = t_kept;
+    free(c->model_sp), free(c->model_fx);
+    c->model_sp = ht_xcalloc((size_t)c->world, sizeof(double));
+    c->model_fx = ht_xcalloc((size_t)c->world, sizeof(double));
+    memcpy(c->model_sp, sp, (size_t)c->world * sizeof(double));
+    memcpy(c->model_fx, fx, (size_t)c->world * sizeof(double));
+    /* rank 0 stays whatever its share: it reports, evaluates and checkpoints */
+    for (int r = 1; c->exclude_slow && r < c->world; r++)
+        if (c->shares[r] == 0) c->excluded[r] = 1, c->excluding = 1;
+    if (c->rank == 0) {
+        char line[1024];
+        size_t len = 0;
+        for (int r = 0; r < c->world && len < sizeof line; r++)
+            len += (size_t)snprintf(line + len, sizeof line - len, "%s%d (%.0f/s + %.1f ms)",
+                                    r ? ", " : "", c->shares[r], sp[r], 1e3 * fx[r]);
+        ht_log_info("cluster: shares by measured speed: %s (samples/s beyond a fixed cost "
+                    "per step)",
+                    line);
+        report_exclusion(c, sp, fx, t_all, t_kept);
+    }
+    return HT_OK;
 }
 
 void ht_cluster_announce(ht_cluster *c, const char *devname) {

@@ -49,12 +49,16 @@ typedef struct ht_cluster {
 /* Rank and world from src/comm; checks the per-rank lists against the world size (exit 2
  * on mismatch is the caller's: returns HT_EINPUT); explicit or equal shares. */
 int ht_cluster_init(ht_cluster *c, const ht_config *cfg);
-/* Re-splits the batch under each rank's cost model (gathered here: `speed` samples/s beyond a
- * `fixed` cost in seconds per step) with src/plan, so that the slowest rank's predicted step
- * is shortest, ranks left out (share 0) where that pays more than 5% (the engine then runs
- * them for synchronisation only); every rank computes the same split, and the rebalancer
- * starts from the model. */
-int ht_cluster_split_by_model(ht_cluster *c, double speed, double fixed);
+/* Every rank's cost model, sp[world] samples/s beyond fx[world] seconds per step, from each
+ * rank's own `speed` and `fixed` (collective). */
+void ht_cluster_gather_model(const ht_cluster *c, double speed, double fixed, double *sp,
+                             double *fx);
+/* Takes the plan's split by speed (plan/job.h: every rank computes the same from the
+ * gathered models sp, fx), with its predicted step times with every rank and with those
+ * kept; ranks left out (share 0) run for synchronisation only, or leave the job
+ * (cluster.exclude_slow); the rebalancer starts from the model. */
+int ht_cluster_adopt_split(ht_cluster *c, const int *shares, const double *sp, const double *fx,
+                           double t_all, double t_kept);
 /* Gathers host and device names; with several ranks, rank 0 logs the rank -> host -> device
  * -> share table (call it after any split by speed: it shows the shares used). Names this
  * rank's trace track (call it after ht_cluster_trace_start). */

@@ -9,16 +9,16 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "plan/job.h"
 #include "train/checkpoint.h"
 
-/* Exactly one engine wants a loaded job (from pipe.schedule and the sync.mode row's flags;
- * the config's rules refuse the combinations none runs), so the order here decides nothing. */
-static const ht_engine *const ENGINES[] = {&ht_engine_pipe, &ht_engine_async, &ht_engine_dp};
-
+/* The plan phase decides the engine (plan/job.h: the same order for hetsim). */
 const ht_engine *ht_engine_for(const ht_config *cfg) {
-    for (size_t i = 0; i < sizeof ENGINES / sizeof ENGINES[0]; i++)
-        if (ENGINES[i]->wants(cfg)) return ENGINES[i];
-    return &ht_engine_dp; /* not reached for a config ht_config_load accepted */
+    switch (ht_plan_engine_of(cfg)) {
+    case HT_PLAN_PIPE: return &ht_engine_pipe;
+    case HT_PLAN_ASYNC: return &ht_engine_async;
+    default: return &ht_engine_dp;
+    }
 }
 
 /* ------------------------------------------------------------ the shared step path */
@@ -26,20 +26,24 @@ const ht_engine *ht_engine_for(const ht_config *cfg) {
 /* The first multiple of `every` after `step` (every > 0). */
 static int64_t next_multiple(int64_t step, int64_t every) { return (step / every + 1) * every; }
 
-void ht_job_loop_start(ht_job *j) {
+void ht_job_loop_start(ht_job *j) { ht_job_loop_start_at(j, j->start * j->B); }
+
+void ht_job_engine_saves(ht_job *j) { j->rep.ckpt_every = 0; }
+
+void ht_job_loop_start_at(ht_job *j, int64_t samples) {
     const ht_config *cfg = j->cfg;
     /* -q (log level below info) silences progress too; only rank 0 reports. */
-    j->show = j->rank == 0 && ht_log_level() >= HT_LOG_INFO;
-    ht_progress_init(&j->prog, stderr, j->total, j->show ? cfg->log.progress : "none",
+    j->rep.show = j->rank == 0 && ht_log_level() >= HT_LOG_INFO;
+    ht_progress_init(&j->rep.prog, stderr, j->total, j->rep.show ? cfg->log.progress : "none",
                      cfg->log.every);
-    j->vloss = j->vacc = NAN;
-    j->t_loop = j->t_mark = ht_now();
-    j->t_eval = 0;
-    j->samples = j->mark_samples = j->warm_samples = j->start * j->B;
-    j->t_warm = j->t_loop;
-    j->next_log = next_multiple(j->start, cfg->log.every);
-    j->next_eval = cfg->train.eval_every > 0 ? next_multiple(j->start, cfg->train.eval_every) : 0;
-    j->saved = -1;
+    j->rep.vloss = j->rep.vacc = NAN;
+    j->rep.t_loop = j->rep.t_mark = ht_now();
+    j->rep.t_eval = 0;
+    j->eng.samples = j->rep.mark_samples = j->rep.warm_samples = samples;
+    j->rep.t_warm = j->rep.t_loop;
+    j->rep.next_log = next_multiple(j->start, cfg->log.every);
+    j->rep.next_eval = cfg->train.eval_every > 0 ? next_multiple(j->start, cfg->train.eval_every) : 0;
+    j->rep.saved = -1;
 }
 
 void ht_job_first_step(ht_job *j, ht_train_result *res) {
@@ -47,29 +51,29 @@ void ht_job_first_step(ht_job *j, ht_train_result *res) {
     double now = ht_now();
     res->first_step_s = now - j->t_start;
     ht_log_debug("first step done %.2f s after start", res->first_step_s);
-    j->t_warm = j->t_mark = now;
-    j->warm_samples = j->mark_samples = j->samples;
+    j->rep.t_warm = j->rep.t_mark = now;
+    j->rep.warm_samples = j->rep.mark_samples = j->eng.samples;
 }
 
-int ht_job_logs_at(const ht_job *j, int64_t done) { return done >= j->next_log || j->last; }
+int ht_job_logs_at(const ht_job *j, int64_t done) { return done >= j->rep.next_log || j->eng.last; }
 
 int ht_job_check_loss(ht_job *j, int64_t done, double loss_sum, float lr) {
     if (isfinite(loss_sum)) return HT_OK;
-    ht_progress_finish(&j->prog);
+    ht_progress_finish(&j->rep.prog);
     return ht_error(HT_ERUNTIME,
                     "loss became %g at step %lld (learning rate %g too high?); the last "
                     "checkpoint, if any, is from before",
                     loss_sum, (long long)done, lr);
 }
 
-/* HT_ERUNTIME naming the first step the device-side watch (j->loss_flag) marked, if any: a
+/* HT_ERUNTIME naming the first step the device-side watch (j->eng.loss_flag) marked, if any: a
  * 4-byte read at a point where the engine synchronises anyway. */
 static int check_flag(ht_job *j) {
-    if (!j->loss_flag) return HT_OK;
+    if (!j->eng.loss_flag) return HT_OK;
     int32_t bad = INT32_MAX;
-    ht_buf_read(j->dev, j->loss_flag, 0, sizeof bad, &bad);
+    ht_buf_read(j->dev, j->eng.loss_flag, 0, sizeof bad, &bad);
     if (bad == INT32_MAX) return HT_OK;
-    ht_progress_finish(&j->prog);
+    ht_progress_finish(&j->rep.prog);
     return ht_error(HT_ERUNTIME,
                     "loss became non-finite at step %d (learning rate %g too high?); the last "
                     "checkpoint, if any, is from before",
@@ -79,13 +83,13 @@ static int check_flag(ht_job *j) {
 /* The loss of step `done` to metrics and progress. */
 static int report(ht_job *j, int64_t done, double loss_sum, float lr) {
     double now = ht_now();
-    double sps = (double)(j->samples - j->mark_samples) / (now - j->t_mark);
+    double sps = (double)(j->eng.samples - j->rep.mark_samples) / (now - j->rep.t_mark);
     if (j->metrics) ht_metrics_train(j->metrics, done, loss_sum / j->rows, lr, sps);
-    ht_progress_update(&j->prog, done < j->total ? done : j->total, loss_sum / j->rows, lr, sps);
-    j->t_mark = now;
-    j->mark_samples = j->samples;
-    while (j->next_log <= done)
-        j->next_log += j->cfg->log.every;
+    ht_progress_update(&j->rep.prog, done < j->total ? done : j->total, loss_sum / j->rows, lr, sps);
+    j->rep.t_mark = now;
+    j->rep.mark_samples = j->eng.samples;
+    while (j->rep.next_log <= done)
+        j->rep.next_log += j->cfg->log.every;
     return HT_OK;
 }
 
@@ -101,28 +105,28 @@ static void dev_memory(const ht_job *j, int64_t done) {
 
 /* Rank 0 evaluates its model at step `done`. */
 static void evaluate(ht_job *j, int64_t done) {
-    if (j->gather) j->gather(j);
+    if (j->eng.gather) j->eng.gather(j);
     if (j->rank == 0) {
         double t0 = ht_now();
-        ht_source_evaluate(&j->model, &j->src, &j->vloss, &j->vacc);
-        j->t_eval += ht_now() - t0;
+        ht_source_evaluate(&j->model, &j->src, &j->rep.vloss, &j->rep.vacc);
+        j->rep.t_eval += ht_now() - t0;
         if (j->metrics)
-            ht_metrics_eval(j->metrics, done, j->vloss, j->vacc, ht_now() - j->t_loop - j->t_eval);
-        ht_progress_note(&j->prog, "step %lld: val_loss %.4f val_acc %.2f%%", (long long)done,
-                         j->vloss, 100 * j->vacc);
-        j->t_mark = ht_now(); /* evaluation time is not training throughput */
-        j->mark_samples = j->samples;
+            ht_metrics_eval(j->metrics, done, j->rep.vloss, j->rep.vacc, ht_now() - j->rep.t_loop - j->rep.t_eval);
+        ht_progress_note(&j->rep.prog, "step %lld: val_loss %.4f val_acc %.2f%%", (long long)done,
+                         j->rep.vloss, 100 * j->rep.vacc);
+        j->rep.t_mark = ht_now(); /* evaluation time is not training throughput */
+        j->rep.mark_samples = j->eng.samples;
     }
     dev_memory(j, done); /* every rank: each has its own device */
-    while (j->next_eval <= done)
-        j->next_eval += j->cfg->train.eval_every;
+    while (j->rep.next_eval <= done)
+        j->rep.next_eval += j->cfg->train.eval_every;
 }
 
 int ht_job_save(ht_job *j, int64_t step, const ht_ckpt_extra *x) {
     int rc = check_flag(j); /* never a checkpoint after a non-finite loss */
     if (rc != HT_OK) return rc;
-    if (j->gather) j->gather(j);
-    j->saved = step;
+    if (j->eng.gather) j->eng.gather(j);
+    j->rep.saved = step;
     if (j->rank != 0) return HT_OK;
     return ht_checkpoint_save_ex(j->cfg->checkpoint.path, &j->model, &j->opt, step,
                                  j->cfg->optim.type, x);
@@ -137,8 +141,8 @@ int ht_job_after_step(ht_job *j, int64_t done, double loss_sum, float lr) {
     if ((rc = ht_job_check_loss(j, done, loss_sum, lr)) != HT_OK) return rc;
     if (ht_job_logs_at(j, done) && (rc = report(j, done, loss_sum, lr)) != HT_OK) return rc;
     /* the final evaluation is ht_job_loop_finish's */
-    if (j->next_eval > 0 && done >= j->next_eval && !j->last) evaluate(j, done);
-    if (*j->cfg->checkpoint.path && j->ckpt_every > 0 && done % j->ckpt_every == 0 &&
+    if (j->rep.next_eval > 0 && done >= j->rep.next_eval && !j->eng.last) evaluate(j, done);
+    if (*j->cfg->checkpoint.path && j->rep.ckpt_every > 0 && done % j->rep.ckpt_every == 0 &&
         (rc = save(j, done)) != HT_OK)
         return rc;
     return HT_OK;
@@ -147,31 +151,31 @@ int ht_job_after_step(ht_job *j, int64_t done, double loss_sum, float lr) {
 int ht_job_loop_finish(ht_job *j, int64_t step, ht_train_result *res) {
     const char *ckpt = j->cfg->checkpoint.path;
     if (j->dev) ht_dev_finish(j->dev);
-    double now = ht_now(), t_train = now - j->t_loop - j->t_eval;
-    ht_progress_finish(&j->prog);
+    double now = ht_now(), t_train = now - j->rep.t_loop - j->rep.t_eval;
+    ht_progress_finish(&j->rep.prog);
     int rc, gathered = 0;
     if ((rc = check_flag(j)) != HT_OK) return rc;
-    if (*ckpt && step > j->start && j->saved != step) { /* an engine may have saved it */
+    if (*ckpt && step > j->start && j->rep.saved != step) { /* an engine may have saved it */
         if ((rc = save(j, step)) != HT_OK) return rc;
         gathered = 1;
     }
-    if (step < j->total && !j->last)
+    if (step < j->total && !j->eng.last)
         ht_log_info("stopped at step %lld of %lld%s%s", (long long)step, (long long)j->total,
                     *ckpt ? "; checkpoint saved to " : " (no checkpoint.path set)", ckpt);
-    if (j->interrupted)
+    if (j->eng.interrupted)
         return ht_error(HT_ESTOPPED, "interrupted at step %lld%s%s", (long long)step,
                         *ckpt ? "; checkpoint saved to " : " (no checkpoint.path set)", ckpt);
     /* rank 0 evaluates for everyone (the others' models are identical, or gathered there) */
-    if (j->gather && !gathered) j->gather(j);
-    if (j->rank == 0) ht_source_evaluate(&j->model, &j->src, &j->vloss, &j->vacc);
+    if (j->eng.gather && !gathered) j->eng.gather(j);
+    if (j->rank == 0) ht_source_evaluate(&j->model, &j->src, &j->rep.vloss, &j->rep.vacc);
     dev_memory(j, step);
-    if (j->metrics) ht_metrics_eval(j->metrics, step, j->vloss, j->vacc, t_train);
+    if (j->metrics) ht_metrics_eval(j->metrics, step, j->rep.vloss, j->rep.vacc, t_train);
     /* from the end of the first step: evaluations all came after it */
-    const int64_t done = j->samples - j->warm_samples;
-    const double t_timed = now - j->t_warm - j->t_eval;
+    const int64_t done = j->eng.samples - j->rep.warm_samples;
+    const double t_timed = now - j->rep.t_warm - j->rep.t_eval;
     res->steps = step;
-    res->val_loss = j->vloss;
-    res->val_acc = j->vacc;
+    res->val_loss = j->rep.vloss;
+    res->val_acc = j->rep.vacc;
     res->samples_per_s = done > 0 && t_timed > 0 ? (double)done / t_timed : 0;
     return HT_OK;
 }

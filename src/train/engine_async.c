@@ -20,15 +20,11 @@
 #include "train/async_ckpt.h"
 #include "train/engine.h"
 
-static int async_wants(const ht_config *cfg) {
-    return cfg->pipe.schedule == HT_PIPE_NONE &&
-           !(ht_sync_rows[cfg->sync.mode].flags & HT_SYNC_F_LOCKSTEP);
-}
 
 static int async_check(ht_job *j) {
     const ht_config *cfg = j->cfg;
     ht_sync_layout *L = ht_xcalloc(1, sizeof *L);
-    j->engine_state = L;
+    j->eng.state = L;
     int rc = ht_sync_layout_of(cfg, j->world, L);
     if (rc == HT_OK && j->opts->resume) rc = ht_async_check_resume(cfg, L); /* every rank */
     j->holds_model = j->rank < L->workers;
@@ -91,14 +87,14 @@ static int async_segment(ht_job *j, ht_sync *s, int lo, int hi, int64_t until,
         float lr = (float)ht_lr_at(&j->sched, g < j->total ? g : j->total - 1, j->total);
         double lsum;
         async_step(j, s, lo, hi, lr, &stop, &global, &lsum);
-        j->samples = global;
+        j->eng.samples = global;
         if (res->first_step_s == 0) ht_job_first_step(j, res);
         g = global / B;
         if (j->rank != 0) { /* rank 0 reports for the job; every worker checks its loss */
             if ((rc = ht_job_check_loss(j, g, lsum, lr)) != HT_OK) return rc;
             continue;
         }
-        j->last = stop && until >= j->total;
+        j->eng.last = stop && until >= j->total;
         if ((rc = ht_job_after_step(j, g, lsum, lr)) != HT_OK) return rc;
     }
     return HT_OK;
@@ -107,7 +103,7 @@ static int async_segment(ht_job *j, ht_sync *s, int lo, int hi, int64_t until,
 /* The global step the job has reached: its samples over the batch, at most the total (the
  * last segment may end past the budget: the workers' messages in flight when it was spent). */
 static int64_t step_of(const ht_job *j) {
-    int64_t g = j->samples / j->B;
+    int64_t g = j->eng.samples / j->B;
     return g < j->total ? g : j->total;
 }
 
@@ -118,8 +114,7 @@ static int async_loop(ht_job *j, ht_sync *s, int lo, int hi, ht_train_result *re
     const int64_t every = j->cfg->checkpoint.every;
     const char *ckpt = j->cfg->checkpoint.path;
     int interrupted = 0, rc;
-    ht_job_loop_start(j);
-    j->samples = j->mark_samples = j->warm_samples = ht_sync_samples(s);
+    ht_job_loop_start_at(j, ht_sync_samples(s));
     for (int64_t done = step_of(j); done < j->end && !interrupted;) {
         int64_t until = j->end;
         if (*ckpt && every > 0 && (done / every + 1) * every < until)
@@ -128,24 +123,24 @@ static int async_loop(ht_job *j, ht_sync *s, int lo, int hi, ht_train_result *re
         double t0 = ht_now();
         interrupted = ht_sync_quiesce(s);
         ht_trace_span("quiesce", t0, ht_now());
-        j->samples = ht_sync_samples(s);
+        j->eng.samples = ht_sync_samples(s);
         done = step_of(j);
         t0 = ht_now();
         if (*ckpt && (rc = ht_async_save(j, s, done)) != HT_OK) return rc;
         ht_trace_span("checkpoint", t0, ht_now());
     }
     ht_sync_end(s, interrupted);
-    j->interrupted = interrupted;
-    j->last = step_of(j) >= j->total;
+    j->eng.interrupted = interrupted;
+    j->eng.last = step_of(j) >= j->total;
     ht_sync_finish(s); /* collective over the workers: the job's model into worker 0 */
     return ht_job_loop_finish(j, step_of(j), res);
 }
 
 static int async_run(ht_job *j, ht_train_result *res) {
-    const ht_sync_layout *L = j->engine_state;
+    const ht_sync_layout *L = j->eng.state;
     if (!j->holds_model) return async_serve(j, L);
     /* checkpoints at quiesce points only (async_loop), not in the shared step path */
-    j->ckpt_every = 0;
+    ht_job_engine_saves(j);
     int lo, hi;
     ht_sync_local_range(j->cfg, L, j->rank, &lo, &hi);
     /* a worker's gradient is the mean over its local batch, and rank 0 reports the mean
@@ -170,4 +165,4 @@ static int async_run(ht_job *j, ht_train_result *res) {
     return j->opts->trace ? ht_cluster_trace_write(j->cl, j->opts->trace) : HT_OK;
 }
 
-const ht_engine ht_engine_async = {"asynchronous", async_wants, async_check, async_run};
+const ht_engine ht_engine_async = {"asynchronous", async_check, async_run};

@@ -12,16 +12,11 @@
 #include "core/log.h"
 #include "core/stop.h"
 #include "io/trace.h"
+#include "plan/job.h"
 #include "plan/plan.h"
 #include "prof/profile.h"
 #include "sync/sync.h"
 #include "train/engine.h"
-
-/* No pipeline, and a policy whose workers step together (bsp). */
-static int dp_wants(const ht_config *cfg) {
-    return cfg->pipe.schedule == HT_PIPE_NONE &&
-           (ht_sync_rows[cfg->sync.mode].flags & HT_SYNC_F_LOCKSTEP);
-}
 
 /* Ends a trace span after the device has finished its work (only when tracing: the extra
  * synchronisation would cost time otherwise). */
@@ -106,7 +101,19 @@ static int split_by_speed(ht_job *j) {
         double t2 = time_pass(&j->model, s2, scale, 2, cl->slowdown);
         ht_plan_affine_from(s1, t1 > 1e-9 ? t1 : 1e-9, s2, t2, &sp, &fx);
     }
-    return ht_cluster_split_by_model(cl, sp, fx);
+    /* every rank's model, then the plan's split (plan/job.h: the one hetsim simulates) */
+    double *all_sp = ht_xcalloc((size_t)cl->world, sizeof *all_sp);
+    double *all_fx = ht_xcalloc((size_t)cl->world, sizeof *all_fx);
+    ht_cluster_gather_model(cl, sp, fx, all_sp, all_fx);
+    const ht_plan_cluster pc = {.world = cl->world};
+    const ht_plan_costs costs = {.speed = all_sp, .fixed = all_fx};
+    ht_plan plan;
+    int rc = ht_plan_job(j->cfg, &j->model, &pc, &costs, &plan);
+    if (rc == HT_OK)
+        rc = ht_cluster_adopt_split(cl, plan.shares, all_sp, all_fx, plan.t_all, plan.t_kept);
+    if (rc == HT_OK) ht_plan_free(&plan);
+    free(all_sp), free(all_fx);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- steps */
@@ -120,7 +127,8 @@ static void dp_step(ht_job *j, ht_sync *s, int64_t step, float lr, int *stop) {
     double tc = ht_now();
     int64_t global;
     ht_trace_set_step(step);
-    cl->slowdown = ht_config_slowdown_at(j->cfg, cl->rank, step); /* cluster.slowdown_from */
+    /* cluster.slowdown_from; the lists are per rank of the job (cl->wrank) */
+    cl->slowdown = ht_config_slowdown_at(j->cfg, cl->wrank[cl->rank], step);
     ht_sync_set_slowdown(s, cl->slowdown);
     if (b > 0) { /* share 0 (left out by the speed split): zero gradients, same collectives */
         ht_trace_begin("batch");
@@ -129,7 +137,7 @@ static void dp_step(ht_job *j, ht_sync *s, int64_t step, float lr, int *stop) {
         ht_model_set_training(m, 1, j->cfg->train.seed, step);
         ht_trace_begin("forward");
         /* the NaN watch: marked by the loss kernel, read with the next log step or checkpoint */
-        m->watch = j->loss_flag;
+        m->watch = j->eng.loss_flag;
         m->watch_step = step + 1 < INT32_MAX ? (int)(step + 1) : INT32_MAX - 1;
         ht_model_forward(m, b, 1);
         m->watch = NULL;
@@ -177,40 +185,24 @@ static int dp_loop(ht_job *j, ht_sync *s, ht_train_result *res) {
         float lr = (float)ht_lr_at(&j->sched, step, j->total);
         dp_step(j, s, step, lr, &stop);
         int64_t done = step + 1;
-        j->samples = done * j->B;
+        j->eng.samples = done * j->B;
         if (step == j->start) ht_job_first_step(j, res);
-        j->last = done == j->total;
+        j->eng.last = done == j->total;
         if ((rc = dp_after(j, s, done, lr)) != HT_OK) return rc;
     }
-    j->interrupted = stop;
+    j->eng.interrupted = stop;
     return ht_job_loop_finish(j, step, res);
 }
 
 /* cluster.exclude_slow: the ranks the speed split left out leave (ht_cluster_detach); the
- * others go on as a smaller world, with the per-rank config lists read per step
- * (cluster.slowdown, cluster.slowdown_from) narrowed to them in *narrow (the caller frees
- * it). *left: this rank left and must return. */
-static int exclude(ht_job *j, ht_sync_layout *L, ht_config **narrow, int *left) {
+ * others go on as a smaller world (cl->rank, cl->world; cl->wrank[] their ranks in the job,
+ * which the per-rank config lists cluster.slowdown and cluster.slowdown_from are read by).
+ * *left: this rank left and must return. */
+static int exclude(ht_job *j, ht_sync_layout *L, int *left) {
     ht_cluster *cl = j->cl;
     int rc = ht_cluster_detach(cl, j->metrics, left);
     if (*left || rc != HT_OK) return rc;
-    ht_config *c = ht_xmalloc(sizeof *c);
-    *c = *j->cfg;
-    if (c->cluster.nslowdown) {
-        for (int r = 0; r < cl->world; r++)
-            c->cluster.slowdown[r] = j->cfg->cluster.slowdown[cl->wrank[r]];
-        c->cluster.nslowdown = cl->world;
-    }
-    if (c->cluster.nslowdown_from) {
-        for (int r = 0; r < cl->world; r++)
-            c->cluster.slowdown_from[r] = j->cfg->cluster.slowdown_from[cl->wrank[r]];
-        c->cluster.nslowdown_from = cl->world;
-    }
-    *narrow = c;
-    j->cfg = c;
-    j->rank = cl->rank;
-    j->world = cl->world;
-    return ht_sync_layout_of(j->cfg, j->world, L);
+    return ht_sync_layout_of(j->cfg, cl->world, L);
 }
 
 static int dp_run(ht_job *j, ht_train_result *res) {
@@ -221,37 +213,31 @@ static int dp_run(ht_job *j, ht_train_result *res) {
     if (rc != HT_OK) return rc;
     /* rank 0's parameters everywhere (after a resume every rank loaded the same file) */
     ht_cluster_bcast_params(cl, &j->model);
-    cl->slowdown = ht_config_slowdown_at(j->cfg, cl->rank, j->start); /* the calibration's */
+    cl->slowdown = ht_config_slowdown_at(j->cfg, j->rank, j->start); /* the calibration's */
     if (j->world > 1 && !j->cfg->cluster.nshares && !strcmp(j->cfg->cluster.split, "speed") &&
         (rc = split_by_speed(j)) != HT_OK)
         return rc;
     if (opts->trace) ht_cluster_trace_start(cl);
     /* after the speed split, so that the table shows the shares used */
     ht_cluster_announce(cl, ht_dev_info(j->dev)->name);
-    const ht_config *cfg = j->cfg;
-    ht_config *narrow = NULL;
     int left = 0;
-    if (cl->excluding && ((rc = exclude(j, &L, &narrow, &left)) != HT_OK || left)) {
-        free(narrow);
-        j->cfg = cfg;
+    if (cl->excluding && ((rc = exclude(j, &L, &left)) != HT_OK || left))
         return rc; /* a rank that left: nothing more to do (it exits with the others) */
-    }
-    ht_sync *s = ht_sync_open(j->cfg, &L, j->rank, &j->model, &j->opt, j->total);
+    /* from here the ranks are the cluster's (fewer after an exclusion) */
+    ht_sync *s = ht_sync_open(j->cfg, &L, cl->rank, &j->model, &j->opt, j->total);
+    ht_sync_set_slowdown(s, ht_config_slowdown_at(j->cfg, cl->wrank[cl->rank], 0));
     int32_t none = INT32_MAX;
-    j->loss_flag = ht_buf_new(j->dev, sizeof none, "NaN watch");
-    ht_buf_write(j->dev, j->loss_flag, 0, sizeof none, &none);
+    j->eng.loss_flag = ht_buf_new(j->dev, sizeof none, "NaN watch");
+    ht_buf_write(j->dev, j->eng.loss_flag, 0, sizeof none, &none);
     rc = dp_loop(j, s, res);
-    ht_buf_free(j->loss_flag);
-    j->loss_flag = NULL;
+    ht_buf_free(j->eng.loss_flag);
+    j->eng.loss_flag = NULL;
     ht_sync_stats st = ht_sync_close(s);
-    if (rc == HT_OK && j->world > 1)
-        rc = ht_cluster_sync_records(cl, &L, &st, j->metrics);
+    if (rc == HT_OK && cl->world > 1) rc = ht_cluster_sync_records(cl, &L, &st, j->metrics);
     if (rc == HT_OK && opts->profile) ht_dev_profile_report(j->dev, stderr);
     ht_trace_set_step(-1);
     if (rc == HT_OK && opts->trace) rc = ht_cluster_trace_write(cl, opts->trace);
-    j->cfg = cfg;
-    free(narrow);
     return rc;
 }
 
-const ht_engine ht_engine_dp = {"data parallel", dp_wants, NULL, dp_run};
+const ht_engine ht_engine_dp = {"data parallel", NULL, dp_run};

@@ -3,7 +3,7 @@
  * stream (src/train/pipe_exec.c) once per global batch, and updates its parameters with the
  * gradients summed over every copy of its stages. Clipping uses the global norm over all
  * stages. Before an evaluation or a checkpoint the stage owners send their parameters and
- * optimizer state to rank 0 (j->gather), so rank 0 evaluates and saves the whole model in
+ * optimizer state to rank 0 (j->eng.gather), so rank 0 evaluates and saves the whole model in
  * the one-process format. Online re-partitioning (pipe.rebalance) is in pipe_repart.c. */
 #include <math.h>
 #include <stdio.h>
@@ -22,6 +22,7 @@
 #include "pipe/schedule.h"
 #include "train/pipe_tied.h"
 #include "pipe/transform.h"
+#include "plan/job.h"
 #include "train/engine.h"
 #include "train/engine_pipe.h"
 #include "train/pipe_calib.h"
@@ -32,8 +33,6 @@
 static void load(void *ctx, ht_model *m, int64_t step, int row0, int n);
 
 static const ht_pipe_sched *checked(const pipe_state *p) { return p->tbw ? &p->chk : &p->sched; }
-
-static int wants(const ht_config *cfg) { return cfg->pipe.schedule != HT_PIPE_NONE; }
 
 static const char *src_of(const ht_config *cfg) { return cfg->source[0] ? cfg->source : "--set"; }
 
@@ -88,7 +87,7 @@ void ht_pipe_send_state(ht_job *j, size_t off, size_t n, int from, int to, int t
 /* Owner of every stage sends its parameters and optimizer state to rank 0 (2bw: the newest
  * weights, after a drain). */
 static void gather(ht_job *j) {
-    pipe_state *p = j->engine_state;
+    pipe_state *p = j->eng.state;
     drain_2bw(j, p);
     ht_pipe_tied_verify(ht_pipe_exec_tied(p->x), &j->model); /* wte's copies still equal */
     for (int s = 0; s < p->sched.S; s++) {
@@ -102,41 +101,15 @@ static void gather(ht_job *j) {
 
 /* ------------------------------------------------------------------ setup */
 
-static int make_bounds(ht_job *j, const ht_pipe_params *pp, pipe_state *p, int mb,
-                       const double *cal, int *bounds) {
-    const int S = pp->D * pp->v;
-    const ht_config *cfg = j->cfg;
-    if (cfg->pipe.nboundaries || cfg->pipe.nstage_ranks) { /* stage_ranks: boundaries given */
-        /* S - 1 of them: checked when the config loaded (pp->D is the groups' here) */
-        return ht_pipe_bounds_explicit(&j->model, cfg->pipe.boundaries, S - 1, src_of(cfg),
-                                       bounds);
-    }
-    if (!strcmp(cfg->pipe.partition, "hetero")) { /* one stage per rank: a config rule */
-        p->host = ht_pipe_plan_gather_hosts(cfg, j->rank, j->world, pp->D, p->hostbuf);
-        int rc = ht_pipe_plan_hetero(&j->model, cal, p->cal1, j->world, pp->kind, pp->D, pp->N, mb,
-                                     ht_optim_state_count(&j->opt),
-                                     ht_pipe_mem_part_limits(&p->mem),
-                                     p->mem.mode == HT_PIPE_MEM_AUTO, cfg->pipe.replicate,
-                                     p->host, j->rank == 0, bounds, &p->grp);
-        if (rc != HT_OK) { /* a memory shortfall names pipeline ranks: say their devices */
-            char msg[1536];
-            int k = snprintf(msg, sizeof msg, "%s", ht_errmsg());
-            for (int q = 0; strstr(msg, "memory") && q < pp->D && k + 80 < (int)sizeof msg; q++)
-                k += snprintf(msg + k, sizeof msg - (size_t)k, "%s rank %d \"%s\"",
-                              q ? "," : " (devices:", q, p->mem.name[p->mem.dev_rank[q]]);
-            if (strstr(msg, "(devices:")) snprintf(msg + k, sizeof msg - (size_t)k, ")");
-            rc = ht_error(rc, "%s: %s", src_of(cfg), msg);
-        }
-        return rc;
-    }
-    int how = !strcmp(cfg->pipe.partition, "balanced") ? HT_PIPE_BALANCED : HT_PIPE_UNIFORM;
-    int rc = ht_pipe_bounds(&j->model, S, how, bounds);
-    if (rc != HT_OK) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", ht_errmsg());
-        rc = ht_error(rc, "%s: %s", src_of(cfg), msg);
-    }
-    return rc;
+/* A memory shortfall of the hetero cut names pipeline ranks: say their devices. */
+static int name_devices(const pipe_state *p, int D, int rc) {
+    char msg[1536];
+    int k = snprintf(msg, sizeof msg, "%s", ht_errmsg());
+    for (int q = 0; strstr(msg, "memory") && q < D && k + 80 < (int)sizeof msg; q++)
+        k += snprintf(msg + k, sizeof msg - (size_t)k, "%s rank %d \"%s\"",
+                      q ? "," : " (devices:", q, p->mem.name[p->mem.dev_rank[q]]);
+    if (strstr(msg, "(devices:")) snprintf(msg + k, sizeof msg - (size_t)k, ")");
+    return ht_error(rc, "%s", msg);
 }
 
 /* Rank 0's start-up table: stage -> rank(s), layers, parameters. */
@@ -183,45 +156,54 @@ static void log_hepipe(const ht_pipe_sched *s, const double *times) {
     ht_pipe_sched_free(&o);
 }
 
-/* The stage boundaries (p->bounds) and, for hepipe, each stage's time from every rank's
- * per-layer times measured now (*times, [D], the caller frees). */
+/* The costs the plan reads, measured now on every rank (collective): every layer's times
+ * (hepipe, hetero) at the micro-batch and, for replicated stages, at 1 sample. */
+static void measure_costs(ht_job *j, pipe_state *p, double slowdown) {
+    int need, need1;
+    ht_plan_needs(j->cfg, j->world, &need, &need1);
+    const size_t n = (size_t)j->world * 2 * (size_t)j->model.nlayers;
+    if (need) {
+        p->cal = ht_xmalloc(n * sizeof *p->cal);
+        ht_pipe_plan_calibrate(&j->model, p->mb, slowdown, p->cal);
+    }
+    if (need1) {
+        p->cal1 = ht_xmalloc(n * sizeof *p->cal1);
+        ht_pipe_plan_calibrate(&j->model, 1, slowdown, p->cal1);
+    }
+}
+
+/* The plan (plan/job.h) from the costs measured now: the stage boundaries (p->bounds), the
+ * rank groups and, for hepipe, each stage's time (*times, [D], the caller frees). */
 static int plan_stages(ht_job *j, ht_pipe_params *pp, pipe_state *p, double slowdown,
                        double **times) {
+    const ht_config *cfg = j->cfg;
     const int D = pp->D;
-    p->bounds = ht_xmalloc((size_t)(D * pp->v + 1) * sizeof(int));
-    double *cal = NULL; /* every layer's times on every rank */
-    const int by_times = ht_pipe_kind_has(pp->kind, HT_PIPE_F_STAGE_TIMES);
-    if (by_times || !strcmp(j->cfg->pipe.partition, "hetero")) {
-        cal = ht_xmalloc((size_t)j->world * 2 * (size_t)j->model.nlayers * sizeof *cal);
-        ht_pipe_plan_calibrate(&j->model, p->mb, slowdown, cal);
-        if (j->cfg->pipe.replicate && p->mb > 1) { /* how a replica's time shrinks with samples */
-            p->cal1 = ht_xmalloc((size_t)j->world * 2 * (size_t)j->model.nlayers * sizeof *cal);
-            ht_pipe_plan_calibrate(&j->model, 1, slowdown, p->cal1);
-        }
-    }
-    p->cal = cal;
-    ht_pipe_groups_none(&p->grp, D, p->mb);
-    if (j->cfg->pipe.nstage_ranks) {
-        ht_pipe_groups_explicit(&p->grp, D, j->cfg->pipe.stage_ranks, j->cfg->pipe.nstage_ranks,
-                                p->mb);
-        pp->D = p->grp.Q;
-    }
-    int rc = make_bounds(j, pp, p, p->mb, cal, p->bounds);
-    if (rc == HT_OK && ht_pipe_groups_replicated(&p->grp)) {
-        /* the schedule runs on the groups; memory limits are a group's smallest */
-        pp->D = p->grp.Q;
+    measure_costs(j, p, slowdown);
+    if (!cfg->pipe.nboundaries && !cfg->pipe.nstage_ranks && !strcmp(cfg->pipe.partition, "hetero"))
+        p->host = ht_pipe_plan_gather_hosts(cfg, j->rank, j->world, D, p->hostbuf);
+    ht_plan_cluster cl = {.world = j->world,
+                          .host = p->host,
+                          .mem_limit = ht_pipe_mem_part_limits(&p->mem),
+                          .allow_recompute = p->mem.mode == HT_PIPE_MEM_AUTO,
+                          .verbose = j->rank == 0};
+    ht_plan_costs c = {.cal = p->cal, .cal1 = p->cal1, .opt_states = ht_optim_state_count(&j->opt)};
+    ht_plan plan;
+    int rc = ht_plan_job(cfg, &j->model, &cl, &c, &plan);
+    if (rc != HT_OK)
+        return strstr(ht_errmsg(), "memory") ? name_devices(p, D, rc) : rc;
+    /* the engine keeps what it executes; the plan's copies move to it */
+    p->bounds = plan.bounds, plan.bounds = NULL;
+    p->grp = plan.grp, memset(&plan.grp, 0, sizeof plan.grp);
+    *times = plan.stage_time, plan.stage_time = NULL;
+    *pp = plan.pp;
+    ht_plan_free(&plan);
+    if (ht_pipe_groups_replicated(&p->grp)) { /* memory limits are a group's smallest */
         p->place.first = p->grp.first, p->place.off = p->grp.off, p->place.cnt = p->grp.cnt;
         ht_pipe_mem_regroup(&p->mem, p->grp.Q, p->grp.first, p->grp.cnt);
     }
     while (p->grp.first[p->q + 1] <= p->place.prank)
         p->q++;
-    if (rc == HT_OK && by_times) {
-        *times = ht_xmalloc((size_t)D * sizeof **times);
-        ht_pipe_plan_stage_times(&j->model, cal, p->cal1, j->world, &p->grp, p->mb, p->bounds,
-                                 *times);
-        pp->stage_time = *times;
-    }
-    return rc;
+    return HT_OK;
 }
 
 /* The streams (2bw: the steady period, and 3 chained batches for the checker), recomputation,
@@ -252,14 +234,13 @@ static int plan_memory(ht_job *j, ht_pipe_params *pp, pipe_state *p, const ht_pi
 /* The streams (2bw: the steady period, and 3 chained batches for the checker). */
 static int generate(ht_job *j, const ht_pipe_params *pp, pipe_state *p) {
     p->tbw = ht_pipe_kind_has(pp->kind, HT_PIPE_F_NO_FLUSH);
-    int rc = p->tbw ? ht_pipe_2bw_steady(pp, &p->sched) : ht_pipe_generate(pp, &p->sched);
-    if (rc == HT_OK && p->tbw) rc = ht_pipe_2bw_unroll(&p->sched, 3, &p->chk);
-    if (rc != HT_OK) {
+    int rc = ht_plan_schedule(j->cfg, pp, &p->sched);
+    if (rc == HT_OK && p->tbw && (rc = ht_pipe_2bw_unroll(&p->sched, 3, &p->chk)) != HT_OK) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", ht_errmsg());
         return ht_error(rc, "%s: pipe: %s", src_of(j->cfg), msg);
     }
-    return HT_OK;
+    return rc;
 }
 
 static int check_sched(const pipe_state *p, ht_pipe_report *rep) {
@@ -478,11 +459,11 @@ static int pipe_loop(ht_job *j, pipe_state *p, ht_train_result *res) {
     for (; step < j->end && !stop; step++) {
         const int64_t done = step + 1;
         float lr = (float)ht_lr_at(&j->sched, step, j->total);
-        j->last = done == j->total;
+        j->eng.last = done == j->total;
         /* the loss every step: the NaN check (the sum rides on the stop flag's all-reduce) */
         pipe_step(j, p, step, lr, 1, v);
         stop = v[1] > 0;
-        j->samples = done * j->B;
+        j->eng.samples = done * j->B;
         if (step == j->start) {
             ht_job_first_step(j, res);
             ht_pipe_exec_stage_times(p->x, 1, NULL, NULL);
@@ -496,7 +477,7 @@ static int pipe_loop(ht_job *j, pipe_state *p, ht_train_result *res) {
     }
     free(v);
     if (rc != HT_OK) return rc;
-    j->interrupted = stop;
+    j->eng.interrupted = stop;
     if ((rc = records(j, p, sum, counted)) != HT_OK) return rc;
     return ht_job_loop_finish(j, step, res);
 }
@@ -517,8 +498,8 @@ static int run(ht_job *j, ht_train_result *res) {
         for (int r = 0; r < j->world; r++)
             j->cl->shares[r] = p.sched.p.N * p.grp.cnt[r % p.place.D];
         ht_cluster_announce(j->cl, ht_dev_info(j->dev)->name);
-        j->engine_state = &p;
-        j->gather = gather;
+        j->eng.state = &p;
+        j->eng.gather = gather;
         rc = pipe_loop(j, &p, res);
         if (rc == HT_OK) { /* issue 11: the memory model against what was allocated */
             const int q = p.q, nslot = p.sched.nbuf[q] > 0 ? p.sched.nbuf[q] : 1;
@@ -526,8 +507,8 @@ static int run(ht_job *j, ht_train_result *res) {
                                       p.bounds, built, p.grp.cnt[p.place.prank], q, nslot,
                                       ht_optim_state_count(&j->opt), p.tbw ? 2 : 1, j->metrics);
         }
-        j->gather = NULL;
-        j->engine_state = NULL;
+        j->eng.gather = NULL;
+        j->eng.state = NULL;
     }
     if (rc == HT_OK && j->opts->profile) ht_dev_profile_report(j->dev, stderr);
     ht_trace_set_step(-1);
@@ -543,4 +524,4 @@ static int run(ht_job *j, ht_train_result *res) {
     return rc;
 }
 
-const ht_engine ht_engine_pipe = {"pipeline", wants, check, run};
+const ht_engine ht_engine_pipe = {"pipeline", check, run};

@@ -123,7 +123,7 @@ static int setup_model(ht_job *j) {
     j->end = j->total;
     if (j->opts->stop_after > 0 && j->start + j->opts->stop_after < j->total)
         j->end = j->start + j->opts->stop_after;
-    j->ckpt_every = cfg->checkpoint.every;
+    j->rep.ckpt_every = cfg->checkpoint.every;
     if (j->rank == 0 && (*cfg->log.metrics || *cfg->log.tensorboard) &&
         (rc = ht_metrics_open(&j->metrics, cfg->log.metrics, j->opts->resume && j->start > 0)) !=
             HT_OK)
@@ -167,7 +167,7 @@ static int finish(ht_job *j, int rc) {
     }
     if (j->dev) ht_dev_close(j->dev);
     ht_source_free(&j->src);
-    free(j->engine_state);
+    free(j->eng.state);
     return rc;
 }
 

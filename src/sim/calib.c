@@ -1,0 +1,38 @@
+/* The cost model's costs for the plan phase (sim/calib.h). */
+#include "sim/calib.h"
+
+#include <stdlib.h>
+
+#include "core/err.h"
+#include "plan/pipe_plan.h"
+
+double *ht_sim_calibration(const ht_sim_cluster *c, const ht_sim_model *sm, int n, int samples) {
+    const int L = sm->nlayers;
+    double *cal = ht_xmalloc((size_t)n * 2 * (size_t)(L ? L : 1) * sizeof *cal);
+    for (int r = 0; r < n; r++)
+        for (int l = 0; l < L; l++) {
+            cal[(size_t)r * 2 * L + l] = ht_sim_layer_time(c, r, sm, l, samples, 0);
+            cal[(size_t)r * 2 * L + L + l] = ht_sim_layer_time(c, r, sm, l, samples, 1);
+        }
+    return cal;
+}
+
+int ht_sim_job_plan(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_model *m,
+                    const ht_config *cfg, int n, ht_plan *plan) {
+    int need, need1;
+    ht_plan_needs(cfg, n, &need, &need1);
+    const int D = cfg->pipe.stages > 0 ? cfg->pipe.stages : 1;
+    const int N = cfg->pipe.micro_batches > 0 ? cfg->pipe.micro_batches : 1;
+    const int mb = n >= D ? cfg->train.batch / (n / D * N) : 1;
+    int host[HT_PART_MAX_RANKS], alternating; /* as the trainer gathers them */
+    ht_plan_cluster cl = {.world = n,
+                          .host = D <= HT_PART_MAX_RANKS && D <= n
+                                      ? ht_pipe_plan_hosts(c->rank_host, D, host, &alternating)
+                                      : NULL};
+    ht_plan_costs k = {.cal = need ? ht_sim_calibration(c, sm, n, mb) : NULL,
+                       .cal1 = need1 ? ht_sim_calibration(c, sm, n, 1) : NULL,
+                       .opt_states = sm->optim_state_floats};
+    int rc = ht_plan_job(cfg, m, &cl, &k, plan);
+    free((void *)k.cal), free((void *)k.cal1);
+    return rc;
+}

@@ -1,0 +1,22 @@
+/* The cost model's side of the plan phase (plan/job.h): the costs the trainer measures at
+ * start-up, from the cost model instead, and the trainer's plan from them. hetsim and the
+ * planner call these, so that what they simulate is what the trainer would run. */
+#ifndef HT_SIM_CALIB_H
+#define HT_SIM_CALIB_H
+
+#include "config/config.h"
+#include "nn/model.h"
+#include "plan/job.h"
+#include "sim/sim.h"
+
+/* Every layer's forward and backward seconds at `samples` on ranks 0..n-1 of c, laid out as
+ * the trainer's start-up calibration (ht_pipe_plan_calibrate): [n * 2 * nlayers], the caller
+ * frees. */
+double *ht_sim_calibration(const ht_sim_cluster *c, const ht_sim_model *sm, int n, int samples);
+
+/* ht_plan_job for cfg's job on ranks 0..n-1 of c, with the costs ht_plan_needs asks for from
+ * the cost model and the hosts of the first replica's ranks as the trainer gathers them. */
+int ht_sim_job_plan(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_model *m,
+                    const ht_config *cfg, int n, ht_plan *plan);
+
+#endif
