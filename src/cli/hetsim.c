@@ -117,7 +117,7 @@ static void groups_text(const ht_pipe_groups *g, const int *bounds, char *out, s
     }
 }
 
-/* An asynchronous policy over the budget train.steps x train.batch (src/sim/sync.c). */
+/* An asynchronous policy over the budget train.steps x train.batch (src/sim/policies.c). */
 static int simulate_sync(const job *j, int n, ht_sim_result *r, int *W_out) {
     const ht_config *cfg = j->cfg;
     const ht_sync_row *row = ht_sync_row_of(cfg->sync.mode);
@@ -144,7 +144,7 @@ static int simulate_sync(const job *j, int n, ht_sim_result *r, int *W_out) {
     return ht_sim_run_sync(j->c, j->sm, &p, r);
 }
 
-/* pipe.stage_ranks against the micro-batch (the world rule of config/rules.c over the
+/* pipe.stage_ranks against the micro-batch (the world rule of config/crosskey.c over the
  * simulated ranks; its sum and boundaries were checked when the config loaded). */
 static int check_stage_ranks(const ht_config *cfg, int mb) {
     for (int q = 0; q < cfg->pipe.nstage_ranks; q++)

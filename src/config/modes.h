@@ -3,7 +3,7 @@
  * in a config, what it supports and refuses (flags), and the code that runs it. The loader
  * parses the names into these enums (ht_config holds the enum, never the string); the
  * schema's choices, the help texts, the cross-key checks (config.c), the policies
- * (sync/sync.c), the schedule generators (pipe/schedule.c), the simulator (sim/sync.c) and
+ * (sync/sync.c), the schedule generators (pipe/schedule.c), the simulator (sim/policies.c) and
  * the planner (sim/planner.c) read the rows. Adding a mode is one row here plus its code.
  *
  * Why X-macro rows: the rows must give an enum (for the config struct), a NULL-terminated
@@ -21,7 +21,7 @@
 
 /* How a policy's ranks are organised; each family is one policy implementation in src/sync
  * (ht_bsp_policy, ht_ps_policy, ht_preduce_policy, ht_gossip_policy) and one model in the
- * simulator (data parallel, or sim/sync.c's run of that family). */
+ * simulator (data parallel, or sim/policies.c's run of that family). */
 typedef enum {
     HT_SYNC_FAM_ALLREDUCE, /* every rank a worker, gradients summed each step */
     HT_SYNC_FAM_PS,        /* sync.servers parameter-server ranks after the workers */

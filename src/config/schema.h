@@ -69,7 +69,7 @@ const char *ht_closest(const char *name, const char *const *cand, int ncand);
  * level): close in full, or the same leaf in another group. NULL if nothing is close. */
 const char *ht_closest_key(const char *group, const char *leaf);
 
-/* The cross-key rules of the modes without the world size (config/rules.c; those with it
+/* The cross-key rules of the modes without the world size (config/crosskey.c; those with it
  * are ht_config_check_world's): HT_OK, or HT_EINPUT with *key the key to locate and msg the
  * message without its place. */
 struct ht_config;

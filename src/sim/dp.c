@@ -53,7 +53,7 @@ static int split(const ht_sim_cluster *c, int n, const ht_sim_model *sm, const h
         sp[r] = 1;
         if (p->speed) rank_model(c, r, sm, eq, &sp[r], &fx[r]);
     }
-    /* as the trainer (src/train/cluster.c): split by speed may leave ranks out (share 0);
+    /* as the trainer (src/train/ranks.c): split by speed may leave ranks out (share 0);
      * with p->exclude they then leave the job (ht_sim_run_dp) */
     int rc = p->speed ? ht_plan_dp_split(p->B, n, sp, fx, cap, share, NULL, NULL)
                       : ht_plan_batch_split_affine(p->B, n, sp, NULL, cap, share);
@@ -64,7 +64,7 @@ static int split(const ht_sim_cluster *c, int n, const ht_sim_model *sm, const h
 }
 
 /* Pushes one step's ops for the split `share`; an excluded rank (out[r]) has none and is in
- * no reduction, as the trainer's ranks that left the job (src/train/cluster.c). */
+ * no reduction, as the trainer's ranks that left the job (src/train/ranks.c). */
 static void build_step(ht_sim *s, const ht_sim_cluster *c, int n, const ht_sim_model *sm,
                        const ht_bucket *bk, int nb, const ht_sim_dp *p, const int *share,
                        const unsigned char *out) {

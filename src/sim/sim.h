@@ -263,7 +263,7 @@ int ht_sim_run_pipe(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_si
                     int trace_on, const char *trace, ht_sim_result *res);
 
 
-/* Sync policies (timing only; src/sim/sync.c): workers 0 .. workers-1, then the serving
+/* Sync policies (timing only; src/sim/policies.c): workers 0 .. workers-1, then the serving
  * ranks (asp / ssp / dasp: `servers` parameter servers; preduce: one group generator). The
  * run is the mode's family's (config/modes.h): the parameter server, the group reduce
  * (sap-reduce timed as preduce), or gossip; bsp is ht_sim_run_dp's. */

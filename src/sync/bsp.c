@@ -232,7 +232,7 @@ static void bsp_step(ht_sync *s, int b, float lr) {
 
 /* bsp has no extra ranks (serve) and nothing to gather at the end (finish): every rank holds
  * the same model after every step. */
-/* no segments: bsp's checkpoints are in the shared step path (train/engine.c) */
+/* no segments: bsp's checkpoints are in the shared step path (train/report.c) */
 const ht_sync_policy ht_bsp_policy = {.open = bsp_open,
                                       .step = bsp_step,
                                       .close = bsp_close,

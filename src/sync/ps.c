@@ -40,7 +40,7 @@
 #include "io/trace.h"
 #include "ocl/ocl.h"
 #include "optim/optim.h"
-#include "optim/schedule.h"
+#include "optim/lr_schedule.h"
 #include "sync/internal.h"
 #include "sync/rules.h"
 

@@ -4,7 +4,7 @@
  * executor); finish closes the metrics and frees. Every engine reports through one shared
  * path (ht_job_after_step and friends below): metrics, progress, the NaN check, evaluation and
  * checkpoints behave the same whatever runs the steps. Engines are listed in one table
- * (engine.c), picked by the plan phase (plan/job.h). Internal to src/train. */
+ * (report.c), picked by the plan phase (plan/job.h). Internal to src/train. */
 #ifndef HT_TRAIN_ENGINE_H
 #define HT_TRAIN_ENGINE_H
 
@@ -16,13 +16,13 @@
 #include "nn/model.h"
 #include "ocl/ocl.h"
 #include "optim/optim.h"
-#include "optim/schedule.h"
-#include "train/cluster.h"
+#include "optim/lr_schedule.h"
+#include "train/ranks.h"
 #include "train/checkpoint.h"
 #include "train/source.h"
 #include "train/train.h"
 
-/* The shared reporting state, owned by the report path (engine.c: ht_job_loop_start and
+/* The shared reporting state, owned by the report path (report.c: ht_job_loop_start and
  * the ht_job_* functions below); engines read it at most. */
 typedef struct ht_job_report {
     ht_progress prog;
@@ -86,7 +86,7 @@ typedef struct ht_job {
     int64_t start;       /* first step (after --resume) */
     int64_t end;         /* one past the last step this process runs (--stop-after) */
     double t_start;      /* ht_now() when the process started the job */
-    ht_job_report rep;   /* the report path's (engine.c); engines do not write it */
+    ht_job_report rep;   /* the report path's (report.c); engines do not write it */
     ht_job_engine eng;   /* the engine's */
 } ht_job;
 

@@ -2,7 +2,7 @@
  * global batch (a pure function of seed and step), the bsp policy (src/sync/bsp.c) sums the
  * gradients, and every rank takes the same optimizer step. Shares are equal, explicit, or by
  * speed (a cost model per rank from the profile or from timed passes, then rebalanced online
- * from measured step times: train/cluster.c). One process is the case of one rank. */
+ * from measured step times: train/ranks.c). One process is the case of one rank. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>

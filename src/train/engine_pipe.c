@@ -37,7 +37,7 @@ static const ht_pipe_sched *checked(const pipe_state *p) { return p->tbw ? &p->c
 static const char *src_of(const ht_config *cfg) { return cfg->source[0] ? cfg->source : "--set"; }
 
 /* The pipeline's rules between keys and against the world size are the config's
- * (config/rules.c), checked before this. */
+ * (config/crosskey.c), checked before this. */
 static int check(ht_job *j) {
     const ht_config *cfg = j->cfg;
     const int R = j->world / cfg->pipe.stages;

@@ -1,5 +1,5 @@
 /* A training run: setup builds what every engine needs from the config (ranks, device, data,
- * model, optimizer, schedule, resume, metrics), the engine for the job (engine.c's table)
+ * model, optimizer, schedule, resume, metrics), the engine for the job (report.c's ht_engine_for)
  * runs the steps and reports them, and finish closes and frees (see engine.h). */
 #include "train/train.h"
 

@@ -147,7 +147,7 @@ ht 2 "syn.cfg:2: key 'data.samples': synthetic data: 100000000 samples x 64 feat
 ht 2 "syn.cfg:3: key 'data.val_fraction': 0.5 of 1 samples leaves 0 for training" "val_fraction leaving no training samples names file:line and key" -- -c "$TMP/syn.cfg" --set data.samples=1
 ht 2 "--set data.val_fraction: key 'data.val_fraction': 0.9 of 1 samples" "... or the --set that replaced it" -- -c "$TMP/syn.cfg" --set data.samples=1 --set data.val_fraction=0.9
 
-# ---- modes that do not go together: refused when the config loads (src/config/rules.c),
+# ---- modes that do not go together: refused when the config loads (src/config/crosskey.c),
 # in one process, before any device is looked at (a device selector that matches nothing
 # would otherwise be the error); before, the engine found them after the devices
 printf 'model = { hidden = [8, 8]; };\ndata = { samples = 200; features = 4; classes = 3; };\ntrain = { batch = 16; steps = 3; };\noptim = { lr = 0.1; };\npipe = { schedule = "1f1b";\n  stages = 2; };\nsync = { mode = "asp"; };\n' >"$TMP/modes.cfg"

@@ -1,5 +1,5 @@
 /* The mode tables (src/config/modes.h) and the cross-key rules they bring
- * (src/config/rules.c): every row's name parses back to its enum and every schedule row
+ * (src/config/crosskey.c): every row's name parses back to its enum and every schedule row
  * has a generator that builds a legal schedule; a config names a mode and holds its enum;
  * each rule refuses its combination at load (file:line of the key, computed from the text
  * written here) or, with the world size, in ht_config_check_world, and accepts its

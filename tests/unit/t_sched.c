@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "optim/schedule.h"
+#include "optim/lr_schedule.h"
 #include "tap.h"
 
 static void expect(const ht_lr_sched *s, int64_t step, int64_t total, double want,

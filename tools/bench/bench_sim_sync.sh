@@ -3,7 +3,7 @@
 # serving rank (parameter server or coordinator) train the MNIST MLP for a budget of STEPS (40)
 # steps of its batch, worker 1 emulating a device 2x slower. Measured: the run's samples/s over
 # the budget (its "final:" line; the first step, which compiles and allocates, not counted).
-# Predicted: hetsim's throughput for the same job and budget (src/sim/sync.c runs the policies'
+# Predicted: hetsim's throughput for the same job and budget (src/sim/policies.c runs the policies'
 # own decision rules on the cost model). ROUNDS (3) rounds of: a hetprof profile of 2 ranks
 # each bound to a core of its own (one PoCL thread), then every policy once (order rotated);
 # one more profile after the last round; each run is predicted from the profiles before and

@@ -1,7 +1,7 @@
 /* Learning-rate schedules: a pure function of (schedule, step, total steps), no OpenCL and no
  * state, so the trainer, a resumed run and the tests all get the same rate for a step. */
-#ifndef HT_OPTIM_SCHEDULE_H
-#define HT_OPTIM_SCHEDULE_H
+#ifndef HT_OPTIM_LR_SCHEDULE_H
+#define HT_OPTIM_LR_SCHEDULE_H
 
 #include <stdint.h>
 

@@ -1,7 +1,7 @@
 /* The ranks of a training job: shares, the start-up table, common parameters, per-rank
  * metrics, rebalancing, the trace. All MPI goes through src/comm; all device traffic through
  * ht_buf_read/ht_buf_write. */
-#include "train/cluster.h"
+#include "train/ranks.h"
 
 #include <math.h>
 #include <stdio.h>

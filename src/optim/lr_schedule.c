@@ -1,6 +1,6 @@
 /* Learning-rate schedules (pure): linear warmup, then constant, step decay or cosine
  * annealing (Loshchilov & Hutter, SGDR, without restarts). */
-#include "optim/schedule.h"
+#include "optim/lr_schedule.h"
 
 #include <math.h>
 #include <string.h>

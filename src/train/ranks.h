@@ -2,8 +2,8 @@
  * batch into per-rank shares (equal, explicit, by measured speed, rebalanced online), common
  * parameters at the start, per-rank and end-of-run metrics records, the trace of every rank.
  * Summing the gradients is the bsp sync policy's (src/sync/bsp.c). Internal to src/train. */
-#ifndef HT_TRAIN_CLUSTER_H
-#define HT_TRAIN_CLUSTER_H
+#ifndef HT_TRAIN_RANKS_H
+#define HT_TRAIN_RANKS_H
 
 #include <stdint.h>
 
