@@ -112,6 +112,18 @@ int ht_gemm_native_wanted(ht_dev *d, int trans_a, int trans_b, size_t m, size_t 
            lda >= (wa ? wa : 1) && ldb >= (wb ? wb : 1) && ldc >= (n ? n : 1);
 }
 
+/* Threads for one product: the device's compute units, but one below SMALL multiply-adds.
+ * OpenBLAS splits a product statically over its threads, so each call waits for the slowest;
+ * on a busy machine (load 7-10 on 2 cores, other processes') a thread that lost its core
+ * stalled the MNIST CNN's 64x10x512 forward for 13-19 ms a call against 0.02-0.6 ms for the
+ * tiled kernels, whose work-groups go to whichever worker runs. One thread has nothing to
+ * wait for, and below SMALL (~25 us of one core's work) a second one gains nothing. */
+#define SMALL (1u << 21)
+static int threads_for(const ht_dev *d, size_t m, size_t n, size_t k) {
+    int cu = d->info.compute_units ? (int)d->info.compute_units : 1;
+    return (double)m * (double)n * (double)k < SMALL ? 1 : cu;
+}
+
 void ht_gemm_native(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
                     const ht_buf *a, size_t a_off, size_t lda, const ht_buf *b, size_t b_off,
                     size_t ldb, float beta, ht_buf *c, size_t c_off, size_t ldc, const char *file,
@@ -128,7 +140,7 @@ void ht_gemm_native(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, siz
                      .lda = (int)lda,
                      .ldb = (int)ldb,
                      .ldc = (int)ldc,
-                     .threads = d->info.compute_units ? (int)d->info.compute_units : 1,
+                     .threads = threads_for(d, m, n, k),
                      .alpha = alpha,
                      .beta = beta,
                      .bad = &d->native_bad};
