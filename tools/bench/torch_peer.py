@@ -8,6 +8,8 @@ after warm-up.
   gpt:    byte-level, 4 pre-LN blocks, d_model 128, 4 heads, context 64, batch 16, AdamW, clip 1.0
   gpt85m: the same blocks, 12 layers, d_model 768, 12 heads, context 256, batch 8 (85M parameters)
   gpt1k:  gpt at context 1024, batch 2
+  sgemm:  torch.matmul GFLOP/s, best of --steps calls, at bench_sgemm's shapes (1024^3 and the
+          MLP's products), operands transposed as there ('sgemm NAME GFLOPS' lines)
 Attention is F.scaled_dot_product_attention(is_causal=True), PyTorch 2's fused kernel, as a
 PyTorch 2 user would write it (--attn manual: the explicit softmax(QK^T)V of PyTorch 1).
 Prints 'peer_per_s N' (samples/s for mlp and cnn, tokens/s for the GPTs).
@@ -53,7 +55,7 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 p = argparse.ArgumentParser()
-p.add_argument("model", choices=["mlp", "cnn", "gpt", "gpt85m", "gpt1k"])
+p.add_argument("model", choices=["mlp", "cnn", "gpt", "gpt85m", "gpt1k", "sgemm"])
 p.add_argument("--threads", type=int, default=2)
 p.add_argument("--steps", type=int, default=30)
 p.add_argument("--warmup", type=int, default=3)
@@ -100,6 +102,28 @@ class GPT(nn.Module):
         x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
         return self.head(self.ln(self.blocks(x)))
 
+
+SHAPES = [("square 1024^3", 0, 0, 1024, 1024, 1024), ("fc1 fwd", 0, 1, 256, 1024, 784),
+          ("fc2 fwd", 0, 1, 256, 1024, 1024), ("fc3 fwd", 0, 1, 256, 10, 1024),
+          ("fc3 dX", 0, 0, 256, 1024, 10), ("fc2 dX", 0, 0, 256, 1024, 1024),
+          ("fc1 dW", 1, 0, 1024, 784, 256), ("fc2 dW", 1, 0, 1024, 1024, 256),
+          ("fc3 dW", 1, 0, 10, 1024, 256)]
+if a.model == "sgemm":
+    print(f"torch {torch.__version__}, {a.device}, {a.threads} threads, best of {a.steps}")
+    for name, ta, tb, m, n, k in SHAPES:
+        # stored as the model stores them: op(A) = A^T when ta, op(B) = B^T when tb
+        A = torch.randn(k, m).t() if ta else torch.randn(m, k)
+        B = torch.randn(n, k).t() if tb else torch.randn(k, n)
+        C = torch.empty(m, n)
+        for _ in range(3):
+            torch.matmul(A, B, out=C)
+        best = 1e30
+        for _ in range(a.steps):
+            t0 = time.perf_counter()
+            torch.matmul(A, B, out=C)
+            best = min(best, time.perf_counter() - t0)
+        print(f"sgemm {name.replace(' ', '_')} {2 * m * n * k / best / 1e9:.1f}")
+    sys.exit(0)
 
 if a.model == "mlp":
     model = nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10))
