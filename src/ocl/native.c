@@ -112,16 +112,21 @@ int ht_gemm_native_wanted(ht_dev *d, int trans_a, int trans_b, size_t m, size_t 
            lda >= (wa ? wa : 1) && ldb >= (wb ? wb : 1) && ldc >= (n ? n : 1);
 }
 
-/* Threads for one product: the device's compute units, but one below SMALL multiply-adds.
+/* Threads for one product: the device's compute units, but one below SMALL multiply-adds
+ * or with a side of at most SKINNY.
  * OpenBLAS splits a product statically over its threads, so each call waits for the slowest;
  * on a busy machine (load 7-10 on 2 cores, other processes') a thread that lost its core
  * stalled the MNIST CNN's 64x10x512 forward for 13-19 ms a call against 0.02-0.6 ms for the
  * tiled kernels, whose work-groups go to whichever worker runs. One thread has nothing to
  * wait for, and below SMALL (~25 us of one core's work) a second one gains nothing. */
 #define SMALL (1u << 21)
+/* Nor for a skinny product (a side of at most SKINNY: the MLP's n = 10 and k = 10 layers):
+ * 256x10x1024 took 2.4 ms a call on two threads at load 9-14, for ~0.1 ms of one core's work. */
+#define SKINNY 16
 static int threads_for(const ht_dev *d, size_t m, size_t n, size_t k) {
     int cu = d->info.compute_units ? (int)d->info.compute_units : 1;
-    return (double)m * (double)n * (double)k < SMALL ? 1 : cu;
+    size_t lo = m < n ? (m < k ? m : k) : (n < k ? n : k);
+    return (double)m * (double)n * (double)k < SMALL || lo <= SKINNY ? 1 : cu;
 }
 
 void ht_gemm_native(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
