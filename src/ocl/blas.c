@@ -307,6 +307,11 @@ void ht_sgemm_at(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t
                  size_t ldb, float beta, ht_buf *c, size_t c_off, size_t ldc, const char *file,
                  int line) {
     if (m == 0 || n == 0) return;
+    if (ht_gemm_native_wanted(d, trans_a, trans_b, m, n, k, lda, ldb, ldc)) {
+        ht_gemm_native(d, trans_a, trans_b, m, n, k, alpha, a, a_off, lda, b, b_off, ldb, beta, c,
+                       c_off, ldc, file, line);
+        return;
+    }
     if (ht_gemm_tiled_wanted(d, trans_a, trans_b, m, n, k, a, b, c)) {
         ht_gemm_tiled(d, trans_a, trans_b, m, n, k, alpha, a, a_off, lda, b, b_off, ldb, beta, c,
                       c_off, ldc, file, line);

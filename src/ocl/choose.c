@@ -22,7 +22,7 @@
 #include "core/err.h"
 #include "core/log.h"
 
-/* Variants are tried in the order of ht_gemm_name (tiled, CLBlast's own, the built-in set,
+/* Variants are tried in the order of ht_gemm_name (tiled, native, CLBlast's own, the built-in set,
  * the tuning file): a later one must be faster by MARGIN to be chosen, so that measurement
  * noise between near-equal variants does not flip the choice run to run. */
 #define FIRST HT_GEMM_TILED
@@ -55,7 +55,7 @@ const char *ht_gemm_path_name(int path) {
 static void cache_path(const ht_dev *d, char *out, size_t n) {
     /* the program's key covers our kernels, the device, driver and platform version */
     uint64_t h = d->program_hash;
-    const char *parts[] = {"gemm-choice-v3", d->tuning};
+    const char *parts[] = {"gemm-choice-v4", d->tuning};
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
         for (const char *p = parts[i];; p++) {
             h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
@@ -104,7 +104,7 @@ static void cache_store(const ht_dev *d, const char *path) {
 static double probe(ht_dev *d, int stage, int v, ht_buf *a, ht_buf *b, ht_buf *c,
                     double cutoff, double *first) {
     double best = 1e30, t_first = ht_now();
-    if (v != HT_GEMM_TILED) ht_exit_on_error(ht_blas_use(d, v)); /* checked at open */
+    if (v >= HT_GEMM_CLBLAST) ht_exit_on_error(ht_blas_use(d, v)); /* checked at open */
     d->gemm = v;
     for (int r = 0; r <= REPS; r++) {
         if (r == 1) *first = ht_now() - t_first;
@@ -124,8 +124,11 @@ static double probe(ht_dev *d, int stage, int v, ht_buf *a, ht_buf *b, ht_buf *c
     return best;
 }
 
-/* Whether variant v is tried on d: the tuning-file variant only with a file. */
-static int tried(const ht_dev *d, int v) { return v != HT_GEMM_CLBLAST_TUNED || d->tuning[0]; }
+/* Whether variant v is tried on d: the tuning-file variant only with a file, the native one
+ * only on a CPU device that runs native kernels. */
+static int tried(const ht_dev *d, int v) {
+    return (v != HT_GEMM_CLBLAST_TUNED || d->tuning[0]) && (v != HT_GEMM_NATIVE || d->native);
+}
 
 /* The fastest of variants [lo, NV) by ms (> 0: measured at stage 1), a later one only when
  * faster than MARGIN times the best before it; 0 when none was. */

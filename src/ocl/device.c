@@ -298,13 +298,20 @@ ht_dev_opts ht_dev_opts_default(void) {
     for (o.gemm = 0; o.gemm < HT_GEMM_NVARIANTS; o.gemm++)
         if (!strcmp(e, ht_gemm_name(o.gemm))) return o;
     ht_die(HT_EINPUT,
-           "HT_GEMM='%s': expected auto, tiled, clblast, clblast-cpu or clblast-tuned", e);
+           "HT_GEMM='%s': expected auto, tiled, native, clblast, clblast-cpu or clblast-tuned",
+           e);
     return o;
 }
 
 /* CLBlast's parameter sets: its own read back, the tuning file checked by applying it, a
  * forced variant's set applied (with HT_GEMM_AUTO the choice applies the winner's). */
 static int open_gemm(ht_dev *d) {
+    ht_native_open(d);
+    if (d->gemm == HT_GEMM_NATIVE && !d->native)
+        return ht_error(HT_EINPUT, "HT_GEMM=native on device '%s': it does not run native "
+                                   "kernels on host memory (CL_EXEC_NATIVE_KERNEL on a CPU "
+                                   "device); expected auto, tiled or a clblast variant",
+                        d->info.name);
     if (d->gemm == HT_GEMM_CLBLAST_TUNED && !d->tuning[0])
         return ht_error(HT_EINPUT, "HT_GEMM=clblast-tuned on device '%s': no tuning file "
                                    "(device.tuning, or the profile's) was given",
@@ -373,7 +380,10 @@ void ht_dev_close(ht_dev *d) {
 }
 
 const ht_devinfo *ht_dev_info(const ht_dev *d) { return &d->info; }
-void ht_dev_finish(ht_dev *d) { HT_CL(d, clFinish(d->queue)); }
+void ht_dev_finish(ht_dev *d) {
+    HT_CL(d, clFinish(d->queue));
+    ht_native_check(d, __FILE__, __LINE__);
+}
 
 double ht_dev_build_seconds(const ht_dev *d, int *cache_hit) {
     if (cache_hit) *cache_hit = d->cache_hit;
@@ -432,6 +442,7 @@ void ht_buf_read(ht_dev *d, const ht_buf *b, size_t off, size_t bytes, void *dst
     if (!bytes) return;
     check_range(b, off, bytes, "read");
     HT_CL(d, clEnqueueReadBuffer(d->queue, b->mem, CL_TRUE, off, bytes, dst, 0, NULL, NULL));
+    ht_native_check(d, __FILE__, __LINE__);
 }
 
 void ht_buf_zero(ht_dev *d, ht_buf *b, size_t off, size_t bytes) {

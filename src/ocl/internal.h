@@ -40,6 +40,9 @@ struct ht_dev {
     long prof_zero;  /* folded events without (no timestamps: rusticl reports 2 and 3 ns) */
     size_t prof_resolution; /* CL_DEVICE_PROFILING_TIMER_RESOLUTION, ns (rusticl: 0) */
     int gemm; /* HT_GEMM_* from ht_dev_opts */
+    int native; /* runs native kernels and is a CPU device (native.c) */
+    long native_calls; /* products the native path enqueued (ht_dev_native_calls) */
+    volatile int native_bad; /* a native kernel got other addresses than expected (native.c) */
     ht_prof_rec *pending;
     int npending, cappending;
     ht_prof_sum *sums;
@@ -57,6 +60,7 @@ struct ht_dev {
 struct ht_buf {
     ht_dev *dev;
     cl_mem mem;
+    void *host; /* its memory's address as native kernels see it; NULL until asked (native.c) */
     size_t size;
     char what[48];
 };
@@ -92,6 +96,19 @@ void ht_gemm_tiled(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size
                    const ht_buf *a, size_t a_off, size_t lda, const ht_buf *b, size_t b_off,
                    size_t ldb, float beta, ht_buf *c, size_t c_off, size_t ldc, const char *file,
                    int line);
+
+/* SGEMM by OpenBLAS in a native kernel (native.c): ht_native_open sets d->native at open;
+ * whether ht_sgemm_at should use it for this call, and the call itself. */
+void ht_native_open(ht_dev *d);
+/* Exits 1 when a native product was skipped (its buffers' addresses were not those learnt):
+ * called before each product and after each finish and read. */
+void ht_native_check(const ht_dev *d, const char *file, int line);
+int ht_gemm_native_wanted(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t k,
+                          size_t lda, size_t ldb, size_t ldc);
+void ht_gemm_native(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
+                    const ht_buf *a, size_t a_off, size_t lda, const ht_buf *b, size_t b_off,
+                    size_t ldb, float beta, ht_buf *c, size_t c_off, size_t ldc, const char *file,
+                    int line);
 
 /* The SGEMM path for HT_GEMM_AUTO, measured at first use (choose.c). */
 int ht_gemm_choose(ht_dev *d);

@@ -61,7 +61,8 @@ const char *ht_ocl_clstd(const char *clc_version);
 typedef struct ht_dev ht_dev;
 typedef struct ht_buf ht_buf;
 
-/* SGEMM variants: a path (our tiled kernels or CLBlast) and, for CLBlast, a parameter set:
+/* SGEMM variants: a path (our tiled kernels, OpenBLAS in a native kernel on CPU devices that
+ * run native kernels, or CLBlast) and, for CLBlast, a parameter set:
  * CLBlast's own database entry for the device, the built-in set tuned on a CPU device
  * (src/ocl/blas.c), or the tuning file (device.tuning / the profile's, on top of the
  * built-in set). HT_GEMM_AUTO picks one per device by measurement (src/ocl/choose.c); every
@@ -69,15 +70,16 @@ typedef struct ht_buf ht_buf;
 enum {
     HT_GEMM_AUTO = 0,
     HT_GEMM_TILED,
+    HT_GEMM_NATIVE,        /* OpenBLAS in a native kernel (src/ocl/native.c) */
     HT_GEMM_CLBLAST,       /* CLBlast's own parameters */
     HT_GEMM_CLBLAST_CPU,   /* the built-in set */
     HT_GEMM_CLBLAST_TUNED, /* the tuning file (only with one) */
     HT_GEMM_NVARIANTS
 };
-/* "auto", "tiled", "clblast", "clblast-cpu", "clblast-tuned" (HT_GEMM's values); NULL out of
+/* "auto", "tiled", "native", "clblast", "clblast-cpu", "clblast-tuned" (HT_GEMM's values); NULL out of
  * range. Inline so that the profile reader (fuzzed without OpenCL) shares the one list. */
 static inline const char *ht_gemm_name(int v) {
-    static const char *const names[HT_GEMM_NVARIANTS] = {"auto", "tiled", "clblast",
+    static const char *const names[HT_GEMM_NVARIANTS] = {"auto", "tiled", "native", "clblast",
                                                          "clblast-cpu", "clblast-tuned"};
     return v >= 0 && v < HT_GEMM_NVARIANTS ? names[v] : NULL;
 }
@@ -192,6 +194,11 @@ typedef struct ht_gemm_choice {
 } ht_gemm_choice;
 /* The choice for device d (measured or loaded now if not yet). */
 const ht_gemm_choice *ht_dev_gemm_choice(ht_dev *d);
+/* 1 when d runs native kernels and is a CPU device: the native SGEMM path is tried there
+ * only (src/ocl/native.c). */
+int ht_dev_has_native(const ht_dev *d);
+/* Products computed by the native path on d since it was opened (tests: which path ran). */
+long ht_dev_native_calls(const ht_dev *d);
 /* ht_gemm_name's, "?" out of range. */
 const char *ht_gemm_path_name(int path);
 /* The current value of CLBlast parameter `name` of kernel `kernel` ("Xgemm", "GemmRoutine",

@@ -238,7 +238,7 @@ static void read_choice(ht_cfg_reader *r, config_setting_t *gc, const char *w, h
         v++;
     if (r->rc == HT_OK && (v == HT_GEMM_NVARIANTS || !(d->gemm_ms[v] > 0)))
         ht_cfg_fail(r, gc,
-                    "%s.path: found \"%s\", expected tiled, clblast, clblast-cpu or "
+                    "%s.path: found \"%s\", expected tiled, native, clblast, clblast-cpu or "
                     "clblast-tuned, with its time (> 0)",
                     e, d->gemm_path);
 }

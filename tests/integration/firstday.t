@@ -140,7 +140,7 @@ expect_fail 2 "job.cfg: key 'data.path': data file '$TMP/none.txt' does not exis
 HT_NO_CACHE=1 run_ht -c "$TMP/job.cfg" --set train.steps=1
 [ $RC -eq 0 ] && printf '%s' "$ERR" | grep -q "choosing the SGEMM kernels for '.*' by measurement (every run: the cache is off)" &&
     printf '%s' "$ERR" | grep -Eq "SGEMM probe: tiled, first call \(compiles\) [0-9.]+ s, then [0-9.]+ ms" &&
-    printf '%s' "$ERR" | grep -Eq "SGEMM: (tiled|clblast|clblast-cpu), chosen in [0-9.]+ s"
+    printf '%s' "$ERR" | grep -Eq "SGEMM: (tiled|native|clblast|clblast-cpu), chosen in [0-9.]+ s"
 ok $? "the SGEMM probe says what it is doing and what it chose"
 
 # ---- the Slurm script: parses, and requeues the job when the ranks stop with exit 75

@@ -6,10 +6,11 @@
 # so this file fails instead of skipping. It also fails on a Mesa driver warning (such as
 # "Treating load_kernel_arg in control flow as uniform", a kernel whose results the driver
 # does not vouch for). t_gemm_tiled forces our own SGEMM kernels, which rusticl would otherwise
-# not run (CLBlast is faster there by measurement).
+# not run (CLBlast is faster there by measurement). t_gemm_native checks that the native-kernel
+# SGEMM path is refused there (rusticl runs no native kernels).
 . "$(dirname "$0")/../lib/lib.sh"
 export RUSTICL_ENABLE=llvmpipe HT_TEST_DEVICE=rusticl
-for t in t_ops t_conv t_attn t_tf_ops t_optim t_gemm_tiled; do
+for t in t_ops t_conv t_attn t_tf_ops t_optim t_gemm_tiled t_gemm_native; do
     t0=$SECONDS
     "$HT_BUILD/tests/$t.t" >"$TMP/$t.out" 2>"$TMP/$t.err"
     rc=$?

@@ -107,13 +107,14 @@ static int run_open_broken(const char *dir, char *out, size_t n) {
 /* The SGEMM variant by measurement (src/ocl/choose.c), on an open device d (closed here):
  * with HT_GEMM forced, that variant and no times; with auto, the chosen variant measured,
  * faster than every variant tried before it and no more than 1/0.9 slower than any after it
- * (a later one must win by 10%), the tuning-file variant untried without a file, and a
+ * (a later one must win by 10%), the tuning-file variant untried without a file, the native
+ * one untried on a device without native kernels, and a
  * second open reads the same choice from the disk cache. */
 static void check_gemm_choice(ht_dev *d) {
     const char *forced = getenv("HT_GEMM");
     ht_gemm_choice c = *ht_dev_gemm_choice(d);
     const char *name = ht_gemm_path_name(c.path);
-    int idx = ht_dev_info(d)->index, any = 0;
+    int idx = ht_dev_info(d)->index, any = 0, native = ht_dev_has_native(d);
     ht_dev_close(d);
     for (int v = 0; v < HT_GEMM_NVARIANTS; v++)
         any |= c.ms[v] != 0;
@@ -123,7 +124,8 @@ static void check_gemm_choice(ht_dev *d) {
         return;
     }
     int ok = c.path >= HT_GEMM_TILED && c.path < HT_GEMM_NVARIANTS && c.ms[c.path] > 0 &&
-             c.ms[HT_GEMM_CLBLAST_TUNED] == 0 && c.ms[HT_GEMM_AUTO] == 0;
+             c.ms[HT_GEMM_CLBLAST_TUNED] == 0 && c.ms[HT_GEMM_AUTO] == 0 &&
+             (native || c.ms[HT_GEMM_NATIVE] == 0); /* never tried without native kernels */
     char times[256] = "";
     for (int v = HT_GEMM_TILED; v < HT_GEMM_NVARIANTS; v++) {
         if (ok && c.ms[v] > 0 && v < c.path) ok = c.ms[c.path] < c.ms[v];

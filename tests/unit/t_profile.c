@@ -180,14 +180,14 @@ int main(void) {
     strcpy(strstr(text, "  }\n"), "    gemm_choice = { path = \"blas\"; tiled_ms = 2.0;\n"
                                     "      clblast_ms = 1.0; };\n  }\n);\n");
     bad("gemmpath.cfg", text, 6,
-        "devices[0].gemm_choice.path: found \"blas\", expected tiled, clblast, clblast-cpu or "
+        "devices[0].gemm_choice.path: found \"blas\", expected tiled, native, clblast, clblast-cpu or "
         "clblast-tuned, with its time (> 0)",
         "an unknown GEMM variant names file:line, the value and the variants");
     snprintf(text, sizeof text, "version = 1;\ndevices = (\n%s", GOOD_DEV);
     strcpy(strstr(text, "  }\n"), "    gemm_choice = { path = \"clblast-cpu\"; tiled_ms = 2.0;\n"
                                     "      clblast_ms = 1.0; };\n  }\n);\n");
     bad("gemmtime.cfg", text, 6,
-        "devices[0].gemm_choice.path: found \"clblast-cpu\", expected tiled, clblast, "
+        "devices[0].gemm_choice.path: found \"clblast-cpu\", expected tiled, native, clblast, "
         "clblast-cpu or clblast-tuned, with its time (> 0)",
         "a chosen variant without its time is refused");
     snprintf(text, sizeof text, "version = 1;\ndevices = (\n%s,\n%s);\n", GOOD_DEV, GOOD_DEV);

@@ -19,7 +19,7 @@ esac
     >"$tmp/out" 2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
 ours=$(sed -nE 's/.* ([0-9.]+) samples\/s.*/\1/p' "$tmp/out" | awk -v p=$per '{ print $1 * p }')
 dev=$(sed -nE 's/^device [0-9]+: (.*), kernels.*/\1/p' "$tmp/err" | head -1)
-/usr/bin/python3 tools/bench/torch_peer.py "$model" --threads 2 >"$tmp/torch"
+/usr/bin/python3 tools/bench/torch_peer.py "$model" --threads 2 >"$tmp/torch"  # PyTorch 2 (its venv)
 peer=$(sed -nE 's/^peer_per_s //p' "$tmp/torch")
 echo "== $model ($cfg), $steps steps; $(head -1 "$tmp/torch")"
 echo "hettrain device: $dev"

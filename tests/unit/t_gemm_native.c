@@ -1,0 +1,138 @@
+/* SGEMM by OpenBLAS in a native kernel (src/ocl/native.c), forced (HT_GEMM_NATIVE) on a
+ * device that runs native kernels, checked against a plain-C reference in double on odd
+ * shapes: all four transposes, offsets into A, B and C, leading dimensions wider than the
+ * operands (the pad must stay untouched, as must C before its offset), alpha and beta, beta
+ * = 0 over a NaN-filled C (never read), k = 0 (C = beta C), and the MLP's skinny shapes
+ * (n = 10, k = 10). The device's count of native launches proves that the native path, not
+ * CLBlast or our kernels, computed each product. On a device without native kernels
+ * (rusticl: tests/rusticl.t runs this file there too) forcing the path is refused at open
+ * (exit 2's error, naming the device), and the device says it has none. Which
+ * implementations run native kernels is known: PoCL's CPU devices do, rusticl does not. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "ocl/ocl.h"
+#include "ref.h"
+#include "tap.h"
+
+/* C(m,n) = alpha op(A) op(B) + beta C0, row-major, double accumulation; beta = 0 never
+ * reads C0 (BLAS). */
+static void ref_gemm(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                     const float *b, int ldb, float beta, const float *c0, float *c, int ldc) {
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double s = 0;
+            for (int p = 0; p < k; p++)
+                s += (double)(ta ? a[p * lda + i] : a[i * lda + p]) *
+                     (double)(tb ? b[j * ldb + p] : b[p * ldb + j]);
+            c[i * ldc + j] = (float)(alpha * s + (beta != 0 ? beta * (double)c0[i * ldc + j] : 0));
+        }
+}
+
+/* One product with A, B and C at float offsets oa, ob, oc in their buffers and leading
+ * dimensions pad wider than the operands. */
+static void check(ht_dev *d, int ta, int tb, int m, int n, int k, float alpha, float beta, int pad,
+                  size_t oa, size_t ob, size_t oc) {
+    int lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
+    if (lda < 1) lda = 1;
+    if (ldb < 1) ldb = 1;
+    size_t na = (size_t)(ta ? k : m) * lda, nb = (size_t)(tb ? n : k) * ldb, nc = (size_t)m * ldc;
+    size_t ta_n = oa + na + 1, tb_n = ob + nb + 1, tc_n = oc + nc;
+    float *a = calloc(ta_n, 4), *b = calloc(tb_n, 4), *c0 = malloc(tc_n * 4), *c = malloc(tc_n * 4),
+          *r = malloc(tc_n * 4);
+    ref_fill_uniform(a, ta_n, -1, 1, 100 + (uint64_t)m);
+    ref_fill_uniform(b, tb_n, -1, 1, 200 + (uint64_t)n);
+    ref_fill_uniform(c0, tc_n, -1, 1, 300 + (uint64_t)k);
+    if (beta == 0) /* never read: a NaN there must not reach the result */
+        for (size_t i = oc; i < tc_n; i++)
+            if ((i - oc) % (size_t)ldc < (size_t)n) c0[i] = NAN;
+    ht_buf *ba = ht_buf_new(d, ta_n * 4, "A"), *bb = ht_buf_new(d, tb_n * 4, "B"),
+           *bc = ht_buf_new(d, tc_n * 4, "C");
+    ht_buf_write(d, ba, 0, ta_n * 4, a);
+    ht_buf_write(d, bb, 0, tb_n * 4, b);
+    ht_buf_write(d, bc, 0, tc_n * 4, c0);
+    long before = ht_dev_native_calls(d);
+    ht_sgemm(d, ta, tb, m, n, k, alpha, ba, oa, lda, bb, ob, ldb, beta, bc, oc, ldc);
+    ht_buf_read(d, bc, 0, tc_n * 4, c);
+    long calls = ht_dev_native_calls(d) - before;
+    memcpy(r, c0, tc_n * 4);
+    ref_gemm(ta, tb, m, n, k, alpha, a + oa, lda, b + ob, ldb, beta, c0 + oc, r + oc, ldc);
+    double tol = (1e-6 * k + 1e-5) * (fabs(alpha) > 1 ? fabs(alpha) : 1), worst = 0;
+    size_t bad = 0, first = 0, touched = 0;
+    for (size_t i = 0; i < tc_n; i++) {
+        int inside = i >= oc && (i - oc) % (size_t)ldc < (size_t)n;
+        if (!inside) { /* bit for bit untouched (a NaN stays a NaN) */
+            if (memcmp(&c[i], &r[i], 4)) touched++;
+            continue;
+        }
+        double e = fabs((double)c[i] - (double)r[i]);
+        if (!(e <= tol)) { /* also NaN */
+            if (!bad++) first = i;
+        } else if (e > worst) {
+            worst = e;
+        }
+    }
+    tap_ok(!bad && !touched && calls == 1,
+           "native %c%c m=%d n=%d k=%d alpha=%g beta=%g pad %d offsets %zu/%zu/%zu: %zu of %zu "
+           "outside %.1e (worst inside %.2e), %zu outside C's window changed, %ld native calls",
+           ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, beta, pad, oa, ob, oc, bad,
+           (size_t)m * n, tol, worst, touched, calls);
+    if (bad)
+        tap_diag("first bad element %zu: got %g, expected %g", first, (double)c[first],
+                 (double)r[first]);
+    ht_buf_free(ba), ht_buf_free(bb), ht_buf_free(bc);
+    free(a), free(b), free(c0), free(c), free(r);
+}
+
+int main(void) {
+    const char *sel = getenv("HT_TEST_DEVICE");
+    int idx = 0;
+    ht_exit_on_error(ht_ocl_select(sel ? sel : "", &idx));
+    ht_dev_opts o = ht_dev_opts_default();
+    o.gemm = HT_GEMM_TILED; /* opens anywhere, no probe */
+    ht_dev *d;
+    ht_exit_on_error(ht_dev_open(&d, idx, &o));
+    const ht_devinfo *info = ht_dev_info(d);
+    printf("# device: %s (%s)\n", info->name, info->platform);
+    int pocl = strstr(info->platform, "Portable Computing Language") != NULL;
+    int rusticl = strstr(info->platform, "rusticl") != NULL;
+    int has = ht_dev_has_native(d);
+    tap_ok(pocl ? has : rusticl ? !has : 1, "native kernels on '%s': %s (PoCL's CPU device runs "
+           "them, rusticl does not)", info->platform, has ? "yes" : "no");
+    ht_dev_close(d);
+    o.gemm = HT_GEMM_NATIVE;
+    int rc = ht_dev_open(&d, idx, &o);
+    if (!has) {
+        tap_ok(rc == HT_EINPUT && strstr(ht_errmsg(), "HT_GEMM=native") &&
+                   strstr(ht_errmsg(), info->name),
+               "forcing the native path where there is none is refused at open: %s",
+               ht_errmsg());
+        ht_error_clear();
+        return tap_done();
+    }
+    ht_exit_on_error(rc);
+    tap_ok(ht_dev_gemm_choice(d)->path == HT_GEMM_NATIVE, "forced: the device runs %s",
+           ht_gemm_path_name(ht_dev_gemm_choice(d)->path));
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            check(d, ta, tb, 13, 37, 29, 1.0f, 0.0f, 0, 0, 0, 0);
+            check(d, ta, tb, 7, 11, 5, -0.5f, 1.5f, 3, 5, 2, 7);
+        }
+    check(d, 0, 0, 1, 1, 1, 1.0f, 0.0f, 0, 0, 0, 0);
+    check(d, 1, 1, 1, 17, 1, 2.0f, 0.5f, 1, 1, 1, 1);
+    check(d, 0, 1, 19, 1, 3, 1.0f, -1.0f, 2, 3, 0, 4);
+    /* the MLP's skinny products at batch 64: n = 10 forward, k = 10 input gradient, the
+     * 10-row weight gradient; and a product big enough for OpenBLAS to split over threads */
+    check(d, 0, 1, 64, 10, 300, 1.0f, 0.0f, 0, 3, 5, 1);
+    check(d, 0, 0, 64, 300, 10, 1.0f, 0.0f, 0, 0, 0, 0);
+    check(d, 1, 0, 10, 300, 64, 1.0f, 1.0f, 0, 1, 1, 1);
+    check(d, 1, 0, 200, 300, 150, 0.5f, 0.0f, 1, 7, 0, 3);
+    /* k = 0: C = beta C */
+    check(d, 0, 0, 6, 20, 0, 1.0f, 0.5f, 1, 0, 0, 2);
+    check(d, 0, 0, 6, 20, 0, 1.0f, 0.0f, 1, 0, 0, 2);
+    ht_dev_close(d);
+    return tap_done();
+}
