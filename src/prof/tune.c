@@ -44,179 +44,9 @@
 #include "core/rng.h"
 #include "ocl/ocl.h" /* ht_dev_tune switches CLBlast parameter sets on an open device */
 #include "prof/tune.h"
+#include "prof/tune_space.h"
 
 static FILE *g_log;
-
-/* ---------------------------------------------------------------- parameter spaces */
-
-enum { K_XGEMM, K_DIRECT, K_COPY, K_PAD, K_TRA, K_PADTRA, K_ROUTE, NKERN };
-#define MAXP 16
-#define MAXV 8
-
-typedef struct {
-    const char *name;
-    int nv;
-    size_t v[MAXV];
-} pspace;
-
-typedef struct {
-    const char *kernel;
-    int np;
-    pspace p[MAXP];
-} kspace;
-
-/* Parameter names in CLBlast's order. Xgemm's GEMMK=0 and GEMMK=1 kernels have different
- * ranges; the lists here are the union, and valid_xgemm() pins what GEMMK=1 requires. */
-static const kspace SPACE[NKERN] = {
-    {"Xgemm",
-     16,
-     {{"GEMMK", 2, {0, 1}},
-      {"KREG", 5, {1, 2, 4, 8, 16}},
-      {"KWG", 4, {1, 16, 32, 64}},
-      {"KWI", 4, {1, 2, 4, 8}},
-      {"MDIMA", 5, {2, 4, 8, 16, 32}},
-      {"MDIMC", 5, {2, 4, 8, 16, 32}},
-      {"MWG", 5, {8, 16, 32, 64, 128}},
-      {"NDIMB", 5, {2, 4, 8, 16, 32}},
-      {"NDIMC", 5, {2, 4, 8, 16, 32}},
-      {"NWG", 5, {8, 16, 32, 64, 128}},
-      /* SA/SB = 1 (tiles staged in local memory) measured 2x slower on PoCL CPUs: its
-       * barriers make PoCL save every work-item's accumulators between loop regions */
-      {"SA", 1, {0}},
-      {"SB", 1, {0}},
-      {"STRM", 2, {0, 1}},
-      {"STRN", 2, {0, 1}},
-      {"VWM", 4, {1, 2, 4, 8}},
-      {"VWN", 4, {1, 2, 4, 8}}}},
-    {"XgemmDirect",
-     10,
-     {{"KWID", 5, {1, 2, 4, 8, 16}},
-      {"MDIMAD", 4, {4, 8, 16, 32}},
-      {"MDIMCD", 4, {4, 8, 16, 32}},
-      {"NDIMBD", 4, {4, 8, 16, 32}},
-      {"NDIMCD", 4, {4, 8, 16, 32}},
-      {"PADA", 2, {0, 1}},
-      {"PADB", 2, {0, 1}},
-      {"VWMD", 4, {1, 2, 4, 8}},
-      {"VWND", 4, {1, 2, 4, 8}},
-      /* WGD = 64 or more: each of the four XgemmDirect variants then takes PoCL ~20 s to
-       * compile, and every program pays that (CLBlast fetches the binary of all kernels) */
-      {"WGD", 3, {8, 16, 32}}}},
-    {"Copy",
-     4,
-     {{"COPY_DIMX", 3, {8, 16, 32}},
-      {"COPY_DIMY", 3, {8, 16, 32}},
-      {"COPY_VW", 4, {1, 2, 4, 8}},
-      {"COPY_WPT", 4, {1, 2, 4, 8}}}},
-    {"Pad",
-     4,
-     {{"PAD_DIMX", 3, {8, 16, 32}},
-      {"PAD_DIMY", 3, {8, 16, 32}},
-      {"PAD_WPTX", 3, {1, 2, 4}},
-      {"PAD_WPTY", 3, {1, 2, 4}}}},
-    {"Transpose",
-     4,
-     {{"TRA_DIM", 5, {4, 8, 16, 32, 64}},
-      {"TRA_PAD", 2, {0, 1}},
-      {"TRA_SHUFFLE", 2, {0, 1}},
-      {"TRA_WPT", 5, {1, 2, 4, 8, 16}}}},
-    {"Padtranspose",
-     3,
-     {{"PADTRA_PAD", 2, {0, 1}},
-      {"PADTRA_TILE", 4, {8, 16, 32, 64}},
-      {"PADTRA_WPT", 5, {1, 2, 4, 8, 16}}}},
-    {"GemmRoutine", 1, {{"XGEMM_MIN_INDIRECT_SIZE", 1, {0}}}},
-};
-
-typedef struct {
-    size_t v[NKERN][MAXP];
-} config;
-
-/* Start point: the built-in PoCL CPU set of src/ocl/blas.c and conf/tuning/pocl-cpu.cfg
- * (keep the three in step). */
-static const size_t START[NKERN][MAXP] = {
-    {0, 1, 16, 4, 8, 8, 128, 8, 8, 128, 0, 0, 0, 0, 8, 4},
-    {2, 8, 8, 8, 8, 1, 1, 1, 1, 16},
-    {8, 8, 8, 2},
-    {32, 16, 1, 2},
-    {4, 0, 0, 8},
-    {1, 16, 1},
-    {64},
-};
-
-#define P(c, k, i) ((c)->v[(k)][(i)])
-static int mult(size_t a, size_t b) { return b != 0 && a % b == 0; }
-
-/* Device limits the constraints need (from the probe child). */
-static size_t g_local_mem = 32768, g_max_wg = 256;
-
-static int valid_xgemm(const config *c) {
-    size_t gemmk = P(c, K_XGEMM, 0), kreg = P(c, K_XGEMM, 1), kwg = P(c, K_XGEMM, 2),
-           kwi = P(c, K_XGEMM, 3), mdima = P(c, K_XGEMM, 4), mdimc = P(c, K_XGEMM, 5),
-           mwg = P(c, K_XGEMM, 6), ndimb = P(c, K_XGEMM, 7), ndimc = P(c, K_XGEMM, 8),
-           nwg = P(c, K_XGEMM, 9), sa = P(c, K_XGEMM, 10), sb = P(c, K_XGEMM, 11),
-           strm = P(c, K_XGEMM, 12), strn = P(c, K_XGEMM, 13), vwm = P(c, K_XGEMM, 14),
-           vwn = P(c, K_XGEMM, 15);
-    if (mdimc * ndimc > g_max_wg) return 0;
-    /* more than 256 accumulators per work-item only spills (and takes minutes to compile) */
-    if ((mwg / mdimc) * (nwg / ndimc) > 256) return 0;
-    if (!mult(mwg, mdimc * vwm) || !mult(nwg, ndimc * vwn)) return 0; /* integer MWI, NWI */
-    if (!mult(mwg, mdima * vwm) || !mult(nwg, ndimb * vwn)) return 0; /* integer MWIA, NWIB */
-    if (gemmk == 1) {
-        /* 2D register tiling kernel: no local memory, KWG = KWI = 1, KREG a multiple of VWN,
-         * and CLBlast's tuner ties the A/B load shapes to the thread shape. Square tiles
-         * too: CLBlast 1.5.3's GemmIndirect sizes the GEMMK=1 grid with M and N swapped
-         * (global = {n*MDIMC/NWG, m*NDIMC/MWG}), so sets with MWG != NWG or MDIMC != NDIMC
-         * leave parts of C uncomputed (seen here as wrong results) */
-        return kwg == 1 && kwi == 1 && sa == 0 && sb == 0 && strm == 0 && strn == 0 &&
-               mult(kreg, vwn) && mdima == mdimc && ndimb == ndimc && mwg == nwg && mdimc == ndimc;
-    }
-    if (kreg != 1 || kwg == 1 || !mult(kwg, kwi)) return 0;
-    /* MDIMA and NDIMB only shape the loads into local memory: without it they change no
-     * code, so they are pinned rather than searched */
-    if ((sa == 0 && mdima != mdimc) || (sb == 0 && ndimb != ndimc)) return 0;
-    /* KWG has to be a multiple of KDIMA = MDIMC*NDIMC/MDIMA and KDIMB = MDIMC*NDIMC/NDIMB */
-    if (!mult(mdimc * ndimc, mdima) || !mult(mdimc * ndimc, ndimb)) return 0;
-    if (!mult(kwg, mdimc * ndimc / mdima) || !mult(kwg, mdimc * ndimc / ndimb)) return 0;
-    return 4 * (sa * kwg * mwg + sb * kwg * nwg) <= g_local_mem;
-}
-
-static int valid_direct(const config *c) {
-    size_t kwid = P(c, K_DIRECT, 0), mdimad = P(c, K_DIRECT, 1), mdimcd = P(c, K_DIRECT, 2),
-           ndimbd = P(c, K_DIRECT, 3), ndimcd = P(c, K_DIRECT, 4), pada = P(c, K_DIRECT, 5),
-           padb = P(c, K_DIRECT, 6), vwmd = P(c, K_DIRECT, 7), vwnd = P(c, K_DIRECT, 8),
-           wgd = P(c, K_DIRECT, 9);
-    if (mdimcd * ndimcd > g_max_wg || !mult(wgd, kwid)) return 0;
-    if ((wgd / mdimcd) * (wgd / ndimcd) > 256) return 0; /* as for Xgemm */
-    if (!mult(wgd, mdimcd * vwmd) || !mult(wgd, ndimcd * vwnd)) return 0;
-    if (!mult(wgd, mdimad * vwmd) || !mult(wgd, ndimbd * vwnd)) return 0;
-    if (!mult(mdimcd * ndimcd, mdimad) || !mult(mdimcd * ndimcd, ndimbd)) return 0;
-    if (!mult(wgd, mdimcd * ndimcd / mdimad) || !mult(wgd, mdimcd * ndimcd / ndimbd)) return 0;
-    return 4 * (wgd * (wgd + pada) + wgd * (wgd + padb)) <= g_local_mem;
-}
-
-static int valid_kernel(const config *c, int k) {
-    switch (k) {
-    case K_XGEMM:
-        return valid_xgemm(c);
-    case K_DIRECT:
-        return valid_direct(c);
-    case K_COPY:
-        return P(c, K_COPY, 0) * P(c, K_COPY, 1) <= g_max_wg;
-    case K_PAD:
-        return P(c, K_PAD, 0) * P(c, K_PAD, 1) <= g_max_wg;
-    case K_TRA: {
-        size_t dim = P(c, K_TRA, 0), pad = P(c, K_TRA, 1), wpt = P(c, K_TRA, 3);
-        return dim * dim <= g_max_wg && 4 * wpt * (wpt * dim) * (dim + pad) <= g_local_mem;
-    }
-    case K_PADTRA: {
-        size_t pad = P(c, K_PADTRA, 0), tile = P(c, K_PADTRA, 1), wpt = P(c, K_PADTRA, 2);
-        return tile * tile <= g_max_wg && 4 * (wpt * tile) * (wpt * tile + pad) <= g_local_mem;
-    }
-    default:
-        return 1;
-    }
-}
 
 /* ---------------------------------------------------------------- shapes */
 
@@ -238,9 +68,9 @@ static unsigned long long mnk(const shape *s) {
 static void print_libconfig(FILE *f, const config *c) {
     fprintf(f, "clblast = {\n");
     for (int k = 0; k < NKERN; k++) {
-        fprintf(f, "    %s = {", SPACE[k].kernel);
-        for (int i = 0; i < SPACE[k].np; i++)
-            fprintf(f, " %s = %zu;", SPACE[k].p[i].name, P(c, k, i));
+        fprintf(f, "    %s = {", ht_tune_space[k].kernel);
+        for (int i = 0; i < ht_tune_space[k].np; i++)
+            fprintf(f, " %s = %zu;", ht_tune_space[k].p[i].name, P(c, k, i));
         fprintf(f, " };\n");
     }
     fprintf(f, "};\n");
@@ -262,12 +92,12 @@ static int read_config(const char *path, config *c) {
     if (rc != HT_OK) return rc;
     for (int k = 0; rc == HT_OK && k < NKERN; k++) {
         char key[64];
-        snprintf(key, sizeof key, "clblast.%s", SPACE[k].kernel);
+        snprintf(key, sizeof key, "clblast.%s", ht_tune_space[k].kernel);
         if (!config_lookup(&cf, key)) continue;
-        for (int i = 0; i < SPACE[k].np; i++) {
+        for (int i = 0; i < ht_tune_space[k].np; i++) {
             char pk[128];
             int v;
-            snprintf(pk, sizeof pk, "%s.%s", key, SPACE[k].p[i].name);
+            snprintf(pk, sizeof pk, "%s.%s", key, ht_tune_space[k].p[i].name);
             if (config_lookup_int(&cf, pk, &v) != CONFIG_TRUE || v < 0) {
                 rc =
                     ht_error(HT_EINPUT, "%s: '%s' missing or not a non-negative integer", path, pk);
@@ -469,8 +299,8 @@ typedef struct {
 static uint32_t rnd(rng *g, uint32_t n) { return ht_rng_below(g->seed, g->counter++, n); }
 
 static int index_of(int k, int i, size_t v) {
-    for (int j = 0; j < SPACE[k].p[i].nv; j++)
-        if (SPACE[k].p[i].v[j] == v) return j;
+    for (int j = 0; j < ht_tune_space[k].p[i].nv; j++)
+        if (ht_tune_space[k].p[i].v[j] == v) return j;
     return -1;
 }
 
@@ -489,10 +319,10 @@ static void pin_xgemm(config *c) {
 
 static void randomize(config *c, int k, rng *g) {
     for (int tries = 0; tries < 20000; tries++) {
-        for (int i = 0; i < SPACE[k].np; i++)
-            P(c, k, i) = SPACE[k].p[i].v[rnd(g, (uint32_t)SPACE[k].p[i].nv)];
+        for (int i = 0; i < ht_tune_space[k].np; i++)
+            P(c, k, i) = ht_tune_space[k].p[i].v[rnd(g, (uint32_t)ht_tune_space[k].p[i].nv)];
         if (k == K_XGEMM) pin_xgemm(c);
-        if (valid_kernel(c, k)) return;
+        if (ht_tune_valid(c, k)) return;
     }
 }
 
@@ -503,14 +333,14 @@ static int mutate(config *c, int k, rng *g) {
         *c = orig;
         int changes = 1 + (int)rnd(g, 2);
         for (int ch = 0; ch < changes; ch++) {
-            int i = (int)rnd(g, (uint32_t)SPACE[k].np);
-            int nv = SPACE[k].p[i].nv, j = index_of(k, i, P(c, k, i));
+            int i = (int)rnd(g, (uint32_t)ht_tune_space[k].np);
+            int nv = ht_tune_space[k].p[i].nv, j = index_of(k, i, P(c, k, i));
             if (nv < 2) continue;
             if (j < 0 || rnd(g, 4) == 0)
                 j = (int)rnd(g, (uint32_t)nv);
             else
                 j = rnd(g, 2) ? (j + 1 < nv ? j + 1 : j - 1) : (j > 0 ? j - 1 : j + 1);
-            P(c, k, i) = SPACE[k].p[i].v[j];
+            P(c, k, i) = ht_tune_space[k].p[i].v[j];
             /* keep tied parameters tied, as the GEMMK=1 tuner does */
             if (k == K_XGEMM && P(c, k, 0) == 1) { /* GEMMK=1: M and N mirror each other */
                 static const int mirror[16] = {0, 1, 2,  3,  5,  4,  9,  8,
@@ -521,7 +351,7 @@ static int mutate(config *c, int k, rng *g) {
             }
             if (k == K_XGEMM) pin_xgemm(c);
         }
-        if (valid_kernel(c, k) && memcmp(c, &orig, sizeof orig)) return 1;
+        if (ht_tune_valid(c, k) && memcmp(c, &orig, sizeof orig)) return 1;
     }
     *c = orig;
     return 0;
@@ -535,7 +365,7 @@ static int g_nseen;
 static uint64_t hash_config(const config *c) {
     uint64_t h = 0x9e3779b97f4a7c15ull;
     for (int k = 0; k < NKERN; k++)
-        for (int i = 0; i < SPACE[k].np; i++)
+        for (int i = 0; i < ht_tune_space[k].np; i++)
             h = ht_mix64(h ^ (P(c, k, i) + 1315423911ull * k + i));
     return h;
 }
@@ -590,9 +420,9 @@ typedef struct {
 static double elapsed(const search *s) { return ht_now() - s->t_start; }
 
 static void print_config(FILE *f, const config *c, int k) {
-    fprintf(f, "%s:", SPACE[k].kernel);
-    for (int i = 0; i < SPACE[k].np; i++)
-        fprintf(f, " %s=%zu", SPACE[k].p[i].name, P(c, k, i));
+    fprintf(f, "%s:", ht_tune_space[k].kernel);
+    for (int i = 0; i < ht_tune_space[k].np; i++)
+        fprintf(f, " %s=%zu", ht_tune_space[k].p[i].name, P(c, k, i));
 }
 
 /* Measures set a and, when b is given, set b beside it; 0 when it failed (says why). */
@@ -697,13 +527,52 @@ static void to_kparams(const config *c, ht_prof_tune_result *res) {
     for (int k = 0; k < NKERN && k < HT_PROF_MAX_KERNELS; k++) {
         ht_prof_kparams *kp = &res->k[res->nk++];
         memset(kp, 0, sizeof *kp);
-        ht_strlcpy(kp->kernel, SPACE[k].kernel, sizeof kp->kernel);
-        kp->n = SPACE[k].np;
-        for (int i = 0; i < SPACE[k].np; i++) {
-            ht_strlcpy(kp->names[i], SPACE[k].p[i].name, sizeof kp->names[i]);
+        ht_strlcpy(kp->kernel, ht_tune_space[k].kernel, sizeof kp->kernel);
+        kp->n = ht_tune_space[k].np;
+        for (int i = 0; i < ht_tune_space[k].np; i++) {
+            ht_strlcpy(kp->names[i], ht_tune_space[k].p[i].name, sizeof kp->names[i]);
             kp->values[i] = (long)P(c, k, i);
         }
     }
+}
+
+/* The result of the stages: indirect-path kernels from `ind`, XgemmDirect from `dir`, the
+ * routing threshold chosen from both paths measured side by side, then checked against the
+ * start set; the faster one goes into res. */
+static int finish(search *s, const config *start_c, const config *ind, const config *dir,
+                  double *ti, double *td, ht_prof_tune_result *res) {
+    result r;
+    size_t thr;
+    config fin = *ind;
+    memcpy(fin.v[K_DIRECT], dir->v[K_DIRECT], sizeof fin.v[K_DIRECT]);
+    config fi = fin, fd = fin;
+    P(&fi, K_ROUTE, 0) = 0;
+    P(&fd, K_ROUTE, 0) = NEVER_INDIRECT;
+    if (evaluate(s, &fi, &fd, &r, "route")) {
+        memcpy(ti, r.t[0], sizeof r.t[0]);
+        memcpy(td, r.t[1], sizeof r.t[1]);
+    }
+    route(td, ti, &thr);
+    P(&fin, K_ROUTE, 0) = thr;
+    fprintf(g_log, "[%6.0f s] route   threshold %zu: direct for m*n*k < %zu^3\n", elapsed(s), thr,
+            thr);
+
+    /* verification: start and result measured side by side, twice, best per shape kept */
+    double vs[MAXSHAPES], vf[MAXSHAPES];
+    for (int i = 0; i < g_nshapes; i++)
+        vs[i] = vf[i] = 1e30;
+    for (int round = 0; round < 2; round++)
+        if (evaluate(s, start_c, &fin, &r, "verify")) keep_min(vs, r.t[0]), keep_min(vf, r.t[1]);
+    if (vf[0] >= 1e30) {
+        return ht_error(HT_ERUNTIME, "CLBlast tuning: the result set failed to run; see the log");
+    }
+    int keep_start = sum(vs) <= sum(vf);
+    res->start_ms = sum(vs) * 1e3;
+    res->result_ms = sum(keep_start ? vs : vf) * 1e3;
+    to_kparams(keep_start ? start_c : &fin, res);
+    if (keep_start)
+        fprintf(g_log, "the start set stays: the result was not faster when re-measured\n");
+    return HT_OK;
 }
 
 int ht_prof_tune(const ht_prof_tune_opts *o, ht_prof_tune_result *res) {
@@ -737,7 +606,7 @@ int ht_prof_tune(const ht_prof_tune_opts *o, ht_prof_tune_result *res) {
     config start_c;
     for (int k = 0; k < NKERN; k++)
         for (int i = 0; i < MAXP; i++)
-            start_c.v[k][i] = START[k][i];
+            start_c.v[k][i] = ht_tune_start[k][i];
     if (o->start && *o->start && (rc = read_config(o->start, &start_c)) != HT_OK) goto out;
 
     /* the start set down both paths (which also probes the device's limits) */
@@ -754,12 +623,12 @@ int ht_prof_tune(const ht_prof_tune_opts *o, ht_prof_tune_result *res) {
     double ti[MAXSHAPES], td[MAXSHAPES];
     memcpy(ti, r.t[0], sizeof ti);
     memcpy(td, r.t[1], sizeof td);
-    g_local_mem = r.local_mem, g_max_wg = r.max_wg;
+    ht_tune_local_mem = r.local_mem, ht_tune_max_wg = r.max_wg;
     ht_strlcpy(res->device, r.device, sizeof res->device);
     fprintf(g_log,
             "device %s (local memory %zu B, work-group <= %zu); start set: step %.2f ms "
             "(indirect only %.2f, direct only %.2f; compile %.0f s)\n",
-            res->device, g_local_mem, g_max_wg, step_at(td, ti, P(&start_c, K_ROUTE, 0)) * 1e3,
+            res->device, ht_tune_local_mem, ht_tune_max_wg, step_at(td, ti, P(&start_c, K_ROUTE, 0)) * 1e3,
             sum(ti) * 1e3, sum(td) * 1e3, r.first_s);
 
     rng g = {o->seed, 0};
@@ -776,44 +645,13 @@ int ht_prof_tune(const ht_prof_tune_opts *o, ht_prof_tune_result *res) {
         /* nothing better found: the start set, routed by its own side-by-side times */
         double t = route(td, ti, &thr);
         P(&start_c, K_ROUTE, 0) = thr;
-        res->start_ms = step_at(td, ti, START[K_ROUTE][0]) * 1e3;
+        res->start_ms = step_at(td, ti, ht_tune_start[K_ROUTE][0]) * 1e3;
         res->result_ms = t * 1e3;
         to_kparams(&start_c, res);
         fprintf(g_log, "[%6.0f s] no faster set found; threshold %zu\n", elapsed(&s), thr);
         goto done;
     }
-    /* the result: indirect-path kernels from `ind`, XgemmDirect from `dir`, best threshold,
-     * from both paths of this set measured side by side */
-    config fin = ind;
-    memcpy(fin.v[K_DIRECT], dir.v[K_DIRECT], sizeof fin.v[K_DIRECT]);
-    config fi = fin, fd = fin;
-    P(&fi, K_ROUTE, 0) = 0;
-    P(&fd, K_ROUTE, 0) = NEVER_INDIRECT;
-    if (evaluate(&s, &fi, &fd, &r, "route")) {
-        memcpy(ti, r.t[0], sizeof ti);
-        memcpy(td, r.t[1], sizeof td);
-    }
-    route(td, ti, &thr);
-    P(&fin, K_ROUTE, 0) = thr;
-    fprintf(g_log, "[%6.0f s] route   threshold %zu: direct for m*n*k < %zu^3\n", elapsed(&s), thr,
-            thr);
-
-    /* verification: start and result measured side by side, twice, best per shape kept */
-    double vs[MAXSHAPES], vf[MAXSHAPES];
-    for (int i = 0; i < g_nshapes; i++)
-        vs[i] = vf[i] = 1e30;
-    for (int round = 0; round < 2; round++)
-        if (evaluate(&s, &start_c, &fin, &r, "verify")) keep_min(vs, r.t[0]), keep_min(vf, r.t[1]);
-    if (vf[0] >= 1e30) {
-        rc = ht_error(HT_ERUNTIME, "CLBlast tuning: the result set failed to run; see the log");
-        goto out;
-    }
-    int keep_start = sum(vs) <= sum(vf);
-    res->start_ms = sum(vs) * 1e3;
-    res->result_ms = sum(keep_start ? vs : vf) * 1e3;
-    to_kparams(keep_start ? &start_c : &fin, res);
-    if (keep_start)
-        fprintf(g_log, "the start set stays: the result was not faster when re-measured\n");
+    if ((rc = finish(&s, &start_c, &ind, &dir, ti, td, res)) != HT_OK) goto out;
 done:
     res->evals = s.evals, res->failed = s.failed;
     fprintf(g_log,
