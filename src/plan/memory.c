@@ -31,6 +31,13 @@ void ht_mem_desc_from_model(ht_mem_desc *d, const ht_model *m, int mb, int opt_s
     if (mb < 1) mb = 1;
     for (int l = 0; l < L; l++) {
         const ht_layer *y = &m->layers[l];
+        for (int k = 0; k < y->ntensors; k++) {
+            if (!y->t[k].tied) continue;
+            double c = 4.0;
+            for (int e = 0; e < y->t[k].ndim; e++)
+                c *= (double)y->t[k].shape[e];
+            d->tied_layer = l, d->tied_param = c, d->tied_state = c * (2 + opt_states);
+        }
         d->out_bytes[l] = (double)y->out * 4;
         d->keep_bytes[l] = (double)ht_layer_act_bytes(y);
         d->param_bytes[l] = (double)y->nparams * 4;
@@ -83,6 +90,8 @@ static double state_of(const ht_mem_desc *d, int lo, int hi, int weight_versions
     double s = 0;
     for (int l = lo; l < hi; l++)
         s += d->state_bytes[l] + (weight_versions - 1) * d->param_bytes[l];
+    if (d->tied_layer > 0 && d->tied_layer >= lo && d->tied_layer < hi && lo > 0) /* the tied head's copy of wte */
+        s += d->tied_state + (weight_versions - 1) * d->tied_param;
     return s;
 }
 

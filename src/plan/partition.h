@@ -40,6 +40,11 @@ typedef struct ht_mem_desc {
     double *save_bytes;  /* [L] per sample: the layer's saved state alone */
     double *arena_bytes; /* [L] per sample: its output's room in an activation arena (0 when
                             the output aliases the input, as an in-place activation's does) */
+    int tied_layer;      /* a tied head's layer (its weight is layer 0's wte), or 0: none */
+    double tied_state;   /* wte's parameters + gradient + optimizer state: what a stage that
+                            holds the tied head but not layer 0 holds besides (its copy,
+                            src/train/pipe_tied.h) */
+    double tied_param;   /* wte's parameters alone (a second weight version's copy) */
 } ht_mem_desc;
 
 /* Fills d from a model (built with or without a device: only the description is read) for

@@ -13,7 +13,7 @@
 static double out[] = {20, 30, 40}, keep[] = {25, 30, 45}, param[] = {100, 200, 300},
               state[] = {300, 600, 900}, work[] = {1, 5, 2}, fwd[] = {1, 1, 3},
               save[] = {5, 0, 5}, arena[] = {20, 30, 40}; /* keep = arena + save */
-static ht_mem_desc d = {3, 10, out, keep, param, state, work, save, arena};
+static ht_mem_desc d = {3, 10, out, keep, param, state, work, save, arena, 0, 0, 0};
 
 /* Stage [1, 3), 2 samples per micro-batch. Per sample: no recompute, a slot keeps 20 + 30 +
  * 45 = 95 and the live part is 20 + 30 + 40 = 90; recomputing layer 1 moves its 30 from the
@@ -148,6 +148,26 @@ static void test_executor(void) {
     tap_ok(t == 2708 && u.slots == 0, "executor, 1 slot: the model alone (got %g)", t);
 }
 
+/* A tied head (layer 2 here, its weight layer 0's wte of 50 parameter bytes, 150 with its
+ * gradient and one optimizer state): a stage that holds the head but not layer 0 also holds
+ * wte's copy (train/pipe_tied.h); one that holds both holds wte once. States by hand: layers
+ * 1-2 600 + 900, layer 0 300. */
+static void test_tied_copy(void) {
+    ht_mem_desc t = d;
+    t.tied_layer = 2, t.tied_param = 50, t.tied_state = 150;
+    ht_mem_use u;
+    ht_mem_stage(&t, 1, 3, 2, 1, 1, NULL, &u);
+    int ok = u.state == 600 + 900 + 150;
+    ht_mem_stage(&t, 0, 3, 2, 1, 1, NULL, &u);
+    ok = ok && u.state == 300 + 600 + 900;
+    ht_mem_stage(&t, 0, 2, 2, 1, 1, NULL, &u);
+    ok = ok && u.state == 300 + 600;
+    ht_mem_stage(&t, 2, 3, 2, 1, 2, NULL, &u); /* 2 weight versions: 900 + 300, 150 + 50 */
+    ok = ok && u.state == 900 + 300 + 150 + 50;
+    tap_ok(ok, "a tied head's stage without layer 0 counts wte's copy (state, gradient, "
+               "optimizer, second version); with layer 0, once");
+}
+
 int main(void) {
     test_executor();
     test_fits();
@@ -155,5 +175,6 @@ int main(void) {
     test_fewer_slots();
     test_infeasible();
     test_chunks();
+    test_tied_copy();
     return tap_done();
 }
