@@ -106,4 +106,24 @@ rc=$?
 losses "$TMP/c.jsonl" >"$TMP/c.loss"
 [ $rc -eq 0 ] && same_losses "$TMP/one.loss" "$TMP/c.loss" 4 2e-5 && same_params "$TMP/one.ckpt" "$TMP/h.ckpt" 5e-4
 ok $? "a one-process checkpoint resumed by 2-stage Chimera: both copies loaded, the same steps 3-4 (exit $rc)"
+
+# re-partitioning (pipe.rebalance) with a tied head: layer 0 and the head never change stage,
+# so the copies stay where they are; the moved layers' arithmetic does not depend on their
+# rank, so the run that moves layers (rank 1 made 6x slower from step 6, as pipe_repart.t)
+# equals the run whose cut stays, bit for bit, and its copies end bit-equal
+rp() {
+    mpirun_ht 2 "$HETTRAIN" -c "$TMP/gpt.cfg" --set train.steps=24 --set pipe.schedule=1f1b \
+        --set pipe.stages=2 --set pipe.micro_batches=2 --set pipe.partition=hetero \
+        --set 'cluster.slowdown=[2.0, 6.0]' --set 'cluster.slowdown_from=[0, 6]' \
+        --set log.metrics="$TMP/$1.jsonl" --set checkpoint.path="$TMP/$1.ckpt" "${@:2}" \
+        >"$TMP/$1.out" 2>&1
+}
+rp rb-on; rc1=$?
+rp rb-off --set pipe.rebalance=false; rc2=$?
+losses "$TMP/rb-on.jsonl" >"$TMP/rb-on.loss" 2>/dev/null
+losses "$TMP/rb-off.jsonl" >"$TMP/rb-off.loss" 2>/dev/null
+moves=$(grep -c '"type":"pipe_repartition".*"reverted":0' "$TMP/rb-on.jsonl")
+[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$moves" -ge 1 ] && cmp -s "$TMP/rb-on.loss" "$TMP/rb-off.loss" &&
+    cmp -s "$TMP/rb-on.ckpt" "$TMP/rb-off.ckpt" && grep -q "is bit-equal" "$TMP/rb-on.out"
+ok $? "tied, 1f1b re-partitioned ($moves move(s) kept): the losses and checkpoint of the run whose cut stays, bit for bit; the copies bit-equal (exit $rc1, $rc2)"
 done_testing
