@@ -132,13 +132,13 @@ int ht_plan_job(const ht_config *cfg, const ht_model *m, const ht_plan_cluster *
     memset(p, 0, sizeof *p);
     p->engine = ht_plan_engine_of(cfg);
     p->B = cfg->train.batch;
-    int rc = HT_OK;
-    if (p->engine == HT_PLAN_PIPE)
+    int rc = ht_sync_layout_of(cfg, cl->world, &p->sync);
+    if (rc == HT_OK && p->engine == HT_PLAN_PIPE)
         rc = plan_pipe(cfg, m, cl, c, p);
-    else if (p->engine == HT_PLAN_DP)
+    else if (rc == HT_OK && p->engine == HT_PLAN_DP)
         rc = plan_dp(cfg, cl, c, p);
-    else
-        p->model_batch = p->B;
+    else if (rc == HT_OK)
+        p->model_batch = p->B; /* an asynchronous worker trains its share at most */
     if (rc != HT_OK) ht_plan_free(p);
     return rc;
 }

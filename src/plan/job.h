@@ -10,6 +10,7 @@
 #include "nn/model.h"
 #include "pipe/schedule.h"
 #include "plan/pipe_plan.h"
+#include "plan/sync_layout.h"
 
 /* Which engine runs a job. One order for everyone: a pipeline schedule first (a pipeline
  * runs under bsp only: its checks refuse other policies, rather than running them as an
@@ -47,6 +48,7 @@ void ht_plan_needs(const ht_config *cfg, int world, int *cal, int *cal1);
 
 typedef struct ht_plan {
     ht_plan_engine engine;
+    ht_sync_layout sync; /* who trains and who serves (every engine: bsp's has no servers) */
     int B;           /* global batch */
     int model_batch; /* the samples the model's buffers hold (a pipeline: one micro-batch) */
     /* data parallel: each rank's samples of a global batch, [world] (NULL for the other

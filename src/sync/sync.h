@@ -19,25 +19,12 @@
 #include "nn/model.h"
 #include "ocl/ocl.h"
 #include "optim/optim.h"
+#include "plan/sync_layout.h"
 
 /* The policies (ht_sync_mode: HT_SYNC_BSP ..), their names and flags are the rows of
  * config/modes.h; each row's family picks its implementation here. */
 
-/* Who does what in a job of `world` ranks. */
-typedef struct ht_sync_layout {
-    ht_sync_mode mode;
-    int world;   /* ranks */
-    int workers; /* ranks 0 .. workers-1 train */
-    int extra;   /* ranks workers .. world-1 serve (0 for bsp) */
-} ht_sync_layout;
-
-/* The layout of cfg's sync.mode over world ranks. The rules (enough ranks, no cluster.shares
- * or split "speed" outside bsp) are ht_config_check_world's, made before: HT_EINPUT here only
- * for a world they would have refused. (ht_sync_mode_name: config/modes.h.) */
-int ht_sync_layout_of(const ht_config *cfg, int world, ht_sync_layout *L);
-/* Worker w's rows [lo, hi) of a global batch: train.batch split equally over the workers
- * (the first batch % workers take one more). */
-void ht_sync_local_range(const ht_config *cfg, const ht_sync_layout *L, int w, int *lo, int *hi);
+/* The layout of ranks (who trains, who serves) is the plan's: plan/sync_layout.h. */
 
 /* What every rank reports at the end (ht_sync_report gathers them on rank 0). */
 typedef struct ht_sync_stats {

@@ -16,6 +16,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "io/trace.h"
+#include "plan/job.h"
 #include "sync/sync.h"
 #include "train/async_ckpt.h"
 #include "train/engine.h"
@@ -25,7 +26,11 @@ static int async_check(ht_job *j) {
     const ht_config *cfg = j->cfg;
     ht_sync_layout *L = ht_xcalloc(1, sizeof *L);
     j->eng.state = L;
-    int rc = ht_sync_layout_of(cfg, j->world, L);
+    /* the plan: who trains and who serves (the policies need no measured costs) */
+    ht_plan plan;
+    const ht_plan_cluster pc = {.world = j->world};
+    int rc = ht_plan_job(cfg, NULL, &pc, NULL, &plan);
+    if (rc == HT_OK) *L = plan.sync, ht_plan_free(&plan);
     if (rc == HT_OK && j->opts->resume) rc = ht_async_check_resume(cfg, L); /* every rank */
     j->holds_model = j->rank < L->workers;
     return rc;

@@ -127,6 +127,9 @@ static int same_ints(const int *a, const int *b, int n) {
 /* Every decision of the two plans, field by field (times bit for bit). */
 static int same_plan(const ht_plan *a, const ht_plan *b, int world) {
     if (a->engine != b->engine || a->B != b->B || a->model_batch != b->model_batch) return 0;
+    if (a->sync.mode != b->sync.mode || a->sync.world != b->sync.world ||
+        a->sync.workers != b->sync.workers || a->sync.extra != b->sync.extra)
+        return 0;
     if (a->engine != HT_PLAN_PIPE) return 1;
     if (a->P != b->P || a->R != b->R || a->N != b->N || a->mb != b->mb || a->S != b->S) return 0;
     if (a->pp.kind != b->pp.kind || a->pp.D != b->pp.D || a->pp.N != b->pp.N ||
@@ -302,10 +305,26 @@ static void engines(const ht_model *m, const ht_sim_model *sm) {
         ht_plan p;
         memset(&p, 0, sizeof p);
         both(modes[k], sets, m, &c, sm, 3, &p);
-        tap_ok(p.engine == HT_PLAN_ASYNC && p.model_batch == 12, "%s: the asynchronous engine",
-               modes[k]);
+        /* by hand: 3 ranks; sync.servers defaults to 1, a group or gossip job has 1 coordinator */
+        tap_ok(p.engine == HT_PLAN_ASYNC && p.model_batch == 12 && p.sync.world == 3 &&
+                   p.sync.workers == 2 && p.sync.extra == 1,
+               "%s: the asynchronous engine, 2 workers and 1 serving rank", modes[k]);
         ht_plan_free(&p);
     }
+    /* by hand: 2 parameter servers on 5 ranks leave 3 workers; bsp has no serving rank */
+    const char *two[] = {"train.batch=12", "sync.mode=\"asp\"", "sync.servers=2", NULL};
+    const char *bsp[] = {"train.batch=12", NULL};
+    ht_config c2, cb;
+    ht_exit_on_error(load(&c2, two));
+    ht_exit_on_error(load(&cb, bsp));
+    const ht_plan_cluster w5 = {.world = 5};
+    ht_plan p2, pb;
+    int r2 = ht_plan_job(&c2, m, &w5, NULL, &p2), rbsp = ht_plan_job(&cb, m, &w5, NULL, &pb);
+    tap_ok(r2 == HT_OK && rbsp == HT_OK && p2.sync.workers == 3 && p2.sync.extra == 2 &&
+               pb.sync.workers == 5 && pb.sync.extra == 0,
+           "the plan's sync layout: asp with 2 servers on 5 ranks 3 workers + 2, bsp 5 + 0");
+    if (r2 == HT_OK) ht_plan_free(&p2);
+    if (rbsp == HT_OK) ht_plan_free(&pb);
     const char *pa[] = {"train.batch=12", "sync.mode=\"asp\"", "pipe.schedule=\"1f1b\"",
                         "pipe.stages=3", "pipe.micro_batches=2", NULL};
     ht_config cfg;
