@@ -55,7 +55,7 @@ const char *ht_gemm_path_name(int path) {
 static void cache_path(const ht_dev *d, char *out, size_t n) {
     /* the program's key covers our kernels, the device, driver and platform version */
     uint64_t h = d->program_hash;
-    const char *parts[] = {"gemm-choice-v4", d->tuning};
+    const char *parts[] = {"gemm-choice-v5", d->tuning};
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
         for (const char *p = parts[i];; p++) {
             h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
@@ -124,10 +124,13 @@ static double probe(ht_dev *d, int stage, int v, ht_buf *a, ht_buf *b, ht_buf *c
     return best;
 }
 
-/* Whether variant v is tried on d: the tuning-file variant only with a file, the native one
- * only on a CPU device that runs native kernels. */
+/* Whether variant v is tried on d: the tuning-file variant only with a file; the native one
+ * (OpenBLAS) never by the automatic choice, only when asked for (HT_GEMM=native, on a CPU
+ * device that runs native kernels): its rounding depends on the product's shape and
+ * threads, so a pipeline's micro-batches drift from the one-process run by more than the
+ * tests allow after AdamW (tests/integration/pipe.t, GPT D=4 N=12: h5.mlp.proj.weight) */
 static int tried(const ht_dev *d, int v) {
-    return (v != HT_GEMM_CLBLAST_TUNED || d->tuning[0]) && (v != HT_GEMM_NATIVE || d->native);
+    return (v != HT_GEMM_CLBLAST_TUNED || d->tuning[0]) && v != HT_GEMM_NATIVE;
 }
 
 /* The fastest of variants [lo, NV) by ms (> 0: measured at stage 1), a later one only when

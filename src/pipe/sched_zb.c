@@ -270,9 +270,10 @@ int ht_pipe_gen_zbhet(const ht_pipe_params *p, ht_pipe_sched *s) {
         t[S + st] = p->stage_b ? p->stage_b[st] : t[S + st] * t[st];
         t[2 * S + st] = p->stage_w ? p->stage_w[st] : t[2 * S + st] * t[st];
         if (!(t[st] > 0 && t[S + st] > 0 && t[2 * S + st] > 0)) {
+            int rc = ht_error(HT_EINPUT, "schedule \"zb-het\": stage %d's F, B, W times %g, %g, "
+                              "%g; expected all > 0", st, t[st], t[S + st], t[2 * S + st]);
             free(t), free(cap);
-            return ht_error(HT_EINPUT, "schedule \"zb-het\": stage %d's F, B, W times %g, %g, "
-                            "%g; expected all > 0", st, t[st], t[S + st], t[2 * S + st]);
+            return rc;
         }
     }
     for (int r = 0; r < D; r++)
