@@ -274,6 +274,7 @@ static void data_parallel(const ht_model *m, const ht_sim_model *sm) {
                slow[k][1], launch[k], ra == HT_OK && a.shares ? a.shares[0] : -1,
                ra == HT_OK && a.shares ? a.shares[1] : -1, sh[0], sh[1]);
         if (ra == HT_OK) ht_plan_free(&a);
+        if (rb == HT_OK) ht_sim_result_free(&r);
         ht_sim_cluster_free(&c);
     }
     ht_sim_cluster c;
