@@ -194,7 +194,7 @@ static int check_overwrite(const ht_config *cfg, int resume, int overwrite,
     char step[48] = "", where[HT_PATH_MAX + 32], in[HT_PATH_MAX + 8];
     if (!*path || resume) return HT_OK;
     resolved_in(path, in, sizeof in);
-    if (stat(path, &st) != 0) {
+    if (stat(path, &st) != 0 && !ht_st_exists(path)) {
         ht_log_info("checkpoint: '%s'%s, written at the end%s; a later run replaces it only "
                     "with --overwrite (--resume continues it)", path, in,
                     cfg->checkpoint.every > 0 ? " and every checkpoint.every steps" : "");

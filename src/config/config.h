@@ -100,6 +100,7 @@ typedef struct ht_config {
     struct {
         char path[HT_PATH_MAX]; /* checkpoint file; "" = none */
         int every;              /* steps between checkpoints; 0 = only at the end */
+        int shards;             /* 0 = one file; K = a sharded set of K files */
     } checkpoint;
 
     /* Data parallelism under mpirun (one OpenCL device per rank); ignored by one process. */

@@ -199,6 +199,10 @@ const ht_ckey ht_config_keys[] = {
      "checkpoint file (safetensors); \"\" = none"},
     {"checkpoint.every", HT_CK_INT, GE, "0", 0, 0, NULL, FIELD(checkpoint.every),
      "steps between checkpoints; 0 = only at the end"},
+    {"checkpoint.shards", HT_CK_INT, GE, "0", 0, 0, NULL, FIELD(checkpoint.shards),
+     "0 = one file; K = a sharded set of K files in Hugging Face's layout (PATH-0000i-of-0000K"
+     ".safetensors and the index json), committed atomically; data-parallel ranks each write "
+     "theirs"},
 
     {"cluster.shares", HT_CK_INTS, GE, "[]", 1, 0, NULL, offsetof(ht_config, cluster.shares),
      sizeof(((ht_config *)0)->cluster.shares), offsetof(ht_config, cluster.nshares),

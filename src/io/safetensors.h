@@ -5,6 +5,7 @@
 #ifndef HT_IO_SAFETENSORS_H
 #define HT_IO_SAFETENSORS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Headers longer than this are refused as absurd (real ones are kilobytes). */
@@ -51,6 +52,42 @@ typedef struct ht_st_file ht_st_file;
  * bytes after its last tensor; else HT_EINPUT "<path>: byte <offset>: ..." naming the header or
  * the tensor whose checksum fails. A file without (another tool's) is read unverified. */
 int ht_st_open(ht_st_file **out, const char *path);
+/* ht_st_open of one file only (no sharded-set lookup). */
+int ht_st_open_file(ht_st_file **out, const char *path);
+
+/* ---- sharded sets (Hugging Face's layout) ----------------------------------------------
+ * A checkpoint path P ("dir/model.safetensors", or "dir/w.ckpt") names either one file or a
+ * set: STEM-00001-of-0000K.safetensors ... plus STEM.safetensors.index.json ({"metadata":
+ * {...}, "weight_map": {tensor: file}}), STEM being P without ".safetensors". Every shard
+ * holds in its metadata "set.step" (the save's id), "set.shard" (1..K), "set.shards" (K) and
+ * the writer's metadata (the same in every shard). A flat tensor cut into ranges is stored as
+ * pieces "NAME#OFFSET" (1-D) with "set.flat.NAME" = its total length in every shard holding
+ * one; the set reader joins them into "NAME".
+ * Commit protocol (a kill at any moment leaves one complete set loadable): each writer puts its
+ * shard at SHARD.next (itself atomic: ht_st_write); once all are there, ht_st_set_commit
+ * renames the index in (the commit point: it names the new step), then each SHARD.next over
+ * SHARD. A reader takes SHARD, or SHARD.next when only that one is of the index's step. */
+#define HT_ST_PATH 4200
+#define HT_ST_SET_PIECE '#'
+/* The files of the set P names: shard i of k (1-based) and the index. */
+void ht_st_set_shard_path(const char *p, int i, int k, char *out, size_t n);
+void ht_st_set_index_path(const char *p, char *out, size_t n);
+/* 1 with the index's path in idx when path names a set: it ends ".index.json", or path is
+ * absent and its index exists. */
+int ht_st_set_index(const char *path, char *idx, size_t n);
+/* 1 when path is a file or names a set (a checkpoint may be either). */
+int ht_st_exists(const char *path);
+/* Writes shard i of k of the save `step` (to SHARD.next); the metadata set.* is added. */
+int ht_st_set_write_shard(const char *p, int i, int k, int64_t step, const ht_st_tensor *t, int nt,
+                          const char *const *keys, const char *const *vals, int nmeta);
+/* After every shard of `step` is written: checks them (each of that step, no tensor twice),
+ * writes the index atomically, moves the shards in place and removes a single file P (the
+ * previous save's, when it was not sharded). */
+int ht_st_set_commit(const char *p, int k, int64_t step);
+/* Reads a whole set as one file: every shard verified (ht_st_open), all of the index's step
+ * (else HT_EINPUT naming the shard: a torn set), pieces joined; the metadata are the shards'
+ * without the set.* keys. */
+int ht_st_open_set(ht_st_file **out, const char *index);
 /* 1 when the file carried checksums (and they matched: ht_st_open succeeded), 0 when it had
  * none. */
 int ht_st_checksummed(const ht_st_file *f);

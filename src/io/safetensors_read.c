@@ -17,17 +17,13 @@
 #include "core/err.h"
 #include "core/path.h"
 #include "io/json.h"
+#include "io/st_internal.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian; this code passes floats through unswapped"
 #endif
 
 /* ---- dtypes ----------------------------------------------------------------------------- */
-
-typedef struct st_dtype {
-    const char *name;
-    int bits;
-} st_dtype;
 
 /* Every dtype the format defines; sizes are needed to validate data_offsets of any tensor. */
 static const st_dtype k_dtypes[] = {
@@ -37,44 +33,13 @@ static const st_dtype k_dtypes[] = {
     {"F8_E8M0", 8}, {"F6_E2M3", 6}, {"F6_E3M2", 6}, {"F4", 4},
 };
 
-static const st_dtype *dtype_find(const char *s) {
+const st_dtype *ht_st_dtype_find(const char *s) {
     for (size_t i = 0; i < sizeof k_dtypes / sizeof k_dtypes[0]; i++)
         if (strcmp(k_dtypes[i].name, s) == 0) return &k_dtypes[i];
     return NULL;
 }
 
 /* ---- reader ----------------------------------------------------------------------------- */
-
-typedef struct st_entry {
-    const char *name; /* into the string pool, set once parsing is done */
-    size_t name_at;   /* offset in the pool while parsing */
-    uint64_t key_off; /* file offset of the name, for messages */
-    const st_dtype *dtype;
-    int ndim;
-    int64_t shape[HT_ST_MAX_DIM]; /* the first HT_ST_MAX_DIM dimensions */
-    uint64_t begin, end;
-    uint64_t off;      /* file offset of the entry's data_offsets, for messages */
-    const float *data; /* F32 only: 4-byte aligned view or copy */
-    float *copy;
-} st_entry;
-
-typedef struct st_meta {
-    const char *key, *val;
-    size_t key_at, val_at;
-    uint64_t key_off, val_off; /* file offsets of the key and of the value's first byte */
-} st_meta;
-
-struct ht_st_file {
-    char *path;
-    ht_jbuf pool; /* all decoded names, keys and values, NUL-separated */
-    st_entry *t;  /* in header order */
-    int nt;
-    st_entry **by_name; /* sorted by name: lookup and duplicate detection */
-    st_meta *meta;      /* sorted by key after parsing */
-    int nmeta;
-    unsigned char *data;
-    int checksummed; /* had "crc32c" metadata, verified */
-};
 
 /* A hostile name may hold anything: quote it printable and short for messages. */
 static const char *safe_name(const char *s, char *buf, size_t size) {
@@ -195,7 +160,7 @@ static int parse_tensor(st_ctx *c, st_entry *e, size_t key_at) {
             char *dt, db[40];
             size_t vat = (ht_json_peek(j), j->i);
             if (ht_json_string(j, &dt)) return -1;
-            e->dtype = dtype_find(dt);
+            e->dtype = ht_st_dtype_find(dt);
             if (!e->dtype) {
                 ht_json_fail(j, vat,
                              "unknown dtype \"%s\" for tensor '%s' (expected F32, F16, BF16, "
@@ -494,6 +459,12 @@ static int verify(ht_st_file *f, const unsigned char *lenb, const char *hdr, uin
 int ht_st_checksummed(const ht_st_file *f) { return f->checksummed; }
 
 int ht_st_open(ht_st_file **out, const char *path) {
+    char idx[HT_ST_PATH];
+    if (ht_st_set_index(path, idx, sizeof idx)) return ht_st_open_set(out, idx);
+    return ht_st_open_file(out, path);
+}
+
+int ht_st_open_file(ht_st_file **out, const char *path) {
     *out = NULL;
     int fd;
     long long fsize;

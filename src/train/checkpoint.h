@@ -55,4 +55,17 @@ int ht_checkpoint_finite(ht_model *m, ht_optim *o);
  * of this run: resuming it would train nothing and report a finished run. */
 int ht_checkpoint_check_step(const char *path, int64_t step, int64_t total);
 
+/* ---- sharded sets (ckpt_set.c; the files and the commit: io/safetensors.h) ---------------
+ * Cuts of the flat parameter space into k parts in proportion to weight[0..k) (NULL: equal),
+ * each moved to a tensor start: part i is [cut[i], cut[i+1]) (cut has k + 1 entries). */
+void ht_checkpoint_shard_ranges(const ht_model *m, const double *weight, int k, size_t *cut);
+/* Writes shard i (1-based) of k of the set `base` for the save `step`: the parameter tensors
+ * starting in [lo, hi) whole, every optimizer state's [lo, hi) as a piece; refuses (nothing
+ * written) a NaN or infinity. Then, once every shard is written, ht_st_set_commit. */
+int ht_checkpoint_save_shard(const char *base, int i, int k, ht_model *m, ht_optim *o,
+                             int64_t step, const char *optim_name, size_t lo, size_t hi);
+/* One process writing a whole set of k shards (equal cuts) and committing it. */
+int ht_checkpoint_save_set(const char *base, int k, ht_model *m, ht_optim *o, int64_t step,
+                           const char *optim_name);
+
 #endif

@@ -46,6 +46,9 @@ typedef struct ht_job_engine {
     /* Kept current by the engine before ht_job_after_step / ht_job_loop_finish: */
     int64_t samples; /* samples trained on by all ranks since step 0 (bsp: steps x B) */
     int last;        /* this is the run's last step (bsp: step total; async: the policy said so) */
+    /* Every rank holds the whole current model and optimizer state (data parallel): the
+     * shards of a sharded checkpoint are written by all ranks. */
+    int all_hold;
     int interrupted; /* the loop ended on a stop request (core/stop.h: a signal, any rank) */
     /* An engine that does not read the loss back every step (data parallel) marks the first
      * step with a non-finite loss in this device int (ht_nonfinite_mark, INT_MAX = none):

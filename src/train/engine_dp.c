@@ -229,6 +229,7 @@ static int dp_run(ht_job *j, ht_train_result *res) {
     int32_t none = INT32_MAX;
     j->eng.loss_flag = ht_buf_new(j->dev, sizeof none, "NaN watch");
     ht_buf_write(j->dev, j->eng.loss_flag, 0, sizeof none, &none);
+    j->eng.all_hold = 1;
     rc = dp_loop(j, s, res);
     ht_buf_free(j->eng.loss_flag);
     j->eng.loss_flag = NULL;

@@ -82,7 +82,8 @@ int ht_generate(const ht_config *cfg, const ht_generate_opts *o, FILE *out) {
         return ht_error(HT_EINPUT, "generate needs a checkpoint: give --checkpoint PATH (or "
                                    "checkpoint.path in the config)");
     found = stat(ckpt, &st) == 0;
-    if (!found || S_ISDIR(st.st_mode))
+    if (!found && ht_st_exists(ckpt)) found = 2; /* a sharded set */
+    if (!found || (found == 1 && S_ISDIR(st.st_mode)))
         return ht_error(HT_EINPUT,
                         "checkpoint '%s' %s: train first (hettrain -c %s) or give the "
                         "path of a saved checkpoint",

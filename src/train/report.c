@@ -5,8 +5,10 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "plan/job.h"
@@ -122,11 +124,49 @@ static void evaluate(ht_job *j, int64_t done) {
         j->rep.next_eval += j->cfg->train.eval_every;
 }
 
+/* Data parallel: rank r writes shards r+1, r+1+world, ...; rank 0 commits once all are
+ * written; no rank starts the next save before the commit's renames are done. */
+static int save_shards(ht_job *j, int64_t step, int k) {
+    const char *p = j->cfg->checkpoint.path, *on = j->cfg->optim.type;
+    int r = ht_comm_rank(), w = ht_comm_size(), rc = HT_OK;
+    size_t *cut = ht_xmalloc((size_t)(k + 1) * sizeof *cut);
+    ht_checkpoint_shard_ranges(&j->model, NULL, k, cut);
+    for (int i = r; rc == HT_OK && i < k; i += w)
+        rc = ht_checkpoint_save_shard(p, i + 1, k, &j->model, &j->opt, step, on, cut[i],
+                                      cut[i + 1]);
+    free(cut);
+    double bad = rc != HT_OK;
+    ht_comm_allreduce_sum_f64(&bad, 1);
+    if (bad > 0 && rc == HT_OK)
+        rc = ht_error(HT_ERUNTIME, "step %lld: another rank could not write its checkpoint "
+                                   "shard; the previous checkpoint is kept", (long long)step);
+    if (bad == 0 && r == 0) rc = ht_st_set_commit(p, k, step);
+    double c = bad == 0 && rc != HT_OK;
+    ht_comm_allreduce_sum_f64(&c, 1);
+    if (c > 0 && rc == HT_OK)
+        rc = ht_error(HT_ERUNTIME, "step %lld: rank 0 could not commit the checkpoint set",
+                      (long long)step);
+    return rc;
+}
+
+static int save_set(ht_job *j, int64_t step, const ht_ckpt_extra *x) {
+    int k = j->cfg->checkpoint.shards;
+    if (x)
+        return ht_error(HT_EINPUT, "checkpoint.shards = %d: this engine keeps per-worker state "
+                                   "that only a single checkpoint file holds; expected "
+                                   "checkpoint.shards = 0", k);
+    if (j->eng.all_hold && ht_comm_size() > 1) return save_shards(j, step, k);
+    if (j->rank != 0) return HT_OK;
+    return ht_checkpoint_save_set(j->cfg->checkpoint.path, k, &j->model, &j->opt, step,
+                                  j->cfg->optim.type);
+}
+
 int ht_job_save(ht_job *j, int64_t step, const ht_ckpt_extra *x) {
     int rc = check_flag(j); /* never a checkpoint after a non-finite loss */
     if (rc != HT_OK) return rc;
     if (j->eng.gather) j->eng.gather(j);
     j->rep.saved = step;
+    if (j->cfg->checkpoint.shards > 0) return save_set(j, step, x);
     if (j->rank != 0) return HT_OK;
     return ht_checkpoint_save_ex(j->cfg->checkpoint.path, &j->model, &j->opt, step,
                                  j->cfg->optim.type, x);

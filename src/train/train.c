@@ -23,7 +23,7 @@
 
 static int file_exists(const char *path) {
     struct stat st;
-    return stat(path, &st) == 0;
+    return stat(path, &st) == 0 || ht_st_exists(path); /* a file or a sharded set */
 }
 
 /* ---------------------------------------------------------------- setup */
