@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "build/place.h"
+#include "cli/ckpt.h"
 #include "cli/export.h"
 #include "cli/hetsim.h"
 #include "cli/opts.h"
@@ -383,6 +384,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "schedule")) return schedule_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "plan")) return ht_sim_cli(argc - 1, argv + 1, 1);
     if (argc > 1 && !strcmp(argv[1], "export")) return ht_export_cli(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "ckpt")) return ht_ckpt_cli(argc - 1, argv + 1);
     ht_args_train a;
     ht_args_train_init(&a);
     parse_or_exit(ht_opts_train, argc, argv, &a, "");

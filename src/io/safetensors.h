@@ -102,6 +102,9 @@ const float *ht_st_get(const ht_st_file *f, const char *name, int *ndim,
 const char *ht_st_dtype(const ht_st_file *f, const char *name);
 /* Metadata value for key, NULL if absent. */
 const char *ht_st_meta(const ht_st_file *f, const char *key);
+/* Metadata in key order: count, and pair i. */
+int ht_st_meta_count(const ht_st_file *f);
+void ht_st_meta_at(const ht_st_file *f, int i, const char **key, const char **val);
 /* Tensors in the order the header lists them. */
 int ht_st_count(const ht_st_file *f);
 const char *ht_st_name(const ht_st_file *f, int i);

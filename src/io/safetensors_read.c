@@ -593,6 +593,11 @@ const char *ht_st_meta(const ht_st_file *f, const char *key) {
 }
 
 int ht_st_count(const ht_st_file *f) { return f->nt; }
+int ht_st_meta_count(const ht_st_file *f) { return f->nmeta; }
+void ht_st_meta_at(const ht_st_file *f, int i, const char **key, const char **val) {
+    *key = f->meta[i].key;
+    *val = f->meta[i].val;
+}
 const char *ht_st_name(const ht_st_file *f, int i) {
     return i >= 0 && i < f->nt ? f->t[i].name : NULL;
 }
