@@ -198,6 +198,12 @@ static int sync_world(const ht_config *c, int world, const char **key, char *msg
                       extra + 1, world);
     char lockstep[128];
     sync_names(HT_SYNC_F_LOCKSTEP, lockstep, sizeof lockstep);
+    if (c->checkpoint.shards > 0)
+        return refuse(key, "checkpoint.shards", msg, n,
+                      "key 'checkpoint.shards': %d, but sync.mode \"%s\" keeps every worker's "
+                      "state in one checkpoint file; expected 0 (sharded sets are for %s and "
+                      "pipelines)",
+                      c->checkpoint.shards, row->name, lockstep);
     if (c->cluster.nshares)
         return refuse(key, "cluster.shares", msg, n,
                       "key 'cluster.shares': set, but sync.mode \"%s\" splits train.batch "
