@@ -124,6 +124,22 @@ expect_fail 2 "$TMP/t/s-00002-of-00003.safetensors: shard of save step 20, but i
     "a torn set (shard 2 from the step-20 save) is refused naming that shard" -- \
     "${args[@]}" --resume --set checkpoint.path="$TMP/t/s.safetensors"
 
+# an index that does not match its shards (the index has no checksum: edited by hand)
+rm -rf "$TMP/t" && mkdir "$TMP/t" && cp "$TMP"/c/* "$TMP/t/"
+$PY - "$TMP/t/s.safetensors.index.json" <<'PY'
+import json, sys
+ix = json.load(open(sys.argv[1]))
+del ix['weight_map']['fc2.weight']
+json.dump(ix, open(sys.argv[1], 'w'))
+PY
+expect_fail 2 "$TMP/t/s-00002-of-00003.safetensors: holds 3 tensors, but the index .* places 2 here" \
+    "an index that leaves out a shard's tensor is refused naming the shard" -- \
+    ckpt merge "$TMP/t/s.safetensors" "$TMP/bad.ckpt"
+rm -rf "$TMP/t" && mkdir "$TMP/t" && cp "$TMP"/c/* "$TMP/t/" && rm "$TMP/t/s-00003-of-00003.safetensors"
+expect_fail 2 "$TMP/t/s-00003-of-00003.safetensors" \
+    "a set with a shard missing is refused naming it" -- \
+    "${args[@]}" --resume --set checkpoint.path="$TMP/t/s.safetensors"
+
 # Every state a crash can leave (safetensors.h: the shards go to .next, the index is renamed
 # in, then the shards): built by hand from the step-10 set (c) and the step-20 set (a).
 # Killed before the index: old index and shards, the new shards (some) at .next -> step 10.
