@@ -196,6 +196,26 @@ void ht_comm_allgather(const void *send, size_t bytes, void *recv) {
             CHECK(MPI_Allgather(send, c, MPI_BYTE, recv, c, MPI_BYTE, ht_comm_cur)));
 }
 
+void ht_comm_allgatherv(const void *send, size_t bytes, void *recv, const size_t *counts) {
+    if (g_size == 1) {
+        memmove(recv, send, bytes);
+        return;
+    }
+    int *cnt = ht_xcalloc((size_t)g_size, sizeof(int));
+    int *displ = ht_xcalloc((size_t)g_size, sizeof(int));
+    size_t off = 0;
+    for (int r = 0; r < g_size; r++) {
+        cnt[r] = ht_comm_count(counts[r], "MPI_Allgatherv");
+        displ[r] = ht_comm_count(off, "MPI_Allgatherv displacement");
+        off += counts[r];
+    }
+    WAITING("MPI_Allgatherv", HT_COMM_ANY,
+            CHECK(MPI_Allgatherv(send, ht_comm_count(bytes, "MPI_Allgatherv"), MPI_BYTE, recv, cnt,
+                                 displ, MPI_BYTE, ht_comm_cur)));
+    free(cnt);
+    free(displ);
+}
+
 void ht_comm_gatherv(const void *send, size_t bytes, void *recv, const size_t *counts, int root) {
     if (g_size == 1) {
         memmove(recv, send, bytes);

@@ -46,6 +46,8 @@ void ht_comm_allgather(const void *send, size_t bytes, void *recv);
 /* Rank r's `bytes` (which may differ per rank) from send go to root's recv, rank after rank;
  * counts[r] is rank r's byte count (root only: gather the counts first). recv and counts
  * are used only on root. */
+/* Every rank's `bytes` (counts[r] from rank r) concatenated in rank order on every rank. */
+void ht_comm_allgatherv(const void *send, size_t bytes, void *recv, const size_t *counts);
 void ht_comm_gatherv(const void *send, size_t bytes, void *recv, const size_t *counts, int root);
 /* In-place sum over ranks with MPI_Allreduce: float and double. */
 void ht_comm_allreduce_sum(float *buf, size_t n);

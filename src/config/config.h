@@ -120,6 +120,7 @@ typedef struct ht_config {
         int hosts[HT_MAX_RANKS];  /* host id per rank (the pipeline's hetero partition) */
         int nhosts;               /* 0 values: by host name */
         char allreduce[16];       /* "ring" | "mpi" */
+        char shard[16];           /* "none" | "optimizer" (ZeRO-1) */
         double bucket_first_mb;   /* overlapped reduction: first (top layers') bucket, MiB */
         double bucket_cap_mb;     /* overlapped reduction: size cap of the other buckets, MiB */
         int overlap;              /* reduce gradient buckets during backward (default true) */

@@ -198,6 +198,11 @@ static int sync_world(const ht_config *c, int world, const char **key, char *msg
                       extra + 1, world);
     char lockstep[128];
     sync_names(HT_SYNC_F_LOCKSTEP, lockstep, sizeof lockstep);
+    if (strcmp(c->cluster.shard, "none"))
+        return refuse(key, "cluster.shard", msg, n,
+                      "key 'cluster.shard': \"%s\" is for %s, whose ranks take one update "
+                      "together; sync.mode \"%s\" updates each worker's model on its own",
+                      c->cluster.shard, lockstep, row->name);
     if (c->checkpoint.shards > 0)
         return refuse(key, "checkpoint.shards", msg, n,
                       "key 'checkpoint.shards': %d, but sync.mode \"%s\" keeps every worker's "
@@ -219,6 +224,11 @@ static int sync_world(const ht_config *c, int world, const char **key, char *msg
 
 /* The modes' rules with the world size. */
 static int world_rules(const ht_config *c, int world, const char **key, char *msg, size_t n) {
+    if (c->pipe.schedule != HT_PIPE_NONE && strcmp(c->cluster.shard, "none"))
+        return refuse(key, "cluster.shard", msg, n,
+                      "key 'cluster.shard': \"%s\" shards data-parallel optimizer state; a "
+                      "pipeline keeps each stage's own (expected \"none\")",
+                      c->cluster.shard);
     if (c->pipe.schedule != HT_PIPE_NONE) return pipe_world(c, world, key, msg, n);
     return sync_world(c, world, key, msg, n);
 }

@@ -26,6 +26,7 @@ static const char *const SCHEDULES[] = {"constant", "step", "cosine", NULL};
 static const char *const PROGRESS[] = {"auto", "bar", "plain", "none", NULL};
 static const char *const SPLITS[] = {"equal", "speed", NULL};
 static const char *const ALLREDUCES[] = {"ring", "mpi", NULL};
+static const char *const SHARDS[] = {"none", "optimizer", NULL};
 static const char *const PIPE_PARTITIONS[] = {"uniform", "balanced", "hetero", NULL};
 static const char *const PIPE_RECOMPUTE[] = {"auto", "none", "all", NULL};
 /* the enum keys' fields are written through int pointers */
@@ -243,6 +244,10 @@ const ht_ckey ht_config_keys[] = {
      "hosts on one machine; [] = by host name"},
     {"cluster.allreduce", HT_CK_STR, 0, "\"ring\"", 0, 0, ALLREDUCES, FIELD(cluster.allreduce),
      "mpirun: gradient all-reduce: our ring (deterministic) or MPI_Allreduce"},
+    {"cluster.shard", HT_CK_STR, 0, "\"none\"", 0, 0, SHARDS, FIELD(cluster.shard),
+     "mpirun, bsp: \"optimizer\" (ZeRO-1): each rank keeps the optimizer state of its slice of "
+     "the parameters only, slices in proportion to each rank's device memory (device.memory_mb, "
+     "else the device's); the updated slices are all-gathered"},
     {"cluster.overlap", HT_CK_BOOL, 0, "true", 0, 0, NULL, FIELD(cluster.overlap),
      "mpirun: reduce gradients in buckets while backward runs (false: all after backward)"},
     {"cluster.bucket_first_mb", HT_CK_NUM, GT, "1", 0, 0, NULL, FIELD(cluster.bucket_first_mb),

@@ -5,6 +5,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/err.h"
@@ -84,7 +85,7 @@ void ht_optim_init(ht_optim *o, ht_dev *d, const ht_optim_cfg *cfg, size_t n) {
     memset(o, 0, sizeof *o);
     o->cfg = *cfg;
     o->dev = d;
-    o->n = n;
+    o->n = o->n_full = n;
     if (cfg->type == HT_OPT_ADAMW) {
         o->m = state_buf(d, n, "optim.m");
         o->v = state_buf(d, n, "optim.v");
@@ -141,10 +142,10 @@ void ht_optim_track_norm(ht_optim *o, int on) { o->track_norm = on != 0; }
 static void grad_norm(ht_optim *o, ht_buf *grads) {
     size_t gws = o->norm_groups * o->norm_local, lws = o->norm_local;
     if (o->norm_chunk > 0)
-        ht_launch(o->dev, "optim_sumsq_chunk", 1, &gws, &lws, HT_BUF(grads), HT_INT(o->n),
+        ht_launch(o->dev, "optim_sumsq_chunk", 1, &gws, &lws, HT_BUF(grads), HT_INT(o->n_full),
                   HT_INT(o->norm_chunk), HT_BUF(o->part), HT_LOCAL(lws * sizeof(float)));
     else
-        ht_launch(o->dev, "optim_sumsq_stride", 1, &gws, &lws, HT_BUF(grads), HT_INT(o->n),
+        ht_launch(o->dev, "optim_sumsq_stride", 1, &gws, &lws, HT_BUF(grads), HT_INT(o->n_full),
                   HT_BUF(o->part), HT_LOCAL(lws * sizeof(float)));
     gws = lws = o->final_local;
     ht_launch(o->dev, "optim_norm_final", 1, &gws, &lws, HT_BUF(o->part), HT_INT(o->norm_groups),
@@ -152,12 +153,12 @@ static void grad_norm(ht_optim *o, ht_buf *grads) {
 }
 
 void ht_optim_step(ht_optim *o, ht_buf *params, ht_buf *grads, float lr) {
-    const size_t bytes = o->n * sizeof(float);
+    const size_t bytes = o->n_full * sizeof(float);
     if (ht_buf_size(params) < bytes || ht_buf_size(grads) < bytes)
         ht_die(HT_ERUNTIME,
                "optimizer step over %zu floats: params (%zu bytes) or grads (%zu bytes) "
                "too small",
-               o->n, ht_buf_size(params), ht_buf_size(grads));
+               o->n_full, ht_buf_size(params), ht_buf_size(grads));
     o->t++;
     if (o->n == 0) return;
     o->norm_valid = o->cfg.clip > 0 || o->track_norm;
@@ -175,17 +176,43 @@ void ht_optim_step(ht_optim *o, ht_buf *params, ht_buf *grads, float lr) {
                   HT_BUF(o->v), HT_BUF(o->stat), HT_INT(o->n), HT_FLOAT(decay), HT_FLOAT(c->beta1),
                   HT_FLOAT(1.0 - (double)c->beta1), HT_FLOAT(c->beta2),
                   HT_FLOAT(1.0 - (double)c->beta2), HT_FLOAT((double)lr / bc1), HT_FLOAT(sqrt(bc2)),
-                  HT_FLOAT(c->eps));
+                  HT_FLOAT(c->eps), HT_INT(o->off));
     } else if (c->momentum > 0) {
         /* torch.optim.SGD (_single_tensor_sgd), dampening 0: the buffer starts as g */
         ht_launch(o->dev, "optim_sgd_momentum", 1, &gws, &lws, HT_BUF(params), HT_BUF(grads),
                   HT_BUF(o->m), HT_BUF(o->stat), HT_INT(o->n), HT_FLOAT(lr),
                   HT_FLOAT(c->weight_decay), HT_FLOAT(c->momentum), HT_INT(c->nesterov),
-                  HT_INT(o->t == 1));
+                  HT_INT(o->t == 1), HT_INT(o->off));
     } else {
         ht_launch(o->dev, "optim_sgd", 1, &gws, &lws, HT_BUF(params), HT_BUF(grads),
-                  HT_BUF(o->stat), HT_INT(o->n), HT_FLOAT(lr), HT_FLOAT(c->weight_decay));
+                  HT_BUF(o->stat), HT_INT(o->n), HT_FLOAT(lr), HT_FLOAT(c->weight_decay),
+                  HT_INT(o->off));
     }
+}
+
+/* The slice [lo, hi) of one state buffer into a new buffer of hi - lo floats; the old freed. */
+static ht_buf *slice(ht_dev *d, ht_buf *b, size_t lo, size_t hi, const char *what) {
+    if (!b) return NULL;
+    float *h = ht_xmalloc((hi - lo ? hi - lo : 1) * sizeof(float));
+    ht_buf *s = state_buf(d, hi - lo ? hi - lo : 1, what);
+    if (hi > lo) {
+        ht_buf_read(d, b, lo * sizeof(float), (hi - lo) * sizeof(float), h);
+        ht_buf_write(d, s, 0, (hi - lo) * sizeof(float), h);
+    }
+    free(h);
+    ht_buf_free(b);
+    return s;
+}
+
+void ht_optim_shard(ht_optim *o, size_t lo, size_t hi) {
+    if (lo > hi || hi > o->n_full || o->n != o->n_full)
+        ht_die(HT_ERUNTIME, "optimizer shard [%zu, %zu) of %zu floats (already %zu): invalid", lo,
+               hi, o->n_full, o->n);
+    const int adamw = o->cfg.type == HT_OPT_ADAMW;
+    o->m = slice(o->dev, o->m, lo, hi, adamw ? "optim.m" : "optim.momentum");
+    o->v = slice(o->dev, o->v, lo, hi, "optim.v");
+    o->off = lo;
+    o->n = hi - lo;
 }
 
 float ht_optim_last_grad_norm(ht_optim *o) {

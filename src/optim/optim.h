@@ -27,7 +27,9 @@ ht_optim_cfg ht_optim_cfg_from(const ht_config *cfg);
 typedef struct ht_optim {
     ht_optim_cfg cfg;
     ht_dev *dev;
-    size_t n;       /* floats in params, grads and each state buffer */
+    size_t n;       /* floats in each state buffer: those the update covers */
+    size_t n_full;  /* floats in params and grads (n unless sharded) */
+    size_t off;     /* the update covers params[off, off + n) (0 unless sharded) */
     int64_t t;      /* steps taken; a checkpoint restores it with the state buffers */
     ht_buf *m, *v;  /* SGD: momentum buffer in m (NULL when momentum == 0);
                      * AdamW: first and second moments */
@@ -60,6 +62,11 @@ void ht_optim_track_norm(ht_optim *o, int on);
  * so waits for the queue. NAN when the last step computed no norm (clip == 0 and norm
  * tracking off, or no step taken yet). */
 float ht_optim_last_grad_norm(ht_optim *o);
+
+/* ZeRO-1 (cluster.shard = "optimizer"): from now on this rank keeps the state of
+ * params[lo, hi) only (copied out of the whole state, which is freed) and its steps update
+ * that slice; the gradient norm still covers all n_full gradients. */
+void ht_optim_shard(ht_optim *o, size_t lo, size_t hi);
 
 /* Checkpoint state: SGD momentum 0 has none; SGD with momentum has "optim.momentum";
  * AdamW has "optim.m" and "optim.v". Each is a buffer of n floats; the caller saves o->t

@@ -32,6 +32,10 @@ typedef struct bsp {
     ht_bucket *b;
     ht_comm_req **req;
     double *t0, *t1; /* per bucket: all-reduce started, seen complete */
+    /* cluster.shard: every rank's slice of the parameters (bytes, rank order) and this rank's
+     * updated slice on the host; NULL counts: not sharded */
+    size_t *counts;
+    float *mine;
 } bsp;
 
 static void bsp_open(ht_sync *s) {
@@ -44,6 +48,12 @@ static void bsp_open(ht_sync *s) {
     p->first = (size_t)ceil(cfg->cluster.bucket_first_mb * mib);
     p->cap = (size_t)ceil(cfg->cluster.bucket_cap_mb * mib);
     p->host = ht_xmalloc((s->n + 1) * sizeof(float));
+    if (s->opt->n != s->n && p->world > 1) { /* the optimizer updates a slice (ZeRO-1) */
+        size_t mine = s->opt->n * sizeof(float);
+        p->counts = ht_xmalloc((size_t)p->world * sizeof *p->counts);
+        ht_comm_allgather(&mine, sizeof mine, p->counts);
+        p->mine = ht_xmalloc(mine ? mine : 1);
+    }
     s->impl = p;
 }
 
@@ -63,6 +73,8 @@ static void bsp_close(ht_sync *s) {
     free(p->t0);
     free(p->t1);
     free(p->host);
+    free(p->counts);
+    free(p->mine);
     free(p);
     s->impl = NULL;
 }
@@ -228,6 +240,17 @@ static void bsp_step(ht_sync *s, int b, float lr) {
     (void)b;
     ht_optim_step(s->opt, s->m->params, s->m->grads, lr);
     s->global += s->cfg->train.batch;
+    bsp *p = s->impl;
+    if (!p->counts) return;
+    /* ZeRO-1: each rank updated its slice; all of them to every rank */
+    const ht_optim *o = s->opt;
+    double t0 = ht_now();
+    ht_buf_read(s->m->dev, s->m->params, o->off * sizeof(float), o->n * sizeof(float), p->mine);
+    ht_comm_allgatherv(p->mine, o->n * sizeof(float), p->host, p->counts);
+    ht_buf_write(s->m->dev, s->m->params, 0, s->n * sizeof(float), p->host);
+    double t1 = ht_now();
+    s->st.comm_s += t1 - t0;
+    ht_trace_span("all-gather (parameters)", t0, t1);
 }
 
 /* bsp has no extra ranks (serve) and nothing to gather at the end (finish): every rank holds

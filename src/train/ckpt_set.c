@@ -72,11 +72,18 @@ static int shard_tensors(ht_model *m, ht_optim *o, size_t lo, size_t hi, int64_t
         ht_buf *buf;
         size_t n;
         ht_optim_state(o, i, &name, &buf, &n);
-        /* a state of another length (none today) goes whole with the first shard */
-        size_t a = n == m->nparams ? lo : 0, b = n == m->nparams ? hi : (lo ? 0 : n);
+        /* every state runs parallel to the parameters; this rank may hold only the slice
+         * [o->off, o->off + n) of it (cluster.shard) */
+        size_t a = lo, b = hi;
         if (b == a) continue; /* an empty piece would share its name with the next one's */
-        bufs[1 + i] = ht_xmalloc((b - a ? b - a : 1) * sizeof(float));
-        if (b > a) ht_buf_read(m->dev, buf, a * sizeof(float), (b - a) * sizeof(float), bufs[1 + i]);
+        if (a < o->off || b > o->off + n) {
+            rc = ht_error(HT_ERUNTIME, "checkpoint shard [%zu, %zu) of '%s': this rank holds "
+                                       "[%zu, %zu) only", a, b, name, o->off, o->off + n);
+            break;
+        }
+        bufs[1 + i] = ht_xmalloc((b - a) * sizeof(float));
+        ht_buf_read(m->dev, buf, (a - o->off) * sizeof(float), (b - a) * sizeof(float),
+                    bufs[1 + i]);
         ht_st_tensor *x = &t[(*nt)++];
         snprintf(pname[*nt - 1], 96, "%s%c%zu", name, HT_ST_SET_PIECE, a);
         x->name = pname[*nt - 1];
@@ -111,7 +118,8 @@ int ht_checkpoint_save_shard(const char *base, int i, int k, ht_model *m, ht_opt
         size_t n;
         ht_optim_state(o, j, &name, &buf, &n);
         snprintf(flat[j], sizeof flat[j], "set.flat.%s", name);
-        snprintf(total[j], sizeof total[j], "%zu", n);
+        (void)n;
+        snprintf(total[j], sizeof total[j], "%zu", o->n_full);
         keys[5 + j] = flat[j], vals[5 + j] = total[j];
     }
     if (rc == HT_OK) rc = ht_st_set_write_shard(base, i, k, step, t, nt, keys, vals, 5 + ns);

@@ -49,6 +49,10 @@ typedef struct ht_job_engine {
     /* Every rank holds the whole current model and optimizer state (data parallel): the
      * shards of a sharded checkpoint are written by all ranks. */
     int all_hold;
+    /* cluster.shard = "optimizer": rank r keeps the optimizer state of params[cut[r],
+     * cut[r+1]) (world + 1 entries); its checkpoints are sets of one shard per rank. NULL:
+     * not sharded. Freed at finish. */
+    size_t *zero_cut;
     int interrupted; /* the loop ended on a stop request (core/stop.h: a signal, any rank) */
     /* An engine that does not read the loss back every step (data parallel) marks the first
      * step with a non-finite loss in this device int (ht_nonfinite_mark, INT_MAX = none):

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/stop.h"
@@ -16,6 +17,7 @@
 #include "plan/plan.h"
 #include "prof/profile.h"
 #include "sync/sync.h"
+#include "train/checkpoint.h"
 #include "train/engine.h"
 
 /* Ends a trace span after the device has finished its work (only when tracing: the extra
@@ -205,6 +207,27 @@ static int exclude(ht_job *j, ht_sync_layout *L, int *left) {
     return ht_sync_layout_of(j->cfg, cl->world, L);
 }
 
+/* cluster.shard = "optimizer" (ZeRO-1): this rank keeps the optimizer state of its slice,
+ * the slices in proportion to the ranks' device memory (device.memory_mb, else the
+ * device's), cut at tensor starts as the checkpoint's shards are. */
+static void shard_optimizer(ht_job *j) {
+    if (!strcmp(j->cfg->cluster.shard, "none") || ht_comm_size() < 2) return;
+    const int w = ht_comm_size(), r = ht_comm_rank();
+    double mine = j->cfg->device.memory_mb > 0 ? j->cfg->device.memory_mb
+                                                : (double)ht_dev_info(j->dev)->global_mem / 1e6;
+    double *all = ht_xmalloc((size_t)w * sizeof *all);
+    ht_comm_allgather(&mine, sizeof mine, all);
+    size_t *cut = ht_xmalloc((size_t)(w + 1) * sizeof *cut);
+    ht_checkpoint_shard_ranges(&j->model, all, w, cut);
+    ht_optim_shard(&j->opt, cut[r], cut[r + 1]);
+    ht_log_info("cluster.shard: rank %d keeps the optimizer state of parameters [%zu, %zu) "
+                "(%.1f%% of %zu; device memory %.0f MB)",
+                r, cut[r], cut[r + 1], 100.0 * (double)(cut[r + 1] - cut[r]) /
+                (double)(j->model.nparams ? j->model.nparams : 1), j->model.nparams, mine);
+    j->eng.zero_cut = cut;
+    free(all);
+}
+
 static int dp_run(ht_job *j, ht_train_result *res) {
     const ht_train_opts *opts = j->opts;
     ht_cluster *cl = j->cl;
@@ -224,6 +247,7 @@ static int dp_run(ht_job *j, ht_train_result *res) {
     if (cl->excluding && ((rc = exclude(j, &L, &left)) != HT_OK || left))
         return rc; /* a rank that left: nothing more to do (it exits with the others) */
     /* from here the ranks are the cluster's (fewer after an exclusion) */
+    shard_optimizer(j);
     ht_sync *s = ht_sync_open(j->cfg, &L, cl->rank, &j->model, &j->opt, j->total);
     ht_sync_set_slowdown(s, ht_config_slowdown_at(j->cfg, cl->wrank[cl->rank], 0));
     int32_t none = INT32_MAX;

@@ -129,8 +129,12 @@ static void evaluate(ht_job *j, int64_t done) {
 static int save_shards(ht_job *j, int64_t step, int k) {
     const char *p = j->cfg->checkpoint.path, *on = j->cfg->optim.type;
     int r = ht_comm_rank(), w = ht_comm_size(), rc = HT_OK;
+    if (j->eng.zero_cut) k = w; /* a rank holds only its slice of the optimizer state */
     size_t *cut = ht_xmalloc((size_t)(k + 1) * sizeof *cut);
-    ht_checkpoint_shard_ranges(&j->model, NULL, k, cut);
+    if (j->eng.zero_cut)
+        memcpy(cut, j->eng.zero_cut, (size_t)(k + 1) * sizeof *cut);
+    else
+        ht_checkpoint_shard_ranges(&j->model, NULL, k, cut);
     for (int i = r; rc == HT_OK && i < k; i += w)
         rc = ht_checkpoint_save_shard(p, i + 1, k, &j->model, &j->opt, step, on, cut[i],
                                       cut[i + 1]);
@@ -166,7 +170,7 @@ int ht_job_save(ht_job *j, int64_t step, const ht_ckpt_extra *x) {
     if (rc != HT_OK) return rc;
     if (j->eng.gather) j->eng.gather(j);
     j->rep.saved = step;
-    if (j->cfg->checkpoint.shards > 0) return save_set(j, step, x);
+    if (j->cfg->checkpoint.shards > 0 || j->eng.zero_cut) return save_set(j, step, x);
     if (j->rank != 0) return HT_OK;
     return ht_checkpoint_save_ex(j->cfg->checkpoint.path, &j->model, &j->opt, step,
                                  j->cfg->optim.type, x);

@@ -168,6 +168,7 @@ static int finish(ht_job *j, int rc) {
     if (j->dev) ht_dev_close(j->dev);
     ht_source_free(&j->src);
     free(j->eng.state);
+    free(j->eng.zero_cut);
     return rc;
 }
 
