@@ -33,6 +33,13 @@ losses "$TMP/z1.jsonl" >"$TMP/z1.loss"
 ok $([ $RC -eq 0 ] && same_losses "$TMP/p.loss" "$TMP/z1.loss" 20 1e-6; echo $?) \
     "and with the gradients reduced in one piece (cluster.overlap = false; exit $RC)"
 
+mpi -q --set 'cluster.shares=[24, 8]' --set log.metrics="$TMP/ps.jsonl"
+mpi -q --set 'cluster.shares=[24, 8]' --set cluster.shard=optimizer --set log.metrics="$TMP/zs.jsonl"
+losses "$TMP/ps.jsonl" >"$TMP/ps.loss"
+losses "$TMP/zs.jsonl" >"$TMP/zs.loss"
+ok $([ $RC -eq 0 ] && same_losses "$TMP/ps.loss" "$TMP/zs.loss" 20 1e-6; echo $?) \
+    "with unequal batch shares (24, 8) too (exit $RC)"
+
 # checkpoints: a set of one shard per rank, each with that rank's optimizer slice
 mkdir "$TMP/c"
 mpi -q --set cluster.shard=optimizer --stop-after 10 --set checkpoint.path="$TMP/c/z.safetensors"
