@@ -77,6 +77,10 @@ void ht_st_set_index_path(const char *p, char *out, size_t n);
 int ht_st_set_index(const char *path, char *idx, size_t n);
 /* 1 when path is a file or names a set (a checkpoint may be either). */
 int ht_st_exists(const char *path);
+/* Before a save's first shard: finishes a commit that a kill interrupted after the index's
+ * rename (each SHARD.next of the index's step renamed over SHARD), so that the new save's
+ * .next files never replace the only copy of a committed shard. No set: nothing to do. */
+int ht_st_set_recover(const char *p);
 /* Writes shard i of k of the save `step` (to SHARD.next); the metadata set.* is added. */
 int ht_st_set_write_shard(const char *p, int i, int k, int64_t step, const ht_st_tensor *t, int nt,
                           const char *const *keys, const char *const *vals, int nmeta);

@@ -64,7 +64,7 @@ static const char *base_name(const char *path) {
 }
 
 /* fsync of the directory holding path: makes a rename in it durable. */
-static void sync_dir(const char *path) {
+void ht_st_sync_dir(const char *path) {
     char dir[HT_ST_PATH];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
@@ -155,7 +155,7 @@ static int write_file(const char *path, const char *text, size_t n) {
     if (e != 0) goto fail;
     what = "rename";
     if (rename(tmp, path) != 0) goto fail;
-    sync_dir(path);
+    ht_st_sync_dir(path);
     return HT_OK;
 fail:
     e = errno;
@@ -193,7 +193,7 @@ int ht_st_set_commit(const char *p, int k, int64_t step) {
                           next, path, strerror(errno));
     }
     if (rc == HT_OK) {
-        sync_dir(idx);
+        ht_st_sync_dir(idx);
         struct stat st;
         /* the previous save's single file would otherwise shadow the set (ht_st_set_index) */
         if (!ends_with(p, ".index.json") && lstat(p, &st) == 0 && S_ISREG(st.st_mode)) unlink(p);

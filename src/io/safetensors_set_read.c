@@ -236,6 +236,40 @@ int ht_st_open_set(ht_st_file **out, const char *index) {
     return rc;
 }
 
+int ht_st_set_recover(const char *p) {
+    char idx[HT_ST_PATH], dir[HT_ST_PATH], path[HT_ST_PATH], next[HT_ST_PATH + 8];
+    struct stat st;
+    ht_st_set_index_path(p, idx, sizeof idx);
+    if (stat(idx, &st) != 0) return HT_OK; /* no set yet */
+    set_idx x = {0};
+    int rc = HT_OK;
+    if (read_index(idx, &x) != HT_OK || !x.step) { /* not ours to finish: the save replaces it */
+        ht_error_clear();
+        idx_free(&x);
+        return HT_OK;
+    }
+    snprintf(dir, sizeof dir, "%s", idx);
+    char *slash = strrchr(dir, '/');
+    if (slash) slash[1] = 0;
+    else dir[0] = 0;
+    for (int i = 0; rc == HT_OK && i < x.nf; i++) {
+        ht_st_file *f = NULL;
+        snprintf(path, sizeof path, "%s%s", dir, x.files[i]);
+        snprintf(next, sizeof next, "%s.next", path);
+        if (stat(next, &st) != 0 || ht_st_open_file(&f, next) != HT_OK) continue;
+        const char *v = ht_st_meta(f, "set.step");
+        int committed = v && !strcmp(v, x.step);
+        ht_st_close(f);
+        if (committed && rename(next, path) != 0)
+            rc = ht_error(HT_ERUNTIME, "checkpoint '%s': cannot rename '%s' to '%s': %s", p, next,
+                          path, strerror(errno));
+    }
+    ht_error_clear();
+    if (rc == HT_OK) ht_st_sync_dir(idx);
+    idx_free(&x);
+    return rc;
+}
+
 /* ---- one file out of the shards ----------------------------------------------------------- */
 
 static int user_meta(const char *k) { return strncmp(k, "set.", 4) && strncmp(k, "crc32c", 6); }

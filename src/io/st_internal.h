@@ -46,6 +46,8 @@ struct ht_st_file {
     int checksummed; /* had "crc32c" metadata, verified */
 };
 
+/* fsync of the directory holding path (a rename in it made durable). */
+void ht_st_sync_dir(const char *path);
 /* The dtype named s, or NULL. */
 const st_dtype *ht_st_dtype_find(const char *s);
 

@@ -59,8 +59,12 @@ int ht_checkpoint_check_step(const char *path, int64_t step, int64_t total);
  * Cuts of the flat parameter space into k parts in proportion to weight[0..k) (NULL: equal),
  * each moved to a tensor start: part i is [cut[i], cut[i+1]) (cut has k + 1 entries). */
 void ht_checkpoint_shard_ranges(const ht_model *m, const double *weight, int k, size_t *cut);
+/* The same cuts of n floats exactly in proportion to weight (each a multiple of 8): the
+ * optimizer slices of cluster.shard; a set saved with them holds each parameter tensor whole
+ * in the shard where it starts, the optimizer state cut anywhere. */
+void ht_checkpoint_shard_cuts(size_t n, const double *weight, int k, size_t *cut);
 /* Writes shard i (1-based) of k of the set `base` for the save `step`: the parameter tensors
- * starting in [lo, hi) whole, every optimizer state's [lo, hi) as a piece; refuses (nothing
+ * starting in [lo, hi) whole (also where they end past hi), every optimizer state's [lo, hi) as a piece; refuses (nothing
  * written) a NaN or infinity. Then, once every shard is written, ht_st_set_commit. */
 int ht_checkpoint_save_shard(const char *base, int i, int k, ht_model *m, ht_optim *o,
                              int64_t step, const char *optim_name, size_t lo, size_t hi);

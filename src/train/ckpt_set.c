@@ -14,6 +14,19 @@
 #define CKPT_FORMAT "hettrain-checkpoint-1"
 #define MAX_STATES 8
 
+void ht_checkpoint_shard_cuts(size_t n, const double *weight, int k, size_t *cut) {
+    double sum = 0, acc = 0;
+    for (int i = 0; i < k; i++)
+        sum += weight[i];
+    cut[0] = 0;
+    cut[k] = n;
+    for (int i = 1; i < k; i++) {
+        acc += weight[i - 1];
+        size_t c = (size_t)((double)n * acc / sum) / 8 * 8; /* the update's float8 loads */
+        cut[i] = c < cut[i - 1] ? cut[i - 1] : c > n ? n : c;
+    }
+}
+
 void ht_checkpoint_shard_ranges(const ht_model *m, const double *weight, int k, size_t *cut) {
     int np = ht_model_param_tensors((ht_model *)m, NULL, 0);
     ht_param_tensor *pt = ht_xmalloc((size_t)(np ? np : 1) * sizeof *pt);
@@ -50,9 +63,18 @@ static int shard_tensors(ht_model *m, ht_optim *o, size_t lo, size_t hi, int64_t
     int np = ht_model_param_tensors(m, NULL, 0), ns = ht_optim_state_count(o), rc = HT_OK;
     ht_param_tensor *pt = ht_xmalloc((size_t)(np ? np : 1) * sizeof *pt);
     ht_model_param_tensors(m, pt, np);
-    bufs[0] = ht_xmalloc((hi - lo ? hi - lo : 1) * sizeof(float));
-    if (hi > lo) ht_buf_read(m->dev, m->params, lo * sizeof(float), (hi - lo) * sizeof(float),
-                             bufs[0]);
+    /* the parameter tensors starting in [lo, hi) may end past hi (cuts need not fall on
+     * tensor starts): the host copy spans [lo, end) */
+    size_t end = lo;
+    for (int i = 0; i < np; i++) {
+        size_t n = 1;
+        for (int d = 0; d < pt[i].ndim; d++)
+            n *= (size_t)pt[i].shape[d];
+        if (pt[i].off >= lo && pt[i].off < hi && pt[i].off + n > end) end = pt[i].off + n;
+    }
+    bufs[0] = ht_xmalloc((end - lo ? end - lo : 1) * sizeof(float));
+    if (end > lo) ht_buf_read(m->dev, m->params, lo * sizeof(float), (end - lo) * sizeof(float),
+                              bufs[0]);
     *nt = 0;
     for (int i = 0; rc == HT_OK && i < np; i++) {
         if (pt[i].off < lo || pt[i].off >= hi) continue;
@@ -134,7 +156,7 @@ int ht_checkpoint_save_set(const char *base, int k, ht_model *m, ht_optim *o, in
                            const char *optim_name) {
     size_t *cut = ht_xmalloc((size_t)(k + 1) * sizeof *cut);
     ht_checkpoint_shard_ranges(m, NULL, k, cut);
-    int rc = HT_OK;
+    int rc = ht_st_set_recover(base);
     for (int i = 0; rc == HT_OK && i < k; i++)
         rc = ht_checkpoint_save_shard(base, i + 1, k, m, o, step, optim_name, cut[i], cut[i + 1]);
     free(cut);

@@ -209,7 +209,7 @@ static int exclude(ht_job *j, ht_sync_layout *L, int *left) {
 
 /* cluster.shard = "optimizer" (ZeRO-1): this rank keeps the optimizer state of its slice,
  * the slices in proportion to the ranks' device memory (device.memory_mb, else the
- * device's), cut at tensor starts as the checkpoint's shards are. */
+ * device's). */
 static void shard_optimizer(ht_job *j) {
     if (!strcmp(j->cfg->cluster.shard, "none") || ht_comm_size() < 2) return;
     const int w = ht_comm_size(), r = ht_comm_rank();
@@ -218,7 +218,7 @@ static void shard_optimizer(ht_job *j) {
     double *all = ht_xmalloc((size_t)w * sizeof *all);
     ht_comm_allgather(&mine, sizeof mine, all);
     size_t *cut = ht_xmalloc((size_t)(w + 1) * sizeof *cut);
-    ht_checkpoint_shard_ranges(&j->model, all, w, cut);
+    ht_checkpoint_shard_cuts(j->model.nparams, all, w, cut);
     ht_optim_shard(&j->opt, cut[r], cut[r + 1]);
     ht_log_info("cluster.shard: rank %d keeps the optimizer state of parameters [%zu, %zu) "
                 "(%.1f%% of %zu; device memory %.0f MB)",

@@ -135,6 +135,15 @@ static int save_shards(ht_job *j, int64_t step, int k) {
         memcpy(cut, j->eng.zero_cut, (size_t)(k + 1) * sizeof *cut);
     else
         ht_checkpoint_shard_ranges(&j->model, NULL, k, cut);
+    /* a commit that a kill interrupted is finished before any rank writes a .next */
+    double rec = r == 0 && ht_st_set_recover(p) != HT_OK;
+    ht_comm_allreduce_sum_f64(&rec, 1);
+    if (rec > 0) {
+        free(cut);
+        return r == 0 ? HT_ERUNTIME
+                      : ht_error(HT_ERUNTIME, "step %lld: rank 0 could not finish the previous "
+                                              "checkpoint's commit", (long long)step);
+    }
     for (int i = r; rc == HT_OK && i < k; i += w)
         rc = ht_checkpoint_save_shard(p, i + 1, k, &j->model, &j->opt, step, on, cut[i],
                                       cut[i + 1]);
