@@ -6,17 +6,22 @@
 
 #include "core/err.h"
 
-#define SYNC_ROW(id, name, family, flags) [HT_SYNC_##id] = {name, family, flags},
+#define SYNC_ROW(id, name, family, flags, doc) [HT_SYNC_##id] = {name, doc, family, flags},
 #define SYNC_NAME(id, name, ...) name,
 const ht_sync_row ht_sync_rows[HT_SYNC_NMODES] = {HT_SYNC_ROWS(SYNC_ROW)};
 const char *const ht_sync_mode_names[HT_SYNC_NMODES + 1] = {HT_SYNC_ROWS(SYNC_NAME) NULL};
+#define SYNC_DOC(id, name, family, flags, doc) doc,
+const char *const ht_sync_mode_docs[HT_SYNC_NMODES + 1] = {HT_SYNC_ROWS(SYNC_DOC) NULL};
 
-#define PIPE_ROW(id, name, gen, flags) [HT_PIPE_##id] = {name, flags},
+#define PIPE_ROW(id, name, gen, flags, doc) [HT_PIPE_##id] = {name, doc, flags},
 #define PIPE_NAME(id, name, ...) name,
 const ht_pipe_row ht_pipe_rows[HT_PIPE_NKINDS] = {HT_PIPE_ROWS(PIPE_ROW)};
 const char *const ht_pipe_kind_names[HT_PIPE_NKINDS] = {HT_PIPE_ROWS(PIPE_NAME)};
 const char *const ht_pipe_schedule_names[HT_PIPE_NKINDS + 2] = {"none",
                                                                HT_PIPE_ROWS(PIPE_NAME) NULL};
+#define PIPE_DOC(id, name, gen, flags, doc) doc,
+const char *const ht_pipe_schedule_docs[HT_PIPE_NKINDS + 2] = {
+    "no pipeline: the whole model on every rank (data parallel)", HT_PIPE_ROWS(PIPE_DOC) NULL};
 
 const ht_sync_row *ht_sync_row_of(int mode) {
     return mode >= 0 && mode < HT_SYNC_NMODES ? &ht_sync_rows[mode] : NULL;

@@ -40,22 +40,31 @@ enum {
     HT_SYNC_F_ADAPTIVE = 1 << 4,  /* exchanges when the model moved (sync.threshold) */
 };
 
-/*   ID               name               family        flags */
+/*   ID               name               family        flags, and a line for --help-config */
 #define HT_SYNC_ROWS(X)                                                                            \
-    X(BSP, "bsp", HT_SYNC_FAM_ALLREDUCE, HT_SYNC_F_LOCKSTEP)                                      \
-    X(ASP, "asp", HT_SYNC_FAM_PS, 0)                                                              \
-    X(SSP, "ssp", HT_SYNC_FAM_PS, HT_SYNC_F_STALENESS)                                            \
-    X(DASP, "dasp", HT_SYNC_FAM_PS, HT_SYNC_F_STATES)                                             \
-    X(PREDUCE, "preduce", HT_SYNC_FAM_GROUP, 0)                                                   \
-    X(SAP, "sap-reduce", HT_SYNC_FAM_GROUP, HT_SYNC_F_WEIGHTED)                                   \
-    X(GOSSIP, "gossip", HT_SYNC_FAM_GOSSIP, 0)                                                    \
-    X(GOSSIP_ADAPTIVE, "gossip-adaptive", HT_SYNC_FAM_GOSSIP, HT_SYNC_F_ADAPTIVE)
+    X(BSP, "bsp", HT_SYNC_FAM_ALLREDUCE, HT_SYNC_F_LOCKSTEP,                                       \
+      "all-reduce of the gradients every step (bulk synchronous)")                                 \
+    X(ASP, "asp", HT_SYNC_FAM_PS, 0,                                                               \
+      "parameter servers; workers push and pull without waiting (asynchronous)")                   \
+    X(SSP, "ssp", HT_SYNC_FAM_PS, HT_SYNC_F_STALENESS,                                             \
+      "parameter servers; a worker waits when sync.staleness clocks ahead (stale synchronous)")    \
+    X(DASP, "dasp", HT_SYNC_FAM_PS, HT_SYNC_F_STATES,                                              \
+      "parameter servers; workers of similar speed synchronise, the others run ahead (DASP)")      \
+    X(PREDUCE, "preduce", HT_SYNC_FAM_GROUP, 0,                                                    \
+      "the first sync.group ready workers average their models (partial reduce)")                  \
+    X(SAP, "sap-reduce", HT_SYNC_FAM_GROUP, HT_SYNC_F_WEIGHTED,                                    \
+      "partial reduce weighting each model by its staleness (SAP-Reduce)")                         \
+    X(GOSSIP, "gossip", HT_SYNC_FAM_GOSSIP, 0,                                                     \
+      "push-sum gossip with one peer every sync.period steps")                                     \
+    X(GOSSIP_ADAPTIVE, "gossip-adaptive", HT_SYNC_FAM_GOSSIP, HT_SYNC_F_ADAPTIVE,                  \
+      "push-sum gossip when the model moved more than sync.threshold")
 
 #define HT_SYNC_ID_(id, ...) HT_SYNC_##id,
 typedef enum { HT_SYNC_ROWS(HT_SYNC_ID_) HT_SYNC_NMODES } ht_sync_mode;
 
 typedef struct ht_sync_row {
     const char *name;
+    const char *doc; /* one line: what it does, and its paper */
     ht_sync_family family;
     unsigned flags; /* HT_SYNC_F_* */
 } ht_sync_row;
@@ -64,6 +73,8 @@ typedef struct ht_sync_row {
 extern const ht_sync_row ht_sync_rows[HT_SYNC_NMODES];
 /* The names in row order, NULL-terminated (the schema's choices for sync.mode). */
 extern const char *const ht_sync_mode_names[HT_SYNC_NMODES + 1];
+/* Their descriptions in the same order (--help-config). */
+extern const char *const ht_sync_mode_docs[HT_SYNC_NMODES + 1];
 
 /* The row of mode; NULL when out of range. */
 const ht_sync_row *ht_sync_row_of(int mode);
@@ -98,18 +109,27 @@ enum {
                              rank 2D-1-s (ZB-V) */
 };
 
-/*   ID           name           generator (src/pipe)       flags */
+/*   ID           name           generator (src/pipe)       flags, and a line for --help-config */
 #define HT_PIPE_ROWS(X)                                                                            \
     X(GPIPE, "gpipe", ht_pipe_gen_gpipe,                                                           \
-      HT_PIPE_F_REPLICAS | HT_PIPE_F_PLANNED | HT_PIPE_F_ALL_IN_FLIGHT)                            \
-    X(1F1B, "1f1b", ht_pipe_gen_1f1b, HT_PIPE_F_REPLICAS | HT_PIPE_F_PLANNED)                      \
-    X(INTERLEAVED, "interleaved", ht_pipe_gen_interleaved, HT_PIPE_F_CHUNKS | HT_PIPE_F_PLANNED)   \
-    X(CHIMERA, "chimera", ht_pipe_gen_chimera, HT_PIPE_F_TWO_WAY | HT_PIPE_F_PLANNED)              \
-    X(HEPIPE, "hepipe", ht_pipe_gen_hepipe, HT_PIPE_F_REPLICAS | HT_PIPE_F_STAGE_TIMES)            \
-    X(2BW, "2bw", ht_pipe_gen_2bw, HT_PIPE_F_NO_FLUSH)                                            \
-    X(ZBH1, "zb-h1", ht_pipe_gen_zbh1, HT_PIPE_F_SPLIT_BW)                                         \
-    X(ZBV, "zb-v", ht_pipe_gen_zbv, HT_PIPE_F_SPLIT_BW | HT_PIPE_F_V)                              \
-    X(ZBHET, "zb-het", ht_pipe_gen_zbhet, HT_PIPE_F_SPLIT_BW)
+      HT_PIPE_F_REPLICAS | HT_PIPE_F_PLANNED | HT_PIPE_F_ALL_IN_FLIGHT,                            \
+      "all forwards, then all backwards; every micro-batch in flight (GPipe)")                     \
+    X(1F1B, "1f1b", ht_pipe_gen_1f1b, HT_PIPE_F_REPLICAS | HT_PIPE_F_PLANNED,                      \
+      "one forward, one backward: at most D micro-batches in flight (PipeDream-Flush)")            \
+    X(INTERLEAVED, "interleaved", ht_pipe_gen_interleaved, HT_PIPE_F_CHUNKS | HT_PIPE_F_PLANNED,   \
+      "1F1B over pipe.chunks model chunks per rank (Megatron-LM)")                                 \
+    X(CHIMERA, "chimera", ht_pipe_gen_chimera, HT_PIPE_F_TWO_WAY | HT_PIPE_F_PLANNED,              \
+      "two pipelines in opposite directions, each stage on two ranks (Chimera)")                   \
+    X(HEPIPE, "hepipe", ht_pipe_gen_hepipe, HT_PIPE_F_REPLICAS | HT_PIPE_F_STAGE_TIMES,            \
+      "order planned from the stages' measured times, for unequal devices (HePipe)")               \
+    X(2BW, "2bw", ht_pipe_gen_2bw, HT_PIPE_F_NO_FLUSH,                                             \
+      "batches chain without a flush, two weight versions (PipeDream-2BW)")                        \
+    X(ZBH1, "zb-h1", ht_pipe_gen_zbh1, HT_PIPE_F_SPLIT_BW,                                         \
+      "zero bubble: backward split into input (B) and weight (W) passes, 1F1B's memory (ZB-H1)")   \
+    X(ZBV, "zb-v", ht_pipe_gen_zbv, HT_PIPE_F_SPLIT_BW | HT_PIPE_F_V,                              \
+      "zero bubble with two chunks a rank in a V shape (ZB-V)")                                    \
+    X(ZBHET, "zb-het", ht_pipe_gen_zbhet, HT_PIPE_F_SPLIT_BW,                                      \
+      "zero bubble whose W passes fill unequal stages' bubbles")
 
 /* HT_PIPE_NONE: pipe.schedule = "none", no pipeline; the kinds count from 0. */
 #define HT_PIPE_ID_(id, ...) HT_PIPE_##id,
@@ -117,6 +137,7 @@ typedef enum { HT_PIPE_NONE = -1, HT_PIPE_ROWS(HT_PIPE_ID_) HT_PIPE_NKINDS } ht_
 
 typedef struct ht_pipe_row {
     const char *name;
+    const char *doc; /* one line: what it does, and its paper */
     unsigned flags; /* HT_PIPE_F_* */
 } ht_pipe_row;
 
@@ -127,6 +148,8 @@ extern const char *const ht_pipe_kind_names[HT_PIPE_NKINDS];
 /* "none" then the kinds' names, NULL-terminated (the schema's choices for pipe.schedule: the
  * value is the index - 1, so that "none" is HT_PIPE_NONE). */
 extern const char *const ht_pipe_schedule_names[HT_PIPE_NKINDS + 2];
+/* Their descriptions in the same order (--help-config). */
+extern const char *const ht_pipe_schedule_docs[HT_PIPE_NKINDS + 2];
 
 /* The row of kind; NULL for HT_PIPE_NONE and out of range. */
 const ht_pipe_row *ht_pipe_row_of(int kind);

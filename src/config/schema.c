@@ -3,6 +3,7 @@
  * write a configuration back out in libconfig syntax. */
 #include "config/schema.h"
 
+#include "config/choices.h"
 #include "config/config.h"
 #include "config/modes.h"
 #include "core/err.h"
@@ -18,24 +19,12 @@
 /* ------------------------------------------------------------------------------------ */
 /* The table                                                                            */
 
-static const char *const MODEL_TYPES[] = {"mlp", "cnn", "gpt", NULL};
-static const char *const ACTIVATIONS[] = {"relu", "gelu", NULL};
-static const char *const DATA_KINDS[] = {"synthetic", "idx", "text", "tokens", NULL};
-static const char *const OPTIMIZERS[] = {"sgd", "adamw", NULL};
-static const char *const SCHEDULES[] = {"constant", "step", "cosine", NULL};
-static const char *const PROGRESS[] = {"auto", "bar", "plain", "none", NULL};
-static const char *const SPLITS[] = {"equal", "speed", NULL};
-static const char *const ALLREDUCES[] = {"ring", "mpi", NULL};
-static const char *const SHARDS[] = {"none", "optimizer", NULL};
-static const char *const PIPE_PARTITIONS[] = {"uniform", "balanced", "hetero", NULL};
-static const char *const PIPE_RECOMPUTE[] = {"auto", "none", "all", NULL};
 /* the enum keys' fields are written through int pointers */
 _Static_assert(sizeof(ht_sync_mode) == sizeof(int) && sizeof(ht_pipe_kind) == sizeof(int),
                "config enums are ints");
 
-const char *const ht_config_groups[] = {"model", "data",       "train",   "optim", "device",
-                                        "log",   "checkpoint", "cluster", "sync",  "pipe",
-                                        NULL};
+const char *const ht_config_groups[] = {"model",      "data",    "train", "optim", "device", "log",
+                                        "checkpoint", "cluster", "sync",  "pipe",  NULL};
 
 /* One model.layers element: the layer grammar of nn/layer_spec.h, with a suggestion
  * when the first word is a misspelt layer kind. */
@@ -69,12 +58,13 @@ static int check_layer(const char *v, char *err, size_t n) {
 
 /* path, kind, flags, default (libconfig syntax), min, max, choices, field, doc */
 const ht_ckey ht_config_keys[] = {
-    {"model.type", HT_CK_STR, 0, "\"mlp\"", 0, 0, MODEL_TYPES, FIELD(model.type), "model family"},
+    {"model.type", HT_CK_STR, 0, "\"mlp\"", 0, 0, ht_model_type_names, FIELD(model.type),
+     "model family"},
     {"model.hidden", HT_CK_INTS, GE, "[128]", 1, 0, NULL, offsetof(ht_config, model.hidden),
      sizeof(((ht_config *)0)->model.hidden), offsetof(ht_config, model.nhidden),
      "hidden layer widths, input side first; [] = no hidden layer"},
-    {"model.activation", HT_CK_STR, 0, "\"relu\"", 0, 0, ACTIVATIONS, FIELD(model.activation),
-     "activation after each hidden layer"},
+    {"model.activation", HT_CK_STR, 0, "\"relu\"", 0, 0, ht_activation_names,
+     FIELD(model.activation), "activation after each hidden layer"},
     {"model.layers", HT_CK_STRS, 0, DEFAULT_CNN, 0, HT_MAX_LAYERS, NULL,
      offsetof(ht_config, model.layers), sizeof(((ht_config *)0)->model.layers),
      offsetof(ht_config, model.nlayers),
@@ -105,7 +95,7 @@ const ht_ckey ht_config_keys[] = {
     {"model.dropout", HT_CK_NUM, GE | LT, "0", 0, 1, NULL, FIELD(model.dropout),
      "gpt: dropout on the embedding and the residual branches while training"},
 
-    {"data.kind", HT_CK_STR, 0, "\"synthetic\"", 0, 0, DATA_KINDS, FIELD(data.kind),
+    {"data.kind", HT_CK_STR, 0, "\"synthetic\"", 0, 0, ht_data_kind_names, FIELD(data.kind),
      "data source: generated samples, IDX files (MNIST), a text file read as bytes, or token "
      "files (the last two for model.type gpt)"},
     {"data.images", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(data.images),
@@ -143,7 +133,8 @@ const ht_ckey ht_config_keys[] = {
     {"train.eval_batches", HT_CK_INT, GE, "20", 1, 0, NULL, FIELD(train.eval_batches),
      "text: batches of fixed validation windows per evaluation"},
 
-    {"optim.type", HT_CK_STR, 0, "\"sgd\"", 0, 0, OPTIMIZERS, FIELD(optim.type), "optimizer"},
+    {"optim.type", HT_CK_STR, 0, "\"sgd\"", 0, 0, ht_optimizer_names, FIELD(optim.type),
+     "optimizer"},
     {"optim.lr", HT_CK_NUM, REQ | GT, NULL, 0, 0, NULL, FIELD(optim.lr),
      "learning rate: the peak value, reached after warmup"},
     {"optim.momentum", HT_CK_NUM, GE | LT, "0.9", 0, 1, NULL, FIELD(optim.momentum),
@@ -158,8 +149,8 @@ const ht_ckey ht_config_keys[] = {
      "adamw: added to the denominator"},
     {"optim.weight_decay", HT_CK_NUM, GE, "0", 0, 0, NULL, FIELD(optim.weight_decay),
      "weight decay coefficient"},
-    {"optim.schedule", HT_CK_STR, 0, "\"constant\"", 0, 0, SCHEDULES, FIELD(optim.schedule),
-     "learning-rate schedule after warmup"},
+    {"optim.schedule", HT_CK_STR, 0, "\"constant\"", 0, 0, ht_lr_schedule_names,
+     FIELD(optim.schedule), "learning-rate schedule after warmup"},
     {"optim.warmup", HT_CK_INT, GE, "0", 0, 0, NULL, FIELD(optim.warmup),
      "linear warmup steps from 0 to lr"},
     {"optim.step_size", HT_CK_INT, GE, "1000", 1, 0, NULL, FIELD(optim.step_size),
@@ -191,8 +182,8 @@ const ht_ckey ht_config_keys[] = {
      "JSON Lines metrics file; \"\" = none"},
     {"log.tensorboard", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(log.tensorboard),
      "folder for TensorBoard event files of the same records (created when absent); \"\" = none"},
-    {"log.progress", HT_CK_STR, 0, "\"auto\"", 0, 0, PROGRESS, FIELD(log.progress),
-     "progress display; auto = bar on a terminal, plain lines otherwise"},
+    {"log.progress", HT_CK_STR, 0, "\"auto\"", 0, 0, ht_progress_names, FIELD(log.progress),
+     "progress display"},
     {"log.every", HT_CK_INT, GE, "10", 1, 0, NULL, FIELD(log.every),
      "steps between plain progress lines and metrics records"},
 
@@ -209,9 +200,9 @@ const ht_ckey ht_config_keys[] = {
      sizeof(((ht_config *)0)->cluster.shares), offsetof(ht_config, cluster.nshares),
      "mpirun: samples of train.batch per rank, one per rank, summing to train.batch; [] = by "
      "cluster.split"},
-    {"cluster.split", HT_CK_STR, 0, "\"equal\"", 0, 0, SPLITS, FIELD(cluster.split),
-     "mpirun, no shares: equal shares, or proportional to a quick measured speed per rank "
-     "(a rank that costs more than its samples save gets share 0)"},
+    {"cluster.split", HT_CK_STR, 0, "\"equal\"", 0, 0, ht_split_names, FIELD(cluster.split),
+     "mpirun, no shares: how train.batch is split (speed: a rank that costs more than its "
+     "samples save gets share 0)"},
     {"cluster.profile", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(cluster.profile),
      "mpirun, split \"speed\": hetprof profile giving each rank's device speed for this model; "
      "\"\" = time one pass per rank at start-up"},
@@ -228,8 +219,8 @@ const ht_ckey ht_config_keys[] = {
      offsetof(ht_config, cluster.ndevices),
      "mpirun: device selector per rank (as device.select), or one for all; [] = device.select"},
     {"cluster.slowdown", HT_CK_NUMS, GE | LE, "[]", 1, HT_MAX_SLOWDOWN, NULL,
-     offsetof(ht_config, cluster.slowdown),
-     sizeof(((ht_config *)0)->cluster.slowdown), offsetof(ht_config, cluster.nslowdown),
+     offsetof(ht_config, cluster.slowdown), sizeof(((ht_config *)0)->cluster.slowdown),
+     offsetof(ht_config, cluster.nslowdown),
      "mpirun: emulated heterogeneity, one factor per rank: a rank idles (f-1) x its compute "
      "time after each compute phase; [] = none"},
     {"cluster.slowdown_from", HT_CK_INTS, GE, "[]", 0, 0, NULL,
@@ -242,9 +233,9 @@ const ht_ckey ht_config_keys[] = {
      "mpirun: a host id per rank for the pipeline's hetero partition (HePipe's first level: "
      "cuts between hosts, replicated stages within one), e.g. [0, 0, 1, 1] to emulate two "
      "hosts on one machine; [] = by host name"},
-    {"cluster.allreduce", HT_CK_STR, 0, "\"ring\"", 0, 0, ALLREDUCES, FIELD(cluster.allreduce),
-     "mpirun: gradient all-reduce: our ring (deterministic) or MPI_Allreduce"},
-    {"cluster.shard", HT_CK_STR, 0, "\"none\"", 0, 0, SHARDS, FIELD(cluster.shard),
+    {"cluster.allreduce", HT_CK_STR, 0, "\"ring\"", 0, 0, ht_allreduce_names,
+     FIELD(cluster.allreduce), "mpirun: the gradient all-reduce"},
+    {"cluster.shard", HT_CK_STR, 0, "\"none\"", 0, 0, ht_shard_names, FIELD(cluster.shard),
      "mpirun, bsp: \"optimizer\" (ZeRO-1): each rank keeps the optimizer state of its slice of "
      "the parameters only, slices in proportion to each rank's device memory (device.memory_mb, "
      "else the device's); the updated slices are all-gathered"},
@@ -256,9 +247,8 @@ const ht_ckey ht_config_keys[] = {
      "mpirun, overlap: size cap of the other gradient buckets, MiB"},
 
     {"sync.mode", HT_CK_ENUM, 0, "\"bsp\"", 0, 0, ht_sync_mode_names, FIELD(sync.mode),
-     "mpirun: synchronisation policy: bsp = all-reduce every step; asp/ssp/dasp = parameter "
-     "server on the last sync.servers ranks; preduce/sap-reduce = partial reduce in groups; "
-     "gossip/gossip-adaptive = push-sum gossip (these four use the last rank as coordinator)"},
+     "mpirun: synchronisation policy (parameter servers: the last sync.servers ranks; partial "
+     "reduce and gossip: the last rank coordinates)"},
     {"sync.servers", HT_CK_INT, GE, "1", 1, 0, NULL, FIELD(sync.servers),
      "asp, ssp, dasp: parameter server ranks (the last ranks), each holding a contiguous shard"},
     {"sync.staleness", HT_CK_INT, GE, "3", 0, 0, NULL, FIELD(sync.staleness),
@@ -289,8 +279,7 @@ const ht_ckey ht_config_keys[] = {
      "the server's / coordinator's decision log (JSON Lines: releases, groups, states); "
      "\"\" = none"},
     {"pipe.schedule", HT_CK_ENUM, 0, "\"none\"", HT_PIPE_NONE, 0, ht_pipe_schedule_names,
-     FIELD(pipe.schedule),
-     "pipeline schedule under mpirun; \"none\" = no pipeline (data parallel)"},
+     FIELD(pipe.schedule), "mpirun: pipeline schedule"},
     {"pipe.stages", HT_CK_INT, GE, "2", 1, 0, NULL, FIELD(pipe.stages),
      "pipeline ranks D; the ranks are D x replicas, each replica a data-parallel copy"},
     {"pipe.micro_batches", HT_CK_INT, GE, "4", 1, 0, NULL, FIELD(pipe.micro_batches),
@@ -298,16 +287,10 @@ const ht_ckey ht_config_keys[] = {
      "N x replicas"},
     {"pipe.chunks", HT_CK_INT, GE, "2", 1, 0, NULL, FIELD(pipe.chunks),
      "interleaved: model chunks v per rank (stages = D x v)"},
-    {"pipe.partition", HT_CK_STR, 0, "\"uniform\"", 0, 0, PIPE_PARTITIONS, FIELD(pipe.partition),
-     "how layers become stages: \"uniform\" (equal layer counts), \"balanced\" (equal "
-     "forward + backward FLOPs), \"hetero\" (HePipe: by layer times measured at start-up "
-     "on every rank)"},
-    {"pipe.recompute", HT_CK_STR, 0, "\"auto\"", 0, 0, PIPE_RECOMPUTE, FIELD(pipe.recompute),
-     "\"auto\": where a rank's predicted memory exceeds its limit (device.memory_mb), it drops "
-     "the activations of the layers freeing the most memory per recompute time after a "
-     "micro-batch's forward and runs them again before its backward (hepipe: or holds fewer "
-     "micro-batches in flight); nothing when it fits. \"all\": every stage keeps only its "
-     "input (about one more forward); \"none\": never"},
+    {"pipe.partition", HT_CK_STR, 0, "\"uniform\"", 0, 0, ht_partition_names, FIELD(pipe.partition),
+     "how layers become stages"},
+    {"pipe.recompute", HT_CK_STR, 0, "\"auto\"", 0, 0, ht_recompute_names, FIELD(pipe.recompute),
+     "which activations a pipeline stage recomputes"},
     {"pipe.rebalance", HT_CK_BOOL, 0, "true", 0, 0, NULL, FIELD(pipe.rebalance),
      "partition \"hetero\" with gpipe, 1f1b or hepipe: cut the model again while it trains "
      "when a rank's measured compute drifts from its start-up times (10% to gain, every 10 "
@@ -487,7 +470,12 @@ void ht_config_print_schema(void *file) {
         fprintf(f, "%-26s %-10s %-12s %s", k->path, ht_ckey_type_name(k->kind),
                 k->def ? k->def : "(required)", k->doc);
         int ranged = (k->flags & (HT_CF_GE | HT_CF_GT | HT_CF_LE | HT_CF_LT)) != 0;
-        if (k->choices || ranged) {
+        const char *const *docs = ht_choice_docs(k->choices);
+        if (docs) {
+            fputs("; one of:", f);
+            for (int c = 0; k->choices[c]; c++)
+                fprintf(f, "%s \"%s\" = %s", c ? ";" : "", k->choices[c], docs[c]);
+        } else if (k->choices || ranged) {
             ht_ckey_expect(k, expect, sizeof expect);
             fprintf(f, "; %s%s", k->kind == HT_CK_INTS || k->kind == HT_CK_NUMS ? "each " : "",
                     expect);
@@ -604,10 +592,10 @@ static int same_value(const ht_ckey *k, const char *a, const char *b) {
  * is then written when it differs from its default). */
 static const char *model_family(const char *path) {
     static const char *const fam[][2] = {
-        {"model.hidden", "mlp"},  {"model.activation", "mlp"}, {"model.layers", "cnn"},
-        {"model.input_shape", "cnn"}, {"model.n_layer", "gpt"}, {"model.d_model", "gpt"},
-        {"model.n_head", "gpt"},  {"model.context", "gpt"},   {"model.dropout", "gpt"},
-        {"model.vocab", "gpt"},   {"model.tie_embeddings", "gpt"}};
+        {"model.hidden", "mlp"},      {"model.activation", "mlp"},    {"model.layers", "cnn"},
+        {"model.input_shape", "cnn"}, {"model.n_layer", "gpt"},       {"model.d_model", "gpt"},
+        {"model.n_head", "gpt"},      {"model.context", "gpt"},       {"model.dropout", "gpt"},
+        {"model.vocab", "gpt"},       {"model.tie_embeddings", "gpt"}};
     for (size_t i = 0; i < sizeof fam / sizeof *fam; i++)
         if (!strcmp(path, fam[i][0])) return fam[i][1];
     return "";

@@ -600,7 +600,8 @@ static const char *const ALL_KEYS[] = {
     "sync.threshold",    "sync.max_period",    "sync.similar",      "sync.interval",
     "sync.max_ahead",    "sync.log",           "pipe.schedule",     "pipe.stages",
     "pipe.micro_batches", "pipe.chunks",       "pipe.partition",    "pipe.boundaries",
-    "pipe.recompute", "pipe.rebalance", "pipe.replicate", "pipe.stage_ranks", "cluster.hosts"};
+    "pipe.recompute", "pipe.rebalance", "pipe.replicate", "pipe.stage_ranks", "cluster.hosts",
+    "checkpoint.shards", "cluster.shard"};
 #define NKEYS (int)(sizeof ALL_KEYS / sizeof ALL_KEYS[0])
 
 static void test_schema_and_write(void) {
