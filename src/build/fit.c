@@ -58,6 +58,23 @@ int ht_fit_measure(const ht_config *cfg, int features, int classes, int batch, h
     return HT_OK;
 }
 
+/* device.memory_mb bounds a rank that holds the whole model (one process, data parallel):
+ * the same total against the limit, before anything is allocated. A pipeline plans its
+ * stages against the limit instead (train/pipe_mem.c). */
+static int over_limit(const ht_config *cfg, const ht_devinfo *di, int batch, const ht_fit *f,
+                      const char *parts) {
+    const double limit = cfg->device.memory_mb * 1e6;
+    if (cfg->pipe.schedule != HT_PIPE_NONE || limit <= 0 || f->total <= limit) return HT_OK;
+    return ht_error(HT_EINPUT,
+                    "%s: key device.memory_mb (%g): no plan fits device '%s': the whole model "
+                    "(%zu parameters) at train.batch %d needs %.2f MB (%s), but its limit is "
+                    "%.2f MB: short by %.2f MB; reduce train.batch or the model, or raise "
+                    "device.memory_mb",
+                    cfg->source[0] ? cfg->source : "configuration", cfg->device.memory_mb,
+                    di && di->name[0] ? di->name : "?", f->nparams, batch, f->total / 1e6, parts,
+                    limit / 1e6, (f->total - limit) / 1e6);
+}
+
 int ht_fit_check(const ht_config *cfg, const ht_devinfo *di, int features, int classes,
                  int batch) {
     ht_fit f;
@@ -90,5 +107,5 @@ int ht_fit_check(const ht_config *cfg, const ht_devinfo *di, int features, int c
                         "reduce train.batch or the model",
                         src, batch, model_keys(cfg), f.nparams, f.total, parts, di->name,
                         (unsigned long long)di->global_mem);
-    return HT_OK;
+    return over_limit(cfg, di, batch, &f, parts);
 }

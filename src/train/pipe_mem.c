@@ -303,9 +303,11 @@ int ht_pipe_mem_validate(ht_pipe_mem *pm, const ht_model *m, ht_dev *dev, int ki
         ht_log_info("memory: rank %d (pipeline rank %d): allocated %.3f MB at peak, %.3f MB of "
                     "it the tiled GEMM's packing (not modelled); predicted %.3f MB for the rest "
                     "(the model as built %.3f, pipeline slots and work set %.3f, 2bw %.3f): "
-                    "error %+.2f%%; the stage plan that decides recomputation: %.3f MB",
+                    "error %+.2f%%; the stage plan that decides recomputation: %.3f MB; "
+                    "limit %.2f MB (%s)",
                     r, (int)a[0], a[1] / 1e6, a[2] / 1e6, a[3] / 1e6, a[4] / 1e6, a[5] / 1e6,
-                    a[6] / 1e6, 100 * err, a[7] / 1e6);
+                    a[6] / 1e6, 100 * err, a[7] / 1e6, pm->limit[(int)a[0]] / 1e6,
+                    pm->from_cfg ? "device.memory_mb" : "the device's reported memory");
         if (a[1] > pm->limit[(int)a[0]])
             ht_log_warn("memory: rank %d allocated %.3f MB, more than its limit of %.2f MB%s: "
                         "the limit bounds the stage plan (%.3f MB), while every rank also "
@@ -317,9 +319,10 @@ int ht_pipe_mem_validate(ht_pipe_mem *pm, const ht_model *m, ht_dev *dev, int ki
                                    "type=%s rank=%d prank=%d allocated_peak_bytes=%g "
                                    "gemm_workspace_bytes=%g predicted_bytes=%g "
                                    "predicted_model_bytes=%g predicted_pipeline_bytes=%g "
-                                   "predicted_2bw_bytes=%g error=%g plan_bytes=%g",
+                                   "predicted_2bw_bytes=%g error=%g plan_bytes=%g "
+                                   "limit_bytes=%g",
                                    "pipe_memory_measured", r, (int)a[0], a[1], a[2], a[3], a[4],
-                                   a[5], a[6], err, a[7]);
+                                   a[5], a[6], err, a[7], pm->limit[(int)a[0]]);
     }
     free(all);
     return rc2;

@@ -95,6 +95,8 @@ for n in names:
         held = r["allocated_peak_bytes"] - r["gemm_workspace_bytes"]
         assert abs(r["predicted_bytes"] - held) <= 0.005 * held, (n, r)
         assert abs(r["error"]) <= 0.005 and r["plan_bytes"] < held, (n, r)
+        # the limit beside them: device.memory_mb where set (2 MB in "tight")
+        assert "limit_bytes" in r and (n != "tight" or r["limit_bytes"] == 2e6), (n, r)
         print("# %-5s rank %d: allocated %.3f MB (GEMM packing %.3f), predicted %.3f, error %+.3f%%, plan %.3f" % (
             n, r["rank"], r["allocated_peak_bytes"] / 1e6, r["gemm_workspace_bytes"] / 1e6,
             r["predicted_bytes"] / 1e6, 100 * r["error"], r["plan_bytes"] / 1e6))

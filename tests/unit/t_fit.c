@@ -1,6 +1,7 @@
 /* ht_fit_check: a model's device bytes, computed before allocating, against a device's memory
  * (a made-up ht_devinfo: no OpenCL needed). Sizes are compared with hand-computed closed
  * forms of the MLP; too-big models name the keys and the bytes. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,9 +39,29 @@ int main(void) {
            f.acts);
     tap_ok(ht_fit_check(&c, &di, 32, 8, 128) == HT_OK, "a small MLP fits 1 GiB");
 
+    /* device.memory_mb bounds a whole-model rank: 32-1000-8 with AdamW at batch 128 holds
+     * 4 x 4 x 41008 = 656128 bytes of parameters, gradients and state plus at least
+     * 2 x 4 x 128 x (32 + 1000 + 1000 + 8) = 2088960 bytes of activations: over 2 MB by at
+     * least 0.745 MB; 100 MB holds it; a pipeline plans its stages instead (pipe_mem.c) */
+    load(&c, "model.hidden=[1000]", "device.memory_mb=2", NULL);
+    int rc = ht_fit_check(&c, &di, 32, 8, 128);
+    double need = 0, short_by = 0;
+    const char *e = strstr(ht_errmsg(), "needs "), *sb = strstr(ht_errmsg(), "short by ");
+    if (e) sscanf(e, "needs %lf MB", &need);
+    if (sb) sscanf(sb, "short by %lf MB", &short_by);
+    tap_ok(rc == HT_EINPUT && strstr(ht_errmsg(), "device.memory_mb (2)") &&
+               strstr(ht_errmsg(), "device 'test device'") && strstr(ht_errmsg(), "41008 param") &&
+               need >= 2.745 && short_by >= 0.745 && fabs(need - 2 - short_by) < 0.011,
+           "the whole model over device.memory_mb, before allocating: %s", ht_errmsg());
+    load(&c, "model.hidden=[1000]", "device.memory_mb=100", NULL);
+    tap_ok(ht_fit_check(&c, &di, 32, 8, 128) == HT_OK, "100 MB holds it");
+    load(&c, "model.hidden=[1000]", "device.memory_mb=2", "pipe.schedule=1f1b");
+    tap_ok(ht_fit_check(&c, &di, 32, 8, 128) == HT_OK,
+           "a pipeline's limit is its stages' (not checked here)");
+
     /* 32-4e6-8: 164e6 parameters, 656 MB each buffer > 256 MiB max allocation */
     load(&c, "model.hidden=[4000000]", NULL, NULL);
-    int rc = ht_fit_check(&c, &di, 32, 8, 128);
+    rc = ht_fit_check(&c, &di, 32, 8, 128);
     tap_ok(rc == HT_EINPUT && strstr(ht_errmsg(), "model.hidden") &&
                strstr(ht_errmsg(), "train.batch (128)") && strstr(ht_errmsg(), "268435456 bytes"),
            "one buffer over the max allocation: %s", ht_errmsg());
