@@ -211,12 +211,10 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
     }
     const int *bounds = plan.bounds;
     const ht_pipe_groups g = plan.grp;
-    if (!strcmp(cfg->pipe.recompute, "all")) { /* as the pipeline engine does */
-        uint8_t *all = ht_xmalloc((size_t)D);
-        memset(all, 1, (size_t)D); /* D >= the schedule's ranks */
-        ht_pipe_add_recompute(&s, all);
-        free(all);
-    }
+    int any = 0; /* the plan's memory decision, as the pipeline engine executes it */
+    for (int q = 0; q < plan.mem.Q; q++)
+        any |= plan.mem.any[q];
+    if (any) ht_pipe_add_recompute(&s, plan.mem.any);
     ht_sim_pipe p = {.s = &s, .W = W, .mb = mb, .bounds = bounds, .alg = alg,
                      .chain = no_flush ? 4 : 0, .P = D,
                      .first = ht_pipe_groups_replicated(&g) ? g.first : NULL, .off = g.off,
