@@ -211,12 +211,10 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
     }
     const int *bounds = plan.bounds;
     const ht_pipe_groups g = plan.grp;
-    if (!strcmp(cfg->pipe.recompute, "all")) { /* as the pipeline engine does */
-        uint8_t *all = ht_xmalloc((size_t)D);
-        memset(all, 1, (size_t)D); /* D >= the schedule's ranks */
-        ht_pipe_add_recompute(&s, all);
-        free(all);
-    }
+    int any = 0; /* the plan's memory decision, as the pipeline engine executes it */
+    for (int q = 0; q < plan.mem.Q; q++)
+        any |= plan.mem.any[q];
+    if (any) ht_pipe_add_recompute(&s, plan.mem.any);
     ht_sim_pipe p = {.s = &s, .W = W, .mb = mb, .bounds = bounds, .alg = alg,
                      .chain = no_flush ? 4 : 0, .P = D,
                      .first = ht_pipe_groups_replicated(&g) ? g.first : NULL, .off = g.off,
@@ -356,31 +354,12 @@ static void launch_comment(FILE *f, const ht_sim_cluster *c, int n, const char *
 
 /* The job with the winner's settings (what differs from the defaults): hettrain -c runs it. */
 static int write_plan(const job *j, const ht_sim_cand *k, const char *path) {
-    ht_config c = *j->cfg;
-    if (k->kind < 0) {
-        c.pipe.schedule = HT_PIPE_NONE;
-        ht_strlcpy(c.cluster.split, k->speed ? "speed" : "equal", sizeof c.cluster.split);
-        c.cluster.nshares = 0;
-    } else {
-        c.pipe.schedule = k->kind;
-        c.pipe.stages = k->D;
-        c.pipe.micro_batches = k->N;
-        c.pipe.chunks = k->v > 1 ? k->v : c.pipe.chunks;
-        ht_strlcpy(c.pipe.partition, "balanced", sizeof c.pipe.partition);
-        ht_strlcpy(c.pipe.recompute, k->recompute ? "all" : "none", sizeof c.pipe.recompute);
-        c.pipe.nboundaries = 0;
-        int S = k->D * k->v;
-        if (k->rep) { /* the trainer makes the same partition from its start-up times */
-            ht_strlcpy(c.pipe.partition, "hetero", sizeof c.pipe.partition);
-            c.pipe.replicate = 1;
-        } else if (k->by_speed && S - 1 <= HT_MAX_LAYERS) { /* the cut simulated, explicitly */
-            c.pipe.nboundaries = S - 1;
-            memcpy(c.pipe.boundaries, k->bounds + 1, (size_t)(S - 1) * sizeof *k->bounds);
-        } else if (k->by_speed)
-            fprintf(stderr, "%s: %d stage boundaries do not fit pipe.boundaries (%d): the "
-                            "plan says \"balanced\" instead of the cut by speed\n",
-                    g_name, S - 1, HT_MAX_LAYERS);
-    }
+    ht_config c;
+    ht_sim_cand_config(j->cfg, k, &c);
+    if (k->kind >= 0 && !k->rep && k->by_speed && k->D * k->v - 1 > HT_MAX_LAYERS)
+        fprintf(stderr, "%s: %d stage boundaries do not fit pipe.boundaries (%d): the "
+                        "plan says \"balanced\" instead of the cut by speed\n",
+                g_name, k->D * k->v - 1, HT_MAX_LAYERS);
     FILE *f = fopen(path, "w");
     if (!f) return ht_error(HT_ERUNTIME, "cannot create %s: %s", path, strerror(errno));
     char name[128];
@@ -456,7 +435,7 @@ static int do_plan(const job *j, int n, int top, const char *out) {
                     .bucket_first_mb = cfg->cluster.bucket_first_mb,
                     .bucket_cap_mb = cfg->cluster.bucket_cap_mb,
                     .exclude = cfg->cluster.exclude_slow};
-    int rc = ht_sim_plan_job(j->c, n, j->m, j->sm, &dp, &v, &nv);
+    int rc = ht_sim_plan_job(j->c, n, j->m, j->sm, cfg, &dp, &v, &nv);
     printf("%s: %d configurations of %d ranks simulated in %.2f s\n", g_name, nv, n,
            now_s() - t0);
     char name[128];

@@ -107,7 +107,7 @@ static int plan_pipe(const ht_config *cfg, const ht_model *m, const ht_plan_clus
                                  p->stage_time);
         p->pp.stage_time = p->stage_time;
     }
-    return HT_OK;
+    return ht_plan_job_memory(cfg, m, cl, c, p);
 }
 
 int ht_plan_dp_split(int B, int n, const double *speed, const double *fixed,
@@ -147,6 +147,8 @@ void ht_plan_free(ht_plan *p) {
     free(p->shares);
     free(p->bounds);
     free(p->stage_time);
+    free(p->inflight);
+    ht_plan_mem_free(&p->mem);
     ht_pipe_groups_free(&p->grp);
     memset(p, 0, sizeof *p);
 }

@@ -9,6 +9,7 @@
 #include "config/config.h"
 #include "nn/model.h"
 #include "pipe/schedule.h"
+#include "plan/mem_decide.h"
 #include "plan/pipe_plan.h"
 #include "plan/sync_layout.h"
 
@@ -30,6 +31,12 @@ typedef struct ht_plan_cluster {
     int verbose;             /* log the hetero partition table (the trainer's rank 0) */
     const int *max_share;    /* [world] data parallel: each rank's memory cap in samples
                                 (HT_PLAN_NO_CAP: none), or NULL: no caps */
+    /* the memory decision's limits: [P] bytes of each pipeline rank's device (the smallest of
+     * its replicas'), or NULL: none; for its error, the world rank of that device [P] and the
+     * device names [world] (each may be NULL) */
+    const double *dev_limit;
+    const int *dev_rank;
+    const char (*dev_name)[128];
 } ht_plan_cluster;
 
 /* The costs, measured or modelled. Which ones a job needs: ht_plan_needs. */
@@ -62,6 +69,11 @@ typedef struct ht_plan {
     int *bounds;         /* [S + 1] the first layer of each stage, then nlayers */
     ht_pipe_groups grp;  /* the pipeline ranks of each schedule rank */
     double *stage_time;  /* [P] hepipe: each stage's forward seconds (pp.stage_time), or NULL */
+    /* the memory decision for the plan's stream: recomputed layers, slots, predicted bytes
+     * per schedule rank (mem_decide.h); hepipe under "auto": the in-flight limits its stream
+     * is generated with ([pp.D], pp.max_inflight), else NULL */
+    ht_plan_mem mem;
+    int *inflight;
 } ht_plan;
 
 /* The data-parallel split by speed: ht_plan_batch_split_exclude with a 5% minimum gain
@@ -76,6 +88,10 @@ int ht_plan_dp_split(int B, int n, const double *speed, const double *fixed,
 int ht_plan_job(const ht_config *cfg, const ht_model *m, const ht_plan_cluster *cl,
                 const ht_plan_costs *c, ht_plan *p);
 void ht_plan_free(ht_plan *p);
+/* Part of ht_plan_job (plan/job_mem.c): p->mem (and hepipe's p->inflight) for a pipeline plan
+ * whose stages, groups and schedule parameters are decided. */
+int ht_plan_job_memory(const ht_config *cfg, const ht_model *m, const ht_plan_cluster *cl,
+                       const ht_plan_costs *c, ht_plan *p);
 
 /* The schedule stream of a plan's pp (2bw: the steady period the executor chains; hepipe
  * with pp->max_inflight from the memory decision), errors prefixed with the config's source. */

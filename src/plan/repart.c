@@ -126,6 +126,29 @@ static int judge(ht_repart *r, int64_t step, int *bounds) {
     return 1;
 }
 
+/* The cut for the current k: the proposer's, or the start-up problem with every rank's times
+ * scaled by its k cut again. */
+static int propose(const ht_repart *r, const ht_part_input *in, int *cut) {
+    if (r->propose) return r->propose(r->ctx, r->k, cut);
+    const int L = in->model->L, D = r->D;
+    double *f = ht_xmalloc((size_t)D * L * sizeof *f), *b = ht_xmalloc((size_t)D * L * sizeof *b);
+    for (int q = 0; q < D; q++)
+        for (int l = 0; l < L; l++) {
+            f[(size_t)q * L + l] = r->k[q] * in->fwd[(size_t)q * L + l];
+            b[(size_t)q * L + l] = r->k[q] * in->bwd[(size_t)q * L + l];
+        }
+    ht_part_input s = *in;
+    s.fwd = f, s.bwd = b;
+    ht_partition p;
+    int rc = ht_part_hetero(&s, &p);
+    if (rc == HT_OK) {
+        ht_partition_export(&p, in->model, in->weight_versions, cut, NULL, NULL);
+        ht_partition_free(&p);
+    }
+    free(f), free(b);
+    return rc;
+}
+
 int ht_repart_update(ht_repart *r, int64_t step, const ht_part_input *in, const double *compute_s,
                      double step_s, int *bounds) {
     r->reverted = r->kept = r->blocked = 0;
@@ -140,21 +163,9 @@ int ht_repart_update(ht_repart *r, int64_t step, const ht_part_input *in, const 
         r->nratio < HT_REPART_WINDOW)
         return 0;
 
-    /* the start-up problem with every rank's times scaled by its k */
-    const int L = in->model->L, D = r->D;
-    double *f = ht_xmalloc((size_t)D * L * sizeof *f), *b = ht_xmalloc((size_t)D * L * sizeof *b);
-    for (int q = 0; q < D; q++)
-        for (int l = 0; l < L; l++) {
-            f[(size_t)q * L + l] = r->k[q] * in->fwd[(size_t)q * L + l];
-            b[(size_t)q * L + l] = r->k[q] * in->bwd[(size_t)q * L + l];
-        }
-    ht_part_input s = *in;
-    s.fwd = f, s.bwd = b;
-    ht_partition p;
     int cut[HT_PART_MAX_RANKS + 1], changed = 0;
-    if (ht_part_hetero(&s, &p) == HT_OK) {
-        ht_partition_export(&p, in->model, in->weight_versions, cut, NULL, NULL);
-        ht_partition_free(&p);
+    const int D = r->D;
+    if (propose(r, in, cut) == HT_OK) {
         const double now = predicted(r, in, bounds), next = predicted(r, in, cut);
         if (memcmp(cut, bounds, (size_t)(D + 1) * sizeof *cut) &&
             now - next > r->hysteresis * now && !(r->blocked = returns_unsupported(r, cut))) {
@@ -168,6 +179,5 @@ int ht_repart_update(ht_repart *r, int64_t step, const ht_part_input *in, const 
             changed = 1;
         }
     }
-    free(f), free(b);
     return changed;
 }

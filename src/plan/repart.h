@@ -28,6 +28,11 @@
 
 #define HT_REPART_WINDOW 5
 
+/* Proposes the cut for the factors k ([D]: measured / start-up compute per rank) into
+ * cut[0..D]: HT_OK, or an error (memory: no cut fits), which changes nothing. The pipeline
+ * engine's plans the job again (ht_plan_job) on its start-up costs scaled by k. */
+typedef int (*ht_repart_propose)(void *ctx, const double *k, int *cut);
+
 typedef struct ht_repart {
     int D;               /* pipeline ranks, 1 .. HT_PART_MAX_RANKS */
     double alpha;        /* EMA weight of the newest ratio, in (0, 1] */
@@ -57,6 +62,10 @@ typedef struct ht_repart {
     double t_other, k_other[HT_PART_MAX_RANKS];
     int blocked; /* the last update refused a return to `other` */
     int64_t hold, hold_until;        /* no change tried before step hold_until */
+    /* the proposer (set after ht_repart_init), or NULL: ht_part_hetero on the start-up
+     * problem's times scaled by k */
+    ht_repart_propose propose;
+    void *ctx;
 } ht_repart;
 
 /* HT_OK, or HT_EINPUT (ht_errmsg()) for a parameter out of range. */

@@ -25,14 +25,26 @@ int ht_sim_job_plan(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_mo
     const int N = cfg->pipe.micro_batches > 0 ? cfg->pipe.micro_batches : 1;
     const int mb = n >= D ? cfg->train.batch / (n / D * N) : 1;
     int host[HT_PART_MAX_RANKS], alternating; /* as the trainer gathers them */
+    /* device.memory_mb: every rank's limit, as the trainer sets it (without it the trainer
+     * reads its devices' memory, which the cost model's devices do not bound) */
+    double *limit = NULL;
+    if (cfg->device.memory_mb > 0) {
+        limit = ht_xmalloc((size_t)D * sizeof *limit);
+        for (int q = 0; q < D; q++)
+            limit[q] = cfg->device.memory_mb * 1e6;
+    }
     ht_plan_cluster cl = {.world = n,
                           .host = D <= HT_PART_MAX_RANKS && D <= n
                                       ? ht_pipe_plan_hosts(c->rank_host, D, host, &alternating)
-                                      : NULL};
+                                      : NULL,
+                          .mem_limit = limit,
+                          .allow_recompute = limit && ht_plan_mem_mode(cfg->pipe.recompute) ==
+                                                         HT_PIPE_MEM_AUTO,
+                          .dev_limit = limit};
     ht_plan_costs k = {.cal = need ? ht_sim_calibration(c, sm, n, mb) : NULL,
                        .cal1 = need1 ? ht_sim_calibration(c, sm, n, 1) : NULL,
                        .opt_states = sm->optim_state_floats};
     int rc = ht_plan_job(cfg, m, &cl, &k, plan);
-    free((void *)k.cal), free((void *)k.cal1);
+    free((void *)k.cal), free((void *)k.cal1), free(limit);
     return rc;
 }

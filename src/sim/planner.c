@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/config.h"
 #include "core/err.h"
 #include "nn/model.h"
 #include "plan/bounds.h"
@@ -15,6 +16,7 @@
 #include "plan/partition.h"
 #include "sim/calib.h"
 #include "sim/sim.h"
+#include "plan/job.h"
 #include "plan/pipe_plan.h"
 
 const char *ht_sim_cand_name(const ht_sim_cand *k, char *buf, size_t n) {
@@ -36,34 +38,31 @@ const char *ht_sim_cand_name(const ht_sim_cand *k, char *buf, size_t n) {
     return buf;
 }
 
-/* The trainer's hetero partition with replicated stages (pipe.replicate: stages in rank
- * order, a stage on adjacent ranks of one host with each micro-batch split by speed), by the
- * very function the trainer and hetsim call (plan/pipe_plan.h), on the cost model's layer
- * times laid out as the trainer's start-up calibration (at mb samples and at 1) and the
- * hosts of the first replica's ranks as the trainer gathers them: the job the plan writes
- * ("hetero", replicate) is then cut as simulated here. The cut, the stage count and the
- * groups into k. */
-static int cut_replicated(const ht_sim_cluster *c, const ht_model *m, const ht_sim_model *sm,
-                          ht_sim_cand *k, int mb) {
-    const int n = k->D * k->W;
-    double *cal = ht_sim_calibration(c, sm, n, mb),
-           *cal1 = mb > 1 ? ht_sim_calibration(c, sm, n, 1) : NULL;
-    int host[HT_PART_MAX_RANKS], alternating;
-    const int *h = k->D <= HT_PART_MAX_RANKS
-                       ? ht_pipe_plan_hosts(c->rank_host, k->D, host, &alternating)
-                       : NULL;
-    ht_pipe_groups g = {0};
-    int rc = ht_pipe_plan_hetero(m, cal, cal1, n, k->kind, k->D, k->N, mb, sm->optim_state_floats,
-                                 NULL, 0, 1, h, 0, k->bounds, &g);
-    if (rc == HT_OK) {
-        k->Q = g.Q;
-        memcpy(k->first, g.first, (size_t)(g.Q + 1) * sizeof *g.first);
-        memcpy(k->off, g.off, (size_t)k->D * sizeof *g.off);
-        memcpy(k->cnt, g.cnt, (size_t)k->D * sizeof *g.cnt);
+void ht_sim_cand_config(const ht_config *base, const ht_sim_cand *k, ht_config *c) {
+    *c = *base;
+    if (k->kind < 0) {
+        c->pipe.schedule = HT_PIPE_NONE;
+        ht_strlcpy(c->cluster.split, k->speed ? "speed" : "equal", sizeof c->cluster.split);
+        c->cluster.nshares = 0;
+        return;
     }
-    ht_pipe_groups_free(&g);
-    free(cal), free(cal1);
-    return rc;
+    c->pipe.schedule = k->kind;
+    c->pipe.stages = k->D;
+    c->pipe.micro_batches = k->N;
+    c->pipe.chunks = k->v > 1 ? k->v : c->pipe.chunks;
+    ht_strlcpy(c->pipe.partition, "balanced", sizeof c->pipe.partition);
+    ht_strlcpy(c->pipe.recompute, k->recompute ? "all" : "none", sizeof c->pipe.recompute);
+    c->pipe.nboundaries = 0;
+    c->pipe.nstage_ranks = 0;
+    c->pipe.replicate = 0;
+    const int S = k->D * k->v;
+    if (k->rep) { /* the trainer makes the same partition from its start-up times */
+        ht_strlcpy(c->pipe.partition, "hetero", sizeof c->pipe.partition);
+        c->pipe.replicate = 1;
+    } else if (k->by_speed && S - 1 <= HT_MAX_LAYERS) { /* the cut simulated, explicitly */
+        c->pipe.nboundaries = S - 1;
+        memcpy(c->pipe.boundaries, k->bounds + 1, (size_t)(S - 1) * sizeof *k->bounds);
+    }
 }
 
 /* The cut of a 1-direction, 1-chunk pipeline (gpipe, 1f1b) that minimises the slowest
@@ -111,10 +110,42 @@ static int cut_by_speed(const ht_sim_cluster *c, const ht_model *m, const ht_sim
     return ok ? HT_OK : ht_error(HT_EINPUT, "no legal cut of %d layers into %d stages", L, D);
 }
 
+/* A pipeline candidate simulated as the trainer would run its job: the plan ht_plan_job makes
+ * of it (sim/calib.h: the cost model's costs; the cut, groups, schedule and memory decision),
+ * its stream with the decision's recomputation. The cut and groups into k. */
+static int simulate_pipe(const ht_sim_cluster *c, int n, const ht_model *m,
+                         const ht_sim_model *sm, const ht_config *base, const ht_sim_dp *dp,
+                         ht_sim_cand *k, ht_sim_result *r) {
+    const int mb = dp->B / (k->W * k->N);
+    int rc = k->by_speed ? cut_by_speed(c, m, sm, k, mb, k->bounds) : HT_OK;
+    ht_config cfg;
+    ht_sim_cand_config(base, k, &cfg);
+    ht_plan plan;
+    if (rc != HT_OK || (rc = ht_sim_job_plan(c, sm, m, &cfg, n, &plan)) != HT_OK) return rc;
+    memcpy(k->bounds, plan.bounds, (size_t)(plan.S + 1) * sizeof *k->bounds);
+    k->Q = plan.grp.Q;
+    memcpy(k->first, plan.grp.first, (size_t)(plan.grp.Q + 1) * sizeof *k->first);
+    memcpy(k->off, plan.grp.off, (size_t)k->D * sizeof *k->off);
+    memcpy(k->cnt, plan.grp.cnt, (size_t)k->D * sizeof *k->cnt);
+    ht_pipe_sched s;
+    if ((rc = ht_plan_schedule(&cfg, &plan.pp, &s)) == HT_OK) {
+        int any = 0;
+        for (int q = 0; q < plan.mem.Q; q++)
+            any |= plan.mem.any[q];
+        if (any) ht_pipe_add_recompute(&s, plan.mem.any);
+        ht_sim_pipe p = {.s = &s, .W = k->W, .mb = mb, .bounds = k->bounds, .alg = dp->alg};
+        if (k->Q < k->D) p.P = k->D, p.first = k->first, p.off = k->off, p.cnt = k->cnt;
+        rc = ht_sim_run_pipe(c, sm, &p, 0, NULL, r);
+        ht_pipe_sched_free(&s);
+    }
+    ht_plan_free(&plan);
+    return rc;
+}
+
 /* Simulates one candidate and fills its figures (or its reason). */
 static void evaluate(const ht_sim_cluster *c, int n, const ht_model *m, const ht_sim_model *sm,
-                     const ht_sim_dp *dp, ht_sim_cand *k) {
-    const int B = dp->B, alg = dp->alg;
+                     const ht_config *base, const ht_sim_dp *dp, ht_sim_cand *k) {
+    const int B = dp->B;
     /* the batch hettrain builds its model at: the global batch (data parallel, whose split
      * may move), a micro-batch (pipelines) */
     if (ht_model_check_batch(m, k->kind < 0 ? B : B / (k->W * k->N)) != HT_OK) {
@@ -129,25 +160,7 @@ static void evaluate(const ht_sim_cluster *c, int n, const ht_model *m, const ht
         p.speed = k->speed, p.shares = NULL, p.steps = 0;
         rc = ht_sim_run_dp(c, n, m, sm, &p, 0, NULL, &r, NULL);
     } else {
-        ht_pipe_params pp = {.kind = k->kind, .D = k->D, .N = k->N, .v = k->v};
-        ht_pipe_sched s;
-        int *bounds = k->bounds, mb = B / (k->W * k->N);
-        rc = k->rep        ? cut_replicated(c, m, sm, k, mb)
-             : k->by_speed ? cut_by_speed(c, m, sm, k, mb, bounds)
-                           : ht_pipe_bounds(m, k->D * k->v, HT_PIPE_BALANCED, bounds);
-        if (k->rep && rc == HT_OK) pp.D = k->Q;
-        if (rc == HT_OK && (rc = ht_pipe_generate(&pp, &s)) == HT_OK) {
-            if (k->recompute) { /* pipe.recompute = "all" */
-                uint8_t *all = ht_xmalloc((size_t)k->D);
-                memset(all, 1, (size_t)k->D);
-                ht_pipe_add_recompute(&s, all);
-                free(all);
-            }
-            ht_sim_pipe p = {.s = &s, .W = k->W, .mb = mb, .bounds = bounds, .alg = alg};
-            if (k->rep && k->Q < k->D) p.P = k->D, p.first = k->first, p.off = k->off, p.cnt = k->cnt;
-            rc = ht_sim_run_pipe(c, sm, &p, 0, NULL, &r);
-            ht_pipe_sched_free(&s);
-        }
+        rc = simulate_pipe(c, n, m, sm, base, dp, k, &r);
     }
     if (rc != HT_OK) {
         k->ok = 0;
@@ -185,11 +198,18 @@ int ht_sim_plan(const ht_sim_cluster *c, int n, const ht_model *m, const ht_sim_
                 int alg, ht_sim_cand **out, int *nout) {
     ht_sim_dp dp = {.B = B, .alg = alg, .overlap = 1, .bucket_first_mb = 1, .bucket_cap_mb = 25,
                     .exclude = 1}; /* cluster.exclude_slow's default */
-    return ht_sim_plan_job(c, n, m, sm, &dp, out, nout);
+    char batch[32];
+    snprintf(batch, sizeof batch, "train.batch=%d", B);
+    /* the defaults for every key a candidate does not set (the learning rate is required,
+     * and so is a length: planning reads neither) */
+    const char *sets[] = {batch, "optim.lr=0.1", "train.steps=1"};
+    ht_config base;
+    int rc = ht_config_load(&base, NULL, sets, 3);
+    return rc == HT_OK ? ht_sim_plan_job(c, n, m, sm, &base, &dp, out, nout) : rc;
 }
 
 int ht_sim_plan_job(const ht_sim_cluster *c, int n, const ht_model *m, const ht_sim_model *sm,
-                    const ht_sim_dp *dp, ht_sim_cand **out, int *nout) {
+                    const ht_config *base, const ht_sim_dp *dp, ht_sim_cand **out, int *nout) {
     const int B = dp->B;
     int cap = 64, k = 0;
     ht_sim_cand *v = ht_xcalloc((size_t)cap, sizeof *v);
@@ -222,7 +242,7 @@ int ht_sim_plan_job(const ht_sim_cluster *c, int n, const ht_model *m, const ht_
         }
     }
     for (int i = 0; i < k; i++)
-        evaluate(c, n, m, sm, dp, &v[i]);
+        evaluate(c, n, m, sm, base, dp, &v[i]);
     /* recomputation where memory needs it: pipelines that do not fit, again with every
      * stage keeping only its inputs (pipe.recompute = "all") */
     for (int i = 0, k0 = k; i < k0; i++)
@@ -231,7 +251,7 @@ int ht_sim_plan_job(const ht_sim_cluster *c, int n, const ht_model *m, const ht_
             v[k] = v[i];
             v[k].recompute = 1;
             v[k].why[0] = 0;
-            evaluate(c, n, m, sm, dp, &v[k++]);
+            evaluate(c, n, m, sm, base, dp, &v[k++]);
         }
     qsort(v, (size_t)k, sizeof *v, by_throughput);
     for (int i = 1; i < k; i++)

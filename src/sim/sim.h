@@ -324,10 +324,16 @@ const char *ht_sim_cand_name(const ht_sim_cand *k, char *buf, size_t n);
 int ht_sim_plan(const ht_sim_cluster *c, int n, const struct ht_model *m, const ht_sim_model *sm,
                 int B, int alg, ht_sim_cand **out, int *nout);
 /* The same with the job's data-parallel reduction (dp: B, alg, overlap, bucket sizes; its
- * shares, speed and steps are ignored), so that the job the plan writes simulates to the
+ * shares, speed and steps are ignored) and the job's other keys (base), so that the job the plan writes simulates to the
  * figure the plan printed; ht_sim_plan uses overlap on, buckets of 1 and 25 MiB. */
 int ht_sim_plan_job(const ht_sim_cluster *c, int n, const struct ht_model *m,
-                    const ht_sim_model *sm, const ht_sim_dp *dp, ht_sim_cand **out, int *nout);
+                    const ht_sim_model *sm, const struct ht_config *base, const ht_sim_dp *dp,
+                    ht_sim_cand **out, int *nout);
+/* The job a candidate is (what the plan writes): base with the candidate's schedule, stages,
+ * micro-batches, chunks, partition ("balanced", the cut by speed as pipe.boundaries, or
+ * "hetero" with pipe.replicate) and pipe.recompute ("all" or "none"). Every pipeline
+ * candidate is simulated as ht_plan_job plans this job (plan/job.h), the plan the trainer runs. */
+void ht_sim_cand_config(const struct ht_config *base, const ht_sim_cand *k, struct ht_config *c);
 
 /* What ht_sim_plan leaves out of its search for n ranks and batch B, and why, as lines for
  * the user ("pipelines: none tried: ... train.batch = 16 is not a multiple of 6: ..."): no

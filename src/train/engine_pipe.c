@@ -101,10 +101,12 @@ static void gather(ht_job *j) {
 
 /* ------------------------------------------------------------------ setup */
 
-/* A memory shortfall of the hetero cut names pipeline ranks: say their devices. */
+/* A memory shortfall of the hetero cut names pipeline ranks: say their devices (the memory
+ * decision's names its device already). */
 static int name_devices(const pipe_state *p, int D, int rc) {
     char msg[1536];
     int k = snprintf(msg, sizeof msg, "%s", ht_errmsg());
+    if (strstr(msg, "no plan fits")) return rc;
     for (int q = 0; strstr(msg, "memory") && q < D && k + 80 < (int)sizeof msg; q++)
         k += snprintf(msg + k, sizeof msg - (size_t)k, "%s rank %d \"%s\"",
                       q ? "," : " (devices:", q, p->mem.name[p->mem.dev_rank[q]]);
@@ -172,8 +174,36 @@ static void measure_costs(ht_job *j, pipe_state *p, double slowdown) {
     }
 }
 
+/* What the plan knows of this cluster: hosts, memory limits and devices. */
+ht_plan_cluster ht_pipe_plan_cluster(const ht_job *j, const pipe_state *p) {
+    return (ht_plan_cluster){.world = j->world,
+                             .host = p->host,
+                             .mem_limit = ht_pipe_mem_part_limits(&p->mem),
+                             .allow_recompute = p->mem.mode == HT_PIPE_MEM_AUTO,
+                             .verbose = j->rank == 0,
+                             .dev_limit = p->mem.limit,
+                             .dev_rank = p->mem.dev_rank,
+                             .dev_name = (const char(*)[128])p->mem.name};
+}
+
+/* The engine executes the plan: the cut (p->bounds), the rank groups, the schedule's
+ * parameters (*pp), the memory decision move to it; *times: hepipe's stage times ([D], the
+ * caller frees) or NULL. */
+void ht_pipe_adopt_plan(pipe_state *p, ht_plan *plan, ht_pipe_params *pp, double **times) {
+    free(p->bounds);
+    p->bounds = plan->bounds, plan->bounds = NULL;
+    ht_pipe_groups_free(&p->grp);
+    p->grp = plan->grp, memset(&plan->grp, 0, sizeof plan->grp);
+    if (times) *times = plan->stage_time, plan->stage_time = NULL;
+    *pp = plan->pp;
+    ht_pipe_mem_adopt(&p->mem, &plan->mem, &plan->inflight);
+    pp->max_inflight = p->mem.inflight;
+    ht_plan_free(plan);
+}
+
 /* The plan (plan/job.h) from the costs measured now: the stage boundaries (p->bounds), the
- * rank groups and, for hepipe, each stage's time (*times, [D], the caller frees). */
+ * rank groups, the memory decision and, for hepipe, each stage's time (*times, [D], the
+ * caller frees). */
 static int plan_stages(ht_job *j, ht_pipe_params *pp, pipe_state *p, double slowdown,
                        double **times) {
     const ht_config *cfg = j->cfg;
@@ -181,54 +211,18 @@ static int plan_stages(ht_job *j, ht_pipe_params *pp, pipe_state *p, double slow
     measure_costs(j, p, slowdown);
     if (!cfg->pipe.nboundaries && !cfg->pipe.nstage_ranks && !strcmp(cfg->pipe.partition, "hetero"))
         p->host = ht_pipe_plan_gather_hosts(cfg, j->rank, j->world, D, p->hostbuf);
-    ht_plan_cluster cl = {.world = j->world,
-                          .host = p->host,
-                          .mem_limit = ht_pipe_mem_part_limits(&p->mem),
-                          .allow_recompute = p->mem.mode == HT_PIPE_MEM_AUTO,
-                          .verbose = j->rank == 0};
+    ht_plan_cluster cl = ht_pipe_plan_cluster(j, p);
     ht_plan_costs c = {.cal = p->cal, .cal1 = p->cal1, .opt_states = ht_optim_state_count(&j->opt)};
     ht_plan plan;
     int rc = ht_plan_job(cfg, &j->model, &cl, &c, &plan);
     if (rc != HT_OK)
         return strstr(ht_errmsg(), "memory") ? name_devices(p, D, rc) : rc;
-    /* the engine keeps what it executes; the plan's copies move to it */
-    p->bounds = plan.bounds, plan.bounds = NULL;
-    p->grp = plan.grp, memset(&plan.grp, 0, sizeof plan.grp);
-    *times = plan.stage_time, plan.stage_time = NULL;
-    *pp = plan.pp;
-    ht_plan_free(&plan);
-    if (ht_pipe_groups_replicated(&p->grp)) { /* memory limits are a group's smallest */
+    ht_pipe_adopt_plan(p, &plan, pp, times);
+    if (ht_pipe_groups_replicated(&p->grp))
         p->place.first = p->grp.first, p->place.off = p->grp.off, p->place.cnt = p->grp.cnt;
-        ht_pipe_mem_regroup(&p->mem, p->grp.Q, p->grp.first, p->grp.cnt);
-    }
     while (p->grp.first[p->q + 1] <= p->place.prank)
         p->q++;
     return HT_OK;
-}
-
-/* The streams (2bw: the steady period, and 3 chained batches for the checker), recomputation,
- * the check, the executor. */
-/* The memory decision (pipe_mem.h) for the slots in flight of the schedule checked in rep
- * (its peak per rank), or with rep NULL before hepipe's generation: for 1F1B's depths, hepipe
- * then taking the limits (it may hold fewer, or more where they fit). */
-static int plan_memory(ht_job *j, ht_pipe_params *pp, pipe_state *p, const ht_pipe_report *rep) {
-    const int D = pp->D, L = j->model.nlayers, hep = !rep;
-    int *slots = ht_xmalloc((size_t)D * sizeof *slots);
-    for (int q = 0; q < D; q++)
-        slots[q] = hep ? (pp->N < D - q ? pp->N : D - q)
-                   : q < 64 ? rep->peak_inflight[q] : p->sched.nbuf[q];
-    double *fwd = NULL;
-    if (p->cal) {
-        fwd = ht_xmalloc((size_t)D * (L ? L : 1) * sizeof *fwd);
-        ht_pipe_plan_layer_fwd(&j->model, p->cal, j->world, &p->grp, p->mb, fwd);
-    }
-    int rc = ht_pipe_mem_decide(&p->mem, &j->model, pp->kind, pp->v, p->bounds, p->mb, pp->N,
-                                slots, hep, ht_optim_state_count(&j->opt), p->tbw ? 2 : 1, fwd,
-                                src_of(j->cfg));
-    if (rc == HT_OK && hep && p->mem.mode == HT_PIPE_MEM_AUTO)
-        pp->max_inflight = p->mem.max_inflight;
-    free(slots), free(fwd);
-    return rc;
 }
 
 /* The streams (2bw: the steady period, and 3 chained batches for the checker). */
@@ -249,28 +243,24 @@ static int check_sched(const pipe_state *p, ht_pipe_report *rep) {
     return HT_OK;
 }
 
-/* The streams, the memory decision, recomputation (a RECOMPUTE before each BWD of the ranks
- * that recompute any layer; 2bw: in the period stream, chained again), the check, the
- * executor. */
+/* The streams of the plan's parameters (hepipe: within the plan's in-flight limits), its
+ * memory decision's recomputation (a RECOMPUTE before each BWD of the ranks that recompute
+ * any layer; 2bw: in the period stream, chained again), the check, the executor. */
 int ht_pipe_make_schedule(ht_job *j, ht_pipe_params *pp, pipe_state *p, double slowdown,
                           ht_pipe_report *rep) {
-    const int hep = ht_pipe_kind_has(pp->kind, HT_PIPE_F_STAGE_TIMES);
     p->tbw = ht_pipe_kind_has(pp->kind, HT_PIPE_F_NO_FLUSH);
-    int rc = hep ? plan_memory(j, pp, p, NULL) : HT_OK;
-    if (rc == HT_OK) rc = generate(j, pp, p);
+    int rc = generate(j, pp, p);
     if (rc == HT_OK) rc = check_sched(p, rep);
-    /* hepipe again for the depths it chose (within the limits: fits, perhaps with less
-     * recomputation), so that what is logged and run is the decision for its own stream */
-    if (rc == HT_OK) rc = plan_memory(j, pp, p, rep);
     if (rc != HT_OK) return rc;
     if (pp->stage_time && j->rank == 0) log_hepipe(&p->sched, pp->stage_time);
     if (j->rank == 0 && (rc = ht_pipe_mem_report(&p->mem, &j->model, j->metrics)) != HT_OK)
         return rc;
+    const ht_plan_mem *dec = &p->mem.dec;
     int any = 0;
     for (int q = 0; q < pp->D; q++)
-        any |= p->mem.any[q];
+        any |= dec->any[q];
     if (any) {
-        ht_pipe_add_recompute(&p->sched, p->mem.any);
+        ht_pipe_add_recompute(&p->sched, dec->any);
         if (p->tbw) {
             ht_pipe_sched_free(&p->chk);
             if ((rc = ht_pipe_2bw_unroll(&p->sched, 3, &p->chk)) != HT_OK) return rc;
@@ -278,7 +268,7 @@ int ht_pipe_make_schedule(ht_job *j, ht_pipe_params *pp, pipe_state *p, double s
         if ((rc = check_sched(p, rep)) != HT_OK) return rc;
     }
     p->x = ht_pipe_exec_new_layers(&j->model, &p->sched, p->bounds, p->place, p->mb, slowdown,
-                                   any ? p->mem.layers + (size_t)p->q * (size_t)j->model.nlayers
+                                   any ? dec->layers + (size_t)p->q * (size_t)j->model.nlayers
                                        : NULL);
     return HT_OK;
 }
@@ -301,7 +291,7 @@ static int setup(ht_job *j, pipe_state *p) {
     double slowdown = ht_config_slowdown_at(cfg, j->rank, j->start);
     double *times = NULL; /* hepipe plans its warm-ups from the stages' times */
     ht_pipe_report rep;
-    ht_pipe_mem_init(&p->mem, cfg, ht_dev_info(j->dev), j->world, D, j->model.nlayers);
+    ht_pipe_mem_init(&p->mem, cfg, ht_dev_info(j->dev), j->world, D);
     int rc = plan_stages(j, pp, p, slowdown, &times);
     if (rc == HT_OK) rc = ht_pipe_make_schedule(j, pp, p, slowdown, &rep);
     free(times);

@@ -9,6 +9,7 @@
 #include "plan/repart.h"
 #include "train/engine.h"
 #include "train/pipe_mem.h"
+#include "plan/job.h"
 #include "plan/pipe_plan.h"
 
 enum {
@@ -53,6 +54,12 @@ void ht_pipe_announce(const ht_job *j, const pipe_state *p);
  * in p->bounds. */
 int ht_pipe_make_schedule(ht_job *j, ht_pipe_params *pp, pipe_state *p, double slowdown,
                           ht_pipe_report *rep);
+
+/* What the plan knows of this cluster (hosts, memory limits, devices), and the plan adopted:
+ * its cut, groups, schedule parameters and memory decision move into p and *pp (*times:
+ * hepipe's stage times, the caller frees; times may be NULL). */
+ht_plan_cluster ht_pipe_plan_cluster(const ht_job *j, const pipe_state *p);
+void ht_pipe_adopt_plan(pipe_state *p, ht_plan *plan, ht_pipe_params *pp, double **times);
 
 /* pipe_repart.c: whether this job re-partitions (p->repart) and its rule's state. */
 int ht_pipe_repart_init(ht_job *j, pipe_state *p);

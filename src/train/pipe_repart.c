@@ -4,6 +4,7 @@
  * and the executor. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "comm/comm.h"
@@ -11,6 +12,42 @@
 #include "core/log.h"
 #include "io/trace.h"
 #include "train/engine_pipe.h"
+
+/* The job planned again (ht_plan_job: the cut, the memory decision, hepipe's stage times)
+ * on the start-up costs with every rank's times scaled by its pipeline rank's factor k;
+ * with `cut`, that cut (as explicit boundaries), else the hetero partition's. The plan's
+ * own rules apply as at start-up. */
+static int plan_again(ht_job *j, pipe_state *p, const double *k, const int *cut, ht_plan *plan) {
+    const int D = p->pp.D, L = j->model.nlayers;
+    const size_t n = (size_t)j->world * 2 * (size_t)L;
+    double *cal = ht_xmalloc(n * sizeof *cal);
+    for (int w = 0; w < j->world; w++)
+        for (int i = 0; i < 2 * L; i++)
+            cal[(size_t)w * 2 * L + i] = p->cal[(size_t)w * 2 * L + i] * k[w % D];
+    ht_config cfg = *j->cfg;
+    if (cut) {
+        cfg.pipe.nboundaries = D - 1;
+        memcpy(cfg.pipe.boundaries, cut + 1, (size_t)(D - 1) * sizeof *cut);
+    }
+    ht_plan_cluster cl = ht_pipe_plan_cluster(j, p);
+    cl.verbose = 0;
+    ht_plan_costs c = {.cal = cal, .opt_states = ht_optim_state_count(&j->opt)};
+    int rc = ht_plan_job(&cfg, &j->model, &cl, &c, plan);
+    free(cal);
+    return rc;
+}
+
+/* The rule's proposal for factors k: the cut of the job planned again. */
+static int propose(void *ctx, const double *k, int *cut) {
+    ht_job *j = ctx;
+    pipe_state *p = j->eng.state;
+    ht_plan plan;
+    int rc = plan_again(j, p, k, NULL, &plan);
+    if (rc != HT_OK) return rc;
+    memcpy(cut, plan.bounds, (size_t)(p->pp.D + 1) * sizeof *cut);
+    ht_plan_free(&plan);
+    return HT_OK;
+}
 
 /* pipe.rebalance: on for the hetero cut of a flushing schedule (2bw keeps a batch in flight
  * across steps; explicit boundaries are the user's). The rule's interval and hysteresis are
@@ -29,7 +66,9 @@ int ht_pipe_repart_init(ht_job *j, pipe_state *p) {
                          ht_optim_state_count(&j->opt), ht_pipe_mem_part_limits(&p->mem),
                          p->mem.mode == HT_PIPE_MEM_AUTO);
     p->prob.in.host = p->host; /* the start-up cut's two levels */
-    return ht_repart_init(&p->rp, p->pp.D, 1.0, 0.1, 10, 2);
+    int rc = ht_repart_init(&p->rp, p->pp.D, 1.0, 0.1, 10, 2);
+    p->rp.propose = propose, p->rp.ctx = j;
+    return rc;
 }
 
 /* "0-5 | 6-9": the layers of each stage. */
@@ -93,25 +132,25 @@ static void move_layers(ht_job *j, const pipe_state *p, const int *old) {
     }
 }
 
-/* The schedule (hepipe: from the stage times scaled by each rank's measured factor), the
- * memory decision (recomputation re-decided for the new stages) and the executor for the
- * cut in p->bounds; device memory counts its peak from here. */
+/* The plan for the cut in p->bounds on the scaled costs (hepipe: the stage times scaled by
+ * each rank's measured factor; the memory decision re-taken for the new stages), then the
+ * schedule and the executor it says; device memory counts its peak from here. */
 static int rebuild(ht_job *j, pipe_state *p, int64_t step) {
     ht_pipe_exec_free(p->x);
     p->x = NULL;
     ht_pipe_sched_free(&p->sched);
     ht_dev_mem(j->dev, NULL, NULL, NULL, 1);
-    double times[HT_PART_MAX_RANKS];
-    if (ht_pipe_kind_has(p->pp.kind, HT_PIPE_F_STAGE_TIMES)) {
-        ht_pipe_plan_stage_times(&j->model, p->cal, NULL, j->world, &p->grp, p->mb, p->bounds,
-                                 times);
-        for (int q = 0; q < p->pp.D; q++)
-            times[q] *= p->rp.k[q];
-        p->pp.stage_time = times;
-    }
+    int cut[HT_PART_MAX_RANKS + 1];
+    memcpy(cut, p->bounds, (size_t)(p->pp.D + 1) * sizeof *cut);
+    ht_plan plan;
+    int rc = plan_again(j, p, p->rp.k, cut, &plan);
+    if (rc != HT_OK) return rc;
+    double *times = NULL;
+    ht_pipe_adopt_plan(p, &plan, &p->pp, &times);
     ht_pipe_report rep;
-    int rc = ht_pipe_make_schedule(j, &p->pp, p, ht_config_slowdown_at(j->cfg, j->rank, step + 1), &rep);
+    rc = ht_pipe_make_schedule(j, &p->pp, p, ht_config_slowdown_at(j->cfg, j->rank, step + 1), &rep);
     p->pp.stage_time = NULL;
+    free(times);
     if (rc != HT_OK) return rc;
     p->bubble_unit = rep.bubble;
     ht_pipe_announce(j, p);

@@ -14,6 +14,11 @@
  * simulation uses (ht_sim_run_dp's shares). The "same costs" are the cost model's layer times
  * (ht_sim_layer_time), which the trainer would measure instead.
  *
+ * The memory decision (recomputed layers, slots in flight, hepipe's in-flight limits,
+ * predicted bytes, the member of a group that speaks for it) is part of the plan and compared
+ * field by field, also under device.memory_mb limits that make it recompute; one case by hand
+ * (memory_by_hand: the limit that makes exactly layers 0-3 recomputed).
+ *
  * Independent checks beside the equality: the engine order (a pipeline schedule wins over an
  * asynchronous sync.mode: the trainer refuses that job rather than running it as
  * asynchronous); the pipeline's geometry by hand (R = world / D, mb = B / (R N)); 2 equal
@@ -92,9 +97,22 @@ static int trainer_plan(const ht_config *cfg, const ht_model *m, const ht_sim_cl
             if (!strcmp(name, other)) break;
         }
     }
+    /* every rank's memory limit, the smallest of a pipeline rank's replicas (pipe_mem.c's
+     * gather): device.memory_mb here, as the cost model's devices report none */
+    double lim[HT_PART_MAX_RANKS];
+    int dev[HT_PART_MAX_RANKS];
+    const int mode = ht_plan_mem_mode(cfg->pipe.recompute), from_cfg = cfg->device.memory_mb > 0;
+    for (int w = 0; from_cfg && w < n; w++) {
+        const double mine = cfg->device.memory_mb * 1e6;
+        if (w < D || mine < lim[w % D]) lim[w % D] = mine, dev[w % D] = w;
+    }
     ht_plan_cluster cl = {.world = n,
                           .host = D <= HT_PART_MAX_RANKS ? ht_pipe_plan_hosts(id, D, host, &alt)
-                                                         : NULL};
+                                                         : NULL,
+                          .mem_limit = from_cfg ? lim : NULL,
+                          .allow_recompute = from_cfg && mode == HT_PIPE_MEM_AUTO,
+                          .dev_limit = from_cfg ? lim : NULL,
+                          .dev_rank = from_cfg ? dev : NULL};
     double *sp = NULL, *fx = NULL;
     if (ht_plan_engine_of(cfg) == HT_PLAN_DP && !strcmp(cfg->cluster.split, "speed")) {
         sp = calloc((size_t)n, sizeof *sp), fx = calloc((size_t)n, sizeof *fx);
@@ -124,6 +142,30 @@ static int same_ints(const int *a, const int *b, int n) {
     return !memcmp(a, b, (size_t)n * sizeof *a);
 }
 
+static int same_use(const ht_mem_use *a, const ht_mem_use *b) {
+    return a->state == b->state && a->acts == b->acts && a->live == b->live &&
+           a->work == b->work && a->total == b->total;
+}
+
+/* The memory decisions, field by field (bytes and seconds bit for bit). */
+static int same_mem(const ht_plan *pa, const ht_plan *pb) {
+    const ht_plan_mem *a = &pa->mem, *b = &pb->mem;
+    if (a->Q != b->Q || a->L != b->L || a->mode != b->mode || a->Q != pa->pp.D) return 0;
+    if (!a->layers || !b->layers) return 0;
+    if (memcmp(a->layers, b->layers, (size_t)a->Q * a->L) || memcmp(a->any, b->any, (size_t)a->Q) ||
+        !same_ints(a->max_inflight, b->max_inflight, a->Q) || !same_ints(a->who, b->who, a->Q) ||
+        memcmp(a->chunks, b->chunks, (size_t)a->Q * sizeof *a->chunks))
+        return 0;
+    for (int q = 0; q < a->Q; q++) {
+        const ht_mem_plan *x = &a->plan[q], *y = &b->plan[q];
+        if (x->fits != y->fits || x->slots != y->slots || x->max_slots != y->max_slots ||
+            x->nrc != y->nrc || x->extra_s != y->extra_s || !same_use(&x->use, &y->use))
+            return 0;
+    }
+    return same_ints(pa->inflight, pb->inflight, a->Q) &&
+           !pa->pp.max_inflight == !pb->pp.max_inflight;
+}
+
 /* Every decision of the two plans, field by field (times bit for bit). */
 static int same_plan(const ht_plan *a, const ht_plan *b, int world) {
     if (a->engine != b->engine || a->B != b->B || a->model_batch != b->model_batch) return 0;
@@ -144,7 +186,7 @@ static int same_plan(const ht_plan *a, const ht_plan *b, int world) {
     if (a->stage_time && memcmp(a->stage_time, b->stage_time, (size_t)a->P * sizeof(double)))
         return 0;
     (void)world;
-    return 1;
+    return same_mem(a, b);
 }
 
 static void bounds_text(const ht_plan *p, char *buf, size_t n) {
@@ -289,6 +331,131 @@ static void data_parallel(const ht_model *m, const ht_sim_model *sm) {
     ht_sim_cluster_free(&c);
 }
 
+/* "0-3" / "-": the layers schedule rank q recomputes, and their count into *n. */
+static void recomputed(const ht_plan *p, int q, char *buf, size_t len, int *n) {
+    size_t k = 0;
+    *n = 0;
+    buf[0] = 0;
+    for (int l = 0; l < p->mem.L && k + 8 < len; l++)
+        if (p->mem.layers[(size_t)q * p->mem.L + l])
+            k += (size_t)snprintf(buf + k, len - k, "%s%d", k ? "," : "", l), ++*n;
+    if (!k) snprintf(buf, len, "-");
+}
+
+/* The memory decision under device.memory_mb: the trainer's = hetsim's, field by field, for
+ * schedules that hold different depths (1f1b, gpipe, hepipe's in-flight limits, 2bw's second
+ * weight version), groups of replicated stages, and "all" / "none". */
+static void memory_same(const ht_model *m, const ht_sim_model *sm) {
+    const double slow4[4] = {1, 2.5, 1, 1.5};
+    ht_sim_cluster c;
+    cluster(&c, 4, 2, slow4, 10);
+    static const char *const cases[][4] = {
+        {"pipe.schedule=\"1f1b\"", "pipe.stages=4", "device.memory_mb=0.02", "auto"},
+        {"pipe.schedule=\"gpipe\"", "pipe.stages=2", "device.memory_mb=0.025", "auto"},
+        {"pipe.schedule=\"hepipe\"", "pipe.stages=4", "device.memory_mb=0.018", "auto"},
+        {"pipe.schedule=\"2bw\"", "pipe.stages=4", "device.memory_mb=0.025", "auto"},
+        {"pipe.schedule=\"1f1b\"", "pipe.stages=4", "device.memory_mb=0.03", "all"},
+        {"pipe.schedule=\"gpipe\"", "pipe.stages=4", "device.memory_mb=0.03", "none"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char rc[64];
+        snprintf(rc, sizeof rc, "pipe.recompute=\"%s\"", cases[k][3]);
+        const char *sets[] = {"train.batch=32", "pipe.micro_batches=4", cases[k][0], cases[k][1],
+                              cases[k][2], rc, NULL};
+        char what[160];
+        snprintf(what, sizeof what, "memory: %s, %s, %s, %s", cases[k][0], cases[k][1],
+                 cases[k][2], rc);
+        ht_plan p;
+        memset(&p, 0, sizeof p);
+        both(what, sets, m, &c, sm, 4, &p);
+        for (int q = 0; q < p.mem.Q; q++) {
+            char l[128];
+            int n;
+            recomputed(&p, q, l, sizeof l, &n);
+            tap_diag("  rank %d: recomputes %s, %d in flight (room for %d), %.0f bytes", q, l,
+                     p.mem.plan[q].slots, p.mem.plan[q].max_slots, p.mem.plan[q].use.total);
+        }
+        ht_plan_free(&p);
+    }
+    const char *rep[] = {"train.batch=32", "pipe.micro_batches=2", "pipe.schedule=\"gpipe\"",
+                         "pipe.stages=4", "pipe.partition=\"hetero\"", "pipe.replicate=true",
+                         "device.memory_mb=0.03", NULL};
+    ht_plan p;
+    memset(&p, 0, sizeof p);
+    both("memory: gpipe hetero with replicated stages, device.memory_mb 0.03", rep, m, &c, sm, 4,
+         &p);
+    for (int q = 0; q < p.mem.Q; q++)
+        tap_diag("  schedule rank %d: %d layer(s) recomputed, pipeline rank %d speaks for it", q,
+                 p.mem.plan[q].nrc, p.mem.who[q]);
+    ht_plan_free(&p);
+    /* groups: schedule rank q on pipeline ranks 2q, 2q + 1, each on 4 of the 8 samples */
+    const char *grp[] = {"train.batch=32", "pipe.micro_batches=4", "pipe.schedule=\"1f1b\"",
+                         "pipe.stages=4", "pipe.stage_ranks=[2,2]", "pipe.boundaries=[10]",
+                         "device.memory_mb=0.0222", NULL};
+    memset(&p, 0, sizeof p);
+    both("memory: 1f1b, pipe.stage_ranks [2,2], device.memory_mb 0.0222", grp, m, &c, sm, 4, &p);
+    for (int q = 0; q < p.mem.Q; q++)
+        tap_diag("  schedule rank %d: %d layer(s) recomputed, %d in flight, pipeline rank %d "
+                 "speaks for it", q, p.mem.plan[q].nrc, p.mem.plan[q].slots, p.mem.who[q]);
+    ht_plan_free(&p);
+    ht_sim_cluster_free(&c);
+}
+
+/* By hand: 1f1b on 2 ranks, 2 micro-batches of 8, stages [0, 10) and [10, 17). Every layer
+ * keeps its output for its backward (fc: 16 floats, fc9: 8; relu does not run in place), 64
+ * bytes a sample; a relu is fused into the fc below it, so they are recomputed together.
+ * Rank 0 holds 2 micro-batches in flight (1F1B: D - q), rank 1 one. Rank 0 per sample: a slot
+ * keeps its input (8 floats, 32 bytes) and 10 outputs (640), the micro-batch in backward the
+ * gradients at 10 boundaries (640); its state 1232 parameters x 4 x (2 + optimizer floats).
+ * None recomputed: state + 2 x 8 x 672 + 8 x 640 = state + 15872; each pair recomputed moves
+ * 128 bytes a sample from both slots to the one in backward: 1024 bytes less. Rank 1: 952
+ * parameters, a slot 64 + 6 x 64 + 32 = 480, backward 480: state + 8 x 480 + 8 x 480. A limit
+ * 1.5 pairs below rank 0's need: rank 1 fits as it is; rank 0 recomputes two pairs, the
+ * relus first (64 bytes kept per 16 FLOPs, against an fc's 272 or 528), lowest first among
+ * equals: layers 0-3, predicted state + 13824, and room for 2 in flight. */
+static void memory_by_hand(const ht_model *m, const ht_sim_model *sm) {
+    const double opt = 2 + sm->optim_state_floats;
+    const double state0 = 1232 * 4 * opt, state1 = 952 * 4 * opt;
+    const double limit = state0 + 15872 - 1536;
+    char mem[64];
+    snprintf(mem, sizeof mem, "device.memory_mb=%.6f", limit / 1e6);
+    ht_sim_cluster c;
+    cluster(&c, 2, 2, NULL, 0);
+    const char *sets[] = {"train.batch=16", "pipe.micro_batches=2", "pipe.schedule=\"1f1b\"",
+                          "pipe.stages=2", "pipe.boundaries=[10]", mem, NULL};
+    ht_plan p;
+    memset(&p, 0, sizeof p);
+    both("memory by hand: 1f1b, 2 ranks, cut at layer 10", sets, m, &c, sm, 2, &p);
+    char l0[128] = "", l1[128] = "";
+    int n0 = -1, n1 = -1;
+    if (p.mem.Q == 2) recomputed(&p, 0, l0, sizeof l0, &n0), recomputed(&p, 1, l1, sizeof l1, &n1);
+    const int ok0 = p.mem.Q == 2 && !strcmp(l0, "0,1,2,3") && p.mem.any[0] &&
+                    p.mem.plan[0].fits && p.mem.plan[0].slots == 2 &&
+                    p.mem.plan[0].max_slots == 2 && p.mem.plan[0].use.total == state0 + 13824;
+    tap_ok(ok0, "rank 0 recomputes layers %s (by hand: 0,1,2,3), %d in flight (2), predicted "
+           "%.0f bytes (by hand %.0f) under a limit of %.0f",
+           l0, p.mem.Q == 2 ? p.mem.plan[0].slots : -1, p.mem.Q == 2 ? p.mem.plan[0].use.total : -1,
+           state0 + 13824, limit);
+    tap_ok(p.mem.Q == 2 && n1 == 0 && !p.mem.any[1] && p.mem.plan[1].slots == 1 &&
+               p.mem.plan[1].use.total == state1 + 7680,
+           "rank 1 recomputes nothing (%s), predicted %.0f bytes (by hand %.0f)", l1,
+           p.mem.Q == 2 ? p.mem.plan[1].use.total : -1, state1 + 7680);
+    ht_plan_free(&p);
+    /* "none" under the same limit keeps every layer, past the limit (the engine warns) */
+    const char *none[] = {"train.batch=16", "pipe.micro_batches=2", "pipe.schedule=\"1f1b\"",
+                          "pipe.stages=2", "pipe.boundaries=[10]", mem, "pipe.recompute=\"none\"",
+                          NULL};
+    memset(&p, 0, sizeof p);
+    both("memory by hand, pipe.recompute none", none, m, &c, sm, 2, &p);
+    tap_ok(p.mem.Q == 2 && !p.mem.any[0] && !p.mem.any[1] &&
+               p.mem.plan[0].use.total == state0 + 15872,
+           "\"none\": nothing recomputed, rank 0 predicted %.0f bytes (by hand %.0f), past its "
+           "limit",
+           p.mem.Q == 2 ? p.mem.plan[0].use.total : -1, state0 + 15872);
+    ht_plan_free(&p);
+    ht_sim_cluster_free(&c);
+}
+
 static void engines(const ht_model *m, const ht_sim_model *sm) {
     ht_sim_cluster c;
     cluster(&c, 3, 1, NULL, 0);
@@ -344,6 +511,8 @@ int main(void) {
     pipelines(&m, &sm);
     data_parallel(&m, &sm);
     engines(&m, &sm);
+    memory_same(&m, &sm);
+    memory_by_hand(&m, &sm);
     ht_sim_model_free(&sm);
     ht_model_free(&m);
     return tap_done();
