@@ -278,7 +278,7 @@ static int schedule_main(int argc, char **argv) {
                 r += cfg.pipe.stage_ranks[q];
             }
             p.D = cfg.pipe.nstage_ranks;
-        } else if (cfg.pipe.replicate && !strcmp(cfg.pipe.partition, "hetero")) {
+        } else if (cfg.pipe.replicate && cfg.pipe.partition == HT_PART_HETERO) {
             snprintf(groups, sizeof groups,
                      "pipe.replicate: the hetero partition decides at start-up, from the layer "
                      "times it measures, which ranks share a stage; shown: one stage per rank");

@@ -165,7 +165,7 @@ static int refused(void) {
 static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, int *shares,
                     int *W_out) {
     const ht_config *cfg = j->cfg;
-    int alg = strcmp(cfg->cluster.allreduce, "mpi") ? HT_SIM_RING : HT_SIM_MPI;
+    int alg = cfg->cluster.allreduce != HT_ALLRED_MPI ? HT_SIM_RING : HT_SIM_MPI;
     const ht_plan_engine e = ht_plan_engine_of(cfg); /* the trainer's choice */
     if (e == HT_PLAN_ASYNC) return simulate_sync(j, n, r, W_out);
     if (e == HT_PLAN_DP) {
@@ -175,7 +175,7 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
             return ht_error(HT_EINPUT, "%s: cluster.shares has %d values for %d ranks", cfg->source,
                             cfg->cluster.nshares, n);
         ht_sim_dp p = {.B = cfg->train.batch, .shares = cfg->cluster.nshares ? cfg->cluster.shares : NULL,
-                       .speed = !strcmp(cfg->cluster.split, "speed"), .alg = alg,
+                       .speed = cfg->cluster.split == HT_SPLIT_SPEED, .alg = alg,
                        .overlap = cfg->cluster.overlap, .bucket_first_mb = cfg->cluster.bucket_first_mb,
                        .bucket_cap_mb = cfg->cluster.bucket_cap_mb,
                        .steps = cfg->cluster.rebalance ? j->steps : 1,
@@ -251,7 +251,8 @@ static void print_result(const job *j, int n, const ht_sim_result *r, const int 
                                                     "(4 and 8 batches chained; a trace shows the 8)");
     else
         printf("mode         data parallel (bsp), %d ranks, split %s, %s all-reduce, overlap %s\n", n,
-               cfg->cluster.nshares ? "given" : cfg->cluster.split, cfg->cluster.allreduce,
+               cfg->cluster.nshares ? "given" : ht_split_names[cfg->cluster.split],
+               ht_allreduce_names[cfg->cluster.allreduce],
                cfg->cluster.overlap ? "on" : "off");
     if (j->stages && j->stages[0]) printf("stages       %s\n", j->stages);
     printf("step time    %.6g ms\n", r->makespan * 1e3);
@@ -426,7 +427,7 @@ static void summarise_rest(const ht_sim_cand *v, int k, int all) {
 }
 
 static int do_plan(const job *j, int n, int top, const char *out) {
-    int alg = strcmp(j->cfg->cluster.allreduce, "mpi") ? HT_SIM_RING : HT_SIM_MPI;
+    int alg = j->cfg->cluster.allreduce != HT_ALLRED_MPI ? HT_SIM_RING : HT_SIM_MPI;
     ht_sim_cand *v;
     int nv;
     double t0 = now_s();

@@ -16,7 +16,7 @@
     X(HT_PART_BALANCED, "balanced", "stages of equal forward + backward FLOPs")                    \
     X(HT_PART_HETERO, "hetero",                                                                    \
       "stages cut by layer times measured at start-up on every rank, and memory (HePipe)")
-typedef enum { HT_PARTITION_ROWS(HT_CHOICE_ID_) HT_PART_N } ht_partition;
+typedef enum { HT_PARTITION_ROWS(HT_CHOICE_ID_) HT_PART_N } ht_partition_kind;
 
 /* pipe.recompute: which stages' activations are recomputed in the backward */
 #define HT_RECOMPUTE_ROWS(X)                                                                       \

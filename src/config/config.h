@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config/choices.h"
 #include "config/modes.h"
 
 #define HT_PATH_MAX 1024
@@ -107,7 +108,7 @@ typedef struct ht_config {
     struct {
         int shares[HT_MAX_RANKS]; /* samples of train.batch per rank; nshares == 0: by split */
         int nshares;
-        char split[16];           /* "equal" | "speed": shares when none are given */
+        ht_split split;           /* equal | speed: shares when none are given */
         char profile[HT_PATH_MAX]; /* split "speed": hetprof profile; "" = a timed pass */
         int rebalance;            /* split "speed": re-split online as measured speeds drift */
         int exclude_slow;         /* split "speed": a share-0 rank leaves the job (not rank 0) */
@@ -119,8 +120,8 @@ typedef struct ht_config {
         int nslowdown_from;              /* 0 values: from step 0 */
         int hosts[HT_MAX_RANKS];  /* host id per rank (the pipeline's hetero partition) */
         int nhosts;               /* 0 values: by host name */
-        char allreduce[16];       /* "ring" | "mpi" */
-        char shard[16];           /* "none" | "optimizer" (ZeRO-1) */
+        ht_allreduce allreduce;   /* ring | mpi */
+        ht_shard shard;           /* none | optimizer (ZeRO-1) */
         double bucket_first_mb;   /* overlapped reduction: first (top layers') bucket, MiB */
         double bucket_cap_mb;     /* overlapped reduction: size cap of the other buckets, MiB */
         int overlap;              /* reduce gradient buckets during backward (default true) */
@@ -156,8 +157,8 @@ typedef struct ht_config {
         int stages;            /* pipeline ranks D (ranks = D x replicas) */
         int micro_batches;     /* N per global batch (per replica) */
         int chunks;            /* interleaved: model chunks per rank */
-        char partition[16];    /* "uniform" | "balanced"; pipe.boundaries overrides */
-        char recompute[16];    /* "auto" (by memory) | "none" | "all" (stages keep only inputs) */
+        ht_partition_kind partition; /* uniform | balanced | hetero; pipe.boundaries overrides */
+        ht_recompute recompute; /* auto (by memory) | none | all (stages keep only inputs) */
         int rebalance;         /* "hetero": cut again as measured stage times drift */
         int replicate;         /* "hetero": a stage may run on adjacent ranks, splitting
                                   each micro-batch by speed */

@@ -74,12 +74,12 @@ static int replica_rules(const ht_config *c, const char **key, char *msg, size_t
                           ok, k);
     }
     if (c->pipe.replicate) {
-        if (strcmp(c->pipe.partition, "hetero") || c->pipe.nboundaries)
+        if (c->pipe.partition != HT_PART_HETERO || c->pipe.nboundaries)
             return refuse(key, "pipe.replicate", msg, n,
                           "keys 'pipe.replicate' and 'pipe.partition': replicated stages come "
                           "from the \"hetero\" partition; found partition \"%s\"%s; set "
                           "pipe.partition = \"hetero\" without pipe.boundaries",
-                          c->pipe.partition,
+                          ht_partition_names[c->pipe.partition],
                           c->pipe.nboundaries ? " with explicit boundaries" : "");
         if (!rep)
             return refuse(key, "pipe.replicate", msg, n,
@@ -104,7 +104,7 @@ static int pipe_rules(const ht_config *c, const char **key, char *msg, size_t n)
                       "step; found sync.mode \"%s\", expected %s",
                       sync->name, names);
     }
-    if (c->cluster.nshares || !strcmp(c->cluster.split, "speed"))
+    if (c->cluster.nshares || c->cluster.split == HT_SPLIT_SPEED)
         return refuse(key, c->cluster.nshares ? "cluster.shares" : "cluster.split", msg, n,
                       "keys 'pipe.schedule' and 'cluster.shares'/'cluster.split': a pipeline "
                       "splits the batch into equal micro-batches; remove the shares and use "
@@ -128,7 +128,7 @@ static int pipe_rules(const ht_config *c, const char **key, char *msg, size_t n)
                       "key 'pipe.boundaries': %d boundaries for %d stages; expected %d (the "
                       "first layer of stages 1 .. %d)",
                       c->pipe.nboundaries, S, S - 1, S - 1);
-    if (!explicit_cut && !strcmp(c->pipe.partition, "hetero") &&
+    if (!explicit_cut && c->pipe.partition == HT_PART_HETERO &&
         (v > 1 || (row->flags & (HT_PIPE_F_TWO_WAY | HT_PIPE_F_V)))) {
         ht_pipe_kind_list(0, HT_PIPE_F_TWO_WAY | HT_PIPE_F_CHUNKS | HT_PIPE_F_V | HT_PIPE_F_SPLIT_BW,
                           names, sizeof names);
@@ -198,11 +198,11 @@ static int sync_world(const ht_config *c, int world, const char **key, char *msg
                       extra + 1, world);
     char lockstep[128];
     sync_names(HT_SYNC_F_LOCKSTEP, lockstep, sizeof lockstep);
-    if (strcmp(c->cluster.shard, "none"))
+    if (c->cluster.shard != HT_SHARD_NONE)
         return refuse(key, "cluster.shard", msg, n,
                       "key 'cluster.shard': \"%s\" is for %s, whose ranks take one update "
                       "together; sync.mode \"%s\" updates each worker's model on its own",
-                      c->cluster.shard, lockstep, row->name);
+                      ht_shard_names[c->cluster.shard], lockstep, row->name);
     if (c->checkpoint.shards > 0)
         return refuse(key, "checkpoint.shards", msg, n,
                       "key 'checkpoint.shards': %d, but sync.mode \"%s\" keeps every worker's "
@@ -214,7 +214,7 @@ static int sync_world(const ht_config *c, int world, const char **key, char *msg
                       "key 'cluster.shares': set, but sync.mode \"%s\" splits train.batch "
                       "equally over its %d workers (shares are for %s)",
                       row->name, workers, lockstep);
-    if (!strcmp(c->cluster.split, "speed"))
+    if (c->cluster.split == HT_SPLIT_SPEED)
         return refuse(key, "cluster.split", msg, n,
                       "key 'cluster.split': \"speed\" is for %s; sync.mode \"%s\" lets each "
                       "worker go at its own speed instead",
@@ -224,11 +224,11 @@ static int sync_world(const ht_config *c, int world, const char **key, char *msg
 
 /* The modes' rules with the world size. */
 static int world_rules(const ht_config *c, int world, const char **key, char *msg, size_t n) {
-    if (c->pipe.schedule != HT_PIPE_NONE && strcmp(c->cluster.shard, "none"))
+    if (c->pipe.schedule != HT_PIPE_NONE && c->cluster.shard != HT_SHARD_NONE)
         return refuse(key, "cluster.shard", msg, n,
                       "key 'cluster.shard': \"%s\" shards data-parallel optimizer state; a "
                       "pipeline keeps each stage's own (expected \"none\")",
-                      c->cluster.shard);
+                      ht_shard_names[c->cluster.shard]);
     if (c->pipe.schedule != HT_PIPE_NONE) return pipe_world(c, world, key, msg, n);
     return sync_world(c, world, key, msg, n);
 }

@@ -20,7 +20,10 @@
 /* The table                                                                            */
 
 /* the enum keys' fields are written through int pointers */
-_Static_assert(sizeof(ht_sync_mode) == sizeof(int) && sizeof(ht_pipe_kind) == sizeof(int),
+_Static_assert(sizeof(ht_sync_mode) == sizeof(int) && sizeof(ht_pipe_kind) == sizeof(int) &&
+                   sizeof(ht_split) == sizeof(int) && sizeof(ht_allreduce) == sizeof(int) &&
+                   sizeof(ht_shard) == sizeof(int) && sizeof(ht_partition_kind) == sizeof(int) &&
+                   sizeof(ht_recompute) == sizeof(int),
                "config enums are ints");
 
 const char *const ht_config_groups[] = {"model",      "data",    "train", "optim", "device", "log",
@@ -200,7 +203,7 @@ const ht_ckey ht_config_keys[] = {
      sizeof(((ht_config *)0)->cluster.shares), offsetof(ht_config, cluster.nshares),
      "mpirun: samples of train.batch per rank, one per rank, summing to train.batch; [] = by "
      "cluster.split"},
-    {"cluster.split", HT_CK_STR, 0, "\"equal\"", 0, 0, ht_split_names, FIELD(cluster.split),
+    {"cluster.split", HT_CK_ENUM, 0, "\"equal\"", 0, 0, ht_split_names, FIELD(cluster.split),
      "mpirun, no shares: how train.batch is split (speed: a rank that costs more than its "
      "samples save gets share 0)"},
     {"cluster.profile", HT_CK_STR, 0, "\"\"", 0, 0, NULL, FIELD(cluster.profile),
@@ -233,9 +236,9 @@ const ht_ckey ht_config_keys[] = {
      "mpirun: a host id per rank for the pipeline's hetero partition (HePipe's first level: "
      "cuts between hosts, replicated stages within one), e.g. [0, 0, 1, 1] to emulate two "
      "hosts on one machine; [] = by host name"},
-    {"cluster.allreduce", HT_CK_STR, 0, "\"ring\"", 0, 0, ht_allreduce_names,
+    {"cluster.allreduce", HT_CK_ENUM, 0, "\"ring\"", 0, 0, ht_allreduce_names,
      FIELD(cluster.allreduce), "mpirun: the gradient all-reduce"},
-    {"cluster.shard", HT_CK_STR, 0, "\"none\"", 0, 0, ht_shard_names, FIELD(cluster.shard),
+    {"cluster.shard", HT_CK_ENUM, 0, "\"none\"", 0, 0, ht_shard_names, FIELD(cluster.shard),
      "mpirun, bsp: \"optimizer\" (ZeRO-1): each rank keeps the optimizer state of its slice of "
      "the parameters only, slices in proportion to each rank's device memory (device.memory_mb, "
      "else the device's); the updated slices are all-gathered"},
@@ -287,9 +290,9 @@ const ht_ckey ht_config_keys[] = {
      "N x replicas"},
     {"pipe.chunks", HT_CK_INT, GE, "2", 1, 0, NULL, FIELD(pipe.chunks),
      "interleaved: model chunks v per rank (stages = D x v)"},
-    {"pipe.partition", HT_CK_STR, 0, "\"uniform\"", 0, 0, ht_partition_names, FIELD(pipe.partition),
+    {"pipe.partition", HT_CK_ENUM, 0, "\"uniform\"", 0, 0, ht_partition_names, FIELD(pipe.partition),
      "how layers become stages"},
-    {"pipe.recompute", HT_CK_STR, 0, "\"auto\"", 0, 0, ht_recompute_names, FIELD(pipe.recompute),
+    {"pipe.recompute", HT_CK_ENUM, 0, "\"auto\"", 0, 0, ht_recompute_names, FIELD(pipe.recompute),
      "which activations a pipeline stage recomputes"},
     {"pipe.rebalance", HT_CK_BOOL, 0, "true", 0, 0, NULL, FIELD(pipe.rebalance),
      "partition \"hetero\" with gpipe, 1f1b or hepipe: cut the model again while it trains "

@@ -27,7 +27,7 @@ const char *ht_plan_engine_name(ht_plan_engine e) {
 
 static const char *src_of(const ht_config *cfg) { return cfg->source[0] ? cfg->source : "--set"; }
 
-static int is_hetero(const ht_config *cfg) { return !strcmp(cfg->pipe.partition, "hetero"); }
+static int is_hetero(const ht_config *cfg) { return cfg->pipe.partition == HT_PART_HETERO; }
 
 void ht_plan_needs(const ht_config *cfg, int world, int *cal, int *cal1) {
     *cal = *cal1 = 0;
@@ -67,7 +67,7 @@ static int make_bounds(const ht_config *cfg, const ht_model *m, const ht_plan_cl
                                      &p->grp);
         return rc == HT_OK ? HT_OK : located(cfg, rc);
     }
-    int how = !strcmp(cfg->pipe.partition, "balanced") ? HT_PIPE_BALANCED : HT_PIPE_UNIFORM;
+    int how = cfg->pipe.partition == HT_PART_BALANCED ? HT_PIPE_BALANCED : HT_PIPE_UNIFORM;
     int rc = ht_pipe_bounds(m, S, how, p->bounds);
     return rc == HT_OK ? HT_OK : located(cfg, rc);
 }
@@ -120,7 +120,7 @@ static int plan_dp(const ht_config *cfg, const ht_plan_cluster *cl, const ht_pla
                    ht_plan *p) {
     p->model_batch = p->B; /* a data-parallel rank builds its model at the global batch */
     if (!c || !c->speed || cl->world < 2 || cfg->cluster.nshares ||
-        strcmp(cfg->cluster.split, "speed"))
+        cfg->cluster.split != HT_SPLIT_SPEED)
         return HT_OK;
     p->shares = ht_xcalloc((size_t)cl->world, sizeof *p->shares);
     return ht_plan_dp_split(p->B, cl->world, c->speed, c->fixed, cl->max_share, p->shares,

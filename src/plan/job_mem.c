@@ -58,7 +58,7 @@ static int decide(const ht_config *cfg, const ht_model *m, const ht_plan_cluster
                                .from_cfg = cfg->device.memory_mb > 0,
                                .dev_rank = cl->dev_rank,
                                .dev_name = cl->dev_name};
-    return ht_plan_mem_decide(&p->mem, ht_plan_mem_mode(cfg->pipe.recompute), &in, src_of(cfg));
+    return ht_plan_mem_decide(&p->mem, cfg->pipe.recompute, &in, src_of(cfg));
 }
 
 int ht_plan_job_memory(const ht_config *cfg, const ht_model *m, const ht_plan_cluster *cl,
@@ -75,7 +75,7 @@ int ht_plan_job_memory(const ht_config *cfg, const ht_model *m, const ht_plan_cl
         for (int q = 0; q < Q; q++)
             slots[q] = p->pp.N < Q - q ? p->pp.N : Q - q;
         rc = decide(cfg, m, cl, c, p, slots, 1, fwd);
-        if (rc == HT_OK && p->mem.mode == HT_PIPE_MEM_AUTO) {
+        if (rc == HT_OK && p->mem.mode == HT_RECOMP_AUTO) {
             p->inflight = ht_xmalloc((size_t)Q * sizeof *p->inflight);
             memcpy(p->inflight, p->mem.max_inflight, (size_t)Q * sizeof *p->inflight);
             p->pp.max_inflight = p->inflight;

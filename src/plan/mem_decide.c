@@ -11,12 +11,6 @@
 #include "pipe/schedule.h"
 #include "plan/bounds.h"
 
-int ht_plan_mem_mode(const char *recompute) {
-    return !strcmp(recompute, "none")  ? HT_PIPE_MEM_NONE
-           : !strcmp(recompute, "all") ? HT_PIPE_MEM_ALL
-                                       : HT_PIPE_MEM_AUTO;
-}
-
 void ht_plan_mem_free(ht_plan_mem *d) {
     free(d->layers), free(d->any), free(d->max_inflight), free(d->plan), free(d->who);
     free(d->chunks);
@@ -106,10 +100,10 @@ static void plan_member(const dctx *c, int mq, int slots, double limit, uint8_t 
     const ht_plan_mem_in *in = c->in;
     ht_mem_desc d;
     ht_mem_desc_from_model(&d, in->m, mq, in->opt_states);
-    const double lim = c->mode == HT_PIPE_MEM_AUTO ? limit : 0;
+    const double lim = c->mode == HT_RECOMP_AUTO ? limit : 0;
     ht_mem_plan_rank(&d, c->t, c->fused, c->nc, c->lo, c->hi, mq, slots,
                      in->flexible ? 1 : slots, in->N, in->weight_versions, lim, set, p);
-    if (c->mode == HT_PIPE_MEM_ALL) {
+    if (c->mode == HT_RECOMP_ALL) {
         p->nrc = 0, p->extra_s = 0;
         for (int k = 0; k < c->nc; k++)
             for (int l = c->lo[k]; l < c->hi[k]; l++)
@@ -179,7 +173,7 @@ static void alloc_decision(ht_plan_mem *d, int Q, int L, int mode) {
     d->chunks = ht_xcalloc((size_t)Q, sizeof *d->chunks);
 }
 
-int ht_plan_mem_decide(ht_plan_mem *d, int mode, const ht_plan_mem_in *in, const char *where) {
+int ht_plan_mem_decide(ht_plan_mem *d, ht_recompute mode, const ht_plan_mem_in *in, const char *where) {
     const ht_pipe_groups *g = in->grp;
     const int Q = g->Q, L = in->m->nlayers, grouped = ht_pipe_groups_replicated(g);
     alloc_decision(d, Q, L, mode);
@@ -201,7 +195,7 @@ int ht_plan_mem_decide(ht_plan_mem *d, int mode, const ht_plan_mem_in *in, const
             plan_member(&c, in->mb, in->slots[q], limit_of(in, q), set, p);
         d->any[q] = p->nrc > 0;
         d->max_inflight[q] = p->max_slots;
-        if (mode == HT_PIPE_MEM_AUTO && !p->fits)
+        if (mode == HT_RECOMP_AUTO && !p->fits)
             rc = infeasible(d, in, q, grouped ? g->cnt[d->who[q]] : in->mb, where);
     }
     free(lo), free(fused), free(own);

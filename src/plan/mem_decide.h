@@ -9,16 +9,14 @@
 
 #include <stdint.h>
 
+#include "config/choices.h"
 #include "nn/model.h"
 #include "plan/partition.h"
 #include "plan/pipe_plan.h"
 
-/* pipe.recompute */
-enum { HT_PIPE_MEM_AUTO, HT_PIPE_MEM_NONE, HT_PIPE_MEM_ALL };
-int ht_plan_mem_mode(const char *recompute);
-
 typedef struct ht_plan_mem {
-    int Q, L, mode;     /* schedule ranks, layers, pipe.recompute */
+    int Q, L;           /* schedule ranks, layers */
+    ht_recompute mode;  /* pipe.recompute */
     uint8_t *layers;    /* [Q * L] the layers each schedule rank recomputes */
     uint8_t *any;       /* [Q] 1 where it recomputes any (ht_pipe_add_recompute's input) */
     int *max_inflight;  /* [Q] the most micro-batches each fits in flight */
@@ -50,7 +48,7 @@ typedef struct ht_plan_mem_in {
 /* The decision into d (allocated here; an earlier one freed). "auto": HT_EINPUT naming the
  * key, the device and the shortfall when a rank fits in no way (`where`: the config's source);
  * "all": every layer; "none": no layer. */
-int ht_plan_mem_decide(ht_plan_mem *d, int mode, const ht_plan_mem_in *in, const char *where);
+int ht_plan_mem_decide(ht_plan_mem *d, ht_recompute mode, const ht_plan_mem_in *in, const char *where);
 void ht_plan_mem_free(ht_plan_mem *d);
 /* The layer ranges schedule rank q of Q holds under bounds (both of Chimera's directions)
  * into lo/hi (room for 2 v); returns their count. */

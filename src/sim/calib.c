@@ -38,8 +38,8 @@ int ht_sim_job_plan(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_mo
                                       ? ht_pipe_plan_hosts(c->rank_host, D, host, &alternating)
                                       : NULL,
                           .mem_limit = limit,
-                          .allow_recompute = limit && ht_plan_mem_mode(cfg->pipe.recompute) ==
-                                                         HT_PIPE_MEM_AUTO,
+                          .allow_recompute = limit && cfg->pipe.recompute ==
+                                                         HT_RECOMP_AUTO,
                           .dev_limit = limit};
     ht_plan_costs k = {.cal = need ? ht_sim_calibration(c, sm, n, mb) : NULL,
                        .cal1 = need1 ? ht_sim_calibration(c, sm, n, 1) : NULL,

@@ -42,7 +42,7 @@ void ht_sim_cand_config(const ht_config *base, const ht_sim_cand *k, ht_config *
     *c = *base;
     if (k->kind < 0) {
         c->pipe.schedule = HT_PIPE_NONE;
-        ht_strlcpy(c->cluster.split, k->speed ? "speed" : "equal", sizeof c->cluster.split);
+        c->cluster.split = k->speed ? HT_SPLIT_SPEED : HT_SPLIT_EQUAL;
         c->cluster.nshares = 0;
         return;
     }
@@ -50,14 +50,14 @@ void ht_sim_cand_config(const ht_config *base, const ht_sim_cand *k, ht_config *
     c->pipe.stages = k->D;
     c->pipe.micro_batches = k->N;
     c->pipe.chunks = k->v > 1 ? k->v : c->pipe.chunks;
-    ht_strlcpy(c->pipe.partition, "balanced", sizeof c->pipe.partition);
-    ht_strlcpy(c->pipe.recompute, k->recompute ? "all" : "none", sizeof c->pipe.recompute);
+    c->pipe.partition = HT_PART_BALANCED;
+    c->pipe.recompute = k->recompute ? HT_RECOMP_ALL : HT_RECOMP_NONE;
     c->pipe.nboundaries = 0;
     c->pipe.nstage_ranks = 0;
     c->pipe.replicate = 0;
     const int S = k->D * k->v;
     if (k->rep) { /* the trainer makes the same partition from its start-up times */
-        ht_strlcpy(c->pipe.partition, "hetero", sizeof c->pipe.partition);
+        c->pipe.partition = HT_PART_HETERO;
         c->pipe.replicate = 1;
     } else if (k->by_speed && S - 1 <= HT_MAX_LAYERS) { /* the cut simulated, explicitly */
         c->pipe.nboundaries = S - 1;

@@ -43,7 +43,7 @@ static void bsp_open(ht_sync *s) {
     bsp *p = ht_xcalloc(1, sizeof *p);
     const double mib = 1024.0 * 1024.0;
     p->world = s->L.world;
-    p->ring = strcmp(cfg->cluster.allreduce, "mpi") != 0;
+    p->ring = cfg->cluster.allreduce != HT_ALLRED_MPI;
     p->overlap = cfg->cluster.overlap;
     p->first = (size_t)ceil(cfg->cluster.bucket_first_mb * mib);
     p->cap = (size_t)ceil(cfg->cluster.bucket_cap_mb * mib);

@@ -211,7 +211,7 @@ static int exclude(ht_job *j, ht_sync_layout *L, int *left) {
  * the slices in proportion to the ranks' device memory (device.memory_mb, else the
  * device's). */
 static void shard_optimizer(ht_job *j) {
-    if (!strcmp(j->cfg->cluster.shard, "none") || ht_comm_size() < 2) return;
+    if (j->cfg->cluster.shard == HT_SHARD_NONE || ht_comm_size() < 2) return;
     const int w = ht_comm_size(), r = ht_comm_rank();
     double mine = j->cfg->device.memory_mb > 0 ? j->cfg->device.memory_mb
                                                 : (double)ht_dev_info(j->dev)->global_mem / 1e6;
@@ -237,7 +237,7 @@ static int dp_run(ht_job *j, ht_train_result *res) {
     /* rank 0's parameters everywhere (after a resume every rank loaded the same file) */
     ht_cluster_bcast_params(cl, &j->model);
     cl->slowdown = ht_config_slowdown_at(j->cfg, j->rank, j->start); /* the calibration's */
-    if (j->world > 1 && !j->cfg->cluster.nshares && !strcmp(j->cfg->cluster.split, "speed") &&
+    if (j->world > 1 && !j->cfg->cluster.nshares && j->cfg->cluster.split == HT_SPLIT_SPEED &&
         (rc = split_by_speed(j)) != HT_OK)
         return rc;
     if (opts->trace) ht_cluster_trace_start(cl);

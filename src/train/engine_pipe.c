@@ -179,7 +179,7 @@ ht_plan_cluster ht_pipe_plan_cluster(const ht_job *j, const pipe_state *p) {
     return (ht_plan_cluster){.world = j->world,
                              .host = p->host,
                              .mem_limit = ht_pipe_mem_part_limits(&p->mem),
-                             .allow_recompute = p->mem.mode == HT_PIPE_MEM_AUTO,
+                             .allow_recompute = p->mem.mode == HT_RECOMP_AUTO,
                              .verbose = j->rank == 0,
                              .dev_limit = p->mem.limit,
                              .dev_rank = p->mem.dev_rank,
@@ -209,7 +209,7 @@ static int plan_stages(ht_job *j, ht_pipe_params *pp, pipe_state *p, double slow
     const ht_config *cfg = j->cfg;
     const int D = pp->D;
     measure_costs(j, p, slowdown);
-    if (!cfg->pipe.nboundaries && !cfg->pipe.nstage_ranks && !strcmp(cfg->pipe.partition, "hetero"))
+    if (!cfg->pipe.nboundaries && !cfg->pipe.nstage_ranks && cfg->pipe.partition == HT_PART_HETERO)
         p->host = ht_pipe_plan_gather_hosts(cfg, j->rank, j->world, D, p->hostbuf);
     ht_plan_cluster cl = ht_pipe_plan_cluster(j, p);
     ht_plan_costs c = {.cal = p->cal, .cal1 = p->cal1, .opt_states = ht_optim_state_count(&j->opt)};

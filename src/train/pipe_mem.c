@@ -17,7 +17,7 @@ void ht_pipe_mem_init(ht_pipe_mem *pm, const ht_config *cfg, const ht_devinfo *d
                       int P) {
     memset(pm, 0, sizeof *pm);
     pm->P = P, pm->world = world;
-    pm->mode = ht_plan_mem_mode(cfg->pipe.recompute);
+    pm->mode = cfg->pipe.recompute;
     pm->from_cfg = cfg->device.memory_mb > 0;
     struct {
         double limit;
@@ -44,7 +44,7 @@ void ht_pipe_mem_free(ht_pipe_mem *pm) {
 }
 
 const double *ht_pipe_mem_part_limits(const ht_pipe_mem *pm) {
-    return pm->mode == HT_PIPE_MEM_AUTO || pm->from_cfg ? pm->limit : NULL;
+    return pm->mode == HT_RECOMP_AUTO || pm->from_cfg ? pm->limit : NULL;
 }
 
 void ht_pipe_mem_adopt(ht_pipe_mem *pm, ht_plan_mem *dec, int **inflight) {
@@ -73,12 +73,12 @@ int ht_pipe_mem_report(const ht_pipe_mem *pm, const ht_model *m, ht_metrics *met
     for (int q = 0; q < d->Q && rc == HT_OK; q++) {
         const ht_mem_plan *p = &d->plan[q];
         const int w = dev_of(pm, q);
-        if (pm->mode != HT_PIPE_MEM_AUTO && p->use.total > limit_of(pm, q) && pm->from_cfg)
+        if (pm->mode != HT_RECOMP_AUTO && p->use.total > limit_of(pm, q) && pm->from_cfg)
             ht_log_warn("pipeline rank %d: predicted %.2f MB exceeds its limit of %.2f MB "
                         "(device.memory_mb) with pipe.recompute \"%s\"; \"auto\" would plan "
                         "for it",
                         q, p->use.total / 1e6, limit_of(pm, q) / 1e6,
-                        pm->mode == HT_PIPE_MEM_NONE ? "none" : "all");
+                        ht_recompute_names[pm->mode]);
         char layers[256];
         layer_list(layers, sizeof layers, d->layers + (size_t)q * d->L, d->L);
         ht_log_info("memory: pipeline rank %d (%s): predicted %.2f MB of its %.2f MB limit%s "
@@ -88,7 +88,7 @@ int ht_pipe_mem_report(const ht_pipe_mem *pm, const ht_model *m, ht_metrics *met
                     pm->from_cfg ? " (device.memory_mb)" : "", p->use.state / 1e6,
                     (p->use.acts + p->use.live + p->use.work) / 1e6, d->chunks[q], p->slots,
                     p->max_slots, p->nrc ? "recomputes layers " : "no recomputation", layers,
-                    pm->mode == HT_PIPE_MEM_AUTO ? "" : " (pipe.recompute)");
+                    pm->mode == HT_RECOMP_AUTO ? "" : " (pipe.recompute)");
         if (metrics)
             rc = ht_metrics_write(metrics,
                                   "type=%s rank=%d device=%s predicted_bytes=%g limit_bytes=%g "

@@ -30,7 +30,7 @@ struct ht_metrics;
  * limit and device, and the decision the plan took, which the engine executes. */
 typedef struct ht_pipe_mem {
     int P, world;
-    int mode;           /* HT_PIPE_MEM_AUTO, _NONE, _ALL */
+    ht_recompute mode;  /* pipe.recompute */
     double *limit;      /* [P] bytes: the smallest over the pipeline rank's replicas */
     int *dev_rank;      /* [P] the world rank whose device sets it */
     char (*name)[128];  /* [world] device names */

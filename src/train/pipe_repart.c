@@ -58,13 +58,13 @@ static int propose(void *ctx, const double *k, int *cut) {
 int ht_pipe_repart_init(ht_job *j, pipe_state *p) {
     const ht_config *cfg = j->cfg;
     const int k = p->pp.kind;
-    p->repart = cfg->pipe.rebalance && !strcmp(cfg->pipe.partition, "hetero") &&
+    p->repart = cfg->pipe.rebalance && cfg->pipe.partition == HT_PART_HETERO &&
                 !cfg->pipe.nboundaries && p->cal && p->pp.D > 1 && !cfg->pipe.replicate &&
                 ht_pipe_kind_has(k, HT_PIPE_F_REPLICAS);
     if (!p->repart) return HT_OK;
     ht_pipe_problem_init(&p->prob, &j->model, p->cal, NULL, j->world, k, p->pp.D, p->pp.N, p->mb,
                          ht_optim_state_count(&j->opt), ht_pipe_mem_part_limits(&p->mem),
-                         p->mem.mode == HT_PIPE_MEM_AUTO);
+                         p->mem.mode == HT_RECOMP_AUTO);
     p->prob.in.host = p->host; /* the start-up cut's two levels */
     int rc = ht_repart_init(&p->rp, p->pp.D, 1.0, 0.1, 10, 2);
     p->rp.propose = propose, p->rp.ctx = j;

@@ -46,14 +46,14 @@ int ht_cluster_init(ht_cluster *c, const ht_config *cfg) {
     set_slice(c);
     c->slowdown = ht_config_slowdown_at(cfg, c->rank, 0);
     c->cfg = cfg;
-    c->ring = strcmp(cfg->cluster.allreduce, "mpi") != 0;
+    c->ring = cfg->cluster.allreduce != HT_ALLRED_MPI;
     c->exclude_slow = cfg->cluster.exclude_slow;
     c->nworld = c->world;
     c->wrank = ht_xcalloc((size_t)c->world, sizeof(int));
     c->excluded = ht_xcalloc((size_t)c->world, 1);
     for (int r = 0; r < c->world; r++)
         c->wrank[r] = r;
-    c->rebalance = c->world > 1 && !cfg->cluster.nshares && !strcmp(cfg->cluster.split, "speed") &&
+    c->rebalance = c->world > 1 && !cfg->cluster.nshares && cfg->cluster.split == HT_SPLIT_SPEED &&
                    cfg->cluster.rebalance;
     return c->rebalance ? start_rebalancer(c) : HT_OK;
 }

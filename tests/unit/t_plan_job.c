@@ -101,7 +101,7 @@ static int trainer_plan(const ht_config *cfg, const ht_model *m, const ht_sim_cl
      * gather): device.memory_mb here, as the cost model's devices report none */
     double lim[HT_PART_MAX_RANKS];
     int dev[HT_PART_MAX_RANKS];
-    const int mode = ht_plan_mem_mode(cfg->pipe.recompute), from_cfg = cfg->device.memory_mb > 0;
+    const int mode = cfg->pipe.recompute, from_cfg = cfg->device.memory_mb > 0;
     for (int w = 0; from_cfg && w < n; w++) {
         const double mine = cfg->device.memory_mb * 1e6;
         if (w < D || mine < lim[w % D]) lim[w % D] = mine, dev[w % D] = w;
@@ -110,11 +110,11 @@ static int trainer_plan(const ht_config *cfg, const ht_model *m, const ht_sim_cl
                           .host = D <= HT_PART_MAX_RANKS ? ht_pipe_plan_hosts(id, D, host, &alt)
                                                          : NULL,
                           .mem_limit = from_cfg ? lim : NULL,
-                          .allow_recompute = from_cfg && mode == HT_PIPE_MEM_AUTO,
+                          .allow_recompute = from_cfg && mode == HT_RECOMP_AUTO,
                           .dev_limit = from_cfg ? lim : NULL,
                           .dev_rank = from_cfg ? dev : NULL};
     double *sp = NULL, *fx = NULL;
-    if (ht_plan_engine_of(cfg) == HT_PLAN_DP && !strcmp(cfg->cluster.split, "speed")) {
+    if (ht_plan_engine_of(cfg) == HT_PLAN_DP && cfg->cluster.split == HT_SPLIT_SPEED) {
         sp = calloc((size_t)n, sizeof *sp), fx = calloc((size_t)n, sizeof *fx);
         const int s1 = cfg->train.batch / n, s2 = s1 >= 4 ? s1 / 4 : s1; /* equal share */
         for (int r = 0; r < n; r++) {
