@@ -53,6 +53,8 @@ typedef struct args {
     int ranks;
     const char *sets[64];
     int nset;
+    char **rest; /* after "--": hettrain's own options (-q, --trace FILE, ...) */
+    int nrest;
 } args;
 
 static const char *value(int argc, char **argv, int *i) {
@@ -65,6 +67,11 @@ static void parse(int argc, char **argv, args *a) {
     a->out = "emulate";
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
+        if (!strcmp(o, "--")) {
+            a->rest = argv + i + 1, a->nrest = argc - i - 1;
+            if (a->nrest > 32) ht_die(HT_EINPUT, "emulate: more than 32 options after --");
+            break;
+        }
         if (!strcmp(o, "--cluster")) a->cluster = value(argc, argv, &i);
         else if (!strcmp(o, "-c")) a->job = value(argc, argv, &i);
         else if (!strcmp(o, "--out")) a->out = value(argc, argv, &i);
@@ -81,7 +88,8 @@ static void parse(int argc, char **argv, args *a) {
             a->sets[a->nset++] = value(argc, argv, &i);
         } else
             ht_die(HT_EINPUT, "emulate: unknown option '%s'; expected --cluster FILE -c FILE "
-                              "[--ranks N] [--set KEY=VALUE]... [--out DIR] [--smpi PATH]", o);
+                              "[--ranks N] [--set KEY=VALUE]... [--out DIR] [--smpi PATH] [-- HETTRAIN-OPTIONS]",
+                   o);
     }
     if (!a->cluster || !a->job)
         ht_die(HT_EINPUT, "emulate: expected --cluster FILE (a cluster description, "
@@ -170,18 +178,31 @@ int ht_emulate_cli(int argc, char **argv) {
     setenv("HT_EMULATE_CLUSTER", cl, 1);
     char np[16];
     snprintf(np, sizeof np, "%d", n);
-    char *cmd[32 + 2 * 64];
+    char *cmd[16 + 2 * 64 + 32];
     int k = 0;
     const char *head[] = {"smpirun", "-np", np, "-platform", plat, "-hostfile", hosts,
                           /* compute phases declare their time; real time counts for nothing */
-                          "--cfg=smpi/simulate-computation:no", "--log=root.thres:warning",
+                          "--cfg=smpi/simulate-computation:no",
+                          /* a poll (MPI_Test, MPI_Iprobe) takes 1 us (a clock read: the default 10 ns),
+                           * and never more the longer a wait lasts (SimGrid's defaults inject
+                           * 100 us per poll, doubling) */
+                          "--cfg=smpi/test:1e-6", "--cfg=smpi/iprobe:1e-6",
+                          "--cfg=smpi/grow-injected-times:no",
+                          "--log=root.thres:warning",
                           /* "called exit when leaving": every rank leaves through exit */
                           "--log=ker_engine.thres:error", bin, "-c", a.job};
     for (size_t i = 0; i < sizeof head / sizeof *head; i++)
         cmd[k++] = (char *)head[i];
     for (int i = 0; i < a.nset; i++)
         cmd[k++] = "--set", cmd[k++] = (char *)a.sets[i];
+    for (int i = 0; i < a.nrest; i++)
+        cmd[k++] = a.rest[i];
     cmd[k] = NULL;
+    for (int i = 0; i < k; i++) /* smpirun joins the program's arguments and splits them again */
+        if (strpbrk(cmd[i], " \t\n"))
+            ht_die(HT_EINPUT, "emulate: argument '%s' holds white space, which smpirun splits "
+                              "into several; expected none (e.g. --set 'cluster.slowdown=[4,1]')",
+                   cmd[i]);
     printf("emulate: %d ranks of %s in virtual time (SimGrid SMPI); platform %s, hosts %s\n", n,
            a.cluster, plat, hosts);
     int rc = run(cmd);
