@@ -11,6 +11,7 @@
 
 #include "build/place.h"
 #include "cli/ckpt.h"
+#include "cli/emulate.h"
 #include "cli/export.h"
 #include "cli/hetsim.h"
 #include "cli/opts.h"
@@ -74,6 +75,8 @@ static void usage(FILE *f) {
             "       hettrain plan (--cluster FILE | --profile FILE) -c FILE [--set KEY=VALUE]...\n"
             "                [--ranks N] [--top K] [-o PLAN.cfg]\n"
             "       hettrain export -c FILE [--checkpoint PATH] --format hf-gpt2 -o DIR\n"
+            "       hettrain emulate --cluster FILE -c FILE [--ranks N] [--set KEY=VALUE]...\n"
+            "                [--out DIR] [--smpi PATH] [-- OPTIONS FOR EACH RANK]\n"
             "       hettrain --list-devices | --help-config | --help | --version\n"
             "       hettrain generate --help | schedule --help | plan --help\n"
             "\n"
@@ -107,6 +110,9 @@ static void usage(FILE *f) {
             "mpirun hetprof (data parallel splits, pipelines: schedule, stages, micro-batches,\n"
             "partition, recomputation) by simulating each (hetsim --plan); -o writes the winner as\n"
             "a config that hettrain -c runs as is. Needs no device (hettrain plan --help).\n"
+            "emulate: runs the job on the cluster description's devices and links emulated by\n"
+            "SimGrid's SMPI, in virtual time (hettrain-smpi: cmake -DHT_SMPI=ON); writes the\n"
+            "platform and host file into --out DIR (default emulate).\n"
             "Environment: HT_KERNEL_DIR (load cl/*.cl from a directory), HT_CACHE_DIR (program\n"
             "cache directory), HT_NO_CACHE=1 (do not use the program cache).\n",
             USAGE_GENERATE, USAGE_SCHEDULE, modes, HELP_GENERATE, help_schedule());
@@ -385,6 +391,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "plan")) return ht_sim_cli(argc - 1, argv + 1, 1);
     if (argc > 1 && !strcmp(argv[1], "export")) return ht_export_cli(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "ckpt")) return ht_ckpt_cli(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "emulate")) return ht_emulate_cli(argc - 1, argv + 1);
     ht_args_train a;
     ht_args_train_init(&a);
     parse_or_exit(ht_opts_train, argc, argv, &a, "");

@@ -38,6 +38,9 @@ static void abort_hook(int code) {
 
 /* Started by a process manager? Open MPI, PMIx and MPICH's hydra each set these. */
 static int launched_by_mpirun(void) {
+#ifdef HT_SMPI
+    return 1; /* smpirun: always a world, and no process manager's variables */
+#endif
     const char *force = getenv("HT_MPI");
     if (force && *force) return strcmp(force, "0") != 0;
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK") ||
@@ -56,6 +59,7 @@ void ht_comm_init(int *argc, char ***argv) {
         ht_die(HT_ERUNTIME, "MPI_Init_thread failed: %s", msg);
     }
     g_active = 1;
+    ht_comm_virtual_clock();
     ht_set_exit_hook(abort_hook);
     ht_comm_cur = MPI_COMM_WORLD;
     CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));

@@ -126,4 +126,16 @@ int ht_comm_msg_waitany(ht_comm_msg **msgs, int n, double timeout_s);
  * blocks; 1 with *from and *bytes set, else 0. */
 int ht_comm_probe(int peer, int tag, int *from, size_t *bytes);
 
+/* ---------------------------------------------------------------- virtual time (smpi.c) */
+
+/* 1 in the SMPI build (hettrain-smpi under smpirun): time is SimGrid's simulated time. */
+int ht_comm_virtual(void);
+/* The clock: simulated seconds under SMPI, else ht_now. */
+double ht_comm_now(void);
+/* Under SMPI: this rank computes for `seconds` of simulated time (the work itself ran in
+ * real time, which counts for nothing); no-op otherwise. */
+void ht_comm_compute(double seconds);
+/* Under SMPI: points core's ht_now / ht_sleep at the simulated clock (ht_comm_init does). */
+void ht_comm_virtual_clock(void);
+
 #endif

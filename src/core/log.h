@@ -20,5 +20,8 @@ double ht_now(void);
  * early (within HT_SLEEP_SLICE) once a stop was requested (core/stop.h): 1 then, else 0. */
 int ht_sleep(double s);
 #define HT_SLEEP_SLICE 0.05 /* seconds */
+/* Points ht_now and ht_sleep at another clock (src/comm under SimGrid's SMPI: the simulated
+ * one, so that every time hettrain reads and every idle wait is virtual); NULL: the system's. */
+void ht_clock_set(double (*now)(void), void (*sleep_s)(double));
 
 #endif

@@ -11,6 +11,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/rng.h"
+#include "core/vcost.h"
 #include "nn/layer_run.h"
 
 /* ---------------------------------------------------------------- buffers */
@@ -215,7 +216,8 @@ static double hook_start(ht_model *m) {
     return ht_now();
 }
 
-static void hook_end(ht_model *m, int layer, int n, int kind, double t0) {
+static void hook_end(ht_model *m, int layer, int n, int kind, double t0, int B) {
+    if (kind < 2) ht_vcost(kind ? HT_VC_BWD : HT_VC_FWD, layer, n, B, 0); /* the loss: in the last layer's cost */
     if (!m->layer_hook) return;
     ht_dev_finish(m->dev);
     m->layer_hook(m->layer_hook_ctx, layer, n, kind, t0, ht_now());
@@ -230,7 +232,7 @@ void ht_model_forward_range(ht_model *m, int lo, int hi, int B) {
                                                                      : HT_ACT_NONE;
         double t0 = hook_start(m);
         ht_layer_run_of(l)->forward(m, i, B, a);
-        hook_end(m, i, a != HT_ACT_NONE ? 2 : 1, 0, t0);
+        hook_end(m, i, a != HT_ACT_NONE ? 2 : 1, 0, t0, B);
         i += a != HT_ACT_NONE ? 2 : 1;
     }
 }
@@ -244,7 +246,7 @@ void ht_model_loss_forward(ht_model *m, int B, int with_grad) {
                           with_grad ? ht_model_dact(m, n) : ht_view_none(), ht_model_act(m, n),
                           ht_view_at(m->labels, 0), B * m->rows, m->classes, 1.0f,
                           with_grad ? m->watch : NULL, m->watch_step);
-    hook_end(m, n, 0, 2, t0);
+    hook_end(m, n, 0, 2, t0, B);
 }
 
 void ht_model_forward(ht_model *m, int B, int with_grad) {
@@ -272,7 +274,7 @@ void ht_model_backward_range(ht_model *m, int lo, int hi, int B, float grad_scal
         }
         double t0 = hook_start(m);
         ht_layer_run_of(l)->backward(m, j, B, a, s, accumulate);
-        hook_end(m, j, i - j + 1, 1, t0);
+        hook_end(m, j, i - j + 1, 1, t0, B);
         i = j - 1;
     }
 }

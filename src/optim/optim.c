@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "core/vcost.h"
 
 /* Pass 1 of the norm uses at most this many groups: enough to keep every core (or a GPU's
  * SMs, modestly) busy, few enough that pass 2 is one small work-group. */
@@ -161,6 +162,7 @@ void ht_optim_step(ht_optim *o, ht_buf *params, ht_buf *grads, float lr) {
                o->n_full, ht_buf_size(params), ht_buf_size(grads));
     o->t++;
     if (o->n == 0) return;
+    ht_vcost(HT_VC_OPTIM, 0, 0, 0, o->n); /* virtual time (hettrain-smpi) */
     o->norm_valid = o->cfg.clip > 0 || o->track_norm;
     if (o->norm_valid) grad_norm(o, grads);
 

@@ -20,6 +20,7 @@
 #include "train/checkpoint.h"
 #include "train/engine.h"
 #include "train/hf_gpt2.h"
+#include "train/vtime.h"
 
 static int file_exists(const char *path) {
     struct stat st;
@@ -102,6 +103,7 @@ static int setup_model(ht_job *j) {
     if (ht_log_level() >= HT_LOG_DEBUG) ht_model_print(&j->model, stderr);
     ht_model_init_params(&j->model, cfg->train.seed);
     if ((rc = init_from(j)) != HT_OK) return rc;
+    if ((rc = ht_vtime_setup(cfg, &j->model, j->rank, j->world)) != HT_OK) return rc;
     if (j->opts->trace_layers) {
         j->model.layer_hook = trace_layer;
         j->model.layer_hook_ctx = &j->model;

@@ -1,0 +1,10 @@
+/* The virtual-time cost sink (core/vcost.h). */
+#include "core/vcost.h"
+
+static ht_vcost_fn g_sink;
+
+void ht_vcost_set(ht_vcost_fn fn) { g_sink = fn; }
+
+void ht_vcost(int what, int layer, int n, int B, size_t nparams) {
+    if (g_sink) g_sink(what, layer, n, B, nparams);
+}

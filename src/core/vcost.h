@@ -1,0 +1,19 @@
+/* Virtual time's cost reports: compute phases say what they did (a layer range's forward or
+ * backward at a batch, an optimizer step over n parameters); the SMPI build
+ * (src/train/vtime.c) turns each report into declared simulated seconds from hetsim's cost
+ * model. Without a sink (the normal build) a report is one test of a NULL pointer. */
+#ifndef HT_CORE_VCOST_H
+#define HT_CORE_VCOST_H
+
+#include <stddef.h>
+
+enum { HT_VC_FWD, HT_VC_BWD, HT_VC_OPTIM };
+
+/* what: HT_VC_FWD / HT_VC_BWD: layers [layer, layer + n) at batch B; HT_VC_OPTIM: a step over
+ * nparams parameters (layer, n, B unused). */
+typedef void (*ht_vcost_fn)(int what, int layer, int n, int B, size_t nparams);
+
+void ht_vcost_set(ht_vcost_fn fn); /* NULL: no sink */
+void ht_vcost(int what, int layer, int n, int B, size_t nparams);
+
+#endif

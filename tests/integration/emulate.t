@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# hettrain emulate: jobs on an emulated cluster under SimGrid's SMPI (hettrain-smpi), in
+# virtual time. Each engine family (data parallel bsp, the asynchronous asp, a 4-stage 1F1B
+# pipeline with 2 replicas) runs on 8 emulated ranks twice with byte-identical metrics (every
+# time in them virtual); a bsp speed split over devices of speeds 1 and 4 (and over equal
+# devices slowed down 4x and 1x) gives the closed-form shares B/5 and 4B/5; a 2-stage 1F1B
+# whose layer costs are declared in a profile takes, per step, the checker's makespan for
+# those costs (hettrain schedule --stage-times). Bad emulate input exits 2. Skipped only when
+# SimGrid's smpirun is absent (tools/setup installs it).
+. "$(dirname "$0")/../lib/lib.sh"
+
+if ! command -v smpirun >/dev/null; then
+    echo "1..0 # SKIP SimGrid's smpirun is not installed (tools/setup installs libsimgrid-dev)"
+    exit 0
+fi
+SMPI="${HT_SMPI_BIN:-$HT_BUILD-smpi/hettrain-smpi}"
+[ -f "$SMPI" ]
+ok $? "hettrain-smpi is built ($SMPI; tools/setup builds it)"
+cd "$TMP" || exit 1
+
+cat >job.cfg <<'CFG'
+model = { hidden = [32, 32, 32]; activation = "relu"; };
+data = { kind = "synthetic"; samples = 600; features = 16; classes = 4; seed = 3; };
+train = { batch = 48; steps = 12; seed = 7; eval_every = 6; };
+optim = { type = "sgd"; lr = 0.05; momentum = 0.9; };
+log = { every = 1; progress = "none"; };
+CFG
+# 8 ranks on 4 hosts: speeds 1, 1, 1, 1, 0.5, 0.5, 0.25, 0.25; 10 GB/s inside a host, 1 GB/s
+# between hosts
+cat >c8.cfg <<'CFG'
+devices = (
+  { name = "fast"; gflops = 100.0; efficiency = 0.5; mem_bw_gbs = 50.0; launch_us = 10.0; },
+  { name = "half"; like = "fast"; scale = 0.5; },
+  { name = "quarter"; like = "fast"; scale = 0.25; }
+);
+hosts = ( { count = 2; devices = ["fast", "fast"]; }, { devices = ["half", "half"]; },
+          { devices = ["quarter", "quarter"]; } );
+links = { intra = { latency_us = 5.0; bandwidth_gbs = 10.0; };
+          inter = { latency_us = 30.0; bandwidth_gbs = 1.0; }; };
+CFG
+
+# em NAME CLUSTER JOB ARGS...: hettrain emulate, metrics NAME.jsonl
+em() {
+    local name=$1 cluster=$2 job=$3
+    shift 3
+    timeout 300 "$HETTRAIN" emulate --cluster "$cluster" -c "$job" --smpi "$SMPI" \
+        --out "em-$name" --set log.metrics="$name.jsonl" "$@" -- -q >"$name.out" 2>"$name.err"
+    RC=$?
+    [ $RC -eq 0 ] || diag "$(tail -5 "$name.err")"
+}
+# field FILE TYPE RANK KEY: KEY of rank RANK's last TYPE record
+field() {
+    grep "\"type\":\"$2\"" "$1" | grep "\"rank\":$3," | tail -1 |
+        sed -nE "s/.*\"$4\":([0-9.e+-]+).*/\1/p"
+}
+
+# twice FAMILY ARGS...: two emulated runs, the same records byte for byte, with virtual
+# compute in them (a rank record's compute_s > 0: the cost model declared it)
+twice() {
+    local fam=$1
+    shift
+    em "$fam-a" c8.cfg job.cfg "$@" && em "$fam-b" c8.cfg job.cfg "$@" &&
+        grep -q '"type":"train"' "$fam-a.jsonl" && cmp -s "$fam-a.jsonl" "$fam-b.jsonl" &&
+        grep -q "emulate: done; metrics $fam-a.jsonl" "$fam-a.out"
+    ok $? "$fam: 8 emulated ranks, twice: identical metrics records"
+}
+twice bsp
+c=$(field bsp-a.jsonl rank 7 compute_s)
+awk -v c="$c" 'BEGIN { exit !(c > 0) }'
+ok $? "bsp: the slowest rank's compute is virtual and nonzero ($c s per step)"
+twice asp --set sync.mode=asp --set sync.servers=1
+twice 1f1b --set pipe.schedule=1f1b --set pipe.stages=4 --set pipe.micro_batches=4
+
+# The speed split: devices compute-bound (memory and launches free), so a rank's time is its
+# FLOPs / its speed and the split minimising the slowest rank gives shares in proportion to
+# speed: 40 samples over speeds 1 and 4 -> 8 and 32.
+cat >s14.cfg <<'CFG'
+devices = ( { name = "x4"; gflops = 40.0; mem_bw_gbs = 1e6; },
+            { name = "x1"; like = "x4"; scale = 0.25; } );
+hosts = ( { devices = ["x1"]; }, { devices = ["x4"]; } );
+links = { intra = { latency_us = 5.0; bandwidth_gbs = 10.0; };
+          inter = { latency_us = 30.0; bandwidth_gbs = 1.0; }; };
+CFG
+cat >s11.cfg <<'CFG'
+devices = ( { name = "x"; gflops = 40.0; mem_bw_gbs = 1e6; } );
+hosts = ( { count = 2; devices = ["x"]; } );
+links = { intra = { latency_us = 5.0; bandwidth_gbs = 10.0; };
+          inter = { latency_us = 30.0; bandwidth_gbs = 1.0; }; };
+CFG
+split=(--set train.batch=40 --set cluster.split=speed)
+em speeds s14.cfg job.cfg "${split[@]}"
+[ $RC -eq 0 ] && [ "$(field speeds.jsonl rank 0 share)" = 8 ] &&
+    [ "$(field speeds.jsonl rank 1 share)" = 32 ]
+ok $? "bsp speed split, devices of speeds 1 and 4: shares 8 and 32 of 40"
+em slowed s11.cfg job.cfg "${split[@]}" --set 'cluster.slowdown=[4,1]'
+[ $RC -eq 0 ] && [ "$(field slowed.jsonl rank 0 share)" = 8 ] &&
+    [ "$(field slowed.jsonl rank 1 share)" = 32 ]
+ok $? "bsp speed split, equal devices slowed down 4x and 1x (emulated idling): shares 8 and 32"
+
+# A 2-stage 1F1B with declared costs: a profile gives each layer's time at the micro-batch
+# (4 samples): stage 0 (fc1, relu1) forward 1 ms, backward 2 ms; stage 1 (fc2 and the loss)
+# 1.5 ms and 3 ms; links free. The step's span is the checker's makespan under those times.
+cat >pm.cfg <<'CFG'
+model = { hidden = [32]; activation = "relu"; };
+data = { kind = "synthetic"; samples = 600; features = 16; classes = 4; seed = 3; };
+train = { batch = 16; steps = 3; seed = 7; eval_every = 0; };
+optim = { type = "sgd"; lr = 0.05; momentum = 0.9; };
+log = { every = 1; progress = "none"; };
+pipe = { schedule = "1f1b"; stages = 2; micro_batches = 4; boundaries = [2]; };
+CFG
+cat >pp.prof.cfg <<'CFG'
+version = 1;
+model = "mlp 16-32-4";
+batches = [4];
+devices = (
+  { name = "dev"; platform = "emulated"; driver = "1"; type = "gpu";
+    gemm = (); mem_bw_gbs = 1e6; h2d_gbs = 1e6; d2h_gbs = 1e6; launch_us = 1e-6;
+    layers = ( { name = "fc1"; batch = 4; fwd_ms = 0.6; bwd_ms = 1.2; },
+               { name = "relu1"; batch = 4; fwd_ms = 0.4; bwd_ms = 0.8; },
+               { name = "fc2"; batch = 4; fwd_ms = 1.5; bwd_ms = 3.0; } );
+    samples_per_s = (); } );
+CFG
+cat >pp.cfg <<'CFG'
+profile = "pp.prof.cfg";
+devices = ( { name = "d"; profile_device = 0; } );
+hosts = ( { devices = ["d", "d"]; } );
+links = { intra = { latency_us = 0.0; bandwidth_gbs = 1e6; };
+          inter = { latency_us = 0.0; bandwidth_gbs = 1e6; }; };
+CFG
+ms=$("$HETTRAIN" schedule --schedule 1f1b --stages 2 --micro-batches 4 --bf 2 \
+    --stage-times 1,1.5 | sed -nE 's/^under the stage times.*: 1f1b makespan ([0-9.]+),.*/\1/p')
+em pipe2 pp.cfg pm.cfg
+s0=$(field pipe2.jsonl pipe 0 step_s)
+s1=$(field pipe2.jsonl pipe 1 step_s)
+# each wait notices its message within 1 us of virtual time (src/comm/p2p.c), a poll costs
+# 1 us and a clock read 10 ns (hettrain emulate's SimGrid settings): 5e-4 relative, where a
+# missing forward alone would be 5e-2
+[ $RC -eq 0 ] && [ -n "$ms" ] && awk -v a="$s0" -v b="$s1" -v m="$ms" 'BEGIN {
+    s = a > b ? a : b; d = s - m / 1e3; if (d < 0) d = -d; exit !(m > 0 && d <= 5e-4 * s) }'
+ok $? "2-stage 1F1B, declared costs: the virtual step ($s0 s, $s1 s) is the checker's makespan ($ms ms)"
+c0=$(field pipe2.jsonl pipe 0 compute_s)
+c1=$(field pipe2.jsonl pipe 1 compute_s)
+awk -v a="$c0" -v b="$c1" 'BEGIN { d0 = a - 0.012; d1 = b - 0.018; if (d0 < 0) d0 = -d0;
+    if (d1 < 0) d1 = -d1; exit !(d0 < 1e-6 && d1 < 1e-6) }'
+ok $? "2-stage 1F1B: each stage computes 4 x (F + B) of its declared costs: 12 and 18 ms ($c0, $c1)"
+
+expect_fail 2 "expected --cluster FILE" "emulate without --cluster" -- emulate -c job.cfg
+expect_fail 2 "--ranks 9: c8.cfg describes 8 ranks" "emulate --ranks beyond the cluster" -- \
+    emulate --cluster c8.cfg -c job.cfg --ranks 9
+expect_fail 2 "nope.cfg" "emulate with a missing cluster description" -- \
+    emulate --cluster nope.cfg -c job.cfg
+expect_fail 2 "holds white space" "emulate with an argument smpirun would split" -- \
+    emulate --cluster c8.cfg -c job.cfg --set 'cluster.slowdown=[4, 1]'
+done_testing
