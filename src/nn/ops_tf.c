@@ -341,3 +341,42 @@ void ht_attention_backward(ht_dev *d, ht_view dqkv, ht_view scratch, ht_view dou
     launch_items(d, "tf_attn_bwd_q", (size_t)rows, NARGS(args), args);
     launch_items(d, "tf_attn_bwd_kv", (size_t)rows, NARGS(args), args);
 }
+
+/* ---------------------------------------------------------------- fused attention */
+
+static int flash_rows(int B, int T, int C, int NH) {
+    if (NH <= 0 || C % NH != 0)
+        ht_die(HT_ERUNTIME, "nn: attention with C = %d not divisible by %d heads", C, NH);
+    isize((size_t)B * (size_t)T * 3 * (size_t)C, "qkv");
+    return isize((size_t)B * (size_t)NH * (size_t)T, "attention rows");
+}
+
+void ht_attention_flash_forward(ht_dev *d, ht_view out, ht_view lse, ht_view qkv, int B, int T,
+                                int C, int NH) {
+    if (B <= 0 || T <= 0 || C <= 0) return;
+    int rows = flash_rows(B, T, C, NH);
+    ht_arg args[] = {HT_BUF(out.buf), HT_INT(ioff(out.off, "out")),
+                     HT_BUF(lse.buf), HT_INT(ioff(lse.off, "lse")),
+                     HT_BUF(qkv.buf), HT_INT(ioff(qkv.off, "qkv")),
+                     HT_INT(B),       HT_INT(T),
+                     HT_INT(C),       HT_INT(NH)};
+    launch_items(d, "tf_flash_fwd", (size_t)rows, NARGS(args), args);
+}
+
+void ht_attention_flash_backward(ht_dev *d, ht_view dqkv, ht_view dsum, ht_view dout, ht_view out,
+                                 ht_view qkv, ht_view lse, int B, int T, int C, int NH) {
+    if (B <= 0 || T <= 0 || C <= 0) return;
+    int rows = flash_rows(B, T, C, NH);
+    ht_arg q[] = {HT_BUF(dqkv.buf), HT_INT(ioff(dqkv.off, "dqkv")),
+                  HT_BUF(dsum.buf), HT_INT(ioff(dsum.off, "dsum")),
+                  HT_BUF(dout.buf), HT_INT(ioff(dout.off, "dout")),
+                  HT_BUF(out.buf),  HT_INT(ioff(out.off, "out")),
+                  HT_BUF(qkv.buf),  HT_INT(ioff(qkv.off, "qkv")),
+                  HT_BUF(lse.buf),  HT_INT(ioff(lse.off, "lse")),
+                  HT_INT(B),        HT_INT(T),
+                  HT_INT(C),        HT_INT(NH)};
+    launch_items(d, "tf_flash_bwd_q", (size_t)rows, NARGS(q), q);
+    /* pass 2 takes the same arguments less out */
+    ht_arg kv[] = {q[0], q[1], q[2], q[3], q[4], q[5], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15]};
+    launch_items(d, "tf_flash_bwd_kv", (size_t)rows, NARGS(kv), kv);
+}

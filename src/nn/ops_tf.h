@@ -134,4 +134,21 @@ void ht_attention_backward(ht_dev *d, ht_view dqkv, /* (B,T,3C) */
 typedef enum { HT_ATTN_AUTO, HT_ATTN_ROWS } ht_attn_kernels;
 void ht_attention_force(ht_attn_kernels k);
 
+/* The same attention with memory O(B NH T) instead of O(B NH T^2) (cl/flash.cl: online softmax
+ * over key tiles; the backward recomputes the probabilities tile by tile). Forward saves only
+ * out and lse(B,NH,T), each row's log-sum-exp of its scaled scores. Backward overwrites every
+ * element of dqkv and needs the forward's out; dsum(B,NH,T) is scratch (rowsum(dout * out)),
+ * undefined afterwards. */
+void ht_attention_flash_forward(ht_dev *d, ht_view out, /* (B,T,C) */
+                                ht_view lse,            /* (B,NH,T), for backward */
+                                ht_view qkv,            /* (B,T,3C) */
+                                int B, int T, int C, int NH);
+void ht_attention_flash_backward(ht_dev *d, ht_view dqkv, /* (B,T,3C) */
+                                 ht_view dsum,            /* (B,NH,T) workspace */
+                                 ht_view dout,            /* (B,T,C) */
+                                 ht_view out,             /* (B,T,C) forward output */
+                                 ht_view qkv,             /* (B,T,3C) saved input */
+                                 ht_view lse,             /* (B,NH,T) from forward */
+                                 int B, int T, int C, int NH);
+
 #endif

@@ -1,0 +1,147 @@
+/* Causal attention whose memory grows with T, not T^2 (flash attention, Dao et al. 2022, on a
+ * CPU-friendly layout): one work-item per (b, h, row), keys (forward) or queries (backward)
+ * taken in tiles of TF_FLASH_TILE with an online softmax; nothing of size T^2 is stored.
+ * Forward keeps only out and each row's log-sum-exp lse = m + log(sum exp(s - m)); the
+ * backward recomputes every probability p = exp(s - lse) tile by tile:
+ *   D_t = dO_t . O_t,  dS = p (dO_t . v_t2 - D_t) / sqrt(hs),
+ *   dq_t = sum_t2 dS k_t2,  dk_t2 = sum_t dS q_t,  dv_t2 = sum_t p dO_t.
+ * Same qkv layout and work-item indexing (TF_ATTN_ROW, tf_attn_dot) as attn.cl; files are one
+ * program, concatenated in name order. Tiles live in private memory: no local memory, so no
+ * device limit beyond the private arrays below. */
+
+#define TF_FLASH_TILE 32
+
+/* out(hs) = (first ? 0 : corr * out) + sum_{r<n} w[r] x[r*xs + 0..hs): one tile's weighted
+ * rows added to a running row; blocks of 32 columns use four float8 accumulators (one weight
+ * load feeds four multiply-adds), then float8 blocks and a scalar tail. `first` never reads
+ * out (it may hold anything, NaN included). */
+void tf_flash_axpy(__global float *out, const int first, const float corr, const float *w,
+                   __global const float *x, const int xs, const int n, const int hs) {
+    int c = 0;
+    for (; c + 32 <= hs; c += 32) {
+        float8 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+        for (int r = 0; r < n; r++) {
+            const float wr = w[r];
+            __global const float *xr = x + (size_t)r * xs + c;
+            a0 += wr * vload8(0, xr);
+            a1 += wr * vload8(1, xr);
+            a2 += wr * vload8(2, xr);
+            a3 += wr * vload8(3, xr);
+        }
+        if (!first) {
+            a0 += corr * vload8(0, out + c);
+            a1 += corr * vload8(1, out + c);
+            a2 += corr * vload8(2, out + c);
+            a3 += corr * vload8(3, out + c);
+        }
+        vstore8(a0, 0, out + c);
+        vstore8(a1, 1, out + c);
+        vstore8(a2, 2, out + c);
+        vstore8(a3, 3, out + c);
+    }
+    for (; c + 8 <= hs; c += 8) {
+        float8 a = 0.0f;
+        for (int r = 0; r < n; r++) a += w[r] * vload8(0, x + (size_t)r * xs + c);
+        if (!first) a += corr * vload8(0, out + c);
+        vstore8(a, 0, out + c);
+    }
+    for (; c < hs; c++) {
+        float a = 0.0f;
+        for (int r = 0; r < n; r++) a += w[r] * x[(size_t)r * xs + c];
+        out[c] = first ? a : corr * out[c] + a;
+    }
+}
+
+/* out(B,T,C) as tf_attn_fwd; lse(B,NH,T) at row i. Per key tile: scores, the new running
+ * maximum m, the old sum and output rescaled by exp(m_old - m), the tile's exp(s - m) added. */
+__kernel void tf_flash_fwd(__global float *out, const int oo, __global float *lse, const int lo,
+                           __global const float *qkv, const int qo, const int B, const int T,
+                           const int C, const int NH) {
+    const int i = get_global_id(0);
+    if (i >= B * NH * T) return;
+    TF_ATTN_ROW
+    const float scale = 1.0f / sqrt((float)hs);
+    __global const float *kb = qb + C, *vb = qb + 2 * C, *q = qb + (size_t)t * C3;
+    __global float *o = out + oo + ((size_t)b * T + t) * C + h * hs;
+    float m = -INFINITY, l = 0.0f, p[TF_FLASH_TILE];
+    for (int t0 = 0; t0 <= t; t0 += TF_FLASH_TILE) {
+        const int n = min(TF_FLASH_TILE, t + 1 - t0);
+        float mt = m;
+        for (int j = 0; j < n; j++) {
+            p[j] = tf_attn_dot(q, kb + (size_t)(t0 + j) * C3, hs) * scale;
+            mt = fmax(mt, p[j]);
+        }
+        const float corr = t0 == 0 ? 0.0f : exp(m - mt);
+        float st = 0.0f;
+        for (int j = 0; j < n; j++) {
+            p[j] = exp(p[j] - mt);
+            st += p[j];
+        }
+        l = l * corr + st;
+        tf_flash_axpy(o, t0 == 0, corr, p, vb + (size_t)t0 * C3, C3, n, hs);
+        m = mt;
+    }
+    const float inv = 1.0f / l;
+    int c = 0;
+    for (; c + 8 <= hs; c += 8) vstore8(vload8(0, o + c) * inv, 0, o + c);
+    for (; c < hs; c++) o[c] *= inv;
+    lse[lo + i] = m + log(l);
+}
+
+/* Backward, pass 1, per query row i: D_i = dO . O into dsum(B,NH,T) (read by pass 2), and
+ * dq_t = sum_t2 dS[t2] k_t2 into dqkv's q slice (every element written). */
+__kernel void tf_flash_bwd_q(__global float *dqkv, const int dqo, __global float *dsum,
+                             const int dso, __global const float *dout, const int doo,
+                             __global const float *out, const int oo, __global const float *qkv,
+                             const int qo, __global const float *lse, const int lo, const int B,
+                             const int T, const int C, const int NH) {
+    const int i = get_global_id(0);
+    if (i >= B * NH * T) return;
+    TF_ATTN_ROW
+    const float scale = 1.0f / sqrt((float)hs);
+    __global const float *kb = qb + C, *vb = qb + 2 * C, *q = qb + (size_t)t * C3;
+    const size_t row = ((size_t)b * T + t) * C + h * hs;
+    __global const float *d = dout + doo + row;
+    const float Di = tf_attn_dot(d, out + oo + row, hs), L = lse[lo + i];
+    dsum[dso + i] = Di;
+    __global float *dq = dqkv + dqo + ((size_t)b * T + t) * C3 + h * hs;
+    float g[TF_FLASH_TILE];
+    for (int t0 = 0; t0 <= t; t0 += TF_FLASH_TILE) {
+        const int n = min(TF_FLASH_TILE, t + 1 - t0);
+        for (int j = 0; j < n; j++) {
+            const size_t kr = (size_t)(t0 + j) * C3;
+            const float p = exp(tf_attn_dot(q, kb + kr, hs) * scale - L);
+            g[j] = p * (tf_attn_dot(d, vb + kr, hs) - Di) * scale;
+        }
+        tf_flash_axpy(dq, t0 == 0, 1.0f, g, kb + (size_t)t0 * C3, C3, n, hs);
+    }
+}
+
+/* Backward, pass 2, per key row (work-item i = (b*NH + h)*T + t2) over the query rows t >= t2
+ * that see it, in tiles: dk_t2 = sum_t dS q_t, dv_t2 = sum_t p dO_t into dqkv's k, v slices. */
+__kernel void tf_flash_bwd_kv(__global float *dqkv, const int dqo, __global const float *dsum,
+                              const int dso, __global const float *dout, const int doo,
+                              __global const float *qkv, const int qo, __global const float *lse,
+                              const int lo, const int B, const int T, const int C, const int NH) {
+    const int i = get_global_id(0);
+    if (i >= B * NH * T) return;
+    TF_ATTN_ROW
+    const int t2 = t;
+    const float scale = 1.0f / sqrt((float)hs);
+    __global const float *k = qb + C + (size_t)t2 * C3, *v = k + C;
+    __global const float *db = dout + doo + (size_t)b * T * C + h * hs; /* dO of position 0 */
+    __global const float *ls = lse + lo + (size_t)bh * T, *ds = dsum + dso + (size_t)bh * T;
+    __global float *dk = dqkv + dqo + ((size_t)b * T + t2) * C3 + C + h * hs;
+    float p[TF_FLASH_TILE], g[TF_FLASH_TILE];
+    for (int t0 = t2; t0 < T; t0 += TF_FLASH_TILE) {
+        const int n = min(TF_FLASH_TILE, T - t0);
+        for (int j = 0; j < n; j++) {
+            const int tq = t0 + j;
+            const float pj = exp(tf_attn_dot(qb + (size_t)tq * C3, k, hs) * scale - ls[tq]);
+            p[j] = pj;
+            g[j] = pj * (tf_attn_dot(db + (size_t)tq * C, v, hs) - ds[tq]) * scale;
+        }
+        tf_flash_axpy(dk + C, t0 == t2, 1.0f, p, db + (size_t)t0 * C, C, n, hs);
+        tf_flash_axpy(dk, t0 == t2, 1.0f, g, qb + (size_t)t0 * C3, C3, n, hs);
+    }
+}
