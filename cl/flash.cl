@@ -11,6 +11,37 @@
 
 #define TF_FLASH_TILE 32
 
+/* in loss.cl: log(1 + x) without libclc's log, whose table lookups behind branches make Mesa's
+ * llvmpipe warn "Treating load_kernel_arg in control flow as uniform" (see there) */
+float nn_log1p_pos(const float x);
+
+/* a . x_r for the 4 rows x_r = x + r*xs (r < 4): four independent multiply-add chains (one
+ * dot at a time waits on the FMA latency), float8 then a scalar tail. */
+float4 tf_flash_dot4(__global const float *a, __global const float *x, const size_t xs,
+                     const int n) {
+    float8 s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const float8 av = vload8(0, a + i);
+        s0 += av * vload8(0, x + i);
+        s1 += av * vload8(0, x + xs + i);
+        s2 += av * vload8(0, x + 2 * xs + i);
+        s3 += av * vload8(0, x + 3 * xs + i);
+    }
+    float4 r = (float4)(tf_hsum8(s0), tf_hsum8(s1), tf_hsum8(s2), tf_hsum8(s3));
+    for (; i < n; i++)
+        r += a[i] * (float4)(x[i], x[xs + i], x[2 * xs + i], x[3 * xs + i]);
+    return r;
+}
+
+/* s[j] = a . x_j for j < n (rows x_j = x + j*xs), four at a time. */
+void tf_flash_dots(float *s, __global const float *a, __global const float *x, const int xs,
+                   const int n, const int hs) {
+    int j = 0;
+    for (; j + 4 <= n; j += 4) vstore4(tf_flash_dot4(a, x + (size_t)j * xs, xs, hs), 0, s + j);
+    for (; j < n; j++) s[j] = tf_attn_dot(a, x + (size_t)j * xs, hs);
+}
+
 /* out(hs) = (first ? 0 : corr * out) + sum_{r<n} w[r] x[r*xs + 0..hs): one tile's weighted
  * rows added to a running row; blocks of 32 columns use four float8 accumulators (one weight
  * load feeds four multiply-adds), then float8 blocks and a scalar tail. `first` never reads
@@ -67,8 +98,9 @@ __kernel void tf_flash_fwd(__global float *out, const int oo, __global float *ls
     for (int t0 = 0; t0 <= t; t0 += TF_FLASH_TILE) {
         const int n = min(TF_FLASH_TILE, t + 1 - t0);
         float mt = m;
+        tf_flash_dots(p, q, kb + (size_t)t0 * C3, C3, n, hs);
         for (int j = 0; j < n; j++) {
-            p[j] = tf_attn_dot(q, kb + (size_t)(t0 + j) * C3, hs) * scale;
+            p[j] *= scale;
             mt = fmax(mt, p[j]);
         }
         const float corr = t0 == 0 ? 0.0f : exp(m - mt);
@@ -85,7 +117,7 @@ __kernel void tf_flash_fwd(__global float *out, const int oo, __global float *ls
     int c = 0;
     for (; c + 8 <= hs; c += 8) vstore8(vload8(0, o + c) * inv, 0, o + c);
     for (; c < hs; c++) o[c] *= inv;
-    lse[lo + i] = m + log(l);
+    lse[lo + i] = m + nn_log1p_pos(fmax(l - 1.0f, 0.0f)); /* l >= 1: the maximum's own term */
 }
 
 /* Backward, pass 1, per query row i: D_i = dO . O into dsum(B,NH,T) (read by pass 2), and
@@ -105,14 +137,12 @@ __kernel void tf_flash_bwd_q(__global float *dqkv, const int dqo, __global float
     const float Di = tf_attn_dot(d, out + oo + row, hs), L = lse[lo + i];
     dsum[dso + i] = Di;
     __global float *dq = dqkv + dqo + ((size_t)b * T + t) * C3 + h * hs;
-    float g[TF_FLASH_TILE];
+    float g[TF_FLASH_TILE], p[TF_FLASH_TILE];
     for (int t0 = 0; t0 <= t; t0 += TF_FLASH_TILE) {
         const int n = min(TF_FLASH_TILE, t + 1 - t0);
-        for (int j = 0; j < n; j++) {
-            const size_t kr = (size_t)(t0 + j) * C3;
-            const float p = exp(tf_attn_dot(q, kb + kr, hs) * scale - L);
-            g[j] = p * (tf_attn_dot(d, vb + kr, hs) - Di) * scale;
-        }
+        tf_flash_dots(p, q, kb + (size_t)t0 * C3, C3, n, hs);
+        tf_flash_dots(g, d, vb + (size_t)t0 * C3, C3, n, hs);
+        for (int j = 0; j < n; j++) g[j] = exp(p[j] * scale - L) * (g[j] - Di) * scale;
         tf_flash_axpy(dq, t0 == 0, 1.0f, g, kb + (size_t)t0 * C3, C3, n, hs);
     }
 }
@@ -135,11 +165,11 @@ __kernel void tf_flash_bwd_kv(__global float *dqkv, const int dqo, __global cons
     float p[TF_FLASH_TILE], g[TF_FLASH_TILE];
     for (int t0 = t2; t0 < T; t0 += TF_FLASH_TILE) {
         const int n = min(TF_FLASH_TILE, T - t0);
+        tf_flash_dots(p, k, qb + (size_t)t0 * C3, C3, n, hs);
+        tf_flash_dots(g, v, db + (size_t)t0 * C, C, n, hs);
         for (int j = 0; j < n; j++) {
-            const int tq = t0 + j;
-            const float pj = exp(tf_attn_dot(qb + (size_t)tq * C3, k, hs) * scale - ls[tq]);
-            p[j] = pj;
-            g[j] = pj * (tf_attn_dot(db + (size_t)tq * C, v, hs) - ds[tq]) * scale;
+            p[j] = exp(p[j] * scale - ls[t0 + j]);
+            g[j] = p[j] * (g[j] - ds[t0 + j]) * scale;
         }
         tf_flash_axpy(dk + C, t0 == t2, 1.0f, p, db + (size_t)t0 * C, C, n, hs);
         tf_flash_axpy(dk, t0 == t2, 1.0f, g, qb + (size_t)t0 * C3, C3, n, hs);
