@@ -268,9 +268,6 @@ static int attn_rows(int B, int T, int C, int NH) {
     return B * NH * T;
 }
 
-static ht_attn_kernels attn_force = HT_ATTN_AUTO;
-
-void ht_attention_force(ht_attn_kernels k) { attn_force = k; }
 
 /* Work-group size of the per-head kernels: T rounded up to a power of two, at most 64. */
 static size_t attn_wg_local_size(ht_dev *d, const char *name, int T) {
@@ -290,7 +287,7 @@ static size_t attn_wg_bytes(int T, int hs, size_t rows) {
  * interleaved) forward/backward take 0.83/1.13 ms per head against 1.07/1.62 ms per row at
  * T = 64, 1.43/2.51 against 1.89/2.77 at T = 128, and about the same at T = 256. */
 static int attn_use_heads(ht_dev *d, size_t bytes) {
-    if (attn_force == HT_ATTN_ROWS) return 0;
+    if (ht_attention_forced() == HT_ATTN_ROWS) return 0;
     return bytes <= ht_dev_info(d)->local_mem;
 }
 

@@ -129,10 +129,18 @@ void ht_attention_backward(ht_dev *d, ht_view dqkv, /* (B,T,3C) */
 
 /* Kernels: HT_ATTN_AUTO (default) uses one work-group per (b, head) when its tiles fit in
  * local memory (forward (hs + L) * T floats, backward (hs + T) * T, T rounded up to 8),
- * else one work-item per row; HT_ATTN_ROWS forces the latter. Process-wide; for tests and
- * benchmarks. */
-typedef enum { HT_ATTN_AUTO, HT_ATTN_ROWS } ht_attn_kernels;
+ * else one work-item per row; HT_ATTN_ROWS forces the latter. HT_ATTN_FUSED makes every
+ * transformer block built afterwards use the fused kernels below (ht_attention_fused).
+ * Process-wide; for tests and benchmarks. */
+typedef enum { HT_ATTN_AUTO, HT_ATTN_ROWS, HT_ATTN_FUSED } ht_attn_kernels;
 void ht_attention_force(ht_attn_kernels k);
+ht_attn_kernels ht_attention_forced(void);
+/* Whether a transformer block of context T uses the fused attention (1) or the T^2 kernels
+ * (0): fused from T = HT_ATTN_FUSED_MIN_T (measured: slower below, as fast or faster from
+ * there, and O(T) memory), or as forced by ht_attention_force or by the environment,
+ * HT_ATTN=fused|full (benchmarks; any other value exits 2 naming it). */
+#define HT_ATTN_FUSED_MIN_T 512
+int ht_attention_fused(int T);
 
 /* The same attention with memory O(B NH T) instead of O(B NH T^2) (cl/flash.cl: online softmax
  * over key tiles; the backward recomputes the probabilities tile by tile). Forward saves only

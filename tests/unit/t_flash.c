@@ -3,12 +3,16 @@
  * and a plain-C log-sum-exp here: T below, at and across the tile size (1, 5, 31, 32, 33, 67,
  * 100), head sizes 1, 5, 24, 37, 64 (float8 blocks, 32-column blocks, scalar tails), several
  * B and NH; finite differences on q, k and v; every output element written (NaN-filled dqkv,
- * dsum); guard cells around every tensor; T = 1024 with a reference. */
+ * dsum); guard cells around every tensor; T = 1024 with a reference. A GPT whose blocks use
+ * the fused kernels gives the loss and gradients of the same GPT on the T^2 kernels, and its
+ * saved state per sample is smaller by exactly n_layer NH (T^2 - T) floats. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/rng.h"
+#include "nn/model.h"
 #include "nn/ops_tf.h"
 #include "ref.h"
 #include "ref_tf.h"
@@ -157,6 +161,76 @@ static void test_fd(int B, int T, int C, int NH) {
     free(out), free(g);
 }
 
+/* ---------------------------------------------------------------- in a GPT */
+
+static ht_model gpt_with(int fused, int B, int T, int L, int C, int H, int V) {
+    ht_model m;
+    ht_attention_force(fused ? HT_ATTN_FUSED : HT_ATTN_ROWS);
+    ht_exit_on_error(ht_model_gpt(&m, D, V, T, L, C, H, 0.0f, B, 0));
+    ht_attention_force(HT_ATTN_AUTO);
+    size_t np = m.nparams;
+    float *p = malloc(np * sizeof(float));
+    ref_fill_uniform(p, np, -0.5f, 0.5f, 17); /* larger than GPT-2's init: more to check */
+    ht_buf_write(D, m.params, 0, np * sizeof(float), p);
+    free(p);
+    int32_t *tok = malloc((size_t)B * T * 4), *tgt = malloc((size_t)B * T * 4);
+    for (int i = 0; i < B * T; i++) {
+        tok[i] = (int32_t)ht_rng_below(21, (uint64_t)i, (uint32_t)V);
+        tgt[i] = (int32_t)ht_rng_below(22, (uint64_t)i, (uint32_t)V);
+    }
+    ht_model_set_batch_tokens(&m, tok, tgt, B);
+    free(tok), free(tgt);
+    ht_model_forward(&m, B, 1);
+    ht_model_backward(&m, B, 1.0f / (float)(B * T));
+    return m;
+}
+
+static size_t saved_floats(const ht_model *m) {
+    size_t n = 0;
+    for (int i = 0; i < m->nlayers; i++) n += m->layers[i].save;
+    return n;
+}
+
+/* The same GPT, parameters and batch on both kernel sets: loss to 1e-5 relative, gradients
+ * to 1e-4 of their largest (float sums in another order through two blocks). */
+static void test_gpt(int B, int T, int L, int C, int H, int V) {
+    ht_model f = gpt_with(1, B, T, L, C, H, V), u = gpt_with(0, B, T, L, C, H, V);
+    double lf, lu;
+    ht_model_loss(&f, B, &lf, NULL), ht_model_loss(&u, B, &lu, NULL);
+    size_t np = f.nparams;
+    float *gf = malloc(np * 4), *gu = malloc(np * 4);
+    ht_buf_read(D, f.grads, 0, np * 4, gf), ht_buf_read(D, u.grads, 0, np * 4, gu);
+    double eg = nerr(gf, gu, np), el = fabs(lf - lu) / fabs(lu);
+    size_t want = (size_t)L * H * ((size_t)T * T - T);
+    tap_ok(f.layers[1].flash && !u.layers[1].flash && el < 1e-5 && eg < 1e-4 &&
+               saved_floats(&u) - saved_floats(&f) == want,
+           "GPT L%d C%d H%d T%d B%d, fused attention vs the T^2 kernels: loss %.6f vs %.6f (rel "
+           "%.1e), gradients err %.2e; saved state %zu vs %zu floats per sample (L H (T^2 - T) "
+           "= %zu fewer)",
+           L, C, H, T, B, lf / (B * T), lu / (B * T), el, eg, saved_floats(&f), saved_floats(&u),
+           want);
+    ht_model_free(&f), ht_model_free(&u);
+    free(gf), free(gu);
+}
+
+/* The default choice: fused from HT_ATTN_FUSED_MIN_T; the 85M GPT at T = 1024 described
+ * (no device) both ways: its attention state per sample. */
+static void test_choice(void) {
+    ht_model a, b;
+    ht_exit_on_error(ht_model_gpt_desc(&a, 256, 1024, 12, 768, 12, 0.0f, 1, 0));
+    ht_attention_force(HT_ATTN_ROWS);
+    ht_exit_on_error(ht_model_gpt_desc(&b, 256, 1024, 12, 768, 12, 0.0f, 1, 0));
+    ht_attention_force(HT_ATTN_AUTO);
+    int small = ht_attention_fused(HT_ATTN_FUSED_MIN_T - 1);
+    double sa = (double)saved_floats(&a) * 4 / 1048576, sb = (double)saved_floats(&b) * 4 / 1048576;
+    tap_ok(a.layers[1].flash && !b.layers[1].flash && !small &&
+               ht_attention_fused(HT_ATTN_FUSED_MIN_T),
+           "T >= %d chooses fused attention, T below it the T^2 kernels; 85M GPT at T = 1024: "
+           "saved state %.1f MiB per sample fused, %.1f MiB with the T^2 probabilities",
+           HT_ATTN_FUSED_MIN_T, sa, sb);
+    ht_model_free(&a), ht_model_free(&b);
+}
+
 int main(void) {
     D = test_dev_open();
     dt_use(D);
@@ -173,6 +247,9 @@ int main(void) {
     test_fd(1, 5, 12, 3);
     test_fd(2, 37, 72, 3);
     test_fd(1, 70, 48, 2);
+    test_gpt(3, 5, 2, 8, 2, 11);
+    test_gpt(2, 45, 2, 48, 2, 13); /* hs = 24, T across a tile */
+    test_choice();
     ht_dev_close(D);
     return tap_done();
 }
