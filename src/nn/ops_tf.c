@@ -377,3 +377,23 @@ void ht_attention_flash_backward(ht_dev *d, ht_view dqkv, ht_view dsum, ht_view 
     ht_arg kv[] = {q[0], q[1], q[2], q[3], q[4], q[5], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15]};
     launch_items(d, "tf_flash_bwd_kv", (size_t)rows, NARGS(kv), kv);
 }
+
+/* ---------------------------------------------------------------- residual + LayerNorm */
+
+void ht_residual_layernorm_forward(ht_dev *d, ht_view res, ht_view out, ht_view mean,
+                                   ht_view rstd, ht_view a, ht_view b, ht_view w, ht_view bias,
+                                   int N, int C) {
+    if (N <= 0 || C <= 0) return;
+    isize((size_t)N * (size_t)C, "residual + layernorm input");
+    ht_arg args[] = {HT_BUF(res.buf),  HT_INT(ioff(res.off, "res")),
+                     HT_BUF(out.buf),  HT_INT(ioff(out.off, "out")),
+                     HT_BUF(mean.buf), HT_INT(ioff(mean.off, "mean")),
+                     HT_BUF(rstd.buf), HT_INT(ioff(rstd.off, "rstd")),
+                     HT_BUF(a.buf),    HT_INT(ioff(a.off, "a")),
+                     HT_BUF(b.buf),    HT_INT(ioff(b.off, "b")),
+                     HT_BUF(w.buf),    HT_INT(ioff(w.off, "w")),
+                     HT_BUF(bias.buf), HT_INT(ioff(bias.off, "bias")),
+                     HT_INT(N),        HT_INT(C),
+                     HT_FLOAT(HT_LN_EPS)};
+    launch_items(d, "tf_add_ln_fwd", (size_t)N, NARGS(args), args);
+}

@@ -159,4 +159,11 @@ void ht_attention_flash_backward(ht_dev *d, ht_view dqkv, /* (B,T,3C) */
                                  ht_view lse,             /* (B,NH,T) from forward */
                                  int B, int T, int C, int NH);
 
+/* res(N,C) = a + b, then out, mean, rstd = LayerNorm(res) as ht_layernorm_forward, in one pass
+ * over a and b (cl/resln.cl): the same results as ht_residual_forward then
+ * ht_layernorm_forward. res must not alias a, b or out. */
+void ht_residual_layernorm_forward(ht_dev *d, ht_view res, ht_view out, ht_view mean,
+                                   ht_view rstd, ht_view a, ht_view b, ht_view w, ht_view bias,
+                                   int N, int C);
+
 #endif
