@@ -175,3 +175,131 @@ __kernel void tf_flash_bwd_kv(__global float *dqkv, const int dqo, __global cons
         tf_flash_axpy(dk, t0 == t2, 1.0f, g, qb + (size_t)t0 * C3, C3, n, hs);
     }
 }
+
+/* ---------------------------------------------------------------- one work-group per head */
+
+/* The same maps with one work-group per (b, h), where the host finds its tiles fit in the
+ * device's local memory: K (forward), then K and V, then Q and dO (backward) copied transposed,
+ * xt[i*Ts + t] (tf_attn_transpose, attn.cl; Ts = Tp + 8: a row stride of a multiple of 4 KiB
+ * would map every row of a column onto the same cache set), so that 8 scores at a time come from float8
+ * multiply-adds over the head dimension; each work-item keeps its current row of scores in
+ * local memory (rows l, l+L, ...). Local memory is O((hs + L) T): nothing of size T^2. */
+
+/* Forward: kt is hs*Ts floats, srow L*Tp. */
+__kernel void tf_flash_fwd_wg(__global float *out, const int oo, __global float *lse,
+                              const int lo, __global const float *qkv, const int qo, const int T,
+                              const int C, const int NH, __local float *kt,
+                              __local float *srow) {
+    const int bh = get_group_id(0), lid = get_local_id(0), L = get_local_size(0);
+    const int h = bh % NH, b = bh / NH, hs = C / NH, C3 = 3 * C, Tp = (T + 7) / 8 * 8;
+    const int Ts = Tp + 8;
+    __global const float *qb = qkv + qo + (size_t)b * T * C3 + h * hs;
+    tf_attn_transpose(kt, qb + C, C3, T, Ts, hs, lid, L);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const float scale = 1.0f / sqrt((float)hs);
+    __local float *s = srow + lid * Tp;
+    for (int t = lid; t < T; t += L) {
+        __global const float *q = qb + (size_t)t * C3;
+        const int nc = t / 8 + 1; /* chunks holding keys 0..t */
+        float8 m8 = -INFINITY;
+        for (int j = 0; j < nc; j++) {
+            float8 s8 = tf_wsum8_gl(q, 1, kt + 8 * j, Ts, hs) * scale;
+            s8 = select(s8, (float8)(-INFINITY), tf_attn_key8(j) > (float)t);
+            vstore8(s8, j, s);
+            m8 = fmax(m8, s8);
+        }
+        const float4 m4 = fmax(m8.lo, m8.hi);
+        const float m = fmax(fmax(m4.x, m4.y), fmax(m4.z, m4.w));
+        float8 sum8 = 0.0f;
+        for (int j = 0; j < nc; j++) {
+            const float8 e = exp(vload8(j, s) - m); /* exp(-inf) = 0 above the diagonal */
+            vstore8(e, j, s);
+            sum8 += e;
+        }
+        const float sum = tf_hsum8(sum8);
+        tf_rows_lg(out + oo + ((size_t)b * T + t) * C + h * hs, 1.0f / sum, s, 1, qb + 2 * C, C3,
+                   t + 1, hs);
+        lse[lo + bh * T + t] = m + nn_log1p_pos(fmax(sum - 1.0f, 0.0f));
+    }
+}
+
+/* Backward, query rows: p and g = dS rows (prow, grow: L*Tp each) from K^T and V^T, dq = g K;
+ * D_t = dO_t . O_t and lse_t kept in local dl, ll (Tp each) for the key rows. */
+void tf_flash_bwd_wg_q(__global float *dqkv, __global const float *db,
+                       __global const float *ob, __global const float *qb,
+                       __global const float *lb, __local float *kt, __local float *vt,
+                       __local float *prow, __local float *grow, __local float *dl,
+                       __local float *ll, const int T, const int C, const int hs) {
+    const int lid = get_local_id(0), L = get_local_size(0), C3 = 3 * C, Tp = (T + 7) / 8 * 8;
+    const int Ts = Tp + 8;
+    const float scale = 1.0f / sqrt((float)hs);
+    __local float *p = prow + lid * Tp, *g = grow + lid * Tp;
+    for (int t = lid; t < T; t += L) {
+        __global const float *q = qb + (size_t)t * C3, *d = db + (size_t)t * C;
+        const float Di = tf_attn_dot(d, ob + (size_t)t * C, hs), lt = lb[t];
+        dl[t] = Di;
+        ll[t] = lt;
+        for (int j = 0; j <= t / 8; j++) {
+            const float8 s8 = tf_wsum8_gl(q, 1, kt + 8 * j, Ts, hs) * scale;
+            const float8 p8 = select(exp(s8 - lt), (float8)0.0f, tf_attn_key8(j) > (float)t);
+            const float8 dp8 = tf_wsum8_gl(d, 1, vt + 8 * j, Ts, hs);
+            vstore8(p8 * (dp8 - Di) * scale, j, g);
+        }
+        tf_rows_lg(dqkv + (size_t)t * C3, 1.0f, g, 1, qb + C, C3, t + 1, hs);
+    }
+}
+
+/* Backward, key rows (after Q^T and dO^T replace K^T and V^T): for key t2 and queries
+ * t >= t2, p = exp(k . q_t * scale - lse_t), g = p (v . dO_t - D_t) scale; dv = p dO, dk = g Q.
+ * Chunks start at the one holding t2; entries before t2 are never summed. */
+void tf_flash_bwd_wg_kv(__global float *dqkv, __global const float *db,
+                        __global const float *qb, __local float *qt, __local float *dot,
+                        __local float *prow, __local float *grow, __local float *dl,
+                        __local float *ll, const int T, const int C, const int hs) {
+    const int lid = get_local_id(0), L = get_local_size(0), C3 = 3 * C, Tp = (T + 7) / 8 * 8;
+    const int Ts = Tp + 8;
+    const float scale = 1.0f / sqrt((float)hs);
+    __local float *p = prow + lid * Tp, *g = grow + lid * Tp;
+    for (int t2 = lid; t2 < T; t2 += L) {
+        __global const float *k = qb + (size_t)t2 * C3 + C, *v = k + C;
+        for (int j = t2 / 8; j < Tp / 8; j++) {
+            const float8 s8 = tf_wsum8_gl(k, 1, qt + 8 * j, Ts, hs) * scale;
+            const float8 p8 = exp(s8 - vload8(j, ll));
+            const float8 dp8 = tf_wsum8_gl(v, 1, dot + 8 * j, Ts, hs);
+            vstore8(p8, j, p);
+            vstore8(p8 * (dp8 - vload8(j, dl)) * scale, j, g);
+        }
+        __global float *dk = dqkv + (size_t)t2 * C3 + C;
+        tf_rows_lg(dk + C, 1.0f, p + t2, 1, db + (size_t)t2 * C, C, T - t2, hs);
+        tf_rows_lg(dk, 1.0f, g + t2, 1, qb + (size_t)t2 * C3, C3, T - t2, hs);
+    }
+}
+
+/* Backward: xt, yt are hs*Ts each (K^T, V^T, then Q^T, dO^T), prow, grow L*Tp, dl, ll Tp. */
+__kernel void tf_flash_bwd_wg(__global float *dqkv, const int dqo, __global const float *dout,
+                              const int doo, __global const float *out, const int oo,
+                              __global const float *qkv, const int qo, __global const float *lse,
+                              const int lo, const int T, const int C, const int NH,
+                              __local float *xt, __local float *yt, __local float *prow,
+                              __local float *grow, __local float *dl, __local float *ll) {
+    const int bh = get_group_id(0), lid = get_local_id(0), L = get_local_size(0);
+    const int h = bh % NH, b = bh / NH, hs = C / NH, C3 = 3 * C, Tp = (T + 7) / 8 * 8;
+    const int Ts = Tp + 8;
+    __global const float *qb = qkv + qo + (size_t)b * T * C3 + h * hs;
+    __global const float *db = dout + doo + (size_t)b * T * C + h * hs;
+    __global float *dq = dqkv + dqo + (size_t)b * T * C3 + h * hs;
+    tf_attn_transpose(xt, qb + C, C3, T, Ts, hs, lid, L);
+    tf_attn_transpose(yt, qb + 2 * C, C3, T, Ts, hs, lid, L);
+    for (int t = T + lid; t < Tp; t += L) { /* padding: p = exp(-inf) = 0, g = 0 */
+        dl[t] = 0.0f;
+        ll[t] = INFINITY;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    tf_flash_bwd_wg_q(dq, db, out + oo + (size_t)b * T * C + h * hs, qb, lse + lo + bh * T, xt,
+                      yt, prow, grow, dl, ll, T, C, hs);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    tf_attn_transpose(xt, qb, C3, T, Ts, hs, lid, L);
+    tf_attn_transpose(yt, db, C, T, Ts, hs, lid, L);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    tf_flash_bwd_wg_kv(dq, db, qb, xt, yt, prow, grow, dl, ll, T, C, hs);
+}

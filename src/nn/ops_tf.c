@@ -348,10 +348,31 @@ static int flash_rows(int B, int T, int C, int NH) {
     return isize((size_t)B * (size_t)NH * (size_t)T, "attention rows");
 }
 
+/* Work-group size of a per-head fused kernel whose local memory is (fixed + per_item * L) * Tp
+ * floats: the per-head size, halved while that exceeds the device's local memory; 0 (use the
+ * per-row kernels) below 8 work-items or when HT_ATTN_ROWS is forced. */
+static size_t flash_wg(ht_dev *d, const char *name, int T, size_t fixed, size_t per_item) {
+    if (ht_attention_forced() == HT_ATTN_ROWS) return 0;
+    size_t l = attn_wg_local_size(d, name, T), Tp = ((size_t)T + 7) / 8 * 8;
+    while (l >= 8 && (fixed + per_item * l) * (Tp + 8) * sizeof(float) > ht_dev_info(d)->local_mem)
+        l /= 2;
+    return l >= 8 || l >= (size_t)T ? l : 0;
+}
+
 void ht_attention_flash_forward(ht_dev *d, ht_view out, ht_view lse, ht_view qkv, int B, int T,
                                 int C, int NH) {
     if (B <= 0 || T <= 0 || C <= 0) return;
-    int rows = flash_rows(B, T, C, NH);
+    int rows = flash_rows(B, T, C, NH), hs = C / NH;
+    size_t l = flash_wg(d, "tf_flash_fwd_wg", T, (size_t)hs, 1), Tp = ((size_t)T + 7) / 8 * 8;
+    size_t Ts = Tp + 8; /* row stride of the transposed tiles (cl/flash.cl) */
+    if (l) {
+        size_t g = (size_t)B * (size_t)NH * l;
+        ht_launch(d, "tf_flash_fwd_wg", 1, &g, &l, HT_BUF(out.buf), HT_INT(ioff(out.off, "out")),
+                  HT_BUF(lse.buf), HT_INT(ioff(lse.off, "lse")), HT_BUF(qkv.buf),
+                  HT_INT(ioff(qkv.off, "qkv")), HT_INT(T), HT_INT(C), HT_INT(NH),
+                  HT_LOCAL((size_t)hs * Ts * sizeof(float)), HT_LOCAL(l * Tp * sizeof(float)));
+        return;
+    }
     ht_arg args[] = {HT_BUF(out.buf), HT_INT(ioff(out.off, "out")),
                      HT_BUF(lse.buf), HT_INT(ioff(lse.off, "lse")),
                      HT_BUF(qkv.buf), HT_INT(ioff(qkv.off, "qkv")),
@@ -360,10 +381,27 @@ void ht_attention_flash_forward(ht_dev *d, ht_view out, ht_view lse, ht_view qkv
     launch_items(d, "tf_flash_fwd", (size_t)rows, NARGS(args), args);
 }
 
+static void flash_backward_wg(ht_dev *d, size_t l, ht_view dqkv, ht_view dout, ht_view out,
+                              ht_view qkv, ht_view lse, int B, int T, int C, int NH) {
+    size_t g = (size_t)B * (size_t)NH * l, Tp = ((size_t)T + 7) / 8 * 8;
+    size_t tile = (size_t)(C / NH) * (Tp + 8) * sizeof(float), row = l * Tp * sizeof(float);
+    ht_launch(d, "tf_flash_bwd_wg", 1, &g, &l, HT_BUF(dqkv.buf), HT_INT(ioff(dqkv.off, "dqkv")),
+              HT_BUF(dout.buf), HT_INT(ioff(dout.off, "dout")), HT_BUF(out.buf),
+              HT_INT(ioff(out.off, "out")), HT_BUF(qkv.buf), HT_INT(ioff(qkv.off, "qkv")),
+              HT_BUF(lse.buf), HT_INT(ioff(lse.off, "lse")), HT_INT(T), HT_INT(C), HT_INT(NH),
+              HT_LOCAL(tile), HT_LOCAL(tile), HT_LOCAL(row), HT_LOCAL(row),
+              HT_LOCAL(Tp * sizeof(float)), HT_LOCAL(Tp * sizeof(float)));
+}
+
 void ht_attention_flash_backward(ht_dev *d, ht_view dqkv, ht_view dsum, ht_view dout, ht_view out,
                                  ht_view qkv, ht_view lse, int B, int T, int C, int NH) {
     if (B <= 0 || T <= 0 || C <= 0) return;
-    int rows = flash_rows(B, T, C, NH);
+    int rows = flash_rows(B, T, C, NH), hs = C / NH;
+    size_t l = flash_wg(d, "tf_flash_bwd_wg", T, 2 * (size_t)hs + 2, 2);
+    if (l) {
+        flash_backward_wg(d, l, dqkv, dout, out, qkv, lse, B, T, C, NH);
+        return;
+    }
     ht_arg q[] = {HT_BUF(dqkv.buf), HT_INT(ioff(dqkv.off, "dqkv")),
                   HT_BUF(dsum.buf), HT_INT(ioff(dsum.off, "dsum")),
                   HT_BUF(dout.buf), HT_INT(ioff(dout.off, "dout")),

@@ -234,19 +234,26 @@ static void test_choice(void) {
 int main(void) {
     D = test_dev_open();
     dt_use(D);
-    test_flash(1, 1, 8, 2, 1.0f, 11);     /* T = 1: out is v, lse is the one score */
-    test_flash(2, 5, 15, 3, 1.0f, 12);    /* hs = 5: scalar tail only */
-    test_flash(2, 31, 72, 3, 1.0f, 13);   /* hs = 24: float8 blocks; one tile short of 32 */
-    test_flash(1, 32, 72, 3, 1.0f, 14);   /* exactly one tile */
-    test_flash(3, 33, 72, 3, 1.0f, 15);   /* a tile and one key */
-    test_flash(2, 67, 111, 3, 1.0f, 16);  /* hs = 37: a 32-column block, a float8, a tail */
-    test_flash(2, 100, 128, 2, 1.0f, 17); /* hs = 64, four tiles */
-    test_flash(2, 67, 72, 3, 4.0f, 18);   /* peaked softmax: rescaling across tiles */
-    test_flash(1, 40, 4, 4, 1.0f, 19);    /* hs = 1 */
-    test_flash(1, 1024, 24, 1, 1.0f, 20); /* T = 1024 */
-    test_fd(1, 5, 12, 3);
-    test_fd(2, 37, 72, 3);
-    test_fd(1, 70, 48, 2);
+    /* both kernel sets: one work-group per head (chosen where its tiles fit in the device's
+     * local memory; at T = 1024 with fewer work-items), one work-item per row */
+    for (int pass = 0; pass < 2; pass++) {
+        ht_attention_force(pass ? HT_ATTN_ROWS : HT_ATTN_AUTO);
+        tap_diag("fused attention kernels: %s", pass ? "one work-item per row" : "automatic");
+        test_flash(1, 1, 8, 2, 1.0f, 11);     /* T = 1: out is v, lse is the one score */
+        test_flash(2, 5, 15, 3, 1.0f, 12);    /* hs = 5: scalar tail only */
+        test_flash(2, 31, 72, 3, 1.0f, 13);   /* hs = 24: float8 blocks; one tile short of 32 */
+        test_flash(1, 32, 72, 3, 1.0f, 14);   /* exactly one tile */
+        test_flash(3, 33, 72, 3, 1.0f, 15);   /* a tile and one key */
+        test_flash(2, 67, 111, 3, 1.0f, 16);  /* hs = 37: a 32-column block, a float8, a tail */
+        test_flash(2, 100, 128, 2, 1.0f, 17); /* hs = 64, four tiles */
+        test_flash(2, 67, 72, 3, 4.0f, 18);   /* peaked softmax: rescaling across tiles */
+        test_flash(1, 40, 4, 4, 1.0f, 19);    /* hs = 1 */
+        test_flash(1, 1024, 24, 1, 1.0f, 20); /* T = 1024 */
+        test_fd(1, 5, 12, 3);
+        test_fd(2, 37, 72, 3);
+        test_fd(1, 70, 48, 2);
+    }
+    ht_attention_force(HT_ATTN_AUTO);
     test_gpt(3, 5, 2, 8, 2, 11);
     test_gpt(2, 45, 2, 48, 2, 13); /* hs = 24, T across a tile */
     test_choice();
