@@ -126,8 +126,8 @@ static inline size_t blk_part(const ht_layer *l, int part) {
         return T;
     case S_QKV:
         return 3 * T * C;
-    case S_ATT:
-        return NH * T * T;
+    case S_ATT: /* probabilities (B,NH,T,T), or each row's log-sum-exp with fused attention */
+        return l->flash ? NH * T : NH * T * T;
     case S_FCH:
     case S_FCHG:
         return 4 * T * C;
@@ -143,7 +143,7 @@ static inline size_t blk_wpart(const ht_layer *l, int part, int B) {
     case W_DQKV:
         return 3 * N * C;
     case W_SCR:
-        return (size_t)B * (size_t)l->heads * T * T;
+        return (size_t)B * (size_t)l->heads * T * (l->flash ? 1 : T);
     default:
         return N * C;
     }

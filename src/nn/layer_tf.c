@@ -88,6 +88,9 @@ static size_t blk_work_floats(const ht_layer *l, int B) {
 
 static double attn_f(double T, double C, double NH) { return 4 * T * T * C + 3 * NH * T * T; }
 static double attn_b(double T, double C, double NH) { return 8 * T * T * C + 5 * NH * T * T; }
+/* fused (cl/flash.cl): the backward recomputes q.k in both passes and d.v in both, 3 sums of
+ * rows: 14 T^2 C, and exp twice */
+static double flash_b(double T, double C, double NH) { return 14 * T * T * C + 8 * NH * T * T; }
 
 static double blk_flops_fwd(const ht_layer *l) {
     double T = seq_T(l), C = seq_C(l), n = T * C;
@@ -97,8 +100,9 @@ static double blk_flops_fwd(const ht_layer *l) {
 
 static double blk_flops_bwd(const ht_layer *l, int with_dx) {
     double T = seq_T(l), C = seq_C(l), n = T * C;
+    double att = (l->flash ? flash_b : attn_b)(T, C, l->heads);
     return lin_b(T, 4 * C, C, 1) + 4 * n /* gelu' */ + lin_b(T, C, 4 * C, 1) + ln_b(n, 1) +
-           lin_b(T, C, C, 1) + attn_b(T, C, l->heads) + lin_b(T, C, 3 * C, 1) + ln_b(n, with_dx);
+           lin_b(T, C, C, 1) + att + lin_b(T, C, 3 * C, 1) + ln_b(n, with_dx);
 }
 
 /* The block's weight gradients: its four projections' dW GEMMs and bias sums, the two
@@ -126,6 +130,7 @@ int ht_layer_add_block(ht_model *m, const char *name, int heads, int n_layer, fl
         return ht_error(HT_EINPUT, "%s: %d heads do not divide d_model %d", name, heads, C);
     ht_layer *l = ht_chain_add(m, HT_LAYER_BLOCK, &ht_ops_block, name);
     l->heads = heads;
+    l->flash = ht_attention_fused(in.d[0]);
     l->dropout = dropout;
     for (int p = 0; p < S_N; p++)
         l->save += blk_part(l, p);

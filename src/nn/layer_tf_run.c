@@ -73,13 +73,18 @@ static ht_view blk_work(const ht_model *m, const ht_layer *l, int part, int B) {
     return ht_view_at(m->work, off);
 }
 
-/* Adds the branch output `br` (dropped out at `site` when training) to x into out. */
-static void blk_residual(ht_model *m, int i, ht_view out, ht_view x, ht_view br, size_t n,
-                         int site) {
+/* Dropout (when training) of the branch output `br` at `site`, in place. */
+static void blk_dropout(ht_model *m, int i, ht_view br, size_t n, int site) {
     const ht_layer *l = &m->layers[i];
     if (dropout_on(m, l))
         ht_dropout_forward_at(m->dev, br, br, n, l->dropout, ht_model_dropout_seed(m, i, site),
                               m->dropout_step, dropout_first(m, l));
+}
+
+/* Adds the branch output `br` (dropped out at `site` when training) to x into out. */
+static void blk_residual(ht_model *m, int i, ht_view out, ht_view x, ht_view br, size_t n,
+                         int site) {
+    blk_dropout(m, i, br, n, site);
     ht_residual_forward(m->dev, out, x, br, n);
 }
 
@@ -93,10 +98,14 @@ static void blk_fwd(ht_model *m, int i, int B, ht_act unused) {
 #define S(j) blk_saved(m, i, j)
     ht_layernorm_forward(d, S(S_LN1), S(S_M1), S(S_R1), x, P(LN1_W), P(LN1_B), N, C);
     ht_linear_forward(d, S(S_QKV), S(S_LN1), P(QKV_W), P(QKV_B), N, C, 3 * C);
-    ht_attention_forward(d, S(S_ATTY), S(S_ATT), S(S_QKV), B, T, C, NH);
+    if (l->flash)
+        ht_attention_flash_forward(d, S(S_ATTY), S(S_ATT), S(S_QKV), B, T, C, NH);
+    else
+        ht_attention_forward(d, S(S_ATTY), S(S_ATT), S(S_QKV), B, T, C, NH);
     ht_linear_forward(d, tmp, S(S_ATTY), P(PROJ_W), P(PROJ_B), N, C, C);
-    blk_residual(m, i, S(S_RES2), x, tmp, n, 0);
-    ht_layernorm_forward(d, S(S_LN2), S(S_M2), S(S_R2), S(S_RES2), P(LN2_W), P(LN2_B), N, C);
+    blk_dropout(m, i, tmp, n, 0);
+    ht_residual_layernorm_forward(d, S(S_RES2), S(S_LN2), S(S_M2), S(S_R2), x, tmp, P(LN2_W),
+                                  P(LN2_B), N, C);
     ht_linear_act_forward(d, S(S_FCH), S(S_FCHG), S(S_LN2), P(FC_W), P(FC_B), N, C, 4 * C,
                           HT_ACT_GELU);
     ht_linear_forward(d, tmp, S(S_FCHG), P(FCP_W), P(FCP_B), N, 4 * C, C);
@@ -136,8 +145,12 @@ static void blk_bwd(ht_model *m, int i, int B, ht_act unused, float scale, int a
     dbr = blk_branch_grad(m, i, dres, tmp, n, 0);
     ht_linear_backward(d, datty, G(PROJ_W), G(PROJ_B), dbr, S(S_ATTY), P(PROJ_W), N, C, C, 1.0f,
                        acc);
-    ht_attention_backward(d, dqkv, blk_work(m, l, W_SCR, B), datty, S(S_QKV), S(S_ATT), B, T, C,
-                          NH);
+    if (l->flash)
+        ht_attention_flash_backward(d, dqkv, blk_work(m, l, W_SCR, B), datty, S(S_ATTY), S(S_QKV),
+                                    S(S_ATT), B, T, C, NH);
+    else
+        ht_attention_backward(d, dqkv, blk_work(m, l, W_SCR, B), datty, S(S_QKV), S(S_ATT), B, T,
+                              C, NH);
     ht_linear_backward(d, dln, G(QKV_W), G(QKV_B), dqkv, S(S_LN1), P(QKV_W), N, C, 3 * C, 1.0f,
                        acc);
     ht_layernorm_backward(d, dres, G(LN1_W), G(LN1_B), dln, ht_model_act(m, i), P(LN1_W), S(S_M1),

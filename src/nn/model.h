@@ -77,6 +77,7 @@ typedef struct ht_layer {
     ht_param_tensor t[HT_LAYER_MAX_TENSORS]; /* names relative to the layer ("weight") */
     size_t save, save_off;
     int k, stride, pad, heads;
+    int flash; /* block: fused attention (no T^2 state), fixed at creation */
     float dropout;
 } ht_layer;
 

@@ -268,9 +268,6 @@ static int attn_rows(int B, int T, int C, int NH) {
     return B * NH * T;
 }
 
-static ht_attn_kernels attn_force = HT_ATTN_AUTO;
-
-void ht_attention_force(ht_attn_kernels k) { attn_force = k; }
 
 /* Work-group size of the per-head kernels: T rounded up to a power of two, at most 64. */
 static size_t attn_wg_local_size(ht_dev *d, const char *name, int T) {
@@ -290,7 +287,7 @@ static size_t attn_wg_bytes(int T, int hs, size_t rows) {
  * interleaved) forward/backward take 0.83/1.13 ms per head against 1.07/1.62 ms per row at
  * T = 64, 1.43/2.51 against 1.89/2.77 at T = 128, and about the same at T = 256. */
 static int attn_use_heads(ht_dev *d, size_t bytes) {
-    if (attn_force == HT_ATTN_ROWS) return 0;
+    if (ht_attention_forced() == HT_ATTN_ROWS) return 0;
     return bytes <= ht_dev_info(d)->local_mem;
 }
 
@@ -340,4 +337,101 @@ void ht_attention_backward(ht_dev *d, ht_view dqkv, ht_view scratch, ht_view dou
                      HT_INT(C),           HT_INT(NH)};
     launch_items(d, "tf_attn_bwd_q", (size_t)rows, NARGS(args), args);
     launch_items(d, "tf_attn_bwd_kv", (size_t)rows, NARGS(args), args);
+}
+
+/* ---------------------------------------------------------------- fused attention */
+
+static int flash_rows(int B, int T, int C, int NH) {
+    if (NH <= 0 || C % NH != 0)
+        ht_die(HT_ERUNTIME, "nn: attention with C = %d not divisible by %d heads", C, NH);
+    isize((size_t)B * (size_t)T * 3 * (size_t)C, "qkv");
+    return isize((size_t)B * (size_t)NH * (size_t)T, "attention rows");
+}
+
+/* Work-group size of a per-head fused kernel whose local memory is (fixed + per_item * L) * Tp
+ * floats: the per-head size, halved while that exceeds the device's local memory; 0 (use the
+ * per-row kernels) below 8 work-items or when HT_ATTN_ROWS is forced. */
+static size_t flash_wg(ht_dev *d, const char *name, int T, size_t fixed, size_t per_item) {
+    if (ht_attention_forced() == HT_ATTN_ROWS) return 0;
+    size_t l = attn_wg_local_size(d, name, T), Tp = ((size_t)T + 7) / 8 * 8;
+    while (l >= 8 && (fixed + per_item * l) * (Tp + 8) * sizeof(float) > ht_dev_info(d)->local_mem)
+        l /= 2;
+    return l >= 8 || l >= (size_t)T ? l : 0;
+}
+
+void ht_attention_flash_forward(ht_dev *d, ht_view out, ht_view lse, ht_view qkv, int B, int T,
+                                int C, int NH) {
+    if (B <= 0 || T <= 0 || C <= 0) return;
+    int rows = flash_rows(B, T, C, NH), hs = C / NH;
+    size_t l = flash_wg(d, "tf_flash_fwd_wg", T, (size_t)hs, 1), Tp = ((size_t)T + 7) / 8 * 8;
+    size_t Ts = Tp + 8; /* row stride of the transposed tiles (cl/flash.cl) */
+    if (l) {
+        size_t g = (size_t)B * (size_t)NH * l;
+        ht_launch(d, "tf_flash_fwd_wg", 1, &g, &l, HT_BUF(out.buf), HT_INT(ioff(out.off, "out")),
+                  HT_BUF(lse.buf), HT_INT(ioff(lse.off, "lse")), HT_BUF(qkv.buf),
+                  HT_INT(ioff(qkv.off, "qkv")), HT_INT(T), HT_INT(C), HT_INT(NH),
+                  HT_LOCAL((size_t)hs * Ts * sizeof(float)), HT_LOCAL(l * Tp * sizeof(float)));
+        return;
+    }
+    ht_arg args[] = {HT_BUF(out.buf), HT_INT(ioff(out.off, "out")),
+                     HT_BUF(lse.buf), HT_INT(ioff(lse.off, "lse")),
+                     HT_BUF(qkv.buf), HT_INT(ioff(qkv.off, "qkv")),
+                     HT_INT(B),       HT_INT(T),
+                     HT_INT(C),       HT_INT(NH)};
+    launch_items(d, "tf_flash_fwd", (size_t)rows, NARGS(args), args);
+}
+
+static void flash_backward_wg(ht_dev *d, size_t l, ht_view dqkv, ht_view dout, ht_view out,
+                              ht_view qkv, ht_view lse, int B, int T, int C, int NH) {
+    size_t g = (size_t)B * (size_t)NH * l, Tp = ((size_t)T + 7) / 8 * 8;
+    size_t tile = (size_t)(C / NH) * (Tp + 8) * sizeof(float), row = l * Tp * sizeof(float);
+    ht_launch(d, "tf_flash_bwd_wg", 1, &g, &l, HT_BUF(dqkv.buf), HT_INT(ioff(dqkv.off, "dqkv")),
+              HT_BUF(dout.buf), HT_INT(ioff(dout.off, "dout")), HT_BUF(out.buf),
+              HT_INT(ioff(out.off, "out")), HT_BUF(qkv.buf), HT_INT(ioff(qkv.off, "qkv")),
+              HT_BUF(lse.buf), HT_INT(ioff(lse.off, "lse")), HT_INT(T), HT_INT(C), HT_INT(NH),
+              HT_LOCAL(tile), HT_LOCAL(tile), HT_LOCAL(row), HT_LOCAL(row),
+              HT_LOCAL(Tp * sizeof(float)), HT_LOCAL(Tp * sizeof(float)));
+}
+
+void ht_attention_flash_backward(ht_dev *d, ht_view dqkv, ht_view dsum, ht_view dout, ht_view out,
+                                 ht_view qkv, ht_view lse, int B, int T, int C, int NH) {
+    if (B <= 0 || T <= 0 || C <= 0) return;
+    int rows = flash_rows(B, T, C, NH), hs = C / NH;
+    size_t l = flash_wg(d, "tf_flash_bwd_wg", T, 2 * (size_t)hs + 2, 2);
+    if (l) {
+        flash_backward_wg(d, l, dqkv, dout, out, qkv, lse, B, T, C, NH);
+        return;
+    }
+    ht_arg q[] = {HT_BUF(dqkv.buf), HT_INT(ioff(dqkv.off, "dqkv")),
+                  HT_BUF(dsum.buf), HT_INT(ioff(dsum.off, "dsum")),
+                  HT_BUF(dout.buf), HT_INT(ioff(dout.off, "dout")),
+                  HT_BUF(out.buf),  HT_INT(ioff(out.off, "out")),
+                  HT_BUF(qkv.buf),  HT_INT(ioff(qkv.off, "qkv")),
+                  HT_BUF(lse.buf),  HT_INT(ioff(lse.off, "lse")),
+                  HT_INT(B),        HT_INT(T),
+                  HT_INT(C),        HT_INT(NH)};
+    launch_items(d, "tf_flash_bwd_q", (size_t)rows, NARGS(q), q);
+    /* pass 2 takes the same arguments less out */
+    ht_arg kv[] = {q[0], q[1], q[2], q[3], q[4], q[5], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15]};
+    launch_items(d, "tf_flash_bwd_kv", (size_t)rows, NARGS(kv), kv);
+}
+
+/* ---------------------------------------------------------------- residual + LayerNorm */
+
+void ht_residual_layernorm_forward(ht_dev *d, ht_view res, ht_view out, ht_view mean,
+                                   ht_view rstd, ht_view a, ht_view b, ht_view w, ht_view bias,
+                                   int N, int C) {
+    if (N <= 0 || C <= 0) return;
+    isize((size_t)N * (size_t)C, "residual + layernorm input");
+    ht_arg args[] = {HT_BUF(res.buf),  HT_INT(ioff(res.off, "res")),
+                     HT_BUF(out.buf),  HT_INT(ioff(out.off, "out")),
+                     HT_BUF(mean.buf), HT_INT(ioff(mean.off, "mean")),
+                     HT_BUF(rstd.buf), HT_INT(ioff(rstd.off, "rstd")),
+                     HT_BUF(a.buf),    HT_INT(ioff(a.off, "a")),
+                     HT_BUF(b.buf),    HT_INT(ioff(b.off, "b")),
+                     HT_BUF(w.buf),    HT_INT(ioff(w.off, "w")),
+                     HT_BUF(bias.buf), HT_INT(ioff(bias.off, "bias")),
+                     HT_INT(N),        HT_INT(C),
+                     HT_FLOAT(HT_LN_EPS)};
+    launch_items(d, "tf_add_ln_fwd", (size_t)N, NARGS(args), args);
 }

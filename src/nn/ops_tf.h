@@ -129,9 +129,41 @@ void ht_attention_backward(ht_dev *d, ht_view dqkv, /* (B,T,3C) */
 
 /* Kernels: HT_ATTN_AUTO (default) uses one work-group per (b, head) when its tiles fit in
  * local memory (forward (hs + L) * T floats, backward (hs + T) * T, T rounded up to 8),
- * else one work-item per row; HT_ATTN_ROWS forces the latter. Process-wide; for tests and
- * benchmarks. */
-typedef enum { HT_ATTN_AUTO, HT_ATTN_ROWS } ht_attn_kernels;
+ * else one work-item per row; HT_ATTN_ROWS forces the latter. HT_ATTN_FUSED makes every
+ * transformer block built afterwards use the fused kernels below (ht_attention_fused).
+ * Process-wide; for tests and benchmarks. */
+typedef enum { HT_ATTN_AUTO, HT_ATTN_ROWS, HT_ATTN_FUSED } ht_attn_kernels;
 void ht_attention_force(ht_attn_kernels k);
+ht_attn_kernels ht_attention_forced(void);
+/* Whether a transformer block of context T uses the fused attention (1) or the T^2 kernels
+ * (0): fused from T = HT_ATTN_FUSED_MIN_T (measured: slower below, as fast or faster from
+ * there, and O(T) memory), or as forced by ht_attention_force or by the environment,
+ * HT_ATTN=fused|full (benchmarks; any other value exits 2 naming it). */
+#define HT_ATTN_FUSED_MIN_T 512
+int ht_attention_fused(int T);
+
+/* The same attention with memory O(B NH T) instead of O(B NH T^2) (cl/flash.cl: online softmax
+ * over key tiles; the backward recomputes the probabilities tile by tile). Forward saves only
+ * out and lse(B,NH,T), each row's log-sum-exp of its scaled scores. Backward overwrites every
+ * element of dqkv and needs the forward's out; dsum(B,NH,T) is scratch (rowsum(dout * out)),
+ * undefined afterwards. */
+void ht_attention_flash_forward(ht_dev *d, ht_view out, /* (B,T,C) */
+                                ht_view lse,            /* (B,NH,T), for backward */
+                                ht_view qkv,            /* (B,T,3C) */
+                                int B, int T, int C, int NH);
+void ht_attention_flash_backward(ht_dev *d, ht_view dqkv, /* (B,T,3C) */
+                                 ht_view dsum,            /* (B,NH,T) workspace */
+                                 ht_view dout,            /* (B,T,C) */
+                                 ht_view out,             /* (B,T,C) forward output */
+                                 ht_view qkv,             /* (B,T,3C) saved input */
+                                 ht_view lse,             /* (B,NH,T) from forward */
+                                 int B, int T, int C, int NH);
+
+/* res(N,C) = a + b, then out, mean, rstd = LayerNorm(res) as ht_layernorm_forward, in one pass
+ * over a and b (cl/resln.cl): the same results as ht_residual_forward then
+ * ht_layernorm_forward. res must not alias a, b or out. */
+void ht_residual_layernorm_forward(ht_dev *d, ht_view res, ht_view out, ht_view mean,
+                                   ht_view rstd, ht_view a, ht_view b, ht_view w, ht_view bias,
+                                   int N, int C);
 
 #endif

@@ -10,7 +10,7 @@
 # SGEMM path is refused there (rusticl runs no native kernels).
 . "$(dirname "$0")/../lib/lib.sh"
 export RUSTICL_ENABLE=llvmpipe HT_TEST_DEVICE=rusticl
-for t in t_ops t_conv t_attn t_tf_ops t_optim t_gemm_tiled t_gemm_native; do
+for t in t_ops t_conv t_attn t_flash t_resln t_tf_ops t_optim t_gemm_tiled t_gemm_native; do
     t0=$SECONDS
     "$HT_BUILD/tests/$t.t" >"$TMP/$t.out" 2>"$TMP/$t.err"
     rc=$?

@@ -1,0 +1,50 @@
+/* The residual add fused with the LayerNorm that follows it (the transformer block's
+ * res2 = x + attn branch, then ln2(res2)): one pass over the two inputs writes the sum (the
+ * residual stream, kept) and its row sum; the variance and the normalised output read the row
+ * back from cache. Same arithmetic as tf_add then tf_ln_fwd (norm.cl), so the results match
+ * the unfused ops bit for bit. */
+
+float tf_hsum16(float16 v); /* in embed.cl (files are one program, concatenated in name order) */
+
+/* Row r: res(N,C) = a + b; mean(N), rstd(N), out(N,C) = LayerNorm(res) with w, bias, eps. */
+__kernel void tf_add_ln_fwd(__global float *res, const int so, __global float *out, const int oo,
+                            __global float *mean, const int mo, __global float *rstd,
+                            const int ro, __global const float *a, const int ao,
+                            __global const float *b, const int bo, __global const float *w,
+                            const int wo, __global const float *bias, const int bio, const int N,
+                            const int C, const float eps) {
+    const int r = get_global_id(0);
+    if (r >= N) return;
+    const size_t row = (size_t)r * C;
+    __global const float *xa = a + ao + row, *xb = b + bo + row;
+    __global float *x = res + so + row, *y = out + oo + row;
+    float16 s16 = 0.0f;
+    int i = 0;
+    for (; i + 16 <= C; i += 16) {
+        const float16 v = vload16(0, xa + i) + vload16(0, xb + i);
+        vstore16(v, 0, x + i);
+        s16 += v;
+    }
+    float s = tf_hsum16(s16);
+    for (; i < C; i++) {
+        const float v = xa[i] + xb[i];
+        x[i] = v;
+        s += v;
+    }
+    const float m = s / C;
+    s16 = 0.0f;
+    for (i = 0; i + 16 <= C; i += 16) {
+        float16 dx = vload16(0, x + i) - m;
+        s16 += dx * dx;
+    }
+    s = tf_hsum16(s16);
+    for (; i < C; i++) s += (x[i] - m) * (x[i] - m);
+    const float rs = 1.0f / sqrt(s / C + eps);
+    for (i = 0; i + 16 <= C; i += 16)
+        vstore16((vload16(0, x + i) - m) * rs * vload16(0, w + wo + i) +
+                     vload16(0, bias + bio + i),
+                 0, y + i);
+    for (; i < C; i++) y[i] = (x[i] - m) * rs * w[wo + i] + bias[bio + i];
+    mean[mo + r] = m;
+    rstd[ro + r] = rs;
+}
