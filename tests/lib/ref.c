@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/rng.h"
 
@@ -135,4 +136,82 @@ void ref_mlp_forward(double *loss, int *correct, signed char *signs, const float
     }
     free(h);
     free(g);
+}
+
+void ref_gemm(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+              const float *b, int ldb, float beta, const float *c0, float *c, int ldc) {
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double s = 0;
+            for (int p = 0; p < k; p++)
+                s += (double)(ta ? a[p * lda + i] : a[i * lda + p]) *
+                     (double)(tb ? b[j * ldb + p] : b[p * ldb + j]);
+            c[i * ldc + j] = (float)(alpha * s + (beta != 0 ? beta * (double)c0[i * ldc + j] : 0));
+        }
+}
+
+ref_gemm_case ref_gemm_case_new(int ta, int tb, int m, int n, int k, float alpha, float beta,
+                                int pad, size_t oa, size_t ob, size_t oc) {
+    ref_gemm_case g = {ta,
+                       tb,
+                       m,
+                       n,
+                       k,
+                       (ta ? m : k) + pad,
+                       (tb ? k : n) + pad,
+                       n + pad,
+                       alpha,
+                       beta,
+                       oa,
+                       ob,
+                       oc,
+                       0,
+                       0,
+                       0,
+                       NULL,
+                       NULL,
+                       NULL,
+                       NULL,
+                       NULL};
+    if (g.lda < 1) g.lda = 1;
+    if (g.ldb < 1) g.ldb = 1;
+    g.na = oa + (size_t)(ta ? k : m) * g.lda + 1;
+    g.nb = ob + (size_t)(tb ? n : k) * g.ldb + 1;
+    g.nc = oc + (size_t)m * g.ldc;
+    g.a = calloc(g.na, 4), g.b = calloc(g.nb, 4);
+    g.c0 = malloc(g.nc * 4), g.c = malloc(g.nc * 4), g.r = malloc(g.nc * 4);
+    ref_fill_uniform(g.a, g.na, -1, 1, 100 + (uint64_t)m);
+    ref_fill_uniform(g.b, g.nb, -1, 1, 200 + (uint64_t)n);
+    ref_fill_uniform(g.c0, g.nc, -1, 1, 300 + (uint64_t)k);
+    if (beta == 0)
+        for (size_t i = oc; i < g.nc; i++)
+            if ((i - oc) % (size_t)g.ldc < (size_t)n) g.c0[i] = NAN;
+    return g;
+}
+
+void ref_gemm_case_free(ref_gemm_case *g) {
+    free(g->a), free(g->b), free(g->c0), free(g->c), free(g->r);
+}
+
+ref_gemm_diff ref_gemm_check(ref_gemm_case *g) {
+    memcpy(g->r, g->c0, g->nc * 4);
+    ref_gemm(g->ta, g->tb, g->m, g->n, g->k, g->alpha, g->a + g->oa, g->lda, g->b + g->ob, g->ldb,
+             g->beta, g->c0 + g->oc, g->r + g->oc, g->ldc);
+    /* fp32 sums of k products of magnitude <= 1: error ~ sqrt(k) eps; the bound is loose */
+    ref_gemm_diff d = {0, 0, 0, (1e-6 * g->k + 1e-5) * (fabs(g->alpha) > 1 ? fabs(g->alpha) : 1),
+                       0};
+    for (size_t i = 0; i < g->nc; i++) {
+        int inside = i >= g->oc && (i - g->oc) % (size_t)g->ldc < (size_t)g->n;
+        if (!inside) { /* bit for bit untouched (a NaN stays a NaN) */
+            if (memcmp(&g->c[i], &g->r[i], 4)) d.touched++;
+            continue;
+        }
+        double e = fabs((double)g->c[i] - (double)g->r[i]);
+        if (!(e <= d.tol)) { /* also NaN */
+            if (!d.bad++) d.first = i;
+        } else if (e > d.worst) {
+            d.worst = e;
+        }
+    }
+    return d;
 }

@@ -38,4 +38,33 @@ void ref_mlp_forward(double *loss, int *correct, signed char *signs, const float
                      const int *sizes, int nsizes, int act, const float *x, const int32_t *y,
                      int B);
 
+/* C(m,n) = alpha op(A) op(B) + beta C0, row-major, double accumulation; beta = 0 never
+ * reads C0 (BLAS). */
+void ref_gemm(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+              const float *b, int ldb, float beta, const float *c0, float *c, int ldc);
+
+/* A GEMM test's operands in host memory: A, B and C at float offsets oa, ob, oc in their
+ * buffers (a, b, c0 of na, nb, nc floats), leading dimensions pad wider than the operands;
+ * uniform values, and with beta = 0 NaN in C0's window (never read, so a NaN must not
+ * reach the result). c receives the device's result, r the expected one: the reference
+ * product inside C's m x n window, C0 everywhere else. */
+typedef struct ref_gemm_case {
+    int ta, tb, m, n, k, lda, ldb, ldc;
+    float alpha, beta;
+    size_t oa, ob, oc, na, nb, nc;
+    float *a, *b, *c0, *c, *r;
+} ref_gemm_case;
+ref_gemm_case ref_gemm_case_new(int ta, int tb, int m, int n, int k, float alpha, float beta,
+                                int pad, size_t oa, size_t ob, size_t oc);
+void ref_gemm_case_free(ref_gemm_case *g);
+
+/* g->c against the reference (computed into g->r here): inside C's window within tol
+ * (bad counts the others, first is the first of them, worst the largest error within
+ * tol), outside it bit for bit (touched counts the changed elements). */
+typedef struct ref_gemm_diff {
+    size_t bad, first, touched;
+    double tol, worst;
+} ref_gemm_diff;
+ref_gemm_diff ref_gemm_check(ref_gemm_case *g);
+
 #endif

@@ -14,6 +14,7 @@
 #include "core/err.h"
 #include "io/safetensors.h"
 #include "tap.h"
+#include "tfile.h"
 
 /* One bit at a time, straight from the definition (reflected 0x1EDC6F41 = 0x82F63B78). */
 static uint32_t crc_bitwise(uint32_t crc, const unsigned char *p, size_t n) {
@@ -93,37 +94,6 @@ static void check_random(const char *what, crc_fn f) {
 }
 
 /* ---- checksummed files ------------------------------------------------------------------ */
-
-static char g_dir[64];
-
-static const char *tpath(const char *name) {
-    static char buf[4][256];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-    return buf[k];
-}
-
-static void put_file(const char *path, const void *data, size_t n) {
-    unlink(path); /* a new file: ext4 flushes one truncated and rewritten when it is closed */
-    FILE *fp = fopen(path, "wb");
-    if (!fp || fwrite(data, 1, n, fp) != n || fclose(fp)) {
-        perror(path);
-        exit(1);
-    }
-}
-
-static unsigned char *get_file(const char *path, size_t *n) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long sz = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)sz + 1);
-    *n = fread(b, 1, (size_t)sz, fp);
-    fclose(fp);
-    return b;
-}
 
 #define NT 4
 static const char *k_names[NT] = {"w1", "b1", "empty", "s"};
@@ -316,13 +286,7 @@ static void check_foreign(void) {
 }
 
 int main(void) {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/ht_crc_XXXXXX",
-             tmp && *tmp && strlen(tmp) < 40 ? tmp : "/tmp");
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    tfile_init("ht_crc");
     check_vectors("tables", ht_crc32c_sw);
     check_random("tables", ht_crc32c_sw);
     check_vectors(ht_crc32c_hw() ? "CPU instruction" : "default (tables)", ht_crc32c);
@@ -334,8 +298,6 @@ int main(void) {
     check_damage(p);
     check_splice();
     check_foreign();
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    (void)!system(cmd);
+    tfile_done();
     return tap_done();
 }

@@ -52,64 +52,20 @@ static counts launches(ht_dev *d) {
     return n;
 }
 
-/* C(m,n) = alpha op(A) op(B) + beta C0, row-major, double accumulation; beta = 0 never
- * reads C0 (BLAS). */
-static void ref_gemm(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
-                     const float *b, int ldb, float beta, const float *c0, float *c, int ldc) {
-    for (int i = 0; i < m; i++)
-        for (int j = 0; j < n; j++) {
-            double s = 0;
-            for (int p = 0; p < k; p++)
-                s += (double)(ta ? a[p * lda + i] : a[i * lda + p]) *
-                     (double)(tb ? b[j * ldb + p] : b[p * ldb + j]);
-            c[i * ldc + j] = (float)(alpha * s + (beta != 0 ? beta * (double)c0[i * ldc + j] : 0));
-        }
-}
-
 /* One product with A, B and C at float offsets oa, ob, oc in their buffers and leading
  * dimensions pad wider than the operands. */
 static void check(ht_dev *d, int ta, int tb, int m, int n, int k, float alpha, float beta, int pad,
                   size_t oa, size_t ob, size_t oc) {
-    int lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
-    if (lda < 1) lda = 1;
-    if (ldb < 1) ldb = 1;
-    size_t na = (size_t)(ta ? k : m) * lda, nb = (size_t)(tb ? n : k) * ldb, nc = (size_t)m * ldc;
-    size_t ta_n = oa + na + 1, tb_n = ob + nb + 1, tc_n = oc + nc;
-    float *a = calloc(ta_n, 4), *b = calloc(tb_n, 4), *c0 = malloc(tc_n * 4), *c = malloc(tc_n * 4),
-          *r = malloc(tc_n * 4);
-    ref_fill_uniform(a, ta_n, -1, 1, 100 + (uint64_t)m);
-    ref_fill_uniform(b, tb_n, -1, 1, 200 + (uint64_t)n);
-    ref_fill_uniform(c0, tc_n, -1, 1, 300 + (uint64_t)k);
-    if (beta == 0) /* never read: a NaN there must not reach the result */
-        for (size_t i = oc; i < tc_n; i++)
-            if ((i - oc) % (size_t)ldc < (size_t)n) c0[i] = NAN;
-    ht_buf *ba = ht_buf_new(d, ta_n * 4, "A"), *bb = ht_buf_new(d, tb_n * 4, "B"),
-           *bc = ht_buf_new(d, tc_n * 4, "C");
-    ht_buf_write(d, ba, 0, ta_n * 4, a);
-    ht_buf_write(d, bb, 0, tb_n * 4, b);
-    ht_buf_write(d, bc, 0, tc_n * 4, c0);
+    ref_gemm_case g = ref_gemm_case_new(ta, tb, m, n, k, alpha, beta, pad, oa, ob, oc);
+    ht_buf *ba = ht_buf_new(d, g.na * 4, "A"), *bb = ht_buf_new(d, g.nb * 4, "B"),
+           *bc = ht_buf_new(d, g.nc * 4, "C");
+    ht_buf_write(d, ba, 0, g.na * 4, g.a);
+    ht_buf_write(d, bb, 0, g.nb * 4, g.b);
+    ht_buf_write(d, bc, 0, g.nc * 4, g.c0);
     ht_dev_profile_reset(d);
-    ht_sgemm(d, ta, tb, m, n, k, alpha, ba, oa, lda, bb, ob, ldb, beta, bc, oc, ldc);
-    ht_buf_read(d, bc, 0, tc_n * 4, c);
-    /* expected: the product inside C's m x n window, C0 everywhere else */
-    memcpy(r, c0, tc_n * 4);
-    ref_gemm(ta, tb, m, n, k, alpha, a + oa, lda, b + ob, ldb, beta, c0 + oc, r + oc, ldc);
-    /* fp32 sums of k products of magnitude <= 1: error ~ sqrt(k) eps; the bound is loose */
-    double tol = (1e-6 * k + 1e-5) * (fabs(alpha) > 1 ? fabs(alpha) : 1), worst = 0;
-    size_t bad = 0, first = 0, touched = 0;
-    for (size_t i = 0; i < tc_n; i++) {
-        int inside = i >= oc && (i - oc) % (size_t)ldc < (size_t)n;
-        if (!inside) { /* bit for bit untouched (a NaN stays a NaN) */
-            if (memcmp(&c[i], &r[i], 4)) touched++;
-            continue;
-        }
-        double e = fabs((double)c[i] - (double)r[i]);
-        if (!(e <= tol)) { /* also NaN */
-            if (!bad++) first = i;
-        } else if (e > worst) {
-            worst = e;
-        }
-    }
+    ht_sgemm(d, ta, tb, m, n, k, alpha, ba, oa, g.lda, bb, ob, g.ldb, beta, bc, oc, g.ldc);
+    ht_buf_read(d, bc, 0, g.nc * 4, g.c);
+    ref_gemm_diff e = ref_gemm_check(&g);
     counts n_ = launches(d);
     int rows = !ta && n <= 16; /* gemm.c: A read in place */
     /* B(l, j): its panel rows (j) are contiguous unless B is stored transposed; A(i, l)
@@ -118,20 +74,25 @@ static void check(ht_dev *d, int ta, int tb, int m, int n, int k, float alpha, f
     long ap = ta ? n_.a_run : n_.a_gather, ao = ta ? n_.a_gather : n_.a_run;
     int paths = n_.products == 1 && bo == 0 && ao == 0 &&
                 (k == 0 ? bp == 0 && ap == 0 : bp >= 1 && (rows ? ap == 0 : ap >= 1));
-    tap_ok(!bad && !touched && paths,
+    tap_ok(!e.bad && !e.touched && paths,
            "tiled %c%c m=%d n=%d k=%d alpha=%g beta=%g pad %d offsets %zu/%zu/%zu (%s%s): "
            "%zu of %zu outside %.1e (worst inside %.2e), %zu outside C's window changed",
            ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, beta, pad, oa, ob, oc,
-           k == 0 ? "no packing" : rows ? "gemm_rows" : "gemm_packed",
-           k == 0 ? "" : tb ? ", B gathered" : ", B run", bad, (size_t)m * n, tol, worst, touched);
-    if (bad)
-        tap_diag("first bad element %zu: got %g, expected %g", first, (double)c[first],
-                 (double)r[first]);
+           k == 0 ? "no packing"
+           : rows ? "gemm_rows"
+                  : "gemm_packed",
+           k == 0 ? ""
+           : tb   ? ", B gathered"
+                  : ", B run",
+           e.bad, (size_t)m * n, e.tol, e.worst, e.touched);
+    if (e.bad)
+        tap_diag("first bad element %zu: got %g, expected %g", e.first, (double)g.c[e.first],
+                 (double)g.r[e.first]);
     if (!paths)
         tap_diag("launches: B packs %ld run %ld gather, A packs %ld run %ld gather, %ld products",
                  n_.b_run, n_.b_gather, n_.a_run, n_.a_gather, n_.products);
     ht_buf_free(ba), ht_buf_free(bb), ht_buf_free(bc);
-    free(a), free(b), free(c0), free(c), free(r);
+    ref_gemm_case_free(&g);
 }
 
 int main(void) {

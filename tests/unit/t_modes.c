@@ -9,6 +9,7 @@
 #include "core/err.h"
 #include "pipe/schedule.h"
 #include "tap.h"
+#include "tconfig.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -36,24 +37,8 @@ static const char *job(const char *extra) {
     return g_file;
 }
 
-static int load(ht_config *c, const char *path, ...) {
-    const char *sets[16];
-    int n = 0;
-    va_list ap;
-    va_start(ap, path);
-    for (const char *s; (s = va_arg(ap, const char *)) && n < 16;)
-        sets[n++] = s;
-    va_end(ap);
-    ht_error_clear();
-    return ht_config_load(c, path, sets, n);
-}
-
 /* rc is HT_EINPUT and the message holds a and b (b may be NULL). */
-static void refused(int rc, const char *what, const char *a, const char *b) {
-    const char *m = ht_errmsg();
-    if (!tap_ok(rc == HT_EINPUT && strstr(m, a) && (!b || strstr(m, b)), "%s", what))
-        tap_diag("rc=%d message: %s", rc, m);
-}
+#define refused(rc, what, a, b) cfg_refused(rc, what, a, b, NULL)
 
 static void accepted(int rc, const char *what) {
     if (!tap_ok(rc == HT_OK, "%s", what)) tap_diag("rc=%d message: %s", rc, ht_errmsg());
@@ -111,24 +96,24 @@ static void test_tables(void) {
 
 static void test_parse(void) {
     ht_config c;
-    int rc = load(&c, job("sync = { mode = \"dasp\"; };\n"), NULL);
+    int rc = cfg_load(&c, job("sync = { mode = \"dasp\"; };\n"), NULL);
     tap_ok(rc == HT_OK && c.sync.mode == HT_SYNC_DASP && c.pipe.schedule == HT_PIPE_NONE,
            "sync.mode \"dasp\" loads as HT_SYNC_DASP; pipe.schedule's default is HT_PIPE_NONE");
-    rc = load(&c, NULL, "train.batch=8", "optim.lr=1", "train.steps=1", "pipe.schedule=2bw",
-              "sync.mode=gossip-adaptive", "pipe.schedule=\"hepipe\"", "sync.mode=bsp", NULL);
+    rc = cfg_load(&c, NULL, "train.batch=8", "optim.lr=1", "train.steps=1", "pipe.schedule=2bw",
+                  "sync.mode=gossip-adaptive", "pipe.schedule=\"hepipe\"", "sync.mode=bsp", NULL);
     tap_ok(rc == HT_OK && c.pipe.schedule == HT_PIPE_HEPIPE && c.sync.mode == HT_SYNC_BSP,
            "--set takes bare and quoted names; the last one wins");
-    refused(load(&c, job("pipe = { schedule = \"1fb1\"; };\n"), NULL), "an unknown schedule",
+    refused(cfg_load(&c, job("pipe = { schedule = \"1fb1\"; };\n"), NULL), "an unknown schedule",
             "job.cfg:4: key 'pipe.schedule': found \"1fb1\", expected one of \"none\", \"gpipe\"",
             "(did you mean \"1f1b\"?)");
     /* written out and read back: the same enums */
-    rc = load(&c, job("pipe = { schedule = \"chimera\"; stages = 4; };\n"), NULL);
+    rc = cfg_load(&c, job("pipe = { schedule = \"chimera\"; stages = 4; };\n"), NULL);
     char path[HT_PATH_MAX];
     snprintf(path, sizeof path, "%s/back.cfg", g_dir);
     FILE *f = fopen(path, "w");
     if (f) ht_config_write(f, &c), fclose(f);
     ht_config d;
-    int rc2 = load(&d, path, NULL);
+    int rc2 = cfg_load(&d, path, NULL);
     tap_ok(rc == HT_OK && rc2 == HT_OK && d.pipe.schedule == HT_PIPE_CHIMERA &&
                d.sync.mode == HT_SYNC_BSP,
            "a config written out loads back to the same schedule and policy");
@@ -137,83 +122,99 @@ static void test_parse(void) {
 /* Rules without the world size: refused at load, naming the key's line. */
 static void test_load_rules(void) {
     ht_config c;
-    refused(load(&c, job("pipe = { schedule = \"1f1b\"; };\nsync = { mode = \"asp\"; };\n"), NULL),
-            "a pipeline under asp: at load, sync.mode's line",
-            "job.cfg:5: keys 'pipe.schedule' and 'sync.mode': a pipeline synchronises every step; "
-            "found sync.mode \"asp\", expected \"bsp\"",
-            NULL);
-    refused(load(&c, job("pipe = { schedule = \"gpipe\"; };\ncluster = { shares = [8, 8]; };\n"),
-                 NULL),
-            "a pipeline with cluster.shares", "job.cfg:5: keys 'pipe.schedule' and 'cluster.shares'",
-            "equal micro-batches");
-    refused(load(&c, job("pipe = { schedule = \"1f1b\"; stages = 3;\n  stage_ranks = [1, 1];\n"
+    refused(
+        cfg_load(&c, job("pipe = { schedule = \"1f1b\"; };\nsync = { mode = \"asp\"; };\n"), NULL),
+        "a pipeline under asp: at load, sync.mode's line",
+        "job.cfg:5: keys 'pipe.schedule' and 'sync.mode': a pipeline synchronises every step; "
+        "found sync.mode \"asp\", expected \"bsp\"",
+        NULL);
+    refused(cfg_load(&c,
+                     job("pipe = { schedule = \"gpipe\"; };\ncluster = { shares = [8, 8]; };\n"),
+                     NULL),
+            "a pipeline with cluster.shares",
+            "job.cfg:5: keys 'pipe.schedule' and 'cluster.shares'", "equal micro-batches");
+    refused(cfg_load(&c,
+                     job("pipe = { schedule = \"1f1b\"; stages = 3;\n  stage_ranks = [1, 1];\n"
                          "  boundaries = [2]; };\n"),
-                 NULL),
+                     NULL),
             "stage_ranks summing to 2 of 3 stages", "job.cfg:5: keys 'pipe.stage_ranks' and",
             "pipe.stage_ranks: 2 stages summing to 2 ranks (the stages' ranks sum to 2; "
             "expected pipe.stages = 3)");
-    refused(load(&c, job("pipe = { schedule = \"1f1b\"; stage_ranks = [1, 1]; };\n"), NULL),
-            "stage_ranks without boundaries", "job.cfg:4: keys 'pipe.stage_ranks' and "
+    refused(cfg_load(&c, job("pipe = { schedule = \"1f1b\"; stage_ranks = [1, 1]; };\n"), NULL),
+            "stage_ranks without boundaries",
+            "job.cfg:4: keys 'pipe.stage_ranks' and "
             "'pipe.boundaries': 2 stages need 1 boundaries",
             "found 0");
-    refused(load(&c, job("pipe = { schedule = \"chimera\"; stage_ranks = [1, 1];\n"
+    refused(cfg_load(&c,
+                     job("pipe = { schedule = \"chimera\"; stage_ranks = [1, 1];\n"
                          "  boundaries = [2]; };\n"),
-                 NULL),
-            "stage_ranks under chimera", "replicated stages run under gpipe, 1f1b or hepipe; "
-            "found \"chimera\"", NULL);
-    refused(load(&c, job("pipe = { schedule = \"1f1b\"; replicate = true; };\n"), NULL),
+                     NULL),
+            "stage_ranks under chimera",
+            "replicated stages run under gpipe, 1f1b or hepipe; "
+            "found \"chimera\"",
+            NULL);
+    refused(cfg_load(&c, job("pipe = { schedule = \"1f1b\"; replicate = true; };\n"), NULL),
             "replicate without hetero", "job.cfg:4: keys 'pipe.replicate' and 'pipe.partition'",
             "found partition \"uniform\"");
-    refused(load(&c, job("pipe = { schedule = \"2bw\"; partition = \"hetero\";\n"
+    refused(cfg_load(&c,
+                     job("pipe = { schedule = \"2bw\"; partition = \"hetero\";\n"
                          "  replicate = true; };\n"),
-                 NULL),
+                     NULL),
             "replicate under 2bw", "job.cfg:5: keys 'pipe.replicate' and 'pipe.schedule'",
             "found \"2bw\"");
-    refused(load(&c, job("pipe = { schedule = \"interleaved\"; stages = 1; chunks = 2; };\n"), NULL),
+    refused(cfg_load(&c, job("pipe = { schedule = \"interleaved\"; stages = 1; chunks = 2; };\n"),
+                     NULL),
             "interleaved on one stage rank", "job.cfg:4: keys 'pipe.schedule' and 'pipe.stages'",
             "use pipe.stages >= 2");
-    accepted(load(&c, job("pipe = { schedule = \"interleaved\"; stages = 1; chunks = 1; };\n"), NULL),
+    accepted(cfg_load(&c, job("pipe = { schedule = \"interleaved\"; stages = 1; chunks = 1; };\n"),
+                      NULL),
              "interleaved on one stage rank with one chunk: accepted");
     /* found only after the devices and the model before */
-    refused(load(&c, job("pipe = { schedule = \"chimera\";\n  stages = 3; };\n"), NULL),
+    refused(cfg_load(&c, job("pipe = { schedule = \"chimera\";\n  stages = 3; };\n"), NULL),
             "chimera over 3 stages: at load (was the generator's, after the devices)",
             "job.cfg:5: keys 'pipe.schedule', 'pipe.stages' and 'pipe.micro_batches': schedule "
             "\"chimera\" needs an even number of pipeline stages, got 3",
             NULL);
-    refused(load(&c, job("pipe = { schedule = \"interleaved\"; stages = 4; chunks = 2;\n"
+    refused(cfg_load(&c,
+                     job("pipe = { schedule = \"interleaved\"; stages = 4; chunks = 2;\n"
                          "  micro_batches = 6; };\n"),
-                 NULL),
+                     NULL),
             "interleaved, 6 micro-batches over 4 stages: at load (was the generator's)",
             "job.cfg:5: keys 'pipe.schedule', 'pipe.stages' and 'pipe.micro_batches': schedule "
             "\"interleaved\" needs the micro-batches (6) to be a multiple of the pipeline stages "
             "(4)",
             "4 or 8 would fit");
-    accepted(load(&c, job("pipe = { schedule = \"interleaved\"; stages = 4; chunks = 1;\n"
+    accepted(cfg_load(&c,
+                      job("pipe = { schedule = \"interleaved\"; stages = 4; chunks = 1;\n"
                           "  micro_batches = 6; };\n"),
-                  NULL),
+                      NULL),
              "interleaved with one chunk, 6 micro-batches over 4 stages: accepted (plain 1F1B)");
-    refused(load(&c, job("pipe = { schedule = \"2bw\"; stages = 4;\n  micro_batches = 3; };\n"),
-                 NULL),
+    refused(cfg_load(&c, job("pipe = { schedule = \"2bw\"; stages = 4;\n  micro_batches = 3; };\n"),
+                     NULL),
             "2bw, 3 micro-batches over 4 stages: at load",
             "job.cfg:5: keys 'pipe.schedule', 'pipe.stages' and 'pipe.micro_batches': schedule "
             "\"2bw\" needs at least as many micro-batches as stages (3 < 4)",
             NULL);
-    refused(load(&c, job("pipe = { schedule = \"interleaved\"; stages = 2; chunks = 2;\n"
+    refused(cfg_load(&c,
+                     job("pipe = { schedule = \"interleaved\"; stages = 2; chunks = 2;\n"
                          "  boundaries = [1, 2]; };\n"),
-                 NULL),
+                     NULL),
             "2 boundaries for 4 interleaved stages: at load (was after the model)",
             "job.cfg:5: key 'pipe.boundaries': 2 boundaries for 4 stages; expected 3", NULL);
-    refused(load(&c, job("pipe = { schedule = \"chimera\";\n  partition = \"hetero\"; };\n"), NULL),
-            "hetero under chimera: at load (was after the devices)",
-            "job.cfg:5: keys 'pipe.partition' and 'pipe.schedule': \"hetero\" places one stage",
-            "use it with gpipe, 1f1b, hepipe or 2bw");
-    accepted(load(&c, job("pipe = { schedule = \"chimera\"; partition = \"hetero\";\n"
+    refused(
+        cfg_load(&c, job("pipe = { schedule = \"chimera\";\n  partition = \"hetero\"; };\n"), NULL),
+        "hetero under chimera: at load (was after the devices)",
+        "job.cfg:5: keys 'pipe.partition' and 'pipe.schedule': \"hetero\" places one stage",
+        "use it with gpipe, 1f1b, hepipe or 2bw");
+    accepted(cfg_load(&c,
+                      job("pipe = { schedule = \"chimera\"; partition = \"hetero\";\n"
                           "  boundaries = [1]; };\n"),
-                  NULL),
+                      NULL),
              "hetero under chimera with explicit boundaries (they decide): accepted");
-    refused(load(&c, NULL, "train.batch=8", "optim.lr=1", "train.steps=1", "pipe.schedule=gpipe",
-                 "cluster.split=speed", NULL),
-            "a rule on --set values names the override", "--set cluster.split=speed: keys "
+    refused(cfg_load(&c, NULL, "train.batch=8", "optim.lr=1", "train.steps=1",
+                     "pipe.schedule=gpipe", "cluster.split=speed", NULL),
+            "a rule on --set values names the override",
+            "--set cluster.split=speed: keys "
             "'pipe.schedule' and 'cluster.shares'/'cluster.split'",
             NULL);
 }
@@ -221,23 +222,26 @@ static void test_load_rules(void) {
 /* Rules with the world size: ht_config_check_world, before any device is opened. */
 static void test_world_rules(void) {
     ht_config c;
-    int rc = load(&c, job("sync = { mode = \"asp\";\n  servers = 2; };\n"), NULL);
+    int rc = cfg_load(&c, job("sync = { mode = \"asp\";\n  servers = 2; };\n"), NULL);
     refused(rc ? rc : ht_config_check_world(&c, 2), "asp with 2 servers on 2 ranks",
             "job.cfg:4: key 'sync.mode': \"asp\" needs 2 parameter server rank(s)",
             "at least 3 ranks under mpirun; found 2");
     accepted(rc ? rc : ht_config_check_world(&c, 3), "asp with 2 servers on 3 ranks: accepted");
-    rc = load(&c, job("sync = { mode = \"gossip\"; };\n"), NULL);
+    rc = cfg_load(&c, job("sync = { mode = \"gossip\"; };\n"), NULL);
     refused(rc ? rc : ht_config_check_world(&c, 1), "gossip in one process",
             "\"gossip\" needs 1 coordinator rank plus at least one worker", NULL);
-    rc = load(&c, job("sync = { mode = \"ssp\"; };\ncluster = { shares = [5, 5, 6]; };\n"), NULL);
+    rc = cfg_load(&c, job("sync = { mode = \"ssp\"; };\ncluster = { shares = [5, 5, 6]; };\n"),
+                  NULL);
     refused(rc ? rc : ht_config_check_world(&c, 3), "ssp with cluster.shares",
             "job.cfg:5: key 'cluster.shares': set, but sync.mode \"ssp\" splits train.batch "
             "equally over its 2 workers (shares are for \"bsp\")",
             NULL);
-    rc = load(&c, job("sync = { mode = \"preduce\"; };\ncluster = { split = \"speed\"; };\n"), NULL);
+    rc = cfg_load(&c, job("sync = { mode = \"preduce\"; };\ncluster = { split = \"speed\"; };\n"),
+                  NULL);
     refused(rc ? rc : ht_config_check_world(&c, 3), "preduce with split speed",
             "job.cfg:5: key 'cluster.split': \"speed\" is for \"bsp\"", NULL);
-    rc = load(&c, job("pipe = { schedule = \"gpipe\";\n  stages = 2; micro_batches = 4; };\n"), NULL);
+    rc = cfg_load(&c, job("pipe = { schedule = \"gpipe\";\n  stages = 2; micro_batches = 4; };\n"),
+                  NULL);
     refused(rc ? rc : ht_config_check_world(&c, 3), "2 stages on 3 ranks",
             "job.cfg:5: key 'pipe.stages': 3 ranks are not a multiple of 2 stages", NULL);
     /* 16 samples over 2 replicas x 4 micro-batches: 2 each; over 3 x 4... not 16 / 12 */
@@ -246,9 +250,10 @@ static void test_world_rules(void) {
             "job.cfg:5: keys 'train.batch' and 'pipe.micro_batches': batch 16 does not split into "
             "3 replica(s) x 4 micro-batches",
             NULL);
-    rc = load(&c, job("pipe = { schedule = \"1f1b\"; stages = 4; micro_batches = 8;\n"
+    rc = cfg_load(&c,
+                  job("pipe = { schedule = \"1f1b\"; stages = 4; micro_batches = 8;\n"
                       "  stage_ranks = [3, 1]; boundaries = [2]; };\n"),
-              NULL);
+                  NULL);
     refused(rc ? rc : ht_config_check_world(&c, 4), "a stage on 3 ranks, micro-batches of 2",
             "job.cfg:5: key 'pipe.stage_ranks': a stage on 3 ranks cannot split micro-batches of 2",
             NULL);

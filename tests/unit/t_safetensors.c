@@ -16,37 +16,7 @@
 #include "core/log.h"
 #include "io/safetensors.h"
 #include "tap.h"
-
-static char g_dir[64];
-
-static const char *tpath(const char *name) {
-    static char buf[4][256];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-    return buf[k];
-}
-
-static void put_file(const char *path, const void *data, size_t n) {
-    FILE *fp = fopen(path, "wb");
-    if (!fp || fwrite(data, 1, n, fp) != n || fclose(fp)) {
-        perror(path);
-        exit(1);
-    }
-}
-
-static unsigned char *get_file(const char *path, size_t *n) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long sz = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)sz + 1);
-    *n = fread(b, 1, (size_t)sz, fp);
-    b[*n] = 0;
-    fclose(fp);
-    return b;
-}
+#include "tfile.h"
 
 /* A file of header text hdr (length field = its length unless hlen >= 0) and data bytes. */
 static void make_st(const char *path, const char *hdr, long long hlen, const void *data,
@@ -513,13 +483,7 @@ static void test_atomic(void) {
 }
 
 int main(void) {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/ht_st_XXXXXX",
-             tmp && *tmp && strlen(tmp) < 40 ? tmp : "/tmp");
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    tfile_init("ht_st");
     double t0 = ht_now();
     test_round_trip();
     test_bytes();
@@ -533,8 +497,6 @@ int main(void) {
     test_atomic();
     tap_diag("seconds: round trip %.2f, python %.2f, hostile %.2f, fuzz %.2f, atomic %.2f", t1 - t0,
              t2 - t1, t3 - t2, t4 - t3, ht_now() - t4);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    (void)!system(cmd);
+    tfile_done();
     return tap_done();
 }

@@ -1,0 +1,54 @@
+#include "tfile.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char g_dir[64];
+
+void tfile_init(const char *prefix) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(g_dir, sizeof g_dir, "%s/%s_XXXXXX", tmp && *tmp && strlen(tmp) < 40 ? tmp : "/tmp",
+             prefix);
+    if (!mkdtemp(g_dir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+}
+
+void tfile_done(void) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    (void)!system(cmd);
+}
+
+const char *tpath(const char *name) {
+    static char buf[4][256];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
+    return buf[k];
+}
+
+void put_file(const char *path, const void *data, size_t n) {
+    unlink(path);
+    FILE *fp = fopen(path, "wb");
+    if (!fp || fwrite(data, 1, n, fp) != n || fclose(fp)) {
+        perror(path);
+        exit(1);
+    }
+}
+
+unsigned char *get_file(const char *path, size_t *n) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    long sz = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)sz + 1);
+    *n = fread(b, 1, (size_t)sz, fp);
+    b[*n] = 0;
+    fclose(fp);
+    return b;
+}

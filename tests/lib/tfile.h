@@ -1,0 +1,20 @@
+/* Scratch files for the unit tests: one temporary folder a test (under $TMPDIR when it is
+ * short, else /tmp), paths in it, and whole-file writes and reads. */
+#ifndef HT_TESTS_TFILE_H
+#define HT_TESTS_TFILE_H
+
+#include <stddef.h>
+
+/* Makes the folder <TMPDIR>/<prefix>_XXXXXX; exits 1 if it cannot. */
+void tfile_init(const char *prefix);
+/* Removes the folder and everything in it. */
+void tfile_done(void);
+/* dir/name; the result stays valid for the next three calls. */
+const char *tpath(const char *name);
+/* Writes a new file (any old one unlinked first: ext4 flushes a file truncated and
+ * rewritten when it is closed); exits 1 on failure. */
+void put_file(const char *path, const void *data, size_t n);
+/* The whole file, NUL-terminated (*n bytes before the NUL); NULL if it cannot be opened. */
+unsigned char *get_file(const char *path, size_t *n);
+
+#endif
