@@ -5,6 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tap.h"
+
 static char g_dir[64];
 
 void tfile_init(const char *prefix) {
@@ -18,15 +20,18 @@ void tfile_init(const char *prefix) {
 }
 
 void tfile_done(void) {
+    if (getenv("HT_KEEP_TMP")) return;
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    (void)!system(cmd);
+    if (system(cmd) != 0) tap_diag("could not remove %s", g_dir);
 }
 
+const char *tfile_dir(void) { return g_dir; }
+
 const char *tpath(const char *name) {
-    static char buf[4][256];
+    static char buf[8][256];
     static int k;
-    k = (k + 1) % 4;
+    k = (k + 1) % 8;
     snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
     return buf[k];
 }
@@ -51,4 +56,10 @@ unsigned char *get_file(const char *path, size_t *n) {
     b[*n] = 0;
     fclose(fp);
     return b;
+}
+
+const char *put_text(const char *name, const char *text) {
+    const char *p = tpath(name);
+    put_file(p, text, strlen(text));
+    return p;
 }

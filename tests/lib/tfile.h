@@ -7,10 +7,14 @@
 
 /* Makes the folder <TMPDIR>/<prefix>_XXXXXX; exits 1 if it cannot. */
 void tfile_init(const char *prefix);
-/* Removes the folder and everything in it. */
+/* Removes the folder and everything in it, unless HT_KEEP_TMP is set. */
 void tfile_done(void);
-/* dir/name; the result stays valid for the next three calls. */
+/* The folder. */
+const char *tfile_dir(void);
+/* dir/name; the result stays valid for the next seven calls. */
 const char *tpath(const char *name);
+/* Writes text to dir/name (put_file); returns tpath(name). */
+const char *put_text(const char *name, const char *text);
 /* Writes a new file (any old one unlinked first: ext4 flushes a file truncated and
  * rewritten when it is closed); exits 1 on failure. */
 void put_file(const char *path, const void *data, size_t n);

@@ -5,6 +5,7 @@
 #include "core/err.h"
 #include "tap.h"
 #include "tconfig.h"
+#include "tfile.h"
 
 #include <dirent.h>
 #include <stdarg.h>
@@ -12,22 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static char g_dir[64];
-static char g_path[8][HT_PATH_MAX];
-static int g_next;
-
-/* Writes text to dir/name; returns the path (valid for the next 7 calls). */
-static const char *put(const char *name, const char *text) {
-    char *p = g_path[g_next++ % 8];
-    snprintf(p, HT_PATH_MAX, "%s/%s", g_dir, name);
-    FILE *f = fopen(p, "w");
-    if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
-        printf("Bail out! cannot write %s\n", p);
-        exit(1);
-    }
-    return p;
-}
 
 /* 1-based line of the first occurrence of needle in text (0 if absent). */
 static int line_of(const char *text, const char *needle) {
@@ -57,7 +42,7 @@ static const char *BASE = "train = { batch = 32; steps = 100; };\noptim = { lr =
 static const char *with_base(const char *name, const char *extra) {
     static char text[8192];
     snprintf(text, sizeof text, "%s%s", BASE, extra);
-    return put(name, text);
+    return put_text(name, text);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -77,7 +62,7 @@ static void test_full_file(void) {
                        "device = { select = \"gpu\"; cache = false; };\n"
                        "log = { metrics = \"m.jsonl\"; progress = \"plain\"; every = 5; };\n"
                        "checkpoint = { path = \"ck.safetensors\"; every = 1000; };\n";
-    const char *p = put("full.cfg", text);
+    const char *p = put_text("full.cfg", text);
     ht_config c;
     is_ok(cfg_load(&c, p, NULL), "full file loads");
     tap_ok(strcmp(c.source, p) == 0, "source is the path");
@@ -111,7 +96,7 @@ static void test_full_file(void) {
 
 static void test_defaults(void) {
     ht_config c;
-    is_ok(cfg_load(&c, put("min.cfg", BASE), NULL), "minimal file loads");
+    is_ok(cfg_load(&c, put_text("min.cfg", BASE), NULL), "minimal file loads");
     tap_ok(strcmp(c.model.type, "mlp") == 0 && c.model.nhidden == 1 && c.model.hidden[0] == 128 &&
                strcmp(c.model.activation, "relu") == 0,
            "model defaults: mlp, [128], relu");
@@ -139,9 +124,9 @@ static void test_defaults(void) {
 
 static void test_numbers(void) {
     ht_config c;
-    const char *p = put("ints.cfg", "train = { batch = 8; epochs = 3; seed = 5000000000L; };\n"
-                                    "optim = { lr = 1; weight_decay = 0; gamma = 2; };\n"
-                                    "data = { seed = 9; };\n");
+    const char *p = put_text("ints.cfg", "train = { batch = 8; epochs = 3; seed = 5000000000L; };\n"
+                                         "optim = { lr = 1; weight_decay = 0; gamma = 2; };\n"
+                                         "data = { seed = 9; };\n");
     is_ok(cfg_load(&c, p, NULL), "integers accepted for numbers");
     tap_ok(c.optim.lr == 1.0 && c.optim.weight_decay == 0.0 && c.optim.gamma == 2.0 &&
                c.train.epochs == 3.0,
@@ -150,19 +135,19 @@ static void test_numbers(void) {
 
     const char *t =
         "train = { batch = 8; steps = 10;\n  seed = 5000000000; };\noptim = { lr = 1; };\n";
-    p = put("wrap.cfg", t);
+    p = put_text("wrap.cfg", t);
     cfg_refused(cfg_load(&c, p, NULL), "64-bit seed without L is refused, not wrapped",
                 at(p, t, "seed"), "found 5000000000", "5000000000L");
     t = "train = { batch = 8;\n steps = 3000000000; };\noptim = { lr = 1; };\n";
-    p = put("wrap2.cfg", t);
+    p = put_text("wrap2.cfg", t);
     cfg_refused(cfg_load(&c, p, NULL), "int past 2^31 is out of range", at(p, t, "steps"),
                 "key 'train.steps': found 3000000000", "<= 2147483647");
     t = "train = { batch = 8; steps = 10; };\noptim = { lr = 1e400; };\n";
-    p = put("inf.cfg", t);
+    p = put_text("inf.cfg", t);
     cfg_refused(cfg_load(&c, p, NULL), "infinite number refused", at(p, t, "lr"), "found inf",
                 "expected a finite number");
     t = "train = { batch = 8; steps = 10; seed = -1; };\noptim = { lr = 1; };\n";
-    p = put("neg.cfg", t);
+    p = put_text("neg.cfg", t);
     cfg_refused(cfg_load(&c, p, NULL), "negative seed refused", "key 'train.seed': found -1",
                 "expected an integer >= 0", NULL);
 }
@@ -176,31 +161,31 @@ static void test_lost_numbers(void) {
     ht_config c;
     const char *t = "train = { batch = 32; steps = 100; };\noptim = { lr = 0.1; };\n"
                     "model = { hidden = [16,\n   4294967312]; };\n";
-    const char *p = put("lost1.cfg", t);
+    const char *p = put_text("lost1.cfg", t);
     cfg_refused(cfg_load(&c, p, NULL), "hidden = [..., 4294967312] on the array's second line",
                 at(p, t, "4294967312"), "key 'model.hidden[1]': found 4294967312", "<= 2147483647");
     t = "train = { batch = 32; steps = 100; };\noptim = { lr = 0.1; };\n"
         "model = { hidden = [4294967312, 16]; };\n";
-    p = put("lost2.cfg", t);
+    p = put_text("lost2.cfg", t);
     cfg_refused(cfg_load(&c, p, NULL), "the wrapped element comes first",
                 "key 'model.hidden[0]': found 4294967312", NULL, NULL);
     t = "train = { batch = 0x100000020; steps = 100; };\noptim = { lr = 0.1; };\n";
-    p = put("lost3.cfg", t);
+    p = put_text("lost3.cfg", t);
     cfg_refused(cfg_load(&c, p, NULL), "a hex literal past 32 bits",
                 "key 'train.batch': found 0x100000020", NULL, NULL);
     t = "train = { batch = 32; steps = 100; seed = 18446744073709551617L; };\n"
         "optim = { lr = 0.1; };\n";
-    p = put("lost4.cfg", t);
+    p = put_text("lost4.cfg", t);
     cfg_refused(cfg_load(&c, p, NULL), "a seed past 64 bits (clamped by libconfig)",
                 "found 18446744073709551617L, which does not fit in 64 bits", NULL, NULL);
     t = "train = { batch = 16; steps = 4294967312; };\noptim = { lr = 0.1; };\n";
-    p = put("lost6.cfg", t);
+    p = put_text("lost6.cfg", t);
     cfg_refused(cfg_load(&c, p, NULL), "two keys on a line: the wrapped one is named, not its twin",
                 "key 'train.steps': found 4294967312", NULL, NULL);
     t = "# 4294967312 in a comment, \"4294967312\" in a string\n"
         "train = { batch = 32; steps = 100; };\noptim = { lr = 0.1; };\n"
         "model = { hidden = [16]; }; # 4294967312\n";
-    p = put("lost5.cfg", t);
+    p = put_text("lost5.cfg", t);
     is_ok(cfg_load(&c, p, NULL), "big numbers in comments do not count");
     p = with_base("ok.cfg", "");
     cfg_refused(
@@ -225,16 +210,16 @@ static void test_file_errors(void) {
     const char *t, *p;
 
     t = "train = {\n  batch = 32;\n  steps = 10;\n};\nmodel = {\n  activation = relu;\n};\n";
-    p = put("syntax.cfg", t);
+    p = put_text("syntax.cfg", t);
     cfg_refused(cfg_load(&c, p, NULL), "syntax error (unquoted string) names file:line",
                 at(p, t, "relu"), "syntax error", "strings in double quotes");
     t = "train = { batch = 32; steps = 10; };\noptim = { lr = 0.1;\n  lr = 0.2; };\n";
-    p = put("dup.cfg", t);
+    p = put_text("dup.cfg", t);
     cfg_refused(cfg_load(&c, p, NULL), "duplicate key is a syntax error with libconfig's text",
                 at(p, t, "lr = 0.2"), "syntax error: duplicate setting name", NULL);
 
     t = "train = { batch = 32; steps = 10; };\n\n# learning rate\noptim = {\n  lrr = 0.1;\n};\n";
-    p = put("unknown.cfg", t);
+    p = put_text("unknown.cfg", t);
     cfg_refused(cfg_load(&c, p, NULL), "unknown key: file:line and did-you-mean", at(p, t, "lrr"),
                 "unknown key 'optim.lrr' (did you mean 'optim.lr'?)", NULL);
     p = with_base("moved.cfg", "model = {\n  lr = 3;\n};\n");
@@ -244,23 +229,23 @@ static void test_file_errors(void) {
     cfg_refused(cfg_load(&c, p, NULL), "unknown key far from all lists the group's keys",
                 "unknown key 'model.zzzzzz'", "keys in 'model': type, hidden, activation", NULL);
     t = "trian = {\n  batch = 32;\n};\noptim = { lr = 0.1; };\n";
-    p = put("group.cfg", t);
+    p = put_text("group.cfg", t);
     cfg_refused(cfg_load(&c, p, NULL), "unknown group: did-you-mean", at(p, t, "trian"),
                 "unknown group 'trian' (did you mean 'train'?)", NULL);
     p = with_base("group2.cfg", "\noptimizer = { lr = 0.1; };\n");
     cfg_refused(cfg_load(&c, p, NULL), "unknown group by prefix",
                 ":4:", "unknown group 'optimizer' (did you mean 'optim'?)", NULL);
     t = "batch = 32;\n";
-    p = put("top.cfg", t);
+    p = put_text("top.cfg", t);
     cfg_refused(cfg_load(&c, p, NULL), "top-level key suggests its group",
                 ":1:", "unknown key 'batch' (did you mean 'train.batch'?)", NULL);
 
     t = "optim = { lr = 0.1; };\ntrain = {\n  batch = \"64\";\n  steps = 10;\n};\n";
-    p = put("type.cfg", t);
+    p = put_text("type.cfg", t);
     cfg_refused(cfg_load(&c, p, NULL), "wrong type: string for integer", at(p, t, "batch"),
                 "key 'train.batch': found a string, expected an integer", NULL);
     t = "optim = { lr = 0.1; };\ntrain = { steps = 10;\n  batch = 0.5; };\n";
-    p = put("type2.cfg", t);
+    p = put_text("type2.cfg", t);
     cfg_refused(cfg_load(&c, p, NULL), "wrong type: float for integer", at(p, t, "batch"),
                 "key 'train.batch': found a float (0.5), expected an integer", NULL);
     p = with_base("type3.cfg", "data = {\n  shuffle = 1;\n};\n");
@@ -273,28 +258,28 @@ static void test_file_errors(void) {
     p = with_base("type5.cfg", "model = { hidden = (64,\n  32.5); };\n");
     cfg_refused(cfg_load(&c, p, NULL), "wrong element type names the element and its line",
                 ":4:", "key 'model.hidden[1]': found a float (32.5), expected an integer", NULL);
-    p = put("type6.cfg", "train = 5;\n");
+    p = put_text("type6.cfg", "train = 5;\n");
     cfg_refused(cfg_load(&c, p, NULL), "group given as a scalar",
                 ":1:", "key 'train': found an integer (5), expected a group", NULL);
 
     t = "train = {\n  steps = 10;\n};\noptim = { lr = 0.1; };\n";
-    p = put("missing.cfg", t);
+    p = put_text("missing.cfg", t);
     char want[HT_PATH_MAX + 100];
     snprintf(want, sizeof want,
              "%s: missing required key 'train.batch' (integer, global batch size)", p);
     tap_ok(cfg_load(&c, p, NULL) == HT_EINPUT && strcmp(ht_errmsg(), want) == 0,
            "missing train.batch: exact message");
-    p = put("missing2.cfg", "train = { batch = 4; steps = 10; };\n");
+    p = put_text("missing2.cfg", "train = { batch = 4; steps = 10; };\n");
     cfg_refused(cfg_load(&c, p, NULL), "missing optim.lr",
                 "missing required key 'optim.lr' (number,", NULL, NULL);
-    p = put("missing3.cfg", "train = { batch = 4; };\noptim = { lr = 0.1; };\n");
+    p = put_text("missing3.cfg", "train = { batch = 4; };\noptim = { lr = 0.1; };\n");
     cfg_refused(cfg_load(&c, p, NULL), "neither steps nor epochs",
                 "missing required key 'train.steps' or 'train.epochs'", NULL, NULL);
-    p = put("epochs.cfg", "train = { batch = 4; epochs = 0.5; };\noptim = { lr = 0.1; };\n");
+    p = put_text("epochs.cfg", "train = { batch = 4; epochs = 0.5; };\noptim = { lr = 0.1; };\n");
     is_ok(cfg_load(&c, p, NULL), "epochs alone is enough");
 
     t = "train = { batch = 32; steps = 10; };\noptim = {\n  type = \"sgd\";\n  lr = -1;\n};\n";
-    p = put("range.cfg", t);
+    p = put_text("range.cfg", t);
     snprintf(want, sizeof want, "%s key 'optim.lr': found -1, expected a number > 0",
              at(p, t, "lr ="));
     tap_ok(cfg_load(&c, p, NULL) == HT_EINPUT && strcmp(ht_errmsg(), want) == 0,
@@ -307,7 +292,7 @@ static void test_file_errors(void) {
                 "expected an integer >= 1", NULL);
 
     t = "train = { batch = 32; steps = 10; };\noptim = {\n  lr = 0.1;\n  type = \"adam\";\n};\n";
-    p = put("enum.cfg", t);
+    p = put_text("enum.cfg", t);
     cfg_refused(cfg_load(&c, p, NULL), "enum: not one of the choices", at(p, t, "type"),
                 "key 'optim.type': found \"adam\", expected one of \"sgd\", \"adamw\"",
                 "(did you mean \"adamw\"?)");
@@ -319,17 +304,17 @@ static void test_file_errors(void) {
     memset(big, 'x', 2000);
     big[2000] = 0;
     snprintf(text, sizeof text, "%sdata = {\n  images = \"/%s\";\n};\n", BASE, big);
-    p = put("long.cfg", text);
+    p = put_text("long.cfg", text);
     cfg_refused(
         cfg_load(&c, p, NULL), "string longer than its buffer is refused",
         ":4:", "key 'data.images': found a string of 2001 characters, expected at most 1023", NULL);
     big[256] = 0;
     snprintf(text, sizeof text, "%sdevice = { select = \"%s\"; };\n", BASE, big);
-    cfg_refused(cfg_load(&c, put("long2.cfg", text), NULL), "device.select of 256 refused",
+    cfg_refused(cfg_load(&c, put_text("long2.cfg", text), NULL), "device.select of 256 refused",
                 "found a string of 256 characters, expected at most 255", NULL, NULL);
     big[255] = 0;
     snprintf(text, sizeof text, "%sdevice = { select = \"%s\"; };\n", BASE, big);
-    is_ok(cfg_load(&c, put("long3.cfg", text), NULL), "device.select of 255 fits");
+    is_ok(cfg_load(&c, put_text("long3.cfg", text), NULL), "device.select of 255 fits");
     tap_ok(strlen(c.device.select) == 255, "and is kept whole");
     p = with_base("many.cfg",
                   "model = { hidden = [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]; };\n");
@@ -354,31 +339,32 @@ static void test_file_errors(void) {
                 "<= optim.lr (0.1)", NULL);
 
     snprintf(want, sizeof want, "cannot open config '%s/nope.cfg': No such file or directory",
-             g_dir);
-    snprintf(text, sizeof text, "%s/nope.cfg", g_dir);
+             tfile_dir());
+    snprintf(text, sizeof text, "%s/nope.cfg", tfile_dir());
     tap_ok(cfg_load(&c, text, NULL) == HT_EINPUT && strcmp(ht_errmsg(), want) == 0,
            "missing file: exact message");
-    cfg_refused(cfg_load(&c, g_dir, NULL), "a folder is not a config", "cannot open config",
+    cfg_refused(cfg_load(&c, tfile_dir(), NULL), "a folder is not a config", "cannot open config",
                 "Is a directory", NULL);
 }
 
 static void test_include(void) {
     ht_config c;
-    put("base.cfg", "optim = { lr = 0.5;\n  type = \"adamw\"; };\n");
-    const char *p = put("inc.cfg", "@include \"base.cfg\"\ntrain = { batch = 4; steps = 1; };\n");
+    put_text("base.cfg", "optim = { lr = 0.5;\n  type = \"adamw\"; };\n");
+    const char *p =
+        put_text("inc.cfg", "@include \"base.cfg\"\ntrain = { batch = 4; steps = 1; };\n");
     is_ok(cfg_load(&c, p, NULL), "@include relative to the file's folder");
     tap_ok(c.optim.lr == 0.5 && strcmp(c.optim.type, "adamw") == 0, "included values apply");
-    put("bad.cfg", "optim = { lr = 0.5;\n  typ = \"adamw\"; };\n");
-    p = put("inc2.cfg", "@include \"bad.cfg\"\ntrain = { batch = 4; steps = 1; };\n");
+    put_text("bad.cfg", "optim = { lr = 0.5;\n  typ = \"adamw\"; };\n");
+    p = put_text("inc2.cfg", "@include \"bad.cfg\"\ntrain = { batch = 4; steps = 1; };\n");
     char want[HT_PATH_MAX + 32];
-    snprintf(want, sizeof want, "%s/bad.cfg:2: unknown key 'optim.typ'", g_dir);
+    snprintf(want, sizeof want, "%s/bad.cfg:2: unknown key 'optim.typ'", tfile_dir());
     cfg_refused(cfg_load(&c, p, NULL), "error in an included file names that file and line", want,
                 "did you mean 'optim.type'?", NULL);
 }
 
 static void test_overrides(void) {
     ht_config c;
-    const char *p = put("set.cfg", BASE);
+    const char *p = put_text("set.cfg", BASE);
     is_ok(cfg_load(&c, p, "train.batch=64", "model.hidden=[512,256]", "optim.type=\"adamw\"",
                    "data.shuffle=false", "optim.lr = 1", "train.seed=5000000000", NULL),
           "overrides apply");
@@ -445,7 +431,7 @@ static void test_overrides(void) {
 
 static void test_models(void) {
     ht_config c;
-    const char *p = put("cnn0.cfg", BASE);
+    const char *p = put_text("cnn0.cfg", BASE);
     is_ok(cfg_load(&c, p, "model.type=cnn", NULL), "model.type cnn with the default layers");
     const char *mnist[] = {
         "conv 5 32 pad=2", "relu",       "maxpool 2", "conv 5 64 pad=2", "relu", "maxpool 2",
@@ -513,7 +499,7 @@ static void test_models(void) {
     p = with_base("cnn7.cfg", many);
     cfg_refused(cfg_load(&c, p, NULL), "33 layers", "found 33 values, expected at most 32", NULL,
                 NULL);
-    p = put("cnn8.cfg", BASE);
+    p = put_text("cnn8.cfg", BASE);
     is_ok(cfg_load(&c, p, "model.layers=[\"conv 3 4\", \"relu\", \"flatten\", \"linear 2\"]", NULL),
           "--set model.layers=[...]");
     tap_ok(c.model.nlayers == 4 && strcmp(c.model.layers[0], "conv 3 4") == 0, "override kept");
@@ -635,14 +621,14 @@ static void test_schema_and_write(void) {
     }
 
     ht_config a, b;
-    const char *p = put("rt.cfg", BASE);
+    const char *p = put_text("rt.cfg", BASE);
     is_ok(cfg_load(&a, p, "model.hidden=[300, 7]", "optim.lr=0.30000000000000004",
                    "model.layers=[\"conv 3 4 pad=1\", \"maxpool 2 stride=1\"]",
                    "model.input_shape=[1, 2, 3]", "data.seed=9000000000",
                    "device.select=say \"hi\"\\", "optim.eps=3e-9", "train.epochs=0.3", NULL),
           "config for the round trip");
     char out[HT_PATH_MAX];
-    snprintf(out, sizeof out, "%s/written.cfg", g_dir);
+    snprintf(out, sizeof out, "%s/written.cfg", tfile_dir());
     f = fopen(out, "w");
     ht_config_write(f, &a);
     fclose(f);
@@ -658,10 +644,11 @@ static void test_schema_and_write(void) {
 static void test_write_changes(void) {
     ht_config a, b;
     char out[HT_PATH_MAX];
-    snprintf(out, sizeof out, "%s/changes.cfg", g_dir);
-    is_ok(cfg_load(&a, put("ch.cfg", BASE), "model.hidden=[300, 7]", "optim.lr=0.30000000000000004",
-                   "data.seed=9000000000", "device.select=say \"hi\"\\", "optim.eps=3e-9",
-                   "pipe.boundaries=[2]", "cluster.split=speed", "log.progress=none", NULL),
+    snprintf(out, sizeof out, "%s/changes.cfg", tfile_dir());
+    is_ok(cfg_load(&a, put_text("ch.cfg", BASE), "model.hidden=[300, 7]",
+                   "optim.lr=0.30000000000000004", "data.seed=9000000000",
+                   "device.select=say \"hi\"\\", "optim.eps=3e-9", "pipe.boundaries=[2]",
+                   "cluster.split=speed", "log.progress=none", NULL),
           "an MLP job for ht_config_write_changes");
     FILE *f = fopen(out, "w");
     int rc = ht_config_write_changes(f, &a);
@@ -684,7 +671,7 @@ static void test_write_changes(void) {
     if (lines != 28 && text) tap_diag("%s", text);
     free(text);
 
-    is_ok(cfg_load(&a, put("gpt.cfg", BASE), "model.type=gpt", "model.hidden=[300]",
+    is_ok(cfg_load(&a, put_text("gpt.cfg", BASE), "model.type=gpt", "model.hidden=[300]",
                    "model.d_model=64", "data.kind=text", "data.path=x.txt", "train.steps=1", NULL),
           "a GPT job with an MLP width set");
     f = fopen(out, "w");
@@ -701,25 +688,8 @@ static void test_write_changes(void) {
     free(text);
 }
 
-/* Removes the (flat) temp folder. */
-static void remove_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    char path[HT_PATH_MAX];
-    for (struct dirent *e; d && (e = readdir(d));) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        unlink(path);
-    }
-    if (d) closedir(d);
-    if (rmdir(dir) != 0) tap_diag("could not remove %s", dir);
-}
-
 int main(void) {
-    snprintf(g_dir, sizeof g_dir, "/tmp/t_config.XXXXXX");
-    if (!mkdtemp(g_dir)) {
-        printf("Bail out! mkdtemp failed\n");
-        return 1;
-    }
+    tfile_init("t_config");
     test_full_file();
     test_defaults();
     test_numbers();
@@ -729,6 +699,6 @@ int main(void) {
     test_overrides();
     test_models();
     test_schema_and_write();
-    if (!getenv("HT_KEEP_TMP")) remove_dir(g_dir);
+    tfile_done();
     return tap_done();
 }

@@ -10,6 +10,7 @@
 #include "pipe/schedule.h"
 #include "tap.h"
 #include "tconfig.h"
+#include "tfile.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,12 +18,11 @@
 #include <string.h>
 #include <unistd.h>
 
-static char g_dir[64];
 static char g_file[HT_PATH_MAX];
 
 /* A job file: a small MLP, then `extra` (groups of keys). */
 static const char *job(const char *extra) {
-    snprintf(g_file, sizeof g_file, "%s/job.cfg", g_dir);
+    snprintf(g_file, sizeof g_file, "%s/job.cfg", tfile_dir());
     FILE *f = fopen(g_file, "w");
     if (!f || fprintf(f,
                       "model = { hidden = [8, 8, 8]; };\n"
@@ -109,7 +109,7 @@ static void test_parse(void) {
     /* written out and read back: the same enums */
     rc = cfg_load(&c, job("pipe = { schedule = \"chimera\"; stages = 4; };\n"), NULL);
     char path[HT_PATH_MAX];
-    snprintf(path, sizeof path, "%s/back.cfg", g_dir);
+    snprintf(path, sizeof path, "%s/back.cfg", tfile_dir());
     FILE *f = fopen(path, "w");
     if (f) ht_config_write(f, &c), fclose(f);
     ht_config d;
@@ -260,17 +260,11 @@ static void test_world_rules(void) {
 }
 
 int main(void) {
-    snprintf(g_dir, sizeof g_dir, "/tmp/t_modes.XXXXXX");
-    if (!mkdtemp(g_dir)) {
-        printf("Bail out! mkdtemp\n");
-        return 1;
-    }
+    tfile_init("t_modes");
     test_tables();
     test_parse();
     test_load_rules();
     test_world_rules();
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) tap_diag("could not remove %s", g_dir);
+    tfile_done();
     return tap_done();
 }

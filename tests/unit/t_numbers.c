@@ -11,6 +11,7 @@
 #include "core/err.h"
 #include "core/intlit.h"
 #include "tap.h"
+#include "tfile.h"
 
 #include <limits.h>
 #include <math.h>
@@ -18,21 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static char g_dir[64];
-
-static const char *put(const char *name, const char *text) {
-    static char paths[4][HT_PATH_MAX];
-    static int next;
-    char *p = paths[next++ % 4];
-    snprintf(p, HT_PATH_MAX, "%s/%s", g_dir, name);
-    FILE *f = fopen(p, "w");
-    if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
-        printf("Bail out! cannot write %s\n", p);
-        exit(1);
-    }
-    return p;
-}
 
 static void has(int rc, const char *what, const char *a, const char *b) {
     const char *m = ht_errmsg();
@@ -92,36 +78,37 @@ static void test_positions(void) {
     char t[2048], want[HT_PATH_MAX + 64];
     const char *p;
     snprintf(t, sizeof t, "%sdata = { samples\n  =\n\n   4294967312\n  ; };\n", BASE);
-    p = put("nextline.cfg", t);
+    p = put_text("nextline.cfg", t);
     snprintf(want, sizeof want, "%s:6: key 'data.samples': found 4294967312", p);
     has(ht_config_load(&c, p, NULL, 0), "the digits two lines below the key: their own line", want,
         NULL);
     snprintf(t, sizeof t,
              "train = { batch =\n 4294967328; steps = 3; };\noptim = { lr = 0.1; };\n");
-    p = put("scalar.cfg", t);
+    p = put_text("scalar.cfg", t);
     snprintf(want, sizeof want, "%s:2: key 'train.batch': found 4294967328, expected an integer >= 1 and <= 2147483647", p);
     has(ht_config_load(&c, p, NULL, 0), "a scalar on the line after its key (wraps to 32)", want, NULL);
     snprintf(t, sizeof t, "%scluster = { shares = (16,\n 8,\n\n 0x100000008); };\n", BASE);
-    p = put("list.cfg", t);
+    p = put_text("list.cfg", t);
     snprintf(want, sizeof want, "%s:6: key 'cluster.shares[2]': found 0x100000008", p);
     has(ht_config_load(&c, p, NULL, 0), "hex past 32 bits in a list, third line of it", want, NULL);
     snprintf(t, sizeof t, "%scluster = { slowdown = [1.0,\n 1e-400]; };\n", BASE);
-    p = put("tiny.cfg", t);
+    p = put_text("tiny.cfg", t);
     snprintf(want, sizeof want, "%s:4: key 'cluster.slowdown[1]': found 1e-400, below the smallest double", p);
     has(ht_config_load(&c, p, NULL, 0), "a float that reads as 0 (underflow) in an array", want, NULL);
-    put("deep.cfg", "model = { hidden = [8,\n  -2147483649]; };\n");
-    put("mid.cfg", "@include \"deep.cfg\"\n");
+    put_text("deep.cfg", "model = { hidden = [8,\n  -2147483649]; };\n");
+    put_text("mid.cfg", "@include \"deep.cfg\"\n");
     snprintf(t, sizeof t, "%s@include \"mid.cfg\"\n", BASE);
-    p = put("top.cfg", t);
-    snprintf(want, sizeof want, "%s/deep.cfg:2: key 'model.hidden[1]': found -2147483649", g_dir);
+    p = put_text("top.cfg", t);
+    snprintf(want, sizeof want, "%s/deep.cfg:2: key 'model.hidden[1]': found -2147483649",
+             tfile_dir());
     has(ht_config_load(&c, p, NULL, 0), "a nested @include: the included file's own line", want,
         NULL);
     snprintf(t, sizeof t, "%smodel = { type = 0xFFFFFFFF; };\n", BASE);
-    p = put("type.cfg", t);
+    p = put_text("type.cfg", t);
     has(ht_config_load(&c, p, NULL, 0), "a wrong type quotes the literal, not libconfig's -1",
         "key 'model.type': found an integer (0xFFFFFFFF)", NULL);
     snprintf(t, sizeof t, "%sdata = { seed = 0x7FFFFFFFFFFFFFFFL; samples =\n 100; };\n", BASE);
-    p = put("good.cfg", t);
+    p = put_text("good.cfg", t);
     int rc = ht_config_load(&c, p, NULL, 0);
     tap_ok(rc == HT_OK && c.data.seed == 0x7FFFFFFFFFFFFFFFull && c.data.samples == 100,
            "numbers libconfig holds load as written (hex L seed 2^63 - 1, a value on the next line)");
@@ -143,17 +130,18 @@ static void test_positions(void) {
 /* Profiles, cluster descriptions and tuning files: the same check, the setting's path. */
 static void test_other_formats(void) {
     config_t cf;
-    const char *p = put("prof.cfg", "version = 1;\ndevices = ( { name = \"x\";\n"
-                                     "  samples_per_s = ( { batch =\n 4294967360; } ); } );\n");
+    const char *p = put_text("prof.cfg", "version = 1;\ndevices = ( { name = \"x\";\n"
+                                         "  samples_per_s = ( { batch =\n 4294967360; } ); } );\n");
     char want[HT_PATH_MAX + 64];
     snprintf(want, sizeof want, "%s:4: devices[0].samples_per_s[0].batch: found 4294967360", p);
     has(ht_cfg_read_file(&cf, p, "profile"), "ht_cfg_read_file: a wrapped batch in a profile",
         want, "or 4294967360L for 64 bits");
-    p = put("clu.cfg", "links = { intra = { latency_us = 1; bandwidth_gbs =\n\n 1e400; }; };\n");
+    p = put_text("clu.cfg",
+                 "links = { intra = { latency_us = 1; bandwidth_gbs =\n\n 1e400; }; };\n");
     snprintf(want, sizeof want, "%s:3: links.intra.bandwidth_gbs: found inf", p);
     has(ht_cfg_read_file(&cf, p, "cluster"), "ht_cfg_read_file: 1e400 in a cluster description",
         want, "1e400 is beyond the largest double");
-    p = put("fine.cfg", "a = [1, 2, 3];\nb = 2147483647;\nc = -9223372036854775808L;\n");
+    p = put_text("fine.cfg", "a = [1, 2, 3];\nb = 2147483647;\nc = -9223372036854775808L;\n");
     int rc = ht_cfg_read_file(&cf, p, "test");
     tap_ok(rc == HT_OK, "ht_cfg_read_file: the extremes libconfig holds load");
     if (rc == HT_OK) config_destroy(&cf);
@@ -218,19 +206,11 @@ static void test_args(void) {
 }
 
 int main(void) {
-    snprintf(g_dir, sizeof g_dir, "/tmp/t_numbers.XXXXXX");
-    if (!mkdtemp(g_dir)) {
-        printf("Bail out! mkdtemp failed\n");
-        return 1;
-    }
+    tfile_init("t_numbers");
     test_lexer();
     test_positions();
     test_other_formats();
     test_args();
-    if (!getenv("HT_KEEP_TMP")) {
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-        if (system(cmd) != 0) tap_diag("could not remove %s", g_dir);
-    }
+    tfile_done();
     return tap_done();
 }
