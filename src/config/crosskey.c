@@ -245,24 +245,23 @@ static int world_fail(const ht_config *cfg, const char *at, const char *fmt, int
                     world == 1 ? "" : "s");
 }
 
+/* A list key with one value per rank: n values (0: not set) set at `at`. */
+static int per_rank(const ht_config *cfg, const char *key, int n, const char *at, int world) {
+    if (!n || n == world) return HT_OK;
+    char fmt[128];
+    snprintf(fmt, sizeof fmt, "key '%s': found %%d values, expected %%d (one per rank)", key);
+    return world_fail(cfg, at, fmt, n, world, world);
+}
+
 int ht_config_check_world(const ht_config *cfg, int world) {
-    if (cfg->cluster.nshares && cfg->cluster.nshares != world)
-        return world_fail(cfg, cfg->cluster.at_shares,
-                          "key 'cluster.shares': found %d values, expected %d (one per rank)",
-                          cfg->cluster.nshares, world, world);
-    if (cfg->cluster.nslowdown && cfg->cluster.nslowdown != world)
-        return world_fail(cfg, cfg->cluster.at_slowdown,
-                          "key 'cluster.slowdown': found %d values, expected %d (one per rank)",
-                          cfg->cluster.nslowdown, world, world);
-    if (cfg->cluster.nslowdown_from && cfg->cluster.nslowdown_from != world)
-        return world_fail(cfg, cfg->cluster.at_slowdown_from,
-                          "key 'cluster.slowdown_from': found %d values, expected %d (one per "
-                          "rank)",
-                          cfg->cluster.nslowdown_from, world, world);
-    if (cfg->cluster.nhosts && cfg->cluster.nhosts != world)
-        return world_fail(cfg, cfg->cluster.at_hosts,
-                          "key 'cluster.hosts': found %d values, expected %d (one per rank)",
-                          cfg->cluster.nhosts, world, world);
+#define PER_RANK(name)                                                                             \
+    per_rank(cfg, "cluster." #name, cfg->cluster.n##name, cfg->cluster.at_##name, world)
+    int rc = PER_RANK(shares);
+    if (rc == HT_OK) rc = PER_RANK(slowdown);
+    if (rc == HT_OK) rc = PER_RANK(slowdown_from);
+    if (rc == HT_OK) rc = PER_RANK(hosts);
+#undef PER_RANK
+    if (rc != HT_OK) return rc;
     if (cfg->cluster.ndevices > 1 && cfg->cluster.ndevices != world)
         return world_fail(cfg, cfg->cluster.at_devices,
                           "key 'cluster.devices': found %d values, expected 1 (for all ranks) "
