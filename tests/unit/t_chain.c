@@ -413,6 +413,16 @@ static void check_fd(ht_model *m, int B, const char *what, float h, double tol) 
     free(g);
 }
 
+/* A batch of B inputs of n values uniform in [-2, 2) (seed xs) and labels below cls (seed
+ * ys), set on m. */
+static void random_batch(ht_model *m, float *x, int32_t *y, int B, int n, int cls, uint64_t xs,
+                         uint64_t ys) {
+    ref_fill_uniform(x, (size_t)B * n, -2, 2, xs);
+    for (int i = 0; i < B; i++)
+        y[i] = (int32_t)ht_rng_below(ys, (uint64_t)i, (uint32_t)cls);
+    ht_model_set_batch(m, x, y, B);
+}
+
 static void test_mlp_chain(void) {
     enum { B = 5 };
     const int hidden[] = {9, 7, 6};
@@ -421,10 +431,7 @@ static void test_mlp_chain(void) {
     ht_model_init_params(&m, 3);
     float x[B * 6];
     int32_t y[B];
-    ref_fill_uniform(x, B * 6, -2, 2, 5);
-    for (int i = 0; i < B; i++)
-        y[i] = (int32_t)ht_rng_below(6, i, 4);
-    ht_model_set_batch(&m, x, y, B);
+    random_batch(&m, x, y, B, 6, 4, 5, 6);
     check_splits(&m, B, "mlp 6-9-7-6-4 gelu");
     check_scaled_ranges(&m, B, "mlp");
     ht_model_free(&m);
@@ -441,10 +448,7 @@ static void test_cnn_chain(void) {
     ht_model_init_params(&m, 11);
     float x[B * 128];
     int32_t y[B];
-    ref_fill_uniform(x, B * 128, -2, 2, 7);
-    for (int i = 0; i < B; i++)
-        y[i] = (int32_t)ht_rng_below(8, i, CLS);
-    ht_model_set_batch(&m, x, y, B);
+    random_batch(&m, x, y, B, 128, CLS, 7, 8);
     check_splits(&m, B, "cnn conv-relu-pool-conv-gelu-flatten-linear-relu-linear");
     check_scaled_ranges(&m, B, "cnn");
     ht_model_free(&m);
@@ -476,10 +480,7 @@ static void test_avgpool_chain(void) {
     ht_model_init_params(&m, 13);
     float x[B * 128];
     int32_t y[B];
-    ref_fill_uniform(x, B * 128, -2, 2, 9);
-    for (int i = 0; i < B; i++)
-        y[i] = (int32_t)ht_rng_below(10, i, CLS);
-    ht_model_set_batch(&m, x, y, B);
+    random_batch(&m, x, y, B, 128, CLS, 9, 10);
 
     /* layer 2: (B,4,8,8) -> (B,4,4,4), each output the mean of its 2x2 window */
     ht_model_forward(&m, B, 0);
