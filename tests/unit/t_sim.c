@@ -28,6 +28,18 @@ static void mlp(ht_model *m, int L) {
     ht_exit_on_error(ht_model_mlp(m, NULL, 8, hidden, L - 1, 8, "relu", 64));
 }
 
+/* mlp(m, L) and its simulator model with SGD. */
+static void mlp_sim(ht_model *m, ht_sim_model *sm, int L) {
+    mlp(m, L);
+    ht_sim_model_from(sm, m, "sgd");
+}
+
+static void free_all(ht_sim_cluster *c, ht_sim_model *sm, ht_model *m) {
+    ht_sim_cluster_free(c);
+    ht_sim_model_free(sm);
+    ht_model_free(m);
+}
+
 /* A profile with one device: fc<k> takes fwd[k-1] ms at batch 32 and twice that at 64
  * (backward: bwd_ratio times forward), the relus 0.5 ms at both. */
 static ht_profile *profile(int L, const double *fwd, double bwd_ratio) {
@@ -62,9 +74,8 @@ static void cluster(ht_sim_cluster *c, ht_profile *p, int n, double lat, double 
 static void one_rank(void) {
     const double fwd[3] = {1, 2, 3};
     ht_model m;
-    mlp(&m, 3);
     ht_sim_model sm;
-    ht_sim_model_from(&sm, &m, "sgd");
+    mlp_sim(&m, &sm, 3);
     ht_sim_cluster c;
     cluster(&c, profile(3, fwd, 2), 1, 0, 1);
     ht_sim_dp p = {.B = 48, .alg = HT_SIM_RING, .overlap = 1, .bucket_first_mb = 1, .bucket_cap_mb = 25};
@@ -78,9 +89,7 @@ static void one_rank(void) {
     tap_ok(rc == HT_OK && NEAR(r.rank[0].busy, want) && r.rank[0].comm == 0 && r.bytes == 0,
            "one rank: all compute, nothing moved");
     ht_sim_result_free(&r);
-    ht_sim_cluster_free(&c);
-    ht_sim_model_free(&sm);
-    ht_model_free(&m);
+    free_all(&c, &sm, &m);
 }
 
 /* The loss as a profiled layer (HT_PROF_LOSS): 0.4 ms at batch 32, 0.8 at 64, so 0.6 ms at 48,
@@ -89,9 +98,8 @@ static void one_rank(void) {
 static void loss_layer(void) {
     const double fwd[3] = {1, 2, 3};
     ht_model m;
-    mlp(&m, 3);
     ht_sim_model sm;
-    ht_sim_model_from(&sm, &m, "sgd");
+    mlp_sim(&m, &sm, 3);
     for (int only32 = 0; only32 < 2; only32++) {
         ht_sim_cluster c;
         ht_profile *p = profile(3, fwd, 2);
@@ -123,9 +131,8 @@ static void loss_layer(void) {
 static void in_step(void) {
     const double fwd[3] = {1, 2, 3};
     ht_model m;
-    mlp(&m, 3);
     ht_sim_model sm;
-    ht_sim_model_from(&sm, &m, "sgd");
+    mlp_sim(&m, &sm, 3);
     ht_sim_cluster c;
     ht_profile *p = profile(3, fwd, 2);
     p->dev[0].rates[0] = (ht_prof_rate){64, 64 / 38e-3};
@@ -142,9 +149,7 @@ static void in_step(void) {
                "in-step ratio: batch %d busy %.9f s, want %.9f", B[i], r.rank[0].busy, want[i]);
         ht_sim_result_free(&r);
     }
-    ht_sim_cluster_free(&c);
-    ht_sim_model_free(&sm);
-    ht_model_free(&m);
+    free_all(&c, &sm, &m);
 }
 
 /* The emulated slowdown stretches the batch upload as the trainer's does (its compute_s
@@ -153,9 +158,8 @@ static void in_step(void) {
 static void slow_upload(void) {
     const double fwd[3] = {1, 2, 3};
     ht_model m;
-    mlp(&m, 3);
     ht_sim_model sm;
-    ht_sim_model_from(&sm, &m, "sgd");
+    mlp_sim(&m, &sm, 3);
     ht_sim_cluster c;
     ht_profile *p = profile(3, fwd, 2);
     p->dev[0].h2d_gbs = 1;
@@ -170,9 +174,7 @@ static void slow_upload(void) {
     tap_ok(rc == HT_OK && NEAR(r.makespan, want), "slowdown 3: step %.9f s = 3 x (upload + layers + optimizer) %.9f",
            r.makespan, want);
     ht_sim_result_free(&r);
-    ht_sim_cluster_free(&c);
-    ht_sim_model_free(&sm);
-    ht_model_free(&m);
+    free_all(&c, &sm, &m);
 }
 
 /* Two equal ranks, B = 64 split 32 / 32, one all-reduce of every gradient after backward
@@ -180,9 +182,8 @@ static void slow_upload(void) {
 static void two_ranks(double slow1) {
     const double fwd[2] = {1, 1};
     ht_model m;
-    mlp(&m, 2);
     ht_sim_model sm;
-    ht_sim_model_from(&sm, &m, "sgd");
+    mlp_sim(&m, &sm, 2);
     ht_sim_cluster c;
     const double lat = 1e-3, bw = 1e6; /* 1 ms, 1 MB/s */
     cluster(&c, profile(2, fwd, 2), 2, lat, bw);
@@ -217,9 +218,7 @@ static void two_ranks(double slow1) {
                "speed split, slowdown %g: rank 1 left out (64 / %d), step %.6f s", slow1, sh[1],
                r.makespan);
     ht_sim_result_free(&r);
-    ht_sim_cluster_free(&c);
-    ht_sim_model_free(&sm);
-    ht_model_free(&m);
+    free_all(&c, &sm, &m);
 }
 
 /* A measured ring step (hetprof's ring_gbs) replaces transfer plus additions; the slowest
@@ -418,9 +417,8 @@ static void pipelines(void) {
     const int D = 4, N = 6;
     double fwd[4] = {1000, 1000, 1000, 1000}; /* 1 s per stage forward at batch 32 */
     ht_model m;
-    mlp(&m, D);
     ht_sim_model sm;
-    ht_sim_model_from(&sm, &m, "sgd");
+    mlp_sim(&m, &sm, D);
     for (int i = 0; i < sm.nlayers; i++) /* relus free: unit stage times */
         sm.l[i].act_bytes = 1000, sm.l[i].out_bytes = sm.l[i].in_bytes = 0;
     ht_profile *p = profile(D, fwd, 2);
@@ -516,9 +514,7 @@ static void pipelines(void) {
     tap_ok(rc == HT_EINPUT && strstr(ht_errmsg(), "deadlock"), "deadlock reported: %s", ht_errmsg());
     ht_sim_result_free(&r);
     free_sched(&s);
-    ht_sim_cluster_free(&c);
-    ht_sim_model_free(&sm);
-    ht_model_free(&m);
+    free_all(&c, &sm, &m);
 }
 
 /* Sync policies, timing only: asp with one worker and one server is compute + push + the
@@ -530,9 +526,8 @@ static void pipelines(void) {
 static void sync_policies(void) {
     const double fwd[2] = {1, 1};
     ht_model m;
-    mlp(&m, 2);
     ht_sim_model sm;
-    ht_sim_model_from(&sm, &m, "sgd");
+    mlp_sim(&m, &sm, 2);
     ht_sim_cluster c;
     const double lat = 1e-3, bw = 1e6;
     cluster(&c, profile(2, fwd, 2), 3, lat, bw);
@@ -599,9 +594,7 @@ static void sync_policies(void) {
     rc = ht_sim_run_sync(&c, &sm, &p, &r);
     tap_ok(rc == HT_OK && fabs(r.makespan - 9 * cc) < 1e-9 * cc, "asp, same: %.6g = 9 c", r.makespan);
     ht_sim_result_free(&r);
-    ht_sim_cluster_free(&c);
-    ht_sim_model_free(&sm);
-    ht_model_free(&m);
+    free_all(&c, &sm, &m);
 }
 
 /* The same data-parallel job twice: bit-identical results; with a trace, the file is a
@@ -639,9 +632,7 @@ static void determinism(void) {
     remove(path);
     ht_sim_result_free(&a);
     ht_sim_result_free(&b);
-    ht_sim_cluster_free(&c);
-    ht_sim_model_free(&sm);
-    ht_model_free(&m);
+    free_all(&c, &sm, &m);
 }
 
 /* The planner on hand-made clusters: one device: data parallel (no pipeline); a model too
@@ -765,9 +756,7 @@ static void against_checker(void) {
                ht_pipe_kind_names[pp.kind], pp.D, pp.N, pp.v, rc2 == HT_OK ? r.makespan : -1,
                rc == HT_OK ? rep.makespan : -1);
         if (rc2 == HT_OK) ht_sim_result_free(&r);
-        ht_sim_cluster_free(&c);
-        ht_sim_model_free(&sm);
-        ht_model_free(&m);
+        free_all(&c, &sm, &m);
         ht_pipe_sched_free(&s);
     }
 }
@@ -792,9 +781,8 @@ static void zero_bubble(void) {
         }
         int S = s.S;
         ht_model m;
-        mlp(&m, S);
         ht_sim_model sm;
-        ht_sim_model_from(&sm, &m, "sgd");
+        mlp_sim(&m, &sm, S);
         double fwd[64], tf[64], tb[64], tw[64];
         for (int i = 0; i < S; i++) {
             fwd[i] = 1000, tf[i] = 1;
@@ -820,9 +808,7 @@ static void zero_bubble(void) {
                ht_pipe_kind_names[pp.kind], pp.D, pp.N, rc2 == HT_OK ? r.makespan : -1,
                rc == HT_OK ? rep.makespan : -1);
         if (rc2 == HT_OK) ht_sim_result_free(&r);
-        ht_sim_cluster_free(&c);
-        ht_sim_model_free(&sm);
-        ht_model_free(&m);
+        free_all(&c, &sm, &m);
         ht_pipe_sched_free(&s);
     }
 }
@@ -837,9 +823,8 @@ static void twobw(void) {
     for (int slow = 0; slow < 2; slow++) {
         double fwd[4] = {1000, slow ? 2000 : 1000, 1000, 1000};
         ht_model m;
-        mlp(&m, D);
         ht_sim_model sm;
-        ht_sim_model_from(&sm, &m, "sgd");
+        mlp_sim(&m, &sm, D);
         ht_profile *p = profile(D, fwd, 2);
         for (int i = 0; i < p->dev[0].nlayers; i++)
             if (!strncmp(p->dev[0].layers[i].name, "relu", 4))
@@ -864,9 +849,7 @@ static void twobw(void) {
                    "%.6g s per batch = %.6g", rc == HT_OK ? r.rank[0].opt : -1, opt);
         if (rc == HT_OK) ht_sim_result_free(&r);
         ht_pipe_sched_free(&s);
-        ht_sim_cluster_free(&c);
-        ht_sim_model_free(&sm);
-        ht_model_free(&m);
+        free_all(&c, &sm, &m);
     }
 }
 
@@ -878,9 +861,8 @@ static void twobw(void) {
 static void cpu_overlap(void) {
     const double fwd[2] = {1, 1};
     ht_model m;
-    mlp(&m, 2);
     ht_sim_model sm;
-    ht_sim_model_from(&sm, &m, "sgd");
+    mlp_sim(&m, &sm, 2);
     ht_sim_cluster c;
     const double lat = 1e-3, bw = 1e6;
     cluster(&c, profile(2, fwd, 2), 2, lat, bw);
@@ -917,9 +899,7 @@ static void cpu_overlap(void) {
            "overlap on a CPU device (cores = 1): step %.9f s = %.9f (each ring holds the rank)",
            rc == HT_OK ? r.makespan : -1, serial);
     if (rc == HT_OK) ht_sim_result_free(&r);
-    ht_sim_cluster_free(&c);
-    ht_sim_model_free(&sm);
-    ht_model_free(&m);
+    free_all(&c, &sm, &m);
 }
 
 int main(void) {
