@@ -6,7 +6,8 @@
  * L = scale * sum(dy . y), y = x W^T + b computed by the device's forward (float, step 1e-2:
  * L is linear in x, W and b, so the difference is exact up to float rounding). The same for
  * LayerNorm (ht_layernorm_backward_input / _weights) with L = sum(dout . LN(x)). The
- * embedding needs no split: its input is token ids, so its whole backward is W. */
+ * fused linear+activation (ht_linear_act_backward_input / ht_linear_backward_weights) against
+ * plain C. The embedding needs no split: its input is token ids, so its whole backward is W. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,6 +170,67 @@ static void test_layernorm(int N, int C, uint64_t seed) {
         free(gs);
 }
 
+/* ---------------------------------------------------------------- fused linear + ReLU */
+
+/* ht_linear_act_backward_input then ht_linear_backward_weights (accumulating onto g0) against
+ * the whole fused backward bit for bit, and each half against plain C in double:
+ * dy = scale da (y > 0), db = g0 + sum dy, dx = dy W, dW = g0 + dy^T x. */
+static void test_linear_relu(int B, int in, int out, float scale, uint64_t seed) {
+    size_t nx = (size_t)B * in, nw = (size_t)out * in, ny = (size_t)B * out;
+    float *x = hnew(nx, -1, 1, seed), *w = hnew(nw, -0.5f, 0.5f, seed + 1);
+    float *y = hnew(ny, -1, 1, seed + 2), *da = hnew(ny, -1, 1, seed + 3);
+    float *g0 = hnew(nw + out, -1, 1, seed + 4);
+    float *dxf = malloc(nx * 4), *dxs = malloc(nx * 4), *gf = malloc((nw + out) * 4),
+          *gs = malloc((nw + out) * 4), *dyf = malloc(ny * 4), *dys = malloc(ny * 4);
+    dt tx = dt_new(nx, x), tw = dt_new(nw, w), ty = dt_new(ny, y), tda = dt_new(ny, da);
+    dt tdyf = dt_new(ny, NULL), tdys = dt_new(ny, NULL), tdxf = dt_new(nx, NULL),
+       tdxs = dt_new(nx, NULL), tgf = dt_new(nw + out, g0), tgs = dt_new(nw + out, g0);
+    ht_linear_act_backward(D, dt_view(tdxf), dt_view(tgf), dt_view_at(tgf, nw), dt_view(tdyf),
+                           dt_view(tda), dt_view(ty), dt_view(tx), dt_view(tw), B, in, out,
+                           HT_ACT_RELU, scale, 1);
+    ht_linear_act_backward_input(D, dt_view(tdxs), dt_view_at(tgs, nw), dt_view(tdys),
+                                 dt_view(tda), dt_view(ty), dt_view(tw), B, in, out, HT_ACT_RELU,
+                                 scale, 1);
+    ht_linear_backward_weights(D, dt_view(tgs), ht_view_none(), dt_view(tdys), dt_view(tx), B, in,
+                               out, 1.0f, 1);
+    dt_get(tdxf, dxf), dt_get(tdxs, dxs), dt_get(tgf, gf), dt_get(tgs, gs), dt_get(tdyf, dyf),
+        dt_get(tdys, dys);
+    int guards = dt_guards_ok(tdxs) && dt_guards_ok(tgs) && dt_guards_ok(tdys);
+    tap_ok(!memcmp(dxf, dxs, nx * 4) && !memcmp(gf, gs, (nw + out) * 4) &&
+               !memcmp(dyf, dys, ny * 4) && guards,
+           "linear+relu B=%d in=%d out=%d: B then W (accumulating) = the fused backward, bit for "
+           "bit", B, in, out);
+    double edy = 0, edx = 0, edw = 0, edb = 0;
+    for (size_t i = 0; i < ny; i++)
+        edy = tap_worse(edy, fabs(dys[i] - (y[i] > 0 ? (double)scale * da[i] : 0.0)));
+    for (int o = 0; o < out; o++) {
+        double sb = g0[nw + o];
+        for (int r = 0; r < B; r++)
+            sb += dys[(size_t)r * out + o];
+        edb = tap_worse(edb, fabs(gs[nw + o] - sb) / fmax(1.0, fabs(sb)));
+        for (int i = 0; i < in; i++) {
+            double sw = g0[(size_t)o * in + i];
+            for (int r = 0; r < B; r++)
+                sw += (double)dys[(size_t)r * out + o] * x[(size_t)r * in + i];
+            edw = tap_worse(edw, fabs(gs[(size_t)o * in + i] - sw) / fmax(1.0, fabs(sw)));
+        }
+    }
+    for (int r = 0; r < B; r++)
+        for (int i = 0; i < in; i++) {
+            double sx = 0;
+            for (int o = 0; o < out; o++)
+                sx += (double)dys[(size_t)r * out + o] * w[(size_t)o * in + i];
+            edx = tap_worse(edx, fabs(dxs[(size_t)r * in + i] - sx) / fmax(1.0, fabs(sx)));
+        }
+    tap_ok(edy < 1e-6 && edx < 1e-5 && edb < 1e-5,
+           "linear+relu B half: dy, dx, db against plain C, err %.2e %.2e %.2e", edy, edx, edb);
+    tap_ok(edw < 1e-5, "linear+relu W half: dW against plain C, err %.2e", edw);
+    dt_free(tx), dt_free(tw), dt_free(ty), dt_free(tda), dt_free(tdyf), dt_free(tdys),
+        dt_free(tdxf), dt_free(tdxs), dt_free(tgf), dt_free(tgs);
+    free(x), free(w), free(y), free(da), free(g0), free(dxf), free(dxs), free(gf), free(gs),
+        free(dyf), free(dys);
+}
+
 int main(void) {
     D = test_dev_open();
     dt_use(D);
@@ -177,6 +239,7 @@ int main(void) {
     test_linear(1, 13, 37, 1.0f, 32);
     test_layernorm(5, 12, 41);
     test_layernorm(3, 37, 42);
+    test_linear_relu(7, 13, 37, 0.25f, 51);
     ht_dev_close(D);
     return tap_done();
 }
