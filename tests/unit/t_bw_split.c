@@ -7,12 +7,18 @@
  * L is linear in x, W and b, so the difference is exact up to float rounding). The same for
  * LayerNorm (ht_layernorm_backward_input / _weights) with L = sum(dout . LN(x)). The
  * fused linear+activation (ht_linear_act_backward_input / ht_linear_backward_weights) against
- * plain C. The embedding needs no split: its input is token ids, so its whole backward is W. */
+ * plain C. The embedding needs no split: its input is token ids, so its whole backward is W.
+ * At the model level (what the pipeline executor runs): ht_model_backward_part's B over a
+ * stage's layers, then its W, gives the whole backward's gradients and input gradient bit
+ * for bit, for an MLP (fused linear+ReLU) and a GPT (dropout on, tied and untied head),
+ * with a grad_scale on a top layer that folds it (the head) and one that does not (ln_f). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/rng.h"
+#include "nn/model.h"
 #include "nn/ops.h"
 #include "nn/ops_tf.h"
 #include "devtensor.h"
@@ -231,6 +237,87 @@ static void test_linear_relu(int B, int in, int out, float scale, uint64_t seed)
         free(dyf), free(dys);
 }
 
+/* One run of layers [lo, hi) backward from a fresh forward (the same dropout masks): grads
+ * start from g0; whole (part < 0) or B then W. Returns grads and dact(lo) in g, dx. */
+static void model_run(ht_model *m, int B, int lo, int hi, float scale, const float *g0, int part,
+                      float *g, float *dx) {
+    const size_t np = m->nparams * sizeof(float), nx = (size_t)B * m->width[lo] * sizeof(float);
+    ht_buf_write(D, m->grads, 0, np, g0);
+    ht_model_set_training(m, 1, 11, 3);
+    ht_model_set_row_offset(m, 0);
+    ht_model_forward(m, B, 1);
+    const size_t nt = (size_t)B * m->width[hi];
+    if (hi < m->nlayers) { /* a stage's incoming gradient (the last one's is the loss's) */
+        float *t = malloc(nt * sizeof(float));
+        for (size_t i = 0; i < nt; i++)
+            t[i] = (float)(ht_rng_below(1000, i, 9) - 500) * 1e-3f;
+        ht_buf_write(D, m->dacts, ht_model_dact(m, hi).off * sizeof(float), nt * sizeof(float), t);
+        free(t);
+    }
+    if (part < 0) ht_model_backward_range(m, lo, hi, B, scale, 1);
+    else {
+        ht_model_backward_part(m, lo, hi, B, scale, 1, HT_BW_INPUT);
+        ht_model_backward_part(m, lo, hi, B, scale, 1, HT_BW_WEIGHTS);
+    }
+    ht_buf_read(D, m->grads, 0, np, g);
+    if (lo > 0) ht_buf_read(D, m->dacts, ht_model_dact(m, lo).off * sizeof(float), nx, dx);
+}
+
+/* B then W against the whole backward over [lo, hi): bit for bit */
+static void model_split(ht_model *m, int B, int lo, int hi, float scale, const char *what) {
+    const size_t np = m->nparams, nx = (size_t)B * m->width[lo];
+    float *g0 = calloc(np, sizeof(float)), *ga = malloc(np * sizeof(float)),
+          *gb = malloc(np * sizeof(float)), *xa = calloc(nx, sizeof(float)),
+          *xb = calloc(nx, sizeof(float));
+    for (size_t i = 0; i < np; i++) /* a micro-batch's gradient already there */
+        g0[i] = (float)(ht_rng_below(1000, i, 7) - 500) * 1e-4f;
+    model_run(m, B, lo, hi, scale, g0, -1, ga, xa);
+    model_run(m, B, lo, hi, scale, g0, 0, gb, xb);
+    size_t moved = 0;
+    for (size_t i = 0; i < np; i++)
+        moved += ga[i] != g0[i];
+    tap_ok(!memcmp(ga, gb, np * sizeof(float)) && !memcmp(xa, xb, nx * sizeof(float)) &&
+               moved > 0,
+           "%s, layers [%d, %d), scale %g: B then W = the whole backward bit for bit (%zu of "
+           "%zu gradients changed)",
+           what, lo, hi, scale, moved, np);
+    free(g0), free(ga), free(gb), free(xa), free(xb);
+}
+
+static void test_model_mlp(void) {
+    enum { IN = 9, C = 5, B = 6 };
+    const int hidden[] = {11, 7};
+    ht_model m;
+    ht_exit_on_error(ht_model_mlp(&m, D, IN, hidden, 2, C, "relu", B));
+    ht_model_init_params(&m, 42);
+    float x[B * IN];
+    int32_t y[B];
+    for (int i = 0; i < B * IN; i++)
+        x[i] = (float)(ht_rng_below(1000, i, 5) - 500) * 4e-3f;
+    for (int i = 0; i < B; i++)
+        y[i] = (int32_t)ht_rng_below(10, i, C);
+    ht_model_set_batch(&m, x, y, B);
+    model_split(&m, B, 0, m.nlayers, 0.5f, "MLP");
+    model_split(&m, B, 2, m.nlayers, 0.25f, "MLP, upper stage");
+    model_split(&m, B, 0, 2, 1.0f, "MLP, lower stage");
+    ht_model_free(&m);
+}
+
+static void test_model_gpt(int tie) {
+    enum { V = 13, T = 8, B = 3 };
+    ht_model m;
+    ht_exit_on_error(ht_model_gpt(&m, D, V, T, 2, 16, 2, 0.1f, B, tie));
+    ht_model_init_params(&m, 43);
+    int32_t tok[B * T], tgt[B * T];
+    for (int i = 0; i < B * T; i++)
+        tok[i] = (int32_t)ht_rng_below(20, i, V), tgt[i] = (int32_t)ht_rng_below(21, i, V);
+    ht_model_set_batch_tokens(&m, tok, tgt, B);
+    const char *w = tie ? "GPT, tied head" : "GPT";
+    model_split(&m, B, 0, m.nlayers, 0.5f, w); /* embed, 2 blocks, ln_f, head */
+    model_split(&m, B, 1, m.nlayers - 1, 0.25f, w); /* the blocks and ln_f: scaled in place */
+    ht_model_free(&m);
+}
+
 int main(void) {
     D = test_dev_open();
     dt_use(D);
@@ -240,6 +327,9 @@ int main(void) {
     test_layernorm(5, 12, 41);
     test_layernorm(3, 37, 42);
     test_linear_relu(7, 13, 37, 0.25f, 51);
+    test_model_mlp();
+    test_model_gpt(0);
+    test_model_gpt(1);
     ht_dev_close(D);
     return tap_done();
 }
