@@ -148,15 +148,6 @@ int ht_config_mode_rules(const ht_config *c, const char **key, char *msg, size_t
 /* The pipeline's stages and micro-batches over `world` ranks. */
 static int pipe_world(const ht_config *c, int world, const char **key, char *msg, size_t n) {
     const int D = c->pipe.stages, N = c->pipe.micro_batches, B = c->train.batch;
-    if (ht_pipe_kind_has(c->pipe.schedule, HT_PIPE_F_SPLIT_BW)) { /* issue 27 */
-        char ok[128];
-        ht_pipe_kind_list(0, HT_PIPE_F_SPLIT_BW, ok, sizeof ok);
-        return refuse(key, "pipe.schedule", msg, n,
-                      "key 'pipe.schedule': \"%s\" is a zero-bubble schedule (its weight "
-                      "gradients in BWD_W passes), available to 'hettrain schedule' and hetsim "
-                      "only until the executor runs them; expected %s to train",
-                      ht_pipe_kind_name(c->pipe.schedule), ok);
-    }
     if (world % D)
         return refuse(key, "pipe.stages", msg, n,
                       "key 'pipe.stages': %d ranks are not a multiple of %d stages; run mpirun "

@@ -103,8 +103,7 @@ enum {
     HT_PIPE_F_PLANNED = 1 << 5,     /* `hettrain plan` tries it */
     HT_PIPE_F_ALL_IN_FLIGHT = 1 << 6, /* every micro-batch's activations held at once */
     HT_PIPE_F_SPLIT_BW = 1 << 7, /* zero-bubble: each backward split into B (BWD) and W (BWD_W)
-                                    passes; `hettrain schedule` and hetsim only until the
-                                    executor runs BWD_W (issue 27): the trainer refuses it */
+                                    passes (issue 27; the executor: train/pipe_bw.h) */
     HT_PIPE_F_V = 1 << 8, /* two chunks a rank in a V: stage s < D on rank s, stage s >= D on
                              rank 2D-1-s (ZB-V) */
 };

@@ -15,6 +15,12 @@ typedef struct ht_layer_run {
      * computed when i == 0); parameter gradients overwritten, or added to with accumulate.
      * scale multiplies the incoming gradient; it is always 1 unless the kind `scales`. */
     void (*backward)(ht_model *m, int i, int B, ht_act act, float scale, int accumulate);
+    /* Zero-bubble halves (issue 27), both or neither: B, the gradient of activation i and
+     * whatever is cheaper there, then later W, the remaining parameter gradients, from the
+     * saved input and the output gradient that B leaves in place. NULL: the kind has no split
+     * yet (conv, pools, the transformer block): its whole backward runs in B, nothing in W. */
+    void (*backward_input)(ht_model *m, int i, int B, ht_act act, float scale, int accumulate);
+    void (*backward_weights)(ht_model *m, int i, int B, ht_act act, float scale, int accumulate);
 } ht_layer_run;
 
 extern const ht_layer_run ht_run_linear, ht_run_act, ht_run_flatten;

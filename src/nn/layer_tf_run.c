@@ -58,6 +58,30 @@ static void lnl_bwd(ht_model *m, int i, int B, ht_act unused, float scale, int a
                           accumulate);
 }
 
+/* Zero-bubble halves: the input gradient (none for the first layer), then dW and db */
+static void lnl_bwd_in(ht_model *m, int i, int B, ht_act unused, float scale, int accumulate) {
+    const ht_layer *l = &m->layers[i];
+    int C = seq_C(l), N = B * seq_T(l);
+    ht_view s = ht_model_saved(m, i),
+            rstd = ht_view_at(s.buf, s.off + (size_t)m->max_batch * seq_T(l));
+    if (i > 0)
+        ht_layernorm_backward_input(m->dev, ht_model_dact(m, i), ht_model_dact(m, i + 1),
+                                    ht_model_act(m, i), ht_layer_param(m, l, 0), s, rstd, N, C, 0);
+}
+
+static void lnl_bwd_w(ht_model *m, int i, int B, ht_act unused, float scale, int accumulate) {
+    const ht_layer *l = &m->layers[i];
+    int C = seq_C(l), N = B * seq_T(l);
+    ht_view s = ht_model_saved(m, i),
+            rstd = ht_view_at(s.buf, s.off + (size_t)m->max_batch * seq_T(l));
+    ht_layernorm_backward_weights(m->dev, ht_layer_grad(m, l, 0), ht_layer_grad(m, l, 1),
+                                  ht_model_dact(m, i + 1), ht_model_act(m, i), s, rstd, N, C,
+                                  accumulate);
+}
+
+/* The embedding's input is token ids: its whole backward is W, B has nothing to do */
+static void embed_bwd_in(ht_model *m, int i, int B, ht_act a, float scale, int accumulate) {}
+
 static ht_view blk_saved(const ht_model *m, int i, int part) {
     const ht_layer *l = &m->layers[i];
     size_t off = l->save_off;
@@ -160,6 +184,9 @@ static void blk_bwd(ht_model *m, int i, int B, ht_act unused, float scale, int a
 #undef S
 }
 
-const ht_layer_run ht_run_embed = {embed_fwd, embed_bwd};
-const ht_layer_run ht_run_layernorm = {lnl_fwd, lnl_bwd};
-const ht_layer_run ht_run_block = {blk_fwd, blk_bwd};
+const ht_layer_run ht_run_embed = {embed_fwd, embed_bwd, embed_bwd_in, embed_bwd};
+const ht_layer_run ht_run_layernorm = {lnl_fwd, lnl_bwd, lnl_bwd_in, lnl_bwd_w};
+/* No B/W split of the block yet (issue 27): its internal gradients live in the shared
+ * workspace, so a zero-bubble schedule runs its whole backward in B and nothing in W (its
+ * four projections' dW would need that workspace kept per micro-batch). */
+const ht_layer_run ht_run_block = {blk_fwd, blk_bwd, NULL, NULL};

@@ -244,6 +244,14 @@ void ht_model_loss_forward(ht_model *m, int B, int with_grad);
  * accumulate adds into grads (micro-batches). Dropout masks follow the current
  * ht_model_set_training state, which must be the one of the forward. */
 void ht_model_backward_range(ht_model *m, int lo, int hi, int B, float grad_scale, int accumulate);
+/* The same in zero-bubble halves (issue 27): HT_BW_INPUT runs each layer's input-gradient
+ * half (a layer kind without a split: its whole backward), and later HT_BW_WEIGHTS, with the
+ * same arguments and the same buffers untouched in between, the remaining weight gradients.
+ * INPUT then WEIGHTS gives HT_BW_WHOLE's gradients bit for bit (the same kernels on the same
+ * operands; only the order of independent launches changes). */
+typedef enum { HT_BW_WHOLE, HT_BW_INPUT, HT_BW_WEIGHTS } ht_bw_part;
+void ht_model_backward_part(ht_model *m, int lo, int hi, int B, float grad_scale, int accumulate,
+                            ht_bw_part part);
 /* Activation i (B, width[i]) and its gradient as views. */
 ht_view ht_model_act(const ht_model *m, int i);
 ht_view ht_model_dact(const ht_model *m, int i);

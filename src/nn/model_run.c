@@ -255,6 +255,20 @@ void ht_model_forward(ht_model *m, int B, int with_grad) {
 }
 
 void ht_model_backward_range(ht_model *m, int lo, int hi, int B, float grad_scale, int accumulate) {
+    ht_model_backward_part(m, lo, hi, B, grad_scale, accumulate, HT_BW_WHOLE);
+}
+
+/* Layer j's share of a backward part (a = the fused activation, or none) */
+static void backward_layer(ht_model *m, int j, int B, ht_act a, float s, int acc, ht_bw_part part) {
+    const ht_layer_run *r = ht_layer_run_of(&m->layers[j]);
+    const int split = r->backward_input && r->backward_weights;
+    if (part == HT_BW_WHOLE || (part == HT_BW_INPUT && !split)) r->backward(m, j, B, a, s, acc);
+    else if (part == HT_BW_INPUT) r->backward_input(m, j, B, a, s, acc);
+    else if (split) r->backward_weights(m, j, B, a, s, acc);
+}
+
+void ht_model_backward_part(ht_model *m, int lo, int hi, int B, float grad_scale, int accumulate,
+                            ht_bw_part part) {
     check_batch(m, B, "ht_model_backward_range");
     check_range(m, lo, hi, "ht_model_backward_range");
     float s = grad_scale;
@@ -268,13 +282,15 @@ void ht_model_backward_range(ht_model *m, int lo, int hi, int B, float grad_scal
         }
         const ht_layer *l = &m->layers[j];
         if (s != 1.0f && !l->ops->scales) {
-            /* the top layer cannot fold the scale in: scale its incoming gradient in place */
-            ht_scale(m->dev, ht_model_dact(m, i + 1), (size_t)B * (size_t)m->width[i + 1], s);
+            /* the top layer cannot fold the scale in: scale its incoming gradient in place
+             * (the W half finds it scaled there) */
+            if (part != HT_BW_WEIGHTS)
+                ht_scale(m->dev, ht_model_dact(m, i + 1), (size_t)B * (size_t)m->width[i + 1], s);
             s = 1.0f;
         }
-        double t0 = hook_start(m);
-        ht_layer_run_of(l)->backward(m, j, B, a, s, accumulate);
-        hook_end(m, j, i - j + 1, 1, t0, B);
+        double t0 = part == HT_BW_WEIGHTS ? 0 : hook_start(m);
+        backward_layer(m, j, B, a, s, accumulate, part);
+        if (part != HT_BW_WEIGHTS) hook_end(m, j, i - j + 1, 1, t0, B);
         i = j - 1;
     }
 }

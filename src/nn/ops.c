@@ -133,6 +133,17 @@ void ht_linear_act_backward(ht_dev *d, ht_view dx, ht_view dw, ht_view db, ht_vi
         return;
     }
     if (B <= 0 || out <= 0) return;
+    ht_linear_act_backward_input(d, dx, db, dy, da, y, w, B, in, out, act, scale, accumulate);
+    ht_linear_backward_weights(d, dw, ht_view_none(), dy, x, B, in, out, 1.0f, accumulate);
+}
+
+/* B of the fused pair: act' and the bias sums in one pass (db is cheap and rides on the pass
+ * that reads da anyway), then dx; W is then the dW GEMM alone, from dy */
+void ht_linear_act_backward_input(ht_dev *d, ht_view dx, ht_view db, ht_view dy, ht_view da,
+                                  ht_view y, ht_view w, int B, int in, int out, ht_act act,
+                                  float scale, int accumulate) {
+    if (act == HT_ACT_NONE) ht_die(HT_ERUNTIME, "nn: ht_linear_act_backward_input without act");
+    if (B <= 0 || out <= 0) return;
     size_t n = (size_t)isize((size_t)B * (size_t)out, "linear output");
     if (db.buf) {
         ht_arg args[] = {HT_BUF(dy.buf),  HT_INT(ioff(dy.off, "dy")),
@@ -145,7 +156,7 @@ void ht_linear_act_backward(ht_dev *d, ht_view dx, ht_view dw, ht_view db, ht_vi
                     (int)(sizeof args / sizeof *args), args);
     } else
         ht_act_backward(d, act, dy, da, y, n, scale);
-    linear_gemms_backward(d, dx, dw, dy, x, w, B, in, out, 1.0f, accumulate);
+    ht_linear_backward_input(d, dx, dy, w, B, in, out, 1.0f);
 }
 
 /* ---------------------------------------------------------------- activations */

@@ -81,6 +81,13 @@ void ht_linear_act_backward(ht_dev *d, ht_view dx, /* (B,in) written, or none */
                             ht_view w,  /* (out,in) */
                             int B, int in, int out, ht_act act, float scale, int accumulate);
 
+/* ht_linear_act_backward's B half (issue 27): dy and db as it writes them, then dx (none:
+ * skipped). Its W half is ht_linear_backward_weights(dw, no bias, dy, x, scale 1). The two in
+ * that order are ht_linear_act_backward bit for bit; act must not be HT_ACT_NONE. */
+void ht_linear_act_backward_input(ht_dev *d, ht_view dx, ht_view db, ht_view dy, ht_view da,
+                                  ht_view y, ht_view w, int B, int in, int out, ht_act act,
+                                  float scale, int accumulate);
+
 /* ---------------------------------------------------------------- activations */
 
 /* ReLU: max(x, 0) with derivative 0 at 0 (as PyTorch). GELU: tanh approximation,

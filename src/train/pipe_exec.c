@@ -13,6 +13,7 @@
 #include "nn/model.h"
 #include "plan/bounds.h"
 #include "pipe/sched_2bw.h"
+#include "train/pipe_bw.h"
 #include "train/pipe_tied.h"
 
 /* One activation buffer set: what a micro-batch's forward through a stage leaves for its
@@ -441,17 +442,14 @@ void ht_pipe_exec_free(ht_pipe_exec *x) {
         free(x->msgs[i].host), free(x->msgs[i].pc);
     free(x->msgs);
     free(x->first), free(x->off), free(x->cnt);
-    free(x->slots);
-    free(x->red);
+    free(x->slots), free(x->red);
     ht_pipe_tied_free(&x->tied);
     for (int st = 0; st < x->s->S; st++)
         free(x->lay[st].act_off), free(x->lay[st].save_off), free(x->lay[st].keep_off),
             free(x->lay[st].kout_off), free(x->lay[st].ksave_off);
-    free(x->rcl);
-    free(x->lay);
+    free(x->rcl), free(x->lay);
     free(x->t_fwd), free(x->t_bwd), free(x->n_fwd), free(x->n_bwd);
-    free(x->orig_save_off);
-    free(x->bounds);
+    free(x->orig_save_off), free(x->bounds);
     free(x);
 }
 
@@ -495,7 +493,8 @@ static void compute_done(ht_pipe_exec *x, double t0, const char *what, const ht_
     }
     double t1 = ht_now();
     x->st.compute += t1 - t0;
-    if (in->op == HT_PI_BWD) x->t_bwd[in->stage] += t1 - t0, x->n_bwd[in->stage]++;
+    if (in->op == HT_PI_BWD || in->op == HT_PI_BWD_W) /* B and W: one backward */
+        x->t_bwd[in->stage] += t1 - t0, x->n_bwd[in->stage] += in->op == HT_PI_BWD;
     else x->t_fwd[in->stage] += t1 - t0, x->n_fwd[in->stage]++;
     if (ht_trace_on()) {
         char name[HT_TRACE_NAME];
@@ -578,16 +577,18 @@ static void exec_bwd(ht_pipe_exec *x, const ht_pipe_instr *in, int64_t step, uin
                      float grad_scale) {
     ht_model *m = x->m;
     double t0 = ht_now();
+    const int part = ht_pipe_bw_part(x->s, in->op, x->rc), hi = stage_hi(x, in->stage);
+    if (part < 0) return; /* W on a recomputing rank: its B ran the whole backward */
     use_slot(x, in, 0);
     /* the batch's masks: a 2BW period runs the previous batch's backwards after this one's
      * forwards */
     ht_model_set_training(m, 1, seed, step);
     ht_model_set_row_offset(m, row0_of(x, in->mb)); /* dropout masks as in the forward */
-    int hi = stage_hi(x, in->stage);
-    /* the loss gradient is unscaled; a received gradient already carries the scale */
-    ht_model_backward_range(m, stage_lo(x, in->stage), hi, x->mb,
-                            hi == m->nlayers ? grad_scale : 1.0f, 1);
-    compute_done(x, t0, "BWD", in);
+    /* the loss gradient is unscaled; a received gradient already carries the scale. W finds
+     * its operands in the slot as B left them: the slot is held until W (the checker) */
+    ht_model_backward_part(m, stage_lo(x, in->stage), hi, x->mb,
+                           hi == m->nlayers ? grad_scale : 1.0f, 1, (ht_bw_part)part);
+    compute_done(x, t0, in->op == HT_PI_BWD_W ? "BWD_W" : "BWD", in);
 }
 
 static void exec_send(ht_pipe_exec *x, int i) {
@@ -672,15 +673,14 @@ static void run_instr(ht_pipe_exec *x, int i, int64_t batch, uint64_t seed, floa
         break;
     case HT_PI_FWD: exec_fwd(x, in, batch, seed, want_loss, loss_sum, 0); break;
     case HT_PI_RECOMPUTE: exec_fwd(x, in, batch, seed, 0, loss_sum, 1); break;
-    case HT_PI_BWD: exec_bwd(x, in, batch, seed, grad_scale); break;
+    case HT_PI_BWD:
+    case HT_PI_BWD_W: exec_bwd(x, in, batch, seed, grad_scale); break;
     case HT_PI_SEND_ACT:
     case HT_PI_SEND_GRAD: exec_send(x, i); break;
     case HT_PI_RECV_ACT:
     case HT_PI_RECV_GRAD: exec_recv(x, i); break;
     case HT_PI_REDUCE_GRADS: reduce_stage(x, in->stage); break;
     case HT_PI_OPT_STEP: break; /* the caller's, after the stream */
-    case HT_PI_BWD_W: /* the config refuses zero-bubble schedules until this runs them */
-        ht_die(HT_ERUNTIME, "pipe: BWD_W (zero-bubble weight gradient) is not executed yet");
     case HT_PI_NOPS: ht_die(HT_ERUNTIME, "pipe: bad instruction %d", in->op);
     }
 }

@@ -6,12 +6,19 @@
  * L = scale * sum(dy . y), y = x W^T + b computed by the device's forward (float, step 1e-2:
  * L is linear in x, W and b, so the difference is exact up to float rounding). The same for
  * LayerNorm (ht_layernorm_backward_input / _weights) with L = sum(dout . LN(x)). The
- * embedding needs no split: its input is token ids, so its whole backward is W. */
+ * fused linear+activation (ht_linear_act_backward_input / ht_linear_backward_weights) against
+ * plain C. The embedding needs no split: its input is token ids, so its whole backward is W.
+ * At the model level (what the pipeline executor runs): ht_model_backward_part's B over a
+ * stage's layers, then its W, gives the whole backward's gradients and input gradient bit
+ * for bit, for an MLP (fused linear+ReLU) and a GPT (dropout on, tied and untied head),
+ * with a grad_scale on a top layer that folds it (the head) and one that does not (ln_f). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/rng.h"
+#include "nn/model.h"
 #include "nn/ops.h"
 #include "nn/ops_tf.h"
 #include "devtensor.h"
@@ -169,6 +176,148 @@ static void test_layernorm(int N, int C, uint64_t seed) {
         free(gs);
 }
 
+/* ---------------------------------------------------------------- fused linear + ReLU */
+
+/* ht_linear_act_backward_input then ht_linear_backward_weights (accumulating onto g0) against
+ * the whole fused backward bit for bit, and each half against plain C in double:
+ * dy = scale da (y > 0), db = g0 + sum dy, dx = dy W, dW = g0 + dy^T x. */
+static void test_linear_relu(int B, int in, int out, float scale, uint64_t seed) {
+    size_t nx = (size_t)B * in, nw = (size_t)out * in, ny = (size_t)B * out;
+    float *x = hnew(nx, -1, 1, seed), *w = hnew(nw, -0.5f, 0.5f, seed + 1);
+    float *y = hnew(ny, -1, 1, seed + 2), *da = hnew(ny, -1, 1, seed + 3);
+    float *g0 = hnew(nw + out, -1, 1, seed + 4);
+    float *dxf = malloc(nx * 4), *dxs = malloc(nx * 4), *gf = malloc((nw + out) * 4),
+          *gs = malloc((nw + out) * 4), *dyf = malloc(ny * 4), *dys = malloc(ny * 4);
+    dt tx = dt_new(nx, x), tw = dt_new(nw, w), ty = dt_new(ny, y), tda = dt_new(ny, da);
+    dt tdyf = dt_new(ny, NULL), tdys = dt_new(ny, NULL), tdxf = dt_new(nx, NULL),
+       tdxs = dt_new(nx, NULL), tgf = dt_new(nw + out, g0), tgs = dt_new(nw + out, g0);
+    ht_linear_act_backward(D, dt_view(tdxf), dt_view(tgf), dt_view_at(tgf, nw), dt_view(tdyf),
+                           dt_view(tda), dt_view(ty), dt_view(tx), dt_view(tw), B, in, out,
+                           HT_ACT_RELU, scale, 1);
+    ht_linear_act_backward_input(D, dt_view(tdxs), dt_view_at(tgs, nw), dt_view(tdys),
+                                 dt_view(tda), dt_view(ty), dt_view(tw), B, in, out, HT_ACT_RELU,
+                                 scale, 1);
+    ht_linear_backward_weights(D, dt_view(tgs), ht_view_none(), dt_view(tdys), dt_view(tx), B, in,
+                               out, 1.0f, 1);
+    dt_get(tdxf, dxf), dt_get(tdxs, dxs), dt_get(tgf, gf), dt_get(tgs, gs), dt_get(tdyf, dyf),
+        dt_get(tdys, dys);
+    int guards = dt_guards_ok(tdxs) && dt_guards_ok(tgs) && dt_guards_ok(tdys);
+    tap_ok(!memcmp(dxf, dxs, nx * 4) && !memcmp(gf, gs, (nw + out) * 4) &&
+               !memcmp(dyf, dys, ny * 4) && guards,
+           "linear+relu B=%d in=%d out=%d: B then W (accumulating) = the fused backward, bit for "
+           "bit", B, in, out);
+    double edy = 0, edx = 0, edw = 0, edb = 0;
+    for (size_t i = 0; i < ny; i++)
+        edy = tap_worse(edy, fabs(dys[i] - (y[i] > 0 ? (double)scale * da[i] : 0.0)));
+    for (int o = 0; o < out; o++) {
+        double sb = g0[nw + o];
+        for (int r = 0; r < B; r++)
+            sb += dys[(size_t)r * out + o];
+        edb = tap_worse(edb, fabs(gs[nw + o] - sb) / fmax(1.0, fabs(sb)));
+        for (int i = 0; i < in; i++) {
+            double sw = g0[(size_t)o * in + i];
+            for (int r = 0; r < B; r++)
+                sw += (double)dys[(size_t)r * out + o] * x[(size_t)r * in + i];
+            edw = tap_worse(edw, fabs(gs[(size_t)o * in + i] - sw) / fmax(1.0, fabs(sw)));
+        }
+    }
+    for (int r = 0; r < B; r++)
+        for (int i = 0; i < in; i++) {
+            double sx = 0;
+            for (int o = 0; o < out; o++)
+                sx += (double)dys[(size_t)r * out + o] * w[(size_t)o * in + i];
+            edx = tap_worse(edx, fabs(dxs[(size_t)r * in + i] - sx) / fmax(1.0, fabs(sx)));
+        }
+    tap_ok(edy < 1e-6 && edx < 1e-5 && edb < 1e-5,
+           "linear+relu B half: dy, dx, db against plain C, err %.2e %.2e %.2e", edy, edx, edb);
+    tap_ok(edw < 1e-5, "linear+relu W half: dW against plain C, err %.2e", edw);
+    dt_free(tx), dt_free(tw), dt_free(ty), dt_free(tda), dt_free(tdyf), dt_free(tdys),
+        dt_free(tdxf), dt_free(tdxs), dt_free(tgf), dt_free(tgs);
+    free(x), free(w), free(y), free(da), free(g0), free(dxf), free(dxs), free(gf), free(gs),
+        free(dyf), free(dys);
+}
+
+/* One run of layers [lo, hi) backward from a fresh forward (the same dropout masks): grads
+ * start from g0; whole (part < 0) or B then W. Returns grads and dact(lo) in g, dx. */
+static void model_run(ht_model *m, int B, int lo, int hi, float scale, const float *g0, int part,
+                      float *g, float *dx) {
+    const size_t np = m->nparams * sizeof(float), nx = (size_t)B * m->width[lo] * sizeof(float);
+    ht_buf_write(D, m->grads, 0, np, g0);
+    ht_model_set_training(m, 1, 11, 3);
+    ht_model_set_row_offset(m, 0);
+    ht_model_forward(m, B, 1);
+    const size_t nt = (size_t)B * m->width[hi];
+    if (hi < m->nlayers) { /* a stage's incoming gradient (the last one's is the loss's) */
+        float *t = malloc(nt * sizeof(float));
+        for (size_t i = 0; i < nt; i++)
+            t[i] = (float)(ht_rng_below(1000, i, 9) - 500) * 1e-3f;
+        ht_buf_write(D, m->dacts, ht_model_dact(m, hi).off * sizeof(float), nt * sizeof(float), t);
+        free(t);
+    }
+    if (part < 0) ht_model_backward_range(m, lo, hi, B, scale, 1);
+    else {
+        ht_model_backward_part(m, lo, hi, B, scale, 1, HT_BW_INPUT);
+        ht_model_backward_part(m, lo, hi, B, scale, 1, HT_BW_WEIGHTS);
+    }
+    ht_buf_read(D, m->grads, 0, np, g);
+    if (lo > 0) ht_buf_read(D, m->dacts, ht_model_dact(m, lo).off * sizeof(float), nx, dx);
+}
+
+/* B then W against the whole backward over [lo, hi): bit for bit */
+static void model_split(ht_model *m, int B, int lo, int hi, float scale, const char *what) {
+    const size_t np = m->nparams, nx = (size_t)B * m->width[lo];
+    float *g0 = calloc(np, sizeof(float)), *ga = malloc(np * sizeof(float)),
+          *gb = malloc(np * sizeof(float)), *xa = calloc(nx, sizeof(float)),
+          *xb = calloc(nx, sizeof(float));
+    for (size_t i = 0; i < np; i++) /* a micro-batch's gradient already there */
+        g0[i] = (float)(ht_rng_below(1000, i, 7) - 500) * 1e-4f;
+    model_run(m, B, lo, hi, scale, g0, -1, ga, xa);
+    model_run(m, B, lo, hi, scale, g0, 0, gb, xb);
+    size_t moved = 0;
+    for (size_t i = 0; i < np; i++)
+        moved += ga[i] != g0[i];
+    tap_ok(!memcmp(ga, gb, np * sizeof(float)) && !memcmp(xa, xb, nx * sizeof(float)) &&
+               moved > 0,
+           "%s, layers [%d, %d), scale %g: B then W = the whole backward bit for bit (%zu of "
+           "%zu gradients changed)",
+           what, lo, hi, scale, moved, np);
+    free(g0), free(ga), free(gb), free(xa), free(xb);
+}
+
+static void test_model_mlp(void) {
+    enum { IN = 9, C = 5, B = 6 };
+    const int hidden[] = {11, 7};
+    ht_model m;
+    ht_exit_on_error(ht_model_mlp(&m, D, IN, hidden, 2, C, "relu", B));
+    ht_model_init_params(&m, 42);
+    float x[B * IN];
+    int32_t y[B];
+    for (int i = 0; i < B * IN; i++)
+        x[i] = (float)(ht_rng_below(1000, i, 5) - 500) * 4e-3f;
+    for (int i = 0; i < B; i++)
+        y[i] = (int32_t)ht_rng_below(10, i, C);
+    ht_model_set_batch(&m, x, y, B);
+    model_split(&m, B, 0, m.nlayers, 0.5f, "MLP");
+    model_split(&m, B, 2, m.nlayers, 0.25f, "MLP, upper stage");
+    model_split(&m, B, 0, 2, 1.0f, "MLP, lower stage");
+    ht_model_free(&m);
+}
+
+static void test_model_gpt(int tie) {
+    enum { V = 13, T = 8, B = 3 };
+    ht_model m;
+    ht_exit_on_error(ht_model_gpt(&m, D, V, T, 2, 16, 2, 0.1f, B, tie));
+    ht_model_init_params(&m, 43);
+    int32_t tok[B * T], tgt[B * T];
+    for (int i = 0; i < B * T; i++)
+        tok[i] = (int32_t)ht_rng_below(20, i, V), tgt[i] = (int32_t)ht_rng_below(21, i, V);
+    ht_model_set_batch_tokens(&m, tok, tgt, B);
+    const char *w = tie ? "GPT, tied head" : "GPT";
+    model_split(&m, B, 0, m.nlayers, 0.5f, w); /* embed, 2 blocks, ln_f, head */
+    model_split(&m, B, 1, m.nlayers - 1, 0.25f, w); /* the blocks and ln_f: scaled in place */
+    ht_model_free(&m);
+}
+
 int main(void) {
     D = test_dev_open();
     dt_use(D);
@@ -177,6 +326,10 @@ int main(void) {
     test_linear(1, 13, 37, 1.0f, 32);
     test_layernorm(5, 12, 41);
     test_layernorm(3, 37, 42);
+    test_linear_relu(7, 13, 37, 0.25f, 51);
+    test_model_mlp();
+    test_model_gpt(0);
+    test_model_gpt(1);
     ht_dev_close(D);
     return tap_done();
 }

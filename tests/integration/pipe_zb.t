@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Zero-bubble schedules train (issue 27): zb-h1, zb-v and zb-het run each backward as B (input
+# gradients, sent at once) and a later BWD_W (weight gradients, from what B left in the
+# slot). The MLP (linear and fused linear+ReLU halves) and the GPT (embedding, LayerNorm and
+# head halves; the blocks run whole in B) train to the loss sequence of one process within a
+# relative 2e-5 per step and to its final parameters (every tensor within 1e-4 of its
+# largest), as tests/integration/pipe.t checks the other schedules; so do a recomputing
+# pipeline (its B runs the whole backward), the CNN (conv has no split yet) and the tied GPT
+# (5e-4, as pipe_tied.t). A zb-v checkpoint resumes in one process and continues its losses.
+. "$(dirname "$0")/../lib/lib.sh"
+. "$(dirname "$0")/../lib/mpi.sh"
+. "$(dirname "$0")/../lib/pipe_gpt.sh"
+
+cat >"$TMP/mlp.cfg" <<'CFG'
+model = { hidden = [32, 32, 32]; activation = "relu"; };
+data = { kind = "synthetic"; samples = 600; features = 16; classes = 4; seed = 3; };
+train = { batch = 24; steps = 6; seed = 7; eval_every = 0; };
+optim = { type = "sgd"; lr = 0.05; momentum = 0.9; };
+log = { every = 1; progress = "none"; };
+CFG
+cat >"$TMP/cnn.cfg" <<'CFG'
+model = { type = "cnn"; layers = ["conv 3 4 pad=1", "relu", "maxpool 2", "conv 3 6 pad=1", "relu",
+          "avgpool 2", "flatten", "linear 12", "relu", "linear 4"]; };
+data = { kind = "synthetic"; samples = 400; features = 64; classes = 4; seed = 5; };
+train = { batch = 12; steps = 5; seed = 3; eval_every = 0; };
+optim = { type = "sgd"; lr = 0.05; momentum = 0.9; };
+log = { every = 1; progress = "none"; };
+CFG
+gpt_job 4 0
+sed 's/dropout = 0.1; };/dropout = 0.1; tie_embeddings = true; };/' "$TMP/gpt.cfg" >"$TMP/tgpt.cfg"
+
+# run NP MODEL NAME ARGS: NP ranks (1: no mpirun), losses in $TMP/NAME.loss
+run() {
+    local np=$1 model=$2 name=$3
+    shift 3
+    local pre=""
+    [ "$np" -gt 1 ] && pre="mpirun_ht $np"
+    $pre "$HETTRAIN" -c "$TMP/$model.cfg" -q --set log.metrics="$TMP/$name.jsonl" \
+        --set checkpoint.path="$TMP/$name.ckpt" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+    RC=$?
+    [ $RC -eq 0 ] || diag "$(tail -5 "$TMP/$name.err")"
+    losses "$TMP/$name.jsonl" >"$TMP/$name.loss" 2>/dev/null
+}
+# check NP MODEL STEPS SCHEDULE D N [ARGS]: a pipeline run against the one-process reference
+# (parameters within PTOL, default 1e-4)
+check() {
+    local np=$1 model=$2 steps=$3 sched=$4 D=$5 N=$6
+    shift 6
+    local name="$model-$sched-$np-$D-$N"
+    run "$np" "$model" "$name" --set pipe.schedule="$sched" --set pipe.stages="$D" \
+        --set pipe.micro_batches="$N" "$@"
+    [ $RC -eq 0 ] && same_losses "$TMP/${model}1.loss" "$TMP/$name.loss" "$steps" 2e-5 &&
+        same_params "$TMP/${model}1.ckpt" "$TMP/$name.ckpt" "${PTOL:-1e-4}"
+    ok $? "$model, $sched, $np ranks, D=$D, N=$N $*: the one-process losses and parameters"
+}
+
+need_text
+run 1 mlp mlp1
+ok $RC "MLP, one process: reference run"
+run 1 gpt gpt1
+ok $RC "GPT, one process: reference run"
+run 1 cnn cnn1
+ok $RC "CNN, one process: reference run"
+run 1 tgpt tgpt1
+ok $RC "tied GPT, one process: reference run"
+
+check 2 mlp 6 zb-h1 2 4
+check 2 mlp 6 zb-v 2 4
+check 2 gpt 4 zb-h1 2 6
+check 2 gpt 4 zb-v 2 4
+check 2 gpt 4 zb-het 2 6
+check 4 gpt 4 zb-h1 4 4
+check 4 mlp 6 zb-h1 2 2      # 2 replicas of a 2-stage pipeline
+check 2 gpt 4 zb-h1 2 4 --set pipe.recompute=all   # recomputing: whole backward in B, W empty
+check 3 cnn 5 zb-h1 3 3      # conv: whole backward in B (no split yet), linear split
+# the tied head (wte's two copies, tests/integration/pipe_tied.t's tolerance): zb-v puts the
+# embedding's stage and the head's on the same rank
+PTOL=5e-4 check 2 tgpt 4 zb-v 2 4
+PTOL=5e-4 check 2 tgpt 4 zb-h1 2 6
+
+# --trace: every rank's BWD_W passes, one per micro-batch and chunk
+run 2 gpt tr --set train.steps=1 --set pipe.schedule=zb-h1 --set pipe.stages=2 \
+    --set pipe.micro_batches=4 --trace "$TMP/zb.trace"
+[ $RC -eq 0 ] && /usr/bin/python3 - "$TMP/zb.trace" <<'PY'
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))['traceEvents'] if e.get('ph') == 'X']
+for pid in (0, 1):
+    names = [e['name'] for e in ev if e['pid'] == pid]
+    assert sum(n.startswith('BWD_W mb') for n in names) == 4, names
+    assert sum(n.startswith('BWD mb') for n in names) == 4, names
+PY
+ok $? "--trace: 4 BWD and 4 BWD_W on each rank"
+
+# a zb-v checkpoint resumes in one process: the one-process sequence
+run 2 gpt stop --set pipe.schedule=zb-v --set pipe.stages=2 --set pipe.micro_batches=4 --stop-after 2
+[ $RC -eq 0 ] && [ -s "$TMP/stop.ckpt" ]; ok $? "zb-v, --stop-after 2: exit 0, checkpoint written"
+cp "$TMP/stop.jsonl" "$TMP/r1.jsonl"
+run 1 gpt r1 --resume --set checkpoint.path="$TMP/stop.ckpt"
+[ $RC -eq 0 ] && same_losses "$TMP/gpt1.loss" "$TMP/r1.loss" 4 2e-5
+ok $? "its checkpoint resumed by one process continues the one-process losses"
+done_testing
