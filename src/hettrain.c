@@ -76,7 +76,7 @@ static void usage(FILE *f) {
             "                [--ranks N] [--top K] [-o PLAN.cfg]\n"
             "       hettrain export -c FILE [--checkpoint PATH] --format hf-gpt2 -o DIR\n"
             "       hettrain emulate --cluster FILE -c FILE [--ranks N] [--set KEY=VALUE]...\n"
-            "                [--out DIR] [--smpi PATH] [-- OPTIONS FOR EACH RANK]\n"
+            "                [--out DIR] [--smpi PATH] [--network smpi|ideal] [-- OPTIONS FOR EACH RANK]\n"
             "       hettrain --list-devices | --help-config | --help | --version\n"
             "       hettrain generate --help | schedule --help | plan --help\n"
             "\n"

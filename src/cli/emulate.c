@@ -51,6 +51,7 @@ void ht_emulate_write_platform(const ht_sim_cluster *c, int n, FILE *plat, FILE 
 typedef struct args {
     const char *cluster, *job, *out, *smpi;
     int ranks;
+    int ideal; /* --network ideal: links as hetsim models them (latency + size / bandwidth) */
     const char *sets[64];
     int nset;
     char **rest; /* after "--": hettrain's own options (-q, --trace FILE, ...) */
@@ -76,6 +77,13 @@ static void parse(int argc, char **argv, args *a) {
         else if (!strcmp(o, "-c")) a->job = value(argc, argv, &i);
         else if (!strcmp(o, "--out")) a->out = value(argc, argv, &i);
         else if (!strcmp(o, "--smpi")) a->smpi = value(argc, argv, &i);
+        else if (!strcmp(o, "--network")) {
+            const char *v = value(argc, argv, &i);
+            if (strcmp(v, "smpi") && strcmp(v, "ideal"))
+                ht_die(HT_EINPUT, "emulate: --network %s: expected smpi (SimGrid's calibrated "
+                                  "MPI model, the default) or ideal (hetsim's link model)", v);
+            a->ideal = !strcmp(v, "ideal");
+        }
         else if (!strcmp(o, "--ranks")) {
             const char *v = value(argc, argv, &i);
             char *end;
@@ -88,7 +96,8 @@ static void parse(int argc, char **argv, args *a) {
             a->sets[a->nset++] = value(argc, argv, &i);
         } else
             ht_die(HT_EINPUT, "emulate: unknown option '%s'; expected --cluster FILE -c FILE "
-                              "[--ranks N] [--set KEY=VALUE]... [--out DIR] [--smpi PATH] [-- HETTRAIN-OPTIONS]",
+                              "[--ranks N] [--set KEY=VALUE]... [--out DIR] [--smpi PATH] [--network smpi|ideal] "
+                              "[-- HETTRAIN-OPTIONS]",
                    o);
     }
     if (!a->cluster || !a->job)
@@ -190,9 +199,15 @@ int ht_emulate_cli(int argc, char **argv) {
                           "--cfg=smpi/grow-injected-times:no",
                           "--log=root.thres:warning",
                           /* "called exit when leaving": every rank leaves through exit */
-                          "--log=ker_engine.thres:error", bin, "-c", a.job};
+                          "--log=ker_engine.thres:error"};
     for (size_t i = 0; i < sizeof head / sizeof *head; i++)
         cmd[k++] = (char *)head[i];
+    if (a.ideal) { /* SMPI's factors model MPI's overheads on small and large messages, which
+                    * hetsim's latency + size / bandwidth does not: off, for comparing the two */
+        cmd[k++] = "--cfg=smpi/bw-factor:0:1";
+        cmd[k++] = "--cfg=smpi/lat-factor:0:1";
+    }
+    cmd[k++] = bin, cmd[k++] = "-c", cmd[k++] = (char *)a.job;
     for (int i = 0; i < a.nset; i++)
         cmd[k++] = "--set", cmd[k++] = (char *)a.sets[i];
     for (int i = 0; i < a.nrest; i++)

@@ -7,9 +7,11 @@
 
 #include <stddef.h>
 
-enum { HT_VC_FWD, HT_VC_BWD, HT_VC_OPTIM };
+/* HT_VC_BWD_B / HT_VC_BWD_W: a zero-bubble split backward's input-gradient and weight-gradient
+ * halves (issue 27) of layers that have the split. */
+enum { HT_VC_FWD, HT_VC_BWD, HT_VC_OPTIM, HT_VC_BWD_B, HT_VC_BWD_W };
 
-/* what: HT_VC_FWD / HT_VC_BWD: layers [layer, layer + n) at batch B; HT_VC_OPTIM: a step over
+/* what: HT_VC_FWD / HT_VC_BWD (/ _B / _W): layers [layer, layer + n) at batch B; HT_VC_OPTIM: a step over
  * nparams parameters (layer, n, B unused). */
 typedef void (*ht_vcost_fn)(int what, int layer, int n, int B, size_t nparams);
 

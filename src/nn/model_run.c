@@ -216,8 +216,8 @@ static double hook_start(ht_model *m) {
     return ht_now();
 }
 
-static void hook_end(ht_model *m, int layer, int n, int kind, double t0, int B) {
-    if (kind < 2) ht_vcost(kind ? HT_VC_BWD : HT_VC_FWD, layer, n, B, 0); /* the loss: in the last layer's cost */
+static void hook_end(ht_model *m, int layer, int n, int kind, double t0, int B, int vc) {
+    if (vc >= 0) ht_vcost(vc, layer, n, B, 0); /* virtual time; the loss: in the last layer's */
     if (!m->layer_hook) return;
     ht_dev_finish(m->dev);
     m->layer_hook(m->layer_hook_ctx, layer, n, kind, t0, ht_now());
@@ -232,7 +232,7 @@ void ht_model_forward_range(ht_model *m, int lo, int hi, int B) {
                                                                      : HT_ACT_NONE;
         double t0 = hook_start(m);
         ht_layer_run_of(l)->forward(m, i, B, a);
-        hook_end(m, i, a != HT_ACT_NONE ? 2 : 1, 0, t0, B);
+        hook_end(m, i, a != HT_ACT_NONE ? 2 : 1, 0, t0, B, HT_VC_FWD);
         i += a != HT_ACT_NONE ? 2 : 1;
     }
 }
@@ -246,7 +246,7 @@ void ht_model_loss_forward(ht_model *m, int B, int with_grad) {
                           with_grad ? ht_model_dact(m, n) : ht_view_none(), ht_model_act(m, n),
                           ht_view_at(m->labels, 0), B * m->rows, m->classes, 1.0f,
                           with_grad ? m->watch : NULL, m->watch_step);
-    hook_end(m, n, 0, 2, t0, B);
+    hook_end(m, n, 0, 2, t0, B, -1);
 }
 
 void ht_model_forward(ht_model *m, int B, int with_grad) {
@@ -259,9 +259,14 @@ void ht_model_backward_range(ht_model *m, int lo, int hi, int B, float grad_scal
 }
 
 /* Layer j's share of a backward part (a = the fused activation, or none) */
+static int has_split(const ht_model *m, int j) {
+    const ht_layer_run *r = ht_layer_run_of(&m->layers[j]);
+    return r->backward_input && r->backward_weights;
+}
+
 static void backward_layer(ht_model *m, int j, int B, ht_act a, float s, int acc, ht_bw_part part) {
     const ht_layer_run *r = ht_layer_run_of(&m->layers[j]);
-    const int split = r->backward_input && r->backward_weights;
+    const int split = has_split(m, j);
     if (part == HT_BW_WHOLE || (part == HT_BW_INPUT && !split)) r->backward(m, j, B, a, s, acc);
     else if (part == HT_BW_INPUT) r->backward_input(m, j, B, a, s, acc);
     else if (split) r->backward_weights(m, j, B, a, s, acc);
@@ -290,7 +295,12 @@ void ht_model_backward_part(ht_model *m, int lo, int hi, int B, float grad_scale
         }
         double t0 = part == HT_BW_WEIGHTS ? 0 : hook_start(m);
         backward_layer(m, j, B, a, s, accumulate, part);
-        if (part != HT_BW_WEIGHTS) hook_end(m, j, i - j + 1, 1, t0, B);
+        /* virtual time: a split layer's B and W each declare their share of the backward */
+        const int split = has_split(m, j);
+        if (part != HT_BW_WEIGHTS)
+            hook_end(m, j, i - j + 1, 1, t0, B, part == HT_BW_INPUT && split ? HT_VC_BWD_B : HT_VC_BWD);
+        else if (split)
+            ht_vcost(HT_VC_BWD_W, j, i - j + 1, B, 0);
         i = j - 1;
     }
 }

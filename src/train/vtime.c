@@ -23,7 +23,15 @@ static void declare(int what, int layer, int n, int B, size_t nparams) {
     if (what == HT_VC_OPTIM)
         s = ht_sim_optim_time(&g.c, g.rank, &g.sm, 4.0 * (double)nparams);
     else
-        s = ht_sim_range_time(&g.c, g.rank, &g.sm, layer, layer + n, B, what == HT_VC_BWD);
+        s = ht_sim_range_time(&g.c, g.rank, &g.sm, layer, layer + n, B, what != HT_VC_FWD);
+    if (what == HT_VC_BWD_B || what == HT_VC_BWD_W) { /* hetsim's W share: the weight
+                                                         * gradients' share of the FLOPs */
+        double b = 0, w = 0;
+        for (int i = layer; i < layer + n; i++)
+            b += g.sm.l[i].flops_b, w += g.sm.l[i].flops_w;
+        const double share = b > 0 ? w / b : 0.5;
+        s *= what == HT_VC_BWD_W ? share : 1 - share;
+    }
     ht_comm_compute(s);
 }
 

@@ -6,7 +6,8 @@
 # devices slowed down 4x and 1x) gives the closed-form shares B/5 and 4B/5; a 2-stage 1F1B
 # whose layer costs are declared in a profile takes, per step, the checker's makespan for
 # those costs (hettrain schedule --stage-times). Bad emulate input exits 2. Skipped only when
-# SimGrid's smpirun is absent (tools/setup installs it).
+# SimGrid's smpirun is absent (tools/setup installs it). With --network ideal the emulated bsp step
+# and a 1F1B pipeline's step are hetsim's predictions within 5%.
 . "$(dirname "$0")/../lib/lib.sh"
 
 if ! command -v smpirun >/dev/null; then
@@ -14,6 +15,7 @@ if ! command -v smpirun >/dev/null; then
     exit 0
 fi
 SMPI="${HT_SMPI_BIN:-$HT_BUILD-smpi/hettrain-smpi}"
+HETSIM="$HT_BUILD/hetsim"
 [ -f "$SMPI" ]
 ok $? "hettrain-smpi is built ($SMPI; tools/setup builds it)"
 cd "$TMP" || exit 1
@@ -143,6 +145,30 @@ c1=$(field pipe2.jsonl pipe 1 compute_s)
 awk -v a="$c0" -v b="$c1" 'BEGIN { d0 = a - 0.012; d1 = b - 0.018; if (d0 < 0) d0 = -d0;
     if (d1 < 0) d1 = -d1; exit !(d0 < 1e-6 && d1 < 1e-6) }'
 ok $? "2-stage 1F1B: each stage computes 4 x (F + B) of its declared costs: 12 and 18 ms ($c0, $c1)"
+
+# against hetsim, the same job on the same cluster (issue 26: within 5%): with the links as
+# hetsim models them (--network ideal) and no per-step logging collective (log.every = the
+# steps), the emulated bsp step is hetsim's predicted step, and so is the 4-stage 1F1B
+# pipeline's window (the longest rank's "pipe" step_s). The two share the cost model but not
+# the execution: hetsim replays the schedule's events, the emulator runs hettrain's ranks.
+hs() { "$HETSIM" --cluster c8.cfg -c job.cfg "$@" | sed -nE 's/^step time +([0-9.e+-]+) ms.*/\1/p'; }
+near() { awk -v a="$1" -v b="$2" 'BEGIN { r = a / b; exit !(r > 0.95 && r < 1.05) }'; }
+lv=(--set log.every=12 --set train.eval_every=0)
+h=$(hs "${lv[@]}")
+em ideal c8.cfg job.cfg "${lv[@]}" --network ideal
+e=$(grep '"type":"train"' ideal.jsonl | tail -1 | sed -nE 's/.*"samples_per_s":([0-9.e+-]+).*/\1/p')
+e=$(awk -v x="$e" 'BEGIN { if (x > 0) printf "%.6f", 48 / x * 1e3 }')
+near "$e" "$h"
+ok $? "bsp on 8 emulated ranks, network ideal: step $e ms, hetsim's $h ms (within 5%)"
+p1=(--set pipe.schedule=1f1b --set pipe.stages=4 --set pipe.micro_batches=4)
+h=$(hs "${lv[@]}" "${p1[@]}")
+em ideal-1f1b c8.cfg job.cfg "${lv[@]}" "${p1[@]}" --network ideal
+w=$(grep '"type":"pipe"' ideal-1f1b.jsonl | sed -nE 's/.*"step_s":([0-9.e+-]+).*/\1/p' |
+    awk '{ if ($1 > m) m = $1 } END { printf "%.6f", m * 1e3 }')
+near "$w" "$h"
+ok $? "1f1b, 4 stages x 2 replicas, network ideal: pipeline step $w ms, hetsim's $h ms (within 5%)"
+expect_fail 2 "expected smpi" "emulate --network with an unknown model" -- \
+    emulate --cluster c8.cfg -c job.cfg --network fast
 
 expect_fail 2 "expected --cluster FILE" "emulate without --cluster" -- emulate -c job.cfg
 expect_fail 2 "--ranks 9: c8.cfg describes 8 ranks" "emulate --ranks beyond the cluster" -- \
