@@ -96,7 +96,11 @@ typedef struct ht_model {
     int tied; /* a GPT whose head weight is wte: the head's backward writes wte's gradient
                * first, the embedding's adds to it (so only whole-model backward is valid) */
     size_t nparams;
-    ht_buf *params, *grads; /* (nparams) each, same layout */
+    ht_buf *params, *grads; /* (pres) each: floats [pbase, pbase + pres) of the layout */
+    /* the resident window of the parameter layout (train/pipe_local.c): the whole model
+     * (0, nparams) unless a pipeline rank keeps only its stage; tensor offsets (t[].off, woff)
+     * stay global, ht_layer_param/grad subtract pbase */
+    size_t pbase, pres;
     /* Activation i (i = 0..nlayers) is the input of layer i; activation nlayers holds the
      * logits. It is (max_batch, width[i]) at act_off[i] floats in `acts`; its gradient is at
      * the same offset in `dacts` (dacts at nlayers: softmax - onehot, unscaled). */

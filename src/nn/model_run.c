@@ -44,6 +44,7 @@ int ht_model_attach(ht_model *m, ht_dev *d) {
     if (pbytes) ht_buf_zero(d, m->grads, 0, pbytes);
     m->host_loss = ht_xmalloc(nrows * sizeof(float));
     m->host_correct = ht_xmalloc(nrows * sizeof(int32_t));
+    m->pbase = 0, m->pres = m->nparams;
     m->release = release;
     return HT_OK;
 }
@@ -201,11 +202,11 @@ ht_view ht_model_work(const ht_model *m) { return ht_view_at(m->work, 0); }
 
 /* A tensor the layer lacks (a linear layer without bias) is no view: the ops skip it. */
 ht_view ht_layer_param(const ht_model *m, const ht_layer *l, int j) {
-    return j < l->ntensors ? ht_view_at(m->params, l->t[j].off) : ht_view_none();
+    return j < l->ntensors ? ht_view_at(m->params, l->t[j].off - m->pbase) : ht_view_none();
 }
 
 ht_view ht_layer_grad(const ht_model *m, const ht_layer *l, int j) {
-    return j < l->ntensors ? ht_view_at(m->grads, l->t[j].off) : ht_view_none();
+    return j < l->ntensors ? ht_view_at(m->grads, l->t[j].off - m->pbase) : ht_view_none();
 }
 
 /* With a layer hook: the queue idle before a timed piece (returns its start), and finished

@@ -74,11 +74,11 @@ void ht_pipe_send_state(ht_job *j, size_t off, size_t n, int from, int to, int t
             ht_optim_state(&j->opt, k, &name, &b, &bn);
         }
         if (j->rank == from) {
-            ht_buf_read(j->dev, b, off * sizeof(float), n * sizeof(float), h);
+            ht_buf_read(j->dev, b, (off - j->model.pbase) * sizeof(float), n * sizeof(float), h);
             ht_comm_send(h, n * sizeof(float), to, tag);
         } else {
             ht_comm_recv(h, n * sizeof(float), from, tag);
-            ht_buf_write(j->dev, b, off * sizeof(float), n * sizeof(float), h);
+            ht_buf_write(j->dev, b, (off - j->model.pbase) * sizeof(float), n * sizeof(float), h);
         }
     }
     free(h);
@@ -267,6 +267,7 @@ int ht_pipe_make_schedule(ht_job *j, ht_pipe_params *pp, pipe_state *p, double s
         }
         if ((rc = check_sched(p, rep)) != HT_OK) return rc;
     }
+    ht_pipe_local_shrink(j, p); /* train/pipe_local.c: only this rank's stage resident */
     p->x = ht_pipe_exec_new_layers(&j->model, &p->sched, p->bounds, p->place, p->mb, slowdown,
                                    any ? dec->layers + (size_t)p->q * (size_t)j->model.nlayers
                                        : NULL);
@@ -293,10 +294,11 @@ static int setup(ht_job *j, pipe_state *p) {
     ht_pipe_report rep;
     ht_pipe_mem_init(&p->mem, cfg, ht_dev_info(j->dev), j->world, D);
     int rc = plan_stages(j, pp, p, slowdown, &times);
+    /* before the executor: a re-partitioning job keeps whole-size buffers (pipe_local.c) */
+    if (rc == HT_OK) rc = ht_pipe_repart_init(j, p);
     if (rc == HT_OK) rc = ht_pipe_make_schedule(j, pp, p, slowdown, &rep);
     free(times);
     pp->stage_time = NULL;
-    if (rc == HT_OK) rc = ht_pipe_repart_init(j, p);
     if (!p->repart) free(p->cal), p->cal = NULL; /* re-partitioning plans with it again */
     if (rc != HT_OK) return rc;
     /* clipping needs the norm over every stage: the engine clips, the optimizer does not */
@@ -326,7 +328,7 @@ static void clip_global(ht_job *j, pipe_state *p) {
     ht_comm_allreduce_sum_f64(&sq, 1);
     double c = p->clip / (sqrt(sq) + 1e-6);
     if (c < 1)
-        ht_scale(j->dev, ht_view_at(j->model.grads, 0), j->model.nparams, (float)c);
+        ht_scale(j->dev, ht_view_at(j->model.grads, 0), j->model.pres, (float)c);
 }
 
 /* The checker's bubble under the stage times measured in this run (each stage's mean FWD and

@@ -61,6 +61,11 @@ int ht_pipe_make_schedule(ht_job *j, ht_pipe_params *pp, pipe_state *p, double s
 ht_plan_cluster ht_pipe_plan_cluster(const ht_job *j, const pipe_state *p);
 void ht_pipe_adopt_plan(pipe_state *p, ht_plan *plan, ht_pipe_params *pp, double **times);
 
+/* pipe_local.c: a rank running one stage narrows its parameters, gradients and optimizer
+ * state to that stage's window (not rank 0, not a tied head, re-partitioning or several
+ * stages per rank); logs which on rank 0. Before the executor is built. */
+void ht_pipe_local_shrink(ht_job *j, pipe_state *p);
+
 /* pipe_repart.c: whether this job re-partitions (p->repart) and its rule's state. */
 int ht_pipe_repart_init(ht_job *j, pipe_state *p);
 /* The rule on one step's all-reduced times (t[2r], t[2r + 1]: rank r's compute and whole

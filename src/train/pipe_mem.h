@@ -37,6 +37,9 @@ typedef struct ht_pipe_mem {
     int from_cfg;       /* the limit is device.memory_mb (else the devices' reports) */
     ht_plan_mem dec;    /* the plan's decision, per schedule rank */
     int *inflight;      /* hepipe under "auto": the plan's in-flight limits, or NULL */
+    /* this rank's parameter, gradient and optimizer state (model) and 2bw versions bytes
+     * that it does not hold (train/pipe_local.c), out of ht_pipe_mem_validate's prediction */
+    double shed_model, shed_versions;
 } ht_pipe_mem;
 
 /* Gathers every rank's limit and device name (collective: all ranks call it). */

@@ -1,0 +1,106 @@
+/* Stage-local parameter memory for pipeline ranks (issue 24, first step): a rank whose stream
+ * runs one stage keeps on its device only that stage's parameters, gradients and optimizer
+ * state (2bw's second versions follow: the executor sizes them from the resident window), as
+ * a window [pbase, pbase + pres) of the model's layout; the model description stays whole.
+ *
+ * Kept whole, for now (the log says which applies):
+ * - rank 0: it is where the stage owners gather the model for evaluation and checkpoints
+ *   (engine_pipe.c's gather), on its device;
+ * - ranks whose stream runs several stages (interleaved, chimera, zb-v: one window would span
+ *   the stages between), a tied GPT head (wte's copy on the last stage), pipe.rebalance
+ *   (layers move between ranks' whole-size buffers), a sharded optimizer.
+ * Every rank still builds the whole model once at start (initialisation, a resumed
+ * checkpoint, the start-up calibration run every layer) and narrows it here, before the
+ * executor allocates its slots: the measured peak restarts after the narrowing. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "optim/optim.h"
+#include "train/engine_pipe.h"
+
+/* The one stage this rank's stream runs, or -1 when it runs several (or none). */
+static int only_stage(const pipe_state *p) {
+    int st = -1;
+    for (int i = 0; i < p->sched.len[p->q]; i++) {
+        const int s = p->sched.ins[p->q][i].stage;
+        if (s < 0) continue;
+        if (st >= 0 && s != st) return -1;
+        st = s;
+    }
+    return st;
+}
+
+/* Why every pipeline rank must keep the whole model in this job (NULL: ranks other than 0
+ * with one stage may narrow). The same on every rank. */
+static const char *whole_reason(const ht_job *j, const pipe_state *p) {
+    if (j->model.tied) return "a tied GPT head keeps wte's copy on the last stage";
+    if (p->repart) return "pipe.rebalance moves layers between whole-size buffers";
+    if (p->sched.p.v > 1 || p->sched.ndir > 1)
+        return "its schedule runs several stages per rank";
+    if (j->opt.off != 0 || j->opt.n != j->opt.n_full) return "the optimizer state is sharded";
+    return NULL;
+}
+
+/* Floats [lo, lo + n) of b in a new buffer of their own; b freed. */
+static ht_buf *narrow(ht_dev *d, ht_buf *b, size_t lo, size_t n, const char *what) {
+    ht_buf *o = ht_buf_new(d, (n ? n : 1) * sizeof(float), what);
+    if (n) ht_buf_copy(d, o, 0, b, lo * sizeof(float), n * sizeof(float));
+    ht_buf_free(b);
+    return o;
+}
+
+/* The optimizer again over n floats, its state the window [lo, lo + n) of the old one's. */
+static void narrow_optim(ht_job *j, size_t lo, size_t n) {
+    ht_optim o;
+    ht_optim_init(&o, j->dev, &j->opt.cfg, n ? n : 1);
+    for (int k = 0; k < ht_optim_state_count(&o) && n; k++) {
+        const char *name;
+        ht_buf *from, *to;
+        size_t fn, tn;
+        ht_optim_state(&j->opt, k, &name, &from, &fn);
+        ht_optim_state(&o, k, &name, &to, &tn);
+        ht_buf_copy(j->dev, to, 0, from, lo * sizeof(float), n * sizeof(float));
+    }
+    o.t = j->opt.t;
+    o.track_norm = j->opt.track_norm;
+    ht_optim_free(&j->opt);
+    j->opt = o;
+}
+
+void ht_pipe_local_shrink(ht_job *j, pipe_state *p) {
+    ht_model *m = &j->model;
+    const char *why = whole_reason(j, p);
+    const int st = only_stage(p);
+    if (j->rank == 0)
+        ht_log_info("memory: %s%s", why ? "every pipeline rank keeps the whole model's parameters, "
+                    "gradients and optimizer state: " : "pipeline ranks other than 0 keep only "
+                    "their stage's parameters, gradients and optimizer state (rank 0 keeps the "
+                    "whole model: evaluation and checkpoints gather there)", why ? why : "");
+    if (why || st < 0 || j->rank == 0 || m->pbase != 0 || m->pres != m->nparams) return;
+    size_t lo = 0, hi = 0;
+    int any = 0;
+    for (int i = p->bounds[st]; i < p->bounds[st + 1]; i++) {
+        const ht_layer *l = &m->layers[i];
+        if (!l->nparams) continue;
+        if (!any) lo = l->woff;
+        hi = l->woff + l->nparams, any = 1;
+    }
+    const size_t n = any ? hi - lo : 0;
+    const int nst = ht_optim_state_count(&j->opt);
+    ht_dev_finish(j->dev);
+    m->params = narrow(j->dev, m->params, lo, n, "parameters (stage)");
+    m->grads = narrow(j->dev, m->grads, lo, n, "gradients (stage)");
+    if (n) ht_buf_zero(j->dev, m->grads, 0, n * sizeof(float));
+    narrow_optim(j, lo, n);
+    m->pbase = lo, m->pres = n;
+    /* the memory model's prediction for this rank: the state it no longer holds */
+    const double gone = (double)(m->nparams - n) * sizeof(float);
+    p->mem.shed_model = gone * (2 + nst);
+    p->mem.shed_versions = p->tbw ? 2 * gone : 0;
+    ht_dev_finish(j->dev);
+    ht_dev_mem(j->dev, NULL, NULL, NULL, 1);
+    ht_log_debug("rank %d: stage %d's parameters [%zu, %zu) resident (%zu of %zu)", j->rank, st,
+                 lo, lo + n, n, m->nparams);
+}
