@@ -9,6 +9,8 @@
  * - ranks whose stream runs several stages (interleaved, chimera, zb-v: one window would span
  *   the stages between), a tied GPT head (wte's copy on the last stage), pipe.rebalance
  *   (layers move between ranks' whole-size buffers), a sharded optimizer.
+ * The model's own activation, activation-gradient, saved-state and workspace buffers (the
+ * executor's first slot) shrink to the stage too, at the model's batch (one micro-batch).
  * Every rank still builds the whole model once at start (initialisation, a resumed
  * checkpoint, the start-up calibration run every layer) and narrows it here, before the
  * executor allocates its slots: the measured peak restarts after the narrowing. */
@@ -69,6 +71,30 @@ static void narrow_optim(ht_job *j, size_t lo, size_t n) {
     j->opt = o;
 }
 
+/* The model's own activation buffers for layers [lo, hi) only, laid out as the executor's
+ * stage layouts (stage input at 0, its layers' outputs, then a LOAD's inputs): returns the
+ * bytes freed. The whole-model offsets (act_off, save_off) stay: the executor rebases them. */
+static double narrow_acts(ht_model *m, int lo, int hi) {
+    const size_t B = (size_t)m->max_batch;
+    size_t act = B * (size_t)m->width[lo], save = 0, work = 0;
+    for (int i = lo; i < hi; i++) {
+        const ht_layer *l = &m->layers[i];
+        if (!ht_layer_aliases(l)) act += B * (size_t)l->out;
+        save += B * l->save;
+        size_t w = ht_layer_work_floats(l, m->max_batch);
+        if (w > work) work = w;
+    }
+    if (lo > 0) act += B * (size_t)m->width[0];
+    const double before = (2.0 * m->act_floats + m->save_floats + m->work_floats) * sizeof(float);
+    ht_buf_free(m->acts), ht_buf_free(m->dacts), ht_buf_free(m->saved), ht_buf_free(m->work);
+    m->acts = ht_buf_new(m->dev, (act ? act : 1) * sizeof(float), "activations (stage)");
+    m->dacts = ht_buf_new(m->dev, (act ? act : 1) * sizeof(float), "activation gradients (stage)");
+    m->saved = ht_buf_new(m->dev, (save ? save : 1) * sizeof(float), "saved state (stage)");
+    m->work = ht_buf_new(m->dev, (work ? work : 1) * sizeof(float), "workspace (stage)");
+    m->act_floats = act, m->save_floats = save, m->work_floats = work;
+    return before - (2.0 * (act ? act : 1) + (save ? save : 1) + (work ? work : 1)) * sizeof(float);
+}
+
 void ht_pipe_local_shrink(ht_job *j, pipe_state *p) {
     ht_model *m = &j->model;
     const char *why = whole_reason(j, p);
@@ -76,8 +102,9 @@ void ht_pipe_local_shrink(ht_job *j, pipe_state *p) {
     if (j->rank == 0)
         ht_log_info("memory: %s%s", why ? "every pipeline rank keeps the whole model's parameters, "
                     "gradients and optimizer state: " : "pipeline ranks other than 0 keep only "
-                    "their stage's parameters, gradients and optimizer state (rank 0 keeps the "
-                    "whole model: evaluation and checkpoints gather there)", why ? why : "");
+                    "their stage's parameters, gradients, optimizer state and activation "
+                    "buffers (rank 0 keeps the whole model: evaluation and checkpoints gather "
+                    "there)", why ? why : "");
     if (why || st < 0 || j->rank == 0 || m->pbase != 0 || m->pres != m->nparams) return;
     size_t lo = 0, hi = 0;
     int any = 0;
@@ -97,7 +124,7 @@ void ht_pipe_local_shrink(ht_job *j, pipe_state *p) {
     m->pbase = lo, m->pres = n;
     /* the memory model's prediction for this rank: the state it no longer holds */
     const double gone = (double)(m->nparams - n) * sizeof(float);
-    p->mem.shed_model = gone * (2 + nst);
+    p->mem.shed_model = gone * (2 + nst) + narrow_acts(m, p->bounds[st], p->bounds[st + 1]);
     p->mem.shed_versions = p->tbw ? 2 * gone : 0;
     ht_dev_finish(j->dev);
     ht_dev_mem(j->dev, NULL, NULL, NULL, 1);
