@@ -22,11 +22,11 @@
 #include "optim/optim.h"
 #include "train/engine_pipe.h"
 
-/* The one stage this rank's stream runs, or -1 when it runs several (or none). */
-static int only_stage(const pipe_state *p) {
+/* The one stage schedule rank q's stream runs, or -1 when it runs several (or none). */
+static int only_stage(const pipe_state *p, int q) {
     int st = -1;
-    for (int i = 0; i < p->sched.len[p->q]; i++) {
-        const int s = p->sched.ins[p->q][i].stage;
+    for (int i = 0; i < p->sched.len[q]; i++) {
+        const int s = p->sched.ins[q][i].stage;
         if (s < 0) continue;
         if (st >= 0 && s != st) return -1;
         st = s;
@@ -39,8 +39,9 @@ static int only_stage(const pipe_state *p) {
 static const char *whole_reason(const ht_job *j, const pipe_state *p) {
     if (j->model.tied) return "a tied GPT head keeps wte's copy on the last stage";
     if (p->repart) return "pipe.rebalance moves layers between whole-size buffers";
-    if (p->sched.p.v > 1 || p->sched.ndir > 1)
-        return "its schedule runs several stages per rank";
+    for (int q = 0; q < p->sched.p.D; q++)
+        if (p->sched.p.v > 1 || p->sched.ndir > 1 || only_stage(p, q) < 0)
+            return "its schedule runs several stages per rank";
     if (j->opt.off != 0 || j->opt.n != j->opt.n_full) return "the optimizer state is sharded";
     return NULL;
 }
@@ -98,7 +99,7 @@ static double narrow_acts(ht_model *m, int lo, int hi) {
 void ht_pipe_local_shrink(ht_job *j, pipe_state *p) {
     ht_model *m = &j->model;
     const char *why = whole_reason(j, p);
-    const int st = only_stage(p);
+    const int st = only_stage(p, p->q);
     if (j->rank == 0)
         ht_log_info("memory: %s%s", why ? "every pipeline rank keeps the whole model's parameters, "
                     "gradients and optimizer state: " : "pipeline ranks other than 0 keep only "
