@@ -100,12 +100,14 @@ void ht_pipe_local_shrink(ht_job *j, pipe_state *p) {
     ht_model *m = &j->model;
     const char *why = whole_reason(j, p);
     const int st = only_stage(p, p->q);
-    if (j->rank == 0)
-        ht_log_info("memory: %s%s", why ? "every pipeline rank keeps the whole model's parameters, "
-                    "gradients and optimizer state: " : "pipeline ranks other than 0 keep only "
-                    "their stage's parameters, gradients, optimizer state and activation "
-                    "buffers (rank 0 keeps the whole model: evaluation and checkpoints gather "
-                    "there)", why ? why : "");
+    if (j->rank == 0 && why)
+        ht_log_info("memory: every pipeline rank keeps the whole model's parameters, gradients "
+                    "and optimizer state: %s",
+                    why);
+    else if (j->rank == 0)
+        ht_log_info("memory: pipeline ranks other than 0 keep only their stage's parameters, "
+                    "gradients, optimizer state and activation buffers (rank 0 keeps the whole "
+                    "model: evaluation and checkpoints gather there)");
     if (why || st < 0 || j->rank == 0 || m->pbase != 0 || m->pres != m->nparams) return;
     size_t lo = 0, hi = 0;
     int any = 0;
@@ -129,6 +131,6 @@ void ht_pipe_local_shrink(ht_job *j, pipe_state *p) {
     p->mem.shed_versions = p->tbw ? 2 * gone : 0;
     ht_dev_finish(j->dev);
     ht_dev_mem(j->dev, NULL, NULL, NULL, 1);
-    ht_log_debug("rank %d: stage %d's parameters [%zu, %zu) resident (%zu of %zu)", j->rank, st,
-                 lo, lo + n, n, m->nparams);
+    ht_log_debug("rank %d: stage %d's parameters [%zu, %zu) resident (%zu of %zu)", j->rank, st, lo,
+                 lo + n, n, m->nparams);
 }
