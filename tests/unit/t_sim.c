@@ -79,6 +79,13 @@ static void setup(ht_model *m, ht_sim_model *sm, ht_sim_cluster *c, int L, const
     cluster(c, profile(L, fwd, 2), n, lat, bw);
 }
 
+/* n equal ranks of a 2-layer MLP (fc1, fc2 1 ms forward at 32) joined by links of lat, bw */
+static void two_layers(ht_model *m, ht_sim_model *sm, ht_sim_cluster *c, int n, double lat,
+                       double bw) {
+    const double fwd[2] = {1, 1};
+    setup(m, sm, c, 2, fwd, n, lat, bw);
+}
+
 /* One rank's data-parallel step at batch B: ring, overlapped buckets of 1 then 25 MB. */
 static int run_one(const ht_sim_cluster *c, const ht_model *m, const ht_sim_model *sm, int B,
                    ht_sim_result *r) {
@@ -193,12 +200,11 @@ static void slow_upload(void) {
 /* Two equal ranks, B = 64 split 32 / 32, one all-reduce of every gradient after backward
  * (no overlap): 2 (n - 1) = 2 ring steps of half the gradient each. */
 static void two_ranks(double slow1) {
-    const double fwd[2] = {1, 1};
     ht_model m;
     ht_sim_model sm;
     ht_sim_cluster c;
     const double lat = 1e-3, bw = 1e6; /* 1 ms, 1 MB/s */
-    setup(&m, &sm, &c, 2, fwd, 2, lat, bw);
+    two_layers(&m, &sm, &c, 2, lat, bw);
     c.slowdown[1] = slow1;
     ht_sim_dp p = {.B = 64, .alg = HT_SIM_RING, .overlap = 0};
     ht_sim_result r;
@@ -534,12 +540,11 @@ static void pipelines(void) {
  * first push is taken by worker 1 after its first; the budget ends at the 5th compute of
  * each): steps x compute + (steps - 1) link times. */
 static void sync_policies(void) {
-    const double fwd[2] = {1, 1};
     ht_model m;
     ht_sim_model sm;
     ht_sim_cluster c;
     const double lat = 1e-3, bw = 1e6;
-    setup(&m, &sm, &c, 2, fwd, 3, lat, bw);
+    two_layers(&m, &sm, &c, 3, lat, bw);
     double P = 4.0 * (double)m.nparams;
     double comp = 3 * 1e-3 * 2 + 2 * 0.5e-3; /* batch 32, as two_ranks */
     double opt = P / 4 * 20 / 1e15;
@@ -862,12 +867,11 @@ static void twobw(void) {
  * + sum over buckets of (backward + ring) + optimizer. Two equal ranks, free host copies,
  * buckets as the trainer cuts them (ht_reduce_plan: 200 bytes first: fc2, then the rest). */
 static void cpu_overlap(void) {
-    const double fwd[2] = {1, 1};
     ht_model m;
     ht_sim_model sm;
     ht_sim_cluster c;
     const double lat = 1e-3, bw = 1e6;
-    setup(&m, &sm, &c, 2, fwd, 2, lat, bw);
+    two_layers(&m, &sm, &c, 2, lat, bw);
     ht_bucket bk[4];
     int nb = ht_reduce_plan(&m, 200, 1 << 20, bk, 4);
     /* layer times at 32: fc fwd 1 ms, bwd 2 ms; relu1 0.5 ms each way */
