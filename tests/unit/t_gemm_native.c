@@ -17,6 +17,7 @@
 #include "ocl/ocl.h"
 #include "ref.h"
 #include "tap.h"
+#include "testdev.h"
 
 /* One product with A, B and C at float offsets oa, ob, oc in their buffers and leading
  * dimensions pad wider than the operands. */
@@ -46,9 +47,7 @@ static void check(ht_dev *d, int ta, int tb, int m, int n, int k, float alpha, f
 }
 
 int main(void) {
-    const char *sel = getenv("HT_TEST_DEVICE");
-    int idx = 0;
-    ht_exit_on_error(ht_ocl_select(sel ? sel : "", &idx));
+    int idx = test_dev_index();
     ht_dev_opts o = ht_dev_opts_default();
     o.gemm = HT_GEMM_TILED; /* opens anywhere, no probe */
     ht_dev *d;

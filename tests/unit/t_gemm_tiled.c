@@ -19,6 +19,7 @@
 #include "ocl/ocl.h"
 #include "ref.h"
 #include "tap.h"
+#include "testdev.h"
 
 /* Launches since the last reset, from the device's profile report ("NAME  CALLS ..."):
  * of the four packing kernels (B's 16-column panels, A's 6-row panels; "run" when the
@@ -96,9 +97,7 @@ static void check(ht_dev *d, int ta, int tb, int m, int n, int k, float alpha, f
 }
 
 int main(void) {
-    const char *sel = getenv("HT_TEST_DEVICE");
-    int idx = 0;
-    ht_exit_on_error(ht_ocl_select(sel ? sel : "", &idx));
+    int idx = test_dev_index();
     ht_dev_opts o = ht_dev_opts_default();
     o.gemm = HT_GEMM_TILED;
     o.profile = HT_PROF_EVENTS; /* launch counts: which kernels ran */
