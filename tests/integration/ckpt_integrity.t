@@ -166,12 +166,9 @@ fi
 # ones let that save finish, wait for the next one and kill after a random 0-40 ms. Whether
 # the temp file stayed says that the kill hit the save itself.
 . "$(dirname "$0")/../lib/killed_saves.sh"
-big_cfg "$TMP/big.cfg" "path = \"$TMP/big.ckpt\";"
-ROUNDS=6
-hits=0 resumed=0 prev=-1 order=0 steps=""
+big_cfg "path = \"$TMP/big.ckpt\";"
 for r in $(seq $ROUNDS); do
-    "$HETTRAIN" -c "$TMP/big.cfg" --resume >"$TMP/k.out" 2>"$TMP/k.err" &
-    pid=$!
+    start_writer
     tmpf="$TMP/big.ckpt.tmp.$pid"
     t0=$SECONDS
     # till: busy-waits while the condition holds, the writer lives, at most 120 s

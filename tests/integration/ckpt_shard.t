@@ -181,13 +181,10 @@ fi
 # rounds as soon as a shard's temp file or .next exists, even ones 0-40 ms later
 mkdir "$TMP/k"
 . "$(dirname "$0")/../lib/killed_saves.sh"
-big_cfg "$TMP/big.cfg" "path = \"$TMP/k/big.safetensors\"; shards = 3;"
-ROUNDS=6
-hits=0 resumed=0 prev=-1 order=0 steps=""
+big_cfg "path = \"$TMP/k/big.safetensors\"; shards = 3;"
 for r in $(seq $ROUNDS); do
     touch "$TMP/mark"
-    "$HETTRAIN" -c "$TMP/big.cfg" --resume >"$TMP/k.out" 2>"$TMP/k.err" &
-    pid=$!
+    start_writer
     t0=$SECONDS
     # this writer's temp files, or a .next it wrote (an earlier round's may still be there)
     saving() {

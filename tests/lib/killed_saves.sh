@@ -1,16 +1,25 @@
 # Writers killed (SIGKILL) in the middle of their saves, shared by ckpt_integrity.t and
-# ckpt_shard.t. Sourced after lib.sh. The caller sets ROUNDS and runs one writer a round.
+# ckpt_shard.t. Sourced after lib.sh. The caller kills one writer a round.
 
-# big_cfg FILE CHECKPOINT_FIELDS: a 3.6 MB model saved after every step
+# big_cfg CHECKPOINT_FIELDS: $TMP/big.cfg, a 3.6 MB model saved after every step; ROUNDS = 6
+# rounds to come, the tallies zero
 big_cfg() {
-    cat >"$1" <<CFG
+    ROUNDS=6
+    hits=0 resumed=0 prev=-1 order=0 steps=""
+    cat >"$TMP/big.cfg" <<CFG
 model = { hidden = [512, 512]; };
 data = { kind = "synthetic"; samples = 640; features = 64; classes = 8; seed = 3; };
 train = { batch = 32; steps = 100000; seed = 7; };
 optim = { type = "adamw"; lr = 0.001; };
 log = { every = 100000; progress = "none"; };
-checkpoint = { $2 every = 1; };
+checkpoint = { $1 every = 1; };
 CFG
+}
+
+# start_writer: one round's run resuming from what the last one left, in the background ($pid)
+start_writer() {
+    "$HETTRAIN" -c "$TMP/big.cfg" --resume >"$TMP/k.out" 2>"$TMP/k.err" &
+    pid=$!
 }
 
 # resumed_step ERRFILE: the step a run said it resumed from (empty if none)
