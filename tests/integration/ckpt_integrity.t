@@ -165,19 +165,10 @@ fi
 # temp file (it is then between open and rename); odd rounds kill it (SIGKILL) at once, even
 # ones let that save finish, wait for the next one and kill after a random 0-40 ms. Whether
 # the temp file stayed says that the kill hit the save itself.
-cat >"$TMP/big.cfg" <<CFG
-model = { hidden = [512, 512]; };
-data = { kind = "synthetic"; samples = 640; features = 64; classes = 8; seed = 3; };
-train = { batch = 32; steps = 100000; seed = 7; };
-optim = { type = "adamw"; lr = 0.001; };
-log = { every = 100000; progress = "none"; };
-checkpoint = { path = "$TMP/big.ckpt"; every = 1; };
-CFG
-ROUNDS=6
-hits=0 resumed=0 prev=-1 order=0 steps=""
+. "$(dirname "$0")/../lib/killed_saves.sh"
+big_cfg "path = \"$TMP/big.ckpt\";"
 for r in $(seq $ROUNDS); do
-    "$HETTRAIN" -c "$TMP/big.cfg" --resume >"$TMP/k.out" 2>"$TMP/k.err" &
-    pid=$!
+    start_writer
     tmpf="$TMP/big.ckpt.tmp.$pid"
     t0=$SECONDS
     # till: busy-waits while the condition holds, the writer lives, at most 120 s
@@ -192,20 +183,10 @@ for r in $(seq $ROUNDS); do
     wait $pid 2>/dev/null
     [ -e "$tmpf" ] && hits=$((hits + 1))
     # the checkpoint it resumed from: none in round 1, else the last round's
-    s=$(sed -nE 's/.*resumed from .* at step ([0-9]+)$/\1/p' "$TMP/k.err")
-    [ "$prev" -le 0 ] && grep -q "no checkpoint at" "$TMP/k.err" && s=0 # none saved yet
-    [ -n "$s" ] && resumed=$((resumed + 1))
-    [ -n "$s" ] && [ "$s" -ge "$prev" ] && order=$((order + 1))
-    prev=${s:-$prev}
-    steps="$steps ${s:-?}"
-    [ -n "$s" ] || diag "round $r: $(head -3 "$TMP/k.err")"
+    round_tally $r
 done
-run_ht -c "$TMP/big.cfg" --resume --stop-after 1
-s=$(sed -nE 's/.*resumed from .* at step ([0-9]+)$/\1/p' "$TMP/err")
-[ $RC -eq 0 ] && [ -n "$s" ] && [ "$s" -ge "$prev" ] && order=$((order + 1)) && resumed=$((resumed + 1))
-ok $([ $resumed -eq $((ROUNDS + 1)) ] && [ $order -eq $((ROUNDS + 1)) ]; echo $?) \
-    "$ROUNDS writers killed with SIGKILL: each next run resumed from a verified checkpoint, steps never going back (steps$steps ${s:-?})"
-[ $RC -eq 0 ] || diag "$ERR"
+last_resume "$TMP/big.cfg" \
+    "$ROUNDS writers killed with SIGKILL: each next run resumed from a verified checkpoint, steps never going back"
 ok $([ $hits -ge 1 ]; echo $?) "$hits of the $ROUNDS kills hit a save between creating the temp file and the rename"
 left=$(ls "$TMP" | grep -c '^big\.ckpt\.tmp\.')
 ok $([ "$left" -eq 0 ]; echo $?) "the next save removed the killed writers' temp files ($left left)"

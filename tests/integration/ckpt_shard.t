@@ -180,20 +180,11 @@ fi
 # --- writers killed (SIGKILL) in the middle of sharded saves, one after every step: odd
 # rounds as soon as a shard's temp file or .next exists, even ones 0-40 ms later
 mkdir "$TMP/k"
-cat >"$TMP/big.cfg" <<CFG
-model = { hidden = [512, 512]; };
-data = { kind = "synthetic"; samples = 640; features = 64; classes = 8; seed = 3; };
-train = { batch = 32; steps = 100000; seed = 7; };
-optim = { type = "adamw"; lr = 0.001; };
-log = { every = 100000; progress = "none"; };
-checkpoint = { path = "$TMP/k/big.safetensors"; every = 1; shards = 3; };
-CFG
-ROUNDS=6
-hits=0 resumed=0 prev=-1 order=0 steps=""
+. "$(dirname "$0")/../lib/killed_saves.sh"
+big_cfg "path = \"$TMP/k/big.safetensors\"; shards = 3;"
 for r in $(seq $ROUNDS); do
     touch "$TMP/mark"
-    "$HETTRAIN" -c "$TMP/big.cfg" --resume >"$TMP/k.out" 2>"$TMP/k.err" &
-    pid=$!
+    start_writer
     t0=$SECONDS
     # this writer's temp files, or a .next it wrote (an earlier round's may still be there)
     saving() {
@@ -205,19 +196,9 @@ for r in $(seq $ROUNDS); do
     kill -9 $pid 2>/dev/null
     wait $pid 2>/dev/null
     saving && hits=$((hits + 1))
-    s=$(sed -nE 's/.*resumed from .* at step ([0-9]+)$/\1/p' "$TMP/k.err")
-    [ "$prev" -le 0 ] && grep -q "no checkpoint at" "$TMP/k.err" && s=0
-    [ -n "$s" ] && resumed=$((resumed + 1))
-    [ -n "$s" ] && [ "$s" -ge "$prev" ] && order=$((order + 1))
-    prev=${s:-$prev}
-    steps="$steps ${s:-?}"
-    [ -n "$s" ] || diag "round $r: $(head -3 "$TMP/k.err")"
+    round_tally $r
 done
-run_ht -c "$TMP/big.cfg" --resume --stop-after 1
-s=$(sed -nE 's/.*resumed from .* at step ([0-9]+)$/\1/p' "$TMP/err")
-[ $RC -eq 0 ] && [ -n "$s" ] && [ "$s" -ge "$prev" ] && order=$((order + 1)) && resumed=$((resumed + 1))
-ok $([ $resumed -eq $((ROUNDS + 1)) ] && [ $order -eq $((ROUNDS + 1)) ]; echo $?) \
-    "$ROUNDS sharded writers killed with SIGKILL: each next run resumed from a complete set, steps never going back (steps$steps ${s:-?})"
-[ $RC -eq 0 ] || diag "$ERR"
+last_resume "$TMP/big.cfg" \
+    "$ROUNDS sharded writers killed with SIGKILL: each next run resumed from a complete set, steps never going back"
 ok $([ $hits -ge 1 ]; echo $?) "$hits of the $ROUNDS kills left a shard's temp file or .next behind (hit a save)"
 done_testing

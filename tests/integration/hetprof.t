@@ -4,21 +4,9 @@
 # CLBlast tuning run writes a tuning file hettrain accepts as device.tuning.
 . "$(dirname "$0")/../lib/lib.sh"
 HETPROF="$HT_BUILD/hetprof"
-run_hp() {
-    "$HETPROF" "$@" >"$TMP/out" 2>"$TMP/err"
-    RC=$?
-    OUT=$(cat "$TMP/out")
-    ERR=$(cat "$TMP/err")
-}
-DEV=()
-[ -n "${HT_TEST_DEVICE:-}" ] && DEV=(--device "$HT_TEST_DEVICE")
+run_hp() { run_cmd "$HETPROF" "$@"; }
 
-cat >"$TMP/tiny.cfg" <<'CFG'
-model = { hidden = [16]; };
-data = { kind = "synthetic"; samples = 300; features = 8; classes = 3; };
-train = { batch = 16; steps = 3; };
-optim = { lr = 0.1; };
-CFG
+synth_cfg "$TMP/tiny.cfg" 16 300 8
 
 run_hp --quick -c "$TMP/tiny.cfg" "${DEV[@]}" -o "$TMP/p.cfg"
 ok $RC "hetprof --quick -c tiny.cfg exits 0 (exit $RC)"

@@ -7,21 +7,9 @@
 . "$(dirname "$0")/../lib/lib.sh"
 . "$(dirname "$0")/../lib/mpi.sh"
 HETPROF="$HT_BUILD/hetprof"
-DEV=()
-[ -n "${HT_TEST_DEVICE:-}" ] && DEV=(--device "$HT_TEST_DEVICE")
-run_mpi() {
-    mpirun_ht "$@" >"$TMP/out" 2>"$TMP/err"
-    RC=$?
-    OUT=$(cat "$TMP/out")
-    ERR=$(cat "$TMP/err")
-}
+run_mpi() { run_cmd mpirun_ht "$@"; }
 
-cat >"$TMP/tiny.cfg" <<'CFG'
-model = { hidden = [16]; };
-data = { kind = "synthetic"; samples = 300; features = 8; classes = 3; };
-train = { batch = 16; steps = 3; };
-optim = { lr = 0.1; };
-CFG
+synth_cfg "$TMP/tiny.cfg" 16 300 8
 
 run_mpi 2 "$HETPROF" --quick -c "$TMP/tiny.cfg" "${DEV[@]}" -o "$TMP/p.cfg"
 ok $RC "mpirun -np 2 hetprof --quick exits 0 (exit $RC)"

@@ -28,13 +28,7 @@ case_() {
 ht() { case_ "$1" "$2" "$3" -- "$HETTRAIN" "${@:5}"; }
 hp() { case_ "$1" "$2" "$3" -- "$HETPROF" "${@:5}"; }
 
-cat >"$TMP/good.cfg" <<'CFG'
-model = { hidden = [8]; };
-data = { kind = "synthetic"; samples = 200; features = 4; classes = 3; };
-train = { batch = 16; steps = 3; };
-optim = { lr = 0.1; };
-log = { progress = "none"; };
-CFG
+synth_cfg "$TMP/good.cfg" 8 200 4 'log = { progress = "none"; };'
 G=(-c "$TMP/good.cfg" -q)
 mkfifo "$TMP/fifo"
 mkdir "$TMP/dir"

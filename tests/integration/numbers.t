@@ -20,13 +20,7 @@ fails() {
     [ $good -eq 0 ] || diag "expected exit $code and /$pat/; stderr was:" "$(cat "$TMP/err")"
 }
 
-cat >"$TMP/base.cfg" <<'CFG'
-model = { hidden = [8]; };
-data = { kind = "synthetic"; samples = 200; features = 4; classes = 3; };
-train = { batch = 16; steps = 3; };
-optim = { lr = 0.1; };
-log = { progress = "none"; };
-CFG
+synth_cfg "$TMP/base.cfg" 8 200 4 'log = { progress = "none"; };'
 B=(-c "$TMP/base.cfg" -q)
 
 # the job file: the digits' own line, wherever they stand

@@ -19,12 +19,25 @@ ok() { # ok COND_EXIT_STATUS DESCRIPTION
 diag() { printf '%s\n' "$@" | sed 's/^/# /' >&2; }
 done_testing() { echo "1..$T_N"; [ "$T_FAIL" -eq 0 ]; }
 
-# run_ht ARGS...: runs hettrain, keeping stdout in $OUT, stderr in $ERR, status in $RC.
-run_ht() {
-    "$HETTRAIN" "$@" >"$TMP/out" 2>"$TMP/err"
+# run_cmd PROGRAM ARGS...: runs it, keeping stdout in $OUT, stderr in $ERR, status in $RC.
+run_cmd() {
+    "$@" >"$TMP/out" 2>"$TMP/err"
     RC=$?
     OUT=$(cat "$TMP/out")
     ERR=$(cat "$TMP/err")
+}
+# run_ht ARGS...: run_cmd for hettrain
+run_ht() { run_cmd "$HETTRAIN" "$@"; }
+# DEV: the --device option for the tools when the suite runs on one named device
+DEV=()
+[ -n "${HT_TEST_DEVICE:-}" ] && DEV=(--device "$HT_TEST_DEVICE")
+
+# synth_cfg FILE HIDDEN SAMPLES FEATURES [LINE...]: a small synthetic job (3 classes, batch 16,
+# 3 steps, lr 0.1), then the LINEs
+synth_cfg() {
+    printf '%s\n' "model = { hidden = [$2]; };" \
+        "data = { kind = \"synthetic\"; samples = $3; features = $4; classes = 3; };" \
+        "train = { batch = 16; steps = 3; };" "optim = { lr = 0.1; };" "${@:5}" >"$1"
 }
 
 # expect_fail CODE PATTERN DESCRIPTION -- ARGS...: hettrain exits CODE and stderr matches PATTERN (grep -E).

@@ -21,6 +21,26 @@ log = { every = 1; progress = "none"; };
 CFG
 }
 
+# mlp_cnn_jobs: the MLP and the CNN the pipeline tests train next to the GPT, in
+# $TMP/mlp.cfg and $TMP/cnn.cfg
+mlp_cnn_jobs() {
+cat >"$TMP/mlp.cfg" <<'CFG'
+model = { hidden = [32, 32, 32]; activation = "relu"; };
+data = { kind = "synthetic"; samples = 600; features = 16; classes = 4; seed = 3; };
+train = { batch = 24; steps = 6; seed = 7; eval_every = 0; };
+optim = { type = "sgd"; lr = 0.05; momentum = 0.9; };
+log = { every = 1; progress = "none"; };
+CFG
+cat >"$TMP/cnn.cfg" <<'CFG'
+model = { type = "cnn"; layers = ["conv 3 4 pad=1", "relu", "maxpool 2", "conv 3 6 pad=1", "relu",
+          "avgpool 2", "flatten", "linear 12", "relu", "linear 4"]; };
+data = { kind = "synthetic"; samples = 400; features = 64; classes = 4; seed = 5; };
+train = { batch = 12; steps = 5; seed = 3; eval_every = 0; };
+optim = { type = "sgd"; lr = 0.05; momentum = 0.9; };
+log = { every = 1; progress = "none"; };
+CFG
+}
+
 # one_process: the job in one process, the reference: $TMP/one.loss (a loss per step) and
 # $TMP/one.ckpt; returns its exit status (stderr in $TMP/one.err)
 one_process() {

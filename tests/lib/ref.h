@@ -67,4 +67,16 @@ typedef struct ref_gemm_diff {
 } ref_gemm_diff;
 ref_gemm_diff ref_gemm_check(ref_gemm_case *g);
 
+/* A GEMM case's arguments, as ref_gemm_case_new takes them. */
+typedef struct ref_gemm_shape {
+    int ta, tb, m, n, k;
+    float alpha, beta;
+    int pad;
+    size_t oa, ob, oc;
+} ref_gemm_shape;
+/* The cases every device GEMM path is tested on first: each transpose pair at partial tiles
+ * on both axes (m % 6, n % 16 != 0), then one row, one column, k = 1. */
+extern const ref_gemm_shape ref_gemm_shapes[];
+extern const int ref_gemm_nshapes;
+
 #endif

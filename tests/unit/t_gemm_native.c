@@ -17,6 +17,7 @@
 #include "ocl/ocl.h"
 #include "ref.h"
 #include "tap.h"
+#include "testdev.h"
 
 /* One product with A, B and C at float offsets oa, ob, oc in their buffers and leading
  * dimensions pad wider than the operands. */
@@ -46,9 +47,7 @@ static void check(ht_dev *d, int ta, int tb, int m, int n, int k, float alpha, f
 }
 
 int main(void) {
-    const char *sel = getenv("HT_TEST_DEVICE");
-    int idx = 0;
-    ht_exit_on_error(ht_ocl_select(sel ? sel : "", &idx));
+    int idx = test_dev_index();
     ht_dev_opts o = ht_dev_opts_default();
     o.gemm = HT_GEMM_TILED; /* opens anywhere, no probe */
     ht_dev *d;
@@ -74,14 +73,11 @@ int main(void) {
     ht_exit_on_error(rc);
     tap_ok(ht_dev_gemm_choice(d)->path == HT_GEMM_NATIVE, "forced: the device runs %s",
            ht_gemm_path_name(ht_dev_gemm_choice(d)->path));
-    for (int ta = 0; ta < 2; ta++)
-        for (int tb = 0; tb < 2; tb++) {
-            check(d, ta, tb, 13, 37, 29, 1.0f, 0.0f, 0, 0, 0, 0);
-            check(d, ta, tb, 7, 11, 5, -0.5f, 1.5f, 3, 5, 2, 7);
-        }
-    check(d, 0, 0, 1, 1, 1, 1.0f, 0.0f, 0, 0, 0, 0);
-    check(d, 1, 1, 1, 17, 1, 2.0f, 0.5f, 1, 1, 1, 1);
-    check(d, 0, 1, 19, 1, 3, 1.0f, -1.0f, 2, 3, 0, 4);
+    /* every transpose at partial tiles, one row, one column, k = 1 */
+    for (int i = 0; i < ref_gemm_nshapes; i++) {
+        const ref_gemm_shape *s = &ref_gemm_shapes[i];
+        check(d, s->ta, s->tb, s->m, s->n, s->k, s->alpha, s->beta, s->pad, s->oa, s->ob, s->oc);
+    }
     /* the MLP's skinny products at batch 64: n = 10 forward, k = 10 input gradient, the
      * 10-row weight gradient; and a product big enough for OpenBLAS to split over threads */
     check(d, 0, 1, 64, 10, 300, 1.0f, 0.0f, 0, 3, 5, 1);

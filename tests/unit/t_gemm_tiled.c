@@ -19,6 +19,7 @@
 #include "ocl/ocl.h"
 #include "ref.h"
 #include "tap.h"
+#include "testdev.h"
 
 /* Launches since the last reset, from the device's profile report ("NAME  CALLS ..."):
  * of the four packing kernels (B's 16-column panels, A's 6-row panels; "run" when the
@@ -96,9 +97,7 @@ static void check(ht_dev *d, int ta, int tb, int m, int n, int k, float alpha, f
 }
 
 int main(void) {
-    const char *sel = getenv("HT_TEST_DEVICE");
-    int idx = 0;
-    ht_exit_on_error(ht_ocl_select(sel ? sel : "", &idx));
+    int idx = test_dev_index();
     ht_dev_opts o = ht_dev_opts_default();
     o.gemm = HT_GEMM_TILED;
     o.profile = HT_PROF_EVENTS; /* launch counts: which kernels ran */
@@ -109,16 +108,12 @@ int main(void) {
     tap_ok(ch->path == HT_GEMM_TILED, "forced: the device runs %s",
            ht_gemm_path_name(ch->path));
 
-    /* every transpose at partial tiles on both axes (m % 6, n % 16 != 0), both paths */
-    for (int ta = 0; ta < 2; ta++)
-        for (int tb = 0; tb < 2; tb++) {
-            check(d, ta, tb, 13, 37, 29, 1.0f, 0.0f, 0, 0, 0, 0);
-            check(d, ta, tb, 7, 11, 5, -0.5f, 1.5f, 3, 5, 2, 7);
-        }
-    /* degenerate sizes: one row, one column, k = 1 */
-    check(d, 0, 0, 1, 1, 1, 1.0f, 0.0f, 0, 0, 0, 0);
-    check(d, 1, 1, 1, 17, 1, 2.0f, 0.5f, 1, 1, 1, 1);
-    check(d, 0, 1, 19, 1, 3, 1.0f, -1.0f, 2, 3, 0, 4);
+    /* every transpose at partial tiles on both axes, both paths; degenerate sizes: one row,
+     * one column, k = 1 */
+    for (int i = 0; i < ref_gemm_nshapes; i++) {
+        const ref_gemm_shape *s = &ref_gemm_shapes[i];
+        check(d, s->ta, s->tb, s->m, s->n, s->k, s->alpha, s->beta, s->pad, s->oa, s->ob, s->oc);
+    }
     /* k past the packing chunks (16 along k per run work-item, 256 per gather work-item),
      * more panels than one packing work-item takes (128 / 16 = 8 of B, 128 / 6 = 21 of A) */
     check(d, 1, 0, 131, 145, 40, 1.0f, 0.5f, 7, 11, 0, 3);

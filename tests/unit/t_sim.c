@@ -71,16 +71,43 @@ static void cluster(ht_sim_cluster *c, ht_profile *p, int n, double lat, double 
     c->prof = p;
 }
 
+/* mlp_sim(m, sm, L) on n ranks of profile(L, fwd, 2) joined by links of lat, bw; the
+ * profile (c->prof) stays the caller's to change. */
+static void setup(ht_model *m, ht_sim_model *sm, ht_sim_cluster *c, int L, const double *fwd,
+                  int n, double lat, double bw) {
+    mlp_sim(m, sm, L);
+    cluster(c, profile(L, fwd, 2), n, lat, bw);
+}
+
+/* n equal ranks of a 2-layer MLP (fc1, fc2 1 ms forward at 32) joined by links of lat, bw */
+static void two_layers(ht_model *m, ht_sim_model *sm, ht_sim_cluster *c, int n, double lat,
+                       double bw) {
+    const double fwd[2] = {1, 1};
+    setup(m, sm, c, 2, fwd, n, lat, bw);
+}
+
+/* One rank's data-parallel step at batch B: ring, overlapped buckets of 1 then 25 MB. */
+static int run_one(const ht_sim_cluster *c, const ht_model *m, const ht_sim_model *sm, int B,
+                   ht_sim_result *r) {
+    ht_sim_dp d = {.B = B, .alg = HT_SIM_RING, .overlap = 1, .bucket_first_mb = 1, .bucket_cap_mb = 25};
+    return ht_sim_run_dp(c, 1, m, sm, &d, 0, NULL, r, NULL);
+}
+
+/* Free relus in a profile: pipeline stages of unit times. */
+static void free_relus(ht_profile *p) {
+    for (int i = 0; i < p->dev[0].nlayers; i++)
+        if (!strncmp(p->dev[0].layers[i].name, "relu", 4))
+            p->dev[0].layers[i].fwd_ms = p->dev[0].layers[i].bwd_ms = 0;
+}
+
 static void one_rank(void) {
     const double fwd[3] = {1, 2, 3};
     ht_model m;
     ht_sim_model sm;
-    mlp_sim(&m, &sm, 3);
     ht_sim_cluster c;
-    cluster(&c, profile(3, fwd, 2), 1, 0, 1);
-    ht_sim_dp p = {.B = 48, .alg = HT_SIM_RING, .overlap = 1, .bucket_first_mb = 1, .bucket_cap_mb = 25};
+    setup(&m, &sm, &c, 3, fwd, 1, 0, 1);
     ht_sim_result r;
-    int rc = ht_sim_run_dp(&c, 1, &m, &sm, &p, 0, NULL, &r, NULL);
+    int rc = run_one(&c, &m, &sm, 48, &r);
     /* batch 48 is halfway between 32 and 64: fc times 1.5x, relus 0.5 ms; fwd + 2 fwd */
     double want = 3 * 1.5e-3 * (1 + 2 + 3) + 2 * 2 * 0.5e-3;
     double opt = 4.0 * (double)m.nparams * 5 / 1e15; /* 20 bytes per parameter at 1e6 GB/s */
@@ -109,10 +136,8 @@ static void loss_layer(void) {
             l->batch = b, l->fwd_ms = 0.4 * b / 32, l->bwd_ms = 0;
         }
         cluster(&c, p, 1, 0, 1);
-        ht_sim_dp d = {.B = 48, .alg = HT_SIM_RING, .overlap = 1, .bucket_first_mb = 1,
-                       .bucket_cap_mb = 25};
         ht_sim_result r;
-        int rc = ht_sim_run_dp(&c, 1, &m, &sm, &d, 0, NULL, &r, NULL);
+        int rc = run_one(&c, &m, &sm, 48, &r);
         double want = 3 * 1.5e-3 * (1 + 2 + 3) + 2 * 2 * 0.5e-3 + 0.6e-3;
         tap_ok(rc == HT_OK && NEAR(r.rank[0].busy, want),
                "the profiled loss (%s): busy %.9f s = one_rank's + 0.6 ms = %.9f",
@@ -132,19 +157,17 @@ static void in_step(void) {
     const double fwd[3] = {1, 2, 3};
     ht_model m;
     ht_sim_model sm;
-    mlp_sim(&m, &sm, 3);
     ht_sim_cluster c;
-    ht_profile *p = profile(3, fwd, 2);
-    p->dev[0].rates[0] = (ht_prof_rate){64, 64 / 38e-3};
-    p->dev[0].rates[1] = (ht_prof_rate){32, 32 / 24e-3};
-    p->dev[0].nrates = 2;
-    cluster(&c, p, 1, 0, 1);
+    setup(&m, &sm, &c, 3, fwd, 1, 0, 1);
+    ht_prof_dev *d = &c.prof->dev[0];
+    d->rates[0] = (ht_prof_rate){64, 64 / 38e-3};
+    d->rates[1] = (ht_prof_rate){32, 32 / 24e-3};
+    d->nrates = 2;
     const int B[3] = {48, 16, 128};
     const double want[3] = {1.1 * 29e-3, 1.2 * 10e-3, 1.0 * 76e-3};
     for (int i = 0; i < 3; i++) {
-        ht_sim_dp d = {.B = B[i], .alg = HT_SIM_RING, .overlap = 1, .bucket_first_mb = 1, .bucket_cap_mb = 25};
         ht_sim_result r;
-        int rc = ht_sim_run_dp(&c, 1, &m, &sm, &d, 0, NULL, &r, NULL);
+        int rc = run_one(&c, &m, &sm, B[i], &r);
         tap_ok(rc == HT_OK && NEAR(r.rank[0].busy, want[i]),
                "in-step ratio: batch %d busy %.9f s, want %.9f", B[i], r.rank[0].busy, want[i]);
         ht_sim_result_free(&r);
@@ -159,15 +182,12 @@ static void slow_upload(void) {
     const double fwd[3] = {1, 2, 3};
     ht_model m;
     ht_sim_model sm;
-    mlp_sim(&m, &sm, 3);
     ht_sim_cluster c;
-    ht_profile *p = profile(3, fwd, 2);
-    p->dev[0].h2d_gbs = 1;
-    cluster(&c, p, 1, 0, 1);
+    setup(&m, &sm, &c, 3, fwd, 1, 0, 1);
+    c.prof->dev[0].h2d_gbs = 1;
     c.slowdown[0] = 3;
-    ht_sim_dp d = {.B = 48, .alg = HT_SIM_RING, .overlap = 1, .bucket_first_mb = 1, .bucket_cap_mb = 25};
     ht_sim_result r;
-    int rc = ht_sim_run_dp(&c, 1, &m, &sm, &d, 0, NULL, &r, NULL);
+    int rc = run_one(&c, &m, &sm, 48, &r);
     double layers = 3 * 1.5e-3 * (1 + 2 + 3) + 2 * 2 * 0.5e-3, load = 48 * 32 / 1e9;
     double opt = 4.0 * (double)m.nparams * 5 / 1e15;
     double want = 3 * (load + layers + opt);
@@ -180,13 +200,11 @@ static void slow_upload(void) {
 /* Two equal ranks, B = 64 split 32 / 32, one all-reduce of every gradient after backward
  * (no overlap): 2 (n - 1) = 2 ring steps of half the gradient each. */
 static void two_ranks(double slow1) {
-    const double fwd[2] = {1, 1};
     ht_model m;
     ht_sim_model sm;
-    mlp_sim(&m, &sm, 2);
     ht_sim_cluster c;
     const double lat = 1e-3, bw = 1e6; /* 1 ms, 1 MB/s */
-    cluster(&c, profile(2, fwd, 2), 2, lat, bw);
+    two_layers(&m, &sm, &c, 2, lat, bw);
     c.slowdown[1] = slow1;
     ht_sim_dp p = {.B = 64, .alg = HT_SIM_RING, .overlap = 0};
     ht_sim_result r;
@@ -422,9 +440,7 @@ static void pipelines(void) {
     for (int i = 0; i < sm.nlayers; i++) /* relus free: unit stage times */
         sm.l[i].act_bytes = 1000, sm.l[i].out_bytes = sm.l[i].in_bytes = 0;
     ht_profile *p = profile(D, fwd, 2);
-    for (int i = 0; i < p->dev[0].nlayers; i++)
-        if (!strncmp(p->dev[0].layers[i].name, "relu", 4))
-            p->dev[0].layers[i].fwd_ms = p->dev[0].layers[i].bwd_ms = 0;
+    free_relus(p);
     ht_sim_cluster c;
     cluster(&c, p, 2 * D, 0, 1e30);
     int bounds[5] = {0, 2, 4, 6, 7}; /* fc1 relu1 | fc2 relu2 | fc3 relu3 | fc4 */
@@ -524,13 +540,11 @@ static void pipelines(void) {
  * first push is taken by worker 1 after its first; the budget ends at the 5th compute of
  * each): steps x compute + (steps - 1) link times. */
 static void sync_policies(void) {
-    const double fwd[2] = {1, 1};
     ht_model m;
     ht_sim_model sm;
-    mlp_sim(&m, &sm, 2);
     ht_sim_cluster c;
     const double lat = 1e-3, bw = 1e6;
-    cluster(&c, profile(2, fwd, 2), 3, lat, bw);
+    two_layers(&m, &sm, &c, 3, lat, bw);
     double P = 4.0 * (double)m.nparams;
     double comp = 3 * 1e-3 * 2 + 2 * 0.5e-3; /* batch 32, as two_ranks */
     double opt = P / 4 * 20 / 1e15;
@@ -737,9 +751,7 @@ static void against_checker(void) {
         for (int i = 0; i < S; i++)
             fwd[i] = 1000; /* 1 s at batch 32 */
         ht_profile *p = profile(S, fwd, 2);
-        for (int i = 0; i < p->dev[0].nlayers; i++)
-            if (!strncmp(p->dev[0].layers[i].name, "relu", 4))
-                p->dev[0].layers[i].fwd_ms = p->dev[0].layers[i].bwd_ms = 0;
+        free_relus(p);
         ht_sim_cluster c;
         cluster(&c, p, s.p.D, 0, 1e30);
         int bounds[65];
@@ -789,9 +801,7 @@ static void zero_bubble(void) {
             tw[i] = 2.0 * 136 / (i == S - 1 ? 280 : 272), tb[i] = 2 - tw[i];
         }
         ht_profile *p = profile(S, fwd, 2);
-        for (int i = 0; i < p->dev[0].nlayers; i++)
-            if (!strncmp(p->dev[0].layers[i].name, "relu", 4))
-                p->dev[0].layers[i].fwd_ms = p->dev[0].layers[i].bwd_ms = 0;
+        free_relus(p);
         ht_sim_cluster c;
         cluster(&c, p, s.p.D, 0, 1e30);
         int bounds[65];
@@ -826,9 +836,7 @@ static void twobw(void) {
         ht_sim_model sm;
         mlp_sim(&m, &sm, D);
         ht_profile *p = profile(D, fwd, 2);
-        for (int i = 0; i < p->dev[0].nlayers; i++)
-            if (!strncmp(p->dev[0].layers[i].name, "relu", 4))
-                p->dev[0].layers[i].fwd_ms = p->dev[0].layers[i].bwd_ms = 0;
+        free_relus(p);
         ht_sim_cluster c;
         cluster(&c, p, D, 0, 1e30);
         int bounds[5] = {0, 2, 4, 6, 7};
@@ -859,13 +867,11 @@ static void twobw(void) {
  * + sum over buckets of (backward + ring) + optimizer. Two equal ranks, free host copies,
  * buckets as the trainer cuts them (ht_reduce_plan: 200 bytes first: fc2, then the rest). */
 static void cpu_overlap(void) {
-    const double fwd[2] = {1, 1};
     ht_model m;
     ht_sim_model sm;
-    mlp_sim(&m, &sm, 2);
     ht_sim_cluster c;
     const double lat = 1e-3, bw = 1e6;
-    cluster(&c, profile(2, fwd, 2), 2, lat, bw);
+    two_layers(&m, &sm, &c, 2, lat, bw);
     ht_bucket bk[4];
     int nb = ht_reduce_plan(&m, 200, 1 << 20, bk, 4);
     /* layer times at 32: fc fwd 1 ms, bwd 2 ms; relu1 0.5 ms each way */
