@@ -32,13 +32,18 @@ static void stem(const char *p, char *out, size_t n) {
 void ht_st_set_shard_path(const char *p, int i, int k, char *out, size_t n) {
     char s[HT_ST_PATH];
     stem(p, s, sizeof s);
-    snprintf(out, n, "%s-%05d-of-%05d.safetensors", s, i, k);
+    int w = snprintf(out, n, "%s-%05d-of-%05d.safetensors", s, i, k);
+    if (w < 0 || (size_t)w >= n)
+        ht_die(HT_EINPUT, "checkpoint %s: shard %d of %d: the name is too long (at most %zu bytes)", p,
+               i, k, n - 1);
 }
 
 void ht_st_set_index_path(const char *p, char *out, size_t n) {
     char s[HT_ST_PATH];
     stem(p, s, sizeof s);
-    snprintf(out, n, "%s.safetensors.index.json", s);
+    int w = snprintf(out, n, "%s.safetensors.index.json", s);
+    if (w < 0 || (size_t)w >= n)
+        ht_die(HT_EINPUT, "checkpoint %s: the index's name is too long (at most %zu bytes)", p, n - 1);
 }
 
 int ht_st_set_index(const char *path, char *idx, size_t n) {
