@@ -80,18 +80,29 @@ static ht_buf *state_buf(ht_dev *d, size_t n, const char *what) {
 }
 
 void ht_optim_init(ht_optim *o, ht_dev *d, const ht_optim_cfg *cfg, size_t n) {
+    ht_optim_init_slice(o, d, cfg, n, 0, n);
+}
+
+void ht_optim_init_slice(ht_optim *o, ht_dev *d, const ht_optim_cfg *cfg, size_t n, size_t lo,
+                         size_t hi) {
     check_cfg(cfg);
     if (n > INT_MAX)
         ht_die(HT_ERUNTIME, "optimizer over %zu floats: at most %d supported", n, INT_MAX);
+    if (lo > hi || hi > n)
+        ht_die(HT_ERUNTIME, "optimizer slice [%zu, %zu) of %zu floats: invalid", lo, hi, n);
     memset(o, 0, sizeof *o);
     o->cfg = *cfg;
     o->dev = d;
-    o->n = o->n_full = n;
+    o->n_full = n;
+    o->n = hi - lo;
+    o->off = lo;
+    /* the state of the slice only (an empty slice: one float, as buffers are never empty) */
+    const size_t ns = hi - lo ? hi - lo : 1;
     if (cfg->type == HT_OPT_ADAMW) {
-        o->m = state_buf(d, n, "optim.m");
-        o->v = state_buf(d, n, "optim.v");
+        o->m = state_buf(d, ns, "optim.m");
+        o->v = state_buf(d, ns, "optim.v");
     } else if (cfg->momentum > 0) {
-        o->m = state_buf(d, n, "optim.momentum");
+        o->m = state_buf(d, ns, "optim.momentum");
     }
 
     /* Local sizes are powers of two (the trees halve) and fit local memory. */

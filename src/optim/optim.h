@@ -47,6 +47,12 @@ typedef struct ht_optim {
 void ht_optim_init(ht_optim *o, ht_dev *d, const ht_optim_cfg *cfg, size_t n);
 void ht_optim_free(ht_optim *o);
 
+/* As ht_optim_init over n floats, but the state holds params[lo, hi) only (ZeRO from the
+ * start: the whole state is never allocated); steps update that slice, the gradient norm
+ * still covers all n. ht_optim_init is the slice [0, n). */
+void ht_optim_init_slice(ht_optim *o, ht_dev *d, const ht_optim_cfg *cfg, size_t n, size_t lo,
+                         size_t hi);
+
 /* One update with learning rate lr: t += 1, then, if cfg.clip > 0 (or norm tracking is on),
  * two kernels reduce ||grads||_2 into o->stat on the device, and one fused kernel updates
  * params and the state, scaling the gradients by min(1, clip/(||g||+1e-6)) as it reads them

@@ -279,9 +279,10 @@ int ht_checkpoint_load(const char *path, ht_model *m, ht_optim *o, int64_t *step
         ht_buf *buf;
         size_t n;
         ht_optim_state(o, i, &name, &buf, &n);
-        int64_t shape[1] = {(int64_t)n};
+        /* the file holds the whole state; a sharded optimizer (ZeRO) takes its slice */
+        int64_t shape[1] = {(int64_t)o->n_full};
         sp[i] = want(f, path, name, 1, shape, &rc);
-        if (sp[i]) rc = check_finite(HT_EINPUT, path, name, sp[i], n);
+        if (sp[i]) rc = check_finite(HT_EINPUT, path, name, sp[i], o->n_full);
     }
     /* a parameter server applies each worker's push as one update: up to one per worker
      * per global step, and a segment may end a step late (train/async_ckpt.c) */
@@ -302,7 +303,7 @@ int ht_checkpoint_load(const char *path, ht_model *m, ht_optim *o, int64_t *step
             ht_buf *buf;
             size_t n;
             ht_optim_state(o, i, &name, &buf, &n);
-            ht_buf_write(m->dev, buf, 0, n * sizeof(float), sp[i]);
+            ht_buf_write(m->dev, buf, 0, n * sizeof(float), sp[i] + o->off);
         }
         o->t = ot;
         *step = fstep;

@@ -53,6 +53,8 @@ typedef struct ht_job_engine {
      * cut[r+1]) (world + 1 entries); its checkpoints are sets of one shard per rank. NULL:
      * not sharded. Freed at finish. */
     size_t *zero_cut;
+    /* set by the engine's check: setup cuts before it allocates the optimizer (train/zero.h) */
+    int zero_init;
     int interrupted; /* the loop ended on a stop request (core/stop.h: a signal, any rank) */
     /* An engine that does not read the loss back every step (data parallel) marks the first
      * step with a non-finite loss in this device int (ht_nonfinite_mark, INT_MAX = none):

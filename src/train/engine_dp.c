@@ -19,6 +19,7 @@
 #include "sync/sync.h"
 #include "train/checkpoint.h"
 #include "train/engine.h"
+#include "train/zero.h"
 
 /* Ends a trace span after the device has finished its work (only when tracing: the extra
  * synchronisation would cost time otherwise). */
@@ -208,24 +209,15 @@ static int exclude(ht_job *j, ht_sync_layout *L, int *left) {
 }
 
 /* cluster.shard = "optimizer" (ZeRO-1): this rank keeps the optimizer state of its slice,
- * the slices in proportion to the ranks' device memory (device.memory_mb, else the
- * device's). */
+ * the slices in proportion to the ranks' device memory. Setup already allocated only the
+ * slice unless the ranks that stay were known only now (cluster.exclude_slow): then the
+ * slice is copied out of the whole state. */
 static void shard_optimizer(ht_job *j) {
-    if (j->cfg->cluster.shard == HT_SHARD_NONE || ht_comm_size() < 2) return;
-    const int w = ht_comm_size(), r = ht_comm_rank();
-    double mine = j->cfg->device.memory_mb > 0 ? j->cfg->device.memory_mb
-                                                : (double)ht_dev_info(j->dev)->global_mem / 1e6;
-    double *all = ht_xmalloc((size_t)w * sizeof *all);
-    ht_comm_allgather(&mine, sizeof mine, all);
-    size_t *cut = ht_xmalloc((size_t)(w + 1) * sizeof *cut);
-    ht_checkpoint_shard_cuts(j->model.nparams, all, w, cut);
+    if (j->eng.zero_cut || j->cfg->cluster.shard == HT_SHARD_NONE || ht_comm_size() < 2) return;
+    size_t *cut = ht_zero_cut(j);
+    const int r = ht_comm_rank();
     ht_optim_shard(&j->opt, cut[r], cut[r + 1]);
-    ht_log_info("cluster.shard: rank %d keeps the optimizer state of parameters [%zu, %zu) "
-                "(%.1f%% of %zu; device memory %.0f MB)",
-                r, cut[r], cut[r + 1], 100.0 * (double)(cut[r + 1] - cut[r]) /
-                (double)(j->model.nparams ? j->model.nparams : 1), j->model.nparams, mine);
     j->eng.zero_cut = cut;
-    free(all);
 }
 
 static int dp_run(ht_job *j, ht_train_result *res) {
@@ -265,4 +257,4 @@ static int dp_run(ht_job *j, ht_train_result *res) {
     return rc;
 }
 
-const ht_engine ht_engine_dp = {"data parallel", NULL, dp_run};
+const ht_engine ht_engine_dp = {"data parallel", ht_zero_check, dp_run};

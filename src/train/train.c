@@ -21,6 +21,7 @@
 #include "train/engine.h"
 #include "train/hf_gpt2.h"
 #include "train/vtime.h"
+#include "train/zero.h"
 
 static int file_exists(const char *path) {
     struct stat st;
@@ -87,9 +88,8 @@ static void trace_layer(void *ctx, int layer, int n, int kind, double t0, double
     ht_trace_span(name, t0, t1);
 }
 
-/* The model (initialised from train.seed), optimizer, schedule and step budget; the resumed
- * state; the metrics file (rank 0); the batch stream. */
-static int setup_model(ht_job *j) {
+/* The model, initialised from train.seed or model.init_from. */
+static int setup_net(ht_job *j) {
     const ht_config *cfg = j->cfg;
     const ht_source *src = &j->src;
     /* sizes against the device before anything is allocated: exit 2 naming the keys (at the
@@ -108,8 +108,25 @@ static int setup_model(ht_job *j) {
         j->model.layer_hook = trace_layer;
         j->model.layer_hook_ctx = &j->model;
     }
+    return HT_OK;
+}
+
+/* The model (setup_net), optimizer, schedule and step budget; the resumed state; the metrics
+ * file (rank 0); the batch stream. */
+static int setup_model(ht_job *j) {
+    const ht_config *cfg = j->cfg;
+    const ht_source *src = &j->src;
+    int rc = setup_net(j);
+    if (j->eng.zero_init) ht_comm_exit_if_any(rc); /* the cut below is collective */
+    if (rc != HT_OK) return rc;
     ht_optim_cfg ocfg = ht_optim_cfg_from(cfg);
-    ht_optim_init(&j->opt, j->dev, &ocfg, j->model.nparams);
+    if (j->eng.zero_init) { /* ZeRO: this rank's slice of the state, never the whole */
+        j->eng.zero_cut = ht_zero_cut(j);
+        ht_optim_init_slice(&j->opt, j->dev, &ocfg, j->model.nparams,
+                            j->eng.zero_cut[j->rank], j->eng.zero_cut[j->rank + 1]);
+    } else {
+        ht_optim_init(&j->opt, j->dev, &ocfg, j->model.nparams);
+    }
     j->sched = ht_lr_sched_from(cfg);
     /* an epoch: every training sample, or as many windows as the stream has tokens */
     const size_t stream = src->tokens ? src->ktrain.n : src->ttrain.n;

@@ -1,0 +1,21 @@
+/* cluster.shard (ZeRO) for data parallel: where each rank's slice of the optimizer state is
+ * cut, and whether the cut is decided before the optimizer is allocated. */
+#ifndef HT_TRAIN_ZERO_H
+#define HT_TRAIN_ZERO_H
+
+#include <stddef.h>
+
+#include "train/engine.h"
+
+/* The engine's check (data parallel): marks j->eng.zero_init when the cut can be decided at
+ * setup, before the optimizer state exists, so that a rank never allocates more than its
+ * slice. Not with cluster.exclude_slow: the ranks that stay are known only after the speed
+ * split, and the engine cuts (and copies out the slice) then. */
+int ht_zero_check(ht_job *j);
+
+/* Collective over the current ranks: every rank's memory (device.memory_mb, else the
+ * device's global memory) all-gathered, the parameters cut in proportion (world + 1
+ * entries, multiples of 8; ht_checkpoint_shard_cuts). The caller frees it. */
+size_t *ht_zero_cut(ht_job *j);
+
+#endif
