@@ -55,6 +55,9 @@ typedef struct ht_job_engine {
     size_t *zero_cut;
     /* set by the engine's check: setup cuts before it allocates the optimizer (train/zero.h) */
     int zero_init;
+    /* set by the engine's check: the GEMM choice's one-time probe is made before the model is
+     * built and the device memory peak restarts there, so that it counts the job's buffers */
+    int peak_from_model;
     int interrupted; /* the loop ended on a stop request (core/stop.h: a signal, any rank) */
     /* An engine that does not read the loss back every step (data parallel) marks the first
      * step with a non-finite loss in this device int (ht_nonfinite_mark, INT_MAX = none):

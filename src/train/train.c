@@ -92,6 +92,10 @@ static void trace_layer(void *ctx, int layer, int n, int kind, double t0, double
 static int setup_net(ht_job *j) {
     const ht_config *cfg = j->cfg;
     const ht_source *src = &j->src;
+    if (j->eng.peak_from_model) { /* the probe first: its buffers would be the peak */
+        ht_dev_gemm_choice(j->dev);
+        ht_dev_mem(j->dev, NULL, NULL, NULL, 1);
+    }
     /* sizes against the device before anything is allocated: exit 2 naming the keys (at the
      * batch the model is built for: a pipeline's micro-batch) */
     int rc = ht_fit_check(cfg, ht_dev_info(j->dev), src->train.features, src->train.classes,

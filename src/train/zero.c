@@ -9,8 +9,12 @@
 #include "train/checkpoint.h"
 
 int ht_zero_check(ht_job *j) {
-    j->eng.zero_init = j->cfg->cluster.shard != HT_SHARD_NONE && j->world > 1 &&
-                       !j->cfg->cluster.exclude_slow;
+    j->eng.peak_from_model = 1;
+    const ht_config *c = j->cfg;
+    /* only a speed split without explicit shares can leave a rank out */
+    const int may_exclude =
+        c->cluster.exclude_slow && c->cluster.split == HT_SPLIT_SPEED && !c->cluster.nshares;
+    j->eng.zero_init = c->cluster.shard != HT_SHARD_NONE && j->world > 1 && !may_exclude;
     return HT_OK;
 }
 

@@ -2,8 +2,8 @@
 # cluster.shard = "optimizer" (ZeRO-1) against plain all-reduce, data parallel on NP ranks: an
 # MLP with AdamW, rounds alternating the two; per mode the median samples/s of the rounds and
 # each rank's device memory in hettrain's buffers at the end of the run (ht_dev_mem, "now") and
-# its peak. The peak still holds the whole optimizer state that setup allocates before the
-# engine keeps only the rank's slice.
+# its peak. A sharded rank allocates only its slice of the optimizer state from setup on, so
+# its peak is lower by about half of AdamW's m and v (8 bytes per parameter) on 2 ranks.
 #   tools/bench/bench_zero.sh [STEPS (40)] [ROUNDS (3)]      (repository root)
 # Env: NP (2), HIDDEN (1024: two hidden layers of that width on 784 inputs), BATCH (64)
 . "$(dirname "$0")/common.sh"
