@@ -220,6 +220,19 @@ void ht_comm_allgatherv(const void *send, size_t bytes, void *recv, const size_t
     free(displ);
 }
 
+void ht_comm_reduce_scatter_sum(const float *send, float *recv, const size_t *counts) {
+    if (g_size == 1) {
+        memmove(recv, send, counts[0]);
+        return;
+    }
+    int *cnt = ht_xcalloc((size_t)g_size, sizeof(int));
+    for (int r = 0; r < g_size; r++)
+        cnt[r] = ht_comm_count(counts[r] / sizeof(float), "MPI_Reduce_scatter");
+    WAITING("MPI_Reduce_scatter", HT_COMM_ANY,
+            CHECK(MPI_Reduce_scatter(send, recv, cnt, MPI_FLOAT, MPI_SUM, ht_comm_cur)));
+    free(cnt);
+}
+
 void ht_comm_gatherv(const void *send, size_t bytes, void *recv, const size_t *counts, int root) {
     if (g_size == 1) {
         memmove(recv, send, bytes);

@@ -48,6 +48,9 @@ void ht_comm_allgather(const void *send, size_t bytes, void *recv);
  * are used only on root. */
 /* Every rank's `bytes` (counts[r] from rank r) concatenated in rank order on every rank. */
 void ht_comm_allgatherv(const void *send, size_t bytes, void *recv, const size_t *counts);
+/* MPI_Reduce_scatter: the sum over ranks of send (the counts' total floats); rank r receives
+ * its part, counts[r] BYTES at the offset of the counts before it, in recv. */
+void ht_comm_reduce_scatter_sum(const float *send, float *recv, const size_t *counts);
 void ht_comm_gatherv(const void *send, size_t bytes, void *recv, const size_t *counts, int root);
 /* In-place sum over ranks with MPI_Allreduce: float and double. */
 void ht_comm_allreduce_sum(float *buf, size_t n);

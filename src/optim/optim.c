@@ -172,10 +172,12 @@ void ht_optim_step(ht_optim *o, ht_buf *params, ht_buf *grads, float lr) {
                "too small",
                o->n_full, ht_buf_size(params), ht_buf_size(grads));
     o->t++;
+    const int given = o->norm_given;
+    o->norm_given = 0;
     if (o->n == 0) return;
     ht_vcost(HT_VC_OPTIM, 0, 0, 0, o->n); /* virtual time (hettrain-smpi) */
     o->norm_valid = o->cfg.clip > 0 || o->track_norm;
-    if (o->norm_valid) grad_norm(o, grads);
+    if (o->norm_valid && !given) grad_norm(o, grads);
 
     const ht_optim_cfg *c = &o->cfg;
     const size_t items = (o->n + 7) / 8; /* one work-item per eight floats (OPTIM_VEC) */
@@ -226,6 +228,13 @@ void ht_optim_shard(ht_optim *o, size_t lo, size_t hi) {
     o->v = slice(o->dev, o->v, lo, hi, "optim.v");
     o->off = lo;
     o->n = hi - lo;
+}
+
+void ht_optim_set_norm(ht_optim *o, float norm) {
+    const float clip = o->cfg.clip;
+    const float stat[2] = {norm, clip > 0.0f ? fminf(1.0f, clip / (norm + 1e-6f)) : 1.0f};
+    ht_buf_write(o->dev, o->stat, 0, sizeof stat, stat);
+    o->norm_given = 1;
 }
 
 float ht_optim_last_grad_norm(ht_optim *o) {

@@ -37,6 +37,7 @@ typedef struct ht_optim {
     ht_buf *stat;   /* [0] = ||g||_2 of the last normed step, [1] = clip scale (1 = none) */
     int track_norm; /* compute the norm every step even without clipping */
     int norm_valid; /* stat[0] holds the norm of the last step's gradients */
+    int norm_given; /* ht_optim_set_norm wrote stat for the next step */
     size_t norm_groups, norm_local, final_local, upd_local; /* launch shapes, fixed at init */
     size_t norm_chunk; /* floats per work-item in norm pass 1 on CPUs; 0 = interleaved */
 } ht_optim;
@@ -68,6 +69,11 @@ void ht_optim_track_norm(ht_optim *o, int on);
  * so waits for the queue. NAN when the last step computed no norm (clip == 0 and norm
  * tracking off, or no step taken yet). */
 float ht_optim_last_grad_norm(ht_optim *o);
+
+/* The global gradient norm of the next step, computed by the caller (ZeRO-2: each rank holds
+ * the summed gradients of its slice only, so the norm is a sum over ranks): that step skips
+ * its norm pass and clips by min(1, clip / (norm + 1e-6)) as the kernel would. */
+void ht_optim_set_norm(ht_optim *o, float norm);
 
 /* ZeRO-1 (cluster.shard = "optimizer"): from now on this rank keeps the state of
  * params[lo, hi) only (copied out of the whole state, which is freed) and its steps update

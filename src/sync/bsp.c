@@ -36,6 +36,7 @@ typedef struct bsp {
      * updated slice on the host; NULL counts: not sharded */
     size_t *counts;
     float *mine;
+    int rs; /* cluster.shard = "gradients": gradients reduce-scattered into the slices */
 } bsp;
 
 static void bsp_open(ht_sync *s) {
@@ -53,6 +54,11 @@ static void bsp_open(ht_sync *s) {
         p->counts = ht_xmalloc((size_t)p->world * sizeof *p->counts);
         ht_comm_allgather(&mine, sizeof mine, p->counts);
         p->mine = ht_xmalloc(mine ? mine : 1);
+        p->rs = cfg->cluster.shard == HT_SHARD_GRADIENTS;
+        if (p->rs)
+            ht_log_info("cluster.shard = gradients: the gradients are reduce-scattered, %zu of "
+                        "%zu summed here; reduced after backward in one piece",
+                        s->opt->n, s->n);
     }
     s->impl = p;
 }
@@ -117,6 +123,23 @@ static double busy_before(const bsp *p, double until) {
 
 /* ---------------------------------------------------------------- one piece */
 
+/* ZeRO-2: each rank receives the sum of its slice of the gradients only (written at its
+ * offset; the rest of its gradient buffer stays unreduced and is never read), the stop flag
+ * and the slice's sum of squares summed apart; the global norm (clipping) from those sums,
+ * in double: another summation order than the device's norm pass. */
+static void reduce_scatter(ht_sync *s) {
+    bsp *p = s->impl;
+    const ht_optim *o = s->opt;
+    ht_comm_reduce_scatter_sum(p->host, p->mine, p->counts);
+    ht_buf_write(s->m->dev, s->m->grads, o->off * sizeof(float), o->n * sizeof(float), p->mine);
+    double sums[2] = {p->host[s->n], 0.0};
+    for (size_t i = 0; i < o->n; i++)
+        sums[1] += (double)p->mine[i] * (double)p->mine[i];
+    ht_comm_allreduce_sum_f64(sums, 2);
+    p->host[s->n] = (float)sums[0];
+    ht_optim_set_norm(s->opt, (float)sqrt(sums[1]));
+}
+
 /* After a backward in one piece that took the step compute_s seconds so far: idles for the
  * emulated slowdown, then sums the gradients over ranks (the stop flag riding along), with
  * the wait for the slowest rank measured apart from the reduction itself. */
@@ -135,11 +158,13 @@ static void reduce_whole(ht_sync *s, double compute_s, int *stop) {
     double t1 = ht_now();
     ht_comm_barrier();
     double t2 = ht_now();
-    if (p->ring)
+    if (p->rs)
+        reduce_scatter(s);
+    else if (p->ring)
         ht_comm_ring_allreduce(p->host, n + 1);
     else
         ht_comm_allreduce_sum(p->host, n + 1);
-    ht_buf_write(m->dev, m->grads, 0, n * sizeof(float), p->host);
+    if (!p->rs) ht_buf_write(m->dev, m->grads, 0, n * sizeof(float), p->host);
     *stop = p->host[n] > 0;
     double t3 = ht_now();
     s->st.wait_s += t2 - t1;
@@ -219,7 +244,7 @@ static void backward_bucketed(ht_sync *s, int B, float grad_scale, double t_star
  * overlapped, waiting for slower ranks shows up in comm_s). */
 static void bsp_backward(ht_sync *s, int B, float grad_scale, double t_start) {
     bsp *p = s->impl;
-    if (p->world > 1 && p->overlap) {
+    if (p->world > 1 && p->overlap && !p->rs) {
         backward_bucketed(s, B, grad_scale, t_start);
         return;
     }

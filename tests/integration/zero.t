@@ -33,12 +33,24 @@ losses "$TMP/z1.jsonl" >"$TMP/z1.loss"
 ok $([ $RC -eq 0 ] && same_losses "$TMP/p.loss" "$TMP/z1.loss" 20 1e-6; echo $?) \
     "and with the gradients reduced in one piece (cluster.overlap = false; exit $RC)"
 
+# ZeRO-2: the gradients reduce-scattered (MPI_Reduce_scatter, slices by memory), the norm for
+# clipping summed over the slices in double (another order than the device's norm pass)
+mpi --set cluster.shard=gradients --set log.metrics="$TMP/g2.jsonl"
+rs=$(grep -c "cluster.shard = gradients: the gradients are reduce-scattered, 192 of 387 summed here" "$TMP/err")
+losses "$TMP/g2.jsonl" >"$TMP/g2.loss"
+ok $([ $RC -eq 0 ] && [ "$rs" -eq 1 ] && same_losses "$TMP/p.loss" "$TMP/g2.loss" 20 1e-6; echo $?) \
+    "cluster.shard = gradients: rank 0 sums 192 of 387 gradients; 20 losses within 1e-6 of plain all-reduce (exit $RC)"
+
 mpi -q --set 'cluster.shares=[24, 8]' --set log.metrics="$TMP/ps.jsonl"
 mpi -q --set 'cluster.shares=[24, 8]' --set cluster.shard=optimizer --set log.metrics="$TMP/zs.jsonl"
 losses "$TMP/ps.jsonl" >"$TMP/ps.loss"
 losses "$TMP/zs.jsonl" >"$TMP/zs.loss"
 ok $([ $RC -eq 0 ] && same_losses "$TMP/ps.loss" "$TMP/zs.loss" 20 1e-6; echo $?) \
     "with unequal batch shares (24, 8) too (exit $RC)"
+mpi -q --set 'cluster.shares=[24, 8]' --set cluster.shard=gradients --set log.metrics="$TMP/gs.jsonl"
+losses "$TMP/gs.jsonl" >"$TMP/gs.loss"
+ok $([ $RC -eq 0 ] && same_losses "$TMP/ps.loss" "$TMP/gs.loss" 20 1e-6; echo $?) \
+    "cluster.shard = gradients with shares (24, 8) too (exit $RC)"
 
 # checkpoints: a set of one shard per rank, each with that rank's optimizer slice
 mkdir "$TMP/c"
