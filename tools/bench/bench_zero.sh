@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# cluster.shard = "optimizer" (ZeRO-1) against plain all-reduce, data parallel on NP ranks: an
-# MLP with AdamW, rounds alternating the two; per mode the median samples/s of the rounds and
+# cluster.shard = "optimizer" (ZeRO-1) and "gradients" (ZeRO-2: reduce-scatter) against plain
+# all-reduce, data parallel on NP ranks: an MLP with AdamW, rounds alternating the modes; per mode the median samples/s of the rounds and
 # each rank's device memory in hettrain's buffers at the end of the run (ht_dev_mem, "now") and
 # its peak. A sharded rank allocates only its slice of the optimizer state from setup on, so
 # its peak is lower by about half of AdamW's m and v (8 bytes per parameter) on 2 ranks.
@@ -28,9 +28,10 @@ echo "   $(nproc) cores, ranks share them; load $(cut -d' ' -f1-3 /proc/loadavg)
 for ((r = 0; r < rounds; r++)); do
     run plain --set cluster.shard=none
     run zero --set cluster.shard=optimizer
+    run grads --set cluster.shard=gradients
 done
 printf '%-10s %4s %12s %12s %10s\n' mode rank "now MB" "peak MB" samples/s
-for m in plain zero; do
+for m in plain zero grads; do
     sps=$(sort -n "$tmp/$m.sps" | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
     for ((q = 0; q < np; q++)); do
         sed -nE "s/^\[rank $q\] debug: step $steps: device memory ([0-9]+) bytes in buffers \(peak ([0-9]+)\)/\1 \2/p" \
