@@ -44,7 +44,7 @@ typedef enum { HT_ALLREDUCE_ROWS(HT_CHOICE_ID_) HT_ALLRED_N } ht_allreduce;
 #define HT_SHARD_ROWS(X)                                                                           \
     X(HT_SHARD_NONE, "none", "every rank keeps the whole optimizer state")                         \
     X(HT_SHARD_OPTIMIZER, "optimizer",                                                             \
-      "each rank keeps the optimizer state of its slice, sized to its memory (ZeRO-1)")           \
+      "each rank keeps the optimizer state of its slice, sized to its memory (ZeRO-1)")            \
     X(HT_SHARD_GRADIENTS, "gradients",                                                             \
       "as optimizer, and the gradients are reduce-scattered: each rank receives the sum of its "   \
       "slice only (ZeRO-2; the gradients are reduced after backward in one piece)")

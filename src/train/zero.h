@@ -8,9 +8,9 @@
 #include "train/engine.h"
 
 /* The engine's check (data parallel): asks for the device memory peak from the model's build
- * on (eng.peak_from_model: the GEMM probe's buffers are not the job's), and marks j->eng.zero_init when the cut can be decided at
- * setup, before the optimizer state exists, so that a rank never allocates more than its
- * slice. Not where a rank may be left out (cluster.split = "speed" with
+ * on (eng.peak_from_model: the GEMM probe's buffers are not the job's), and marks j->eng.zero_init
+ * when the cut can be decided at setup, before the optimizer state exists, so that a rank never
+ * allocates more than its slice. Not where a rank may be left out (cluster.split = "speed" with
  * cluster.exclude_slow and no cluster.shares): the ranks that stay are known only after the
  * speed split, and the engine cuts (and copies out the slice) then. */
 int ht_zero_check(ht_job *j);
