@@ -56,6 +56,8 @@ enum {
       "partial reduce weighting each model by its staleness (SAP-Reduce)")                         \
     X(GOSSIP, "gossip", HT_SYNC_FAM_GOSSIP, 0,                                                     \
       "push-sum gossip with one peer every sync.period steps")                                     \
+    X(GOSSIP_FIXED, "gossip-fixed", HT_SYNC_FAM_GOSSIP, 0,                                         \
+      "gossip exchanging with one peer every sync.period steps, blocking (the paper's baseline)")  \
     X(GOSSIP_ADAPTIVE, "gossip-adaptive", HT_SYNC_FAM_GOSSIP, HT_SYNC_F_ADAPTIVE,                  \
       "push-sum gossip when the model moved more than sync.threshold")
 

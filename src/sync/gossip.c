@@ -37,12 +37,14 @@ enum { GOSSIP_OWED = 4 };
 typedef struct gs_worker {
     float *x, *last;      /* the model on the host; the model at the last exchange */
     void *sbuf, *rbuf;    /* header + n floats */
+    void *pbuf;           /* gossip-fixed: the peer's model of a pairwise exchange */
     ht_comm_msg *sm, *pm; /* the model send and the progress send in flight */
     ht_comm_msg *rm;      /* the posted receive of the next model message (or FIN) */
     msg_hdr prog, ctrl;
     double a; /* push-sum weight */
     int64_t round, since, unreported, steps;
     int64_t owed; /* progress messages of this segment not answered yet */
+    int64_t served; /* gossip-fixed: exchanges a stopped worker answered (serve_pairs) */
     int fins;
     int fresh; /* x holds this step's model */
     double last_norm;
@@ -72,6 +74,7 @@ static void gossip_open(ht_sync *s) {
     g->last = ht_xmalloc(s->n * sizeof(float));
     g->sbuf = ht_xcalloc(1, sizeof(msg_hdr) + s->n * sizeof(float));
     g->rbuf = ht_xcalloc(1, sizeof(msg_hdr) + s->n * sizeof(float));
+    g->pbuf = ht_xcalloc(1, sizeof(msg_hdr) + s->n * sizeof(float));
     g->a = 1;
     ht_sync_params_read(s, g->last);
     g->last_norm = dist(g->last, NULL, s->n);
@@ -121,9 +124,52 @@ static void read_control(ht_sync *s, gs_worker *g) {
 }
 
 static int exchange_due(ht_sync *s, gs_worker *g) {
-    if (s->L.mode == HT_SYNC_GOSSIP) return g->steps % s->cfg->sync.period == 0;
+    if (s->L.mode != HT_SYNC_GOSSIP_ADAPTIVE) return g->steps % s->cfg->sync.period == 0;
     return ht_gossip_due(dist(model(s, g), g->last, s->n), g->last_norm, s->cfg->sync.threshold,
                          (int)g->since, s->cfg->sync.max_period);
+}
+
+/* Halves the weight and puts (x, a) into sbuf, ready to send. */
+static size_t pack_half(ht_sync *s, gs_worker *g) {
+    g->a /= 2;
+    msg_hdr *h = g->sbuf;
+    *h = (msg_hdr){.kind = MSG_PUSH, .weight = g->a};
+    memcpy(PAYLOAD(h), model(s, g), s->n * sizeof(float));
+    return sizeof(msg_hdr) + s->n * sizeof(float);
+}
+
+/* Merges the peer's half in pbuf into x. */
+static void take_pair(ht_sync *s, gs_worker *g) {
+    const msg_hdr *h = g->pbuf;
+    ht_pushsum_merge(g->x, g->a, PAYLOAD(g->pbuf), h->weight, s->n);
+    g->a += h->weight;
+}
+
+/* gossip-fixed's blocking exchange with the round's peer (the matching is symmetric: the
+ * peer's peer of round r is this worker). Both post the receive, then send, then wait for
+ * both, on a tag of its own and from that peer only: a wait on a send whose peer's one
+ * ANY receive was already filled by another worker's model (and which that peer reposts
+ * only after its own send completes) closed a cycle of waits (the withdrawn first version:
+ * every worker in MPI_Wait on its send). Here a worker waits only for its round-r peer,
+ * which is in round r's exchange too, or serving in gossip_quiesce. */
+static void pair_exchange(ht_sync *s, gs_worker *g, int peer) {
+    size_t bytes = sizeof(msg_hdr) + s->n * sizeof(float);
+    ht_comm_msg *r = ht_comm_irecv(g->pbuf, bytes, peer, TAG_PAIR);
+    ht_comm_msg *m = ht_comm_isend(g->sbuf, pack_half(s, g), peer, TAG_PAIR);
+    double t0 = ht_now();
+    ht_comm_msg_wait(r, NULL, NULL);
+    ht_comm_msg_wait(m, NULL, NULL);
+    ht_trace_span("wait (gossip peer)", t0, ht_now());
+    take_pair(s, g);
+}
+
+/* One exchange due now: gossip-fixed's blocking pair exchange, or push-sum's send. */
+static void exchange(ht_sync *s, gs_worker *g, int peer) {
+    if (s->L.mode == HT_SYNC_GOSSIP_FIXED)
+        pair_exchange(s, g, peer);
+    else
+        g->sm = ht_comm_isend(g->sbuf, pack_half(s, g), peer, TAG_MODEL);
+    s->st.exchanges++;
 }
 
 static void gossip_step(ht_sync *s, int b, float lr) {
@@ -159,11 +205,8 @@ static void gossip_step(ht_sync *s, int b, float lr) {
         g->sm = NULL;
         int peer = ht_gossip_peer(s->rank, (int)g->round++, s->L.workers);
         if (peer >= 0) {
-            g->a /= 2;
-            msg_hdr *h = g->sbuf;
-            *h = (msg_hdr){.kind = MSG_PUSH, .weight = g->a};
-            memcpy(PAYLOAD(h), model(s, g), s->n * sizeof(float));
-            g->sm = ht_comm_isend(h, sizeof(msg_hdr) + s->n * sizeof(float), peer, TAG_MODEL);
+            exchange(s, g, peer);
+            merged |= s->L.mode == HT_SYNC_GOSSIP_FIXED;
             memcpy(g->last, g->x, s->n * sizeof(float));
             g->last_norm = dist(g->x, NULL, s->n);
             g->since = 0;
@@ -188,9 +231,51 @@ static void gossip_step(ht_sync *s, int b, float lr) {
 /* The end of a segment: the coordinator gets the last progress and BYE, and answers up to
  * FIN; every worker sends FIN to every other one and merges what is in flight until it has
  * every FIN (a model sent in this segment arrives before its sender's FIN). */
+/* FIN to every other worker (a small message: eager). */
+static void send_fins(ht_sync *s) {
+    msg_hdr fin = {.kind = MSG_FIN};
+    for (int w = 0; w < s->L.workers; w++)
+        if (w != s->rank) ht_comm_send(&fin, sizeof fin, w, TAG_MODEL);
+}
+
+/* gossip-fixed's end, before BYE: a worker that stops says FIN, then answers every pair
+ * exchange that a worker still training starts with it (that worker waits for it in
+ * pair_exchange, and the coordinator's FIN needs that worker's BYE), until every worker
+ * has said FIN; a worker says FIN only after its last exchange completed, so none is left
+ * half done and the push-sum weight is conserved. */
+static void serve_pairs(ht_sync *s, gs_worker *g) {
+    size_t bytes = sizeof(msg_hdr) + s->n * sizeof(float);
+    send_fins(s);
+    while (g->fins < s->L.workers - 1) {
+        int from = -1;
+        model_recv(s, g);
+        /* a short wait for a FIN (polling with src/comm's backoff), then a look for a pair */
+        if (ht_comm_msg_waitany(&g->rm, 1, 1e-3) == 0) {
+            ht_comm_msg_free(g->rm);
+            g->rm = NULL;
+            take(s, g);
+        } else if (ht_comm_probe(HT_COMM_ANY, TAG_PAIR, &from, NULL)) {
+            /* the sender waits in pair_exchange (inside MPI), so this receive completes */
+            ht_comm_recv(g->pbuf, bytes, from, TAG_PAIR);
+            ht_comm_send(g->sbuf, pack_half(s, g), from, TAG_PAIR); /* its receive is posted */
+            take_pair(s, g);
+            g->served++;
+        }
+    }
+}
+
 static void gossip_quiesce(ht_sync *s) {
     gs_worker *g = s->impl;
     int W = s->L.workers, coord = s->L.workers;
+    int fixed = s->L.mode == HT_SYNC_GOSSIP_FIXED;
+    if (fixed) {
+        ht_sync_params_read(s, g->x);
+        g->fresh = 1;
+        serve_pairs(s, g);
+        ht_sync_params_write(s, g->x);
+        ht_log_info("gossip-fixed: worker %d started %lld exchanges, answered %lld at its end",
+                    s->rank, (long long)s->st.exchanges, (long long)g->served);
+    }
     if (g->pm) ht_comm_msg_wait(g->pm, NULL, NULL);
     g->pm = NULL;
     msg_hdr bye = {.kind = MSG_BYE, .samples = g->unreported};
@@ -200,9 +285,7 @@ static void gossip_quiesce(ht_sync *s) {
         ht_comm_recv(&g->ctrl, sizeof g->ctrl, coord, TAG_GROUP);
     while (g->ctrl.kind != MSG_FIN);
     g->owed = 0; /* FIN comes after every answer */
-    msg_hdr fin = {.kind = MSG_FIN};
-    for (int w = 0; w < W; w++)
-        if (w != s->rank) ht_comm_send(&fin, sizeof fin, w, TAG_MODEL);
+    if (!fixed) send_fins(s);
     ht_sync_params_read(s, g->x);
     while (g->fins < W - 1) {
         ht_comm_msg_wait(model_recv(s, g), NULL, NULL); /* waits, then frees it */
@@ -261,6 +344,7 @@ static void gossip_close(ht_sync *s) {
     free(g->last);
     free(g->sbuf);
     free(g->rbuf);
+    free(g->pbuf);
     free(g);
 }
 

@@ -21,6 +21,7 @@ enum {
     TAG_MODEL,      /* worker -> worker: gossip model (or FIN) */
     TAG_SNAP,       /* worker -> worker 0: its state for a checkpoint */
     TAG_AGREE,      /* worker <-> worker 0: the samples and stop flag of a segment */
+    TAG_PAIR,       /* worker <-> worker: gossip-fixed's blocking pairwise exchange */
 };
 
 enum { MSG_INIT, MSG_PUSH, MSG_BYE, MSG_PARAMS, MSG_READY, MSG_GROUP, MSG_STOP, MSG_FIN };

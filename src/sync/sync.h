@@ -35,6 +35,7 @@ typedef struct ht_sync_stats {
     int64_t steps;           /* workers: local steps; servers: updates applied */
     int64_t samples;         /* workers: samples trained on */
     uint64_t sent, received; /* bytes (src/comm's counters) */
+    int64_t exchanges;       /* gossip workers: model exchanges started (0 elsewhere) */
 } ht_sync_stats;
 
 /* ------------------------------------------------------------------------ workers */

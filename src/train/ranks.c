@@ -381,10 +381,11 @@ static int sync_records(ht_metrics *metrics, const ht_sync_layout *L, const ht_s
         rc = ht_metrics_write(metrics,
                               "type=%s mode=%s rank=%d role=%s steps=%lld samples=%lld "
                               "compute_s=%g wait_s=%g comm_s=%g bytes_sent=%llu "
-                              "bytes_received=%llu",
+                              "bytes_received=%llu exchanges=%lld",
                               "sync", ht_sync_mode_name(L->mode), r, role, (long long)a->steps,
                               (long long)a->samples, a->compute_s, a->wait_s, a->comm_s,
-                              (unsigned long long)a->sent, (unsigned long long)a->received);
+                              (unsigned long long)a->sent, (unsigned long long)a->received,
+                              (long long)a->exchanges);
     }
     return rc;
 }
