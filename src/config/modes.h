@@ -38,6 +38,7 @@ enum {
     HT_SYNC_F_STATES = 1 << 2,    /* servers group workers by speed (dasp) */
     HT_SYNC_F_WEIGHTED = 1 << 3,  /* groups weight models by staleness (sync.alpha) */
     HT_SYNC_F_ADAPTIVE = 1 << 4,  /* exchanges when the model moved (sync.threshold) */
+    HT_SYNC_F_BLOCKING = 1 << 5,  /* an exchange waits for its peer (gossip-fixed) */
 };
 
 /*   ID               name               family        flags, and a line for --help-config */
@@ -56,7 +57,7 @@ enum {
       "partial reduce weighting each model by its staleness (SAP-Reduce)")                         \
     X(GOSSIP, "gossip", HT_SYNC_FAM_GOSSIP, 0,                                                     \
       "push-sum gossip with one peer every sync.period steps")                                     \
-    X(GOSSIP_FIXED, "gossip-fixed", HT_SYNC_FAM_GOSSIP, 0,                                         \
+    X(GOSSIP_FIXED, "gossip-fixed", HT_SYNC_FAM_GOSSIP, HT_SYNC_F_BLOCKING,                                      \
       "gossip exchanging with one peer every sync.period steps, blocking (the paper's baseline)")  \
     X(GOSSIP_ADAPTIVE, "gossip-adaptive", HT_SYNC_FAM_GOSSIP, HT_SYNC_F_ADAPTIVE,                  \
       "push-sum gossip when the model moved more than sync.threshold")

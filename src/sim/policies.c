@@ -12,7 +12,9 @@
  *               the deadline, every global_every-th group global) and all-reduce the model
  *               within each group;
  *   gossip      every `period` local steps push the model to the round-robin peer
- *               (ht_gossip_peer) without waiting, as push-sum (below); gossip-adaptive
+ *               (ht_gossip_peer) without waiting, as push-sum (below); gossip-fixed
+ *               exchanges with it and waits until the peer is there (run_gossip_fixed);
+ *               gossip-adaptive
  *               when its trigger (ht_gossip_due) fires,
  *               fed the relative model change since the last exchange as `drift` per local
  *               step, accumulated linearly (a timing simulation has no weights: the drift
@@ -308,6 +310,60 @@ static void run_gossip(const ht_sim_cluster *c, const ht_sim_model *sm, const ht
     free(round), free(steps), free(since), free(out);
 }
 
+/* gossip-fixed, as src/sync/gossip.c pair_exchange: every `period` local steps a worker
+ * reads its model to the host (copied to the send buffer: one pass) and waits until the
+ * round's peer is there too (state 1 from wait_from); then both send at once, merge (one
+ * pass), write the model back and go on. The matching is symmetric, so the waiting peer of
+ * the same round is this worker's. */
+static void pair_meet(const ht_sim_cluster *c, double bytes, double pass, const double *tc,
+                      wk *w, int i, int q, double ready) {
+    const double x = fmax(link_time(c, i, q, bytes), link_time(c, q, i, bytes));
+    const double T = fmax(ready, w[q].wait_from) + x + pass;
+    const int k[2] = {i, q};
+    for (int j = 0; j < 2; j++) {
+        double d2h, h2d = ht_sim_host_copy(c, k[j], &d2h);
+        const double from = j ? w[q].wait_from : ready;
+        w[k[j]].idle += T - x - pass - from;
+        w[k[j]].comm += from - w[k[j]].t + x + pass + bytes * h2d;
+        start_compute(&w[k[j]], T + bytes * h2d, tc[k[j]]);
+    }
+}
+
+static void run_gossip_fixed(const ht_sim_cluster *c, const ht_sim_model *sm,
+                             const ht_sim_sync *p, const double *tc, wk *w, double *end) {
+    const int W = p->workers, period = p->period > 0 ? p->period : 1;
+    const double bytes = sm->param_bytes;
+    const double pass = c->host_add_gbs > 0 ? bytes / (c->host_add_gbs * 1e9) : 0;
+    int64_t *round = ht_xcalloc((size_t)W, sizeof *round);
+    for (int i = 0; i < W; i++)
+        start_compute(&w[i], 0, tc[i]);
+    int64_t samples = 0, budget = (int64_t)p->steps * p->B;
+    const int b = p->B / W;
+    for (int i; (i = next_worker(w, W)) >= 0 && samples < budget;) {
+        const double t = w[i].t;
+        samples += b;
+        if (t > *end) *end = t;
+        if (samples >= budget) break;
+        int q = w[i].clock % period == 0
+                    ? ht_gossip_peer(i, (int)(round[i]++ % (W > 1 ? 2 * W : 1)), W)
+                    : -1;
+        if (q < 0) {
+            start_compute(&w[i], t, tc[i]);
+            continue;
+        }
+        double d2h;
+        ht_sim_host_copy(c, i, &d2h);
+        const double ready = t + bytes * d2h + pass;
+        if (w[q].state == 1 && round[q] == round[i]) {
+            pair_meet(c, bytes, pass, tc, w, i, q, ready);
+        } else {
+            w[i].state = 1;
+            w[i].wait_from = ready;
+        }
+    }
+    free(round);
+}
+
 int ht_sim_run_sync(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_sim_sync *p,
                     ht_sim_result *res) {
     memset(res, 0, sizeof *res);
@@ -331,6 +387,7 @@ int ht_sim_run_sync(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_si
     double end = 0;
     if (ps_mode) run_ps(c, sm, p, tc, w, &end);
     else if (row->family == HT_SYNC_FAM_GROUP) run_preduce(c, sm, p, tc, w, &end);
+    else if (row->flags & HT_SYNC_F_BLOCKING) run_gossip_fixed(c, sm, p, tc, w, &end);
     else run_gossip(c, sm, p, tc, w, &end);
     res->nranks = W;
     res->rank = ht_xcalloc((size_t)W, sizeof *res->rank);

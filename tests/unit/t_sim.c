@@ -560,6 +560,15 @@ static void sync_policies(void) {
     tap_ok(rc == HT_OK && NEAR(r.makespan, want), "gossip, 2 workers, period 1: %.9f s = %.9f",
            r.makespan, want);
     ht_sim_result_free(&r);
+    /* gossip-fixed, period 2: both workers meet after their 2nd and 4th steps and wait for
+     * each other, both sends at once (one link time each exchange); the budget ends at the
+     * 5th compute of each: 5 x compute + 2 link times */
+    p = (ht_sim_sync){.mode = HT_SYNC_GOSSIP_FIXED, .workers = 2, .B = 64, .steps = 5, .period = 2};
+    rc = ht_sim_run_sync(&c, &sm, &p, &r);
+    want = 5 * (comp + opt) + 2 * (lat + P / bw);
+    tap_ok(rc == HT_OK && NEAR(r.makespan, want), "gossip-fixed, 2 workers, period 2: %.9f s = %.9f",
+           r.makespan, want);
+    ht_sim_result_free(&r);
     /* gossip-adaptive by its rule (ht_gossip_due): a drift of 0.004 per step crosses the
      * threshold 0.01 at the 3rd step since the last exchange (0.012), so 7 steps exchange
      * after steps 3 and 6, and each worker takes 2 models; no drift: only max_period = 4
