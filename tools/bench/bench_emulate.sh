@@ -10,7 +10,8 @@
 # figure is deterministic: the same command gives the same table on any machine.
 #   tools/bench/bench_emulate.sh [POLICIES...]        (from the repository root)
 #   env: W (8), TARGET (0.90), EPOCHS (3), EVAL (5), OUT (bench-emulate), HT_BUILD (build),
-#        HT_SMPI_BIN (default $HT_BUILD-smpi/hettrain-smpi)
+#        HT_SMPI_BIN (default $HT_BUILD-smpi/hettrain-smpi), SET (one more --set for every
+#        policy, e.g. SET=sync.period=4)
 . "$(dirname "$0")/common.sh"
 W=${W:-8}; TARGET=${TARGET:-0.90}; EPOCHS=${EPOCHS:-3}; EVAL=${EVAL:-5}; OUT=${OUT:-bench-emulate}
 smpi=${HT_SMPI_BIN:-$build-smpi/hettrain-smpi}
@@ -46,7 +47,8 @@ for p in "${policies[@]}"; do
     "$build/hettrain" emulate --cluster "$OUT/cluster-$W-$p.cfg" -c conf/mnist-mlp.cfg \
         --smpi "$smpi" --out "$OUT/platform-$W-$p" --set sync.mode="$p" \
         --set train.epochs="$EPOCHS" --set train.eval_every="$EVAL" --set checkpoint.path='""' \
-        --set log.metrics="$OUT/mlp-$W-$p.jsonl" --set sync.log="$OUT/mlp-$W-$p.log" -- -q \
+        --set log.metrics="$OUT/mlp-$W-$p.jsonl" --set sync.log="$OUT/mlp-$W-$p.log" \
+        ${SET:+--set "$SET"} -- -q \
         >"$OUT/mlp-$W-$p.out" 2>"$OUT/mlp-$W-$p.err" || { tail -20 "$OUT/mlp-$W-$p.err"; exit 1; }
 done
 
