@@ -14,12 +14,21 @@ void ht_log_set_level(int level) { g_level = level; }
 int ht_log_level(void) { return g_level; }
 void ht_log_set_rank(int rank) { g_rank = rank; }
 
+/* One write per line: stderr is unbuffered, and under mpirun a line written in pieces can
+ * have another stream's line (a rank's stdout) forwarded between its pieces. */
 static void vlog(int level, const char *tag, const char *fmt, va_list ap) {
     if (level > g_level) return;
-    if (g_rank >= 0) fprintf(stderr, "[rank %d] ", g_rank);
-    if (tag) fputs(tag, stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    char line[8192];
+    int k = g_rank >= 0 ? snprintf(line, sizeof line, "[rank %d] ", g_rank) : 0;
+    k += snprintf(line + k, sizeof line - (size_t)k, "%s", tag ? tag : "");
+    int m = vsnprintf(line + k, sizeof line - (size_t)k, fmt, ap);
+    if (m >= 0 && (size_t)(k + m) + 1 < sizeof line) {
+        line[k + m] = '\n';
+        fwrite(line, 1, (size_t)(k + m) + 1, stderr);
+    } else { /* longer than the buffer: written as it fits, then the newline */
+        fputs(line, stderr);
+        fputs(" [...]\n", stderr);
+    }
 }
 
 #define LOG_FN(fn, level, tag)                                                                     \
