@@ -34,34 +34,6 @@ slow="[1.0, 2.0, 1.0]"
 sets=(--set train.steps="$steps" --set train.eval_every=0 --set log.every=10
       --set log.progress=none --set checkpoint.path= --set "cluster.slowdown=$slow")
 
-profile() { # profile ROUND: prof$1.cfg and cluster$1.cfg
-    local k=$1
-    mpirun -np 2 --bind-to core "$build/hetprof" -c "$job" --batch 64,128,256 \
-        -o "$tmp/prof$k.cfg" >"$tmp/prof$k.out" 2>&1 || { tail -20 "$tmp/prof$k.out"; exit 1; }
-    if [ "${TRACED:-0}" = 1 ]; then
-        local B
-        B=$(grep -m1 -o 'batch = [0-9]*' "$job" | grep -o '[0-9]*')
-        mpirun -np 2 --bind-to core "$build/hettrain" -c "$job" --set train.steps=20 \
-            --set train.eval_every=0 --set log.progress=none --set checkpoint.path= \
-            --set cluster.split=equal --trace "$tmp/cal$k.json" --trace-layers \
-            >"$tmp/cal$k.out" 2>&1 || { tail -20 "$tmp/cal$k.out"; exit 1; }
-        mv "$tmp/prof$k.cfg" "$tmp/prof$k.alone.cfg"
-        /usr/bin/python3 tools/bench/trace2prof.py "$tmp/cal$k.json" "$tmp/prof$k.alone.cfg" \
-            $((B / 2)) -o "$tmp/prof$k.cfg" >>"$tmp/cal$k.out"
-    fi
-    local c
-    for c in 1 0; do # the serving rank's cores: cluster$k.1.cfg, cluster$k.0.cfg
-        cat >"$tmp/cluster$k.$c.cfg" <<EOF
-profile = "prof$k.cfg";
-devices = ( { name = "w0"; profile_device = 0; cores = 1.0; },
-            { name = "w1"; profile_device = 1; cores = 1.0; },
-            { name = "server"; profile_device = 0; cores = $c.0; } );
-hosts = ( { cores = $(nproc); devices = ["w0", "w1", "server"]; } );
-$(cluster_links "$tmp/prof$k.cfg")
-EOF
-    done
-}
-
 measure() { # measure ROUND POLICY
     local out
     out=$(mpirun -np 3 --oversubscribe --bind-to none "$build/hettrain" -c "$job" "${sets[@]}" \
@@ -87,10 +59,10 @@ mpirun -np 3 --oversubscribe "$build/hettrain" -c "$job" "${sets[@]}" --set trai
     --set sync.mode=asp >/dev/null 2>&1 || true # the first run after a build is slow
 n=${#policies[@]}
 for ((k = 0; k < rounds; k++)); do
-    profile "$k"
+    sync_profile "$k" "$job"
     for ((j = 0; j < n; j++)); do measure "$k" "${policies[$(((j + k) % n))]}"; done
 done
-profile "$rounds"
+sync_profile "$rounds" "$job"
 while IFS=$'\t' read -r p k sps load; do
     printf '%s\t%s\t%s\t%s\t%s\n' "$p" "$k" "$sps" "$(predict "$k" "$p")" "$load"
 done <"$tmp/meas.tsv" >"$tmp/rows.tsv"

@@ -9,7 +9,9 @@
 # blocks run their whole backward in B so far, which would show no zero-bubble gain).
 #   tools/bench/bench_zb.sh [STEPS]
 # Env: NP (2), LAYERS (8), WIDTH (512), BATCH (64), NS ("4 8": micro-batch counts),
-# SCHEDS ("1f1b hepipe zb-h1 zb-v"), PIN=1 (one core and one PoCL thread per rank).
+# SCHEDS ("1f1b hepipe zb-h1 zb-v"; zb-het too), PIN=1 (one core and one PoCL thread per rank),
+# SLOW (emulated slowdowns, e.g. "1,3": cluster.slowdown, every schedule on the hetero
+# partition that the trainer cuts from its start-up times).
 . "$(dirname "$0")/common.sh"
 steps=${1:-20}
 np=${NP:-2}; layers=${LAYERS:-8}; width=${WIDTH:-512}; batch=${BATCH:-64}
@@ -24,7 +26,11 @@ train = { batch = $batch; steps = $steps; seed = 1; eval_every = 0; };
 optim = { type = "sgd"; lr = 0.01; momentum = 0.9; };
 log = { every = 5; progress = "none"; };
 CFG
-echo "== zero-bubble on $np ranks: MLP $layers x $width, batch $batch, $steps steps (first not counted)"
+[ -z "${SLOW:-}" ] || cat >>"$tmp/job.cfg" <<CFG
+cluster = { slowdown = [$SLOW]; };
+pipe = { partition = "hetero"; };
+CFG
+echo "== zero-bubble on $np ranks: MLP $layers x $width, batch $batch, $steps steps (first not counted)${SLOW:+, slowdowns $SLOW, hetero partition}"
 echo "   $(nproc) cores$([ "${PIN:-0}" = 1 ] && echo ', ranks pinned, 1 PoCL thread each' || echo ', ranks share the cores'); load: $(uptime | sed 's/.*load average: //')"
 printf '%-8s %3s %8s %8s %8s %7s %10s %10s\n' schedule N "pred F=1" "pred" bubble diff samples/s "act MiB"
 for n in ${NS:-4 8}; do
