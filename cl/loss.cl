@@ -126,20 +126,24 @@ __kernel void nn_softmax_xent_rows(__global float *loss, const int loss_o, __glo
     int argmax = 0;
     for (int j = 1; j < C; j++)
         if (row[j] > m) { m = row[j]; argmax = j; }
-    float rest = 0.0f; /* sum of exp(z - m) without the max's own 1 */
-    for (int j = 0; j < C; j++)
-        if (j != argmax) rest += exp(row[j] - m);
+    /* sum of exp(z - m) without the max's own 1; with the gradient each exp is kept in its
+     * dlogits slot (which may be the logits' own: each is read before it is written) and
+     * scaled below, so every exp is computed once */
+    __global float *drow = dlogits + dl_o + (size_t)r * C;
+    float rest = 0.0f;
+    for (int j = 0; j < C; j++) {
+        const float e = exp(row[j] - m);
+        if (j != argmax) rest += e;
+        if (with_grad) drow[j] = e;
+    }
     const float lv = valid ? nn_log1p_pos(rest) + (m - zlabel) : NAN;
     loss[loss_o + r] = lv;
     correct[correct_o + r] = valid ? (argmax == label) : -1;
     NN_WATCH(lv);
     if (with_grad) {
-        __global float *drow = dlogits + dl_o + (size_t)r * C;
         const float inv = 1.0f / (1.0f + rest);
-        for (int j = 0; j < C; j++) {
-            float p = exp(row[j] - m) * inv;
-            drow[j] = valid ? (p - (j == label ? 1.0f : 0.0f)) * grad_scale : 0.0f;
-        }
+        for (int j = 0; j < C; j++)
+            drow[j] = valid ? (drow[j] * inv - (j == label ? 1.0f : 0.0f)) * grad_scale : 0.0f;
     }
 }
 

@@ -515,10 +515,12 @@ int main(void) {
     test_xent(7, 10, -80, 80, XENT_SEPARATE, 34);
     test_xent(5, 3, -80, 80, XENT_INPLACE, 35);
     test_xent(7, 10, -5, 5, XENT_FWD_ONLY, 36);
-    /* C > 64: a work-group per row; C > 256: its lanes loop over the row */
+    /* C > 64 (on a CPU device C > 4096): a work-group per row; C > 256: its lanes loop */
     test_xent(7, 100, -80, 80, XENT_SEPARATE, 37);
     test_xent(2, 100, -5, 5, XENT_INPLACE, 38);
     test_xent(3, 300, -5, 5, XENT_SEPARATE, 39);
+    test_xent(3, 5003, -80, 80, XENT_SEPARATE, 40);
+    test_xent(2, 4097, -5, 5, XENT_INPLACE, 41);
     test_xent_cases(4);
     test_xent_cases(70);
 
