@@ -189,6 +189,30 @@ void tf_attn_transpose(__local float *xt, __global const float *x, const int xs,
         for (int i = 0; i < hs; i++) xt[i * Tp + t] = t < T ? x[(size_t)t * xs + i] : 0.0f;
 }
 
+/* Row t of one head's softmax, unnormalised, from K^T in local memory (kt, row stride ks):
+ * s[0..8*(t/8+1)) = exp(q . k_t2 * scale - m), 0 for t2 > t (masked to -inf first); returns
+ * (m, sum of s), m the row maximum. Shared by tf_attn_fwd_wg and tf_flash_fwd_wg (flash.cl). */
+float2 tf_attn_exp_row(__local float *s, __global const float *q, __local const float *kt,
+                       const int ks, const int t, const int hs, const float scale) {
+    const int nc = t / 8 + 1; /* chunks holding keys 0..t */
+    float8 m8 = -INFINITY;
+    for (int j = 0; j < nc; j++) {
+        float8 s8 = tf_wsum8_gl(q, 1, kt + 8 * j, ks, hs) * scale;
+        s8 = select(s8, (float8)(-INFINITY), tf_attn_key8(j) > (float)t);
+        vstore8(s8, j, s);
+        m8 = fmax(m8, s8);
+    }
+    const float4 m4 = fmax(m8.lo, m8.hi);
+    const float m = fmax(fmax(m4.x, m4.y), fmax(m4.z, m4.w));
+    float8 sum8 = 0.0f;
+    for (int j = 0; j < nc; j++) {
+        const float8 e = exp(vload8(j, s) - m); /* exp(-inf) = 0 above the diagonal */
+        vstore8(e, j, s);
+        sum8 += e;
+    }
+    return (float2)(m, tf_hsum8(sum8));
+}
+
 /* Scores, softmax and att v for the rows of one (b,h). srow is L*Tp floats of scratch. */
 __kernel void tf_attn_fwd_wg(__global float *out, const int oo, __global float *att, const int ao,
                              __global const float *qkv, const int qo, const int T, const int C,
@@ -201,24 +225,7 @@ __kernel void tf_attn_fwd_wg(__global float *out, const int oo, __global float *
     const float scale = 1.0f / sqrt((float)hs);
     __local float *s = srow + lid * Tp;
     for (int t = lid; t < T; t += L) {
-        __global const float *q = qb + (size_t)t * C3;
-        const int nc = t / 8 + 1; /* chunks holding keys 0..t */
-        float8 m8 = -INFINITY;
-        for (int j = 0; j < nc; j++) {
-            float8 s8 = tf_wsum8_gl(q, 1, kt + 8 * j, Tp, hs) * scale;
-            s8 = select(s8, (float8)(-INFINITY), tf_attn_key8(j) > (float)t);
-            vstore8(s8, j, s);
-            m8 = fmax(m8, s8);
-        }
-        float4 m4 = fmax(m8.lo, m8.hi);
-        const float m = fmax(fmax(m4.x, m4.y), fmax(m4.z, m4.w));
-        float8 sum8 = 0.0f;
-        for (int j = 0; j < nc; j++) {
-            float8 e = exp(vload8(j, s) - m); /* exp(-inf) = 0 above the diagonal */
-            vstore8(e, j, s);
-            sum8 += e;
-        }
-        const float inv = 1.0f / tf_hsum8(sum8);
+        const float inv = 1.0f / tf_attn_exp_row(s, qb + (size_t)t * C3, kt, Tp, t, hs, scale).y;
         __global float *a = att + ao + ((size_t)bh * T + t) * T;
         int t2 = 0;
         for (; t2 + 8 <= T; t2 += 8) vstore8(t2 <= t ? vload8(0, s + t2) * inv : 0.0f, 0, a + t2);

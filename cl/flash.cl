@@ -199,28 +199,25 @@ __kernel void tf_flash_fwd_wg(__global float *out, const int oo, __global float 
     const float scale = 1.0f / sqrt((float)hs);
     __local float *s = srow + lid * Tp;
     for (int t = lid; t < T; t += L) {
-        __global const float *q = qb + (size_t)t * C3;
-        const int nc = t / 8 + 1; /* chunks holding keys 0..t */
-        float8 m8 = -INFINITY;
-        for (int j = 0; j < nc; j++) {
-            float8 s8 = tf_wsum8_gl(q, 1, kt + 8 * j, Ts, hs) * scale;
-            s8 = select(s8, (float8)(-INFINITY), tf_attn_key8(j) > (float)t);
-            vstore8(s8, j, s);
-            m8 = fmax(m8, s8);
-        }
-        const float4 m4 = fmax(m8.lo, m8.hi);
-        const float m = fmax(fmax(m4.x, m4.y), fmax(m4.z, m4.w));
-        float8 sum8 = 0.0f;
-        for (int j = 0; j < nc; j++) {
-            const float8 e = exp(vload8(j, s) - m); /* exp(-inf) = 0 above the diagonal */
-            vstore8(e, j, s);
-            sum8 += e;
-        }
-        const float sum = tf_hsum8(sum8);
+        const float2 ms = tf_attn_exp_row(s, qb + (size_t)t * C3, kt, Ts, t, hs, scale);
+        const float sum = ms.y;
         tf_rows_lg(out + oo + ((size_t)b * T + t) * C + h * hs, 1.0f / sum, s, 1, qb + 2 * C, C3,
                    t + 1, hs);
-        lse[lo + bh * T + t] = m + nn_log1p_pos(fmax(sum - 1.0f, 0.0f));
+        lse[lo + bh * T + t] = ms.x + nn_log1p_pos(fmax(sum - 1.0f, 0.0f));
     }
+}
+
+/* Chunk j (8 columns) of one backward row, from transposed rows xt, yt (row stride Ts):
+ * p = exp(a . x * scale - lse), 0 past column `last`, returned; *g = p (b . y - D) scale (dS).
+ * Query rows (a = q, b = dO over K^T, V^T) and key rows (a = k, b = v over Q^T, dO^T). */
+float8 tf_flash_p8(float8 *g, __global const float *a, __local const float *xt,
+                   __global const float *b, __local const float *yt, const int j, const int Ts,
+                   const int hs, const float scale, const float8 lse, const float8 D,
+                   const int last) {
+    const float8 s8 = tf_wsum8_gl(a, 1, xt + 8 * j, Ts, hs) * scale;
+    const float8 p8 = select(exp(s8 - lse), (float8)0.0f, tf_attn_key8(j) > (float)last);
+    *g = p8 * (tf_wsum8_gl(b, 1, yt + 8 * j, Ts, hs) - D) * scale;
+    return p8;
 }
 
 /* Backward, query rows: p and g = dS rows (prow, grow: L*Tp each) from K^T and V^T, dq = g K;
@@ -240,10 +237,9 @@ void tf_flash_bwd_wg_q(__global float *dqkv, __global const float *db,
         dl[t] = Di;
         ll[t] = lt;
         for (int j = 0; j <= t / 8; j++) {
-            const float8 s8 = tf_wsum8_gl(q, 1, kt + 8 * j, Ts, hs) * scale;
-            const float8 p8 = select(exp(s8 - lt), (float8)0.0f, tf_attn_key8(j) > (float)t);
-            const float8 dp8 = tf_wsum8_gl(d, 1, vt + 8 * j, Ts, hs);
-            vstore8(p8 * (dp8 - Di) * scale, j, g);
+            float8 g8;
+            tf_flash_p8(&g8, q, kt, d, vt, j, Ts, hs, scale, (float8)lt, (float8)Di, t);
+            vstore8(g8, j, g);
         }
         tf_rows_lg(dqkv + (size_t)t * C3, 1.0f, g, 1, qb + C, C3, t + 1, hs);
     }
@@ -263,11 +259,11 @@ void tf_flash_bwd_wg_kv(__global float *dqkv, __global const float *db,
     for (int t2 = lid; t2 < T; t2 += L) {
         __global const float *k = qb + (size_t)t2 * C3 + C, *v = k + C;
         for (int j = t2 / 8; j < Tp / 8; j++) {
-            const float8 s8 = tf_wsum8_gl(k, 1, qt + 8 * j, Ts, hs) * scale;
-            const float8 p8 = exp(s8 - vload8(j, ll));
-            const float8 dp8 = tf_wsum8_gl(v, 1, dot + 8 * j, Ts, hs);
-            vstore8(p8, j, p);
-            vstore8(p8 * (dp8 - vload8(j, dl)) * scale, j, g);
+            float8 g8;
+            vstore8(tf_flash_p8(&g8, k, qt, v, dot, j, Ts, hs, scale, vload8(j, ll), vload8(j, dl),
+                                Tp),
+                    j, p);
+            vstore8(g8, j, g);
         }
         __global float *dk = dqkv + (size_t)t2 * C3 + C;
         tf_rows_lg(dk + C, 1.0f, p + t2, 1, db + (size_t)t2 * C, C, T - t2, hs);

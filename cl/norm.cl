@@ -5,6 +5,30 @@
 
 float tf_hsum16(float16 v); /* in embed.cl (files are one program, concatenated in name order) */
 
+/* LayerNorm of one row x(C) whose sum s the caller took (tf_ln_fwd from x, tf_add_ln_fwd in
+ * resln.cl while it writes x = a + b): the variance pass (two passes in all, biased) and
+ * y(C) = (x - mean) * rstd * w + b; *mean = s / C, *rstd = 1/sqrt(var + eps). One body for
+ * both kernels, so that the fused op stays bit for bit equal to the unfused ones. */
+void tf_ln_row(__global float *y, __global float *mean, __global float *rstd,
+               __global const float *x, const float s, __global const float *w,
+               __global const float *b, const int C, const float eps) {
+    const float m = s / C;
+    float16 s16 = 0.0f;
+    int i = 0;
+    for (; i + 16 <= C; i += 16) {
+        float16 dx = vload16(0, x + i) - m;
+        s16 += dx * dx;
+    }
+    float v = tf_hsum16(s16);
+    for (; i < C; i++) v += (x[i] - m) * (x[i] - m);
+    const float rs = 1.0f / sqrt(v / C + eps);
+    for (i = 0; i + 16 <= C; i += 16)
+        vstore16((vload16(0, x + i) - m) * rs * vload16(0, w + i) + vload16(0, b + i), 0, y + i);
+    for (; i < C; i++) y[i] = (x[i] - m) * rs * w[i] + b[i];
+    *mean = m;
+    *rstd = rs;
+}
+
 /* Row r of inp(N,C): mean(N), rstd(N) = 1/sqrt(var + eps) (biased variance, two passes),
  * out(N,C) = (x - mean) * rstd * w + b. One work-item per row. */
 __kernel void tf_ln_fwd(__global float *out, const int oo, __global float *mean, const int mo,
@@ -15,27 +39,13 @@ __kernel void tf_ln_fwd(__global float *out, const int oo, __global float *mean,
     const int r = get_global_id(0);
     if (r >= N) return;
     __global const float *x = inp + io + (size_t)r * C;
-    __global float *y = out + oo + (size_t)r * C;
     float16 s16 = 0.0f;
     int i = 0;
     for (; i + 16 <= C; i += 16) s16 += vload16(0, x + i);
     float s = tf_hsum16(s16);
     for (; i < C; i++) s += x[i];
-    const float m = s / C;
-    s16 = 0.0f;
-    for (i = 0; i + 16 <= C; i += 16) {
-        float16 dx = vload16(0, x + i) - m;
-        s16 += dx * dx;
-    }
-    s = tf_hsum16(s16);
-    for (; i < C; i++) s += (x[i] - m) * (x[i] - m);
-    const float rs = 1.0f / sqrt(s / C + eps);
-    for (i = 0; i + 16 <= C; i += 16)
-        vstore16((vload16(0, x + i) - m) * rs * vload16(0, w + wo + i) + vload16(0, b + bo + i), 0,
-                 y + i);
-    for (; i < C; i++) y[i] = (x[i] - m) * rs * w[wo + i] + b[bo + i];
-    mean[mo + r] = m;
-    rstd[ro + r] = rs;
+    tf_ln_row(out + oo + (size_t)r * C, mean + mo + r, rstd + ro + r, x, s, w + wo, b + bo, C,
+              eps);
 }
 
 /* Input gradient, one work-item per row, from the saved mean and rstd:

@@ -1,10 +1,13 @@
 /* The residual add fused with the LayerNorm that follows it (the transformer block's
  * res2 = x + attn branch, then ln2(res2)): one pass over the two inputs writes the sum (the
  * residual stream, kept) and its row sum; the variance and the normalised output read the row
- * back from cache. Same arithmetic as tf_add then tf_ln_fwd (norm.cl), so the results match
- * the unfused ops bit for bit. */
+ * back from cache (tf_ln_row, shared with tf_ln_fwd in norm.cl), so the results match the
+ * unfused ops bit for bit. */
 
 float tf_hsum16(float16 v); /* in embed.cl (files are one program, concatenated in name order) */
+void tf_ln_row(__global float *y, __global float *mean, __global float *rstd,
+               __global const float *x, const float s, __global const float *w,
+               __global const float *b, const int C, const float eps); /* in norm.cl */
 
 /* Row r: res(N,C) = a + b; mean(N), rstd(N), out(N,C) = LayerNorm(res) with w, bias, eps. */
 __kernel void tf_add_ln_fwd(__global float *res, const int so, __global float *out, const int oo,
@@ -31,20 +34,5 @@ __kernel void tf_add_ln_fwd(__global float *res, const int so, __global float *o
         x[i] = v;
         s += v;
     }
-    const float m = s / C;
-    s16 = 0.0f;
-    for (i = 0; i + 16 <= C; i += 16) {
-        float16 dx = vload16(0, x + i) - m;
-        s16 += dx * dx;
-    }
-    s = tf_hsum16(s16);
-    for (; i < C; i++) s += (x[i] - m) * (x[i] - m);
-    const float rs = 1.0f / sqrt(s / C + eps);
-    for (i = 0; i + 16 <= C; i += 16)
-        vstore16((vload16(0, x + i) - m) * rs * vload16(0, w + wo + i) +
-                     vload16(0, bias + bio + i),
-                 0, y + i);
-    for (; i < C; i++) y[i] = (x[i] - m) * rs * w[wo + i] + bias[bio + i];
-    mean[mo + r] = m;
-    rstd[ro + r] = rs;
+    tf_ln_row(y, mean + mo + r, rstd + ro + r, x, s, w + wo, bias + bio, C, eps);
 }

@@ -4,6 +4,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "tap.h"
+
 /* ---------------------------------------------------------------- embedding */
 
 void ref_embed_forward(float *out, const int32_t *tok, const float *wte, const float *wpe, int B,
@@ -176,4 +178,34 @@ void ref_attention_backward(float *dqkv, const float *dout, const float *qkv, in
     free(g);
     free(p);
     free(da);
+}
+
+/* ---------------------------------------------------------------- finite differences */
+
+static double fd_loss(ref_fd_forward forward, void *ctx, const float *r, float *out, size_t nout) {
+    forward(ctx, out);
+    double L = 0;
+    for (size_t i = 0; i < nout; i++)
+        L += (double)r[i] * out[i];
+    return L;
+}
+
+void ref_fd_qkv(double worst[3], ref_fd_forward forward, void *ctx, float *qkv, size_t BT, int C,
+                const float *r, size_t nout, const float *g, float step) {
+    float *out = malloc(nout * sizeof *out);
+    worst[0] = worst[1] = worst[2] = 0;
+    for (int k = 0; k < 45; k++) {
+        int part = k % 3; /* q, k, v */
+        size_t row = (size_t)(k * 7919u + 13u) % BT, col = (size_t)(k * 31 % C);
+        size_t i = row * 3 * C + (size_t)part * C + col;
+        float v = qkv[i];
+        qkv[i] = v + step;
+        double lp = fd_loss(forward, ctx, r, out, nout);
+        qkv[i] = v - step;
+        double lm = fd_loss(forward, ctx, r, out, nout);
+        qkv[i] = v;
+        double fd = (lp - lm) / ((double)(v + step) - (double)(v - step));
+        worst[part] = tap_worse(worst[part], fabs(fd - g[i]) / fmax(1.0, fabs(g[i])));
+    }
+    free(out);
 }

@@ -4,6 +4,7 @@
 #ifndef HT_TESTS_REF_TF_H
 #define HT_TESTS_REF_TF_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* out(B,T,C) = wte[tok] + wpe[t]; tokens in [0,V). */
@@ -25,5 +26,15 @@ void ref_attention_forward(float *out, float *att, const float *qkv, int B, int 
 /* dqkv(B,T,3C) from dout(B,T,C), the probabilities recomputed from qkv. */
 void ref_attention_backward(float *dqkv, const float *dout, const float *qkv, int B, int T, int C,
                             int NH);
+
+/* The attention tests' finite-difference check of dqkv: L(qkv) = sum r . out(qkv) (nout
+ * floats, accumulated in double), central differences with float steps +-step at 45 entries
+ * of qkv(BT, 3C) spread over the rows and columns (entry k in part k % 3: q, k, v), each
+ * against g = dL/dqkv; worst[part] = max |fd - g| / max(1, |g|). forward(ctx, out) runs the
+ * op on the device from qkv as the host holds it (qkv is changed and restored here) and
+ * copies its output to out. */
+typedef void (*ref_fd_forward)(void *ctx, float *out);
+void ref_fd_qkv(double worst[3], ref_fd_forward forward, void *ctx, float *qkv, size_t BT, int C,
+                const float *r, size_t nout, const float *g, float step);
 
 #endif

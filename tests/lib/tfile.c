@@ -1,5 +1,6 @@
 #include "tfile.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,32 +8,43 @@
 
 #include "tap.h"
 
-static char g_dir[64];
+static char *g_dir; /* sized from $TMPDIR: any length works, no fallback */
 
 void tfile_init(const char *prefix) {
     const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/%s_XXXXXX", tmp && *tmp && strlen(tmp) < 40 ? tmp : "/tmp",
-             prefix);
+    if (!tmp || !*tmp) tmp = "/tmp";
+    size_t n = strlen(tmp) + strlen(prefix) + sizeof "/_XXXXXX";
+    g_dir = malloc(n);
+    if (!g_dir) {
+        perror("tfile_init");
+        exit(1);
+    }
+    snprintf(g_dir, n, "%s/%s_XXXXXX", tmp, prefix);
     if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
+        fprintf(stderr, "mkdtemp %s: %s\n", g_dir, strerror(errno));
         exit(1);
     }
 }
 
 void tfile_done(void) {
     if (getenv("HT_KEEP_TMP")) return;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) tap_diag("could not remove %s", g_dir);
+    size_t n = strlen(g_dir) + sizeof "rm -rf ''";
+    char *cmd = malloc(n);
+    if (cmd) snprintf(cmd, n, "rm -rf '%s'", g_dir);
+    if (!cmd || system(cmd) != 0) tap_diag("could not remove %s", g_dir);
+    free(cmd);
 }
 
 const char *tfile_dir(void) { return g_dir; }
 
 const char *tpath(const char *name) {
-    static char buf[8][256];
+    static char buf[8][4096]; /* PATH_MAX on Linux */
     static int k;
     k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
+    if (snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name) >= (int)sizeof buf[k]) {
+        fprintf(stderr, "tpath: %s/%s is longer than %zu bytes\n", g_dir, name, sizeof buf[k] - 1);
+        exit(1);
+    }
     return buf[k];
 }
 

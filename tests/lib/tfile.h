@@ -1,5 +1,5 @@
 /* Scratch files for the unit tests: one temporary folder a test (under $TMPDIR when it is
- * short, else /tmp), paths in it, and whole-file writes and reads. */
+ * set, else /tmp), paths in it, and whole-file writes and reads. */
 #ifndef HT_TESTS_TFILE_H
 #define HT_TESTS_TFILE_H
 
@@ -11,7 +11,8 @@ void tfile_init(const char *prefix);
 void tfile_done(void);
 /* The folder. */
 const char *tfile_dir(void);
-/* dir/name; the result stays valid for the next seven calls. */
+/* dir/name; the result stays valid for the next seven calls. Exits 1, naming the path, if
+ * it is longer than 4095 bytes. */
 const char *tpath(const char *name);
 /* Writes text to dir/name (put_file); returns tpath(name). */
 const char *put_text(const char *name, const char *text);

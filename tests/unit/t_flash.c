@@ -122,43 +122,29 @@ static void test_flash(int B, int T, int C, int NH, float range, uint64_t seed) 
     free(out), free(outr), free(lse), free(g), free(gr), free(g2), free(lser);
 }
 
-static double loss_at(prob *p, const float *r, float *out) {
+/* The forward from the host's qkv, its output to out (ref_fd_qkv). */
+static void fd_forward(void *ctx, float *out) {
+    prob *p = ctx;
     dt_set(p->tqkv, p->qkv);
     prob_forward(p);
     dt_get(p->tout, out);
-    double L = 0;
-    for (size_t i = 0; i < p->nout; i++)
-        L += (double)r[i] * out[i];
-    return L;
 }
 
 /* L = sum r . out; central differences on q, k and v entries spread over qkv. */
 static void test_fd(int B, int T, int C, int NH) {
     prob p = prob_new(B, T, C, NH, 1.0f, 500 + (uint64_t)C);
-    float *r = p.dout, *out = malloc(p.nout * 4), *g = malloc(p.nqkv * 4);
+    float *g = malloc(p.nqkv * 4);
     prob_forward(&p);
     prob_backward(&p);
     dt_get(p.tdqkv, g);
-    double worst[3] = {0, 0, 0};
-    for (int k = 0; k < 45; k++) {
-        int part = k % 3;
-        size_t row = (size_t)(k * 7919u + 13u) % ((size_t)B * T), col = (size_t)(k * 31 % C);
-        size_t i = row * 3 * C + (size_t)part * C + col;
-        float v = p.qkv[i];
-        p.qkv[i] = v + FD_STEP;
-        double lp = loss_at(&p, r, out);
-        p.qkv[i] = v - FD_STEP;
-        double lm = loss_at(&p, r, out);
-        p.qkv[i] = v;
-        double fd = (lp - lm) / ((double)(v + FD_STEP) - (double)(v - FD_STEP));
-        worst[part] = tap_worse(worst[part], fabs(fd - g[i]) / fmax(1.0, fabs(g[i])));
-    }
+    double worst[3];
+    ref_fd_qkv(worst, fd_forward, &p, p.qkv, (size_t)B * T, C, p.dout, p.nout, g, FD_STEP);
     tap_ok(worst[0] < TOL_FD && worst[1] < TOL_FD && worst[2] < TOL_FD,
            "finite differences, fused attention B=%d T=%d C=%d NH=%d (45 points): dq %.2e, dk "
            "%.2e, dv %.2e",
            B, T, C, NH, worst[0], worst[1], worst[2]);
     prob_free(&p);
-    free(out), free(g);
+    free(g);
 }
 
 /* ---------------------------------------------------------------- in a GPT */
