@@ -17,7 +17,7 @@
 #include "testdev.h"
 
 static ht_dev *D;
-static const char *IMPL = ""; /* "tiled" or "clblast": which GEMMs the conv tests run */
+static const char *IMPL = ""; /* which algorithms the conv tests run (conv_suite) */
 
 /* Tolerances (stated once): GEMM-based results vs double references, normalised by the
  * tensor's largest magnitude; pooling per element relative to max(|ref|, POOL_FLOOR) (sums
@@ -184,18 +184,31 @@ static void test_conv_chunked(int nb) {
     ht_conv2d_set_ws_cap(0);
 }
 
-/* Two identical backward runs give bit-identical gradients (fixed reduction order). */
+/* Two identical backward runs give bit-identical gradients (fixed reduction order), and the
+ * zero-bubble halves (dx alone with dw.buf NULL, then dw/db alone with dx.buf NULL, over a
+ * gradient holding an earlier micro-batch's sum: accumulate) equal the whole backward's bits. */
 static void test_conv_deterministic(void) {
     conv_cfg c = {{3, 3, 7, 7, 5, 3, 1, 1}, 1, HT_ACT_RELU};
     const ht_conv2d_shape *s = &c.s;
     size_t nx = nx_of(s), ny = ny_of(s), nw = nw_of(s), np = nw + s->cout;
     float *x = hnew(nx, -1, 1, 41), *p = hnew(np, -0.5f, 0.5f, 42), *da = hnew(ny, -1, 1, 43);
-    float *y = hnew(ny, -1, 1, 44), *r[2][2];
+    float *y = hnew(ny, -1, 1, 44), *g0 = hnew(np, -1, 1, 45), *r[3][2];
     dt tx = dt_new(nx, x), tp = dt_new(np, p), tda = dt_new(ny, da), ty = dt_new(ny, y);
     dt tg = dt_new(np, NULL), tdx = dt_new(nx, NULL), tws = ws_new(s);
-    for (int k = 0; k < 2; k++) {
-        ht_conv2d_backward(D, dt_view(tdx), dt_view(tg), dt_view_at(tg, nw), dt_view(tda), dt_view(ty), dt_view(tx), dt_view(tp), dt_view(tws), s,
-                           c.act, 1.0f, 0);
+    for (int k = 0; k < 3; k++) {
+        dt_set(tg, g0);
+        if (k < 2) {
+            ht_conv2d_backward(D, dt_view(tdx), dt_view(tg), dt_view_at(tg, nw), dt_view(tda),
+                               dt_view(ty), dt_view(tx), dt_view(tp), dt_view(tws), s, c.act,
+                               0.5f, 1);
+        } else { /* B, then W */
+            ht_conv2d_backward(D, dt_view(tdx), ht_view_none(), ht_view_none(), dt_view(tda),
+                               dt_view(ty), ht_view_none(), dt_view(tp), dt_view(tws), s, c.act,
+                               0.5f, 1);
+            ht_conv2d_backward(D, ht_view_none(), dt_view(tg), dt_view_at(tg, nw), dt_view(tda),
+                               dt_view(ty), dt_view(tx), dt_view(tp), dt_view(tws), s, c.act,
+                               0.5f, 1);
+        }
         r[k][0] = malloc(np * sizeof(float)), r[k][1] = malloc(nx * sizeof(float));
         dt_get(tg, r[k][0]);
         dt_get(tdx, r[k][1]);
@@ -203,9 +216,12 @@ static void test_conv_deterministic(void) {
     tap_ok(!memcmp(r[0][0], r[1][0], np * sizeof(float)) &&
                !memcmp(r[0][1], r[1][1], nx * sizeof(float)),
            "[%s] conv backward twice: dW, db, dx bit-identical", IMPL);
+    tap_ok(!memcmp(r[0][0], r[2][0], np * sizeof(float)) &&
+               !memcmp(r[0][1], r[2][1], nx * sizeof(float)),
+           "[%s] conv backward as dx alone then dW/db alone: bit-identical to the whole", IMPL);
     dt_free(tx), dt_free(tp), dt_free(tda), dt_free(ty), dt_free(tg), dt_free(tdx), dt_free(tws);
-    free(x), free(p), free(da), free(y);
-    for (int k = 0; k < 2; k++)
+    free(x), free(p), free(da), free(y), free(g0);
+    for (int k = 0; k < 3; k++)
         free(r[k][0]), free(r[k][1]);
 }
 
@@ -536,8 +552,11 @@ int main(void) {
     D = test_dev_open();
     dt_use(D);
     test_shapes();
-    conv_suite(HT_CONV_TILED, "tiled");
-    conv_suite(HT_CONV_CLBLAST, "clblast");
+    conv_suite(HT_CONV_TILED, "implicit");   /* implicit GEMM where it applies, else tiled */
+    conv_suite(HT_CONV_IM2COL, "tiled");     /* im2col + cl/conv.cl's tiled GEMM */
+    conv_suite(HT_CONV_GEMM, "gemm");        /* im2col + ht_sgemm, the CPU chunks */
+    conv_suite(HT_CONV_CLBLAST, "gemm-big"); /* im2col + ht_sgemm, the large chunks */
+    conv_suite(HT_CONV_AUTO, "auto");        /* each shape and pass chosen by measurement */
 
     /* {B, c, h, w, k, stride, pad} */
     const ht_pool2d_shape p22 = {3, 2, 7, 7, 2, 2, 0}, p32 = {3, 2, 7, 7, 3, 2, 0};
