@@ -352,13 +352,24 @@ static void pool_begin(const ht_pool2d_shape *s, ht_view in, ht_view out, const 
 /* 2x2 windows at stride 2 without padding have kernels of their own (8 windows per step). */
 static int pool_is_2x2(const ht_pool2d_shape *s) { return s->k == 2 && s->stride == 2 && !s->pad; }
 
+/* Output rows per work-item of the 2x2 kernels: whole planes while that leaves at least 64
+ * items (PoCL spent more time starting one-row items than pooling), else fewer. */
+static int pool2_rows(int planes, int Ho) {
+    int R = Ho;
+    while (R > 1 && (long)planes * ((Ho + R - 1) / R) < 64)
+        R = (R + 1) / 2;
+    return R;
+}
+static size_t pool2_items(int planes, int Ho, int R) { return (size_t)planes * ((Ho + R - 1) / R); }
+
 void ht_maxpool2d_forward(ht_dev *d, ht_view y, ht_view x, const ht_pool2d_shape *s) {
     pool_begin(s, x, y, "ht_maxpool2d_forward", "x", "y");
     int Ho = ht_pool2d_oh(s), Wo = ht_pool2d_ow(s), planes = s->B * s->c;
     if (pool_is_2x2(s)) {
-        ht_launch1d(d, "pool_max2_fwd", (size_t)planes * Ho, HT_BUF(y.buf), HT_INT(y.off),
+        int R = pool2_rows(planes, Ho);
+        ht_launch1d(d, "pool_max2_fwd", pool2_items(planes, Ho, R), HT_BUF(y.buf), HT_INT(y.off),
                     HT_BUF(x.buf), HT_INT(x.off), HT_INT(s->h), HT_INT(s->w), HT_INT(Ho),
-                    HT_INT(Wo), HT_INT(planes));
+                    HT_INT(Wo), HT_INT(planes), HT_INT(R));
         return;
     }
     ht_launch1d(d, "pool_max_fwd", (size_t)planes * Ho, HT_BUF(y.buf), HT_INT(y.off), HT_BUF(x.buf),
@@ -372,9 +383,10 @@ void ht_maxpool2d_backward(ht_dev *d, ht_view dx, ht_view dy, ht_view x, const h
     fits(x, (size_t)s->B * s->c * s->h * s->w, op, "x");
     int Ho = ht_pool2d_oh(s), Wo = ht_pool2d_ow(s), planes = s->B * s->c;
     if (pool_is_2x2(s)) {
-        ht_launch1d(d, "pool_max2_bwd", (size_t)planes * Ho, HT_BUF(dx.buf), HT_INT(dx.off),
-                    HT_BUF(dy.buf), HT_INT(dy.off), HT_BUF(x.buf), HT_INT(x.off), HT_INT(s->h),
-                    HT_INT(s->w), HT_INT(Ho), HT_INT(Wo), HT_INT(planes));
+        int R = pool2_rows(planes, Ho);
+        ht_launch1d(d, "pool_max2_bwd", pool2_items(planes, Ho, R), HT_BUF(dx.buf),
+                    HT_INT(dx.off), HT_BUF(dy.buf), HT_INT(dy.off), HT_BUF(x.buf), HT_INT(x.off),
+                    HT_INT(s->h), HT_INT(s->w), HT_INT(Ho), HT_INT(Wo), HT_INT(planes), HT_INT(R));
         return;
     }
     ht_launch1d(d, "pool_max_bwd", (size_t)planes, HT_BUF(dx.buf), HT_INT(dx.off), HT_BUF(dy.buf),

@@ -565,8 +565,13 @@ int main(void) {
      * a 4-step, a scalar window and an uncovered last column; 9 rows leave an uncovered
      * last row */
     const ht_pool2d_shape p22w = {2, 3, 9, 45, 2, 2, 0};
+    /* work-items take several output rows once there are enough planes: whole planes of 4
+     * rows (72 planes), and blocks of 3 of 5 rows, the last one short (35 planes) */
+    const ht_pool2d_shape p22m = {8, 9, 9, 45, 2, 2, 0}, p22r = {5, 7, 11, 19, 2, 2, 0};
     for (int ties = 0; ties < 2; ties++) {
         test_pool(POOL_MAX, p22w, 0, ties, 450 + ties);
+        test_pool(POOL_MAX, p22m, 0, ties, 460 + ties);
+        test_pool(POOL_MAX, p22r, 0, ties, 470 + ties);
         test_pool(POOL_MAX, p22, 0, ties, 400 + ties);
         test_pool(POOL_MAX, p32, 0, ties, 410 + ties);
         test_pool(POOL_MAX, p32p, 0, ties, 420 + ties);
