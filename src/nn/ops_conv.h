@@ -82,9 +82,15 @@ void ht_conv2d_set_ws_cap(size_t floats);
  * tiled|gemm forces one (implicit falls back to tiled where it does not apply); another
  * value exits 2. Process-wide here for tests and benchmarks: CLBLAST = gemm everywhere with
  * the large chunks, TILED = implicit where it applies else tiled (the choice before
- * measurement), IM2COL = tiled everywhere, GEMM = gemm everywhere with the
- * CPU chunks. $HT_CONV wins. */
-typedef enum { HT_CONV_AUTO, HT_CONV_CLBLAST, HT_CONV_TILED, HT_CONV_IM2COL, HT_CONV_GEMM } ht_conv_impl;
+ * measurement), IM2COL = tiled everywhere, GEMM = gemm everywhere with the CPU chunks.
+ * $HT_CONV wins. */
+typedef enum {
+    HT_CONV_AUTO,
+    HT_CONV_CLBLAST,
+    HT_CONV_TILED,
+    HT_CONV_IM2COL,
+    HT_CONV_GEMM
+} ht_conv_impl;
 void ht_conv2d_set_impl(ht_conv_impl impl);
 
 /* y = conv(x, w) + b per output channel (cross-correlation, as PyTorch's Conv2d), and
