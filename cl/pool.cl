@@ -106,21 +106,29 @@ __kernel void pool_avg_bwd(__global float *dx, const int dxo, __global const flo
 /* ---------------------------------------------------------------- 2x2, stride 2, no padding */
 
 /* The common case, 8 windows at a time (then 4, then one): a float16 of each of the two
- * input rows holds 8 windows, .even the left and .odd the right column. take(v, m) is the scalar rule of
- * pool_argmax per lane (order: top-left, top-right, bottom-left, bottom-right). The
- * generic kernels above gave each work-item as much work but ran 3-4x slower on PoCL. */
+ * input rows holds 8 windows, .even the left and .odd the right column. POOL_TAKE(v, m) is
+ * the rule of pool_argmax per lane (order: top-left, top-right, bottom-left, bottom-right),
+ * POOL_TAKE1 the same for scalars (whose isnan gives 1, not -1). A work-item takes R output
+ * rows of a plane: one row per item (14 windows of the MNIST CNN) spent more time starting
+ * items than pooling on PoCL. The generic kernels above ran 3-4x slower. */
 #define POOL_TAKE(v, m) (isgreater((v), (m)) | (isnan(v) & ~isnan(m)))
+#define POOL_TAKE1(v, m) (isgreater((v), (m)) || (isnan(v) && !isnan(m)))
 
-/* Range (planes*Ho): work-item (plane, oh) writes output row oh. */
-__kernel void pool_max2_fwd(__global float *y, const int yo, __global const float *x,
-                            const int xo, const int H, const int W, const int Ho, const int Wo,
-                            const int planes) {
-    const int row = get_global_id(0);
-    if (row >= planes * Ho) return;
-    const int pl = row / Ho, oh = row - pl * Ho;
-    __global const float *plane = x + xo + pl * H * W;
-    __global const float *r0 = plane + 2 * oh * W, *r1 = r0 + W;
-    __global float *dst = y + yo + row * Wo;
+/* Which of the window's 4 pixels (top-left, top-right, bottom-left, bottom-right) is its max
+ * (scalar tail of the rows below). */
+int pool_max2_at(__global const float *r0, __global const float *r1, const int c, float *mx) {
+    float m = r0[c];
+    int at = 0;
+    if (POOL_TAKE1(r0[c + 1], m)) m = r0[c + 1], at = 1;
+    if (POOL_TAKE1(r1[c], m)) m = r1[c], at = 2;
+    if (POOL_TAKE1(r1[c + 1], m)) m = r1[c + 1], at = 3;
+    *mx = m;
+    return at;
+}
+
+/* One output row from input rows r0, r1. */
+void pool_max2_row(__global float *dst, __global const float *r0, __global const float *r1,
+                   const int W, const int Wo) {
     int ow = 0;
     for (; 2 * ow + 16 <= W && ow + 8 <= Wo; ow += 8) {
         const float16 a = vload16(0, r0 + 2 * ow), b = vload16(0, r1 + 2 * ow);
@@ -138,23 +146,31 @@ __kernel void pool_max2_fwd(__global float *y, const int yo, __global const floa
         m = select(m, b.odd, POOL_TAKE(b.odd, m));
         vstore4(m, 0, dst + ow);
     }
-    for (; ow < Wo; ow++) dst[ow] = plane[pool_argmax(plane, H, W, 2 * oh, 2 * ow, 2)];
+    for (; ow < Wo; ow++) {
+        float m;
+        pool_max2_at(r0, r1, 2 * ow, &m);
+        dst[ow] = m;
+    }
 }
 
-/* Range (planes*Ho): work-item (plane, oh) owns input rows 2oh and 2oh+1 of dx (windows do
- * not overlap), writing dy at each window's argmax and 0 elsewhere, including a last column
- * no window covers; the item of the last output row also zeroes a last input row no window
- * covers (odd H). */
-__kernel void pool_max2_bwd(__global float *dx, const int dxo, __global const float *dy,
-                            const int dyo, __global const float *x, const int xo, const int H,
-                            const int W, const int Ho, const int Wo, const int planes) {
-    const int row = get_global_id(0);
-    if (row >= planes * Ho) return;
-    const int pl = row / Ho, oh = row - pl * Ho;
+/* Range (planes * ceil(Ho/R)): work-item (plane, j) writes output rows [jR, jR + R). */
+__kernel void pool_max2_fwd(__global float *y, const int yo, __global const float *x,
+                            const int xo, const int H, const int W, const int Ho, const int Wo,
+                            const int planes, const int R) {
+    const int item = get_global_id(0), per = (Ho + R - 1) / R;
+    if (item >= planes * per) return;
+    const int pl = item / per, oh0 = (item - pl * per) * R, oh1 = min(Ho, oh0 + R);
     __global const float *plane = x + xo + pl * H * W;
-    __global const float *r0 = plane + 2 * oh * W, *r1 = r0 + W;
-    __global const float *g = dy + dyo + row * Wo;
-    __global float *d0 = dx + dxo + pl * H * W + 2 * oh * W, *d1 = d0 + W;
+    for (int oh = oh0; oh < oh1; oh++)
+        pool_max2_row(y + yo + (pl * Ho + oh) * Wo, plane + 2 * oh * W, plane + (2 * oh + 1) * W,
+                      W, Wo);
+}
+
+/* dx rows d0, d1 from input rows r0, r1 and dy row g: dy at each window's argmax, 0
+ * elsewhere, including a last column no window covers. */
+void pool_max2_bwd_row(__global float *d0, __global float *d1, __global const float *r0,
+                       __global const float *r1, __global const float *g, const int W,
+                       const int Wo) {
     int ow = 0;
     for (; 2 * ow + 16 <= W && ow + 8 <= Wo; ow += 8) {
         const float16 a = vload16(0, r0 + 2 * ow), b = vload16(0, r1 + 2 * ow);
@@ -189,13 +205,31 @@ __kernel void pool_max2_bwd(__global float *dx, const int dxo, __global const fl
         vstore8(bot, 0, d1 + 2 * ow);
     }
     for (; ow < Wo; ow++) {
-        const int am = pool_argmax(plane, H, W, 2 * oh, 2 * ow, 2) - 2 * oh * W - 2 * ow;
-        d0[2 * ow] = am == 0 ? g[ow] : 0.0f;
-        d0[2 * ow + 1] = am == 1 ? g[ow] : 0.0f;
-        d1[2 * ow] = am == W ? g[ow] : 0.0f;
-        d1[2 * ow + 1] = am == W + 1 ? g[ow] : 0.0f;
+        float m;
+        const int at = pool_max2_at(r0, r1, 2 * ow, &m);
+        d0[2 * ow] = at == 0 ? g[ow] : 0.0f;
+        d0[2 * ow + 1] = at == 1 ? g[ow] : 0.0f;
+        d1[2 * ow] = at == 2 ? g[ow] : 0.0f;
+        d1[2 * ow + 1] = at == 3 ? g[ow] : 0.0f;
     }
     for (int iw = 2 * Wo; iw < W; iw++) d0[iw] = d1[iw] = 0.0f;
-    if (oh == Ho - 1)
-        for (int i = 2 * Ho * W; i < H * W; i++) dx[dxo + pl * H * W + i] = 0.0f;
+}
+
+/* Range (planes * ceil(Ho/R)): work-item (plane, j) owns input rows [2jR, 2jR + 2R) of dx
+ * (windows do not overlap); the item of the last output row also zeroes a last input row
+ * no window covers (odd H). */
+__kernel void pool_max2_bwd(__global float *dx, const int dxo, __global const float *dy,
+                            const int dyo, __global const float *x, const int xo, const int H,
+                            const int W, const int Ho, const int Wo, const int planes,
+                            const int R) {
+    const int item = get_global_id(0), per = (Ho + R - 1) / R;
+    if (item >= planes * per) return;
+    const int pl = item / per, oh0 = (item - pl * per) * R, oh1 = min(Ho, oh0 + R);
+    __global const float *plane = x + xo + pl * H * W;
+    __global float *dpl = dx + dxo + pl * H * W;
+    for (int oh = oh0; oh < oh1; oh++)
+        pool_max2_bwd_row(dpl + 2 * oh * W, dpl + (2 * oh + 1) * W, plane + 2 * oh * W,
+                          plane + (2 * oh + 1) * W, dy + dyo + (pl * Ho + oh) * Wo, W, Wo);
+    if (oh1 == Ho)
+        for (int i = 2 * Ho * W; i < H * W; i++) dpl[i] = 0.0f;
 }

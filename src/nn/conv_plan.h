@@ -23,6 +23,21 @@ typedef struct conv_plan {
  * ht_conv2d_set_ws_cap, applies to both). */
 conv_plan ht_conv_plan_make(int tiled, const ht_conv2d_shape *s);
 
+/* The algorithm of each pass (ops_conv.h): forward, input gradient, weight gradient. */
+enum { HT_CONV_ALG_IMPLICIT = 1, HT_CONV_ALG_TILED, HT_CONV_ALG_GEMM };
+typedef struct conv_algos {
+    int fwd, dx, dw;
+} conv_algos;
+/* The algorithms for shape s on d (conv_choice.c): forced by $HT_CONV or ht_conv2d_set_impl,
+ * else chosen by measurement (once per shape, device and process; cached on disk). */
+conv_algos ht_conv_algos_of(ht_dev *d, const ht_conv2d_shape *s);
+/* The process-wide setting (ht_conv2d_set_impl). */
+ht_conv_impl ht_conv2d_impl(void);
+/* $HT_CONV if set (exits 2 on a bad value), else the process-wide setting. */
+ht_conv_impl ht_conv_impl_now(void);
+/* 1: the CPU devices' cache-sized chunks (ops_conv.c). */
+int ht_conv_cpu_chunks(ht_dev *d);
+
 /* Pixel blocks of conv_grad_out_t (CONV_PQ = 64 pixels in cl/conv.cl). */
 static inline int pixel_blocks(int P) { return (P + 63) / 64; }
 /* Weight-gradient slices: the tiled dW GEMM splits its long sum over N = nb*P pixels into S

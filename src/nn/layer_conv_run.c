@@ -12,14 +12,33 @@ static void conv_fwd(ht_model *m, int i, int B, ht_act act) {
                       ht_model_work(m), &s, act);
 }
 
-static void conv_bwd(ht_model *m, int i, int B, ht_act act, float scale, int accumulate) {
+/* part: both halves, the input gradient only (B) or the weight and bias gradients only (W).
+ * W recomputes the output gradient's pass (scale * da * act'(y)) from the slot's da and y,
+ * which stay there until W runs, as linear's W reads its saved input and dy: nothing more
+ * is kept per micro-batch, and the same kernels on the same operands make B then W equal
+ * the whole backward bit for bit. */
+enum { CONV_BOTH, CONV_B, CONV_W };
+static void conv_part(ht_model *m, int i, int B, ht_act act, float scale, int accumulate,
+                      int part) {
     const ht_layer *l = &m->layers[i];
     ht_conv2d_shape s = conv_shape(l, B);
     /* fused: the activation's output gradient, act' applied inside (dact i+1 not written) */
     ht_view da = ht_model_dact(m, act != HT_ACT_NONE ? i + 2 : i + 1);
-    ht_conv2d_backward(m->dev, i > 0 ? ht_model_dact(m, i) : ht_view_none(), ht_layer_grad(m, l, 0),
-                       ht_layer_grad(m, l, 1), da, ht_model_act(m, i + 1), ht_model_act(m, i),
+    ht_view dx = i > 0 && part != CONV_W ? ht_model_dact(m, i) : ht_view_none();
+    ht_view dw = part != CONV_B ? ht_layer_grad(m, l, 0) : ht_view_none();
+    ht_view db = part != CONV_B ? ht_layer_grad(m, l, 1) : ht_view_none();
+    ht_conv2d_backward(m->dev, dx, dw, db, da, ht_model_act(m, i + 1), ht_model_act(m, i),
                        ht_layer_param(m, l, 0), ht_model_work(m), &s, act, scale, accumulate);
+}
+
+static void conv_bwd(ht_model *m, int i, int B, ht_act act, float scale, int accumulate) {
+    conv_part(m, i, B, act, scale, accumulate, CONV_BOTH);
+}
+static void conv_bwd_in(ht_model *m, int i, int B, ht_act act, float scale, int accumulate) {
+    conv_part(m, i, B, act, scale, accumulate, CONV_B);
+}
+static void conv_bwd_w(ht_model *m, int i, int B, ht_act act, float scale, int accumulate) {
+    conv_part(m, i, B, act, scale, accumulate, CONV_W);
 }
 
 static void maxpool_fwd(ht_model *m, int i, int B, ht_act unused) {
@@ -46,8 +65,7 @@ static void avgpool_bwd(ht_model *m, int i, int B, ht_act unused, float scale, i
     if (i > 0) ht_avgpool2d_backward(m->dev, ht_model_dact(m, i), ht_model_dact(m, i + 1), &s, 1);
 }
 
-/* No B/W split yet (issue 27): a zero-bubble schedule runs conv's whole backward in B and
- * nothing in W, correct but without the overlap; the pools have no parameters. */
-const ht_layer_run ht_run_conv = {conv_fwd, conv_bwd, NULL, NULL};
+/* The pools have no parameters: a zero-bubble schedule runs their backward in B. */
+const ht_layer_run ht_run_conv = {conv_fwd, conv_bwd, conv_bwd_in, conv_bwd_w};
 const ht_layer_run ht_run_maxpool = {maxpool_fwd, maxpool_bwd, NULL, NULL};
 const ht_layer_run ht_run_avgpool = {avgpool_fwd, avgpool_bwd, NULL, NULL};

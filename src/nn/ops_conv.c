@@ -97,38 +97,37 @@ static ht_conv_impl g_impl = HT_CONV_AUTO;
 
 void ht_conv2d_set_impl(ht_conv_impl impl) { g_impl = impl; }
 
-/* The tiled kernels on CPUs, CLBlast elsewhere (see the top of ops_conv.h). */
-static int use_tiled(ht_dev *d) {
-    if (g_impl != HT_CONV_AUTO) return g_impl == HT_CONV_TILED;
+ht_conv_impl ht_conv2d_impl(void) { return g_impl; }
+
+/* The chunk's cap: cache-sized chunks on CPU devices (the tiled and implicit kernels),
+ * large ones for CLBlast-sized GEMMs elsewhere (see the top of ops_conv.h). */
+int ht_conv_cpu_chunks(ht_dev *d) {
+    ht_conv_impl impl = ht_conv_impl_now();
+    if (impl == HT_CONV_CLBLAST) return 0;
+    if (impl != HT_CONV_AUTO) return 1;
     return !strcmp(ht_dev_info(d)->type, "cpu");
 }
 
-/* Stride 1 runs the implicit kernels (tiled only): forward and weight gradient always, the
- * input gradient when pad <= k-1 (else the padded gradient would need a negative padding).
- * Measured on the MNIST CNN's second conv (PoCL, 2 cores): forward 15-18 ms against 19-21
- * with im2col, backward 37-42 against 44. */
-static int implicit_ok(const ht_conv2d_shape *s) { return s->stride == 1; }
-static int implicit_dx_ok(const ht_conv2d_shape *s) { return s->stride == 1 && s->pad <= s->k - 1; }
-
 int ht_conv2d_chunk(ht_dev *d, const ht_conv2d_shape *s) {
     check_or_die(ht_conv2d_check(s), "ht_conv2d_chunk");
-    return ht_conv_plan_make(use_tiled(d), s).nb;
+    return ht_conv_plan_make(ht_conv_cpu_chunks(d), s).nb;
 }
 
-/* One call's context: the device, the shape, the plan, the workspace, the implementation. */
+/* One call's context: the device, the shape, the plan, the workspace, the algorithms. */
 typedef struct conv_ctx {
     ht_dev *d;
     const ht_conv2d_shape *s;
     conv_plan p;
     ht_buf *ws;
     size_t wo; /* workspace offset in floats */
-    int tiled;
+    conv_algos alg;
 } conv_ctx;
 
 /* Plan plus the common checks of forward and backward. */
 static conv_ctx conv_begin(ht_dev *d, const ht_conv2d_shape *s, ht_view ws, const char *op) {
     check_or_die(ht_conv2d_check(s), op);
-    conv_ctx c = {d, s, ht_conv_plan_make(use_tiled(d), s), ws.buf, ws.off, use_tiled(d)};
+    conv_ctx c = {d, s, ht_conv_plan_make(ht_conv_cpu_chunks(d), s), ws.buf, ws.off,
+                  ht_conv_algos_of(d, s)};
     if (c.p.total > (size_t)INT_MAX)
         ht_die(HT_ERUNTIME, "nn: %s: one sample's column matrix (%d x %d) exceeds 2^31 floats", op,
                c.p.K, c.p.P);
@@ -186,7 +185,7 @@ void ht_conv2d_forward(ht_dev *d, ht_view y, ht_view a, ht_view x, ht_view w, ht
     for (int b0 = 0; b0 < s->B; b0 += p->nb) {
         int n = s->B - b0 < p->nb ? s->B - b0 : p->nb, N = n * p->P;
         size_t yo = at(y, b0, s->cout, p->P) - y.off, wo = c.wo;
-        if (c.tiled && implicit_ok(s)) {
+        if (c.alg.fwd == HT_CONV_ALG_IMPLICIT) {
             const char *k =
                 act_kernel(act, "conv_igemm_fwd", "conv_igemm_relu_fwd", "conv_igemm_gelu_fwd");
             pad_input(&c, x, b0, n);
@@ -200,7 +199,7 @@ void ht_conv2d_forward(ht_dev *d, ht_view y, ht_view a, ht_view x, ht_view w, ht
             continue;
         }
         im2col(&c, x, b0, n);
-        if (c.tiled) {
+        if (c.alg.fwd == HT_CONV_ALG_TILED) {
             const char *k =
                 act_kernel(act, "conv_gemm_out", "conv_gemm_out_relu", "conv_gemm_out_gelu");
             LAUNCH_TILES(d, k, s->cout, N, 1, HT_BUF(y.buf), HT_INT(y.off + yo), HT_BUF(av.buf),
@@ -228,7 +227,7 @@ static void weight_grad(const conv_ctx *c, ht_view dw, int n, int acc) {
     int K = p->K, C = s->cout, N = n * p->P, S, Ls;
     size_t wo = c->wo;
     slices(N, &S, &Ls);
-    if (!c->tiled) {
+    if (c->alg.dw == HT_CONV_ALG_GEMM) {
         ht_sgemm(c->d, 0, 1, (size_t)C, (size_t)K, (size_t)N, 1.0f, c->ws, wo + p->g, (size_t)N,
                  c->ws, wo + p->col, (size_t)N, acc ? 1.0f : 0.0f, dw.buf, dw.off, (size_t)K);
         return;
@@ -236,7 +235,7 @@ static void weight_grad(const conv_ctx *c, ht_view dw, int n, int acc) {
     /* tiled: dW^T(K, cout) = col gt in S slices over the pixels; one slice lands in dW
      * directly (implicit kernel), several are summed in order by conv_dw_reduce */
     int direct = 0;
-    if (implicit_ok(s)) {
+    if (c->alg.dw == HT_CONV_ALG_IMPLICIT) {
         direct = S == 1;
         size_t gws[3] = {((size_t)C + 15) / 16, 0, (size_t)S}, lws[3] = {1, 1, 1};
         tile_rows(c->d, "conv_igemm_dw", K, &gws[1], &lws[1]);
@@ -261,7 +260,7 @@ static void input_grad(const conv_ctx *c, ht_view dx, ht_view w, int b0, int n) 
     const ht_conv2d_shape *s = c->s;
     int K = p->K, C = s->cout, N = n * p->P;
     size_t wo = c->wo, dxo = at(dx, b0, s->cin, s->h * s->w);
-    if (c->tiled && implicit_dx_ok(s)) {
+    if (c->alg.dx == HT_CONV_ALG_IMPLICIT) {
         pad_planes(c->d, c->ws, wo + p->gp, c->ws, wo + p->g, C * n, p->Ho, p->Wo, p->q, p->Hq,
                    p->Wq);
         size_t gws[3] = {((size_t)s->w + 15) / 16, 0, (size_t)n * s->h}, lws[3] = {1, 1, 1};
@@ -271,7 +270,7 @@ static void input_grad(const conv_ctx *c, ht_view dx, ht_view w, int b0, int n) 
                   HT_INT(s->w), HT_INT(s->k), HT_INT(C), HT_INT(p->Hq), HT_INT(p->Wq), HT_INT(n));
         return;
     }
-    if (c->tiled)
+    if (c->alg.dx == HT_CONV_ALG_TILED)
         tiled_gemm(c->d, c->ws, wo + p->col, N, 0, w.buf, w.off, 1, K, c->ws, wo + p->g, N, K, N, C,
                    1, C);
     else
@@ -283,10 +282,12 @@ static void input_grad(const conv_ctx *c, ht_view dx, ht_view w, int b0, int n) 
                 HT_INT(n));
 }
 
-/* Per chunk: the input again as a padded copy (implicit) or a column matrix (rebuilt rather
- * than kept: no per-layer memory), g = scale * da * act'(y) in the GEMM layout (and gt, its
- * transpose, for the tiled dW) with per-sample bias partials, db from those, dW, dx. Chunks
- * after the first always accumulate into dW/db. */
+/* Per chunk: the input again as a padded copy (implicit dW) or a column matrix (rebuilt
+ * rather than kept: no per-layer memory), g = scale * da * act'(y) in the GEMM layout (for
+ * dx and the GEMM dW) and/or gt, its transpose (for the tiled and implicit dW), with bias
+ * partials, db from those, dW, dx. Chunks after the first always accumulate into dW/db.
+ * Which kernel makes g/gt depends only on the dW algorithm, so the halves (dw or dx alone)
+ * compute exactly what the whole backward does. */
 void ht_conv2d_backward(ht_dev *d, ht_view dx, ht_view dw, ht_view db, ht_view da, ht_view y,
                         ht_view x, ht_view w, ht_view ws, const ht_conv2d_shape *s, ht_act act,
                         float scale, int accumulate) {
@@ -294,31 +295,34 @@ void ht_conv2d_backward(ht_dev *d, ht_view dx, ht_view dw, ht_view db, ht_view d
     conv_ctx c = conv_begin(d, s, ws, op);
     const conv_plan *p = &c.p;
     size_t nx = (size_t)s->B * s->cin * s->h * s->w, ny = (size_t)s->B * s->cout * p->P;
-    fits(x, nx, op, "x");
+    const int with_w = dw.buf != NULL;
+    if (with_w) fits(x, nx, op, "x");
     fits(w, (size_t)s->cout * p->K, op, "w");
-    fits(dw, (size_t)s->cout * p->K, op, "dw");
+    if (with_w) fits(dw, (size_t)s->cout * p->K, op, "dw");
     fits(da, ny, op, "da");
     if (act != HT_ACT_NONE) fits(y, ny, op, "y");
     if (dx.buf) fits(dx, nx, op, "dx");
-    if (db.buf) fits(db, (size_t)s->cout, op, "db");
+    if (with_w && db.buf) fits(db, (size_t)s->cout, op, "db");
+    if (!with_w && !dx.buf) return;
+    const int gt = with_w && c.alg.dw != HT_CONV_ALG_GEMM;        /* tiled/implicit dW */
+    const int g = dx.buf != NULL || (with_w && c.alg.dw == HT_CONV_ALG_GEMM); /* dx, GEMM dW */
     const char *k =
-        c.tiled ? act_kernel(act, "conv_grad_out_t", "conv_grad_out_t_relu", "conv_grad_out_t_gelu")
-                : act_kernel(act, "conv_grad_out", "conv_grad_out_relu", "conv_grad_out_gelu");
+        gt ? act_kernel(act, "conv_grad_out_t", "conv_grad_out_t_relu", "conv_grad_out_t_gelu")
+           : act_kernel(act, "conv_grad_out", "conv_grad_out_relu", "conv_grad_out_gelu");
     ht_view yv = act == HT_ACT_NONE ? da : y; /* conv_grad_out does not read it */
     int C = s->cout;
     for (int b0 = 0; b0 < s->B; b0 += p->nb) {
         int n = s->B - b0 < p->nb ? s->B - b0 : p->nb, acc = accumulate || b0 > 0;
         size_t yo = at(y, b0, C, p->P) - y.off, wo = c.wo;
-        if (c.tiled && implicit_ok(s))
+        if (with_w && c.alg.dw == HT_CONV_ALG_IMPLICIT)
             pad_input(&c, x, b0, n);
-        else
+        else if (with_w)
             im2col(&c, x, b0, n);
-        /* g feeds CLBlast's dW and every dx path; gt the tiled dW */
         int parts = n; /* bias partials per channel */
-        if (c.tiled) {
+        if (gt) {
             size_t gws[3] = {(size_t)n, ((size_t)C + 15) / 16, (size_t)pixel_blocks(p->P)};
             parts = n * pixel_blocks(p->P);
-            ht_launch(d, k, 3, gws, NULL, HT_BUF(c.ws), HT_INT(wo + p->g), HT_INT(dx.buf != NULL),
+            ht_launch(d, k, 3, gws, NULL, HT_BUF(c.ws), HT_INT(wo + p->g), HT_INT(g),
                       HT_BUF(c.ws), HT_INT(wo + p->gt), HT_BUF(c.ws), HT_INT(wo + p->bpart),
                       HT_BUF(da.buf), HT_INT(da.off + yo), HT_BUF(yv.buf), HT_INT(yv.off + yo),
                       HT_FLOAT(scale), HT_INT(C), HT_INT(p->P), HT_INT(n));
@@ -327,10 +331,10 @@ void ht_conv2d_backward(ht_dev *d, ht_view dx, ht_view dw, ht_view db, ht_view d
                     HT_INT(wo + p->bpart), HT_BUF(da.buf), HT_INT(da.off + yo), HT_BUF(yv.buf),
                     HT_INT(yv.off + yo), HT_FLOAT(scale), HT_INT(C), HT_INT(p->P), HT_INT(n));
         }
-        if (db.buf)
+        if (with_w && db.buf)
             ht_launch1d(d, "conv_bias_grad", (size_t)C, HT_BUF(db.buf), HT_INT(db.off),
                         HT_BUF(c.ws), HT_INT(wo + p->bpart), HT_INT(C), HT_INT(parts), HT_INT(acc));
-        weight_grad(&c, dw, n, acc);
+        if (with_w) weight_grad(&c, dw, n, acc);
         if (dx.buf) input_grad(&c, dx, w, b0, n);
     }
 }
@@ -348,13 +352,24 @@ static void pool_begin(const ht_pool2d_shape *s, ht_view in, ht_view out, const 
 /* 2x2 windows at stride 2 without padding have kernels of their own (8 windows per step). */
 static int pool_is_2x2(const ht_pool2d_shape *s) { return s->k == 2 && s->stride == 2 && !s->pad; }
 
+/* Output rows per work-item of the 2x2 kernels: whole planes while that leaves at least 64
+ * items (PoCL spent more time starting one-row items than pooling), else fewer. */
+static int pool2_rows(int planes, int Ho) {
+    int R = Ho;
+    while (R > 1 && (long)planes * ((Ho + R - 1) / R) < 64)
+        R = (R + 1) / 2;
+    return R;
+}
+static size_t pool2_items(int planes, int Ho, int R) { return (size_t)planes * ((Ho + R - 1) / R); }
+
 void ht_maxpool2d_forward(ht_dev *d, ht_view y, ht_view x, const ht_pool2d_shape *s) {
     pool_begin(s, x, y, "ht_maxpool2d_forward", "x", "y");
     int Ho = ht_pool2d_oh(s), Wo = ht_pool2d_ow(s), planes = s->B * s->c;
     if (pool_is_2x2(s)) {
-        ht_launch1d(d, "pool_max2_fwd", (size_t)planes * Ho, HT_BUF(y.buf), HT_INT(y.off),
+        int R = pool2_rows(planes, Ho);
+        ht_launch1d(d, "pool_max2_fwd", pool2_items(planes, Ho, R), HT_BUF(y.buf), HT_INT(y.off),
                     HT_BUF(x.buf), HT_INT(x.off), HT_INT(s->h), HT_INT(s->w), HT_INT(Ho),
-                    HT_INT(Wo), HT_INT(planes));
+                    HT_INT(Wo), HT_INT(planes), HT_INT(R));
         return;
     }
     ht_launch1d(d, "pool_max_fwd", (size_t)planes * Ho, HT_BUF(y.buf), HT_INT(y.off), HT_BUF(x.buf),
@@ -368,9 +383,10 @@ void ht_maxpool2d_backward(ht_dev *d, ht_view dx, ht_view dy, ht_view x, const h
     fits(x, (size_t)s->B * s->c * s->h * s->w, op, "x");
     int Ho = ht_pool2d_oh(s), Wo = ht_pool2d_ow(s), planes = s->B * s->c;
     if (pool_is_2x2(s)) {
-        ht_launch1d(d, "pool_max2_bwd", (size_t)planes * Ho, HT_BUF(dx.buf), HT_INT(dx.off),
-                    HT_BUF(dy.buf), HT_INT(dy.off), HT_BUF(x.buf), HT_INT(x.off), HT_INT(s->h),
-                    HT_INT(s->w), HT_INT(Ho), HT_INT(Wo), HT_INT(planes));
+        int R = pool2_rows(planes, Ho);
+        ht_launch1d(d, "pool_max2_bwd", pool2_items(planes, Ho, R), HT_BUF(dx.buf),
+                    HT_INT(dx.off), HT_BUF(dy.buf), HT_INT(dy.off), HT_BUF(x.buf), HT_INT(x.off),
+                    HT_INT(s->h), HT_INT(s->w), HT_INT(Ho), HT_INT(Wo), HT_INT(planes), HT_INT(R));
         return;
     }
     ht_launch1d(d, "pool_max_bwd", (size_t)planes, HT_BUF(dx.buf), HT_INT(dx.off), HT_BUF(dy.buf),

@@ -70,13 +70,27 @@ int ht_conv2d_chunk(ht_dev *d, const ht_conv2d_shape *s);
  * setting it: the ops derive nb from the cap, not from the workspace given. */
 void ht_conv2d_set_ws_cap(size_t floats);
 
-/* The GEMMs run either in CLBlast or in register-tiled kernels of cl/conv.cl (6x16 float16
- * tiles; stride 1 as implicit GEMM over a padded copy of the input, no column matrix). On
- * PoCL (2-core EPYC) the MNIST CNN's second conv at batch 64 takes 18 ms forward and 38 ms
- * backward tiled, against 72 and 236 ms with CLBlast, whose 128-wide tiles pad cout = 64
- * to 128 and whose long-k weight-gradient GEMM runs at ~10 GFLOP/s. AUTO: tiled on CPU
- * devices, CLBlast on the others. Process-wide; tests and benchmarks force either. */
-typedef enum { HT_CONV_AUTO, HT_CONV_CLBLAST, HT_CONV_TILED } ht_conv_impl;
+/* Each pass (forward, input gradient, weight gradient) runs one of three algorithms:
+ * implicit GEMM (register-tiled kernels of cl/conv.cl reading a zero-padded copy of the
+ * input, no column matrix; stride 1 only, and for the input gradient pad <= k-1), im2col +
+ * the tiled GEMM kernels of cl/conv.cl (6x16 float16 tiles, bias and activation fused into
+ * the store), or im2col + the device's chosen SGEMM (ht_sgemm: the packed tiled kernels or
+ * CLBlast). AUTO chooses per layer shape and pass by timing one chunk of each applicable
+ * algorithm on the device, the first time the shape is met (conv_choice.c); the choice is
+ * cached on disk beside the SGEMM choice, under a lock, so every process on a machine (the
+ * ranks of a pipeline and the one-process run) uses the same one. $HT_CONV=auto|implicit|
+ * tiled|gemm forces one (implicit falls back to tiled where it does not apply); another
+ * value exits 2. Process-wide here for tests and benchmarks: CLBLAST = gemm everywhere with
+ * the large chunks, TILED = implicit where it applies else tiled (the choice before
+ * measurement), IM2COL = tiled everywhere, GEMM = gemm everywhere with the CPU chunks.
+ * $HT_CONV wins. */
+typedef enum {
+    HT_CONV_AUTO,
+    HT_CONV_CLBLAST,
+    HT_CONV_TILED,
+    HT_CONV_IM2COL,
+    HT_CONV_GEMM
+} ht_conv_impl;
 void ht_conv2d_set_impl(ht_conv_impl impl);
 
 /* y = conv(x, w) + b per output channel (cross-correlation, as PyTorch's Conv2d), and
@@ -92,9 +106,11 @@ void ht_conv2d_forward(ht_dev *d, ht_view y, /* (B,cout,Ho,Wo) pre-activation ou
 /* Gradients of sum(scale * da . act(y)), y = conv(x, w) + b. The activation derivative
  * and `scale` are applied while da is rearranged for the GEMMs (da itself is not written);
  * `accumulate` adds into dw/db (beta = 1) instead of overwriting them; dx is always
- * overwritten. Every sum (db, dW slices and chunks, dx taps) runs in a fixed order. */
+ * overwritten. Every sum (db, dW slices and chunks, dx taps) runs in a fixed order.
+ * Either half alone (zero-bubble B and W): dw.buf NULL computes only dx (x, db unused);
+ * dx.buf NULL only dw and db. The halves equal the whole backward bit for bit. */
 void ht_conv2d_backward(ht_dev *d, ht_view dx, /* (B,cin,h,w) written; buf NULL: not computed */
-                        ht_view dw,            /* (cout,cin,k,k) */
+                        ht_view dw,            /* (cout,cin,k,k); buf NULL: not computed */
                         ht_view db,            /* (cout), or buf NULL when the layer has no bias */
                         ht_view da,            /* (B,cout,Ho,Wo) gradient of the output act(y) */
                         ht_view y,  /* (B,cout,Ho,Wo) saved pre-activation; unused for NONE */

@@ -215,5 +215,15 @@ void ht_dev_profile_report(ht_dev *d, FILE *f);
 /* Whether the events folded so far all lacked timestamps (then the times are unknown). */
 int ht_dev_profile_no_timestamps(const ht_dev *d);
 void ht_dev_profile_reset(ht_dev *d);
+/* Sets the profiling mode (HT_PROF_*) and returns the previous one: a measurement that is
+ * not the job's (the convolution's algorithm choice) turns recording off around itself. */
+int ht_dev_profile_swap(ht_dev *d, int mode);
+
+/* ---------------------------------------------------------------- choices cached on disk */
+
+/* The path of a file beside the device's program cache for a choice keyed by `tag` (hashed
+ * with the program's key and the CLBlast tuning file, as the SGEMM choice), with extension
+ * `ext`; 0 when the cache is off (nothing written, out untouched). */
+int ht_dev_cache_file(const ht_dev *d, const char *tag, const char *ext, char *out, size_t n);
 
 #endif

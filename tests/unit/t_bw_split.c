@@ -11,7 +11,8 @@
  * At the model level (what the pipeline executor runs): ht_model_backward_part's B over a
  * stage's layers, then its W, gives the whole backward's gradients and input gradient bit
  * for bit, for an MLP (fused linear+ReLU) and a GPT (dropout on, tied and untied head),
- * with a grad_scale on a top layer that folds it (the head) and one that does not (ln_f). */
+ * with a grad_scale on a top layer that folds it (the head) and one that does not (ln_f),
+ * and for a CNN (conv+ReLU, pool, strided padded conv). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -318,6 +319,29 @@ static void test_model_gpt(int tie) {
     ht_model_free(&m);
 }
 
+/* A CNN with a fused conv+ReLU, a conv without activation after a pool, stride 2 and padding,
+ * odd sizes and a batch that is not a multiple of the chunk: B then W = whole bit for bit
+ * (conv's W recomputes the output gradient's pass from the slot's da and y). */
+static void test_model_cnn(void) {
+    enum { B = 5, C = 4 };
+    const char *const specs[] = {"conv 3 6 pad=1", "relu",   "maxpool 2",
+                                 "conv 3 5 stride=2 pad=2", "flatten", "linear 4"};
+    ht_model m;
+    ht_exit_on_error(ht_model_cnn(&m, D, (ht_shape){3, {2, 11, 9}}, specs, 6, C, B));
+    ht_model_init_params(&m, 44);
+    float x[B * 2 * 11 * 9];
+    int32_t y[B];
+    for (int i = 0; i < B * 2 * 11 * 9; i++)
+        x[i] = (float)(ht_rng_below(1000, i, 6) - 500) * 4e-3f;
+    for (int i = 0; i < B; i++)
+        y[i] = (int32_t)ht_rng_below(10, i, C);
+    ht_model_set_batch(&m, x, y, B);
+    model_split(&m, B, 0, m.nlayers, 0.5f, "CNN");
+    model_split(&m, B, 3, m.nlayers, 0.25f, "CNN, upper stage (conv stride 2 first)");
+    model_split(&m, B, 0, 3, 0.5f, "CNN, lower stage (conv+relu, pool: scaled in place)");
+    ht_model_free(&m);
+}
+
 int main(void) {
     D = test_dev_open();
     dt_use(D);
@@ -330,6 +354,7 @@ int main(void) {
     test_model_mlp();
     test_model_gpt(0);
     test_model_gpt(1);
+    test_model_cnn();
     ht_dev_close(D);
     return tap_done();
 }

@@ -17,7 +17,7 @@
 #include "testdev.h"
 
 static ht_dev *D;
-static const char *IMPL = ""; /* "tiled" or "clblast": which GEMMs the conv tests run */
+static const char *IMPL = ""; /* which algorithms the conv tests run (conv_suite) */
 
 /* Tolerances (stated once): GEMM-based results vs double references, normalised by the
  * tensor's largest magnitude; pooling per element relative to max(|ref|, POOL_FLOOR) (sums
@@ -184,18 +184,31 @@ static void test_conv_chunked(int nb) {
     ht_conv2d_set_ws_cap(0);
 }
 
-/* Two identical backward runs give bit-identical gradients (fixed reduction order). */
+/* Two identical backward runs give bit-identical gradients (fixed reduction order), and the
+ * zero-bubble halves (dx alone with dw.buf NULL, then dw/db alone with dx.buf NULL, over a
+ * gradient holding an earlier micro-batch's sum: accumulate) equal the whole backward's bits. */
 static void test_conv_deterministic(void) {
     conv_cfg c = {{3, 3, 7, 7, 5, 3, 1, 1}, 1, HT_ACT_RELU};
     const ht_conv2d_shape *s = &c.s;
     size_t nx = nx_of(s), ny = ny_of(s), nw = nw_of(s), np = nw + s->cout;
     float *x = hnew(nx, -1, 1, 41), *p = hnew(np, -0.5f, 0.5f, 42), *da = hnew(ny, -1, 1, 43);
-    float *y = hnew(ny, -1, 1, 44), *r[2][2];
+    float *y = hnew(ny, -1, 1, 44), *g0 = hnew(np, -1, 1, 45), *r[3][2];
     dt tx = dt_new(nx, x), tp = dt_new(np, p), tda = dt_new(ny, da), ty = dt_new(ny, y);
     dt tg = dt_new(np, NULL), tdx = dt_new(nx, NULL), tws = ws_new(s);
-    for (int k = 0; k < 2; k++) {
-        ht_conv2d_backward(D, dt_view(tdx), dt_view(tg), dt_view_at(tg, nw), dt_view(tda), dt_view(ty), dt_view(tx), dt_view(tp), dt_view(tws), s,
-                           c.act, 1.0f, 0);
+    for (int k = 0; k < 3; k++) {
+        dt_set(tg, g0);
+        if (k < 2) {
+            ht_conv2d_backward(D, dt_view(tdx), dt_view(tg), dt_view_at(tg, nw), dt_view(tda),
+                               dt_view(ty), dt_view(tx), dt_view(tp), dt_view(tws), s, c.act,
+                               0.5f, 1);
+        } else { /* B, then W */
+            ht_conv2d_backward(D, dt_view(tdx), ht_view_none(), ht_view_none(), dt_view(tda),
+                               dt_view(ty), ht_view_none(), dt_view(tp), dt_view(tws), s, c.act,
+                               0.5f, 1);
+            ht_conv2d_backward(D, ht_view_none(), dt_view(tg), dt_view_at(tg, nw), dt_view(tda),
+                               dt_view(ty), dt_view(tx), dt_view(tp), dt_view(tws), s, c.act,
+                               0.5f, 1);
+        }
         r[k][0] = malloc(np * sizeof(float)), r[k][1] = malloc(nx * sizeof(float));
         dt_get(tg, r[k][0]);
         dt_get(tdx, r[k][1]);
@@ -203,9 +216,12 @@ static void test_conv_deterministic(void) {
     tap_ok(!memcmp(r[0][0], r[1][0], np * sizeof(float)) &&
                !memcmp(r[0][1], r[1][1], nx * sizeof(float)),
            "[%s] conv backward twice: dW, db, dx bit-identical", IMPL);
+    tap_ok(!memcmp(r[0][0], r[2][0], np * sizeof(float)) &&
+               !memcmp(r[0][1], r[2][1], nx * sizeof(float)),
+           "[%s] conv backward as dx alone then dW/db alone: bit-identical to the whole", IMPL);
     dt_free(tx), dt_free(tp), dt_free(tda), dt_free(ty), dt_free(tg), dt_free(tdx), dt_free(tws);
-    free(x), free(p), free(da), free(y);
-    for (int k = 0; k < 2; k++)
+    free(x), free(p), free(da), free(y), free(g0);
+    for (int k = 0; k < 3; k++)
         free(r[k][0]), free(r[k][1]);
 }
 
@@ -497,8 +513,9 @@ static void test_shapes(void) {
 
 /* ---------------------------------------------------------------- main */
 
-/* Every conv test with the GEMMs of one implementation. */
-static void conv_suite(ht_conv_impl impl, const char *name) {
+/* Every conv test with the algorithms of one setting; `some`: a subset of the shapes (the
+ * automatic choice measures each new shape: slow on rusticl, where our tiled kernels are). */
+static void conv_suite(ht_conv_impl impl, const char *name, int some) {
     ht_conv2d_set_impl(impl);
     IMPL = name;
     /* {B, cin, h, w, cout, k, stride, pad}, bias, act. Tiled: stride 1 runs the implicit
@@ -514,10 +531,16 @@ static void conv_suite(ht_conv_impl impl, const char *name) {
     };
     const int ncfg = (int)(sizeof cfgs / sizeof *cfgs);
     for (int i = 0; i < ncfg; i++)
-        test_conv_forward(cfgs[i], 100 + 10 * i);
+        if (!some || i % 3 == 1) test_conv_forward(cfgs[i], 100 + 10 * i);
     for (int i = 0; i < ncfg; i++) {
+        if (some && i % 3 != 1) continue;
         test_conv_backward(cfgs[i], 1.0f, 0, 1, 200 + 10 * i);
         test_conv_backward(cfgs[i], i % 2 ? 0.25f : 1.0f, 1, i % 3 != 0, 300 + 10 * i);
+    }
+    if (some) {
+        test_conv_deterministic();
+        ht_conv2d_set_impl(HT_CONV_AUTO);
+        return;
     }
     test_conv_chunked(2);
     test_conv_chunked(1);
@@ -536,8 +559,10 @@ int main(void) {
     D = test_dev_open();
     dt_use(D);
     test_shapes();
-    conv_suite(HT_CONV_TILED, "tiled");
-    conv_suite(HT_CONV_CLBLAST, "clblast");
+    conv_suite(HT_CONV_TILED, "implicit", 0); /* implicit GEMM where it applies, else tiled */
+    conv_suite(HT_CONV_IM2COL, "tiled", 0);   /* im2col + cl/conv.cl's tiled GEMM */
+    conv_suite(HT_CONV_CLBLAST, "gemm", 0);   /* im2col + ht_sgemm (chunks: t_conv_chunked) */
+    conv_suite(HT_CONV_AUTO, "auto", 1);      /* each shape and pass chosen by measurement */
 
     /* {B, c, h, w, k, stride, pad} */
     const ht_pool2d_shape p22 = {3, 2, 7, 7, 2, 2, 0}, p32 = {3, 2, 7, 7, 3, 2, 0};
@@ -546,8 +571,13 @@ int main(void) {
      * a 4-step, a scalar window and an uncovered last column; 9 rows leave an uncovered
      * last row */
     const ht_pool2d_shape p22w = {2, 3, 9, 45, 2, 2, 0};
+    /* work-items take several output rows once there are enough planes: whole planes of 4
+     * rows (72 planes), and blocks of 3 of 5 rows, the last one short (35 planes) */
+    const ht_pool2d_shape p22m = {8, 9, 9, 45, 2, 2, 0}, p22r = {5, 7, 11, 19, 2, 2, 0};
     for (int ties = 0; ties < 2; ties++) {
         test_pool(POOL_MAX, p22w, 0, ties, 450 + ties);
+        test_pool(POOL_MAX, p22m, 0, ties, 460 + ties);
+        test_pool(POOL_MAX, p22r, 0, ties, 470 + ties);
         test_pool(POOL_MAX, p22, 0, ties, 400 + ties);
         test_pool(POOL_MAX, p32, 0, ties, 410 + ties);
         test_pool(POOL_MAX, p32p, 0, ties, 420 + ties);
