@@ -28,18 +28,8 @@ optim = { type = "sgd"; lr = 0.05; momentum = 0.9; };
 log = { every = 1; progress = "none"; };
 CFG
 # 8 ranks on 4 hosts: speeds 1, 1, 1, 1, 0.5, 0.5, 0.25, 0.25; 10 GB/s inside a host, 1 GB/s
-# between hosts
-cat >c8.cfg <<'CFG'
-devices = (
-  { name = "fast"; gflops = 100.0; efficiency = 0.5; mem_bw_gbs = 50.0; launch_us = 10.0; },
-  { name = "half"; like = "fast"; scale = 0.5; },
-  { name = "quarter"; like = "fast"; scale = 0.25; }
-);
-hosts = ( { count = 2; devices = ["fast", "fast"]; }, { devices = ["half", "half"]; },
-          { devices = ["quarter", "quarter"]; } );
-links = { intra = { latency_us = 5.0; bandwidth_gbs = 10.0; };
-          inter = { latency_us = 30.0; bandwidth_gbs = 1.0; }; };
-CFG
+# between hosts (the cluster of tools/bench/bench_emulate_hetsim.sh too)
+cp "$HT_ROOT/conf/cluster-emulate8.cfg" c8.cfg
 
 # em NAME CLUSTER JOB ARGS...: hettrain emulate, metrics NAME.jsonl
 em() {

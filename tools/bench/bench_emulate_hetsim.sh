@@ -17,17 +17,7 @@ optim = { type = "sgd"; lr = 0.05; momentum = 0.9; };
 log = { every = 12; progress = "none"; };
 CFG
 # tests/integration/emulate.t's cluster: 8 ranks on 4 hosts at speeds 1,1,1,1,.5,.5,.25,.25
-cat >"$tmp/c8.cfg" <<'CFG'
-devices = (
-  { name = "fast"; gflops = 100.0; efficiency = 0.5; mem_bw_gbs = 50.0; launch_us = 10.0; },
-  { name = "half"; like = "fast"; scale = 0.5; },
-  { name = "quarter"; like = "fast"; scale = 0.25; }
-);
-hosts = ( { count = 2; devices = ["fast", "fast"]; }, { devices = ["half", "half"]; },
-          { devices = ["quarter", "quarter"]; } );
-links = { intra = { latency_us = 5.0; bandwidth_gbs = 10.0; };
-          inter = { latency_us = 30.0; bandwidth_gbs = 1.0; }; };
-CFG
+cp conf/cluster-emulate8.cfg "$tmp/c8.cfg"
 printf '%-26s %10s %12s %7s %12s %7s\n' job "hetsim ms" "emulated ms" ratio "window ms" ratio
 row() { # row SCHEDULE STAGES MICRO-BATCHES [--set ...]
     local s=$1 D=$2 N=$3
