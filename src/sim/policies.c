@@ -49,6 +49,17 @@ static int next_worker(const wk *w, int n) {
     return best;
 }
 
+/* The gossip policies' next event: the worker whose compute ends first, its b samples
+ * counted and *end moved to its time; -1 when none computes or the budget is spent (the
+ * step that spends it is counted, and ends the run). */
+static int next_step(const wk *w, int W, int b, int64_t budget, int64_t *samples, double *end) {
+    const int i = next_worker(w, W);
+    if (i < 0 || *samples >= budget) return -1;
+    *samples += b;
+    if (w[i].t > *end) *end = w[i].t;
+    return *samples >= budget ? -1 : i;
+}
+
 static void start_compute(wk *w, double t, double dt) {
     w->t = t + dt;
     w->busy += dt;
@@ -270,11 +281,8 @@ static void run_gossip(const ht_sim_cluster *c, const ht_sim_model *sm, const ht
     }
     int64_t samples = 0, budget = (int64_t)p->steps * p->B;
     const int b = p->B / W;
-    for (int i; (i = next_worker(w, W)) >= 0 && samples < budget;) {
+    for (int i; (i = next_step(w, W, b, budget, &samples, end)) >= 0;) {
         const double t = w[i].t;
-        samples += b;
-        if (t > *end) *end = t;
-        if (samples >= budget) break;
         steps[i]++, since[i]++;
         double d2h, h2d = ht_sim_host_copy(c, i, &d2h), host = 0;
         int read = 0, merged = 0;
@@ -339,11 +347,8 @@ static void run_gossip_fixed(const ht_sim_cluster *c, const ht_sim_model *sm,
         start_compute(&w[i], 0, tc[i]);
     int64_t samples = 0, budget = (int64_t)p->steps * p->B;
     const int b = p->B / W;
-    for (int i; (i = next_worker(w, W)) >= 0 && samples < budget;) {
+    for (int i; (i = next_step(w, W, b, budget, &samples, end)) >= 0;) {
         const double t = w[i].t;
-        samples += b;
-        if (t > *end) *end = t;
-        if (samples >= budget) break;
         int q = w[i].clock % period == 0
                     ? ht_gossip_peer(i, (int)(round[i]++ % (W > 1 ? 2 * W : 1)), W)
                     : -1;
