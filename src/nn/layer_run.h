@@ -21,6 +21,8 @@ typedef struct ht_layer_run {
      * yet (pools, the transformer block): its whole backward runs in B, nothing in W. */
     void (*backward_input)(ht_model *m, int i, int B, ht_act act, float scale, int accumulate);
     void (*backward_weights)(ht_model *m, int i, int B, ht_act act, float scale, int accumulate);
+    /* NULL, or 0 when this layer cannot split in this model (the block without keep_bw) */
+    int (*splits)(const ht_model *m, int i);
 } ht_layer_run;
 
 extern const ht_layer_run ht_run_linear, ht_run_act, ht_run_flatten;

@@ -292,6 +292,9 @@ static int setup(ht_job *j, pipe_state *p) {
     double slowdown = ht_config_slowdown_at(cfg, j->rank, j->start);
     double *times = NULL; /* hepipe plans its warm-ups from the stages' times */
     ht_pipe_report rep;
+    /* zero-bubble: the GPT block keeps its internal gradients from B to W (counted from here
+     * on by the layers' saved state: the plan's memory model, slots, narrowing) */
+    if (ht_pipe_kind_split(pp->kind)) ht_model_keep_bw(&j->model);
     ht_pipe_mem_init(&p->mem, cfg, ht_dev_info(j->dev), j->world, D);
     int rc = plan_stages(j, pp, p, slowdown, &times);
     /* before the executor: a re-partitioning job keeps whole-size buffers (pipe_local.c) */
