@@ -9,6 +9,7 @@
 # largest), as tests/integration/pipe.t checks the other schedules; so do a recomputing
 # pipeline (its B runs the whole backward), the CNN (conv and linear split) and the tied GPT
 # (5e-4, as pipe_tied.t). A zb-v checkpoint resumes in one process and continues its losses.
+# zb-het logs the F, B and W times it planned from, B and W measured apart.
 . "$(dirname "$0")/../lib/lib.sh"
 . "$(dirname "$0")/../lib/mpi.sh"
 . "$(dirname "$0")/../lib/pipe_gpt.sh"
@@ -75,6 +76,15 @@ for n in gpt-zb-h1-2-2-6 gpt-zb-h1-4-4-4; do
              END { exit bad || n < 2 }'
     ok $? "$n: every rank's memory prediction within 10% of its measured peak"
 done
+
+# zb-het plans from F, B and W measured apart at start-up (pipe_calib.c), logged per stage:
+# every stage's three times present and positive (their values are the machine's)
+mpirun_ht 2 "$HETTRAIN" -c "$TMP/gpt.cfg" --set train.steps=1 --set pipe.schedule=zb-het \
+    --set pipe.stages=2 --set pipe.micro_batches=4 >"$TMP/het.out" 2>"$TMP/het.err"
+grep -E '^\[rank 0\] zb-het: F/B/W ms per micro-batch measured at start-up: stage 0 [0-9.e+-]+/[0-9.e+-]+/[0-9.e+-]+; stage 1 [0-9.e+-]+/[0-9.e+-]+/[0-9.e+-]+$' "$TMP/het.err" |
+    grep -Eo '[0-9.e+-]+/[0-9.e+-]+/[0-9.e+-]+' | tr '/' '\n' | awk '$1 > 0 { n++ } END { exit n != 6 }' &&
+    grep -q 'zb-het under them: makespan' "$TMP/het.err"
+ok $? "zb-het: B and W timed apart at start-up, logged for both stages"
 
 # --trace: every rank's BWD_W passes, one per micro-batch and chunk
 run 2 gpt tr --set train.steps=1 --set pipe.schedule=zb-h1 --set pipe.stages=2 \
