@@ -186,7 +186,6 @@ static void blk_bwd(ht_model *m, int i, int B, ht_act unused, float scale, int a
  * projection's and LayerNorm's output gradient left in the slot's saved state (S_G*) instead
  * of the workspace; W computes the dW/db and the LayerNorms' gamma/beta from them and the
  * saved inputs. The same kernels on the same operands: B then W = blk_bwd bit for bit. */
-static int blk_splits(const ht_model *m, int i) { return m->keep_bw; }
 
 static void blk_bwd_in(ht_model *m, int i, int B, ht_act unused, float scale, int acc) {
     const ht_layer *l = &m->layers[i];
@@ -242,4 +241,4 @@ static void blk_bwd_w(ht_model *m, int i, int B, ht_act unused, float scale, int
 
 const ht_layer_run ht_run_embed = {embed_fwd, embed_bwd, embed_bwd_in, embed_bwd};
 const ht_layer_run ht_run_layernorm = {lnl_fwd, lnl_bwd, lnl_bwd_in, lnl_bwd_w};
-const ht_layer_run ht_run_block = {blk_fwd, blk_bwd, blk_bwd_in, blk_bwd_w, blk_splits};
+const ht_layer_run ht_run_block = {blk_fwd, blk_bwd, blk_bwd_in, blk_bwd_w};

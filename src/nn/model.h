@@ -264,6 +264,8 @@ void ht_model_backward_part(ht_model *m, int lo, int hi, int B, float grad_scale
  * B until W) and lays it out again (the saved buffer is reallocated when attached, contents
  * lost). Without it the block has no split: its whole backward runs in B. Idempotent. */
 void ht_model_keep_bw(ht_model *m);
+/* Its layout part, for a description (no buffers; hetsim's memory model). */
+void ht_model_keep_bw_layout(ht_model *m);
 /* Activation i (B, width[i]) and its gradient as views. */
 ht_view ht_model_act(const ht_model *m, int i);
 ht_view ht_model_dact(const ht_model *m, int i);
