@@ -4,9 +4,8 @@
 # slot). The MLP (linear and fused linear+ReLU halves) and the GPT (embedding, LayerNorm,
 # head and block halves: the blocks keep their internal gradients per slot from B to W, and
 # the memory model's prediction stays within 10% of the measured peak) train to the loss
-# sequence of one process within a
-# relative 2e-5 per step and to its final parameters (every tensor within 1e-4 of its
-# largest), as tests/integration/pipe.t checks the other schedules; so do a recomputing
+# sequence of one process within a relative 2e-5 per step and to its final parameters (every
+# tensor within 1e-4 of its largest), as tests/integration/pipe.t checks the other schedules; so do a recomputing
 # pipeline (its B runs the whole backward), the CNN (conv and linear split) and the tied GPT
 # (5e-4, as pipe_tied.t). A zb-v checkpoint resumes in one process and continues its losses.
 # zb-het logs the F, B and W times it planned from, B and W measured apart.
