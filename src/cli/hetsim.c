@@ -91,6 +91,8 @@ static void build_model(const ht_config *cfg, ht_model *m) {
      * sizes it. At train.batch a large job's global batch would trip the per-tensor limit
      * that a rank's batch, a micro-batch of it, never reaches. */
     ht_exit_on_error(ht_build_desc(m, cfg, features, classes, 1));
+    /* zero-bubble: the GPT block's gradients kept from B to W count in its slots */
+    if (ht_pipe_kind_split(cfg->pipe.schedule)) ht_model_keep_bw_layout(m);
 }
 
 typedef struct job {

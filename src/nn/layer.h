@@ -18,6 +18,9 @@ typedef struct ht_layer_ops {
      * without the input gradient, which is that part for a layer of one weight op */
     double (*flops_weights)(const ht_layer *l);
     size_t (*work_floats)(const ht_layer *l, int B); /* NULL: none */
+    /* Saved floats per sample its B/W split keeps besides save (ht_model_keep_bw); NULL:
+     * none needed (its split, if any, works without) */
+    size_t (*save_bw)(const ht_layer *l);
     int fuses_act; /* can run a following relu/gelu in its own pass */
     int scales;    /* folds backward's scale into its own work (GEMM alpha) */
     int aliases;   /* output is the input reinterpreted (flatten): same activation region */
@@ -110,6 +113,11 @@ enum { LN1_W, LN1_B, QKV_W, QKV_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, FCP
 
 /* Saved state per sample, in this order (each array laid out for max_batch samples). */
 enum { S_LN1, S_M1, S_R1, S_QKV, S_ATT, S_ATTY, S_RES2, S_LN2, S_M2, S_R2, S_FCH, S_FCHG, S_N };
+/* With the model's keep_bw (zero-bubble split, ht_model_keep_bw), after those: the internal
+ * output gradients that B leaves for W (issue 27): the attention branch's (after dropout),
+ * fc's pre-activation, ln2's output, qkv's, ln1's output. The MLP branch's is dout itself
+ * (W redraws its dropout). */
+enum { S_GATT = S_N, S_GFCH, S_GLN2, S_GQKV, S_GLN1, S_GN };
 
 /* Workspace (B samples): [dres | dtmp | dfch | dln | dqkv | datty | attention scratch];
  * forward uses dtmp for the branch outputs before their residual add. */
@@ -130,7 +138,10 @@ static inline size_t blk_part(const ht_layer *l, int part) {
         return l->flash ? NH * T : NH * T * T;
     case S_FCH:
     case S_FCHG:
+    case S_GFCH:
         return 4 * T * C;
+    case S_GQKV:
+        return 3 * T * C;
     default:
         return T * C;
     }

@@ -18,7 +18,9 @@ typedef struct ht_layer_run {
     /* Zero-bubble halves (issue 27), both or neither: B, the gradient of activation i and
      * whatever is cheaper there, then later W, the remaining parameter gradients, from the
      * saved input and the output gradient that B leaves in place. NULL: the kind has no split
-     * yet (pools, the transformer block): its whole backward runs in B, nothing in W. */
+     * yet (pools): its whole backward runs in B, nothing in W. A kind whose split needs
+     * more saved state (ops->save_bw: the transformer block) splits only in a model that keeps
+     * it (ht_model_keep_bw). */
     void (*backward_input)(ht_model *m, int i, int B, ht_act act, float scale, int accumulate);
     void (*backward_weights)(ht_model *m, int i, int B, ht_act act, float scale, int accumulate);
 } ht_layer_run;

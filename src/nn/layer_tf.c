@@ -113,12 +113,21 @@ static double blk_flops_w(const ht_layer *l) {
            lin_b(T, C, 3 * C, 0) + 2 * ln_b(n, 0);
 }
 
+/* What its B leaves for W (ht_model_keep_bw): the internal output gradients S_GATT.. */
+static size_t blk_save_bw(const ht_layer *l) {
+    size_t n = 0;
+    for (int p = S_N; p < S_GN; p++)
+        n += blk_part(l, p);
+    return n;
+}
+
 const ht_layer_ops ht_ops_block = {
     .kind = "block",
     .flops_forward = blk_flops_fwd,
     .flops_backward = blk_flops_bwd,
     .flops_weights = blk_flops_w,
     .work_floats = blk_work_floats,
+    .save_bw = blk_save_bw,
 };
 
 int ht_layer_add_block(ht_model *m, const char *name, int heads, int n_layer, float dropout) {

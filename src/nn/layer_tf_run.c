@@ -179,14 +179,66 @@ static void blk_bwd(ht_model *m, int i, int B, ht_act unused, float scale, int a
                        acc);
     ht_layernorm_backward(d, dres, G(LN1_W), G(LN1_B), dln, ht_model_act(m, i), P(LN1_W), S(S_M1),
                           S(S_R1), N, C, 1, acc);
+}
+
+/* Zero-bubble halves (issue 27; only with m->keep_bw): B is blk_bwd less the weight
+ * gradients (fc's bias rides on its activation pass, as in the fused linear's B), with each
+ * projection's and LayerNorm's output gradient left in the slot's saved state (S_G*) instead
+ * of the workspace; W computes the dW/db and the LayerNorms' gamma/beta from them and the
+ * saved inputs. The same kernels on the same operands: B then W = blk_bwd bit for bit. */
+
+static void blk_bwd_in(ht_model *m, int i, int B, ht_act unused, float scale, int acc) {
+    const ht_layer *l = &m->layers[i];
+    ht_dev *d = m->dev;
+    int T = seq_T(l), C = seq_C(l), NH = l->heads, N = B * T;
+    size_t n = (size_t)N * C;
+    ht_view dout = ht_model_dact(m, i + 1), tmp = blk_work(m, l, W_DTMP, B);
+    ht_view datty = blk_work(m, l, W_DATTY, B), datt = S(S_GATT);
+    ht_view dres = i > 0 ? ht_model_dact(m, i) : blk_work(m, l, W_DRES, B);
+    ht_view dbr = blk_branch_grad(m, i, dout, tmp, n, 1);
+    ht_linear_backward_input(d, S(S_GFCH), dbr, P(FCP_W), N, 4 * C, C, 1.0f);
+    ht_linear_act_backward_input(d, S(S_GLN2), G(FC_B), S(S_GFCH), S(S_GFCH), S(S_FCH), P(FC_W),
+                                 N, C, 4 * C, HT_ACT_GELU, 1.0f, acc);
+    ht_residual_backward(d, dres, ht_view_none(), dout, n, 0);
+    ht_layernorm_backward_input(d, dres, S(S_GLN2), S(S_RES2), P(LN2_W), S(S_M2), S(S_R2), N, C,
+                                1);
+    /* the attention branch's gradient is kept: dres goes on to take ln1's */
+    if (dropout_on(m, l)) blk_branch_grad(m, i, dres, datt, n, 0);
+    else ht_residual_backward(d, datt, ht_view_none(), dres, n, 0);
+    ht_linear_backward_input(d, datty, datt, P(PROJ_W), N, C, C, 1.0f);
+    if (l->flash)
+        ht_attention_flash_backward(d, S(S_GQKV), blk_work(m, l, W_SCR, B), datty, S(S_ATTY),
+                                    S(S_QKV), S(S_ATT), B, T, C, NH);
+    else
+        ht_attention_backward(d, S(S_GQKV), blk_work(m, l, W_SCR, B), datty, S(S_QKV), S(S_ATT),
+                              B, T, C, NH);
+    ht_linear_backward_input(d, S(S_GLN1), S(S_GQKV), P(QKV_W), N, C, 3 * C, 1.0f);
+    ht_layernorm_backward_input(d, dres, S(S_GLN1), ht_model_act(m, i), P(LN1_W), S(S_M1),
+                                S(S_R1), N, C, 1);
+}
+
+static void blk_bwd_w(ht_model *m, int i, int B, ht_act unused, float scale, int acc) {
+    const ht_layer *l = &m->layers[i];
+    ht_dev *d = m->dev;
+    int T = seq_T(l), C = seq_C(l), N = B * T;
+    size_t n = (size_t)N * C;
+    /* the MLP branch's gradient is dout (still in the slot), dropped out again */
+    ht_view dbr = blk_branch_grad(m, i, ht_model_dact(m, i + 1), blk_work(m, l, W_DTMP, B), n, 1);
+    ht_linear_backward_weights(d, G(FCP_W), G(FCP_B), dbr, S(S_FCHG), N, 4 * C, C, 1.0f, acc);
+    ht_linear_backward_weights(d, G(FC_W), ht_view_none(), S(S_GFCH), S(S_LN2), N, C, 4 * C, 1.0f,
+                               acc);
+    ht_layernorm_backward_weights(d, G(LN2_W), G(LN2_B), S(S_GLN2), S(S_RES2), S(S_M2), S(S_R2),
+                                  N, C, acc);
+    ht_linear_backward_weights(d, G(PROJ_W), G(PROJ_B), S(S_GATT), S(S_ATTY), N, C, C, 1.0f, acc);
+    ht_linear_backward_weights(d, G(QKV_W), G(QKV_B), S(S_GQKV), S(S_LN1), N, C, 3 * C, 1.0f,
+                               acc);
+    ht_layernorm_backward_weights(d, G(LN1_W), G(LN1_B), S(S_GLN1), ht_model_act(m, i), S(S_M1),
+                                  S(S_R1), N, C, acc);
+}
 #undef G
 #undef P
 #undef S
-}
 
 const ht_layer_run ht_run_embed = {embed_fwd, embed_bwd, embed_bwd_in, embed_bwd};
 const ht_layer_run ht_run_layernorm = {lnl_fwd, lnl_bwd, lnl_bwd_in, lnl_bwd_w};
-/* No B/W split of the block yet (issue 27): its internal gradients live in the shared
- * workspace, so a zero-bubble schedule runs its whole backward in B and nothing in W (its
- * four projections' dW would need that workspace kept per micro-batch). */
-const ht_layer_run ht_run_block = {blk_fwd, blk_bwd, NULL, NULL};
+const ht_layer_run ht_run_block = {blk_fwd, blk_bwd, blk_bwd_in, blk_bwd_w};

@@ -167,6 +167,19 @@ int ht_chain_finish(ht_model *m, int classes, int rows, int max_batch) {
     return HT_OK;
 }
 
+void ht_model_keep_bw_layout(ht_model *m) {
+    if (m->keep_bw) return;
+    m->keep_bw = 1;
+    const size_t B = (size_t)m->max_batch;
+    m->save_floats = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        ht_layer *l = &m->layers[i];
+        if (l->ops->save_bw) l->save += l->ops->save_bw(l);
+        l->save_off = m->save_floats;
+        m->save_floats += B * l->save;
+    }
+}
+
 void ht_model_free(ht_model *m) {
     if (m->release) m->release(m);
     free(m->layers);

@@ -93,6 +93,9 @@ typedef struct ht_model {
     int classes;       /* width of a logits row (vocabulary for a language model) */
     int rows;          /* loss rows per sample: T for a language model, 1 for a classifier */
     int max_batch;
+    /* zero-bubble split (ht_model_keep_bw): a layer kind with internal gradients (the GPT
+     * block) keeps them in its saved state from B to W, so its W can be deferred */
+    int keep_bw;
     int tied; /* a GPT whose head weight is wte: the head's backward writes wte's gradient
                * first, the embedding's adds to it (so only whole-model backward is valid) */
     size_t nparams;
@@ -256,6 +259,13 @@ void ht_model_backward_range(ht_model *m, int lo, int hi, int B, float grad_scal
 typedef enum { HT_BW_WHOLE, HT_BW_INPUT, HT_BW_WEIGHTS } ht_bw_part;
 void ht_model_backward_part(ht_model *m, int lo, int hi, int B, float grad_scale, int accumulate,
                             ht_bw_part part);
+/* Before the first forward, for zero-bubble schedules: grows the saved state of the layers
+ * whose split needs it (the GPT block's internal output gradients, kept per micro-batch from
+ * B until W) and lays it out again (the saved buffer is reallocated when attached, contents
+ * lost). Without it the block has no split: its whole backward runs in B. Idempotent. */
+void ht_model_keep_bw(ht_model *m);
+/* Its layout part, for a description (no buffers; hetsim's memory model). */
+void ht_model_keep_bw_layout(ht_model *m);
 /* Activation i (B, width[i]) and its gradient as views. */
 ht_view ht_model_act(const ht_model *m, int i);
 ht_view ht_model_dact(const ht_model *m, int i);

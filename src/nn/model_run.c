@@ -262,7 +262,7 @@ void ht_model_backward_range(ht_model *m, int lo, int hi, int B, float grad_scal
 /* Layer j's share of a backward part (a = the fused activation, or none) */
 static int has_split(const ht_model *m, int j) {
     const ht_layer_run *r = ht_layer_run_of(&m->layers[j]);
-    return r->backward_input && r->backward_weights;
+    return r->backward_input && r->backward_weights && (!m->layers[j].ops->save_bw || m->keep_bw);
 }
 
 static void backward_layer(ht_model *m, int j, int B, ht_act a, float s, int acc, ht_bw_part part) {
@@ -304,6 +304,15 @@ void ht_model_backward_part(ht_model *m, int lo, int hi, int B, float grad_scale
             ht_vcost(HT_VC_BWD_W, j, i - j + 1, B, 0);
         i = j - 1;
     }
+}
+
+void ht_model_keep_bw(ht_model *m) {
+    if (m->keep_bw) return;
+    ht_model_keep_bw_layout(m);
+    if (!m->saved) return;
+    ht_buf_free(m->saved);
+    m->saved = ht_buf_new(m->dev, (m->save_floats ? m->save_floats : 1) * sizeof(float),
+                          "saved state");
 }
 
 void ht_model_backward(ht_model *m, int B, float grad_scale) {

@@ -35,10 +35,33 @@ void ht_plan_needs(const ht_config *cfg, int world, int *cal, int *cal1) {
     const int D = cfg->pipe.stages, N = cfg->pipe.micro_batches;
     const int R = D > 0 && world >= D ? world / D : 1;
     const int mb = N > 0 ? cfg->train.batch / (R * N) : 0;
-    *cal = ht_pipe_kind_has(cfg->pipe.schedule, HT_PIPE_F_STAGE_TIMES) || is_hetero(cfg);
+    *cal = ht_pipe_kind_has(cfg->pipe.schedule, HT_PIPE_F_STAGE_TIMES) || is_hetero(cfg) ||
+           ht_plan_needs_bw(cfg);
     /* how a replica's time shrinks with its samples: for the hetero cut's replicated stages */
     *cal1 = is_hetero(cfg) && !cfg->pipe.nboundaries && !cfg->pipe.nstage_ranks &&
             cfg->pipe.replicate && mb > 1;
+}
+
+int ht_plan_needs_bw(const ht_config *cfg) {
+    return ht_plan_engine_of(cfg) == HT_PLAN_PIPE && cfg->pipe.schedule == HT_PIPE_ZBHET;
+}
+
+/* zb-het's F, B and W per stage from the measured layer times: [F | B | W] in one array of
+ * 3 S (p->stage_time, freed with the plan; pp points into it) */
+static void zbhet_times(const ht_model *m, const ht_plan_costs *c, int world, ht_plan *p) {
+    const int S = p->grp.Q, L = m->nlayers;
+    const size_t n = (size_t)world * 2 * (size_t)L;
+    double *t = ht_xmalloc((size_t)3 * S * sizeof *t), *w = ht_xmalloc(n * sizeof *w);
+    ht_pipe_plan_stage_times(m, c->cal, c->cal1, world, &p->grp, p->mb, p->bounds, t);
+    ht_pipe_plan_stage_times(m, c->cal_bw, NULL, world, &p->grp, p->mb, p->bounds, t + S);
+    for (size_t i = 0; i < n; i++) /* W where ht_pipe_plan_stage_times reads the forward */
+        w[i] = c->cal_bw[i % (2 * (size_t)L) < (size_t)L ? i + (size_t)L : i];
+    ht_pipe_plan_stage_times(m, w, NULL, world, &p->grp, p->mb, p->bounds, t + 2 * S);
+    for (int s = 0; s < S; s++) /* a stage without a split layer: W 0, the generator wants > 0 */
+        if (t[2 * S + s] < 1e-9) t[2 * S + s] = 1e-9;
+    free(w);
+    p->stage_time = t;
+    p->pp.stage_time = t, p->pp.stage_b = t + S, p->pp.stage_w = t + 2 * S;
 }
 
 /* Prefixes the pending error with the config's source (and `what`). */
@@ -107,6 +130,7 @@ static int plan_pipe(const ht_config *cfg, const ht_model *m, const ht_plan_clus
                                  p->stage_time);
         p->pp.stage_time = p->stage_time;
     }
+    if (p->pp.kind == HT_PIPE_ZBHET && c && c->cal && c->cal_bw) zbhet_times(m, c, cl->world, p);
     return ht_plan_job_memory(cfg, m, cl, c, p);
 }
 

@@ -44,6 +44,9 @@ typedef struct ht_plan_costs {
     /* every layer's forward and backward seconds per micro-batch on every rank, laid out as
      * ht_pipe_plan_calibrate's: [world * 2 * nlayers] at mb samples (cal) and at 1 (cal1) */
     const double *cal, *cal1;
+    /* zb-het: every layer's B and W halves timed apart (ht_pipe_plan_calibrate_bw's layout:
+     * B where cal has the forward, W where it has the backward), or NULL */
+    const double *cal_bw;
     int opt_states;      /* optimizer floats per parameter */
     /* data parallel split "speed": each rank's samples/s beyond a fixed cost per step and
      * that cost (seconds), [world] each, or NULL: shares equal (or cluster.shares) */
@@ -52,6 +55,8 @@ typedef struct ht_plan_costs {
 
 /* The costs a job's plan reads: *cal (at the micro-batch), *cal1 (at 1 sample). */
 void ht_plan_needs(const ht_config *cfg, int world, int *cal, int *cal1);
+/* 1 when the job's schedule plans from B and W timed apart (zb-het): cal_bw, besides cal. */
+int ht_plan_needs_bw(const ht_config *cfg);
 
 typedef struct ht_plan {
     ht_plan_engine engine;

@@ -17,6 +17,7 @@
 #include "io/trace.h"
 #include "nn/ops.h"
 #include "plan/bounds.h"
+#include "train/pipe_bw.h"
 #include "train/pipe_exec.h"
 #include "pipe/sched_2bw.h"
 #include "pipe/schedule.h"
@@ -172,6 +173,10 @@ static void measure_costs(ht_job *j, pipe_state *p, double slowdown) {
         p->cal1 = ht_xmalloc(n * sizeof *p->cal1);
         ht_pipe_plan_calibrate(&j->model, 1, slowdown, p->cal1);
     }
+    if (need && ht_plan_needs_bw(j->cfg)) {
+        p->cal_bw = ht_xmalloc(n * sizeof *p->cal_bw);
+        ht_pipe_plan_calibrate_bw(&j->model, p->mb, slowdown, p->cal_bw);
+    }
 }
 
 /* What the plan knows of this cluster: hosts, memory limits and devices. */
@@ -212,7 +217,7 @@ static int plan_stages(ht_job *j, ht_pipe_params *pp, pipe_state *p, double slow
     if (!cfg->pipe.nboundaries && !cfg->pipe.nstage_ranks && cfg->pipe.partition == HT_PART_HETERO)
         p->host = ht_pipe_plan_gather_hosts(cfg, j->rank, j->world, D, p->hostbuf);
     ht_plan_cluster cl = ht_pipe_plan_cluster(j, p);
-    ht_plan_costs c = {.cal = p->cal, .cal1 = p->cal1, .opt_states = ht_optim_state_count(&j->opt)};
+    ht_plan_costs c = {.cal = p->cal, .cal1 = p->cal1, .cal_bw = p->cal_bw, .opt_states = ht_optim_state_count(&j->opt)};
     ht_plan plan;
     int rc = ht_plan_job(cfg, &j->model, &cl, &c, &plan);
     if (rc != HT_OK)
@@ -252,7 +257,8 @@ int ht_pipe_make_schedule(ht_job *j, ht_pipe_params *pp, pipe_state *p, double s
     int rc = generate(j, pp, p);
     if (rc == HT_OK) rc = check_sched(p, rep);
     if (rc != HT_OK) return rc;
-    if (pp->stage_time && j->rank == 0) log_hepipe(&p->sched, pp->stage_time);
+    if (pp->stage_b && j->rank == 0) ht_pipe_log_zbhet(&p->sched, pp);
+    else if (pp->stage_time && j->rank == 0) log_hepipe(&p->sched, pp->stage_time);
     if (j->rank == 0 && (rc = ht_pipe_mem_report(&p->mem, &j->model, j->metrics)) != HT_OK)
         return rc;
     const ht_plan_mem *dec = &p->mem.dec;
@@ -292,6 +298,9 @@ static int setup(ht_job *j, pipe_state *p) {
     double slowdown = ht_config_slowdown_at(cfg, j->rank, j->start);
     double *times = NULL; /* hepipe plans its warm-ups from the stages' times */
     ht_pipe_report rep;
+    /* zero-bubble: the GPT block keeps its internal gradients from B to W (counted from here
+     * on by the layers' saved state: the plan's memory model, slots, narrowing) */
+    if (ht_pipe_kind_split(pp->kind)) ht_model_keep_bw(&j->model);
     ht_pipe_mem_init(&p->mem, cfg, ht_dev_info(j->dev), j->world, D);
     int rc = plan_stages(j, pp, p, slowdown, &times);
     /* before the executor: a re-partitioning job keeps whole-size buffers (pipe_local.c) */
@@ -509,7 +518,7 @@ static int run(ht_job *j, ht_train_result *res) {
     ht_pipe_sched_free(&p.sched);
     if (p.tbw) ht_pipe_sched_free(&p.chk);
     free(p.bounds);
-    free(p.cal), free(p.cal1);
+    free(p.cal), free(p.cal1), free(p.cal_bw);
     ht_pipe_groups_free(&p.grp);
     ht_pipe_problem_free(&p.prob);
     ht_pipe_mem_free(&p.mem);

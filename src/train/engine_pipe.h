@@ -37,6 +37,7 @@ typedef struct pipe_state {
     ht_pipe_mem mem; /* limits, recomputed layers and in-flight limits per pipeline rank */
     double *cal;     /* every layer's start-up times on every rank (hepipe, hetero), or NULL */
     double *cal1;    /* the same at 1 sample per micro-batch (pipe.replicate), or NULL */
+    double *cal_bw;  /* zb-het: every layer's B and W timed apart (pipe_calib.h), or NULL */
     ht_pipe_params pp; /* the schedule's parameters, kept to generate it again */
     /* pipe.rebalance (hetero, gpipe / 1f1b / hepipe): the start-up problem and the rule */
     int repart;

@@ -12,4 +12,9 @@
  * deferred W, so there BWD runs the whole backward and BWD_W nothing (correct, no overlap). */
 int ht_pipe_bw_part(const ht_pipe_sched *s, int op, int rc);
 
+/* Logs (info) zb-het's stage times as measured at start-up, F, B and W apart (p's
+ * stage_time, stage_b, stage_w), and the checker's makespan and bubble of s and of zb-h1
+ * under them. */
+void ht_pipe_log_zbhet(const ht_pipe_sched *s, const ht_pipe_params *p);
+
 #endif

@@ -33,6 +33,33 @@ static double best_of(ht_model *m, int l, int mb, int bwd) {
     return best;
 }
 
+/* One layer's zero-bubble half (B or W), best of REPEATS; B first left what W reads */
+static double best_part(ht_model *m, int l, int mb, ht_bw_part part) {
+    double best = 1e300;
+    for (int k = 0; k < REPEATS; k++) {
+        double t0 = ht_now();
+        ht_model_backward_part(m, l, l + 1, mb, 1.0f, 0, part);
+        ht_dev_finish(m->dev);
+        double t = ht_now() - t0;
+        if (t < best) best = t;
+    }
+    return best;
+}
+
+void ht_pipe_plan_calibrate_bw(ht_model *m, int mb, double slowdown, double *times) {
+    int L = m->nlayers;
+    double *mine = ht_xmalloc((size_t)2 * L * sizeof *mine);
+    ht_model_set_training(m, 0, 0, 0);
+    ht_model_forward_range(m, 0, L, mb); /* defined activations (after ht_pipe_plan_calibrate) */
+    ht_model_loss_forward(m, mb, 1);
+    for (int l = L - 1; l >= 0; l--) { /* each B then its W, top down as a stage runs them */
+        mine[l] = best_part(m, l, mb, HT_BW_INPUT) * slowdown;
+        mine[L + l] = best_part(m, l, mb, HT_BW_WEIGHTS) * slowdown;
+    }
+    ht_comm_allgather(mine, (size_t)2 * L * sizeof *mine, times);
+    free(mine);
+}
+
 void ht_pipe_plan_calibrate(ht_model *m, int mb, double slowdown, double *times) {
     int L = m->nlayers;
     double *mine = ht_xmalloc((size_t)2 * L * sizeof *mine);

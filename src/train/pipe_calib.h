@@ -13,6 +13,11 @@
  * times[w * 2L + l] forward, times[w * 2L + L + l] backward of rank w, seconds per
  * micro-batch; times has world * 2 * nlayers entries. */
 void ht_pipe_plan_calibrate(ht_model *m, int mb, double slowdown, double *times);
+/* Zero-bubble (zb-het): every layer's B (input-gradient half) and W (weight-gradient half)
+ * timed apart, laid out the same way: times[w * 2L + l] B, times[w * 2L + L + l] W (a layer
+ * without a split: its whole backward as B, W 0). After ht_pipe_plan_calibrate (it needs its
+ * defined buffers) and ht_model_keep_bw. Collective. */
+void ht_pipe_plan_calibrate_bw(ht_model *m, int mb, double slowdown, double *times);
 
 /* ht_pipe_plan_hosts (plan/pipe_plan.h) for the job's ranks (the first replica's world
  * ranks 0..D-1) by host name, or by

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Zero-bubble schedules train (issue 27): zb-h1, zb-v and zb-het run each backward as B (input
 # gradients, sent at once) and a later BWD_W (weight gradients, from what B left in the
-# slot). The MLP (linear and fused linear+ReLU halves) and the GPT (embedding, LayerNorm and
-# head halves; the blocks run whole in B) train to the loss sequence of one process within a
-# relative 2e-5 per step and to its final parameters (every tensor within 1e-4 of its
-# largest), as tests/integration/pipe.t checks the other schedules; so do a recomputing
+# slot). The MLP (linear and fused linear+ReLU halves) and the GPT (embedding, LayerNorm,
+# head and block halves: the blocks keep their internal gradients per slot from B to W, and
+# the memory model's prediction stays within 10% of the measured peak) train to the loss
+# sequence of one process within a relative 2e-5 per step and to its final parameters (every
+# tensor within 1e-4 of its largest), as tests/integration/pipe.t checks the other schedules; so do a recomputing
 # pipeline (its B runs the whole backward), the CNN (conv and linear split) and the tied GPT
 # (5e-4, as pipe_tied.t). A zb-v checkpoint resumes in one process and continues its losses.
+# zb-het logs the F, B and W times it planned from, B and W measured apart.
 . "$(dirname "$0")/../lib/lib.sh"
 . "$(dirname "$0")/../lib/mpi.sh"
 . "$(dirname "$0")/../lib/pipe_gpt.sh"
@@ -63,6 +65,25 @@ check 3 cnn 5 zb-h1 3 3      # conv and linear split (conv's W a no-op fails thi
 # embedding's stage and the head's on the same rank
 PTOL=5e-4 check 2 tgpt 4 zb-v 2 4
 PTOL=5e-4 check 2 tgpt 4 zb-h1 2 6
+
+# the blocks' kept gradients are counted: every rank's predicted memory within 10% of its
+# measured peak less the GEMM packing (tests/integration/pipe_local.t's rule)
+for n in gpt-zb-h1-2-2-6 gpt-zb-h1-4-4-4; do
+    grep '"type":"pipe_memory_measured"' "$TMP/$n.jsonl" | sed -E \
+        's/.*"allocated_peak_bytes":([^,]+),"gemm_workspace_bytes":([^,]+),"predicted_bytes":([^,]+),.*/\1 \2 \3/' |
+        awk '{ n++; held = $1 - $2; e = ($3 - held) / held; if (e < 0) e = -e; if (e > 0.10) bad = 1 }
+             END { exit bad || n < 2 }'
+    ok $? "$n: every rank's memory prediction within 10% of its measured peak"
+done
+
+# zb-het plans from F, B and W measured apart at start-up (pipe_calib.c), logged per stage:
+# every stage's three times present and positive (their values are the machine's)
+mpirun_ht 2 "$HETTRAIN" -c "$TMP/gpt.cfg" --set train.steps=1 --set pipe.schedule=zb-het \
+    --set pipe.stages=2 --set pipe.micro_batches=4 >"$TMP/het.out" 2>"$TMP/het.err"
+grep -E '^\[rank 0\] zb-het: F/B/W ms per micro-batch measured at start-up: stage 0 [0-9.e+-]+/[0-9.e+-]+/[0-9.e+-]+; stage 1 [0-9.e+-]+/[0-9.e+-]+/[0-9.e+-]+$' "$TMP/het.err" |
+    grep -Eo '[0-9.e+-]+/[0-9.e+-]+/[0-9.e+-]+' | tr '/' '\n' | awk '$1 > 0 { n++ } END { exit n != 6 }' &&
+    grep -q 'zb-het under them: makespan' "$TMP/het.err"
+ok $? "zb-het: B and W timed apart at start-up, logged for both stages"
 
 # --trace: every rank's BWD_W passes, one per micro-batch and chunk
 run 2 gpt tr --set train.steps=1 --set pipe.schedule=zb-h1 --set pipe.stages=2 \

@@ -12,7 +12,10 @@
  * stage's layers, then its W, gives the whole backward's gradients and input gradient bit
  * for bit, for an MLP (fused linear+ReLU) and a GPT (dropout on, tied and untied head),
  * with a grad_scale on a top layer that folds it (the head) and one that does not (ln_f),
- * and for a CNN (conv+ReLU, pool, strided padded conv). */
+ * and for a CNN (conv+ReLU, pool, strided padded conv).
+ * The GPT block splits with ht_model_keep_bw (its internal gradients kept from B to W): bit
+ * for bit again, B alone leaves its weight gradients (but fc's bias) untouched, and each
+ * half against finite differences of the model's loss. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -304,18 +307,129 @@ static void test_model_mlp(void) {
     ht_model_free(&m);
 }
 
-static void test_model_gpt(int tie) {
+/* Which parameters the block's B half alone moves: only fc's bias (it rides on the GELU
+ * pass) of the blocks' tensors; W moves the rest. g0 = 0, so "moved" is "nonzero". */
+static void block_halves(ht_model *m, int B) {
+    const size_t np = m->nparams;
+    float *g0 = calloc(np, sizeof(float)), *g = malloc(np * sizeof(float));
+    ht_buf_write(D, m->grads, 0, np * sizeof(float), g0);
+    ht_model_set_training(m, 1, 11, 3);
+    ht_model_forward(m, B, 1);
+    int bad_b = 0, moved_w = 0, nt = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        ht_model_backward_part(m, 0, m->nlayers, B, 1.0f, 1, pass ? HT_BW_WEIGHTS : HT_BW_INPUT);
+        ht_buf_read(D, m->grads, 0, np * sizeof(float), g);
+        for (int i = 0; i < m->nlayers; i++) {
+            const ht_layer *l = &m->layers[i];
+            if (l->kind != HT_LAYER_BLOCK) continue;
+            for (int j = 0; j < l->ntensors; j++) {
+                size_t n = 1, nz = 0;
+                for (int k = 0; k < l->t[j].ndim; k++)
+                    n *= (size_t)l->t[j].shape[k];
+                for (size_t k = 0; k < n; k++)
+                    nz += g[l->t[j].off + k] != 0.0f;
+                const int fcb = !strcmp(l->t[j].name, "mlp.fc.bias");
+                if (!pass) bad_b += fcb ? nz == 0 : nz != 0;
+                else moved_w += nz > 0, nt++;
+            }
+        }
+    }
+    tap_ok(bad_b == 0 && moved_w == nt && nt > 0,
+           "GPT blocks: B leaves every weight gradient but fc's bias to W (%d wrong), W moves "
+           "all %d tensors (%d)", bad_b, nt, moved_w);
+    free(g0), free(g);
+}
+
+/* The block's halves against central differences of the summed loss (no dropout): W's
+ * gradient of a few elements of every tensor of block 1, and B's input gradient through
+ * both blocks, ln_f and the head (dact(1), read before W runs) against wpe's perturbation
+ * (dL/dwpe[t,c] = sum over b of dact(1)[b,t,c]). */
+static double loss_of(ht_model *m, int B) {
+    double l;
+    ht_model_forward(m, B, 0);
+    ht_model_loss(m, B, &l, NULL);
+    return l;
+}
+
+/* a smaller step than the ops' (the loss is far from linear in the block's parameters);
+ * the summed float losses' rounding then stays near 1e-4 */
+#define MSTEP 1e-3f
+static double fd_at(ht_model *m, int B, size_t k) {
+    float p0, p;
+    ht_buf_read(D, m->params, k * sizeof(float), sizeof p0, &p0);
+    p = p0 + MSTEP;
+    ht_buf_write(D, m->params, k * sizeof(float), sizeof p, &p);
+    double lp = loss_of(m, B);
+    p = p0 - MSTEP;
+    ht_buf_write(D, m->params, k * sizeof(float), sizeof p, &p);
+    double lm = loss_of(m, B);
+    ht_buf_write(D, m->params, k * sizeof(float), sizeof p0, &p0);
+    return (lp - lm) / (2.0 * MSTEP);
+}
+
+static void test_block_fd(void) {
+    enum { V = 11, T = 4, B = 2, C = 8 };
+    ht_model m;
+    ht_exit_on_error(ht_model_gpt(&m, D, V, T, 2, C, 2, 0.0f, B, 0));
+    ht_model_keep_bw(&m);
+    ht_model_init_params(&m, 44);
+    int32_t tok[B * T], tgt[B * T];
+    for (int i = 0; i < B * T; i++)
+        tok[i] = (int32_t)ht_rng_below(22, i, V), tgt[i] = (int32_t)ht_rng_below(23, i, V);
+    ht_model_set_batch_tokens(&m, tok, tgt, B);
+    ht_model_set_training(&m, 0, 0, 0);
+    const size_t np = m.nparams;
+    float *g = malloc(np * sizeof(float)), dx[B * T * C];
+    ht_model_forward(&m, B, 1);
+    ht_model_backward_part(&m, 0, m.nlayers, B, 1.0f, 0, HT_BW_INPUT);
+    ht_buf_read(D, m.dacts, ht_model_dact(&m, 1).off * sizeof(float), sizeof dx, dx);
+    ht_model_backward_part(&m, 0, m.nlayers, B, 1.0f, 0, HT_BW_WEIGHTS);
+    ht_buf_read(D, m.grads, 0, np * sizeof(float), g);
+    double ew = 0, eb = 0;
+    const ht_layer *l = &m.layers[2]; /* block 1 */
+    for (int j = 0; j < l->ntensors; j++) {
+        size_t n = 1;
+        for (int k = 0; k < l->t[j].ndim; k++)
+            n *= (size_t)l->t[j].shape[k];
+        for (size_t q = 0; q < 3; q++) {
+            size_t k = l->t[j].off + (q * 7 + (size_t)j) % n;
+            double fd = fd_at(&m, B, k);
+            ew = tap_worse(ew, fabs(g[k] - fd) / fmax(1.0, fabs(fd)));
+        }
+    }
+    const ht_param_tensor *wpe = &m.layers[0].t[1];
+    for (int q = 0; q < 6; q++) {
+        int t = q % T, c = (q * 5) % C;
+        double sb = 0;
+        for (int b = 0; b < B; b++)
+            sb += dx[((size_t)b * T + t) * C + c];
+        double fd = fd_at(&m, B, wpe->off + (size_t)t * C + c);
+        eb = tap_worse(eb, fabs(sb - fd) / fmax(1.0, fabs(fd)));
+    }
+    tap_ok(ew < TOL_FD, "GPT block W half: 36 weight gradients of block 1 against finite "
+                        "differences of the loss, err %.2e", ew);
+    tap_ok(eb < TOL_FD, "GPT blocks' B half: input gradient against finite differences (wpe), "
+                        "err %.2e", eb);
+    free(g);
+    ht_model_free(&m);
+}
+
+static void test_model_gpt(int tie, int keep) {
     enum { V = 13, T = 8, B = 3 };
     ht_model m;
     ht_exit_on_error(ht_model_gpt(&m, D, V, T, 2, 16, 2, 0.1f, B, tie));
+    if (keep) ht_model_keep_bw(&m); /* the blocks split; without it they run whole in B */
     ht_model_init_params(&m, 43);
     int32_t tok[B * T], tgt[B * T];
     for (int i = 0; i < B * T; i++)
         tok[i] = (int32_t)ht_rng_below(20, i, V), tgt[i] = (int32_t)ht_rng_below(21, i, V);
     ht_model_set_batch_tokens(&m, tok, tgt, B);
-    const char *w = tie ? "GPT, tied head" : "GPT";
+    const char *w = keep ? (tie ? "GPT, tied head, blocks split" : "GPT, blocks split")
+                         : (tie ? "GPT, tied head" : "GPT");
     model_split(&m, B, 0, m.nlayers, 0.5f, w); /* embed, 2 blocks, ln_f, head */
     model_split(&m, B, 1, m.nlayers - 1, 0.25f, w); /* the blocks and ln_f: scaled in place */
+    model_split(&m, B, 2, 3, 1.0f, w);              /* one block: a stage's input gradient */
+    if (keep && !tie) block_halves(&m, B);
     ht_model_free(&m);
 }
 
@@ -352,8 +466,11 @@ int main(void) {
     test_layernorm(3, 37, 42);
     test_linear_relu(7, 13, 37, 0.25f, 51);
     test_model_mlp();
-    test_model_gpt(0);
-    test_model_gpt(1);
+    test_model_gpt(0, 0);
+    test_model_gpt(1, 0);
+    test_model_gpt(0, 1);
+    test_model_gpt(1, 1);
+    test_block_fd();
     test_model_cnn();
     ht_dev_close(D);
     return tap_done();

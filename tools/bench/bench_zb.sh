@@ -5,13 +5,14 @@
 # checker's predictions (unit times: F = 1, backward 2 (B = W = 1 in the split kinds); and
 # the stage forward / backward times measured in the same run, the split kinds' backward
 # taken as B = W = half), throughput and activation memory per rank. The job is an MLP of
-# LAYERS linear+ReLU layers of width WIDTH: every layer has a real B/W split there (the GPT's
-# blocks run their whole backward in B so far, which would show no zero-bubble gain).
+# LAYERS linear+ReLU layers of width WIDTH: every layer has a real B/W split there. MODEL=gpt:
+# a GPT of LAYERS blocks of width WIDTH (4 heads, context 64, tiny shakespeare) instead, its
+# blocks split too (their internal gradients kept from B to W).
 #   tools/bench/bench_zb.sh [STEPS]
 # Env: NP (2), LAYERS (8), WIDTH (512), BATCH (64), NS ("4 8": micro-batch counts),
 # SCHEDS ("1f1b hepipe zb-h1 zb-v"; zb-het too), PIN=1 (one core and one PoCL thread per rank),
 # SLOW (emulated slowdowns, e.g. "1,3": cluster.slowdown, every schedule on the hetero
-# partition that the trainer cuts from its start-up times).
+# partition that the trainer cuts from its start-up times), MODEL (mlp | gpt).
 . "$(dirname "$0")/common.sh"
 steps=${1:-20}
 np=${NP:-2}; layers=${LAYERS:-8}; width=${WIDTH:-512}; batch=${BATCH:-64}
@@ -26,11 +27,20 @@ train = { batch = $batch; steps = $steps; seed = 1; eval_every = 0; };
 optim = { type = "sgd"; lr = 0.01; momentum = 0.9; };
 log = { every = 5; progress = "none"; };
 CFG
+if [ "${MODEL:-mlp}" = gpt ]; then
+    cat >"$tmp/job.cfg" <<CFG
+model = { type = "gpt"; n_layer = $layers; d_model = $width; n_head = 4; context = 64; dropout = 0.0; };
+data = { kind = "text"; path = "$SHAKESPEARE"; val_fraction = 0.1; };
+train = { batch = $batch; steps = $steps; seed = 1; eval_every = 0; };
+optim = { type = "adamw"; lr = 0.001; };
+log = { every = 5; progress = "none"; };
+CFG
+fi
 [ -z "${SLOW:-}" ] || cat >>"$tmp/job.cfg" <<CFG
 cluster = { slowdown = [$SLOW]; };
 pipe = { partition = "hetero"; };
 CFG
-echo "== zero-bubble on $np ranks: MLP $layers x $width, batch $batch, $steps steps (first not counted)${SLOW:+, slowdowns $SLOW, hetero partition}"
+echo "== zero-bubble on $np ranks: ${MODEL:-mlp} $layers x $width, batch $batch, $steps steps (first not counted)${SLOW:+, slowdowns $SLOW, hetero partition}"
 echo "   $(nproc) cores$([ "${PIN:-0}" = 1 ] && echo ', ranks pinned, 1 PoCL thread each' || echo ', ranks share the cores'); load: $(uptime | sed 's/.*load average: //')"
 printf '%-8s %3s %8s %8s %8s %7s %10s %10s\n' schedule N "pred F=1" "pred" bubble diff samples/s "act MiB"
 for n in ${NS:-4 8}; do
