@@ -8,11 +8,13 @@
 #include <stddef.h>
 
 /* HT_VC_BWD_B / HT_VC_BWD_W: a zero-bubble split backward's input-gradient and weight-gradient
- * halves (issue 27) of layers that have the split. */
-enum { HT_VC_FWD, HT_VC_BWD, HT_VC_OPTIM, HT_VC_BWD_B, HT_VC_BWD_W };
+ * halves (issue 27) of layers that have the split. HT_VC_D2H / HT_VC_H2D: a sync policy's copy
+ * of nparams floats of the model from / to the device; HT_VC_HOST: a pass over nparams floats
+ * on the host (a merge, a copy, a norm): what hetsim charges a sync policy's host side. */
+enum { HT_VC_FWD, HT_VC_BWD, HT_VC_OPTIM, HT_VC_BWD_B, HT_VC_BWD_W, HT_VC_D2H, HT_VC_H2D, HT_VC_HOST };
 
 /* what: HT_VC_FWD / HT_VC_BWD (/ _B / _W): layers [layer, layer + n) at batch B; HT_VC_OPTIM: a step over
- * nparams parameters (layer, n, B unused). */
+ * nparams parameters; HT_VC_D2H / _H2D / _HOST: nparams floats (layer, n, B unused). */
 typedef void (*ht_vcost_fn)(int what, int layer, int n, int B, size_t nparams);
 
 void ht_vcost_set(ht_vcost_fn fn); /* NULL: no sink */

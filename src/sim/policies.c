@@ -256,8 +256,8 @@ static void run_preduce(const ht_sim_cluster *c, const ht_sim_model *sm, const h
  * and optimizer) a worker takes every model sent to it by then (the receive copies it over
  * the link: a large message leaves its sender only when taken) and merges it (a pass over
  * the model on the host); when an exchange is due and its own last model has been taken,
- * it sends the model to the round's peer (copied out of the send buffer and kept as the
- * last exchanged: two passes, and its norm: one); gossip-adaptive measures its change
+ * it sends the model to the round's peer (copied into the send buffer: one pass;
+ * gossip-adaptive also keeps it as the last exchanged and takes its norm: two more); gossip-adaptive measures its change
  * since the last exchange every step (one pass). The model is read from the device when a
  * step needs it on the host, and written back after a merge. Host passes run at the
  * cluster's host_add_gbs (free when 0). */
@@ -307,7 +307,7 @@ static void run_gossip(const ht_sim_cluster *c, const ht_sim_model *sm, const ht
             q = ht_gossip_peer(i, (int)(round[i]++ % (W > 1 ? 2 * W : 1)), W);
         if (q >= 0) {
             if (!read++) host += bytes * d2h;
-            host += 3 * pass;
+            host += (p->adaptive ? 3 : 1) * pass;
             out[i] = (gmsg){.to = q, .sent = t + host};
             since[i] = 0;
         }

@@ -15,6 +15,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/stop.h"
+#include "core/vcost.h"
 #include "io/trace.h"
 #include "sync/internal.h"
 
@@ -151,6 +152,7 @@ static void reduce_whole(ht_sync *s, double compute_s, int *stop) {
     const size_t n = s->n;
     double t0 = ht_now();
     ht_buf_read(m->dev, m->grads, 0, n * sizeof(float), p->host);
+    ht_vcost(HT_VC_D2H, 0, 0, 0, n); /* virtual time: the staging, as hetsim's */
     p->host[n] = *stop ? 1.0f : 0.0f; /* every rank stops after the same step */
     double t1 = ht_now();
     ht_comm_barrier();
@@ -162,6 +164,7 @@ static void reduce_whole(ht_sync *s, double compute_s, int *stop) {
     else
         ht_comm_allreduce_sum(p->host, n + 1);
     if (!p->rs) ht_buf_write(m->dev, m->grads, 0, n * sizeof(float), p->host);
+    if (!p->rs) ht_vcost(HT_VC_H2D, 0, 0, 0, n);
     *stop = p->host[n] > 0;
     double t3 = ht_now();
     s->st.wait_s += t2 - t1;
@@ -194,9 +197,11 @@ static double bucket_start(ht_sync *s, int k, int B, float grad_scale, int stop_
         len++;
     }
     if (b->n)
+    {
         ht_buf_read(m->dev, m->grads, b->off * sizeof(float), b->n * sizeof(float),
                     p->host + b->off);
-    else
+        ht_vcost(HT_VC_D2H, 0, 0, 0, b->n); /* virtual time: the staging, as hetsim's */
+    } else
         ht_dev_finish(m->dev);
     double dt = ht_now() - a;
     idle_poll(p, k, (s->slowdown - 1) * dt);
@@ -224,6 +229,7 @@ static void backward_bucketed(ht_sync *s, int B, float grad_scale, double t_star
         ht_trace_span("all-reduce bucket", p->t0[k], p->t1[k]);
     }
     ht_buf_write(m->dev, m->grads, 0, s->n * sizeof(float), p->host);
+    ht_vcost(HT_VC_H2D, 0, 0, 0, s->n);
     s->stop = p->host[s->n] > 0;
     double t_done = ht_now();
     ht_trace_span("all-reduce (not hidden)", t_end_bwd, t_done);

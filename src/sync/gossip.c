@@ -24,6 +24,7 @@
 #include "comm/comm.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "core/vcost.h"
 #include "core/stop.h"
 #include "io/trace.h"
 #include "sync/internal.h"
@@ -58,6 +59,12 @@ static double dist(const float *x, const float *y, size_t n) {
         q += e * e;
     }
     return sqrt(q);
+}
+
+/* `passes` passes over the model on the host (a merge, a copy, a norm): virtual time under
+ * emulation, as hetsim charges them (host_add_gbs). */
+static void host_pass(const ht_sync *s, int passes) {
+    ht_vcost(HT_VC_HOST, 0, 0, 0, (size_t)passes * s->n);
 }
 
 /* The model on the host, read from the device the first time a step needs it. */
@@ -99,6 +106,7 @@ static void take(ht_sync *s, gs_worker *g) {
         return;
     }
     ht_pushsum_merge(g->x, g->a, PAYLOAD(g->rbuf), h->weight, s->n);
+    host_pass(s, 1);
     g->a += h->weight;
 }
 
@@ -125,6 +133,7 @@ static void read_control(ht_sync *s, gs_worker *g) {
 
 static int exchange_due(ht_sync *s, gs_worker *g) {
     if (s->L.mode != HT_SYNC_GOSSIP_ADAPTIVE) return g->steps % s->cfg->sync.period == 0;
+    host_pass(s, 1); /* the change's norm */
     return ht_gossip_due(dist(model(s, g), g->last, s->n), g->last_norm, s->cfg->sync.threshold,
                          (int)g->since, s->cfg->sync.max_period);
 }
@@ -135,6 +144,7 @@ static size_t pack_half(ht_sync *s, gs_worker *g) {
     msg_hdr *h = g->sbuf;
     *h = (msg_hdr){.kind = MSG_PUSH, .weight = g->a};
     memcpy(PAYLOAD(h), model(s, g), s->n * sizeof(float));
+    host_pass(s, 1);
     return sizeof(msg_hdr) + s->n * sizeof(float);
 }
 
@@ -142,6 +152,7 @@ static size_t pack_half(ht_sync *s, gs_worker *g) {
 static void take_pair(ht_sync *s, gs_worker *g) {
     const msg_hdr *h = g->pbuf;
     ht_pushsum_merge(g->x, g->a, PAYLOAD(g->pbuf), h->weight, s->n);
+    host_pass(s, 1);
     g->a += h->weight;
 }
 
@@ -207,8 +218,11 @@ static void gossip_step(ht_sync *s, int b, float lr) {
         if (peer >= 0) {
             exchange(s, g, peer);
             merged |= s->L.mode == HT_SYNC_GOSSIP_FIXED;
-            memcpy(g->last, g->x, s->n * sizeof(float));
-            g->last_norm = dist(g->x, NULL, s->n);
+            if (s->L.mode == HT_SYNC_GOSSIP_ADAPTIVE) { /* its rule's reference */
+                memcpy(g->last, g->x, s->n * sizeof(float));
+                g->last_norm = dist(g->x, NULL, s->n);
+                host_pass(s, 2); /* the copy and the norm */
+            }
             g->since = 0;
         }
     }

@@ -36,6 +36,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/stop.h"
+#include "core/vcost.h"
 #include "io/metrics.h"
 #include "io/trace.h"
 #include "ocl/ocl.h"
@@ -95,12 +96,13 @@ static void ps_open(ht_sync *s) {
 static void shard_read(ht_sync *s, const ht_buf *b, int j, float *x) {
     ps_worker *p = s->impl;
     ht_buf_read(s->m->dev, b, p->lo[j] * sizeof(float), (p->hi[j] - p->lo[j]) * sizeof(float), x);
+    ht_vcost(HT_VC_D2H, 0, 0, 0, p->hi[j] - p->lo[j]); /* virtual time, as hetsim's */
 }
 
 static void shard_write(ht_sync *s, ht_buf *b, int j, const float *x) {
     ps_worker *p = s->impl;
     ht_buf_write(s->m->dev, b, p->lo[j] * sizeof(float), (p->hi[j] - p->lo[j]) * sizeof(float),
-                 x);
+                 x);    ht_vcost(HT_VC_H2D, 0, 0, 0, p->hi[j] - p->lo[j]);
 }
 
 /* Worker 0 hands each server its shard, optimizer state, version and optimizer steps (at

@@ -11,6 +11,7 @@
 #include "comm/comm.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "core/vcost.h"
 #include "core/stop.h"
 #include "sync/internal.h"
 
@@ -73,12 +74,15 @@ int ht_sync_fin_rc(const msg_hdr *h) {
     return h->aux ? ht_error(HT_ESTOPPED, "interrupted") : HT_OK;
 }
 
+/* Both declare their copy's virtual time under emulation (core/vcost.h), as hetsim charges it. */
 void ht_sync_params_read(ht_sync *s, float *x) {
     ht_buf_read(s->m->dev, s->m->params, 0, s->n * sizeof(float), x);
+    ht_vcost(HT_VC_D2H, 0, 0, 0, s->n);
 }
 
 void ht_sync_params_write(ht_sync *s, const float *x) {
     ht_buf_write(s->m->dev, s->m->params, 0, s->n * sizeof(float), x);
+    ht_vcost(HT_VC_H2D, 0, 0, 0, s->n);
 }
 
 void ht_sync_workers_sum(const ht_sync *s, float *x, size_t n) {

@@ -18,9 +18,20 @@ static struct {
     int rank;
 } g;
 
+/* A sync policy's host side, as hetsim charges it (src/sim/policies.c): copies at the
+ * device's d2h_gbs / h2d_gbs, passes at the cluster's host_add_gbs (each free when 0). */
+static double host_time(int what, size_t nfloats) {
+    const double bytes = 4.0 * (double)nfloats;
+    if (what == HT_VC_HOST) return g.c.host_add_gbs > 0 ? bytes / (g.c.host_add_gbs * 1e9) : 0;
+    double d2h, h2d = ht_sim_host_copy(&g.c, g.rank, &d2h);
+    return bytes * (what == HT_VC_D2H ? d2h : h2d);
+}
+
 static void declare(int what, int layer, int n, int B, size_t nparams) {
     double s;
-    if (what == HT_VC_OPTIM)
+    if (what == HT_VC_D2H || what == HT_VC_H2D || what == HT_VC_HOST)
+        s = host_time(what, nparams);
+    else if (what == HT_VC_OPTIM)
         s = ht_sim_optim_time(&g.c, g.rank, &g.sm, 4.0 * (double)nparams);
     else
         s = ht_sim_range_time(&g.c, g.rank, &g.sm, layer, layer + n, B, what != HT_VC_FWD);
@@ -32,7 +43,7 @@ static void declare(int what, int layer, int n, int B, size_t nparams) {
         const double share = b > 0 ? w / b : 0.5;
         s *= what == HT_VC_BWD_W ? share : 1 - share;
     }
-    ht_comm_compute(s);
+    if (s > 0) ht_comm_compute(s);
 }
 
 int ht_vtime_setup(const ht_config *cfg, const ht_model *m, int rank, int world) {

@@ -6,7 +6,8 @@
 # devices slowed down 4x and 1x) gives the closed-form shares B/5 and 4B/5; a 2-stage 1F1B
 # whose layer costs are declared in a profile takes, per step, the checker's makespan for
 # those costs (hettrain schedule --stage-times). Bad emulate input exits 2. Skipped only when
-# SimGrid's smpirun is absent (tools/setup installs it). With --network ideal the emulated bsp step
+# SimGrid's smpirun is absent (tools/setup installs it). A sync policy's host copies take their
+# declared virtual time (asp, closed form). With --network ideal the emulated bsp step
 # and a 1F1B pipeline's step are hetsim's predictions within 5%.
 . "$(dirname "$0")/../lib/lib.sh"
 
@@ -135,6 +136,33 @@ c1=$(field pipe2.jsonl pipe 1 compute_s)
 awk -v a="$c0" -v b="$c1" 'BEGIN { d0 = a - 0.012; d1 = b - 0.018; if (d0 < 0) d0 = -d0;
     if (d1 < 0) d1 = -d1; exit !(d0 < 1e-6 && d1 < 1e-6) }'
 ok $? "2-stage 1F1B: each stage computes 4 x (F + B) of its declared costs: 12 and 18 ms ($c0, $c1)"
+
+# A sync policy's host side in virtual time, as hetsim charges it: asp with one worker and
+# one server; every step the worker reads its gradients from the device (the push) and
+# writes the parameters it pulled back to it; at the start it also reads the parameters and
+# the momentum (the servers' initial shard). The MLP 16-32-32-32-4 has 2,788 parameters
+# (11,152 bytes), so at 0.011152 GB/s each copy takes 1 ms: the cluster with these costs
+# adds 12 x 2 + 2 = 26 ms to the worker's communication seconds against the same cluster
+# without them (waits notice within 1 us: 50 us allowed).
+hostcl() { # hostcl GBS: 2 equal devices on one host, host copies and passes at GBS
+    cat <<CFG
+devices = ( { name = "x"; gflops = 40.0; mem_bw_gbs = 1e6; h2d_gbs = $1; d2h_gbs = $1; } );
+host_add_gbs = $1;
+hosts = ( { devices = ["x", "x"]; } );
+links = { intra = { latency_us = 5.0; bandwidth_gbs = 10.0; };
+          inter = { latency_us = 30.0; bandwidth_gbs = 1.0; }; };
+CFG
+}
+hostcl 0 >h0.cfg
+hostcl 0.011152 >h1.cfg
+hc=(--set sync.mode=asp --set sync.servers=1 --set train.eval_every=0 --set log.every=12)
+em hc0 h0.cfg job.cfg "${hc[@]}" && em hc1 h1.cfg job.cfg "${hc[@]}"
+a=$(field hc0.jsonl sync 0 comm_s)
+b=$(field hc1.jsonl sync 0 comm_s)
+n=$(field hc1.jsonl sync 0 steps)
+awk -v a="$a" -v b="$b" -v n="$n" 'BEGIN { d = b - a - (2 * n + 2) * 1e-3; if (d < 0) d = -d;
+    exit !(n == 12 && d <= 5e-5) }'
+ok $? "asp: host copies add 1 ms per copy, 2 per step + 2 at the start ($n steps: $a -> $b s)"
 
 # against hetsim, the same job on the same cluster (issue 26: within 5%): with the links as
 # hetsim models them (--network ideal) and no per-step logging collective (log.every = the

@@ -1,0 +1,64 @@
+"""The table, the CSV and the text plot of tools/bench/bench_emulate.sh's runs.
+   emulate_table.py OUT TAG TARGET PLOT POLICIES...   (TAG: MODEL-W-MIX, e.g. mlp-8-std)
+A gpt TAG judges the validation loss (target: at most TARGET), an mlp TAG the accuracy."""
+import json
+import sys
+
+out, tag, target, plot, pols = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4], sys.argv[5:]
+model, W, mix = tag.split("-")
+loss = model == "gpt"
+key = "val_loss" if loss else "val_acc"
+reached = (lambda v: v <= target) if loss else (lambda v: v >= target)
+rows, curves = {}, {}
+for p in pols:
+    recs = [json.loads(l) for l in open(f"{out}/{tag}-{p}.jsonl")]
+    ev = [r for r in recs if r["type"] == "eval" and r[key] is not None]
+    sy = [r for r in recs if r["type"] == "sync"]
+    hit = next((r for r in ev if reached(r[key])), None)
+    rows[p] = dict(tta=hit["time_s"] if hit else None, step=hit["step"] if hit else None,
+                   fin=ev[-1][key], total=ev[-1]["time_s"],
+                   sent=sum(r["bytes_sent"] for r in sy))
+    curves[p] = [(r["time_s"], r["step"], r[key]) for r in ev]
+with open(f"{out}/curve-{tag}.csv", "w") as f:
+    f.write(f"policy,time_s,step,{key}\n")
+    for p, c in curves.items():
+        for t, s, v in c:
+            f.write(f"{p},{t:.6f},{s},{v:.6f}\n")
+mixname = "1,1,1/2,1/4" if mix == "std" else "1,1/2,...,1/8"
+what = f"validation loss {target}" if loss else f"{100 * target:.0f}% validation accuracy"
+print(f"\n{'byte-level GPT' if loss else 'MNIST MLP'}, {W} workers at speeds {mixname} "
+      f"(emulated devices, virtual time); target {what}\n")
+base = rows.get("bsp", {}).get("tta")
+fin = "final loss" if loss else "final acc"
+print(f"| policy | time to target (virtual s) | at step | speed-up vs bsp | {fin} | train time (virtual s) | bytes sent (MB) |")
+print("|---|---:|---:|---:|---:|---:|---:|")
+for p, r in rows.items():
+    tta = f"{r['tta']:.3f}" if r["tta"] is not None else "not reached"
+    sp = f"{base / r['tta']:.2f}x" if base and r["tta"] else "-"
+    st = r["step"] if r["step"] is not None else "-"
+    f_ = f"{r['fin']:.3f}" if loss else f"{100 * r['fin']:.2f}%"
+    print(f"| {p} | {tta} | {st} | {sp} | {f_} | {r['total']:.3f} | {r['sent'] / 1e6:,.0f} |")
+if plot != "1":
+    sys.exit(0)
+# text plot: one letter per policy, virtual time on a log axis (the policies differ by 100x)
+import math
+pts = [(t, v, p) for p, c in curves.items() for t, s, v in c if t > 0]
+if not pts:
+    sys.exit(0)
+lo, hi = math.log10(min(t for t, _, _ in pts)), math.log10(max(t for t, _, _ in pts))
+vlo, vhi = min(v for _, v, _ in pts), max(v for _, v, _ in pts)
+Wd, Hd = 72, 16
+grid = [[" "] * Wd for _ in range(Hd)]
+letters = {p: "abcdefghijklmnopqrstuvwxyz"[i] for i, p in enumerate(curves)}
+for t, v, p in pts:
+    x = int((math.log10(t) - lo) / max(hi - lo, 1e-9) * (Wd - 1))
+    y = int((v - vlo) / max(vhi - vlo, 1e-9) * (Hd - 1))
+    grid[Hd - 1 - y][x] = letters[p]
+print(f"\n{key} (from {vlo:.3f} at the bottom to {vhi:.3f} at the top) against virtual time, "
+      f"log axis {10 ** lo:.3g} s ... {10 ** hi:.3g} s:")
+print("```")
+for row in grid:
+    print("|" + "".join(row))
+print("+" + "-" * Wd)
+print("  " + ", ".join(f"{l} = {p}" for p, l in letters.items()))
+print("```")
