@@ -15,12 +15,14 @@
 #   env: W (8), MIX (std | tail), MODEL (mlp | gpt), TARGET (0.90; gpt: 2.5), EPOCHS (3;
 #        mlp), STEPS (300; gpt), EVAL (5; gpt 20), OUT (bench-emulate), HT_BUILD (build),
 #        HT_SMPI_BIN (default $HT_BUILD-smpi/hettrain-smpi), SET (one more --set for every
-#        policy, e.g. SET=sync.period=4), PLOT (1: print the text plot), HOST (1: the host
+#        policy, e.g. SET=sync.period=4), PLOT (1: print the text plot), GFLOPS (2000: the
+#        full-speed device's peak; 20: compute-bound, as CPU nodes), HIDDEN (the MLP's hidden
+#        layers, e.g. 128: a 0.1M-parameter MLP, 18x less real work per run), HOST (1: the host
 #        side costs too: PCIe copies at 12 GB/s each way, host passes at 10 GB/s, as hetsim
 #        charges them; 0: free, as before 2026-11-28 10:00)
 . "$(dirname "$0")/common.sh"
 W=${W:-8}; MIX=${MIX:-std}; MODEL=${MODEL:-mlp}; OUT=${OUT:-bench-emulate}; PLOT=${PLOT:-1}
-HOST=${HOST:-0}
+HOST=${HOST:-0}; GFLOPS=${GFLOPS:-2000}
 EPOCHS=${EPOCHS:-3}; STEPS=${STEPS:-300}
 if [ "$MODEL" = gpt ]; then
     TARGET=${TARGET:-2.5}; EVAL=${EVAL:-20}; job=conf/shakespeare-gpt.cfg
@@ -28,6 +30,7 @@ if [ "$MODEL" = gpt ]; then
 else
     TARGET=${TARGET:-0.90}; EVAL=${EVAL:-5}; job=conf/mnist-mlp.cfg
     len=(--set train.epochs="$EPOCHS" --set train.eval_every="$EVAL")
+    [ -z "${HIDDEN:-}" ] || len+=(--set "model.hidden=[$HIDDEN]")
 fi
 case $MIX in
 std) kinds=(g1 g1 g2 g4) ;;
@@ -51,7 +54,7 @@ cluster() {
     echo 'devices = ('
     local pcie=""
     [ "$HOST" = 1 ] && pcie=" h2d_gbs = 12.0; d2h_gbs = 12.0;"
-    echo "  { name = \"g1\"; gflops = 2000.0; efficiency = 0.5; mem_bw_gbs = 300.0; launch_us = 10.0;$pcie }"
+    echo "  { name = \"g1\"; gflops = $GFLOPS; efficiency = 0.5; mem_bw_gbs = 300.0; launch_us = 10.0;$pcie }"
     for k in 2 3 4 5 6 7 8; do
         echo "  , { name = \"g$k\"; like = \"g1\"; scale = $(/usr/bin/python3 -c "print(1/$k)"); }"
     done
@@ -64,6 +67,7 @@ links = { intra = { latency_us = 5.0; bandwidth_gbs = 10.0; };
 CFG
 }
 tag=$MODEL-$W-$MIX
+[ "$GFLOPS" = 2000 ] || tag=$tag$GFLOPS
 for p in "${policies[@]}"; do
     np=$W
     [ "$p" = bsp ] || np=$((W + 1))

@@ -6,6 +6,8 @@ import sys
 
 out, tag, target, plot, pols = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4], sys.argv[5:]
 model, W, mix = tag.split("-")
+flops = mix.lstrip("stdail")
+mix = mix[: len(mix) - len(flops)]
 loss = model == "gpt"
 key = "val_loss" if loss else "val_acc"
 reached = (lambda v: v <= target) if loss else (lambda v: v >= target)
@@ -26,8 +28,9 @@ with open(f"{out}/curve-{tag}.csv", "w") as f:
             f.write(f"{p},{t:.6f},{s},{v:.6f}\n")
 mixname = "1,1,1/2,1/4" if mix == "std" else "1,1/2,...,1/8"
 what = f"validation loss {target}" if loss else f"{100 * target:.0f}% validation accuracy"
+dev = f"{flops} GFLOP/s" if flops else "2 TFLOP/s"
 print(f"\n{'byte-level GPT' if loss else 'MNIST MLP'}, {W} workers at speeds {mixname} "
-      f"(emulated devices, virtual time); target {what}\n")
+      f"of {dev} (emulated devices, virtual time); target {what}\n")
 base = rows.get("bsp", {}).get("tta")
 fin = "final loss" if loss else "final acc"
 print(f"| policy | time to target (virtual s) | at step | speed-up vs bsp | {fin} | train time (virtual s) | bytes sent (MB) |")
