@@ -8,8 +8,8 @@ after warm-up.
   gpt:    byte-level, 4 pre-LN blocks, d_model 128, 4 heads, context 64, batch 16, AdamW, clip 1.0
   gpt85m: the same blocks, 12 layers, d_model 768, 12 heads, context 256, batch 8 (85M parameters)
   gpt1k:  gpt at context 1024, batch 2
-  sgemm:  torch.matmul GFLOP/s, best of --steps calls, at bench_sgemm's shapes (1024^3 and the
-          MLP's products), operands transposed as there ('sgemm NAME GFLOPS' lines)
+  sgemm:  torch.matmul GFLOP/s, best of --steps calls, at bench_sgemm's shapes (1024^3, the
+          MLP's and the GPTs' products), operands transposed as there ('sgemm NAME GFLOPS' lines)
 Attention is F.scaled_dot_product_attention(is_causal=True), PyTorch 2's fused kernel, as a
 PyTorch 2 user would write it (--attn manual: the explicit softmax(QK^T)V of PyTorch 1).
 Prints 'peer_per_s N' (samples/s for mlp and cnn, tokens/s for the GPTs).
