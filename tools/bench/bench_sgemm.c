@@ -1,8 +1,9 @@
 /* SGEMM GFLOP/s through hettrain's ht_sgemm (the packed kernels of cl/gemm.cl on CPU
  * devices, CLBlast elsewhere or with HT_GEMM=clblast, with the parameters ht_dev_open
  * applies or those of --tuning FILE) beside OpenBLAS's cblas_sgemm on the same host, at
- * 1024^3 and at the MLP's real shapes (784-1024-1024-10, batch 256: forward,
- * input-gradient, weight-gradient).
+ * 1024^3, at the MLP's real shapes (784-1024-1024-10, batch 256: forward,
+ * input-gradient, weight-gradient) and at the GPTs' (GPT-small and the 85M GPT; the same list
+ * as tools/bench/torch_peer.py sgemm).
  * Each repetition times one call of each library back to back (ours waits for the
  * device), and the best of N is printed: on a shared machine the minimum is the figure
  * least disturbed by other processes; the load average is printed before and after.
@@ -37,6 +38,25 @@ static const shape SHAPES[] = {
     {"fc1 dW   dy^T.x", 1, 0, 1024, 784, 256},
     {"fc2 dW   dy^T.h", 1, 0, 1024, 1024, 256},
     {"fc3 dW   dy^T.h", 1, 0, 10, 1024, 256},
+    /* GPT-small (conf/shakespeare-gpt.cfg: d 128, T 64, batch 16: 1024 rows) */
+    {"gpt qkv fwd", 0, 1, 1024, 384, 128},
+    {"gpt qkv dX", 0, 0, 1024, 128, 384},
+    {"gpt qkv dW", 1, 0, 384, 128, 1024},
+    {"gpt proj fwd", 0, 1, 1024, 128, 128},
+    {"gpt fc fwd", 0, 1, 1024, 512, 128},
+    {"gpt fc2 fwd", 0, 1, 1024, 128, 512},
+    {"gpt fc2 dX", 0, 0, 1024, 512, 128},
+    {"gpt fc2 dW", 1, 0, 128, 512, 1024},
+    {"gpt head fwd", 0, 1, 1024, 256, 128},
+    /* the 85M GPT (d 768, T 256, batch 8: 2048 rows, 256-token vocabulary) */
+    {"g85 qkv fwd", 0, 1, 2048, 2304, 768},
+    {"g85 proj fwd", 0, 1, 2048, 768, 768},
+    {"g85 fc fwd", 0, 1, 2048, 3072, 768},
+    {"g85 fc2 fwd", 0, 1, 2048, 768, 3072},
+    {"g85 fc2 dX", 0, 0, 2048, 3072, 768},
+    {"g85 fc dW", 1, 0, 3072, 768, 2048},
+    {"g85 head fwd", 0, 1, 2048, 256, 768},
+    {"g85 head dW", 1, 0, 256, 768, 2048},
 };
 
 static void loadavg(const char *when) {
@@ -90,7 +110,13 @@ int main(int argc, char **argv) {
     opts.profile = profile;
     ht_dev *d;
     ht_exit_on_error(ht_dev_open(&d, idx, &opts));
-    size_t off = (size_t)offset, maxn = 1024 * 1024, total = maxn + off;
+    size_t off = (size_t)offset, maxn = 0; /* the largest operand of any shape */
+    for (size_t i = 0; i < sizeof SHAPES / sizeof *SHAPES; i++) {
+        size_t m = (size_t)SHAPES[i].m, n = (size_t)SHAPES[i].n, k = (size_t)SHAPES[i].k;
+        size_t big = m * k > k * n ? m * k : k * n;
+        maxn = big > maxn ? big : maxn, maxn = m * n > maxn ? m * n : maxn;
+    }
+    size_t total = maxn + off;
     float *ha = ht_xcalloc(total, 4), *hb = ht_xcalloc(total, 4), *hc = ht_xcalloc(total, 4);
     float *got = ht_xmalloc(total * 4);
     for (size_t i = 0; i < maxn; i++) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SGEMM GFLOP/s at bench_sgemm's shapes (1024^3 and the MLP's products): hettrain's ht_sgemm
+# SGEMM GFLOP/s at bench_sgemm's shapes (1024^3, the MLP's and the GPTs' products): hettrain's ht_sgemm
 # (the device's measured choice, or HT_GEMM=...) and OpenBLAS from build/bench/bench_sgemm,
 # beside torch.matmul of PyTorch 2 (tools/bench/torch_peer.py sgemm: MKL, 2 threads), in
 # interleaved rounds; medians per shape and the ratios to PyTorch 2, with the load average.

@@ -8,8 +8,8 @@ after warm-up.
   gpt:    byte-level, 4 pre-LN blocks, d_model 128, 4 heads, context 64, batch 16, AdamW, clip 1.0
   gpt85m: the same blocks, 12 layers, d_model 768, 12 heads, context 256, batch 8 (85M parameters)
   gpt1k:  gpt at context 1024, batch 2
-  sgemm:  torch.matmul GFLOP/s, best of --steps calls, at bench_sgemm's shapes (1024^3 and the
-          MLP's products), operands transposed as there ('sgemm NAME GFLOPS' lines)
+  sgemm:  torch.matmul GFLOP/s, best of --steps calls, at bench_sgemm's shapes (1024^3, the
+          MLP's and the GPTs' products), operands transposed as there ('sgemm NAME GFLOPS' lines)
 Attention is F.scaled_dot_product_attention(is_causal=True), PyTorch 2's fused kernel, as a
 PyTorch 2 user would write it (--attn manual: the explicit softmax(QK^T)V of PyTorch 1).
 Prints 'peer_per_s N' (samples/s for mlp and cnn, tokens/s for the GPTs).
@@ -107,7 +107,17 @@ SHAPES = [("square 1024^3", 0, 0, 1024, 1024, 1024), ("fc1 fwd", 0, 1, 256, 1024
           ("fc2 fwd", 0, 1, 256, 1024, 1024), ("fc3 fwd", 0, 1, 256, 10, 1024),
           ("fc3 dX", 0, 0, 256, 1024, 10), ("fc2 dX", 0, 0, 256, 1024, 1024),
           ("fc1 dW", 1, 0, 1024, 784, 256), ("fc2 dW", 1, 0, 1024, 1024, 256),
-          ("fc3 dW", 1, 0, 10, 1024, 256)]
+          ("fc3 dW", 1, 0, 10, 1024, 256),
+          # the GPTs' (tools/bench/bench_sgemm.c's list, in its order)
+          ("gpt qkv fwd", 0, 1, 1024, 384, 128), ("gpt qkv dX", 0, 0, 1024, 128, 384),
+          ("gpt qkv dW", 1, 0, 384, 128, 1024), ("gpt proj fwd", 0, 1, 1024, 128, 128),
+          ("gpt fc fwd", 0, 1, 1024, 512, 128), ("gpt fc2 fwd", 0, 1, 1024, 128, 512),
+          ("gpt fc2 dX", 0, 0, 1024, 512, 128), ("gpt fc2 dW", 1, 0, 128, 512, 1024),
+          ("gpt head fwd", 0, 1, 1024, 256, 128),
+          ("g85 qkv fwd", 0, 1, 2048, 2304, 768), ("g85 proj fwd", 0, 1, 2048, 768, 768),
+          ("g85 fc fwd", 0, 1, 2048, 3072, 768), ("g85 fc2 fwd", 0, 1, 2048, 768, 3072),
+          ("g85 fc2 dX", 0, 0, 2048, 3072, 768), ("g85 fc dW", 1, 0, 3072, 768, 2048),
+          ("g85 head fwd", 0, 1, 2048, 256, 768), ("g85 head dW", 1, 0, 256, 768, 2048)]
 if a.model == "sgemm":
     print(f"torch {torch.__version__}, {a.device}, {a.threads} threads, best of {a.steps}")
     for name, ta, tb, m, n, k in SHAPES:
