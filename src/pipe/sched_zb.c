@@ -276,8 +276,8 @@ int ht_pipe_gen_zbhet(const ht_pipe_params *p, ht_pipe_sched *s) {
             return rc;
         }
     }
-    for (int r = 0; r < D; r++)
-        cap[r] = p->max_inflight ? p->max_inflight[r] : D - r;
+    for (int r = 0; r < D; r++) /* unlimited: zb-h1's D slots, so that zb-h1 is a candidate */
+        cap[r] = p->max_inflight ? p->max_inflight[r] : D;
     ht_pipe_sched best = {0};
     for (int prio = 0; prio < NPRIO; prio++) {
         ht_pipe_sched c;

@@ -92,7 +92,7 @@ typedef struct ht_pipe_params {
     double bf_ratio;
     /* zb-het only: per stage input-gradient (B) and weight-gradient (W) times, in the units
      * of stage_time (NULL: bf_ratio / 2 x the forward each); max_inflight is each rank's
-     * slot limit (NULL: 1F1B's, D - r) */
+     * slot limit (NULL: zb-h1's, D on every rank) */
     const double *stage_b, *stage_w;
 } ht_pipe_params;
 

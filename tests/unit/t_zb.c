@@ -185,7 +185,8 @@ static void test_mutations(void) {
     ht_pipe_sched_free(&s);
 }
 
-/* Makespan of kind under the times within caps, or INFINITY when it does not fit them. */
+/* Makespan of kind under the times within caps (NULL: the generator's default), or INFINITY
+ * when it does not fit them. */
 static double run_kind(int kind, int D, int N, const double *t, const int *cap) {
     double bf = 0;
     for (int st = 0; st < D; st++)
@@ -197,14 +198,14 @@ static double run_kind(int kind, int D, int N, const double *t, const int *cap) 
     ht_pipe_report r;
     if (ht_pipe_generate(&p, &s)) return ht_error_clear(), INFINITY;
     int rc = ht_pipe_check_fbw(&s, t, t + D, t + 2 * D, &r);
-    for (int q = 0; q < D && !rc; q++)
+    for (int q = 0; q < D && !rc && cap; q++)
         if (s.nbuf[q] > cap[q]) rc = -1;
     ht_pipe_sched_free(&s);
     return rc == HT_OK ? r.makespan : rc == -1 ? INFINITY : -1;
 }
 
 static void test_zbhet(void) {
-    int bad = 0, wins = 0, cases = 0, fit_h1 = 0;
+    int bad = 0, wins = 0, cases = 0, fit_h1 = 0, bad_default = 0;
     for (int k = 0; k < 300; k++) {
         uint64_t sd = ht_rng_stream(2027, (uint64_t)k), c = 0;
         int D = 2 + (int)ht_rng_below(sd, c++, 5), N = D * (1 + (int)ht_rng_below(sd, c++, 3));
@@ -221,6 +222,11 @@ static void test_zbhet(void) {
                           run_kind(HT_PIPE_HEPIPE, D, N, t, cap)};
         cases++;
         fit_h1 += base[1] < INFINITY;
+        /* no limits given (the trainer without recompute = "auto"): zb-h1's memory, so never
+         * longer than zb-h1 */
+        const double dflt = run_kind(HT_PIPE_ZBHET, D, N, t, NULL), h1 = run_kind(HT_PIPE_ZBH1, D, N, t, NULL);
+        if (!(dflt > 0 && h1 > 0 && dflt <= h1 * (1 + 1e-12)) && bad_default++ < 5)
+            tap_diag("case %d D=%d N=%d, no limits: zb-het %g, zb-h1 %g", k, D, N, dflt, h1);
         double best = INFINITY;
         for (int b = 0; b < 3; b++)
             if (base[b] < 0 || het < 0 || het > base[b] * (1 + 1e-12)) {
@@ -234,6 +240,7 @@ static void test_zbhet(void) {
     tap_ok(!bad && cases == 300,
            "zb-het, 300 seeded F,B,W vectors (D 2..6): checker passes, within the slot limits, "
            "never longer than 1f1b, zb-h1 (fits %d) or hepipe at the same limits", fit_h1);
+    tap_ok(!bad_default, "zb-het without slot limits: never longer than zb-h1 (300 vectors)");
     tap_diag("zb-het strictly shorter than all three in %d of %d cases", wins, cases);
 }
 
