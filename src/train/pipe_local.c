@@ -3,9 +3,9 @@
  * state (2bw's second versions follow: the executor sizes them from the resident window), as
  * a window [pbase, pbase + pres) of the model's layout; the model description stays whole.
  *
- * Kept whole, for now (the log says which applies):
- * - rank 0: it is where the stage owners gather the model for evaluation and checkpoints
- *   (engine_pipe.c's gather), on its device;
+ * Rank 0 narrows too: evaluation runs over the stages and each stage's owner writes its own
+ * shard of the checkpoint (pipe_eval.c), so no rank needs the whole model after start-up.
+ * Kept whole on every rank, for now (the log says which applies; rank 0 then gathers):
  * - ranks whose stream runs several stages (interleaved, chimera, zb-v: one window would span
  *   the stages between), a tied GPT head (wte's copy on the last stage), pipe.rebalance
  *   (layers move between ranks' whole-size buffers), a sharded optimizer.
@@ -100,15 +100,17 @@ void ht_pipe_local_shrink(ht_job *j, pipe_state *p) {
     ht_model *m = &j->model;
     const char *why = whole_reason(j, p);
     const int st = only_stage(p, p->q);
+    p->local = why == NULL;
     if (j->rank == 0 && why)
         ht_log_info("memory: every pipeline rank keeps the whole model's parameters, gradients "
                     "and optimizer state: %s",
                     why);
     else if (j->rank == 0)
-        ht_log_info("memory: pipeline ranks other than 0 keep only their stage's parameters, "
-                    "gradients, optimizer state and activation buffers (rank 0 keeps the whole "
-                    "model: evaluation and checkpoints gather there)");
-    if (why || st < 0 || j->rank == 0 || m->pbase != 0 || m->pres != m->nparams) return;
+        ht_log_info("memory: every pipeline rank keeps only its stage's parameters, gradients, "
+                    "optimizer state and activation buffers; evaluation runs over the stages "
+                    "and each stage's owner writes its shard of the checkpoint set (%d shards)",
+                    p->sched.S);
+    if (why || st < 0 || m->pbase != 0 || m->pres != m->nparams) return;
     size_t lo = 0, hi = 0;
     int any = 0;
     for (int i = p->bounds[st]; i < p->bounds[st + 1]; i++) {
