@@ -75,6 +75,13 @@ typedef struct ht_job_engine {
      * save writes the checkpoint of `step` (each stage's owner its shard of one set). */
     void (*evaluate)(struct ht_job *j, double *loss, double *acc);
     int (*save)(struct ht_job *j, int64_t step);
+    /* Set by an engine's check whose rank may hold only part of the model from the start (a
+     * pipeline stage): given the description, 1 with the parameter window and the layers to
+     * allocate (setup then initialises, makes the optimizer over and resumes only that
+     * window: `windowed`), 0 for the whole model. */
+    int (*window)(struct ht_job *j, const ht_model *m, size_t *pbase, size_t *pres, int *lo,
+                  int *hi);
+    int windowed;
     void *state; /* the engine's; freed with free() at finish when still set */
 } ht_job_engine;
 

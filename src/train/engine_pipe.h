@@ -70,6 +70,12 @@ void ht_pipe_adopt_plan(pipe_state *p, ht_plan *plan, ht_pipe_params *pp, double
  * on rank 0. Before the executor is built. */
 void ht_pipe_local_shrink(ht_job *j, pipe_state *p);
 
+/* pipe_start.c (the engine's j->eng.window): 1 with this rank's stage, layers [*lo, *hi) and
+ * its parameter window [*pbase, *pbase + *pres), when the cut follows from the config and
+ * the description alone and the rank runs that one stage; 0: build the whole model. */
+int ht_pipe_start_window(ht_job *j, const ht_model *m, size_t *pbase, size_t *pres, int *lo,
+                         int *hi);
+
 /* pipe_eval.c (when p->local): validation as a forward-only pass over the stages, its loss
  * and accuracy on every rank; the checkpoint as one set with a shard per stage, written by
  * the stages' owners and committed atomically. Both collective. */

@@ -60,18 +60,28 @@ same_losses() {
         awk -v tol="$4" '{ d = $2 - $4; if (d < 0) d = -d; if ($1 != $3 || d > tol * $2) bad = 1 }
                          END { exit bad }'
 }
-# same_params A B TOL: the same tensors in two checkpoints (optimizer state aside), each
+# same_params A B TOL: the same tensors in two checkpoints (optimizer state aside; each a file
+# or a sharded set), each
 # within TOL of its largest magnitude (at least 1e-3)
 same_params() {
     /usr/bin/python3 - "$1" "$2" "$3" <<'PY'
 import json, struct, sys
 import numpy as np
-def load(p):
+import os
+def load1(p):
     b = open(p, 'rb').read()
     n = struct.unpack('<Q', b[:8])[0]
     h = json.loads(b[8:8 + n]); base = 8 + n
     return {k: np.frombuffer(b[base + v['data_offsets'][0]:base + v['data_offsets'][1]], '<f4')
             for k, v in h.items() if k != '__metadata__' and not k.startswith('optim')}
+def load(p):  # one file, or a sharded set's parameter tensors (each whole in one shard)
+    if os.path.exists(p): return load1(p)
+    stem = p[:-len('.safetensors')] if p.endswith('.safetensors') else p
+    idx = json.load(open(stem + '.safetensors.index.json'))
+    out = {}
+    for f in sorted(set(idx['weight_map'].values())):
+        out.update(load1(os.path.join(os.path.dirname(p), f)))
+    return out
 a, b, tol = load(sys.argv[1]), load(sys.argv[2]), float(sys.argv[3])
 bad = [k for k in a if k not in b or
        np.max(np.abs(a[k] - b[k])) > tol * max(1e-3, float(np.max(np.abs(a[k]))))]
