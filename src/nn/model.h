@@ -199,8 +199,12 @@ int ht_model_attach(ht_model *m, ht_dev *d);
  * pbase + pres) of the layout (the others are never allocated): params and grads hold pres
  * floats, the activation, saved-state and workspace buffers layers [lo, hi) at max_batch in
  * ht_model_stage_floats's layout (act_floats, save_floats and work_floats become its sizes;
- * act_off stays the whole model's: the pipeline rebases it). */
+ * act_off stays the whole model's: the pipeline rebases it). pres = 0, lo = hi = 0: nothing
+ * yet (a pipeline rank whose stage the plan decides later: ht_model_restage). */
 int ht_model_attach_stage(ht_model *m, ht_dev *d, size_t pbase, size_t pres, int lo, int hi);
+/* An attached model's parameter, gradient (zeroed), activation, saved-state and workspace
+ * buffers replaced by those of another window and stage (the parameters' values are gone). */
+void ht_model_restage(ht_model *m, size_t pbase, size_t pres, int lo, int hi);
 /* Floats of a stage's activations (its input at 0, its layers' outputs, then for lo > 0 the
  * inputs a batch upload writes), saved state and workspace for layers [lo, hi) at B samples;
  * [0, nlayers) gives the whole model's act_floats, save_floats and work_floats. Pure. */

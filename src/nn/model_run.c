@@ -30,15 +30,13 @@ int ht_model_attach(ht_model *m, ht_dev *d) {
     return ht_model_attach_stage(m, d, 0, m->nparams, 0, m->nlayers);
 }
 
-int ht_model_attach_stage(ht_model *m, ht_dev *d, size_t pbase, size_t pres, int lo, int hi) {
-    size_t B = (size_t)m->max_batch;
-    int rows = m->rows;
-    m->dev = d;
-    if (lo > 0 || hi < m->nlayers)
-        ht_model_stage_floats(m, lo, hi, m->max_batch, &m->act_floats, &m->save_floats,
-                              &m->work_floats);
+/* The parameter window's and the stage's buffers (params, grads zeroed, activations, their
+ * gradients, saved state, workspace). */
+static void alloc_stage(ht_model *m, size_t pbase, size_t pres, int lo, int hi) {
+    ht_dev *d = m->dev;
+    ht_model_stage_floats(m, lo, hi, m->max_batch, &m->act_floats, &m->save_floats,
+                          &m->work_floats);
     size_t pbytes = pres * sizeof(float), abytes = m->act_floats * sizeof(float);
-    size_t nrows = B * (size_t)rows;
     const int whole = pres == m->nparams && lo == 0 && hi == m->nlayers;
     m->params = ht_buf_new(d, pbytes ? pbytes : sizeof(float), whole ? "parameters" : "parameters (stage)");
     m->grads = ht_buf_new(d, pbytes ? pbytes : sizeof(float), whole ? "gradients" : "gradients (stage)");
@@ -46,15 +44,31 @@ int ht_model_attach_stage(ht_model *m, ht_dev *d, size_t pbase, size_t pres, int
     m->dacts = ht_buf_new(d, abytes ? abytes : sizeof(float), "activation gradients");
     m->saved = ht_buf_new(d, (m->save_floats ? m->save_floats : 1) * sizeof(float), "saved state");
     m->work = ht_buf_new(d, (m->work_floats ? m->work_floats : 1) * sizeof(float), "workspace");
+    if (pbytes) ht_buf_zero(d, m->grads, 0, pbytes);
+    m->pbase = pbase, m->pres = pres;
+}
+
+int ht_model_attach_stage(ht_model *m, ht_dev *d, size_t pbase, size_t pres, int lo, int hi) {
+    size_t B = (size_t)m->max_batch;
+    int rows = m->rows;
+    m->dev = d;
+    size_t nrows = B * (size_t)rows;
+    alloc_stage(m, pbase, pres, lo, hi);
     m->labels = ht_buf_new(d, nrows * sizeof(int32_t), "labels");
     m->losses = ht_buf_new(d, nrows * sizeof(float), "losses");
     m->correct = ht_buf_new(d, nrows * sizeof(int32_t), "correct flags");
-    if (pbytes) ht_buf_zero(d, m->grads, 0, pbytes);
     m->host_loss = ht_xmalloc(nrows * sizeof(float));
     m->host_correct = ht_xmalloc(nrows * sizeof(int32_t));
-    m->pbase = pbase, m->pres = pres;
     m->release = release;
     return HT_OK;
+}
+
+void ht_model_restage(ht_model *m, size_t pbase, size_t pres, int lo, int hi) {
+    ht_dev_finish(m->dev);
+    ht_buf *b[] = {m->params, m->grads, m->acts, m->dacts, m->saved, m->work};
+    for (size_t i = 0; i < sizeof b / sizeof *b; i++)
+        ht_buf_free(b[i]);
+    alloc_stage(m, pbase, pres, lo, hi);
 }
 
 /* ---------------------------------------------------------------- builders */

@@ -279,10 +279,11 @@ int ht_checkpoint_load(const char *path, ht_model *m, ht_optim *o, int64_t *step
         ht_buf *buf;
         size_t n;
         ht_optim_state(o, i, &name, &buf, &n);
-        /* the file holds the whole state; a sharded optimizer (ZeRO) takes its slice */
-        int64_t shape[1] = {(int64_t)o->n_full};
+        /* the file holds the whole state, parallel to the parameters; a sharded optimizer
+         * (ZeRO) or a pipeline stage's window takes its part */
+        int64_t shape[1] = {(int64_t)m->nparams};
         sp[i] = want(f, path, name, 1, shape, &rc);
-        if (sp[i]) rc = check_finite(HT_EINPUT, path, name, sp[i], o->n_full);
+        if (sp[i]) rc = check_finite(HT_EINPUT, path, name, sp[i], m->nparams);
     }
     /* a parameter server applies each worker's push as one update: up to one per worker
      * per global step, and a segment may end a step late (train/async_ckpt.c) */

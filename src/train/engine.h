@@ -81,7 +81,8 @@ typedef struct ht_job_engine {
      * window: `windowed`), 0 for the whole model. */
     int (*window)(struct ht_job *j, const ht_model *m, size_t *pbase, size_t *pres, int *lo,
                   int *hi);
-    int windowed;
+    int windowed; /* 1: the model holds its window; 2: none yet (the engine allocates it) */
+    int resumed;  /* --resume loaded a checkpoint (the engine may load its window again) */
     void *state; /* the engine's; freed with free() at finish when still set */
 } ht_job_engine;
 

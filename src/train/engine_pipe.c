@@ -292,7 +292,8 @@ int ht_pipe_make_schedule(ht_job *j, ht_pipe_params *pp, pipe_state *p, double s
         }
         if ((rc = check_sched(p, rep)) != HT_OK) return rc;
     }
-    ht_pipe_local_shrink(j, p); /* train/pipe_local.c: only this rank's stage resident */
+    /* train/pipe_local.c: only this rank's stage resident */
+    if ((rc = ht_pipe_local_shrink(j, p)) != HT_OK) return rc;
     p->x = ht_pipe_exec_new_layers(&j->model, &p->sched, p->bounds, p->place, p->mb, slowdown,
                                    any ? dec->layers + (size_t)p->q * (size_t)j->model.nlayers
                                        : NULL);

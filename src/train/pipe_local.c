@@ -104,7 +104,7 @@ static void account(pipe_state *p, const ht_model *m, int nst) {
     p->mem.shed_versions = p->tbw ? 2 * gone : 0;
 }
 
-void ht_pipe_local_shrink(ht_job *j, pipe_state *p) {
+int ht_pipe_local_shrink(ht_job *j, pipe_state *p) {
     ht_model *m = &j->model;
     const char *why = whole_reason(j, p);
     const int st = only_stage(p, p->q);
@@ -124,7 +124,7 @@ void ht_pipe_local_shrink(ht_job *j, pipe_state *p) {
     if ((why || st < 0) && j->eng.windowed) /* pipe_start.c and this disagree: a bug */
         ht_die(HT_ERUNTIME, "pipe: rank %d was built for one stage, but %s", j->rank,
                why ? why : "its stream runs several");
-    if (why || st < 0) return;
+    if (why || st < 0) return HT_OK;
     size_t lo = 0, hi = 0;
     int any = 0;
     for (int i = p->bounds[st]; i < p->bounds[st + 1]; i++) {
@@ -135,15 +135,19 @@ void ht_pipe_local_shrink(ht_job *j, pipe_state *p) {
     }
     const size_t n = any ? hi - lo : 0;
     const int nst = ht_optim_state_count(&j->opt);
+    int rc;
+    if (j->eng.windowed == 2 && (rc = ht_pipe_start_stage(j, p->bounds[st], p->bounds[st + 1],
+                                                          any ? lo : 0, n)) != HT_OK)
+        return rc;
     if (j->eng.windowed) { /* built as this stage at start: nothing to narrow */
         if (m->pbase != (any ? lo : 0) || m->pres != n)
             ht_die(HT_ERUNTIME, "pipe: rank %d was built for parameters [%zu, %zu), but the plan "
                                 "gives its stage %d [%zu, %zu)", j->rank, m->pbase,
                    m->pbase + m->pres, st, lo, lo + n);
         account(p, m, nst);
-        return;
+        return HT_OK;
     }
-    if (m->pbase != 0 || m->pres != m->nparams) return;
+    if (m->pbase != 0 || m->pres != m->nparams) return HT_OK;
     ht_dev_finish(j->dev);
     m->params = narrow(j->dev, m->params, lo, n, "parameters (stage)");
     m->grads = narrow(j->dev, m->grads, lo, n, "gradients (stage)");
@@ -156,4 +160,5 @@ void ht_pipe_local_shrink(ht_job *j, pipe_state *p) {
     ht_dev_mem(j->dev, NULL, NULL, NULL, 1);
     ht_log_debug("rank %d: stage %d's parameters [%zu, %zu) resident (%zu of %zu)", j->rank, st, lo,
                  lo + n, n, m->nparams);
+    return HT_OK;
 }

@@ -31,6 +31,7 @@ for line in open(sys.argv[1]):
         r["predicted_bytes"] / 1e6, 100 * (r["predicted_bytes"] - held) / held,
         r["limit_bytes"] / 1e6))
 PY
+rc=0
 "$build/hettrain" -c conf/gpt-85m-pipe.cfg --set pipe.schedule=none --set pipe.stages=1 \
-    >/dev/null 2>"$tmp/one.err"
-echo "one process, same limit: exit $? ($(cut -c1-160 "$tmp/one.err" | head -1) ...)"
+    >/dev/null 2>"$tmp/one.err" || rc=$?
+echo "one process, same limit: exit $rc ($(grep -m1 'memory_mb' "$tmp/one.err" | cut -c1-300) ...)"
