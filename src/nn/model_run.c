@@ -46,6 +46,7 @@ static void alloc_stage(ht_model *m, size_t pbase, size_t pres, int lo, int hi) 
     m->work = ht_buf_new(d, (m->work_floats ? m->work_floats : 1) * sizeof(float), "workspace");
     if (pbytes) ht_buf_zero(d, m->grads, 0, pbytes);
     m->pbase = pbase, m->pres = pres;
+    m->stage_lo = lo, m->stage_hi = hi;
 }
 
 int ht_model_attach_stage(ht_model *m, ht_dev *d, size_t pbase, size_t pres, int lo, int hi) {
@@ -334,6 +335,8 @@ void ht_model_keep_bw(ht_model *m) {
     if (m->keep_bw) return;
     ht_model_keep_bw_layout(m);
     if (!m->saved) return;
+    size_t act, work; /* a pipeline stage attached alone: its layers' saved state only */
+    ht_model_stage_floats(m, m->stage_lo, m->stage_hi, m->max_batch, &act, &m->save_floats, &work);
     ht_buf_free(m->saved);
     m->saved = ht_buf_new(m->dev, (m->save_floats ? m->save_floats : 1) * sizeof(float),
                           "saved state");
