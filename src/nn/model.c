@@ -180,6 +180,20 @@ void ht_model_keep_bw_layout(ht_model *m) {
     }
 }
 
+void ht_model_stage_floats(const ht_model *m, int lo, int hi, int B, size_t *act, size_t *save,
+                           size_t *work) {
+    const size_t b = (size_t)B;
+    *act = b * (size_t)m->width[lo], *save = 0, *work = 0;
+    for (int i = lo; i < hi; i++) {
+        const ht_layer *l = &m->layers[i];
+        if (!ht_layer_aliases(l)) *act += b * (size_t)l->out;
+        *save += b * l->save;
+        size_t w = ht_layer_work_floats(l, B);
+        if (w > *work) *work = w;
+    }
+    if (lo > 0) *act += b * (size_t)m->width[0];
+}
+
 void ht_model_free(ht_model *m) {
     if (m->release) m->release(m);
     free(m->layers);

@@ -104,6 +104,7 @@ typedef struct ht_model {
      * (0, nparams) unless a pipeline rank keeps only its stage; tensor offsets (t[].off, woff)
      * stay global, ht_layer_param/grad subtract pbase */
     size_t pbase, pres;
+    int stage_lo, stage_hi; /* the layers the activation buffers hold (ht_model_attach_stage) */
     /* Activation i (i = 0..nlayers) is the input of layer i; activation nlayers holds the
      * logits. It is (max_batch, width[i]) at act_off[i] floats in `acts`; its gradient is at
      * the same offset in `dacts` (dacts at nlayers: softmax - onehot, unscaled). */
@@ -194,6 +195,21 @@ int ht_model_gpt_desc(ht_model *m, int vocab, int T, int n_layer, int d_model, i
 /* Gives a description its buffers on d (params, grads zeroed, activations, ... for its
  * max_batch); ht_model_free frees them. */
 int ht_model_attach(ht_model *m, ht_dev *d);
+/* The same for a pipeline stage, layers [lo, hi), whose parameters are the floats [pbase,
+ * pbase + pres) of the layout (the others are never allocated): params and grads hold pres
+ * floats, the activation, saved-state and workspace buffers layers [lo, hi) at max_batch in
+ * ht_model_stage_floats's layout (act_floats, save_floats and work_floats become its sizes;
+ * act_off stays the whole model's: the pipeline rebases it). pres = 0, lo = hi = 0: nothing
+ * yet (a pipeline rank whose stage the plan decides later: ht_model_restage). */
+int ht_model_attach_stage(ht_model *m, ht_dev *d, size_t pbase, size_t pres, int lo, int hi);
+/* An attached model's parameter, gradient (zeroed), activation, saved-state and workspace
+ * buffers replaced by those of another window and stage (the parameters' values are gone). */
+void ht_model_restage(ht_model *m, size_t pbase, size_t pres, int lo, int hi);
+/* Floats of a stage's activations (its input at 0, its layers' outputs, then for lo > 0 the
+ * inputs a batch upload writes), saved state and workspace for layers [lo, hi) at B samples;
+ * [0, nlayers) gives the whole model's act_floats, save_floats and work_floats. Pure. */
+void ht_model_stage_floats(const ht_model *m, int lo, int hi, int B, size_t *act, size_t *save,
+                           size_t *work);
 
 void ht_model_free(ht_model *m);
 /* HT_OK when every layer's tensors at `batch` samples stay within 2^31 - 1 elements (the
@@ -207,6 +223,8 @@ int ht_model_check_batch(const ht_model *m, int batch);
  * k of the flat buffer draws counter k of a stream derived from seed, so it is
  * deterministic for the seed and independent of anything else. Uploaded once. */
 void ht_model_init_params(ht_model *m, uint64_t seed);
+/* (ht_model_init_params draws element k of the layout from counter k of one stream, so a
+ * window [pbase, pbase + pres) gets the whole model's values without the others.) */
 
 /* ---------------------------------------------------------------- batches */
 

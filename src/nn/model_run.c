@@ -27,26 +27,49 @@ static void release(ht_model *m) {
 }
 
 int ht_model_attach(ht_model *m, ht_dev *d) {
+    return ht_model_attach_stage(m, d, 0, m->nparams, 0, m->nlayers);
+}
+
+/* The parameter window's and the stage's buffers (params, grads zeroed, activations, their
+ * gradients, saved state, workspace). */
+static void alloc_stage(ht_model *m, size_t pbase, size_t pres, int lo, int hi) {
+    ht_dev *d = m->dev;
+    ht_model_stage_floats(m, lo, hi, m->max_batch, &m->act_floats, &m->save_floats,
+                          &m->work_floats);
+    size_t pbytes = pres * sizeof(float), abytes = m->act_floats * sizeof(float);
+    const int whole = pres == m->nparams && lo == 0 && hi == m->nlayers;
+    m->params = ht_buf_new(d, pbytes ? pbytes : sizeof(float), whole ? "parameters" : "parameters (stage)");
+    m->grads = ht_buf_new(d, pbytes ? pbytes : sizeof(float), whole ? "gradients" : "gradients (stage)");
+    m->acts = ht_buf_new(d, abytes ? abytes : sizeof(float), "activations");
+    m->dacts = ht_buf_new(d, abytes ? abytes : sizeof(float), "activation gradients");
+    m->saved = ht_buf_new(d, (m->save_floats ? m->save_floats : 1) * sizeof(float), "saved state");
+    m->work = ht_buf_new(d, (m->work_floats ? m->work_floats : 1) * sizeof(float), "workspace");
+    if (pbytes) ht_buf_zero(d, m->grads, 0, pbytes);
+    m->pbase = pbase, m->pres = pres;
+    m->stage_lo = lo, m->stage_hi = hi;
+}
+
+int ht_model_attach_stage(ht_model *m, ht_dev *d, size_t pbase, size_t pres, int lo, int hi) {
     size_t B = (size_t)m->max_batch;
     int rows = m->rows;
     m->dev = d;
-    size_t pbytes = m->nparams * sizeof(float), abytes = m->act_floats * sizeof(float);
     size_t nrows = B * (size_t)rows;
-    m->params = ht_buf_new(d, pbytes ? pbytes : sizeof(float), "parameters");
-    m->grads = ht_buf_new(d, pbytes ? pbytes : sizeof(float), "gradients");
-    m->acts = ht_buf_new(d, abytes, "activations");
-    m->dacts = ht_buf_new(d, abytes, "activation gradients");
-    m->saved = ht_buf_new(d, (m->save_floats ? m->save_floats : 1) * sizeof(float), "saved state");
-    m->work = ht_buf_new(d, (m->work_floats ? m->work_floats : 1) * sizeof(float), "workspace");
+    alloc_stage(m, pbase, pres, lo, hi);
     m->labels = ht_buf_new(d, nrows * sizeof(int32_t), "labels");
     m->losses = ht_buf_new(d, nrows * sizeof(float), "losses");
     m->correct = ht_buf_new(d, nrows * sizeof(int32_t), "correct flags");
-    if (pbytes) ht_buf_zero(d, m->grads, 0, pbytes);
     m->host_loss = ht_xmalloc(nrows * sizeof(float));
     m->host_correct = ht_xmalloc(nrows * sizeof(int32_t));
-    m->pbase = 0, m->pres = m->nparams;
     m->release = release;
     return HT_OK;
+}
+
+void ht_model_restage(ht_model *m, size_t pbase, size_t pres, int lo, int hi) {
+    ht_dev_finish(m->dev);
+    ht_buf *b[] = {m->params, m->grads, m->acts, m->dacts, m->saved, m->work};
+    for (size_t i = 0; i < sizeof b / sizeof *b; i++)
+        ht_buf_free(b[i]);
+    alloc_stage(m, pbase, pres, lo, hi);
 }
 
 /* ---------------------------------------------------------------- builders */
@@ -106,8 +129,9 @@ static ht_act layer_act(const ht_layer *l) {
 }
 
 void ht_model_init_params(ht_model *m, uint64_t seed) {
-    if (!m->nparams) return;
-    float *p = ht_xmalloc(m->nparams * sizeof(float));
+    if (!m->pres) return;
+    const size_t lo = m->pbase, hi = m->pbase + m->pres; /* the resident window only */
+    float *p = ht_xmalloc(m->pres * sizeof(float));
     uint64_t stream = ht_rng_stream(seed, 0x1a17 /* "init" */);
     for (int i = 0; i < m->nlayers; i++) {
         const ht_layer *l = &m->layers[i];
@@ -117,17 +141,18 @@ void ht_model_init_params(ht_model *m, uint64_t seed) {
             size_t n = 1;
             for (int k = 0; k < t->ndim; k++)
                 n *= (size_t)t->shape[k];
-            for (size_t k = t->off; k < t->off + n; k++) {
+            const size_t a = t->off > lo ? t->off : lo, b = t->off + n < hi ? t->off + n : hi;
+            for (size_t k = a; k < b; k++) {
                 if (t->init == HT_INIT_UNIFORM)
-                    p[k] = (2.0f * ht_rng_uniform(stream, k) - 1.0f) * t->init_a;
+                    p[k - lo] = (2.0f * ht_rng_uniform(stream, k) - 1.0f) * t->init_a;
                 else if (t->init == HT_INIT_NORMAL)
-                    p[k] = ht_rng_normal(stream, k) * t->init_a;
+                    p[k - lo] = ht_rng_normal(stream, k) * t->init_a;
                 else
-                    p[k] = t->init_a;
+                    p[k - lo] = t->init_a;
             }
         }
     }
-    ht_buf_write(m->dev, m->params, 0, m->nparams * sizeof(float), p);
+    ht_buf_write(m->dev, m->params, 0, m->pres * sizeof(float), p);
     free(p);
 }
 
@@ -310,6 +335,8 @@ void ht_model_keep_bw(ht_model *m) {
     if (m->keep_bw) return;
     ht_model_keep_bw_layout(m);
     if (!m->saved) return;
+    size_t act, work; /* a pipeline stage attached alone: its layers' saved state only */
+    ht_model_stage_floats(m, m->stage_lo, m->stage_hi, m->max_batch, &act, &m->save_floats, &work);
     ht_buf_free(m->saved);
     m->saved = ht_buf_new(m->dev, (m->save_floats ? m->save_floats : 1) * sizeof(float),
                           "saved state");

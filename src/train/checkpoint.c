@@ -279,10 +279,11 @@ int ht_checkpoint_load(const char *path, ht_model *m, ht_optim *o, int64_t *step
         ht_buf *buf;
         size_t n;
         ht_optim_state(o, i, &name, &buf, &n);
-        /* the file holds the whole state; a sharded optimizer (ZeRO) takes its slice */
-        int64_t shape[1] = {(int64_t)o->n_full};
+        /* the file holds the whole state, parallel to the parameters; a sharded optimizer
+         * (ZeRO) or a pipeline stage's window takes its part */
+        int64_t shape[1] = {(int64_t)m->nparams};
         sp[i] = want(f, path, name, 1, shape, &rc);
-        if (sp[i]) rc = check_finite(HT_EINPUT, path, name, sp[i], o->n_full);
+        if (sp[i]) rc = check_finite(HT_EINPUT, path, name, sp[i], m->nparams);
     }
     /* a parameter server applies each worker's push as one update: up to one per worker
      * per global step, and a segment may end a step late (train/async_ckpt.c) */
@@ -296,14 +297,14 @@ int ht_checkpoint_load(const char *path, ht_model *m, ht_optim *o, int64_t *step
                       "optimizer cannot have stepped more often than the trainer",
                       path, (long long)ot,
                       per > 1 ? "('step' + 1) x 'sync.workers'" : "'step'", (long long)bound);
-    if (rc == HT_OK) {
-        ht_buf_write(m->dev, m->params, 0, m->nparams * sizeof(float), params);
+    if (rc == HT_OK) { /* a pipeline stage's window only (m->pbase, m->pres) */
+        ht_buf_write(m->dev, m->params, 0, m->pres * sizeof(float), params + m->pbase);
         for (int i = 0; i < ns; i++) {
             const char *name;
             ht_buf *buf;
             size_t n;
             ht_optim_state(o, i, &name, &buf, &n);
-            ht_buf_write(m->dev, buf, 0, n * sizeof(float), sp[i] + o->off);
+            ht_buf_write(m->dev, buf, 0, n * sizeof(float), sp[i] + m->pbase + o->off);
         }
         o->t = ot;
         *step = fstep;
@@ -323,7 +324,7 @@ int ht_checkpoint_load_params(const char *path, ht_model *m, int64_t *step) {
     rc = read_params(f, path, m, &params);
     if (rc == HT_OK) rc = meta_int(f, path, "step", &fstep);
     if (rc == HT_OK) {
-        ht_buf_write(m->dev, m->params, 0, m->nparams * sizeof(float), params);
+        ht_buf_write(m->dev, m->params, 0, m->pres * sizeof(float), params + m->pbase);
         if (step) *step = fstep;
     }
     free(params);

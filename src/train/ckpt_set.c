@@ -72,9 +72,17 @@ static int shard_tensors(ht_model *m, ht_optim *o, size_t lo, size_t hi, int64_t
             n *= (size_t)pt[i].shape[d];
         if (pt[i].off >= lo && pt[i].off < hi && pt[i].off + n > end) end = pt[i].off + n;
     }
+    /* a pipeline rank holds only its window [pbase, pbase + pres) of the parameters, and its
+     * optimizer state runs parallel to that window (from o->off within it under cluster.shard) */
+    const size_t obase = m->pbase + o->off;
+    if (end > lo && (lo < m->pbase || end > m->pbase + m->pres)) {
+        free(pt);
+        return ht_error(HT_ERUNTIME, "checkpoint shard [%zu, %zu): this rank holds parameters "
+                                     "[%zu, %zu) only", lo, end, m->pbase, m->pbase + m->pres);
+    }
     bufs[0] = ht_xmalloc((end - lo ? end - lo : 1) * sizeof(float));
-    if (end > lo) ht_buf_read(m->dev, m->params, lo * sizeof(float), (end - lo) * sizeof(float),
-                              bufs[0]);
+    if (end > lo) ht_buf_read(m->dev, m->params, (lo - m->pbase) * sizeof(float),
+                              (end - lo) * sizeof(float), bufs[0]);
     *nt = 0;
     for (int i = 0; rc == HT_OK && i < np; i++) {
         if (pt[i].off < lo || pt[i].off >= hi) continue;
@@ -95,16 +103,16 @@ static int shard_tensors(ht_model *m, ht_optim *o, size_t lo, size_t hi, int64_t
         size_t n;
         ht_optim_state(o, i, &name, &buf, &n);
         /* every state runs parallel to the parameters; this rank may hold only the slice
-         * [o->off, o->off + n) of it (cluster.shard) */
+         * [obase, obase + n) of it (cluster.shard, a pipeline stage) */
         size_t a = lo, b = hi;
         if (b == a) continue; /* an empty piece would share its name with the next one's */
-        if (a < o->off || b > o->off + n) {
+        if (a < obase || b > obase + n) {
             rc = ht_error(HT_ERUNTIME, "checkpoint shard [%zu, %zu) of '%s': this rank holds "
-                                       "[%zu, %zu) only", a, b, name, o->off, o->off + n);
+                                       "[%zu, %zu) only", a, b, name, obase, obase + n);
             break;
         }
         bufs[1 + i] = ht_xmalloc((b - a) * sizeof(float));
-        ht_buf_read(m->dev, buf, (a - o->off) * sizeof(float), (b - a) * sizeof(float),
+        ht_buf_read(m->dev, buf, (a - obase) * sizeof(float), (b - a) * sizeof(float),
                     bufs[1 + i]);
         ht_st_tensor *x = &t[(*nt)++];
         snprintf(pname[*nt - 1], 96, "%s%c%zu", name, HT_ST_SET_PIECE, a);
@@ -141,7 +149,7 @@ int ht_checkpoint_save_shard(const char *base, int i, int k, ht_model *m, ht_opt
         ht_optim_state(o, j, &name, &buf, &n);
         snprintf(flat[j], sizeof flat[j], "set.flat.%s", name);
         (void)n;
-        snprintf(total[j], sizeof total[j], "%zu", o->n_full);
+        snprintf(total[j], sizeof total[j], "%zu", m->nparams); /* the flat whole */
         keys[5 + j] = flat[j], vals[5 + j] = total[j];
     }
     if (rc == HT_OK) rc = ht_st_set_write_shard(base, i, k, step, t, nt, keys, vals, 5 + ns);

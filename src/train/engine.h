@@ -69,6 +69,20 @@ typedef struct ht_job_engine {
      * collectively on every rank before an evaluation or a checkpoint, so that rank 0 holds
      * them. NULL: rank 0 already does. */
     void (*gather)(struct ht_job *j);
+    /* Set by an engine that evaluates and saves without any rank holding the whole model (a
+     * pipeline whose ranks hold only their stages); gather is then not called. Both are
+     * collective on every rank: evaluate gives every rank the validation loss and accuracy,
+     * save writes the checkpoint of `step` (each stage's owner its shard of one set). */
+    void (*evaluate)(struct ht_job *j, double *loss, double *acc);
+    int (*save)(struct ht_job *j, int64_t step);
+    /* Set by an engine's check whose rank may hold only part of the model from the start (a
+     * pipeline stage): given the description, 1 with the parameter window and the layers to
+     * allocate (setup then initialises, makes the optimizer over and resumes only that
+     * window: `windowed`), 0 for the whole model. */
+    int (*window)(struct ht_job *j, const ht_model *m, size_t *pbase, size_t *pres, int *lo,
+                  int *hi);
+    int windowed; /* 1: the model holds its window; 2: none yet (the engine allocates it) */
+    int resumed;  /* --resume loaded a checkpoint (the engine may load its window again) */
     void *state; /* the engine's; freed with free() at finish when still set */
 } ht_job_engine;
 
@@ -148,6 +162,11 @@ int ht_job_check_loss(ht_job *j, int64_t done, double loss_sum, float lr);
  * rank 0 writes its model and optimizer. ht_job_loop_finish does not save that step again.
  * Collective when j->eng.gather is set. */
 int ht_job_save(ht_job *j, int64_t step, const ht_ckpt_extra *x);
+/* Collective: shard i of the set checkpoint.path holds the flat parameter range [cut[i],
+ * cut[i + 1]) (k + 1 cuts) and is written by rank writer[i] (NULL: i % world), each as a
+ * .next; after all are written rank 0 commits the set (a kill at any moment leaves the
+ * previous set loadable). HT_ERUNTIME on every rank when any rank failed. */
+int ht_job_save_cuts(ht_job *j, int64_t step, int k, const size_t *cut, const int *writer);
 /* After the first step's device work, with j->eng.samples current: res->first_step_s, and the
  * throughput clocks restart. */
 void ht_job_first_step(ht_job *j, ht_train_result *res);

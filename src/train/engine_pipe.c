@@ -2,9 +2,10 @@
  * data-parallel replicas; every rank builds the whole model (setup), runs its instruction
  * stream (src/train/pipe_exec.c) once per global batch, and updates its parameters with the
  * gradients summed over every copy of its stages. Clipping uses the global norm over all
- * stages. Before an evaluation or a checkpoint the stage owners send their parameters and
- * optimizer state to rank 0 (j->eng.gather), so rank 0 evaluates and saves the whole model in
- * the one-process format. Online re-partitioning (pipe.rebalance) is in pipe_repart.c. */
+ * stages. When every rank holds only its stage (pipe_local.c), evaluation runs over the
+ * stages and each stage's owner writes its shard of the checkpoint set (pipe_eval.c); else
+ * the stage owners send their parameters and optimizer state to rank 0 before an evaluation
+ * or a checkpoint (j->eng.gather), and rank 0 evaluates and saves the whole model. Online re-partitioning (pipe.rebalance) is in pipe_repart.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,10 @@ static int check(ht_job *j) {
      * first slot, and evaluation's) need hold no more (issue 11: 3x less memory per rank on
      * tests/integration/pipe_mem.t's GPT than buffers for the whole batch) */
     j->model_batch = cfg->train.batch / (R * cfg->pipe.micro_batches);
+    /* a rank whose stage the config decides allocates only that (train/pipe_start.c); the
+     * GEMM probe goes first, so that the measured peak covers start-up without it */
+    j->eng.window = ht_pipe_start_window;
+    j->eng.peak_from_model = 1;
     return HT_OK;
 }
 
@@ -98,6 +103,20 @@ static void gather(ht_job *j) {
         ht_pipe_exec_stage_params(p->x, s, &off, &n);
         if (n) ht_pipe_send_state(j, off, n, owner, 0, TAG_GATHER);
     }
+}
+
+/* The hooks of a pipeline whose ranks hold only their stages (pipe_eval.c; 2bw: after a
+ * drain, as the gather). */
+static void eval_stages(ht_job *j, double *loss, double *acc) {
+    pipe_state *p = j->eng.state;
+    drain_2bw(j, p);
+    ht_pipe_eval(j, p, loss, acc);
+}
+
+static int save_stages(ht_job *j, int64_t step) {
+    pipe_state *p = j->eng.state;
+    drain_2bw(j, p);
+    return ht_pipe_save_stages(j, p, step);
 }
 
 /* ------------------------------------------------------------------ setup */
@@ -273,7 +292,8 @@ int ht_pipe_make_schedule(ht_job *j, ht_pipe_params *pp, pipe_state *p, double s
         }
         if ((rc = check_sched(p, rep)) != HT_OK) return rc;
     }
-    ht_pipe_local_shrink(j, p); /* train/pipe_local.c: only this rank's stage resident */
+    /* train/pipe_local.c: only this rank's stage resident */
+    if ((rc = ht_pipe_local_shrink(j, p)) != HT_OK) return rc;
     p->x = ht_pipe_exec_new_layers(&j->model, &p->sched, p->bounds, p->place, p->mb, slowdown,
                                    any ? dec->layers + (size_t)p->q * (size_t)j->model.nlayers
                                        : NULL);
@@ -490,7 +510,7 @@ static int run(ht_job *j, ht_train_result *res) {
      * one-time probe (made at the first product, else in the calibration or first step) goes
      * first, and the peak restarts at what the model holds */
     ht_dev_gemm_choice(j->dev);
-    ht_dev_mem(j->dev, NULL, NULL, NULL, 1);
+    if (!j->eng.windowed) ht_dev_mem(j->dev, NULL, NULL, NULL, 1); /* else: start-up counts */
     int rc = setup(j, &p);
     if (rc == HT_OK) {
         if (j->opts->trace) ht_cluster_trace_start(j->cl);
@@ -500,7 +520,9 @@ static int run(ht_job *j, ht_train_result *res) {
             j->cl->shares[r] = p.sched.p.N * p.grp.cnt[r % p.place.D];
         ht_cluster_announce(j->cl, ht_dev_info(j->dev)->name);
         j->eng.state = &p;
-        j->eng.gather = gather;
+        j->eng.gather = p.local ? NULL : gather;
+        j->eng.evaluate = p.local ? eval_stages : NULL;
+        j->eng.save = p.local ? save_stages : NULL;
         rc = pipe_loop(j, &p, res);
         if (rc == HT_OK) { /* issue 11: the memory model against what was allocated */
             const int q = p.q, nslot = p.sched.nbuf[q] > 0 ? p.sched.nbuf[q] : 1;
@@ -509,6 +531,8 @@ static int run(ht_job *j, ht_train_result *res) {
                                       ht_optim_state_count(&j->opt), p.tbw ? 2 : 1, j->metrics);
         }
         j->eng.gather = NULL;
+        j->eng.evaluate = NULL;
+        j->eng.save = NULL;
         j->eng.state = NULL;
     }
     if (rc == HT_OK && j->opts->profile) ht_dev_profile_report(j->dev, stderr);

@@ -15,6 +15,7 @@
 enum {
     TAG_GATHER = 900, /* stage owner -> rank 0, below the executor's tags */
     TAG_MOVE = 901,   /* a layer's old owner -> its new one (re-partitioning) */
+    TAG_EVAL = 902,   /* a stage's owner -> the next one's: a validation batch's activation */
 };
 
 typedef struct pipe_state {
@@ -44,6 +45,7 @@ typedef struct pipe_state {
     ht_pipe_problem prob;
     ht_repart rp;
     int told; /* a refused return was logged since the last change */
+    int local; /* every rank holds only its stage (pipe_local.c): no gather, ht_pipe_eval */
 } pipe_state;
 
 /* Floats [off, off + n) of the parameters and of every optimizer state buffer, from rank
@@ -63,9 +65,28 @@ ht_plan_cluster ht_pipe_plan_cluster(const ht_job *j, const pipe_state *p);
 void ht_pipe_adopt_plan(pipe_state *p, ht_plan *plan, ht_pipe_params *pp, double **times);
 
 /* pipe_local.c: a rank running one stage narrows its parameters, gradients and optimizer
- * state to that stage's window (not rank 0, not a tied head, re-partitioning or several
- * stages per rank); logs which on rank 0. Before the executor is built. */
-void ht_pipe_local_shrink(ht_job *j, pipe_state *p);
+ * state to that stage's window (not with a tied head, re-partitioning or several stages per
+ * rank: then every rank keeps the whole model and rank 0 gathers); sets p->local; logs which
+ * on rank 0. Before the executor is built. */
+int ht_pipe_local_shrink(ht_job *j, pipe_state *p);
+
+/* pipe_start.c (the engine's j->eng.window): 1 with this rank's stage, layers [*lo, *hi) and
+ * its parameter window [*pbase, *pbase + *pres), when the cut follows from the config and
+ * the description alone and the rank runs that one stage; 2 with an empty window when the
+ * rank will hold one stage that the plan decides (then ht_pipe_start_stage); 0: build the
+ * whole model. */
+int ht_pipe_start_window(ht_job *j, const ht_model *m, size_t *pbase, size_t *pres, int *lo,
+                         int *hi);
+/* After the plan, on a rank started with an empty window: its stage's buffers, parameters
+ * initialised as the one-process run's, the optimizer over them, and on --resume the
+ * checkpoint's part loaded. */
+int ht_pipe_start_stage(ht_job *j, int lo, int hi, size_t pbase, size_t pres);
+
+/* pipe_eval.c (when p->local): validation as a forward-only pass over the stages, its loss
+ * and accuracy on every rank; the checkpoint as one set with a shard per stage, written by
+ * the stages' owners and committed atomically. Both collective. */
+void ht_pipe_eval(ht_job *j, pipe_state *p, double *loss, double *acc);
+int ht_pipe_save_stages(ht_job *j, pipe_state *p, int64_t step);
 
 /* pipe_repart.c: whether this job re-partitions (p->repart) and its rule's state. */
 int ht_pipe_repart_init(ht_job *j, pipe_state *p);

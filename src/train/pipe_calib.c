@@ -63,17 +63,23 @@ void ht_pipe_plan_calibrate_bw(ht_model *m, int mb, double slowdown, double *tim
 void ht_pipe_plan_calibrate(ht_model *m, int mb, double slowdown, double *times) {
     int L = m->nlayers;
     double *mine = ht_xmalloc((size_t)2 * L * sizeof *mine);
+    const int whole = m->pres == m->nparams; /* else each layer in buffers of its own */
     ht_model_set_training(m, 0, 0, 0);
     ht_buf_zero(m->dev, m->acts, 0, ht_buf_size(m->acts)); /* defined values, tokens 0 */
     ht_buf_zero(m->dev, m->dacts, 0, ht_buf_size(m->dacts));
     ht_buf_zero(m->dev, m->labels, 0, ht_buf_size(m->labels)); /* class 0: in range */
-    ht_model_forward_range(m, 0, L, mb); /* warm-up: every kernel once */
-    ht_model_loss_forward(m, mb, 1);
-    ht_model_backward_range(m, 0, L, mb, 1.0f, 0);
-    ht_dev_finish(m->dev);
+    if (whole) { /* warm-up: every kernel once */
+        ht_model_forward_range(m, 0, L, mb);
+        ht_model_loss_forward(m, mb, 1);
+        ht_model_backward_range(m, 0, L, mb, 1.0f, 0);
+        ht_dev_finish(m->dev);
+    }
     for (int l = 0; l < L; l++) {
+        ht_calib_win w;
+        if (!whole) ht_calib_win_begin(m, l, &w), best_of(m, l, mb, 0), best_of(m, l, mb, 1);
         mine[l] = best_of(m, l, mb, 0) * slowdown;
         mine[L + l] = best_of(m, l, mb, 1) * slowdown;
+        if (!whole) ht_calib_win_end(m, l, &w);
     }
     ht_comm_allgather(mine, (size_t)2 * L * sizeof *mine, times);
     free(mine);

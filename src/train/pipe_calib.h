@@ -19,6 +19,16 @@ void ht_pipe_plan_calibrate(ht_model *m, int mb, double slowdown, double *times)
  * defined buffers) and ht_model_keep_bw. Collective. */
 void ht_pipe_plan_calibrate_bw(ht_model *m, int mb, double slowdown, double *times);
 
+/* pipe_calib_win.c: on a model that holds only part of its parameters (m->pres < nparams),
+ * the calibration times layer l in buffers of its own (its parameters zero), swapped in by
+ * begin and freed by end. */
+typedef struct ht_calib_win {
+    ht_buf *params, *grads, *acts, *dacts, *saved, *work;
+    size_t pbase, pres, *act_off, save_off;
+} ht_calib_win;
+void ht_calib_win_begin(ht_model *m, int l, ht_calib_win *w);
+void ht_calib_win_end(ht_model *m, int l, ht_calib_win *w);
+
 /* ht_pipe_plan_hosts (plan/pipe_plan.h) for the job's ranks (the first replica's world
  * ranks 0..D-1) by host name, or by
  * cluster.hosts when given; rank 0 warns when their hosts alternate. NULL also for D >

@@ -3,9 +3,9 @@
  * state (2bw's second versions follow: the executor sizes them from the resident window), as
  * a window [pbase, pbase + pres) of the model's layout; the model description stays whole.
  *
- * Kept whole, for now (the log says which applies):
- * - rank 0: it is where the stage owners gather the model for evaluation and checkpoints
- *   (engine_pipe.c's gather), on its device;
+ * Rank 0 narrows too: evaluation runs over the stages and each stage's owner writes its own
+ * shard of the checkpoint (pipe_eval.c), so no rank needs the whole model after start-up.
+ * Kept whole on every rank, for now (the log says which applies; rank 0 then gathers):
  * - ranks whose stream runs several stages (interleaved, chimera, zb-v: one window would span
  *   the stages between), a tied GPT head (wte's copy on the last stage), pipe.rebalance
  *   (layers move between ranks' whole-size buffers), a sharded optimizer.
@@ -72,43 +72,59 @@ static void narrow_optim(ht_job *j, size_t lo, size_t n) {
     j->opt = o;
 }
 
+/* Bytes of the model's own activation, gradient, saved and work buffers as built whole, less
+ * what they hold now. */
+static double acts_shed(const ht_model *m) {
+    size_t act, save, work;
+    ht_model_stage_floats(m, 0, m->nlayers, m->max_batch, &act, &save, &work);
+    return (2.0 * act + save + work) * sizeof(float) -
+           (2.0 * (m->act_floats ? m->act_floats : 1) + (m->save_floats ? m->save_floats : 1) +
+            (m->work_floats ? m->work_floats : 1)) * sizeof(float);
+}
+
 /* The model's own activation buffers for layers [lo, hi) only, laid out as the executor's
- * stage layouts (stage input at 0, its layers' outputs, then a LOAD's inputs): returns the
- * bytes freed. The whole-model offsets (act_off, save_off) stay: the executor rebases them. */
-static double narrow_acts(ht_model *m, int lo, int hi) {
-    const size_t B = (size_t)m->max_batch;
-    size_t act = B * (size_t)m->width[lo], save = 0, work = 0;
-    for (int i = lo; i < hi; i++) {
-        const ht_layer *l = &m->layers[i];
-        if (!ht_layer_aliases(l)) act += B * (size_t)l->out;
-        save += B * l->save;
-        size_t w = ht_layer_work_floats(l, m->max_batch);
-        if (w > work) work = w;
-    }
-    if (lo > 0) act += B * (size_t)m->width[0];
-    const double before = (2.0 * m->act_floats + m->save_floats + m->work_floats) * sizeof(float);
+ * stage layouts (stage input at 0, its layers' outputs, then a LOAD's inputs). The
+ * whole-model offsets (act_off, save_off) stay: the executor rebases them. */
+static void narrow_acts(ht_model *m, int lo, int hi) {
+    size_t act, save, work;
+    ht_model_stage_floats(m, lo, hi, m->max_batch, &act, &save, &work);
     ht_buf_free(m->acts), ht_buf_free(m->dacts), ht_buf_free(m->saved), ht_buf_free(m->work);
     m->acts = ht_buf_new(m->dev, (act ? act : 1) * sizeof(float), "activations (stage)");
     m->dacts = ht_buf_new(m->dev, (act ? act : 1) * sizeof(float), "activation gradients (stage)");
     m->saved = ht_buf_new(m->dev, (save ? save : 1) * sizeof(float), "saved state (stage)");
     m->work = ht_buf_new(m->dev, (work ? work : 1) * sizeof(float), "workspace (stage)");
     m->act_floats = act, m->save_floats = save, m->work_floats = work;
-    return before - (2.0 * (act ? act : 1) + (save ? save : 1) + (work ? work : 1)) * sizeof(float);
 }
 
-void ht_pipe_local_shrink(ht_job *j, pipe_state *p) {
+/* What the memory model's prediction for this rank leaves out: the state of the parameters
+ * outside its window, the activation buffers of the other layers, 2bw's versions of both. */
+static void account(pipe_state *p, const ht_model *m, int nst) {
+    const double gone = (double)(m->nparams - m->pres) * sizeof(float);
+    p->mem.shed_model = gone * (2 + nst) + acts_shed(m);
+    p->mem.shed_versions = p->tbw ? 2 * gone : 0;
+}
+
+int ht_pipe_local_shrink(ht_job *j, pipe_state *p) {
     ht_model *m = &j->model;
     const char *why = whole_reason(j, p);
     const int st = only_stage(p, p->q);
+    p->local = why == NULL;
     if (j->rank == 0 && why)
         ht_log_info("memory: every pipeline rank keeps the whole model's parameters, gradients "
                     "and optimizer state: %s",
                     why);
     else if (j->rank == 0)
-        ht_log_info("memory: pipeline ranks other than 0 keep only their stage's parameters, "
-                    "gradients, optimizer state and activation buffers (rank 0 keeps the whole "
-                    "model: evaluation and checkpoints gather there)");
-    if (why || st < 0 || j->rank == 0 || m->pbase != 0 || m->pres != m->nparams) return;
+        ht_log_info("memory: every pipeline rank keeps only its stage's parameters, gradients, "
+                    "optimizer state and activation buffers; evaluation runs over the stages "
+                    "and each stage's owner writes its shard of the checkpoint set (%d shards); "
+                    "%s",
+                    p->sched.S,
+                    j->eng.windowed ? "from start-up (no rank builds the whole model)"
+                                    : "after start-up (each rank built the whole model first)");
+    if ((why || st < 0) && j->eng.windowed) /* pipe_start.c and this disagree: a bug */
+        ht_die(HT_ERUNTIME, "pipe: rank %d was built for one stage, but %s", j->rank,
+               why ? why : "its stream runs several");
+    if (why || st < 0) return HT_OK;
     size_t lo = 0, hi = 0;
     int any = 0;
     for (int i = p->bounds[st]; i < p->bounds[st + 1]; i++) {
@@ -119,18 +135,30 @@ void ht_pipe_local_shrink(ht_job *j, pipe_state *p) {
     }
     const size_t n = any ? hi - lo : 0;
     const int nst = ht_optim_state_count(&j->opt);
+    int rc;
+    if (j->eng.windowed == 2 && (rc = ht_pipe_start_stage(j, p->bounds[st], p->bounds[st + 1],
+                                                          any ? lo : 0, n)) != HT_OK)
+        return rc;
+    if (j->eng.windowed) { /* built as this stage at start: nothing to narrow */
+        if (m->pbase != (any ? lo : 0) || m->pres != n)
+            ht_die(HT_ERUNTIME, "pipe: rank %d was built for parameters [%zu, %zu), but the plan "
+                                "gives its stage %d [%zu, %zu)", j->rank, m->pbase,
+                   m->pbase + m->pres, st, lo, lo + n);
+        account(p, m, nst);
+        return HT_OK;
+    }
+    if (m->pbase != 0 || m->pres != m->nparams) return HT_OK;
     ht_dev_finish(j->dev);
     m->params = narrow(j->dev, m->params, lo, n, "parameters (stage)");
     m->grads = narrow(j->dev, m->grads, lo, n, "gradients (stage)");
     if (n) ht_buf_zero(j->dev, m->grads, 0, n * sizeof(float));
     narrow_optim(j, lo, n);
     m->pbase = lo, m->pres = n;
-    /* the memory model's prediction for this rank: the state it no longer holds */
-    const double gone = (double)(m->nparams - n) * sizeof(float);
-    p->mem.shed_model = gone * (2 + nst) + narrow_acts(m, p->bounds[st], p->bounds[st + 1]);
-    p->mem.shed_versions = p->tbw ? 2 * gone : 0;
+    narrow_acts(m, p->bounds[st], p->bounds[st + 1]);
+    account(p, m, nst);
     ht_dev_finish(j->dev);
     ht_dev_mem(j->dev, NULL, NULL, NULL, 1);
     ht_log_debug("rank %d: stage %d's parameters [%zu, %zu) resident (%zu of %zu)", j->rank, st, lo,
                  lo + n, n, m->nparams);
+    return HT_OK;
 }

@@ -142,8 +142,9 @@ int ht_pipe_mem_validate(ht_pipe_mem *pm, const ht_model *m, ht_dev *dev, int ki
                     pm->from_cfg ? "device.memory_mb" : "the device's reported memory");
         if (a[1] > limit_of(pm, (int)a[0]))
             ht_log_warn("memory: rank %d allocated %.3f MB, more than its limit of %.2f MB%s: "
-                        "the limit bounds the stage plan (%.3f MB), while every rank also "
-                        "holds the whole model as built: every layer for a micro-batch (%.3f MB)",
+                        "the limit bounds the stage plan (%.3f MB); the model's own "
+                        "buffers on this rank took %.3f MB (the whole model unless the rank "
+                        "holds only its stage)",
                         r, a[1] / 1e6, limit_of(pm, (int)a[0]) / 1e6,
                         pm->from_cfg ? " (device.memory_mb)" : "", a[7] / 1e6, a[4] / 1e6);
         if (metrics)

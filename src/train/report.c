@@ -107,10 +107,13 @@ static void dev_memory(const ht_job *j, int64_t done) {
 
 /* Rank 0 evaluates its model at step `done`. */
 static void evaluate(ht_job *j, int64_t done) {
-    if (j->eng.gather) j->eng.gather(j);
+    double t0 = ht_now();
+    if (j->eng.evaluate)
+        j->eng.evaluate(j, &j->rep.vloss, &j->rep.vacc);
+    else if (j->eng.gather)
+        j->eng.gather(j);
     if (j->rank == 0) {
-        double t0 = ht_now();
-        ht_source_evaluate(&j->model, &j->src, &j->rep.vloss, &j->rep.vacc);
+        if (!j->eng.evaluate) ht_source_evaluate(&j->model, &j->src, &j->rep.vloss, &j->rep.vacc);
         j->rep.t_eval += ht_now() - t0;
         if (j->metrics)
             ht_metrics_eval(j->metrics, done, j->rep.vloss, j->rep.vacc, ht_now() - j->rep.t_loop - j->rep.t_eval);
@@ -124,32 +127,22 @@ static void evaluate(ht_job *j, int64_t done) {
         j->rep.next_eval += j->cfg->train.eval_every;
 }
 
-/* Data parallel: rank r writes shards r+1, r+1+world, ...; rank 0 commits once all are
- * written; no rank starts the next save before the commit's renames are done. */
-static int save_shards(ht_job *j, int64_t step, int k) {
+int ht_job_save_cuts(ht_job *j, int64_t step, int k, const size_t *cut, const int *writer) {
     const char *p = j->cfg->checkpoint.path, *on = j->cfg->optim.type;
     int r = ht_comm_rank(), w = ht_comm_size(), rc = HT_OK;
-    if (j->eng.zero_cut) k = w; /* a rank holds only its slice of the optimizer state */
-    size_t *cut = ht_xmalloc((size_t)(k + 1) * sizeof *cut);
-    if (j->eng.zero_cut)
-        memcpy(cut, j->eng.zero_cut, (size_t)(k + 1) * sizeof *cut);
-    else
-        ht_checkpoint_shard_ranges(&j->model, NULL, k, cut);
     /* a commit that a kill interrupted is finished before any rank writes a .next */
     double rec = r == 0 && ht_st_set_recover(p) != HT_OK;
     ht_comm_allreduce_sum_f64(&rec, 1);
-    if (rec > 0) {
-        free(cut);
+    if (rec > 0)
         return r == 0 ? HT_ERUNTIME
                       : ht_error(HT_ERUNTIME, "step %lld: rank 0 could not finish the previous "
                                               "checkpoint's commit", (long long)step);
-    }
-    for (int i = r; rc == HT_OK && i < k; i += w)
-        rc = ht_checkpoint_save_shard(p, i + 1, k, &j->model, &j->opt, step, on, cut[i],
-                                      cut[i + 1]);
-    free(cut);
+    for (int i = 0; rc == HT_OK && i < k; i++)
+        if ((writer ? writer[i] : i % w) == r)
+            rc = ht_checkpoint_save_shard(p, i + 1, k, &j->model, &j->opt, step, on, cut[i],
+                                          cut[i + 1]);
     double bad = rc != HT_OK;
-    ht_comm_allreduce_sum_f64(&bad, 1);
+    ht_comm_allreduce_sum_f64(&bad, 1); /* every shard is a .next now: the barrier */
     if (bad > 0 && rc == HT_OK)
         rc = ht_error(HT_ERUNTIME, "step %lld: another rank could not write its checkpoint "
                                    "shard; the previous checkpoint is kept", (long long)step);
@@ -159,6 +152,20 @@ static int save_shards(ht_job *j, int64_t step, int k) {
     if (c > 0 && rc == HT_OK)
         rc = ht_error(HT_ERUNTIME, "step %lld: rank 0 could not commit the checkpoint set",
                       (long long)step);
+    return rc;
+}
+
+/* Data parallel: rank r writes shards r+1, r+1+world, ...; rank 0 commits once all are
+ * written; no rank starts the next save before the commit's renames are done. */
+static int save_shards(ht_job *j, int64_t step, int k) {
+    if (j->eng.zero_cut) k = ht_comm_size(); /* a rank holds only its slice of the optimizer state */
+    size_t *cut = ht_xmalloc((size_t)(k + 1) * sizeof *cut);
+    if (j->eng.zero_cut)
+        memcpy(cut, j->eng.zero_cut, (size_t)(k + 1) * sizeof *cut);
+    else
+        ht_checkpoint_shard_ranges(&j->model, NULL, k, cut);
+    int rc = ht_job_save_cuts(j, step, k, cut, NULL);
+    free(cut);
     return rc;
 }
 
@@ -177,8 +184,9 @@ static int save_set(ht_job *j, int64_t step, const ht_ckpt_extra *x) {
 int ht_job_save(ht_job *j, int64_t step, const ht_ckpt_extra *x) {
     int rc = check_flag(j); /* never a checkpoint after a non-finite loss */
     if (rc != HT_OK) return rc;
-    if (j->eng.gather) j->eng.gather(j);
     j->rep.saved = step;
+    if (j->eng.save) return x ? ht_error(HT_EINPUT, "this engine saves no extras") : j->eng.save(j, step);
+    if (j->eng.gather) j->eng.gather(j);
     if (j->cfg->checkpoint.shards > 0 || j->eng.zero_cut) return save_set(j, step, x);
     if (j->rank != 0) return HT_OK;
     return ht_checkpoint_save_ex(j->cfg->checkpoint.path, &j->model, &j->opt, step,
@@ -219,8 +227,12 @@ int ht_job_loop_finish(ht_job *j, int64_t step, ht_train_result *res) {
         return ht_error(HT_ESTOPPED, "interrupted at step %lld%s%s", (long long)step,
                         *ckpt ? "; checkpoint saved to " : " (no checkpoint.path set)", ckpt);
     /* rank 0 evaluates for everyone (the others' models are identical, or gathered there) */
-    if (j->eng.gather && !gathered) j->eng.gather(j);
-    if (j->rank == 0) ht_source_evaluate(&j->model, &j->src, &j->rep.vloss, &j->rep.vacc);
+    if (j->eng.evaluate)
+        j->eng.evaluate(j, &j->rep.vloss, &j->rep.vacc);
+    else if (j->eng.gather && !gathered)
+        j->eng.gather(j);
+    if (j->rank == 0 && !j->eng.evaluate)
+        ht_source_evaluate(&j->model, &j->src, &j->rep.vloss, &j->rep.vacc);
     dev_memory(j, step);
     if (j->metrics) ht_metrics_eval(j->metrics, step, j->rep.vloss, j->rep.vacc, t_train);
     /* from the end of the first step: evaluations all came after it */

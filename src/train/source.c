@@ -191,6 +191,11 @@ static void eval_batch(ht_model *m, int b, double *lsum, long *correct) {
  * windows (the same windows at every evaluation and whatever the model's max_batch, so the
  * numbers compare), run max_batch windows at a time. */
 void ht_source_evaluate(ht_model *m, ht_source *src, double *loss, double *acc) {
+    ht_source_evaluate_by(m, src, NULL, NULL, loss, acc);
+}
+
+void ht_source_evaluate_by(ht_model *m, ht_source *src, ht_eval_batch_fn fn, void *ctx,
+                           double *loss, double *acc) {
     double lsum = 0;
     long correct = 0, rows = 0;
     int B = m->max_batch;
@@ -205,7 +210,7 @@ void ht_source_evaluate(ht_model *m, ht_source *src, double *loss, double *acc) 
                 const int b = W - k < B ? W - k : B;
                 const size_t at = (size_t)k * src->T;
                 ht_model_set_batch_tokens(m, src->tok + at, src->y + at, b);
-                eval_batch(m, b, &lsum, &correct);
+                fn ? fn(ctx, b, &lsum, &correct) : eval_batch(m, b, &lsum, &correct);
                 rows += (long)b * src->T;
             }
         }
@@ -216,7 +221,7 @@ void ht_source_evaluate(ht_model *m, ht_source *src, double *loss, double *acc) 
                 src->idx[i] = s + i;
             ht_dataset_gather(&src->val, src->idx, b, src->x, src->y);
             ht_model_set_batch(m, src->x, src->y, b);
-            eval_batch(m, b, &lsum, &correct);
+            fn ? fn(ctx, b, &lsum, &correct) : eval_batch(m, b, &lsum, &correct);
             rows += b;
         }
     }

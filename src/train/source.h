@@ -38,5 +38,11 @@ void ht_source_free(ht_source *src);
 void ht_source_batch(ht_source *src, ht_model *m, int64_t step, int B, int lo, int hi);
 /* Mean validation loss per row and accuracy (forward only, dropout off). */
 void ht_source_evaluate(ht_model *m, ht_source *src, double *loss, double *acc);
+/* The same batches (each uploaded to m first: inputs at act_off[0], labels), each run by
+ * fn(ctx, b, lsum, correct), which adds its loss sum and correct rows (a pipeline stage runs
+ * its layers; only the last stage adds). fn NULL: the whole model's forward. */
+typedef void (*ht_eval_batch_fn)(void *ctx, int b, double *lsum, long *correct);
+void ht_source_evaluate_by(ht_model *m, ht_source *src, ht_eval_batch_fn fn, void *ctx,
+                           double *loss, double *acc);
 
 #endif

@@ -59,6 +59,7 @@ static int resume(ht_job *j) {
     int rc = ht_checkpoint_load(ckpt, &j->model, &j->opt, &j->start, j->cfg->optim.type);
     if (rc == HT_OK) rc = ht_checkpoint_check_step(ckpt, j->start, j->total);
     if (rc == HT_OK) ht_log_info("resumed from %s at step %lld", ckpt, (long long)j->start);
+    j->eng.resumed = rc == HT_OK;
     return rc;
 }
 
@@ -101,9 +102,14 @@ static int setup_net(ht_job *j) {
     int rc = ht_fit_check(cfg, ht_dev_info(j->dev), src->train.features, src->train.classes,
                           j->model_batch);
     if (rc != HT_OK) return rc;
-    if ((rc = ht_build_model(&j->model, j->dev, cfg, src->train.features, src->train.classes,
-                             j->model_batch)) != HT_OK)
+    if ((rc = ht_build_desc(&j->model, cfg, src->train.features, src->train.classes,
+                            j->model_batch)) != HT_OK)
         return rc;
+    /* a pipeline stage known now: only its window is ever allocated (train/pipe_start.c) */
+    size_t pbase = 0, pres = j->model.nparams;
+    int lo = 0, hi = j->model.nlayers;
+    j->eng.windowed = j->eng.window ? j->eng.window(j, &j->model, &pbase, &pres, &lo, &hi) : 0;
+    if ((rc = ht_model_attach_stage(&j->model, j->dev, pbase, pres, lo, hi)) != HT_OK) return rc;
     if (ht_log_level() >= HT_LOG_DEBUG) ht_model_print(&j->model, stderr);
     ht_model_init_params(&j->model, cfg->train.seed);
     if ((rc = init_from(j)) != HT_OK) return rc;
@@ -129,7 +135,7 @@ static int setup_model(ht_job *j) {
         ht_optim_init_slice(&j->opt, j->dev, &ocfg, j->model.nparams,
                             j->eng.zero_cut[j->rank], j->eng.zero_cut[j->rank + 1]);
     } else {
-        ht_optim_init(&j->opt, j->dev, &ocfg, j->model.nparams);
+        ht_optim_init(&j->opt, j->dev, &ocfg, j->model.pres); /* a stage's window, or all */
     }
     j->sched = ht_lr_sched_from(cfg);
     /* an epoch: every training sample, or as many windows as the stream has tokens */

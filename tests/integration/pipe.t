@@ -48,7 +48,7 @@ check() {
     local np=$1 model=$2 steps=$3 sched=$4 D=$5 N=$6
     shift 6
     local name="$model-$sched-$np-$D-$N"
-    rm -f "$TMP/$name.ckpt" # a name seen before (other ARGS): a fresh run, not --overwrite's
+    rm -f "$TMP/$name".ckpt* # a name seen before (other ARGS): a fresh run, not --overwrite's
     pp "$np" "$model" "$name" --set pipe.schedule="$sched" --set pipe.stages="$D" \
         --set pipe.micro_batches="$N" "$@"
     [ $RC -eq 0 ] && same_losses "$TMP/${model}1.loss" "$TMP/$name.loss" "$steps" 2e-5 &&
@@ -117,7 +117,9 @@ ok $? "--trace: every rank's FWD/BWD per micro-batch, sends and waits"
 
 # a 4-stage checkpoint resumes in one process (and the reverse): the one-process sequence
 pp 4 gpt stop --set pipe.schedule=1f1b --set pipe.stages=4 --set pipe.micro_batches=4 --stop-after 2
-[ $RC -eq 0 ] && [ -s "$TMP/stop.ckpt" ]; ok $? "4 stages, --stop-after 2: exit 0, checkpoint written"
+# (a set: one shard per stage, each by its stage's rank)
+[ $RC -eq 0 ] && [ -s "$TMP/stop.ckpt.safetensors.index.json" ]
+ok $? "4 stages, --stop-after 2: exit 0, checkpoint written"
 cp "$TMP/stop.jsonl" "$TMP/r1.jsonl"
 one gpt r1 --resume --set checkpoint.path="$TMP/stop.ckpt"
 losses "$TMP/r1.jsonl" >"$TMP/r1.loss"

@@ -60,7 +60,7 @@ PY
 }
 
 # same A B: the same losses and checkpoint, bit for bit
-same() { cmp -s "$TMP/$1.loss" "$TMP/$2.loss" && cmp -s "$TMP/$1.ckpt" "$TMP/$2.ckpt"; }
+same() { cmp -s "$TMP/$1.loss" "$TMP/$2.loss" && same_tensors "$TMP/$1.ckpt" "$TMP/$2.ckpt"; }
 
 for s in 1f1b hepipe; do
     pp "$s-off" $s --set pipe.rebalance=false

@@ -60,18 +60,58 @@ same_losses() {
         awk -v tol="$4" '{ d = $2 - $4; if (d < 0) d = -d; if ($1 != $3 || d > tol * $2) bad = 1 }
                          END { exit bad }'
 }
-# same_params A B TOL: the same tensors in two checkpoints (optimizer state aside), each
+# same_tensors A B: every tensor of two checkpoints (each a file or a sharded set: pieces
+# NAME#OFFSET joined) bit for bit the same, parameters and optimizer state
+same_tensors() {
+    /usr/bin/python3 - "$1" "$2" <<'PY'
+import json, os, struct, sys
+def load1(p, out):
+    b = open(p, 'rb').read()
+    n = struct.unpack('<Q', b[:8])[0]
+    h = json.loads(b[8:8 + n]); base = 8 + n
+    for k, v in h.items():
+        if k != '__metadata__':
+            out[k] = b[base + v['data_offsets'][0]:base + v['data_offsets'][1]]
+def load(p):
+    out = {}
+    if os.path.exists(p):
+        load1(p, out)
+        return out
+    stem = p[:-len('.safetensors')] if p.endswith('.safetensors') else p
+    for f in sorted(set(json.load(open(stem + '.safetensors.index.json'))['weight_map'].values())):
+        load1(os.path.join(os.path.dirname(p), f), out)
+    whole = {k: v for k, v in out.items() if '#' not in k}
+    for k in sorted((k for k in out if '#' in k), key=lambda k: int(k.split('#')[1])):
+        whole[k.split('#')[0]] = whole.get(k.split('#')[0], b'') + out[k]
+    return whole
+a, b = load(sys.argv[1]), load(sys.argv[2])
+bad = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+if bad: print('# differ:', bad[:5])
+sys.exit(1 if bad else 0)
+PY
+}
+# same_params A B TOL: the same tensors in two checkpoints (optimizer state aside; each a file
+# or a sharded set), each
 # within TOL of its largest magnitude (at least 1e-3)
 same_params() {
     /usr/bin/python3 - "$1" "$2" "$3" <<'PY'
 import json, struct, sys
 import numpy as np
-def load(p):
+import os
+def load1(p):
     b = open(p, 'rb').read()
     n = struct.unpack('<Q', b[:8])[0]
     h = json.loads(b[8:8 + n]); base = 8 + n
     return {k: np.frombuffer(b[base + v['data_offsets'][0]:base + v['data_offsets'][1]], '<f4')
             for k, v in h.items() if k != '__metadata__' and not k.startswith('optim')}
+def load(p):  # one file, or a sharded set's parameter tensors (each whole in one shard)
+    if os.path.exists(p): return load1(p)
+    stem = p[:-len('.safetensors')] if p.endswith('.safetensors') else p
+    idx = json.load(open(stem + '.safetensors.index.json'))
+    out = {}
+    for f in sorted(set(idx['weight_map'].values())):
+        out.update(load1(os.path.join(os.path.dirname(p), f)))
+    return out
 a, b, tol = load(sys.argv[1]), load(sys.argv[2]), float(sys.argv[3])
 bad = [k for k in a if k not in b or
        np.max(np.abs(a[k] - b[k])) > tol * max(1e-3, float(np.max(np.abs(a[k]))))]

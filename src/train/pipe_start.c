@@ -1,0 +1,99 @@
+/* Start-up without the whole model (issue 24): when the pipeline's cut follows from the
+ * config and the model's description alone (pipe.partition uniform or balanced, or
+ * pipe.boundaries; no stage times to measure), a rank knows its stage before anything is
+ * allocated. Its model is then attached as that stage only (parameters, gradients,
+ * activations); setup initialises the window with the one-process values (counter-based
+ * draws), the optimizer is made over it and --resume loads only its part of the checkpoint,
+ * so no device buffer of the whole model ever exists and the measured peak covers start-up.
+ * Where the plan decides the cut (hepipe and the hetero cut time every layer first, replicated
+ * stages), a rank starts with no parameters at all: the calibration times each layer in
+ * buffers of its own (pipe_calib_win.c), and after the plan ht_pipe_start_stage allocates the
+ * stage, initialises it and loads the checkpoint's part (read a second time). Otherwise
+ * (interleaved, chimera and zb-v run several stages a rank; a tied head, pipe.rebalance,
+ * model.init_from, a sharded optimizer) the whole model is built and pipe_local.c narrows it
+ * after the plan, or keeps it. */
+#include <stdlib.h>
+
+#include "config/modes.h"
+#include "pipe/schedule.h"
+#include "plan/bounds.h"
+#include "plan/job.h"
+#include "train/checkpoint.h"
+#include "train/engine_pipe.h"
+
+/* 1 when every rank of this job runs one stage and may hold only it; 2 when, besides, the
+ * cut and this rank's stage follow from the config and the description (before the plan). */
+static int stage_only(const ht_job *j) {
+    const ht_config *cfg = j->cfg;
+    const int k = cfg->pipe.schedule;
+    int cal, cal1;
+    ht_plan_needs(cfg, j->world, &cal, &cal1);
+    const int one_stage = k == HT_PIPE_GPIPE || k == HT_PIPE_1F1B || k == HT_PIPE_2BW ||
+                          k == HT_PIPE_ZBH1 || k == HT_PIPE_HEPIPE;
+    /* pipe.rebalance acts on the hetero cut only (pipe_repart.c) */
+    const int repart = cfg->pipe.rebalance && cfg->pipe.partition == HT_PART_HETERO &&
+                       !cfg->pipe.nboundaries && !cfg->pipe.replicate;
+    if (!one_stage || repart || cfg->model.tie_embeddings ||
+        cfg->model.init_from[0] || cfg->cluster.shard != HT_SHARD_NONE ||
+        j->world % cfg->pipe.stages)
+        return 0;
+    return 1 + (!cal && !cal1 && k != HT_PIPE_HEPIPE && cfg->pipe.partition != HT_PART_HETERO &&
+                !cfg->pipe.nstage_ranks && !cfg->pipe.replicate);
+}
+
+int ht_pipe_start_window(ht_job *j, const ht_model *m, size_t *pbase, size_t *pres, int *lo,
+                         int *hi) {
+    const ht_config *cfg = j->cfg;
+    const int D = cfg->pipe.stages;
+    const int how = m->tied ? 0 : stage_only(j);
+    if (how == 1) { /* nothing yet: ht_pipe_start_stage after the plan */
+        *pbase = *pres = 0, *lo = *hi = 0;
+        return 2;
+    }
+    if (how != 2) return 0;
+    int *b = ht_xmalloc((size_t)(D + 1) * sizeof *b);
+    int rc = cfg->pipe.nboundaries
+                 ? ht_pipe_bounds_explicit(m, cfg->pipe.boundaries, D - 1, "pipe", b)
+                 : ht_pipe_bounds(m, D, cfg->pipe.partition == HT_PART_BALANCED ? HT_PIPE_BALANCED
+                                                                             : HT_PIPE_UNIFORM,
+                                  b);
+    int s = -1; /* the stage the schedule puts on this rank's pipeline rank */
+    for (int t = 0; rc == HT_OK && t < D; t++)
+        if (ht_pipe_stage_rank(cfg->pipe.schedule, D, 1, 0, t) == j->rank % D) s = t;
+    if (s < 0) { /* the plan reports a bad cut itself */
+        free(b);
+        *pbase = *pres = 0, *lo = *hi = 0;
+        return 2;
+    }
+    *lo = b[s], *hi = b[s + 1];
+    free(b);
+    size_t a = 0, e = 0;
+    int any = 0;
+    for (int i = *lo; i < *hi; i++) {
+        const ht_layer *l = &m->layers[i];
+        if (!l->nparams) continue;
+        if (!any) a = l->woff;
+        e = l->woff + l->nparams, any = 1;
+    }
+    *pbase = any ? a : 0, *pres = any ? e - a : 0;
+    return 1;
+}
+
+int ht_pipe_start_stage(ht_job *j, int lo, int hi, size_t pbase, size_t pres) {
+    ht_model *m = &j->model;
+    ht_model_restage(m, pbase, pres, lo, hi);
+    ht_model_init_params(m, j->cfg->train.seed);
+    ht_optim o; /* the same optimizer over the window (its state is still empty) */
+    ht_optim_init(&o, j->dev, &j->opt.cfg, pres);
+    o.t = j->opt.t, o.track_norm = j->opt.track_norm;
+    ht_optim_free(&j->opt);
+    j->opt = o;
+    j->eng.windowed = 1;
+    if (!j->eng.resumed) return HT_OK;
+    int64_t step = 0; /* the same checkpoint again, now into the window */
+    int rc = ht_checkpoint_load(j->cfg->checkpoint.path, m, &j->opt, &step, j->cfg->optim.type);
+    if (rc == HT_OK && step != j->start)
+        rc = ht_error(HT_EINPUT, "%s: changed while the job started (step %lld, then %lld)",
+                      j->cfg->checkpoint.path, (long long)j->start, (long long)step);
+    return rc;
+}
