@@ -377,27 +377,21 @@ static int write_plan(const job *j, const ht_sim_cand *k, const char *path) {
     return rc;
 }
 
-/* The planner sizes a pipeline rank by its own stages, as the simulator does; the trainer's
- * pipeline engine still allocates the whole model on every rank (src/train/pipe_mem.h).
- * Where that would not fit a device the winner runs on, say so. */
-static void plan_memory_note(const job *j, int n, const ht_sim_cand *k) {
-    const ht_sim_model *sm = j->sm;
-    const int mb = j->cfg->train.batch / (k->W * k->N);
-    double whole = sm->param_bytes * (2 + sm->optim_state_floats) + mb * sm->in_bytes;
-    for (int i = 0; i < sm->nlayers; i++)
-        whole += mb * (sm->l[i].act_bytes + sm->l[i].out_bytes);
-    for (int i = 0; i < n; i++) {
-        double cap = j->c->types[j->c->rank_type[i]].mem_gb * 1e9 * 0.9;
-        if (cap > 0 && whole > cap) {
-            printf("note: the plan sizes each rank by its own stages, but hettrain's pipeline "
-                   "still allocates the whole model on every rank (about %.3g GB here: "
-                   "parameters, gradients, optimizer state and one micro-batch of every layer); "
-                   "rank %d's device has %.3g GB usable, so hettrain would run out of device "
-                   "memory there\n",
-                   whole / 1e9, i, cap / 1e9);
-            return;
-        }
-    }
+/* What the winner's ranks will allocate in the trainer (plan/exec_mem.h), beside
+ * device.memory_mb when the job sets it. */
+static void plan_memory_note(const job *j, const ht_sim_cand *k) {
+    const double lim = j->cfg->device.memory_mb * 1e6;
+    char limit[96] = "";
+    if (lim > 0) snprintf(limit, sizeof limit, " (device.memory_mb: %.2f MB)", lim / 1e6);
+    if (k->kind < 0)
+        printf("memory: every rank holds the whole model: %.2f MB%s\n", k->need_mem / 1e6, limit);
+    else
+        printf("memory: %s; the largest, pipeline rank %d, allocates %.2f MB%s, the GEMM "
+               "packing workspace aside\n",
+               k->local ? "each pipeline rank holds only its stage"
+                        : "every pipeline rank holds the whole model's parameters, gradients "
+                          "and optimizer state",
+               k->need_rank, k->need_mem / 1e6, limit);
 }
 
 /* The configurations past --top in one line: how many, how much slower, and why those that
@@ -453,7 +447,7 @@ static int do_plan(const job *j, int n, int top, const char *out) {
     if (nv > top && top >= 1) summarise_rest(v + top, nv - top, nv);
     char left[1024];
     if (ht_sim_plan_left_out(j->m, n, j->cfg->train.batch, left, sizeof left)) printf("%s", left);
-    if (rc == HT_OK && v[0].kind >= 0) plan_memory_note(j, n, &v[0]);
+    if (rc == HT_OK) plan_memory_note(j, &v[0]);
     if (rc == HT_OK && out) {
         rc = write_plan(j, &v[0], out);
         if (rc == HT_OK) printf("wrote %s (%s)\n", out, ht_sim_cand_name(&v[0], name, sizeof name));

@@ -16,6 +16,7 @@
 #include "plan/partition.h"
 #include "sim/calib.h"
 #include "sim/sim.h"
+#include "plan/exec_mem.h"
 #include "plan/job.h"
 #include "plan/pipe_plan.h"
 
@@ -110,6 +111,29 @@ static int cut_by_speed(const ht_sim_cluster *c, const ht_model *m, const ht_sim
     return ok ? HT_OK : ht_error(HT_EINPUT, "no legal cut of %d layers into %d stages", L, D);
 }
 
+/* What the trainer would allocate on each schedule rank of a candidate's plan: the executor's
+ * buffers (plan/exec_mem.h: the stage only where every rank holds only its stage, else the
+ * whole model), or the memory decision's stage plan where that is larger (the trainer plans
+ * recomputation against it). The largest into k; past device.memory_mb the candidate does
+ * not fit (and is tried again with recomputation). */
+static int fit_limit(const ht_config *cfg, const ht_model *m, const ht_sim_model *sm,
+                     const ht_plan *plan, const ht_pipe_sched *s, int n, ht_sim_cand *k) {
+    k->local = ht_plan_stage_local(cfg, n, m->tied);
+    k->need_mem = 0, k->need_rank = 0;
+    for (int q = 0; q < plan->pp.D; q++) {
+        double b = ht_plan_exec_bytes(cfg, m, plan, s, sm->optim_state_floats, n, q);
+        if (plan->mem.plan && plan->mem.plan[q].use.total > b) b = plan->mem.plan[q].use.total;
+        if (b > k->need_mem) k->need_mem = b, k->need_rank = q;
+    }
+    const double lim = cfg->device.memory_mb * 1e6;
+    if (lim <= 0 || k->need_mem <= lim) return HT_OK;
+    return ht_error(HT_EINPUT,
+                    "does not fit: pipeline rank %d would allocate %.2f MB (%s), "
+                    "device.memory_mb is %.2f MB",
+                    k->need_rank, k->need_mem / 1e6,
+                    k->local ? "its stage" : "every rank holds the whole model", lim / 1e6);
+}
+
 /* A pipeline candidate simulated as the trainer would run its job: the plan ht_plan_job makes
  * of it (sim/calib.h: the cost model's costs; the cut, groups, schedule and memory decision),
  * its stream with the decision's recomputation. The cut and groups into k. */
@@ -128,7 +152,10 @@ static int simulate_pipe(const ht_sim_cluster *c, int n, const ht_model *m,
     memcpy(k->off, plan.grp.off, (size_t)k->D * sizeof *k->off);
     memcpy(k->cnt, plan.grp.cnt, (size_t)k->D * sizeof *k->cnt);
     ht_pipe_sched s;
-    if ((rc = ht_plan_schedule(&cfg, &plan.pp, &s)) == HT_OK) {
+    if ((rc = ht_plan_schedule(&cfg, &plan.pp, &s)) == HT_OK &&
+        (rc = fit_limit(&cfg, m, sm, &plan, &s, n, k)) != HT_OK)
+        ht_pipe_sched_free(&s);
+    else if (rc == HT_OK) {
         int any = 0;
         for (int q = 0; q < plan.mem.Q; q++)
             any |= plan.mem.any[q];
@@ -174,13 +201,28 @@ static void evaluate(const ht_sim_cluster *c, int n, const ht_model *m, const ht
     k->comm = r.comm / r.makespan;
     k->idle = r.idle / r.makespan;
     k->ok = 1;
-    /* memory: the smallest device the configuration runs on, 90% usable */
-    for (int i = 0; i < n; i++) {
-        double cap = c->types[c->rank_type[i]].mem_gb * 1e9 * 0.9;
-        if (cap > 0 && r.rank[i].peak_mem > cap) {
+    /* device.memory_mb: a data-parallel rank holds the whole model at the global batch (the
+     * trainer's fit check, build/fit.c); a pipeline's ranks were checked by fit_limit */
+    const double lim = base->device.memory_mb * 1e6;
+    if (k->kind < 0) {
+        k->need_mem = ht_plan_whole_bytes(m, B, sm->optim_state_floats), k->need_rank = 0;
+        if (lim > 0 && k->need_mem > lim) {
+            k->ok = 0;
+            snprintf(k->why, sizeof k->why,
+                     "does not fit: every rank holds the whole model, %.2f MB at train.batch %d; "
+                     "device.memory_mb is %.2f MB",
+                     k->need_mem / 1e6, B, lim / 1e6);
+        }
+    }
+    /* memory: the smallest device the configuration runs on, 90% usable; where every
+     * pipeline rank builds the whole model, the largest rank's allocation on each */
+    for (int i = 0; i < n && k->ok; i++) {
+        double cap = c->types[c->rank_type[i]].mem_gb * 1e9 * 0.9, need = r.rank[i].peak_mem;
+        if (k->kind >= 0 && !k->local && k->need_mem > need) need = k->need_mem;
+        if (cap > 0 && need > cap) {
             k->ok = 0;
             snprintf(k->why, sizeof k->why, "does not fit: rank %d needs %.2f GB, its device has %.2f GB usable",
-                     i, r.rank[i].peak_mem / 1e9, cap / 1e9);
+                     i, need / 1e9, cap / 1e9);
             break;
         }
     }
@@ -262,9 +304,16 @@ int ht_sim_plan_job(const ht_sim_cluster *c, int n, const ht_model *m, const ht_
                      100 * v[i].comm, 100 * v[i].idle);
     *out = v;
     *nout = k;
-    return k && v[0].ok ? HT_OK
-                        : ht_error(HT_EINPUT, "no configuration of %d ranks fits: %s", n,
-                                   k ? v[0].why : "none to try");
+    if (k && v[0].ok) return HT_OK;
+    /* none runs: the one that needs least memory says by how much it missed */
+    int least = 0;
+    for (int i = 1; i < k; i++)
+        if (v[i].need_mem > 0 && (v[least].need_mem <= 0 || v[i].need_mem < v[least].need_mem))
+            least = i;
+    char name[128] = "";
+    if (k) ht_sim_cand_name(&v[least], name, sizeof name);
+    return ht_error(HT_EINPUT, "no configuration of %d ranks fits: %s%s%s", n, name,
+                    k ? ": " : "", k ? v[least].why : "none to try");
 }
 
 /* "a, b, c" of the stage counts in [lo, hi] dividing n. */

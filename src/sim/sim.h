@@ -307,6 +307,10 @@ typedef struct ht_sim_cand {
     int D, W, N, v;  /* pipeline ranks, replicas, micro-batches, chunks */
     int ok;          /* simulated and fits memory */
     double step, throughput, peak_mem, busy, comm, idle; /* busy..idle: fractions of the step */
+    /* what the trainer allocates (plan/exec_mem.h), the largest rank's: bytes, that rank (a
+     * pipeline's schedule rank), and 1 when each pipeline rank holds only its stage */
+    double need_mem;
+    int need_rank, local;
     char why[256];   /* why it lost (or could not run) */
 } ht_sim_cand;
 

@@ -1,0 +1,35 @@
+/* What a job's ranks allocate, predicted from the config and the model's description alone
+ * (issue 24), for the planner (`hettrain plan`, src/sim/planner.c) to keep to
+ * device.memory_mb what the trainer will really hold: a pipeline rank that keeps only its
+ * stage, one that keeps the whole model, a data-parallel rank. Pure: no MPI, no OpenCL. */
+#ifndef HT_PLAN_EXEC_MEM_H
+#define HT_PLAN_EXEC_MEM_H
+
+#include "config/config.h"
+#include "nn/model.h"
+#include "pipe/schedule.h"
+#include "plan/job.h"
+
+/* 1 when every rank of a pipeline job of `world` ranks holds only its stage from start-up on
+ * (train/pipe_start.c's rule: one stage a rank: gpipe, 1f1b, 2bw, zb-h1, hepipe; no
+ * pipe.rebalance on the hetero cut, no tied head, no model.init_from, no sharded optimizer);
+ * 0 when every rank builds the whole model, if only at start-up. Kept in step with
+ * pipe_start.c by tests/integration/plan_fit.t, which runs what the planner proposes. */
+int ht_plan_stage_local(const ht_config *cfg, int world, int tied);
+
+/* Bytes the pipeline executor allocates on schedule rank q of plan p, whose stream s the plan
+ * generated (s->nbuf: its slots), as train/pipe_mem.c predicts them after the run: the model
+ * as built at one micro-batch plus the further slots (ht_mem_executor), less what a
+ * stage-local rank never holds (the other stages' parameters, gradients, optimizer state and
+ * activation buffers; 2bw's second versions of them). The tiled GEMM's packing workspace is
+ * not counted (as there: it is a few MB at the 85M GPT's widths). */
+double ht_plan_exec_bytes(const ht_config *cfg, const ht_model *m, const ht_plan *p,
+                          const ht_pipe_sched *s, int opt_states, int world, int q);
+
+/* Bytes a rank that holds the whole model at B samples allocates (one process, data
+ * parallel: build/fit.c's total, which device.memory_mb bounds there): parameters, gradients,
+ * opt_states floats a parameter, activations and their gradients, saved state, workspace,
+ * labels, losses and flags. */
+double ht_plan_whole_bytes(const ht_model *m, int B, int opt_states);
+
+#endif
