@@ -487,8 +487,9 @@ static int step_done(ht_job *j, pipe_state *p, int64_t step, float lr, const dou
  * the pipeline run on without a flush; a blocking reduction at every step's end would make
  * each period pay the fill and the drain again): started after period t, waited for after
  * period t + 1. Only on quiet steps (ht_job_quiet_at: nothing reads the weights), never the
- * first, the last of the segment or with re-partitioning (it moves layers between steps);
- * the stop flag and the NaN check then act one period later, on every rank alike. */
+ * last of the segment or with re-partitioning (it moves layers between steps); the stop flag
+ * and the NaN check then act one period later, on every rank alike (a checkpoint step is
+ * never quiet: no checkpoint follows a non-finite loss). */
 typedef struct late_sum {
     ht_comm_req *req; /* NULL: none outstanding */
     double *v;        /* its buffer */
@@ -547,7 +548,7 @@ static int pipe_loop(ht_job *j, pipe_state *p, ht_train_result *res) {
         }
         ht_comm_allreduce_sum_f64(v, nv);
         stop |= v[1] > 0;
-        if (step == j->start) first_step(j, p, res, done);
+        if (step == j->start && !defer) first_step(j, p, res, done);
         rc = step_done(j, p, step, lr, v, v[1] > 0);
     }
     if (rc == HT_OK) rc = late_finish(j, p, &late, &stop); /* none: the last step reports */
