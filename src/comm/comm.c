@@ -477,6 +477,20 @@ static ht_comm_req *ring_start(float *buf, size_t n, const int *members, int p, 
     return q;
 }
 
+ht_comm_req *ht_comm_iallreduce_sum_f64(double *buf, size_t n) {
+    ht_comm_req *q = ht_xcalloc(1, sizeof *q);
+    if (g_size == 1 || !ht_comm_active() || n == 0) {
+        q->done = 1;
+        return q;
+    }
+    q->n = n; /* no tag: MPI matches collectives by their order on the communicator */
+    q->mr = ht_xmalloc(sizeof *q->mr);
+    CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, ht_comm_count(n, "MPI_Iallreduce"), MPI_DOUBLE,
+                         MPI_SUM, ht_comm_cur, &q->mr[0]));
+    enqueue(q);
+    return q;
+}
+
 ht_comm_req *ht_comm_iallreduce(float *buf, size_t n, int ring) {
     if (g_size == 1 || !ht_comm_active() || n == 0) {
         ht_comm_req *q = ht_xcalloc(1, sizeof *q);

@@ -84,6 +84,9 @@ typedef struct ht_comm_req ht_comm_req;
  * hence the same bits, as ht_comm_ring_allreduce), ring = 0 is MPI_Iallreduce. Never NULL;
  * without MPI or with one rank the request is complete at once. */
 ht_comm_req *ht_comm_iallreduce(float *buf, size_t n, int ring);
+/* The same for doubles, always MPI_Iallreduce (as ht_comm_allreduce_sum_f64, nonblocking): a
+ * few figures reduced while the caller computes. Counts no traffic, as the blocking one. */
+ht_comm_req *ht_comm_iallreduce_sum_f64(double *buf, size_t n);
 /* Moves every outstanding request on as far as it can without blocking; returns 1 when `r`
  * is complete (its buffer holds the sum), 0 otherwise. r may be NULL (progress only). */
 int ht_comm_test(ht_comm_req *r);

@@ -81,20 +81,28 @@ typedef struct ps {
     double *tau;
 } ps;
 
-/* One update applied by every server, the shards arriving from worker i at t: when the
- * reply to worker i can arrive. Servers apply in arrival order. */
-static double ps_apply(ps *v, int i, double t) {
-    double done = t;
+/* One update applied by every server, the shards of worker i's step that ended at t: when
+ * worker i can compute again. As src/sync/ps.c: the worker reads each shard of its gradient
+ * from the device and sends it; a server makes `passes` host passes over its shard (the
+ * scaling, a SYNC group's sums), copies it to its device, steps, copies the shard back and
+ * into each of `replies` replies (one pass each); the worker writes the parameters to its
+ * device once every reply is in. Servers apply in arrival order. */
+static double ps_apply(ps *v, int i, double t, int passes, int replies) {
+    double d2h, h2d = ht_sim_host_copy(v->c, i, &d2h), done = t, sent = t;
+    const double pass = v->c->host_add_gbs > 0 ? v->shard / (v->c->host_add_gbs * 1e9) : 0;
     for (int j = 0; j < v->S; j++) {
         int srv = v->W + j;
-        double arr = t + link_time(v->c, i, srv, v->shard);
+        double sd2h, sh2d = ht_sim_host_copy(v->c, srv, &sd2h);
+        sent += v->shard * d2h;
+        double arr = sent + link_time(v->c, i, srv, v->shard);
         double st = arr > v->sfree[j] ? arr : v->sfree[j];
-        v->sfree[j] = st + ht_sim_optim_time(v->c, srv, v->sm, v->shard);
+        v->sfree[j] = st + (passes + replies) * pass + v->shard * (sh2d + sd2h) +
+                      ht_sim_optim_time(v->c, srv, v->sm, v->shard);
         double rep = v->sfree[j] + link_time(v->c, srv, i, v->shard);
         if (rep > done) done = rep;
     }
     v->version++;
-    return done;
+    return done + v->sm->param_bytes * h2d;
 }
 
 /* Worker k, held since its push, goes on at `go` (>= the reply time). */
@@ -112,7 +120,10 @@ static void dasp_flush(ps *v, int g, double now) {
     for (int k = 0; k < v->W; k++)
         if (v->group[k] == g && v->pushed[k]) last = k;
     if (last < 0) return;
-    double done = ps_apply(v, last, now);
+    int n = 0;
+    for (int k = 0; k < v->W; k++)
+        n += v->group[k] == g && v->pushed[k];
+    double done = ps_apply(v, last, now, n, n); /* a sum per push, no scaling, n replies */
     for (int k = 0; k < v->W; k++)
         if (v->group[k] == g && v->pushed[k]) {
             v->pushed[k] = 0;
@@ -166,7 +177,7 @@ static void run_ps(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_sim
         if (dasp && v.state[i] == HT_DASP_SYNC) {
             dasp_push(&v, i, t);
         } else {
-            double done = ps_apply(&v, i, t);
+            double done = ps_apply(&v, i, t, W > 1, 1); /* scaled by b / B unless alone */
             if (done > *end) *end = done;
             /* ssp (and dasp's max_ahead for ASYNC workers): held while too far ahead */
             if (bound >= 0 && !ht_ssp_may_run(v.clk[i], ht_ssp_min_clock(v.clk, v.active, W), bound)) {

@@ -102,7 +102,8 @@ static void shard_read(ht_sync *s, const ht_buf *b, int j, float *x) {
 static void shard_write(ht_sync *s, ht_buf *b, int j, const float *x) {
     ps_worker *p = s->impl;
     ht_buf_write(s->m->dev, b, p->lo[j] * sizeof(float), (p->hi[j] - p->lo[j]) * sizeof(float),
-                 x);    ht_vcost(HT_VC_H2D, 0, 0, 0, p->hi[j] - p->lo[j]);
+                 x);
+    ht_vcost(HT_VC_H2D, 0, 0, 0, p->hi[j] - p->lo[j]);
 }
 
 /* Worker 0 hands each server its shard, optimizer state, version and optimizer steps (at
@@ -243,16 +244,22 @@ typedef struct server {
     ht_sync_stats *st;
 } server;
 
-/* One optimizer update of the shard with gradient g (len floats, scaled in place by scale). */
+/* One optimizer update of the shard with gradient g (len floats, scaled in place by scale).
+ * Virtual time (core/vcost.h), as hetsim's ps_apply charges it: the scaling pass, the copies
+ * to and from the device and the optimizer step (which reports itself). */
 static void apply(server *v, float *g, double scale) {
-    if (scale != 1)
+    if (scale != 1) {
         for (size_t i = 0; i < v->len; i++)
             g[i] = (float)(g[i] * scale);
+        ht_vcost(HT_VC_HOST, 0, 0, 0, v->len);
+    }
     int64_t step = v->samples / v->cfg->train.batch;
     float lr = (float)ht_lr_at(&v->sched, step < v->total ? step : v->total - 1, v->total);
     ht_buf_write(v->dev, v->grads, 0, v->len * sizeof(float), g);
+    ht_vcost(HT_VC_H2D, 0, 0, 0, v->len);
     ht_optim_step(&v->opt, v->params, v->grads, lr);
     ht_buf_read(v->dev, v->params, 0, v->len * sizeof(float), v->x);
+    ht_vcost(HT_VC_D2H, 0, 0, 0, v->len);
     v->version++;
     v->st->steps++;
 }
@@ -285,6 +292,7 @@ static void reply(server *v, int w) {
                    .id = v->stop,
                    .held_s = now - v->since[w]};
     memcpy(PAYLOAD(h), v->x, v->len * sizeof(float));
+    ht_vcost(HT_VC_HOST, 0, 0, 0, v->len);
     v->smsg[w] = ht_comm_isend(h, sizeof(msg_hdr) + v->len * sizeof(float), w, TAG_PULL);
     v->pending[w] = 0;
     if (v->log)
@@ -360,6 +368,7 @@ static void on_push(server *v, int w) {
         const float *g = PAYLOAD(h);
         for (size_t i = 0; i < v->len; i++)
             a[i] += (float)(share * g[i]);
+        ht_vcost(HT_VC_HOST, 0, 0, 0, v->len);
         v->nacc[v->group[w]]++;
         v->pushed[w] = 1;
     } else {

@@ -172,6 +172,10 @@ int ht_job_save_cuts(ht_job *j, int64_t step, int k, const size_t *cut, const in
 void ht_job_first_step(ht_job *j, ht_train_result *res);
 /* 1 on the steps where ht_job_after_step needs loss_sum (log.every crossed, the last step). */
 int ht_job_logs_at(const ht_job *j, int64_t done);
+/* 1 when ht_job_after_step(done) would neither evaluate nor save and `done` is not the last
+ * step (j->eng.last current): an engine may then report that step later (2bw's step-end
+ * reduction completes one period late), since nothing there reads the weights. */
+int ht_job_quiet_at(const ht_job *j, int64_t done);
 /* After the loop, `step` steps done: final checkpoint (if any step ran), the "stopped at"
  * line, HT_ERUNTIME when interrupted, final evaluation on rank 0, res filled. */
 int ht_job_loop_finish(ht_job *j, int64_t step, ht_train_result *res);

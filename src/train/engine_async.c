@@ -20,6 +20,7 @@
 #include "sync/sync.h"
 #include "train/async_ckpt.h"
 #include "train/engine.h"
+#include "train/vtime.h"
 
 
 static int async_check(ht_job *j) {
@@ -40,9 +41,14 @@ static int async_check(ht_job *j) {
  * and the trace (HT_ESTOPPED when the workers were interrupted: they skip both). */
 static int async_serve(ht_job *j, const ht_sync_layout *L) {
     ht_sync_stats st = {0};
+    /* emulated: a server's updates take virtual time on its device (no model here: only the
+     * optimizer's kind matters to the cost of its steps and copies) */
+    const ht_model none = {0};
+    int rc = ht_vtime_setup(j->cfg, &none, j->rank, j->world);
+    if (rc != HT_OK) ht_die(rc, "%s", ht_errmsg()); /* the workers would wait for ever */
     if (j->opts->trace) ht_cluster_trace_start(j->cl); /* before announce: it names the track */
     ht_cluster_announce(j->cl, ht_sync_has_servers(L->mode) ? "(parameter server)" : "(coordinator)");
-    int rc = ht_sync_serve(j->cfg, L, j->rank, j->selector, &st);
+    rc = ht_sync_serve(j->cfg, L, j->rank, j->selector, &st);
     if (rc == HT_ESTOPPED) return rc;
     if (rc != HT_OK) ht_die(rc, "%s", ht_errmsg()); /* the workers would wait for ever */
     if ((rc = ht_cluster_sync_records(j->cl, L, &st, NULL)) != HT_OK) return rc;

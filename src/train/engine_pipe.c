@@ -446,10 +446,10 @@ static void opt_apply(ht_job *j, pipe_state *p, float lr) {
     }
 }
 
-/* One global step: the stream, clipping by the global norm, the optimizer step; the loss of
- * the last stages and any rank's stop request summed over all ranks, and every rank's compute
- * and step seconds (v[2 + 2r], v[3 + 2r]: the re-partitioning rule's input). 2bw: one
- * period, and the step that applies the previous batch's gradient (with that batch's
+/* One global step: the stream, clipping by the global norm, the optimizer step; into v (not
+ * yet summed over ranks): the loss of the last stages, this rank's stop request, and its
+ * compute and step seconds (v[2 + 2r], v[3 + 2r]: the re-partitioning rule's input). 2bw:
+ * one period, and the step that applies the previous batch's gradient (with that batch's
  * learning rate). v: [2 + 2 world]. */
 static void pipe_step(ht_job *j, pipe_state *p, int64_t step, float lr, int logs, double *v) {
     memset(v, 0, (size_t)(2 + 2 * j->world) * sizeof *v);
@@ -468,35 +468,92 @@ static void pipe_step(ht_job *j, pipe_state *p, int64_t step, float lr, int logs
     }
     const ht_pipe_stats *st = ht_pipe_exec_stats(p->x);
     v[2 + 2 * j->rank] = st->compute, v[3 + 2 * j->rank] = st->step;
-    ht_comm_allreduce_sum_f64(v, (size_t)(2 + 2 * j->world));
+}
+
+/* A step whose sums (v: loss, stop flag, seconds, summed over ranks) are known: the
+ * re-partitioning rule and the shared report path. */
+static int step_done(ht_job *j, pipe_state *p, int64_t step, float lr, const double *v,
+                     int stop) {
+    const int64_t done = step + 1;
+    int rc = HT_OK;
+    j->eng.samples = done * j->B;
+    if (p->repart && step != j->start && !stop &&
+        (rc = ht_pipe_repartition(j, p, step, v + 2)) != HT_OK)
+        return rc;
+    return ht_job_after_step(j, done, v[0], lr);
+}
+
+/* 2bw's step-end sums complete one period late (PipeDream-2BW's double-buffered weights let
+ * the pipeline run on without a flush; a blocking reduction at every step's end would make
+ * each period pay the fill and the drain again): started after period t, waited for after
+ * period t + 1. Only on quiet steps (ht_job_quiet_at: nothing reads the weights), never the
+ * last of the segment or with re-partitioning (it moves layers between steps); the stop flag
+ * and the NaN check then act one period later, on every rank alike (a checkpoint step is
+ * never quiet: no checkpoint follows a non-finite loss). */
+typedef struct late_sum {
+    ht_comm_req *req; /* NULL: none outstanding */
+    double *v;        /* its buffer */
+    int64_t step;
+    float lr;
+} late_sum;
+
+/* Waits for the outstanding sums, if any, and reports their step; *stop |= its stop flag. */
+static int late_finish(ht_job *j, pipe_state *p, late_sum *l, int *stop) {
+    if (!l->req) return HT_OK;
+    ht_comm_wait(l->req);
+    l->req = NULL;
+    *stop |= l->v[1] > 0;
+    const int last = j->eng.last; /* the current step's: a deferred one never is */
+    j->eng.last = 0;
+    int rc = step_done(j, p, l->step, l->lr, l->v, l->v[1] > 0);
+    j->eng.last = last;
+    return rc;
+}
+
+/* After the first step: its time, and the stage times counted from the next one on. */
+static void first_step(ht_job *j, pipe_state *p, ht_train_result *res, int64_t done) {
+    j->eng.samples = done * j->B;
+    ht_job_first_step(j, res);
+    ht_pipe_exec_stage_times(p->x, 1, NULL, NULL);
 }
 
 static int pipe_loop(ht_job *j, pipe_state *p, ht_train_result *res) {
     double sum[4] = {0}; /* step, compute, wait, comm seconds over the counted steps */
     int64_t step = j->start, counted = 0;
     int stop = 0, rc = HT_OK;
-    double *v = ht_xmalloc((size_t)(2 + 2 * j->world) * sizeof *v);
+    const size_t nv = (size_t)(2 + 2 * j->world);
+    double *v = ht_xmalloc(nv * sizeof *v);
+    late_sum late = {.v = ht_xmalloc(nv * sizeof *v)};
     ht_job_loop_start(j);
-    for (; step < j->end && !stop; step++) {
+    for (; step < j->end && !stop && rc == HT_OK; step++) {
         const int64_t done = step + 1;
         float lr = (float)ht_lr_at(&j->sched, step, j->total);
         j->eng.last = done == j->total;
+        const int defer = p->tbw && !p->repart && done < j->end && ht_job_quiet_at(j, done);
         /* the loss every step: the NaN check (the sum rides on the stop flag's all-reduce) */
         pipe_step(j, p, step, lr, 1, v);
-        stop = v[1] > 0;
-        j->eng.samples = done * j->B;
-        if (step == j->start) {
-            ht_job_first_step(j, res);
-            ht_pipe_exec_stage_times(p->x, 1, NULL, NULL);
-        } else { /* the first step compiles and allocates: not counted */
+        if (step == j->start && defer) /* the clocks restart where this rank's step ended */
+            first_step(j, p, res, done);
+        else if (step != j->start) { /* the first step compiles and allocates: not counted */
             const ht_pipe_stats *st = ht_pipe_exec_stats(p->x);
             sum[0] += st->step, sum[1] += st->compute, sum[2] += st->wait, sum[3] += st->comm;
             counted++;
-            if (p->repart && !stop && (rc = ht_pipe_repartition(j, p, step, v + 2)) != HT_OK) break;
         }
-        if ((rc = ht_job_after_step(j, done, v[0], lr)) != HT_OK) break;
+        if ((rc = late_finish(j, p, &late, &stop)) != HT_OK) break;
+        if (defer && !stop) { /* this step's sums go on while the next period runs */
+            double *t = late.v;
+            late = (late_sum){ht_comm_iallreduce_sum_f64(v, nv), v, step, lr};
+            v = t;
+            continue;
+        }
+        ht_comm_allreduce_sum_f64(v, nv);
+        stop |= v[1] > 0;
+        if (step == j->start && !defer) first_step(j, p, res, done);
+        rc = step_done(j, p, step, lr, v, v[1] > 0);
     }
-    free(v);
+    if (rc == HT_OK) rc = late_finish(j, p, &late, &stop); /* none: the last step reports */
+    else if (late.req) ht_comm_wait(late.req);
+    free(v), free(late.v);
     if (rc != HT_OK) return rc;
     j->eng.interrupted = stop;
     if ((rc = records(j, p, sum, counted)) != HT_OK) return rc;

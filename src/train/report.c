@@ -195,6 +195,11 @@ int ht_job_save(ht_job *j, int64_t step, const ht_ckpt_extra *x) {
 
 static int save(ht_job *j, int64_t step) { return ht_job_save(j, step, NULL); }
 
+int ht_job_quiet_at(const ht_job *j, int64_t done) {
+    if (j->eng.last || (j->rep.next_eval > 0 && done >= j->rep.next_eval)) return 0;
+    return !(*j->cfg->checkpoint.path && j->rep.ckpt_every > 0 && done % j->rep.ckpt_every == 0);
+}
+
 int ht_job_after_step(ht_job *j, int64_t done, double loss_sum, float lr) {
     int rc;
     /* the flag first: it names the first bad step, which may be before this one */

@@ -13,7 +13,10 @@
 # parameter server a core of its own on the 2-core host (hosts[].cores: its workers then
 # compute 1.5x slower, an upper bound). Emulated figures are virtual time: deterministic.
 #   tools/bench/bench_emulate_real.sh [POLICIES...]         (repository root; KEEP=DIR keeps files)
-#   env: TARGET (0.95), EPOCHS (5), EVAL (5), TRACED (1: layer times from inside training)
+#   env: TARGET (0.95), EPOCHS (5), EVAL (5), TRACED (1: layer times from inside training),
+#   FROM=DIR (a KEEP folder of an earlier run: its profile, clusters and real records are
+#   used, only the emulated side runs: virtual time, so a loaded machine may run it),
+#   SERVER_CORES (1: the parameter server takes a core; 0: none, its workers at full speed)
 . "$(dirname "$0")/common.sh"
 policies=("$@")
 [ ${#policies[@]} -gt 0 ] || policies=(bsp asp ssp dasp preduce sap-reduce gossip gossip-fixed gossip-adaptive)
@@ -30,13 +33,17 @@ sets=(--set train.epochs="$EPOCHS" --set train.eval_every="$EVAL" --set log.prog
 
 echo "== emulated vs real: $job, 2 workers at slowdowns 1 and 3, $EPOCHS epochs, target" \
      "$TARGET; $(date -u '+%F %H:%M') UTC, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-sync_profile 0 "$job"
+if [ -n "${FROM:-}" ]; then
+    cp "$FROM"/prof0*.cfg "$FROM"/cluster0.*.cfg "$FROM"/real-*.jsonl "$tmp/"
+else
+    sync_profile 0 "$job"
+fi
 for p in "${policies[@]}"; do
     np=3 slow="[1,3,1]" bind=(--bind-to none) c=0
-    case $p in bsp) np=2 slow="[1,3]" bind=(--bind-to core) ;; asp | ssp | dasp) c=1 ;; esac
+    case $p in bsp) np=2 slow="[1,3]" bind=(--bind-to core) ;; asp | ssp | dasp) c=${SERVER_CORES:-1} ;; esac
     echo "   $p: real ($np ranks, load $(cut -d' ' -f1 /proc/loadavg)), emulated..." >&2
     run=(--set sync.mode="$p" --set "cluster.slowdown=$slow" "${sets[@]}")
-    mpirun -np "$np" --oversubscribe "${bind[@]}" "$build/hettrain" -c "$job" -q "${run[@]}" \
+    [ -n "${FROM:-}" ] || mpirun -np "$np" --oversubscribe "${bind[@]}" "$build/hettrain" -c "$job" -q "${run[@]}" \
         --set log.metrics="$tmp/real-$p.jsonl" >"$tmp/real-$p.out" 2>"$tmp/real-$p.err" ||
         { tail -20 "$tmp/real-$p.err"; exit 1; }
     "$build/hettrain" emulate --cluster "$tmp/cluster0.$c.cfg" -c "$job" --ranks "$np" \
