@@ -3,7 +3,8 @@
  * an F16 one) read in ranges against the values put there; dtype, shape and range errors
  * name the byte where the header names the tensor; a checksummed file's damaged tensor is
  * refused when any part of it is read (with its bytes), the other tensors still read; a
- * sharded set's flat tensor read across its pieces; a torn set refused naming the shard. */
+ * sharded set's flat tensor read across its pieces, a damaged piece refused (naming the shard
+ * and the piece) only when a range touches it; a torn set refused naming the shard. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,16 +165,36 @@ static void set(void) {
     tap_ok(f && rc == HT_OK && got[0] == 2 && got[1] == 3, "floats [1, 3) of w");
     ht_st_close(f);
 
-    /* shard 2 replaced by a shard of another save (step 6): torn, named */
+    /* a bit flipped in piece s#3 (shard 2, its data's last byte): a range of s inside the
+     * first piece still reads; one touching s#3 is refused naming the shard and the piece */
     char p2[4200];
     ht_st_set_shard_path(base, 2, 2, p2, sizeof p2);
+    size_t n = 0;
+    unsigned char *b = get_file(p2, &n);
+    if (b) b[n - 1] ^= 0x01, put_file(p2, b, n);
+    f = NULL;
+    rc = ht_st_open_header(&f, base);
+    if (rc == HT_OK) rc = ht_st_read_f32(f, "s", 0, 3, got);
+    tap_ok(rc == HT_OK && !memcmp(got, s, 3 * sizeof(float)),
+           "with s#3 damaged, floats [0, 3) of s (piece s#0) still read: %s", rc ? ht_errmsg() : "");
+    if (f) rc = ht_st_read_f32(f, "s", 2, 2, got);
+    char want[4400];
+    snprintf(want, sizeof want, "%s: byte %zu: tensor 's#3' (bytes %zu to %zu) has CRC32C", p2,
+             n - 16, n - 16, n);
+    tap_ok(f && rc == HT_EINPUT && strstr(ht_errmsg(), want),
+           "floats [2, 4) touch s#3: refused naming the shard, the piece and its bytes: %s",
+           ht_errmsg());
+    ht_st_close(f);
+    if (b) b[n - 1] ^= 0x01, put_file(p2, b, n);
+    free(b);
+
+    /* shard 2 replaced by a shard of another save (step 6): torn, named */
     const char *k6[] = {"set.flat.s"};
     rc = ht_st_set_write_shard(tpath("o.safetensors"), 2, 2, 6, t2, 1, k6, v, 1);
     char o2[4200], o2n[4300];
     ht_st_set_shard_path(tpath("o.safetensors"), 2, 2, o2, sizeof o2);
     snprintf(o2n, sizeof o2n, "%s.next", o2);
-    size_t n = 0;
-    unsigned char *b = get_file(o2n, &n);
+    b = get_file(o2n, &n);
     if (b) put_file(p2, b, n);
     free(b);
     f = NULL;
