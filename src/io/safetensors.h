@@ -97,6 +97,27 @@ int ht_st_open_set(ht_st_file **out, const char *index);
 int ht_st_checksummed(const ht_st_file *f);
 void ht_st_close(ht_st_file *f);
 
+/* ---- reading a part (safetensors_part.c) -----------------------------------------------
+ * A rank that owns a part of a checkpoint reads only that part: ht_st_open_header opens a file
+ * or a set (as ht_st_open) reading only its headers, with every check that needs no tensor
+ * data (format and layout errors with byte offsets, the header's checksum, trailing bytes, a
+ * torn set naming its shard, pieces covering their tensor); metadata, names, dtypes and
+ * shapes are there at once. ht_st_read_f32 then reads floats [lo, lo + n) of an F32 tensor
+ * (a set's flat tensor across its pieces) into dst by pread. A checksummed tensor (or piece)
+ * that the range touches is read whole the first time, in 1 MiB chunks, and verified (HT_EINPUT
+ * "<file>: byte <offset>: tensor '<name>' (bytes A to B) has CRC32C ..." as ht_st_open);
+ * memory stays dst plus one chunk. HT_EINPUT "<file>: byte <offset>: ..." for a missing tensor,
+ * another dtype, or a range beyond the tensor; HT_ERUNTIME for a failed read. ht_st_get of
+ * such a file fails (HT_ERUNTIME): its data are not in memory. */
+int ht_st_open_header(ht_st_file **out, const char *path);
+int ht_st_read_f32(ht_st_file *f, const char *name, uint64_t lo, uint64_t n, float *dst);
+/* HT_OK when tensor name is F32 of exactly this shape; else HT_EINPUT naming the tensor, what
+ * it is and what was expected ("<file>: byte <offset>: tensor 'x' has shape [2,3], expected
+ * [3,2]"; the byte is where the file's header names it). Any file (lazy or not). */
+int ht_st_expect_f32(const ht_st_file *f, const char *name, int ndim, const int64_t *shape);
+/* 1 with the tensor's ndim and shape (1 past ndim) when it is there, else 0. Any file. */
+int ht_st_shape(const ht_st_file *f, const char *name, int *ndim, int64_t shape[HT_ST_MAX_DIM]);
+
 /* Looks up a tensor; NULL if absent (no error recorded). F32 only with ndim <= 4: for
  * another dtype or more dimensions it returns NULL after ht_error(HT_EINPUT, ...) naming the
  * tensor and its dtype. ndim/shape may be NULL. The data lives until ht_st_close. */

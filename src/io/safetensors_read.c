@@ -397,15 +397,15 @@ static int verify_header(const ht_st_file *f, const unsigned char *lenb, const c
     return HT_OK;
 }
 
-/* Each tensor's data against metadata crc32c.<name>; every such key names a tensor; nothing
- * after the last tensor. */
-static int verify_tensors(const ht_st_file *f, uint64_t n, uint64_t data_len) {
+/* Each tensor's data against metadata crc32c.<name> (a header-only file keeps the value for
+ * its reads); every such key names a tensor; nothing after the last tensor. */
+static int verify_tensors(ht_st_file *f, uint64_t n, uint64_t data_len) {
     char nb[80];
     ht_jbuf key = {0};
     uint64_t last = 0;
     int rc = HT_OK;
     for (int i = 0; rc == HT_OK && i < f->nt; i++) {
-        const st_entry *e = &f->t[i];
+        st_entry *e = &f->t[i];
         key.len = 0;
         ht_jbuf_puts(&key, HT_ST_CRC_PREFIX);
         ht_jbuf_puts(&key, e->name);
@@ -416,7 +416,9 @@ static int verify_tensors(const ht_st_file *f, uint64_t n, uint64_t data_len) {
                          "tensor '%s' has no checksum (metadata 'crc32c.%s'), though the file "
                          "has checksums",
                          safe_name(e->name, nb, sizeof nb), safe_name(e->name, nb, sizeof nb));
-        else if ((rc = crc_value(f, m, &want)) == HT_OK &&
+        else if ((rc = crc_value(f, m, &want)) == HT_OK && f->lazy) /* checked when read */
+            e->x[0].crc = want, e->x[0].has_crc = 1;
+        else if (rc == HT_OK &&
                  (got = ht_crc32c(0, f->data + e->begin, (size_t)(e->end - e->begin))) != want)
             rc = st_fail(f->path, HDR + n + e->begin,
                          "tensor '%s' (bytes %llu to %llu) has CRC32C %08x, but its metadata "
@@ -465,6 +467,28 @@ int ht_st_open(ht_st_file **out, const char *path) {
 }
 
 int ht_st_open_file(ht_st_file **out, const char *path) {
+    return ht_st_open_file_mode(out, path, 0);
+}
+
+/* A header-only file: one source (a descriptor of its own), one extent per tensor. */
+static void lazy_sources(ht_st_file *f, FILE *fp, uint64_t n) {
+    f->lazy = 1;
+    f->nsrc = 1;
+    f->src = ht_xmalloc(sizeof *f->src);
+    f->fd = ht_xmalloc(sizeof *f->fd);
+    f->src[0] = ht_xstrdup(f->path);
+    f->fd[0] = dup(fileno(fp));
+    for (int i = 0; i < f->nt; i++) {
+        st_entry *e = &f->t[i];
+        e->nx = 1;
+        e->x = ht_xcalloc(1, sizeof *e->x);
+        e->x[0].at = HDR + n + e->begin;
+        e->x[0].n = e->end - e->begin;
+        e->x[0].key_off = e->key_off;
+    }
+}
+
+int ht_st_open_file_mode(ht_st_file **out, const char *path, int lazy) {
     *out = NULL;
     int fd;
     long long fsize;
@@ -512,6 +536,15 @@ int ht_st_open_file(ht_st_file **out, const char *path) {
     }
     uint64_t data_len = size - 8 - n;
     if ((rc = finish_strings(f)) || (rc = check_layout(f, data_len))) goto fail;
+    if (lazy) {
+        lazy_sources(f, fp, n);
+        if (f->fd[0] < 0) {
+            rc = ht_error(HT_ERUNTIME, "%s: dup: %s", path, strerror(errno));
+            goto fail;
+        }
+        if ((rc = verify(f, lenb, hdr, n, data_len))) goto fail;
+        goto done;
+    }
     f->data = ht_xmalloc((size_t)(data_len ? data_len : 1));
     if ((rc = read_all(fp, f->data, (size_t)data_len, path, 8 + n))) goto fail;
     if ((rc = verify(f, lenb, hdr, n, data_len))) goto fail;
@@ -527,6 +560,7 @@ int ht_st_open_file(ht_st_file **out, const char *path) {
             e->data = e->copy;
         }
     }
+done:
     free(hdr);
     fclose(fp);
     *out = f;
@@ -541,7 +575,13 @@ fail:
 void ht_st_close(ht_st_file *f) {
     if (!f) return;
     for (int i = 0; i < f->nt; i++)
-        free(f->t[i].copy);
+        free(f->t[i].copy), free(f->t[i].x);
+    for (int i = 0; i < f->nsrc; i++) {
+        if (f->fd[i] >= 0) close(f->fd[i]);
+        free(f->src[i]);
+    }
+    free(f->src);
+    free(f->fd);
     ht_jbuf_free(&f->pool);
     free(f->t);
     free(f->by_name);
@@ -563,6 +603,11 @@ const float *ht_st_get(const ht_st_file *f, const char *name, int *ndim,
     const st_entry *e = find(f, name);
     char nb[80];
     if (!e) return NULL;
+    if (f->lazy) {
+        ht_error(HT_ERUNTIME, "%s: tensor '%s': the file was opened header only (read it with "
+                              "ht_st_read_f32)", f->path, safe_name(name, nb, sizeof nb));
+        return NULL;
+    }
     if (!e->data) {
         ht_error(HT_EINPUT, "%s: tensor '%s' has dtype %s; only F32 tensors can be loaded", f->path,
                  safe_name(name, nb, sizeof nb), e->dtype->name);

@@ -144,19 +144,19 @@ static int read_index(const char *index, set_idx *x) {
 /* Shard file (dir + name) of the index's step: the file itself, or its ".next" when the kill
  * came after the commit point (the index) and before that shard's rename. */
 static int open_shard(const char *index, const char *dir, const char *name, const char *step,
-                      ht_st_file **out) {
+                      ht_st_file **out, int lazy) {
     char path[HT_ST_PATH], next[HT_ST_PATH + 8];
     struct stat st;
     snprintf(path, sizeof path, "%s%s", dir, name);
     snprintf(next, sizeof next, "%s.next", path);
     *out = NULL;
-    if (step && stat(next, &st) == 0 && ht_st_open_file(out, next) == HT_OK) {
+    if (step && stat(next, &st) == 0 && ht_st_open_file_mode(out, next, lazy) == HT_OK) {
         const char *s = ht_st_meta(*out, "set.step");
         if (s && !strcmp(s, step)) return HT_OK;
         ht_st_close(*out); /* a later save that was never committed */
         *out = NULL;
     }
-    int rc = ht_st_open_file(out, path);
+    int rc = ht_st_open_file_mode(out, path, lazy);
     if (rc != HT_OK) return rc;
     const char *s = ht_st_meta(*out, "set.step");
     if (!step || (s && !strcmp(s, step))) return HT_OK;
@@ -192,6 +192,10 @@ static int piece_of(const ht_st_file *f, const char *name, size_t *blen, int64_t
 static int set_merge(ht_st_file **out, const char *index, ht_st_file **sh, char **paths, int n);
 
 int ht_st_open_set(ht_st_file **out, const char *index) {
+    return ht_st_open_set_mode(out, index, 0);
+}
+
+int ht_st_open_set_mode(ht_st_file **out, const char *index, int lazy) {
     *out = NULL;
     set_idx x = {0};
     int rc = read_index(index, &x);
@@ -203,7 +207,7 @@ int ht_st_open_set(ht_st_file **out, const char *index) {
     ht_st_file **sh = ht_xcalloc((size_t)(x.nf ? x.nf : 1), sizeof *sh);
     char **paths = ht_xcalloc((size_t)(x.nf ? x.nf : 1), sizeof *paths);
     for (int i = 0; rc == HT_OK && i < x.nf; i++) {
-        rc = open_shard(index, dir, x.files[i], x.step, &sh[i]);
+        rc = open_shard(index, dir, x.files[i], x.step, &sh[i], lazy);
         size_t l = strlen(dir) + strlen(x.files[i]) + 1;
         paths[i] = ht_xmalloc(l);
         snprintf(paths[i], l, "%s%s", dir, x.files[i]);
@@ -337,6 +341,15 @@ static void add_entry(ht_st_file *f, size_t *at, const char *name, size_t nlen,
     *at += (bytes + 7) / 8 * 8;
 }
 
+/* A header-only set: the bytes of shard k's tensor e become those at byte lo of entry t. */
+static void add_ext(st_entry *t, const st_entry *e, int k, uint64_t lo) {
+    t->x = ht_xrealloc(t->x, (size_t)(t->nx + 1) * sizeof *t->x);
+    t->x[t->nx] = e->x[0];
+    t->x[t->nx].src = k;
+    t->x[t->nx].lo = lo;
+    t->nx++;
+}
+
 /* Pieces p[0..n) (sorted) of one base tensor cover [0, total) exactly. */
 static int check_cover(const piece *p, int n, char **paths) {
     int64_t at = 0;
@@ -376,9 +389,10 @@ static int merge_data(ht_st_file *f, ht_st_file **sh, char **paths, int n, piece
                 for (int q = 0; q < np && !is_piece; q++)
                     is_piece = pc[q].e == e;
                 if (is_piece) continue;
-                if (pass) memcpy(f->data + at, sh[k]->data + e->begin, e->end - e->begin);
+                if (pass && !f->lazy) memcpy(f->data + at, sh[k]->data + e->begin, e->end - e->begin);
                 add_entry(f, &at, e->name, strlen(e->name), e->dtype, e->ndim, e->shape,
                           e->end - e->begin, k);
+                if (pass && f->lazy) add_ext(&f->t[f->nt - 1], e, k, 0);
             }
         for (int q = 0; q < np;) {
             int r = q;
@@ -392,11 +406,14 @@ static int merge_data(ht_st_file *f, ht_st_file **sh, char **paths, int n, piece
             add_entry(f, &at, pc[q].e->name, pc[q].blen, ht_st_dtype_find("F32"), 1, shape,
                       (uint64_t)pc[q].total * 4, pc[q].shard);
             for (int s = q; pass && s < r; s++)
-                memcpy(f->data + base + (size_t)pc[s].off * 4,
-                       sh[pc[s].shard]->data + pc[s].e->begin, pc[s].e->end - pc[s].e->begin);
+                if (f->lazy)
+                    add_ext(&f->t[f->nt - 1], pc[s].e, pc[s].shard, (uint64_t)pc[s].off * 4);
+                else
+                    memcpy(f->data + base + (size_t)pc[s].off * 4,
+                           sh[pc[s].shard]->data + pc[s].e->begin, pc[s].e->end - pc[s].e->begin);
             q = r;
         }
-        if (!pass) f->data = ht_xmalloc(at ? at : 1);
+        if (!pass && !f->lazy) f->data = ht_xmalloc(at ? at : 1);
     }
     return HT_OK;
 }
@@ -447,7 +464,7 @@ static int finish(ht_st_file *f, ht_st_file *first, char **paths) {
         f->meta[i].val = f->pool.s + f->meta[i].val_at;
     }
     if (f->nmeta) qsort(f->meta, (size_t)f->nmeta, sizeof *f->meta, cmp_m);
-    for (int i = 0; i < f->nt; i++)
+    for (int i = 0; i < f->nt && !f->lazy; i++)
         if (!strcmp(f->t[i].dtype->name, "F32")) f->t[i].data = (const float *)(f->data + f->t[i].begin);
     return HT_OK;
 }
@@ -461,6 +478,15 @@ static int set_merge(ht_st_file **out, const char *index, ht_st_file **sh, char 
     f->checksummed = 1;
     for (int k = 0; k < n; k++)
         f->checksummed &= sh[k]->checksummed;
+    if (sh[0]->lazy) { /* the shards' descriptors move to the set */
+        f->lazy = 1, f->nsrc = n;
+        f->src = ht_xmalloc((size_t)n * sizeof *f->src);
+        f->fd = ht_xmalloc((size_t)n * sizeof *f->fd);
+        for (int k = 0; k < n; k++) {
+            f->src[k] = ht_xstrdup(sh[k]->path);
+            f->fd[k] = sh[k]->fd[0], sh[k]->fd[0] = -1;
+        }
+    }
     rc = merge_data(f, sh, paths, n, pc, np);
     if (rc == HT_OK) rc = finish(f, sh[0], paths);
     free(pc);

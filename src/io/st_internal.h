@@ -15,6 +15,16 @@ typedef struct st_dtype {
     int bits;
 } st_dtype;
 
+/* A header-only file's (ht_st_open_header) way to a tensor's bytes: bytes [lo, lo + n) of the
+ * tensor are at file offset `at` of source `src`; a set's flat tensor has one per piece. */
+typedef struct st_ext {
+    int src;
+    uint64_t at, lo, n;
+    uint64_t key_off; /* where the source's header names the tensor (piece), for messages */
+    uint32_t crc;     /* its checksum, when has_crc; verified once it is read (verified) */
+    int has_crc, verified;
+} st_ext;
+
 typedef struct st_entry {
     const char *name; /* into the string pool, set once parsing is done */
     size_t name_at;   /* offset in the pool while parsing */
@@ -26,6 +36,8 @@ typedef struct st_entry {
     uint64_t off;      /* file offset of the entry's data_offsets, for messages */
     const float *data; /* F32 only: 4-byte aligned view or copy */
     float *copy;
+    st_ext *x; /* header-only files: where the bytes are (nx pieces, by lo) */
+    int nx;
 } st_entry;
 
 typedef struct st_meta {
@@ -44,7 +56,18 @@ struct ht_st_file {
     int nmeta;
     unsigned char *data;
     int checksummed; /* had "crc32c" metadata, verified */
+    /* header-only (lazy): data is NULL, the tensors' bytes are read on request from these
+     * sources (the file, or a set's shards), kept open */
+    int lazy, nsrc;
+    char **src;
+    int *fd;
 };
+
+/* ht_st_open_file, or with lazy set only its header read and checked (the header's checksum
+ * included); each tensor's checksum is kept to verify its bytes when they are read. */
+int ht_st_open_file_mode(ht_st_file **out, const char *path, int lazy);
+/* ht_st_open_set, the shards opened by ht_st_open_file_mode(lazy). */
+int ht_st_open_set_mode(ht_st_file **out, const char *index, int lazy);
 
 /* fsync of the directory holding path (a rename in it made durable). */
 void ht_st_sync_dir(const char *path);

@@ -220,8 +220,20 @@ static void note_unverified(const ht_st_file *f, const char *path) {
                     path);
 }
 
-/* Checks format and model signature, then reads every parameter tensor into a host copy
- * of the flat buffer (*params, to free). */
+/* data[0..n) holds elements [first, first + n) of tensor `name` (total elements): HT_OK when
+ * finite, else check_finite's error with the element's index in the tensor. */
+static int check_finite_part(const char *path, const char *name, const float *data, size_t n,
+                             size_t first, size_t total) {
+    long long bad = first_nonfinite(data, n);
+    if (bad < 0) return HT_OK;
+    return ht_error(HT_EINPUT, "%s: tensor '%s' element %lld of %zu is %s, expected a finite number",
+                    path, name, (long long)first + bad, total,
+                    isnan(data[bad]) ? "NaN" : "infinite");
+}
+
+/* Checks format and model signature and every parameter tensor's dtype and shape (from the
+ * header), then reads only the window [pbase, pbase + pres) the model holds (a pipeline stage;
+ * the whole model otherwise) into a host copy (*params, to free). */
 static int read_params(ht_st_file *f, const char *path, const ht_model *m, float **params) {
     char sig[256];
     ht_model_signature(m, sig, sizeof sig);
@@ -234,17 +246,21 @@ static int read_params(ht_st_file *f, const char *path, const ht_model *m, float
         return ht_error(HT_EINPUT,
                         "%s: checkpoint is for model '%s', but the config describes '%s'", path,
                         fsig ? fsig : "(missing)", sig);
-    int np = ht_model_param_tensors(m, NULL, 0), rc = HT_OK;
-    ht_param_tensor *pt = ht_xmalloc((size_t)np * sizeof *pt);
-    ht_model_param_tensors(m, pt, np);
-    float *p = ht_xmalloc((m->nparams ? m->nparams : 1) * sizeof(float));
+    int np = ht_model_param_tensors((ht_model *)m, NULL, 0), rc = HT_OK;
+    ht_param_tensor *pt = ht_xmalloc((size_t)(np ? np : 1) * sizeof *pt);
+    ht_model_param_tensors((ht_model *)m, pt, np);
+    const size_t lo = m->pbase, hi = m->pbase + m->pres;
+    float *p = ht_xmalloc((m->pres ? m->pres : 1) * sizeof(float));
     for (int i = 0; rc == HT_OK && i < np; i++) {
-        const float *src = want(f, path, pt[i].name, pt[i].ndim, pt[i].shape, &rc);
         size_t n = 1;
         for (int j = 0; j < pt[i].ndim; j++)
             n *= (size_t)pt[i].shape[j];
-        if (src) rc = check_finite(HT_EINPUT, path, pt[i].name, src, n);
-        if (src && rc == HT_OK) memcpy(p + pt[i].off, src, n * sizeof(float));
+        rc = ht_st_expect_f32(f, pt[i].name, pt[i].ndim, pt[i].shape);
+        size_t a = pt[i].off > lo ? pt[i].off : lo, b = pt[i].off + n < hi ? pt[i].off + n : hi;
+        if (rc != HT_OK || a >= b) continue; /* outside the window: not read */
+        rc = ht_st_read_f32(f, pt[i].name, a - pt[i].off, b - a, p + (a - lo));
+        if (rc == HT_OK) rc = check_finite_part(path, pt[i].name, p + (a - lo), b - a,
+                                                a - pt[i].off, n);
     }
     free(pt);
     if (rc != HT_OK)
@@ -254,69 +270,93 @@ static int read_params(ht_st_file *f, const char *path, const ht_model *m, float
     return rc;
 }
 
-int ht_checkpoint_load(const char *path, ht_model *m, ht_optim *o, int64_t *step,
-                       const char *optim_name) {
-    ht_st_file *f = NULL;
-    int rc = ht_st_open(&f, path);
-    if (rc != HT_OK) return rc;
-    note_unverified(f, path);
-    float *params = NULL;
-    const char *fopt = ht_st_meta(f, "optimizer");
-    int64_t fstep = 0, ot = 0;
-    rc = read_params(f, path, m, &params);
-    if (rc == HT_OK && (!fopt || strcmp(fopt, optim_name)))
-        rc = ht_error(HT_EINPUT,
-                      "%s: checkpoint holds state for optimizer '%s', but the config uses '%s'",
-                      path, fopt ? fopt : "(missing)", optim_name);
-    if (rc == HT_OK) rc = meta_int(f, path, "step", &fstep);
-    if (rc == HT_OK) rc = meta_int(f, path, "optimizer_steps", &ot);
-    /* Everything is validated before any device buffer changes. */
-    int ns = ht_optim_state_count(o);
-    const float *sp[MAX_STATES] = {0};
-    if (rc == HT_OK && ns > MAX_STATES) rc = ht_error(HT_ERUNTIME, "too many optimizer states");
+/* The optimizer states' part this rank holds ([pbase + o->off, + n) of each flat state the
+ * file holds whole, parallel to the parameters) into host copies sp[0..ns), to free. */
+static int read_states(ht_st_file *f, const char *path, const ht_model *m, ht_optim *o,
+                       float **sp) {
+    int ns = ht_optim_state_count(o), rc = HT_OK;
+    if (ns > MAX_STATES) return ht_error(HT_ERUNTIME, "too many optimizer states");
     for (int i = 0; rc == HT_OK && i < ns; i++) {
         const char *name;
         ht_buf *buf;
         size_t n;
         ht_optim_state(o, i, &name, &buf, &n);
-        /* the file holds the whole state, parallel to the parameters; a sharded optimizer
-         * (ZeRO) or a pipeline stage's window takes its part */
         int64_t shape[1] = {(int64_t)m->nparams};
-        sp[i] = want(f, path, name, 1, shape, &rc);
-        if (sp[i]) rc = check_finite(HT_EINPUT, path, name, sp[i], m->nparams);
+        const size_t at = m->pbase + o->off;
+        sp[i] = ht_xmalloc((n ? n : 1) * sizeof(float));
+        rc = ht_st_expect_f32(f, name, 1, shape);
+        if (rc == HT_OK && (at > m->nparams || n > m->nparams - at))
+            rc = ht_error(HT_ERUNTIME, "optimizer state '%s' [%zu, %zu) beyond the %zu of %s",
+                          name, at, at + n, m->nparams, path);
+        if (rc == HT_OK) rc = ht_st_read_f32(f, name, at, n, sp[i]);
+        if (rc == HT_OK) rc = check_finite_part(path, name, sp[i], n, at, m->nparams);
     }
+    return rc;
+}
+
+/* Format, optimizer and step metadata of a checkpoint to load into o: *fstep, *ot. */
+static int read_steps(ht_st_file *f, const char *path, const char *optim_name, int64_t *fstep,
+                      int64_t *ot) {
+    const char *fopt = ht_st_meta(f, "optimizer");
+    int rc = HT_OK;
+    if (!fopt || strcmp(fopt, optim_name))
+        rc = ht_error(HT_EINPUT,
+                      "%s: checkpoint holds state for optimizer '%s', but the config uses '%s'",
+                      path, fopt ? fopt : "(missing)", optim_name);
+    if (rc == HT_OK) rc = meta_int(f, path, "step", fstep);
+    if (rc == HT_OK) rc = meta_int(f, path, "optimizer_steps", ot);
     /* a parameter server applies each worker's push as one update: up to one per worker
      * per global step, and a segment may end a step late (train/async_ckpt.c) */
-    int64_t per = 1, bound = fstep;
+    int64_t per = 1, bound = *fstep;
     if (rc == HT_OK && ht_st_meta(f, "sync.workers") &&
         (rc = meta_int(f, path, "sync.workers", &per)) == HT_OK && per > 1)
-        bound = fstep < INT64_MAX / per - 1 ? (fstep + 1) * per : INT64_MAX;
-    if (rc == HT_OK && ot > bound)
+        bound = *fstep < INT64_MAX / per - 1 ? (*fstep + 1) * per : INT64_MAX;
+    if (rc == HT_OK && *ot > bound)
         rc = ht_error(HT_EINPUT,
                       "%s: metadata 'optimizer_steps' is %lld, expected at most %s (%lld): the "
                       "optimizer cannot have stepped more often than the trainer",
-                      path, (long long)ot,
+                      path, (long long)*ot,
                       per > 1 ? "('step' + 1) x 'sync.workers'" : "'step'", (long long)bound);
+    return rc;
+}
+
+/* A rank reads only what it holds (ht_st_open_header: the headers, then its ranges), so that
+ * a pipeline stage resuming from a large set never has the whole checkpoint in host memory. */
+int ht_checkpoint_load(const char *path, ht_model *m, ht_optim *o, int64_t *step,
+                       const char *optim_name) {
+    ht_st_file *f = NULL;
+    int rc = ht_st_open_header(&f, path);
+    if (rc != HT_OK) return rc;
+    note_unverified(f, path);
+    float *params = NULL, *sp[MAX_STATES] = {0};
+    int64_t fstep = 0, ot = 0;
+    int ns = ht_optim_state_count(o);
+    /* everything is validated before any device buffer changes */
+    rc = read_params(f, path, m, &params);
+    if (rc == HT_OK) rc = read_steps(f, path, optim_name, &fstep, &ot);
+    if (rc == HT_OK) rc = read_states(f, path, m, o, sp);
     if (rc == HT_OK) { /* a pipeline stage's window only (m->pbase, m->pres) */
-        ht_buf_write(m->dev, m->params, 0, m->pres * sizeof(float), params + m->pbase);
+        ht_buf_write(m->dev, m->params, 0, m->pres * sizeof(float), params);
         for (int i = 0; i < ns; i++) {
             const char *name;
             ht_buf *buf;
             size_t n;
             ht_optim_state(o, i, &name, &buf, &n);
-            ht_buf_write(m->dev, buf, 0, n * sizeof(float), sp[i] + m->pbase + o->off);
+            ht_buf_write(m->dev, buf, 0, n * sizeof(float), sp[i]);
         }
         o->t = ot;
         *step = fstep;
     }
     free(params);
+    for (int i = 0; i < MAX_STATES; i++)
+        free(sp[i]);
     ht_st_close(f);
     return rc;
 }
 
 int ht_checkpoint_load_params(const char *path, ht_model *m, int64_t *step) {
     ht_st_file *f = NULL;
-    int rc = ht_st_open(&f, path);
+    int rc = ht_st_open_header(&f, path);
     if (rc != HT_OK) return rc;
     note_unverified(f, path);
     float *params = NULL;
@@ -324,7 +364,7 @@ int ht_checkpoint_load_params(const char *path, ht_model *m, int64_t *step) {
     rc = read_params(f, path, m, &params);
     if (rc == HT_OK) rc = meta_int(f, path, "step", &fstep);
     if (rc == HT_OK) {
-        ht_buf_write(m->dev, m->params, 0, m->pres * sizeof(float), params + m->pbase);
+        ht_buf_write(m->dev, m->params, 0, m->pres * sizeof(float), params);
         if (step) *step = fstep;
     }
     free(params);

@@ -7,8 +7,8 @@
  * shard of the checkpoint (pipe_eval.c), so no rank needs the whole model after start-up.
  * Kept whole on every rank, for now (the log says which applies; rank 0 then gathers):
  * - ranks whose stream runs several stages (interleaved, chimera, zb-v: one window would span
- *   the stages between), a tied GPT head (wte's copy on the last stage), pipe.rebalance
- *   (layers move between ranks' whole-size buffers), a sharded optimizer.
+ *   the stages between), a tied GPT head (wte's copy on the last stage), a sharded optimizer.
+ * pipe.rebalance moves a stage-local rank's window with its stage (pipe_repart.c).
  * The model's own activation, activation-gradient, saved-state and workspace buffers (the
  * executor's first slot) shrink to the stage too, at the model's batch (one micro-batch).
  * Every rank still builds the whole model once at start (initialisation, a resumed
@@ -38,7 +38,6 @@ static int only_stage(const pipe_state *p, int q) {
  * with one stage may narrow). The same on every rank. */
 static const char *whole_reason(const ht_job *j, const pipe_state *p) {
     if (j->model.tied) return "a tied GPT head keeps wte's copy on the last stage";
-    if (p->repart) return "pipe.rebalance moves layers between whole-size buffers";
     for (int q = 0; q < p->sched.p.D; q++)
         if (p->sched.p.v > 1 || p->sched.ndir > 1 || only_stage(p, q) < 0)
             return "its schedule runs several stages per rank";

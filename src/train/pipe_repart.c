@@ -1,7 +1,9 @@
 /* pipe.rebalance: the pipeline engine's online re-partitioning (engine_pipe.h). Every
  * rank applies the rule (src/plan/repart.h) to the same all-reduced step times; a new cut
  * moves the layers that change rank, with their optimizer state, and rebuilds the schedule
- * and the executor. */
+ * and the executor. Where every rank holds only its stage (p->local, issue 24) a rank's
+ * window follows its new stage: the new one is allocated, what arrives is written into it,
+ * and the old one (with what left) is freed. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,6 +134,82 @@ static void move_layers(ht_job *j, const pipe_state *p, const int *old) {
     }
 }
 
+/* ---- stage-local ranks (p->local): the window moves with the cut ---------------------- */
+
+/* A rank's parameter window: its buffers and base in the flat layout. */
+typedef struct win {
+    ht_buf *params;
+    ht_optim *o;
+    size_t base;
+} win;
+
+/* The parameters [lo, hi) of layers [a, b) (empty: lo = hi = 0). */
+static void layer_window(const ht_model *m, int a, int b, size_t *lo, size_t *hi) {
+    int any = 0;
+    *lo = *hi = 0;
+    for (int i = a; i < b; i++) {
+        const ht_layer *l = &m->layers[i];
+        if (!l->nparams) continue;
+        if (!any) *lo = l->woff;
+        *hi = l->woff + l->nparams, any = 1;
+    }
+}
+
+/* Floats [off, off + n) of the parameters and every optimizer state: from `from`'s window s
+ * to `to`'s window d (the same rank: a device copy; else one message each, blocking). */
+static void move_range(ht_job *j, const win *s, const win *d, size_t off, size_t n, int from,
+                       int to, float *h) {
+    const int nst = ht_optim_state_count(d->o);
+    for (int k = -1; k < nst; k++) {
+        ht_buf *sb = s->params, *db = d->params;
+        const char *name;
+        size_t bn;
+        if (k >= 0) ht_optim_state(s->o, k, &name, &sb, &bn), ht_optim_state(d->o, k, &name, &db, &bn);
+        if (from == to)
+            ht_buf_copy(j->dev, db, (off - d->base) * sizeof(float), sb,
+                        (off - s->base) * sizeof(float), n * sizeof(float));
+        else if (j->rank == from) {
+            ht_buf_read(j->dev, sb, (off - s->base) * sizeof(float), n * sizeof(float), h);
+            ht_comm_send(h, n * sizeof(float), to, TAG_MOVE);
+        } else {
+            ht_comm_recv(h, n * sizeof(float), from, TAG_MOVE);
+            ht_buf_write(j->dev, db, (off - d->base) * sizeof(float), n * sizeof(float), h);
+        }
+    }
+}
+
+/* Every rank holds only its stage: its new stage's window is allocated (parameters, zeroed
+ * gradients, activations for the new layers, the optimizer over the window), the layers it
+ * keeps are copied on the device, those that change rank arrive from their old rank with
+ * their optimizer state (all ranks walk the layers in one order, so the blocking messages
+ * pair up), and the old window is freed. Collective. */
+static void move_window(ht_job *j, const pipe_state *p, const int *old) {
+    const int D = p->pp.D, me = j->rank % D, base = p->place.replica * D;
+    ht_model *m = &j->model;
+    size_t lo, hi, mx = 1;
+    layer_window(m, p->bounds[me], p->bounds[me + 1], &lo, &hi);
+    ht_optim o_old = j->opt;
+    win s = {.params = m->params, .o = &o_old, .base = m->pbase};
+    m->params = NULL; /* kept in s till the moves are done; the rest freed now */
+    ht_model_restage(m, lo, hi - lo, p->bounds[me], p->bounds[me + 1]);
+    ht_optim_init(&j->opt, j->dev, &o_old.cfg, hi - lo);
+    j->opt.t = o_old.t, j->opt.track_norm = o_old.track_norm;
+    win d = {.params = m->params, .o = &j->opt, .base = lo};
+    for (int l = 0; l < m->nlayers; l++)
+        if (m->layers[l].nparams > mx) mx = m->layers[l].nparams;
+    float *h = ht_xmalloc(mx * sizeof(float));
+    for (int l = 0; l < m->nlayers; l++) {
+        const ht_layer *ly = &m->layers[l];
+        int from = stage_of(old, D, l), to = stage_of(p->bounds, D, l);
+        if (!ly->nparams || (from != me && to != me)) continue;
+        move_range(j, &s, &d, ly->woff, ly->nparams, base + from, base + to, h);
+    }
+    free(h);
+    ht_dev_finish(j->dev);
+    ht_buf_free(s.params);
+    ht_optim_free(&o_old);
+}
+
 /* The plan for the cut in p->bounds on the scaled costs (hepipe: the stage times scaled by
  * each rank's measured factor; the memory decision re-taken for the new stages), then the
  * schedule and the executor it says; device memory counts its peak from here. */
@@ -187,7 +265,12 @@ int ht_pipe_repartition(ht_job *j, pipe_state *p, int64_t step, const double *t)
     p->told = 0;
     int rc = j->rank == 0 ? log_repart(j, p, step, old) : HT_OK;
     double t0 = ht_now();
-    move_layers(j, p, old);
+    if (p->local) { /* the executor gives the model its own buffers back first */
+        ht_pipe_exec_free(p->x);
+        p->x = NULL;
+        move_window(j, p, old);
+    } else
+        move_layers(j, p, old);
     int rc2 = rebuild(j, p, step);
     ht_trace_span("re-partition (layers moved, executor rebuilt)", t0, ht_now());
     return rc != HT_OK ? rc : rc2;

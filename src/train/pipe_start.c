@@ -8,10 +8,12 @@
  * Where the plan decides the cut (hepipe and the hetero cut time every layer first, replicated
  * stages), a rank starts with no parameters at all: the calibration times each layer in
  * buffers of its own (pipe_calib_win.c), and after the plan ht_pipe_start_stage allocates the
- * stage, initialises it and loads the checkpoint's part (read a second time). Otherwise
- * (interleaved, chimera and zb-v run several stages a rank; a tied head, pipe.rebalance,
- * model.init_from, a sharded optimizer) the whole model is built and pipe_local.c narrows it
- * after the plan, or keeps it. */
+ * stage, initialises it and loads the checkpoint's part (the first load, with no window yet,
+ * read only the checkpoint's headers: train/checkpoint.c reads a rank's ranges). Otherwise
+ * (interleaved, chimera and zb-v run several stages a rank; a tied head, model.init_from, a
+ * sharded optimizer) the whole model is built and pipe_local.c narrows it after the plan, or
+ * keeps it. pipe.rebalance on the hetero cut starts as the hetero cut does, and a new cut
+ * moves each rank's window (pipe_repart.c). */
 #include <stdlib.h>
 
 #include "config/modes.h"
@@ -30,10 +32,8 @@ static int stage_only(const ht_job *j) {
     ht_plan_needs(cfg, j->world, &cal, &cal1);
     const int one_stage = k == HT_PIPE_GPIPE || k == HT_PIPE_1F1B || k == HT_PIPE_2BW ||
                           k == HT_PIPE_ZBH1 || k == HT_PIPE_HEPIPE;
-    /* pipe.rebalance acts on the hetero cut only (pipe_repart.c) */
-    const int repart = cfg->pipe.rebalance && cfg->pipe.partition == HT_PART_HETERO &&
-                       !cfg->pipe.nboundaries && !cfg->pipe.replicate;
-    if (!one_stage || repart || cfg->model.tie_embeddings ||
+    /* pipe.rebalance (the hetero cut) moves a rank's window with its stage (pipe_repart.c) */
+    if (!one_stage || cfg->model.tie_embeddings ||
         cfg->model.init_from[0] || cfg->cluster.shard != HT_SHARD_NONE ||
         j->world % cfg->pipe.stages)
         return 0;
@@ -90,7 +90,7 @@ int ht_pipe_start_stage(ht_job *j, int lo, int hi, size_t pbase, size_t pres) {
     j->opt = o;
     j->eng.windowed = 1;
     if (!j->eng.resumed) return HT_OK;
-    int64_t step = 0; /* the same checkpoint again, now into the window */
+    int64_t step = 0; /* the same checkpoint again, now its window's ranges */
     int rc = ht_checkpoint_load(j->cfg->checkpoint.path, m, &j->opt, &step, j->cfg->optim.type);
     if (rc == HT_OK && step != j->start)
         rc = ht_error(HT_EINPUT, "%s: changed while the job started (step %lld, then %lld)",

@@ -11,7 +11,9 @@
 # stays, and whose losses are the one-process run's within 2e-5 (micro-batches sum the
 # gradient in another order). With a memory limit the recomputation is decided again for the
 # new cut, within the limit, and the result is still bit for bit the same. So it is with 2
-# data-parallel replicas of the pipeline (4 ranks).
+# data-parallel replicas of the pipeline (4 ranks). Every rank holds only its stage (issue
+# 24): a move allocates the new window, receives what arrives and frees what left, and the
+# measured peak after it is the plan's for the new stage (stage_mem).
 . "$(dirname "$0")/../lib/lib.sh"
 . "$(dirname "$0")/../lib/mpi.sh"
 . "$(dirname "$0")/../lib/pipe_gpt.sh"
@@ -59,6 +61,40 @@ sys.exit(0 if not r["reverted"] and rank1(r["to"]) < rank1(r["from"]) and k[1] >
 PY
 }
 
+# stage_mem NAME: every rank holds only its stage, and after the last re-partition its
+# window follows the new cut: the plan's weight + gradient + AdamW bytes for each pipeline
+# rank's new stage are 16 B times its layers' parameters counted here from the architecture
+# (embedding V C + T C, blocks 12 C^2 + 13 C, final LayerNorm 2 C, head C V + V), and every
+# rank's measured peak (less the GEMM packing, which the plan leaves out; from the rebuild
+# after the move on) is within 10% of the plan for its new stage (a rank that kept the whole
+# model would exceed it by the other stage's 16 B per parameter). Prints "rank:held/plan ...".
+stage_mem() {
+    grep -q "every pipeline rank keeps only its stage" "$TMP/$1.err" || return 1
+    /usr/bin/python3 - "$TMP/$1.jsonl" <<'PY'
+import json, sys
+V, T, C, L = 256, 16, 32, 6
+def params(l):
+    return V * C + T * C if l == 0 else 12 * C * C + 13 * C if l <= L else 2 * C if l == L + 1 \
+        else C * V + V
+recs = [json.loads(l) for l in open(sys.argv[1])]
+last = max(i for i, r in enumerate(recs) if r["type"] == "pipe_repartition")
+cut = [tuple(map(int, s.split("-"))) for s in recs[last]["to"].split(" | ")]
+plan = {r["rank"]: r for r in recs[last:] if r["type"] == "pipe_memory"}
+ok = len(plan) == len(cut) and all(
+    plan[q]["state_bytes"] == 16 * sum(params(l) for l in range(a, b + 1))
+    for q, (a, b) in enumerate(cut))
+meas = [r for r in recs if r["type"] == "pipe_memory_measured"]
+out = []
+for m in meas:
+    held = m["allocated_peak_bytes"] - m["gemm_workspace_bytes"]
+    want = plan[m["prank"]]["predicted_bytes"] if m["prank"] in plan else 0
+    ok = ok and abs(want - held) <= 0.10 * held
+    out.append("%d:%.3f/%.3f" % (m["rank"], held / 1e6, want / 1e6))
+print(" ".join(out))
+sys.exit(0 if ok and meas else 1)
+PY
+}
+
 # same A B: the same losses and checkpoint, bit for bit
 same() { cmp -s "$TMP/$1.loss" "$TMP/$2.loss" && same_tensors "$TMP/$1.ckpt" "$TMP/$2.ckpt"; }
 
@@ -71,6 +107,8 @@ for s in 1f1b hepipe; do
     read -r n a b r <<<"$(moved "$s")"
     moved "$s" >/dev/null && same "$s" "$s-off"
     ok $? "$s: $n re-partition(s) after step 10 (rank 1 measured ${r}x rank 0 against its start-up times, > 1), rank 1 from $a to $b layers at the first; the losses and checkpoint of the run without, bit for bit (exit $RC)"
+    mem=$(stage_mem "$s")
+    ok $? "$s: every rank holds only its stage; after the last move its measured peak is within 10% of the plan for its new stage (MB held/plan: $mem)"
 done
 grep -q "pipeline re-partitioned, layers .* -> .*: slowest stage predicted" "$TMP/1f1b.err"
 ok $? "the new cut is logged with its predicted gain"
@@ -106,4 +144,6 @@ NP=4 pp r 1f1b
 read -r n a b r <<<"$(moved r)"
 moved r >/dev/null && same r r-off
 ok $? "2 replicas x 2 stages: $n re-partition(s) after step 10, rank 1 from $a to $b layers at the first; bit for bit the run without (exit $RC)"
+mem=$(stage_mem r)
+ok $? "2 replicas x 2 stages: every rank holds only its stage, after the last move within 10% of the plan for its new stage ($mem)"
 done_testing
