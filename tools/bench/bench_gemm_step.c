@@ -11,7 +11,9 @@
  * Prints each way's median and best wall time a call (packing + product + finish), its
  * median CPU time (all threads), and the medians' ratios to fresh (> 1: faster than fresh). Why: the step's products ran at 91-105 GFLOP/s in one profile
  * against 146-167 alone; this says which of these (offsets/alignment, caches) costs what.
- *   usage: bench_gemm_step [--device SEL] [--rounds N] [--only S] */
+ * --profile opens the device with profiling (an event a launch, as hettrain --profile), to
+ * compare with a run without.
+ *   usage: bench_gemm_step [--device SEL] [--rounds N] [--only S] [--profile] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,17 +83,20 @@ static double once(ht_dev *d, const shape *s, ht_buf *a, size_t ao, ht_buf *b, s
 
 int main(int argc, char **argv) {
     const char *sel = "", *only = NULL;
-    int rounds = 5;
+    int rounds = 5, profile = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc) sel = argv[++i];
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
-        else ht_die(HT_EINPUT, "usage: bench_gemm_step [--device SEL] [--rounds N] [--only S]");
+        else if (!strcmp(argv[i], "--profile")) profile = 1;
+        else ht_die(HT_EINPUT,
+                    "usage: bench_gemm_step [--device SEL] [--rounds N] [--only S] [--profile]");
     }
     if (rounds < 1) ht_die(HT_EINPUT, "--rounds must be >= 1");
     int idx;
     ht_exit_on_error(ht_ocl_select(sel, &idx));
     ht_dev_opts opts = ht_dev_opts_default();
+    opts.profile = profile;
     ht_dev *d;
     ht_exit_on_error(ht_dev_open(&d, idx, &opts));
     const size_t big = 2048 * 3072, nparams = 85646080, arena = 4 * big + 64;
@@ -107,7 +112,7 @@ int main(int argc, char **argv) {
     /* activations at odd offsets one operand apart in the arena, as the model's views */
     const size_t x1 = 5, x2 = big + 7, x3 = 2 * big + 9;
     ht_buf_write(d, act, x1 * 4, big * 4, h), ht_buf_write(d, act, x2 * 4, big * 4, h);
-    printf("load average before: ");
+    printf("profiling %s; load average before: ", profile ? "on" : "off");
     fflush(stdout);
     if (system("cut -d' ' -f1-3 /proc/loadavg") != 0) printf("?\n");
     printf("%-8s %2s %5s %5s %5s %10s | %s\n", "shape", "op", "M", "N", "K", "weight off",
