@@ -52,6 +52,38 @@ __kernel void tf_ln_fwd(__global float *out, const int oo, __global float *mean,
  *   g = w * dout, n = (x - mean) * rstd,
  *   dinp = [dinp +] rstd * (g - mean(g) - n * mean(g * n))
  * add_dinp adds into dinp (the residual stream's gradient); else dinp is overwritten. */
+/* Row r's input gradient: dx = [add[i] +] rstd * (g - mean(g) - n * mean(g * n)); add may be
+ * dx itself (the residual stream's gradient accumulated in place, tf_ln_bwd_dx) or another
+ * tensor (the residual's gradient, tf_add_ln_bwd_dx in resln.cl): the same float arithmetic in
+ * the same order either way, so the two kernels agree bit for bit. */
+void tf_ln_bwd_row(__global float *dx, __global const float *add, const int use_add,
+                   __global const float *d, __global const float *x, __global const float *w,
+                   const float m, const float rs, const int C) {
+    float16 sg16 = 0.0f, sgn16 = 0.0f;
+    int i = 0;
+    for (; i + 16 <= C; i += 16) {
+        float16 g = vload16(0, w + i) * vload16(0, d + i);
+        sg16 += g;
+        sgn16 += g * ((vload16(0, x + i) - m) * rs);
+    }
+    float sg = tf_hsum16(sg16), sgn = tf_hsum16(sgn16);
+    for (; i < C; i++) {
+        float g = w[i] * d[i];
+        sg += g;
+        sgn += g * ((x[i] - m) * rs);
+    }
+    const float mg = sg / C, mgn = sgn / C;
+    for (i = 0; i + 16 <= C; i += 16) {
+        float16 g = vload16(0, w + i) * vload16(0, d + i);
+        float16 v = rs * (g - mg - (vload16(0, x + i) - m) * rs * mgn);
+        vstore16(use_add ? vload16(0, add + i) + v : v, 0, dx + i);
+    }
+    for (; i < C; i++) {
+        float v = rs * (w[i] * d[i] - mg - (x[i] - m) * rs * mgn);
+        dx[i] = use_add ? add[i] + v : v;
+    }
+}
+
 __kernel void tf_ln_bwd_dx(__global float *dinp, const int dio, __global const float *dout,
                            const int doo, __global const float *inp, const int io,
                            __global const float *w, const int wo, __global const float *mean,
@@ -59,33 +91,9 @@ __kernel void tf_ln_bwd_dx(__global float *dinp, const int dio, __global const f
                            const int C, const int add_dinp) {
     const int r = get_global_id(0);
     if (r >= N) return;
-    __global const float *x = inp + io + (size_t)r * C;
-    __global const float *d = dout + doo + (size_t)r * C;
     __global float *dx = dinp + dio + (size_t)r * C;
-    const float m = mean[mo + r], rs = rstd[ro + r];
-    float16 sg16 = 0.0f, sgn16 = 0.0f;
-    int i = 0;
-    for (; i + 16 <= C; i += 16) {
-        float16 g = vload16(0, w + wo + i) * vload16(0, d + i);
-        sg16 += g;
-        sgn16 += g * ((vload16(0, x + i) - m) * rs);
-    }
-    float sg = tf_hsum16(sg16), sgn = tf_hsum16(sgn16);
-    for (; i < C; i++) {
-        float g = w[wo + i] * d[i];
-        sg += g;
-        sgn += g * ((x[i] - m) * rs);
-    }
-    const float mg = sg / C, mgn = sgn / C;
-    for (i = 0; i + 16 <= C; i += 16) {
-        float16 g = vload16(0, w + wo + i) * vload16(0, d + i);
-        float16 v = rs * (g - mg - (vload16(0, x + i) - m) * rs * mgn);
-        vstore16(add_dinp ? vload16(0, dx + i) + v : v, 0, dx + i);
-    }
-    for (; i < C; i++) {
-        float v = rs * (w[wo + i] * d[i] - mg - (x[i] - m) * rs * mgn);
-        dx[i] = add_dinp ? dx[i] + v : v;
-    }
+    tf_ln_bwd_row(dx, dx, add_dinp, dout + doo + (size_t)r * C, inp + io + (size_t)r * C, w + wo,
+                  mean[mo + r], rstd[ro + r], C);
 }
 
 /* Parameter gradients: dw(C) [+]= sum_r dout * (x - mean) * rstd, db(C) [+]= sum_r dout.

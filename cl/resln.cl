@@ -8,6 +8,9 @@ float tf_hsum16(float16 v); /* in embed.cl (files are one program, concatenated 
 void tf_ln_row(__global float *y, __global float *mean, __global float *rstd,
                __global const float *x, const float s, __global const float *w,
                __global const float *b, const int C, const float eps); /* in norm.cl */
+void tf_ln_bwd_row(__global float *dx, __global const float *add, const int use_add,
+                   __global const float *d, __global const float *x, __global const float *w,
+                   const float m, const float rs, const int C); /* in norm.cl */
 
 /* Row r: res(N,C) = a + b; mean(N), rstd(N), out(N,C) = LayerNorm(res) with w, bias, eps. */
 __kernel void tf_add_ln_fwd(__global float *res, const int so, __global float *out, const int oo,
@@ -35,4 +38,23 @@ __kernel void tf_add_ln_fwd(__global float *res, const int so, __global float *o
         s += v;
     }
     tf_ln_row(y, mean + mo + r, rstd + ro + r, x, s, w + wo, bias + bio, C, eps);
+}
+
+/* The backward of the same pair, the block's ln2 and its residual: the residual stream's
+ * gradient dx(N,C) = dres + LayerNorm's input gradient from dout, in one pass that reads dres
+ * where the unfused ops copied it into dx first (ht_residual_backward) and then read dx back
+ * to add into it (tf_ln_bwd_dx with add_dinp): one read and one write of N*C floats fewer. The
+ * row is tf_ln_bwd_dx's (tf_ln_bwd_row), so the result matches the unfused ops bit for bit.
+ * dx may be dres itself. */
+__kernel void tf_add_ln_bwd_dx(__global float *dinp, const int dio, __global const float *dres,
+                               const int dro, __global const float *dout, const int doo,
+                               __global const float *inp, const int io, __global const float *w,
+                               const int wo, __global const float *mean, const int mo,
+                               __global const float *rstd, const int ro, const int N,
+                               const int C) {
+    const int r = get_global_id(0);
+    if (r >= N) return;
+    const size_t row = (size_t)r * C;
+    tf_ln_bwd_row(dinp + dio + row, dres + dro + row, 1, dout + doo + row, inp + io + row, w + wo,
+                  mean[mo + r], rstd[ro + r], C);
 }

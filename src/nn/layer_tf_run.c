@@ -162,9 +162,11 @@ static void blk_bwd(ht_model *m, int i, int B, ht_act unused, float scale, int a
                        acc);
     ht_linear_act_backward(d, dln, G(FC_W), G(FC_B), dfch, dfch, S(S_FCH), S(S_LN2), P(FC_W), N, C,
                            4 * C, HT_ACT_GELU, 1.0f, acc);
-    ht_residual_backward(d, dres, ht_view_none(), dout, n, 0);
-    ht_layernorm_backward(d, dres, G(LN2_W), G(LN2_B), dln, S(S_RES2), P(LN2_W), S(S_M2), S(S_R2),
-                          N, C, 1, acc);
+    /* dres = dout + ln2's input gradient in one pass (the residual's copy fused in) */
+    ht_residual_layernorm_backward_input(d, dres, dout, dln, S(S_RES2), P(LN2_W), S(S_M2),
+                                         S(S_R2), N, C);
+    ht_layernorm_backward_weights(d, G(LN2_W), G(LN2_B), dln, S(S_RES2), S(S_M2), S(S_R2), N, C,
+                                  acc);
     /* attention branch: res2 = x + proj(attn(qkv(ln1(x)))) */
     dbr = blk_branch_grad(m, i, dres, tmp, n, 0);
     ht_linear_backward(d, datty, G(PROJ_W), G(PROJ_B), dbr, S(S_ATTY), P(PROJ_W), N, C, C, 1.0f,
@@ -199,9 +201,8 @@ static void blk_bwd_in(ht_model *m, int i, int B, ht_act unused, float scale, in
     ht_linear_backward_input(d, S(S_GFCH), dbr, P(FCP_W), N, 4 * C, C, 1.0f);
     ht_linear_act_backward_input(d, S(S_GLN2), G(FC_B), S(S_GFCH), S(S_GFCH), S(S_FCH), P(FC_W),
                                  N, C, 4 * C, HT_ACT_GELU, 1.0f, acc);
-    ht_residual_backward(d, dres, ht_view_none(), dout, n, 0);
-    ht_layernorm_backward_input(d, dres, S(S_GLN2), S(S_RES2), P(LN2_W), S(S_M2), S(S_R2), N, C,
-                                1);
+    ht_residual_layernorm_backward_input(d, dres, dout, S(S_GLN2), S(S_RES2), P(LN2_W), S(S_M2),
+                                         S(S_R2), N, C);
     /* the attention branch's gradient is kept: dres goes on to take ln1's */
     if (dropout_on(m, l)) blk_branch_grad(m, i, dres, datt, n, 0);
     else ht_residual_backward(d, datt, ht_view_none(), dres, n, 0);

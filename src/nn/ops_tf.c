@@ -435,3 +435,19 @@ void ht_residual_layernorm_forward(ht_dev *d, ht_view res, ht_view out, ht_view 
                      HT_FLOAT(HT_LN_EPS)};
     launch_items(d, "tf_add_ln_fwd", (size_t)N, NARGS(args), args);
 }
+
+void ht_residual_layernorm_backward_input(ht_dev *d, ht_view dx, ht_view dres, ht_view dout,
+                                          ht_view inp, ht_view w, ht_view mean, ht_view rstd,
+                                          int N, int C) {
+    if (N <= 0 || C <= 0) return;
+    isize((size_t)N * (size_t)C, "residual + layernorm input");
+    ht_arg args[] = {HT_BUF(dx.buf),   HT_INT(ioff(dx.off, "dx")),
+                     HT_BUF(dres.buf), HT_INT(ioff(dres.off, "dres")),
+                     HT_BUF(dout.buf), HT_INT(ioff(dout.off, "dout")),
+                     HT_BUF(inp.buf),  HT_INT(ioff(inp.off, "inp")),
+                     HT_BUF(w.buf),    HT_INT(ioff(w.off, "w")),
+                     HT_BUF(mean.buf), HT_INT(ioff(mean.off, "mean")),
+                     HT_BUF(rstd.buf), HT_INT(ioff(rstd.off, "rstd")),
+                     HT_INT(N),        HT_INT(C)};
+    launch_items(d, "tf_add_ln_bwd_dx", (size_t)N, NARGS(args), args);
+}

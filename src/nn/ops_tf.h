@@ -165,5 +165,12 @@ void ht_attention_flash_backward(ht_dev *d, ht_view dqkv, /* (B,T,3C) */
 void ht_residual_layernorm_forward(ht_dev *d, ht_view res, ht_view out, ht_view mean,
                                    ht_view rstd, ht_view a, ht_view b, ht_view w, ht_view bias,
                                    int N, int C);
+/* Its backward's input half: dx(N,C) = dres + LayerNorm's input gradient from dout (inp the
+ * saved sum, mean and rstd from the forward), in one pass (cl/resln.cl): the same bits as
+ * ht_residual_backward(dx, none, dres) then ht_layernorm_backward_input(dx, ..., add_dinp 1),
+ * without the copy. dx may be dres; it must not alias dout or inp. */
+void ht_residual_layernorm_backward_input(ht_dev *d, ht_view dx, ht_view dres, ht_view dout,
+                                          ht_view inp, ht_view w, ht_view mean, ht_view rstd,
+                                          int N, int C);
 
 #endif
