@@ -188,8 +188,8 @@ int ht_hf_gpt2_is(const char *path) {
 }
 
 /* Our tensor t from the set: shape checked (transposed where Conv1D), wpe cut to context. */
-static int load_one(const hf_set *s, const char *prefix, const char *src, const ht_param_tensor *t,
-                    float *params) {
+static int load_one(const hf_set *s, const char *prefix, const char *src, const ht_model *m,
+                    const ht_param_tensor *t, float *params) {
     char name[128];
     int tr = 0;
     if (!hf_name(t->name, name, sizeof name, &tr)) return HT_OK; /* head: below */
@@ -213,15 +213,18 @@ static int load_one(const hf_set *s, const char *prefix, const char *src, const 
                         file, prefix, name, (long long)sh[0], nd == 2 ? ", " : "",
                         nd == 2 ? (long long)sh[1] : 0LL, (long long)want0, t->ndim == 2 ? ", " : "",
                         t->ndim == 2 ? (long long)want1 : 0LL, t->name);
-    float *out = params + t->off;
-    if (!tr) {
-        memcpy(out, d, numel(t) * sizeof(float)); /* wpe: its first context rows */
+    if (!ht_model_holds(m, t->off, numel(t))) return HT_OK; /* another stage's: checked only */
+    if (!tr) { /* wpe: its first context rows */
+        ht_model_put(m, t->off, numel(t), d, params);
         return HT_OK;
     }
     int64_t rows = t->shape[0], cols = t->shape[1]; /* ours (out, in) = theirs (in, out)^T */
+    float *out = ht_xmalloc(numel(t) * sizeof(float));
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++)
             out[r * cols + c] = d[c * rows + r];
+    ht_model_put(m, t->off, numel(t), out, params);
+    free(out);
     return HT_OK;
 }
 
@@ -241,8 +244,10 @@ static int load_untied_head(const hf_set *s, const char *prefix, const ht_model 
         return ht_error(HT_EINPUT, "%s: lm_head.weight has shape [%lld, %lld], expected [%lld, "
                                    "%lld]", file, (long long)sh[0], (long long)sh[1],
                         (long long)h->t[0].shape[0], (long long)h->t[0].shape[1]);
-    memcpy(params + h->t[0].off, w, numel(&h->t[0]) * sizeof(float));
-    memset(params + h->t[1].off, 0, numel(&h->t[1]) * sizeof(float));
+    ht_model_put(m, h->t[0].off, numel(&h->t[0]), w, params);
+    float *zero = ht_xcalloc(numel(&h->t[1]), sizeof(float));
+    ht_model_put(m, h->t[1].off, numel(&h->t[1]), zero, params);
+    free(zero);
     return HT_OK;
 }
 
@@ -267,12 +272,15 @@ int ht_hf_gpt2_load(const char *path, ht_model *m) {
     int nt = ht_model_param_tensors(m, NULL, 0);
     ht_param_tensor *t = ht_xmalloc((size_t)nt * sizeof *t);
     ht_model_param_tensors(m, t, nt);
-    float *params = ht_xmalloc(m->nparams * sizeof(float));
-    ht_buf_read(m->dev, m->params, 0, m->nparams * sizeof(float), params);
+    /* a pipeline stage holds its window and tied copy only: every tensor is checked, only
+     * those floats are copied */
+    const size_t held = ht_model_resident(m);
+    float *params = ht_xmalloc((held ? held : 1) * sizeof(float));
+    if (held) ht_buf_read(m->dev, m->params, 0, held * sizeof(float), params);
     for (int i = 0; rc == HT_OK && i < nt; i++)
-        rc = load_one(&s, prefix, path, &t[i], params);
+        rc = load_one(&s, prefix, path, m, &t[i], params);
     if (rc == HT_OK) rc = load_untied_head(&s, prefix, m, params);
-    if (rc == HT_OK) ht_buf_write(m->dev, m->params, 0, m->nparams * sizeof(float), params);
+    if (rc == HT_OK && held) ht_buf_write(m->dev, m->params, 0, held * sizeof(float), params);
     free(params);
     free(t);
     set_close(&s);
