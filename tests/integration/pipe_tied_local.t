@@ -135,4 +135,11 @@ for src in hf/model.safetensors si/d2.ckpt; do
         same_losses "$TMP/i1$n.loss" "$TMP/i2$n.loss" 2 2e-5 && local_ok i2$n 2
     ok $? "model.init_from $src on 2 stages, each rank reading its stage: one process's losses from it, peaks below $STATE B"
 done
+# hepipe: the plan decides the cut after timing every layer, so the ranks start with no stage
+# and read their part of the file once it is allocated
+pp ih 2 --set pipe.schedule=hepipe --set model.init_from="$TMP/hf/model.safetensors" \
+    --set train.steps=2
+[ $RC -eq 0 ] && grep -q "$STAGED" "$TMP/ih.err" && grep -q "this stage's only" "$TMP/ih.err" &&
+    same_losses "$TMP/i1hf.loss" "$TMP/ih.loss" 2 2e-5
+ok $? "model.init_from on 2 hepipe ranks (the stage allocated after the plan): one process's losses"
 done_testing
