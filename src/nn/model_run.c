@@ -162,25 +162,6 @@ void ht_model_init_params(ht_model *m, uint64_t seed) {
     free(p);
 }
 
-void ht_model_stage_tail(const ht_model *m, int lo, int hi, size_t pbase, size_t pres, size_t *off,
-                         size_t *n) {
-    *off = *n = 0;
-    for (int i = lo; i < hi; i++)
-        for (int j = 0; j < m->layers[i].ntensors; j++) {
-            const ht_param_tensor *t = &m->layers[i].t[j];
-            size_t c = 1;
-            for (int k = 0; k < t->ndim; k++)
-                c *= (size_t)t->shape[k];
-            if (t->tied && (t->off < pbase || t->off + c > pbase + pres)) *off = t->off, *n = c;
-        }
-}
-
-size_t ht_model_local(const ht_model *m, size_t off) {
-    if (off >= m->pbase && off < m->pbase + m->pres) return off - m->pbase;
-    if (off >= m->tail_off && off < m->tail_off + m->tail_n) return m->pres + (off - m->tail_off);
-    return (size_t)-1;
-}
-
 static void check_batch(const ht_model *m, int B, const char *what) {
     if (B < 1 || B > m->max_batch)
         ht_die(HT_ERUNTIME, "%s: batch %d outside [1, %d] (the model's max_batch)", what, B,
@@ -249,27 +230,6 @@ ht_view ht_model_saved(const ht_model *m, int i) {
 }
 
 ht_view ht_model_work(const ht_model *m) { return ht_view_at(m->work, 0); }
-
-/* [off, off + n) ∩ [lo, lo + len) into dst (dst[0] is layout float lo); 1 when not empty. */
-static int put_part(size_t off, size_t n, const float *src, size_t lo, size_t len, float *dst) {
-    const size_t a = off > lo ? off : lo, b = off + n < lo + len ? off + n : lo + len;
-    if (a >= b) return 0;
-    memcpy(dst + (a - lo), src + (a - off), (b - a) * sizeof(float));
-    return 1;
-}
-
-int ht_model_put(const ht_model *m, size_t off, size_t n, const float *src, float *host) {
-    int any = put_part(off, n, src, m->pbase, m->pres, host);
-    return put_part(off, n, src, m->tail_off, m->tail_n, host + m->pres) | any;
-}
-
-static int overlaps(size_t off, size_t n, size_t lo, size_t len) {
-    return off < lo + len && lo < off + n;
-}
-
-int ht_model_holds(const ht_model *m, size_t off, size_t n) {
-    return overlaps(off, n, m->pbase, m->pres) || overlaps(off, n, m->tail_off, m->tail_n);
-}
 
 /* Where tensor t starts in params / grads: a tied one whose storage the window lacks reads
  * the copy after it. */

@@ -142,4 +142,24 @@ pp ih 2 --set pipe.schedule=hepipe --set model.init_from="$TMP/hf/model.safetens
 [ $RC -eq 0 ] && grep -q "$STAGED" "$TMP/ih.err" && grep -q "this stage's only" "$TMP/ih.err" &&
     same_losses "$TMP/i1hf.loss" "$TMP/ih.loss" 2 2e-5
 ok $? "model.init_from on 2 hepipe ranks (the stage allocated after the plan): one process's losses"
+
+# hettrain plan under a 3 MB limit (below the whole model's state): a stage-local pipeline
+# whose largest rank's figure, wte's copy on the last stage counted, is the measured peak's
+cat >"$TMP/c4.cfg" <<'CFG'
+devices = ( { name = "cpu"; gflops = 50.0; mem_bw_gbs = 20.0; launch_us = 10.0; mem_gb = 16.0; } );
+hosts = ( { devices = ["cpu", "cpu", "cpu", "cpu"]; } );
+links = { intra = { latency_us = 2; bandwidth_gbs = 10; }; inter = { latency_us = 50; bandwidth_gbs = 1; }; };
+CFG
+"$HETTRAIN" plan --cluster "$TMP/c4.cfg" -c "$TMP/gpt.cfg" --set device.memory_mb=3 \
+    --set train.steps=2 -o "$TMP/plan.cfg" >"$TMP/plan.out" 2>&1
+planned=$(sed -nE 's/^memory: each pipeline rank holds only its stage; the largest, pipeline rank [0-9]+, allocates ([0-9.]+) MB.*/\1/p' "$TMP/plan.out")
+np=$(sed -nE 's/^#   mpirun -np ([0-9]+) .*/\1/p' "$TMP/plan.cfg")
+[ -n "$planned" ] && [ -n "$np" ] && mpirun_ht "$np" "$HETTRAIN" -c "$TMP/plan.cfg" \
+    --set log.metrics="$TMP/pl.jsonl" >/dev/null 2>"$TMP/pl.err" &&
+    grep -q "$STAGED" "$TMP/pl.err" &&
+    measured pl | awk -v p="$planned" -v np="$np" '{ n++; if ($2 > 3e6) bad = 1; h = $2 - $3
+        if (h > m) m = h } END { e = (p * 1e6 - m) / m; if (e < 0) e = -e
+        exit bad || n != np || e > 0.10 }'
+ok $? "hettrain plan, device.memory_mb = 3: a stage-local pipeline of ${np:-?} ranks, each within 3 MB, the largest predicted ($planned MB) within 10% of its peak"
+diag "$(measured pl)"
 done_testing
