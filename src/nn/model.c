@@ -241,6 +241,48 @@ int ht_model_param_tensors(const ht_model *m, ht_param_tensor *out, int max) {
     return n;
 }
 
+/* ---------------------------------------------------------------- a stage's windows */
+
+void ht_model_stage_tail(const ht_model *m, int lo, int hi, size_t pbase, size_t pres, size_t *off,
+                         size_t *n) {
+    *off = *n = 0;
+    for (int i = lo; i < hi; i++)
+        for (int j = 0; j < m->layers[i].ntensors; j++) {
+            const ht_param_tensor *t = &m->layers[i].t[j];
+            size_t c = 1;
+            for (int k = 0; k < t->ndim; k++)
+                c *= (size_t)t->shape[k];
+            if (t->tied && (t->off < pbase || t->off + c > pbase + pres)) *off = t->off, *n = c;
+        }
+}
+
+size_t ht_model_local(const ht_model *m, size_t off) {
+    if (off >= m->pbase && off < m->pbase + m->pres) return off - m->pbase;
+    if (off >= m->tail_off && off < m->tail_off + m->tail_n) return m->pres + (off - m->tail_off);
+    return (size_t)-1;
+}
+
+/* [off, off + n) ∩ [lo, lo + len) into dst (dst[0] is layout float lo); 1 when not empty. */
+static int put_part(size_t off, size_t n, const float *src, size_t lo, size_t len, float *dst) {
+    const size_t a = off > lo ? off : lo, b = off + n < lo + len ? off + n : lo + len;
+    if (a >= b) return 0;
+    memcpy(dst + (a - lo), src + (a - off), (b - a) * sizeof(float));
+    return 1;
+}
+
+int ht_model_put(const ht_model *m, size_t off, size_t n, const float *src, float *host) {
+    int any = put_part(off, n, src, m->pbase, m->pres, host);
+    return put_part(off, n, src, m->tail_off, m->tail_n, host + m->pres) | any;
+}
+
+static int overlaps(size_t off, size_t n, size_t lo, size_t len) {
+    return off < lo + len && lo < off + n;
+}
+
+int ht_model_holds(const ht_model *m, size_t off, size_t n) {
+    return overlaps(off, n, m->pbase, m->pres) || overlaps(off, n, m->tail_off, m->tail_n);
+}
+
 double ht_model_flops_per_sample(const ht_model *m) {
     double f = 0;
     for (int i = 0; i < m->nlayers; i++)

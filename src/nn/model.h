@@ -104,6 +104,10 @@ typedef struct ht_model {
      * (0, nparams) unless a pipeline rank keeps only its stage; tensor offsets (t[].off, woff)
      * stay global, ht_layer_param/grad subtract pbase */
     size_t pbase, pres;
+    /* a pipeline stage with a tied layer whose shared tensor lies outside the window (the last
+     * stage's head reading wte): a copy of layout floats [tail_off, tail_off + tail_n) kept
+     * after the window, at [pres, pres + tail_n) of params and grads (0: none) */
+    size_t tail_off, tail_n;
     int stage_lo, stage_hi; /* the layers the activation buffers hold (ht_model_attach_stage) */
     /* Activation i (i = 0..nlayers) is the input of layer i; activation nlayers holds the
      * logits. It is (max_batch, width[i]) at act_off[i] floats in `acts`; its gradient is at
@@ -202,9 +206,30 @@ int ht_model_attach(ht_model *m, ht_dev *d);
  * act_off stays the whole model's: the pipeline rebases it). pres = 0, lo = hi = 0: nothing
  * yet (a pipeline rank whose stage the plan decides later: ht_model_restage). */
 int ht_model_attach_stage(ht_model *m, ht_dev *d, size_t pbase, size_t pres, int lo, int hi);
+/* (Both take the tied copy, ht_model_stage_tail, from m->tail_off / tail_n as set before the
+ * call: params and grads hold pres + tail_n floats.) */
 /* An attached model's parameter, gradient (zeroed), activation, saved-state and workspace
  * buffers replaced by those of another window and stage (the parameters' values are gone). */
 void ht_model_restage(ht_model *m, size_t pbase, size_t pres, int lo, int hi);
+/* Floats params and grads hold: the window and the tied copy after it. */
+static inline size_t ht_model_resident(const ht_model *m) { return m->pres + m->tail_n; }
+static inline size_t ht_model_resident_bytes(const ht_model *m) {
+    return ht_model_resident(m) * sizeof(float);
+}
+/* The tied copy a stage of layers [lo, hi) with parameter window [pbase, pbase + pres) needs:
+ * the layout range of a shared tensor that a tied layer there reads and the window lacks
+ * (*off, *n; *n = 0: none). Pure. */
+void ht_model_stage_tail(const ht_model *m, int lo, int hi, size_t pbase, size_t pres, size_t *off,
+                         size_t *n);
+/* Where layout float `off` lives in params / grads: in the window, in the tied copy, or
+ * (size_t)-1 when this model does not hold it. */
+size_t ht_model_local(const ht_model *m, size_t off);
+/* Layout floats [off, off + n), src, into host (ht_model_resident floats, laid out as params):
+ * the part in the window and the part in the tied copy; the rest is not this model's. 0 when
+ * none of it is held. */
+int ht_model_put(const ht_model *m, size_t off, size_t n, const float *src, float *host);
+/* 1 when m holds any of layout floats [off, off + n) (in its window or its tied copy). */
+int ht_model_holds(const ht_model *m, size_t off, size_t n);
 /* Floats of a stage's activations (its input at 0, its layers' outputs, then for lo > 0 the
  * inputs a batch upload writes), saved state and workspace for layers [lo, hi) at B samples;
  * [0, nlayers) gives the whole model's act_floats, save_floats and work_floats. Pure. */
@@ -224,7 +249,8 @@ int ht_model_check_batch(const ht_model *m, int batch);
  * deterministic for the seed and independent of anything else. Uploaded once. */
 void ht_model_init_params(ht_model *m, uint64_t seed);
 /* (ht_model_init_params draws element k of the layout from counter k of one stream, so a
- * window [pbase, pbase + pres) gets the whole model's values without the others.) */
+ * window [pbase, pbase + pres) gets the whole model's values without the others; so does the
+ * tied copy.) */
 
 /* ---------------------------------------------------------------- batches */
 

@@ -36,7 +36,7 @@ static void alloc_stage(ht_model *m, size_t pbase, size_t pres, int lo, int hi) 
     ht_dev *d = m->dev;
     ht_model_stage_floats(m, lo, hi, m->max_batch, &m->act_floats, &m->save_floats,
                           &m->work_floats);
-    size_t pbytes = pres * sizeof(float), abytes = m->act_floats * sizeof(float);
+    size_t pbytes = (pres + m->tail_n) * sizeof(float), abytes = m->act_floats * sizeof(float);
     const int whole = pres == m->nparams && lo == 0 && hi == m->nlayers;
     m->params = ht_buf_new(d, pbytes ? pbytes : sizeof(float), whole ? "parameters" : "parameters (stage)");
     m->grads = ht_buf_new(d, pbytes ? pbytes : sizeof(float), whole ? "gradients" : "gradients (stage)");
@@ -128,11 +128,8 @@ static ht_act layer_act(const ht_layer *l) {
                                       : HT_ACT_NONE;
 }
 
-void ht_model_init_params(ht_model *m, uint64_t seed) {
-    if (!m->pres) return;
-    const size_t lo = m->pbase, hi = m->pbase + m->pres; /* the resident window only */
-    float *p = ht_xmalloc(m->pres * sizeof(float));
-    uint64_t stream = ht_rng_stream(seed, 0x1a17 /* "init" */);
+/* Layout floats [lo, hi) of m's tensors by their rules into p[0, hi - lo). */
+static void init_range(const ht_model *m, uint64_t stream, size_t lo, size_t hi, float *p) {
     for (int i = 0; i < m->nlayers; i++) {
         const ht_layer *l = &m->layers[i];
         for (int j = 0; j < l->ntensors; j++) {
@@ -152,7 +149,16 @@ void ht_model_init_params(ht_model *m, uint64_t seed) {
             }
         }
     }
-    ht_buf_write(m->dev, m->params, 0, m->pres * sizeof(float), p);
+}
+
+void ht_model_init_params(ht_model *m, uint64_t seed) {
+    const size_t n = ht_model_resident(m);
+    if (!n) return;
+    float *p = ht_xmalloc(n * sizeof(float));
+    uint64_t stream = ht_rng_stream(seed, 0x1a17 /* "init" */);
+    init_range(m, stream, m->pbase, m->pbase + m->pres, p); /* the resident window only */
+    init_range(m, stream, m->tail_off, m->tail_off + m->tail_n, p + m->pres); /* tied copy */
+    ht_buf_write(m->dev, m->params, 0, n * sizeof(float), p);
     free(p);
 }
 
@@ -225,13 +231,20 @@ ht_view ht_model_saved(const ht_model *m, int i) {
 
 ht_view ht_model_work(const ht_model *m) { return ht_view_at(m->work, 0); }
 
+/* Where tensor t starts in params / grads: a tied one whose storage the window lacks reads
+ * the copy after it. */
+static size_t tensor_at(const ht_model *m, const ht_param_tensor *t) {
+    if (t->tied && m->tail_n && t->off == m->tail_off) return m->pres;
+    return t->off - m->pbase;
+}
+
 /* A tensor the layer lacks (a linear layer without bias) is no view: the ops skip it. */
 ht_view ht_layer_param(const ht_model *m, const ht_layer *l, int j) {
-    return j < l->ntensors ? ht_view_at(m->params, l->t[j].off - m->pbase) : ht_view_none();
+    return j < l->ntensors ? ht_view_at(m->params, tensor_at(m, &l->t[j])) : ht_view_none();
 }
 
 ht_view ht_layer_grad(const ht_model *m, const ht_layer *l, int j) {
-    return j < l->ntensors ? ht_view_at(m->grads, l->t[j].off - m->pbase) : ht_view_none();
+    return j < l->ntensors ? ht_view_at(m->grads, tensor_at(m, &l->t[j])) : ht_view_none();
 }
 
 /* With a layer hook: the queue idle before a timed piece (returns its start), and finished

@@ -12,10 +12,11 @@
 
 /* 1 when every rank of a pipeline job of `world` ranks holds only its stage from start-up on
  * (train/pipe_start.c's rule: one stage a rank: gpipe, 1f1b, 2bw, zb-h1, hepipe; no
- * pipe.rebalance on the hetero cut, no tied head, no model.init_from, no sharded optimizer);
+ * pipe.rebalance on the hetero cut, no sharded optimizer; a tied GPT's last stage holds a
+ * copy of wte);
  * 0 when every rank builds the whole model, if only at start-up. Kept in step with
  * pipe_start.c by tests/integration/plan_fit.t, which runs what the planner proposes. */
-int ht_plan_stage_local(const ht_config *cfg, int world, int tied);
+int ht_plan_stage_local(const ht_config *cfg, int world);
 
 /* Bytes the pipeline executor allocates on schedule rank q of plan p, whose stream s the plan
  * generated (s->nbuf: its slots), as train/pipe_mem.c predicts them after the run: the model

@@ -118,7 +118,7 @@ static int cut_by_speed(const ht_sim_cluster *c, const ht_model *m, const ht_sim
  * not fit (and is tried again with recomputation). */
 static int fit_limit(const ht_config *cfg, const ht_model *m, const ht_sim_model *sm,
                      const ht_plan *plan, const ht_pipe_sched *s, int n, ht_sim_cand *k) {
-    k->local = ht_plan_stage_local(cfg, n, m->tied);
+    k->local = ht_plan_stage_local(cfg, n);
     k->need_mem = 0, k->need_rank = 0;
     for (int q = 0; q < plan->pp.D; q++) {
         double b = ht_plan_exec_bytes(cfg, m, plan, s, sm->optim_state_floats, n, q);

@@ -231,9 +231,20 @@ static int check_finite_part(const char *path, const char *name, const float *da
                     isnan(data[bad]) ? "NaN" : "infinite");
 }
 
+/* Elements [lo, lo + len) of the layout that tensor `name` (at layout float off, n elements)
+ * has, read into dst (dst[0] is layout float lo) and checked finite; nothing when none. */
+static int read_part(ht_st_file *f, const char *path, const char *name, size_t off, size_t n,
+                     size_t lo, size_t len, float *dst) {
+    const size_t a = off > lo ? off : lo, b = off + n < lo + len ? off + n : lo + len;
+    if (a >= b) return HT_OK; /* outside: not read */
+    int rc = ht_st_read_f32(f, name, a - off, b - a, dst + (a - lo));
+    return rc == HT_OK ? check_finite_part(path, name, dst + (a - lo), b - a, a - off, n) : rc;
+}
+
 /* Checks format and model signature and every parameter tensor's dtype and shape (from the
- * header), then reads only the window [pbase, pbase + pres) the model holds (a pipeline stage;
- * the whole model otherwise) into a host copy (*params, to free). */
+ * header), then reads only what the model holds (a pipeline stage's window [pbase, pbase +
+ * pres) and a tied head's copy of wte after it; the whole model otherwise) into a host copy
+ * laid out as its params buffer (*params, to free). */
 static int read_params(ht_st_file *f, const char *path, const ht_model *m, float **params) {
     char sig[256];
     ht_model_signature(m, sig, sizeof sig);
@@ -249,18 +260,16 @@ static int read_params(ht_st_file *f, const char *path, const ht_model *m, float
     int np = ht_model_param_tensors((ht_model *)m, NULL, 0), rc = HT_OK;
     ht_param_tensor *pt = ht_xmalloc((size_t)(np ? np : 1) * sizeof *pt);
     ht_model_param_tensors((ht_model *)m, pt, np);
-    const size_t lo = m->pbase, hi = m->pbase + m->pres;
-    float *p = ht_xmalloc((m->pres ? m->pres : 1) * sizeof(float));
+    float *p = ht_xmalloc((ht_model_resident(m) ? ht_model_resident(m) : 1) * sizeof(float));
     for (int i = 0; rc == HT_OK && i < np; i++) {
         size_t n = 1;
         for (int j = 0; j < pt[i].ndim; j++)
             n *= (size_t)pt[i].shape[j];
         rc = ht_st_expect_f32(f, pt[i].name, pt[i].ndim, pt[i].shape);
-        size_t a = pt[i].off > lo ? pt[i].off : lo, b = pt[i].off + n < hi ? pt[i].off + n : hi;
-        if (rc != HT_OK || a >= b) continue; /* outside the window: not read */
-        rc = ht_st_read_f32(f, pt[i].name, a - pt[i].off, b - a, p + (a - lo));
-        if (rc == HT_OK) rc = check_finite_part(path, pt[i].name, p + (a - lo), b - a,
-                                                a - pt[i].off, n);
+        if (rc == HT_OK)
+            rc = read_part(f, path, pt[i].name, pt[i].off, n, m->pbase, m->pres, p);
+        if (rc == HT_OK)
+            rc = read_part(f, path, pt[i].name, pt[i].off, n, m->tail_off, m->tail_n, p + m->pres);
     }
     free(pt);
     if (rc != HT_OK)
@@ -283,13 +292,16 @@ static int read_states(ht_st_file *f, const char *path, const ht_model *m, ht_op
         ht_optim_state(o, i, &name, &buf, &n);
         int64_t shape[1] = {(int64_t)m->nparams};
         const size_t at = m->pbase + o->off;
+        const size_t w = n - m->tail_n; /* a tied head's copy of wte: its state after */
         sp[i] = ht_xmalloc((n ? n : 1) * sizeof(float));
         rc = ht_st_expect_f32(f, name, 1, shape);
-        if (rc == HT_OK && (at > m->nparams || n > m->nparams - at))
+        if (rc == HT_OK && (at > m->nparams || w > m->nparams - at))
             rc = ht_error(HT_ERUNTIME, "optimizer state '%s' [%zu, %zu) beyond the %zu of %s",
-                          name, at, at + n, m->nparams, path);
-        if (rc == HT_OK) rc = ht_st_read_f32(f, name, at, n, sp[i]);
-        if (rc == HT_OK) rc = check_finite_part(path, name, sp[i], n, at, m->nparams);
+                          name, at, at + w, m->nparams, path);
+        if (rc == HT_OK) rc = ht_st_read_f32(f, name, at, w, sp[i]);
+        if (rc == HT_OK) rc = check_finite_part(path, name, sp[i], w, at, m->nparams);
+        if (rc == HT_OK && m->tail_n)
+            rc = read_part(f, path, name, 0, m->nparams, m->tail_off, m->tail_n, sp[i] + w);
     }
     return rc;
 }
@@ -335,8 +347,8 @@ int ht_checkpoint_load(const char *path, ht_model *m, ht_optim *o, int64_t *step
     rc = read_params(f, path, m, &params);
     if (rc == HT_OK) rc = read_steps(f, path, optim_name, &fstep, &ot);
     if (rc == HT_OK) rc = read_states(f, path, m, o, sp);
-    if (rc == HT_OK) { /* a pipeline stage's window only (m->pbase, m->pres) */
-        ht_buf_write(m->dev, m->params, 0, m->pres * sizeof(float), params);
+    if (rc == HT_OK) { /* a pipeline stage's window (m->pbase, m->pres) and tied copy only */
+        ht_buf_write(m->dev, m->params, 0, ht_model_resident_bytes(m), params);
         for (int i = 0; i < ns; i++) {
             const char *name;
             ht_buf *buf;
@@ -364,7 +376,7 @@ int ht_checkpoint_load_params(const char *path, ht_model *m, int64_t *step) {
     rc = read_params(f, path, m, &params);
     if (rc == HT_OK) rc = meta_int(f, path, "step", &fstep);
     if (rc == HT_OK) {
-        ht_buf_write(m->dev, m->params, 0, m->pres * sizeof(float), params);
+        ht_buf_write(m->dev, m->params, 0, ht_model_resident_bytes(m), params);
         if (step) *step = fstep;
     }
     free(params);

@@ -110,12 +110,14 @@ static void gather(ht_job *j) {
 static void eval_stages(ht_job *j, double *loss, double *acc) {
     pipe_state *p = j->eng.state;
     drain_2bw(j, p);
+    ht_pipe_tied_verify(ht_pipe_exec_tied(p->x), &j->model); /* the two stages' wte */
     ht_pipe_eval(j, p, loss, acc);
 }
 
 static int save_stages(ht_job *j, int64_t step) {
     pipe_state *p = j->eng.state;
     drain_2bw(j, p);
+    ht_pipe_tied_verify(ht_pipe_exec_tied(p->x), &j->model);
     return ht_pipe_save_stages(j, p, step);
 }
 
@@ -357,7 +359,7 @@ static void clip_global(ht_job *j, pipe_state *p) {
     ht_comm_allreduce_sum_f64(&sq, 1);
     double c = p->clip / (sqrt(sq) + 1e-6);
     if (c < 1)
-        ht_scale(j->dev, ht_view_at(j->model.grads, 0), j->model.pres, (float)c);
+        ht_scale(j->dev, ht_view_at(j->model.grads, 0), ht_model_resident(&j->model), (float)c);
 }
 
 /* The checker's bubble under the stage times measured in this run (each stage's mean FWD and

@@ -88,7 +88,7 @@ static int set_add(hf_set *s, const char *path) {
         if (!strcmp(s->path[i], path)) return HT_OK;
     if (s->n == 64) return ht_error(HT_EINPUT, "'%s': more than 64 shards", path);
     snprintf(s->path[s->n], HT_PATH_MAX, "%s", path);
-    int rc = ht_st_open(&s->f[s->n], path);
+    int rc = ht_st_open_header(&s->f[s->n], path); /* tensors read as needed: ht_st_read_f32 */
     if (rc == HT_OK) s->n++;
     return rc;
 }
@@ -161,19 +161,38 @@ static int ends_with(const char *s, const char *suffix) {
     return a >= b && !strcmp(s + a - b, suffix);
 }
 
-/* The tensor `name` (with the set's prefix) in whichever file holds it; *file is that file,
- * or NULL when no file has it (NULL with *file set: not F32, the error recorded). */
-static const float *set_get(const hf_set *s, const char *prefix, const char *name, int *ndim,
-                            int64_t shape[HT_ST_MAX_DIM], const char **file) {
+/* A tensor of the set: its file (path, handle) and full name, to read with set_read. */
+typedef struct {
+    const char *file;
+    ht_st_file *f;
     char full[160];
-    snprintf(full, sizeof full, "%s%s", prefix, name);
-    *file = NULL;
-    for (int i = 0; i < s->n; i++)
-        if (ht_st_dtype(s->f[i], full)) {
-            *file = s->path[i];
-            return ht_st_get(s->f[i], full, ndim, shape);
-        }
-    return NULL;
+} hf_ref;
+
+/* The tensor `name` (with the set's prefix) in whichever file holds it: 1 with its shape when
+ * it is F32; 0 when no file has it (r->file NULL) or it is not F32 (r->file set, the error
+ * recorded: bf16, fp16 are not read). Only the header is looked at. */
+static int set_get(const hf_set *s, const char *prefix, const char *name, int *ndim,
+                   int64_t shape[HT_ST_MAX_DIM], hf_ref *r) {
+    snprintf(r->full, sizeof r->full, "%s%s", prefix, name);
+    r->file = NULL, r->f = NULL;
+    for (int i = 0; i < s->n; i++) {
+        const char *dt = ht_st_dtype(s->f[i], r->full);
+        if (!dt) continue;
+        r->file = s->path[i], r->f = s->f[i];
+        if (strcmp(dt, "F32"))
+            return ht_error(HT_EINPUT, "%s: tensor '%s' is %s, expected F32", r->file, r->full,
+                            dt), 0;
+        return ht_st_shape(s->f[i], r->full, ndim, shape);
+    }
+    return 0;
+}
+
+/* The first n floats of r into a new host buffer (*out, to free). */
+static int set_read(const hf_ref *r, size_t n, float **out) {
+    *out = ht_xmalloc((n ? n : 1) * sizeof(float));
+    int rc = ht_st_read_f32(r->f, r->full, 0, n, *out);
+    if (rc != HT_OK) free(*out), *out = NULL;
+    return rc;
 }
 
 /* ---------------------------------------------------------------- loading */
@@ -181,24 +200,25 @@ static const float *set_get(const hf_set *s, const char *prefix, const char *nam
 int ht_hf_gpt2_is(const char *path) {
     if (ends_with(path, ".json")) return 1;
     ht_st_file *f;
-    if (ht_st_open(&f, path) != HT_OK) return 0;
+    if (ht_st_open_header(&f, path) != HT_OK) return 0;
     int hf = ht_st_dtype(f, "wte.weight") || ht_st_dtype(f, "transformer.wte.weight");
     ht_st_close(f);
     return hf;
 }
 
 /* Our tensor t from the set: shape checked (transposed where Conv1D), wpe cut to context. */
-static int load_one(const hf_set *s, const char *prefix, const char *src, const ht_param_tensor *t,
-                    float *params) {
+static int load_one(const hf_set *s, const char *prefix, const char *src, const ht_model *m,
+                    const ht_param_tensor *t, float *params) {
     char name[128];
     int tr = 0;
     if (!hf_name(t->name, name, sizeof name, &tr)) return HT_OK; /* head: below */
     int nd = 0;
     int64_t sh[HT_ST_MAX_DIM] = {0};
-    const char *file;
-    const float *d = set_get(s, prefix, name, &nd, sh, &file);
-    if (!d && file) return HT_EINPUT; /* there, but not F32 (bf16, fp16: not read) */
-    if (!d)
+    hf_ref r;
+    const int have = set_get(s, prefix, name, &nd, sh, &r);
+    const char *file = r.file;
+    if (!have && file) return HT_EINPUT; /* there, but not F32 (bf16, fp16: not read) */
+    if (!have)
         return ht_error(HT_EINPUT, "%s: no tensor '%s%s' for %s (expected GPT2LMHeadModel's "
                                    "names)", src, prefix, name, t->name);
     int64_t want0 = tr ? t->shape[1] : t->shape[0];
@@ -213,15 +233,22 @@ static int load_one(const hf_set *s, const char *prefix, const char *src, const 
                         file, prefix, name, (long long)sh[0], nd == 2 ? ", " : "",
                         nd == 2 ? (long long)sh[1] : 0LL, (long long)want0, t->ndim == 2 ? ", " : "",
                         t->ndim == 2 ? (long long)want1 : 0LL, t->name);
-    float *out = params + t->off;
+    if (!ht_model_holds(m, t->off, numel(t))) return HT_OK; /* another stage's: checked only */
+    float *d; /* wpe: its first context rows */
+    int rc = set_read(&r, numel(t), &d);
+    if (rc != HT_OK) return rc;
     if (!tr) {
-        memcpy(out, d, numel(t) * sizeof(float)); /* wpe: its first context rows */
+        ht_model_put(m, t->off, numel(t), d, params);
+        free(d);
         return HT_OK;
     }
     int64_t rows = t->shape[0], cols = t->shape[1]; /* ours (out, in) = theirs (in, out)^T */
-    for (int64_t r = 0; r < rows; r++)
+    float *out = ht_xmalloc(numel(t) * sizeof(float));
+    for (int64_t i = 0; i < rows; i++)
         for (int64_t c = 0; c < cols; c++)
-            out[r * cols + c] = d[c * rows + r];
+            out[i * cols + c] = d[c * rows + i];
+    ht_model_put(m, t->off, numel(t), out, params);
+    free(out), free(d);
     return HT_OK;
 }
 
@@ -233,16 +260,24 @@ static int load_untied_head(const hf_set *s, const char *prefix, const ht_model 
     if (h->ntensors != 2 || h->t[0].tied) return HT_OK;
     int nd;
     int64_t sh[HT_ST_MAX_DIM];
-    const char *file;
-    const float *w = set_get(s, "", "lm_head.weight", &nd, sh, &file);
-    if (!w && !file) w = set_get(s, prefix, "wte.weight", &nd, sh, &file);
-    if (!w) return HT_EINPUT;
+    hf_ref r;
+    int have = set_get(s, "", "lm_head.weight", &nd, sh, &r);
+    if (!have && !r.file) have = set_get(s, prefix, "wte.weight", &nd, sh, &r);
+    if (!have) return HT_EINPUT;
+    const char *file = r.file;
     if (nd != 2 || sh[0] != h->t[0].shape[0] || sh[1] != h->t[0].shape[1])
         return ht_error(HT_EINPUT, "%s: lm_head.weight has shape [%lld, %lld], expected [%lld, "
                                    "%lld]", file, (long long)sh[0], (long long)sh[1],
                         (long long)h->t[0].shape[0], (long long)h->t[0].shape[1]);
-    memcpy(params + h->t[0].off, w, numel(&h->t[0]) * sizeof(float));
-    memset(params + h->t[1].off, 0, numel(&h->t[1]) * sizeof(float));
+    float *w;
+    int rc = ht_model_holds(m, h->t[0].off, numel(&h->t[0])) ? set_read(&r, numel(&h->t[0]), &w)
+                                                               : (w = NULL, HT_OK);
+    if (rc != HT_OK) return rc;
+    if (w) ht_model_put(m, h->t[0].off, numel(&h->t[0]), w, params);
+    free(w);
+    float *zero = ht_xcalloc(numel(&h->t[1]), sizeof(float));
+    ht_model_put(m, h->t[1].off, numel(&h->t[1]), zero, params);
+    free(zero);
     return HT_OK;
 }
 
@@ -254,12 +289,12 @@ int ht_hf_gpt2_load(const char *path, ht_model *m) {
     if (rc != HT_OK) return rc;
     int nd;
     int64_t sh[HT_ST_MAX_DIM];
-    const char *file, *prefix = set_get(&s, "transformer.", "wte.weight", &nd, sh, &file)
-                                    ? "transformer."
-                                    : "";
+    hf_ref r;
+    const char *prefix = set_get(&s, "transformer.", "wte.weight", &nd, sh, &r) ? "transformer."
+                                                                                 : "";
     char extra[160];
     snprintf(extra, sizeof extra, "h.%d.ln_1.weight", m->nlayers - 3); /* blocks: nlayers - 3 */
-    if (set_get(&s, prefix, extra, &nd, sh, &file)) {
+    if (set_get(&s, prefix, extra, &nd, sh, &r)) {
         set_close(&s);
         return ht_error(HT_EINPUT, "%s: holds a block %s%s, more than model.n_layer = %d", path,
                         prefix, extra, m->nlayers - 3);
@@ -267,12 +302,15 @@ int ht_hf_gpt2_load(const char *path, ht_model *m) {
     int nt = ht_model_param_tensors(m, NULL, 0);
     ht_param_tensor *t = ht_xmalloc((size_t)nt * sizeof *t);
     ht_model_param_tensors(m, t, nt);
-    float *params = ht_xmalloc(m->nparams * sizeof(float));
-    ht_buf_read(m->dev, m->params, 0, m->nparams * sizeof(float), params);
+    /* a pipeline stage holds its window and tied copy only: every tensor is checked, only
+     * those floats are copied */
+    const size_t held = ht_model_resident(m);
+    float *params = ht_xmalloc((held ? held : 1) * sizeof(float));
+    if (held) ht_buf_read(m->dev, m->params, 0, held * sizeof(float), params);
     for (int i = 0; rc == HT_OK && i < nt; i++)
-        rc = load_one(&s, prefix, path, &t[i], params);
+        rc = load_one(&s, prefix, path, m, &t[i], params);
     if (rc == HT_OK) rc = load_untied_head(&s, prefix, m, params);
-    if (rc == HT_OK) ht_buf_write(m->dev, m->params, 0, m->nparams * sizeof(float), params);
+    if (rc == HT_OK && held) ht_buf_write(m->dev, m->params, 0, held * sizeof(float), params);
     free(params);
     free(t);
     set_close(&s);

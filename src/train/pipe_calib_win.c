@@ -22,11 +22,15 @@ void ht_calib_win_begin(ht_model *m, int l, ht_calib_win *w) {
     w->params = m->params, w->grads = m->grads, w->acts = m->acts, w->dacts = m->dacts;
     w->saved = m->saved, w->work = m->work;
     w->pbase = m->pbase, w->pres = m->pres, w->act_off = m->act_off;
+    w->tail_off = m->tail_off, w->tail_n = m->tail_n;
     w->save_off = ly->save_off;
     size_t act, save, work;
     ht_model_stage_floats(m, l, l + 1, m->max_batch, &act, &save, &work);
-    m->params = zeroed(m->dev, ly->nparams, "calibration parameters");
-    m->grads = zeroed(m->dev, ly->nparams, "calibration gradients");
+    /* a tied head reads the tensor it shares from a copy after its own (none) */
+    ht_model_stage_tail(m, l, l + 1, ly->nparams ? ly->woff : 0, ly->nparams, &m->tail_off,
+                        &m->tail_n);
+    m->params = zeroed(m->dev, ly->nparams + m->tail_n, "calibration parameters");
+    m->grads = zeroed(m->dev, ly->nparams + m->tail_n, "calibration gradients");
     m->acts = zeroed(m->dev, act, "calibration activations");
     m->dacts = zeroed(m->dev, act, "calibration activation gradients");
     m->saved = zeroed(m->dev, save, "calibration saved state");
@@ -50,5 +54,6 @@ void ht_calib_win_end(ht_model *m, int l, ht_calib_win *w) {
     m->params = w->params, m->grads = w->grads, m->acts = w->acts, m->dacts = w->dacts;
     m->saved = w->saved, m->work = w->work;
     m->pbase = w->pbase, m->pres = w->pres, m->act_off = w->act_off;
+    m->tail_off = w->tail_off, m->tail_n = w->tail_n;
     m->layers[l].save_off = w->save_off;
 }

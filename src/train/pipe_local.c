@@ -7,8 +7,11 @@
  * shard of the checkpoint (pipe_eval.c), so no rank needs the whole model after start-up.
  * Kept whole on every rank, for now (the log says which applies; rank 0 then gathers):
  * - ranks whose stream runs several stages (interleaved, chimera, zb-v: one window would span
- *   the stages between), a tied GPT head (wte's copy on the last stage), a sharded optimizer.
+ *   the stages between), a sharded optimizer.
  * pipe.rebalance moves a stage-local rank's window with its stage (pipe_repart.c).
+ * A tied GPT's last stage keeps a copy of wte after its window (its gradient summed with the
+ * first stage's, train/pipe_tied.h), and the optimizer state for it: both copies take the same
+ * step from the same summed gradient, so no update need be sent.
  * The model's own activation, activation-gradient, saved-state and workspace buffers (the
  * executor's first slot) shrink to the stage too, at the model's batch (one micro-batch).
  * Every rank still builds the whole model once at start (initialisation, a resumed
@@ -37,7 +40,6 @@ static int only_stage(const pipe_state *p, int q) {
 /* Why every pipeline rank must keep the whole model in this job (NULL: ranks other than 0
  * with one stage may narrow). The same on every rank. */
 static const char *whole_reason(const ht_job *j, const pipe_state *p) {
-    if (j->model.tied) return "a tied GPT head keeps wte's copy on the last stage";
     for (int q = 0; q < p->sched.p.D; q++)
         if (p->sched.p.v > 1 || p->sched.ndir > 1 || only_stage(p, q) < 0)
             return "its schedule runs several stages per rank";
@@ -45,25 +47,35 @@ static const char *whole_reason(const ht_job *j, const pipe_state *p) {
     return NULL;
 }
 
-/* Floats [lo, lo + n) of b in a new buffer of their own; b freed. */
-static ht_buf *narrow(ht_dev *d, ht_buf *b, size_t lo, size_t n, const char *what) {
-    ht_buf *o = ht_buf_new(d, (n ? n : 1) * sizeof(float), what);
+/* Floats [lo, lo + n) of the whole-model buffer b, then m's tied copy's [tail_off, tail_off +
+ * tail_n), in a new buffer of their own; b freed. */
+static ht_buf *narrow(const ht_model *m, ht_buf *b, size_t lo, size_t n, const char *what) {
+    ht_dev *d = m->dev;
+    ht_buf *o = ht_buf_new(d, (n + m->tail_n ? n + m->tail_n : 1) * sizeof(float), what);
     if (n) ht_buf_copy(d, o, 0, b, lo * sizeof(float), n * sizeof(float));
+    if (m->tail_n)
+        ht_buf_copy(d, o, n * sizeof(float), b, m->tail_off * sizeof(float),
+                    m->tail_n * sizeof(float));
     ht_buf_free(b);
     return o;
 }
 
-/* The optimizer again over n floats, its state the window [lo, lo + n) of the old one's. */
+/* The optimizer again over the window [lo, lo + n) and m's tied copy, its state theirs in
+ * the old one's. */
 static void narrow_optim(ht_job *j, size_t lo, size_t n) {
+    const ht_model *m = &j->model;
     ht_optim o;
-    ht_optim_init(&o, j->dev, &j->opt.cfg, n ? n : 1);
-    for (int k = 0; k < ht_optim_state_count(&o) && n; k++) {
+    ht_optim_init(&o, j->dev, &j->opt.cfg, n + m->tail_n ? n + m->tail_n : 1);
+    for (int k = 0; k < ht_optim_state_count(&o) && n + m->tail_n; k++) {
         const char *name;
         ht_buf *from, *to;
         size_t fn, tn;
         ht_optim_state(&j->opt, k, &name, &from, &fn);
         ht_optim_state(&o, k, &name, &to, &tn);
-        ht_buf_copy(j->dev, to, 0, from, lo * sizeof(float), n * sizeof(float));
+        if (n) ht_buf_copy(j->dev, to, 0, from, lo * sizeof(float), n * sizeof(float));
+        if (m->tail_n)
+            ht_buf_copy(j->dev, to, n * sizeof(float), from, m->tail_off * sizeof(float),
+                        m->tail_n * sizeof(float));
     }
     o.t = j->opt.t;
     o.track_norm = j->opt.track_norm;
@@ -98,7 +110,7 @@ static void narrow_acts(ht_model *m, int lo, int hi) {
 /* What the memory model's prediction for this rank leaves out: the state of the parameters
  * outside its window, the activation buffers of the other layers, 2bw's versions of both. */
 static void account(pipe_state *p, const ht_model *m, int nst) {
-    const double gone = (double)(m->nparams - m->pres) * sizeof(float);
+    const double gone = (double)(m->nparams - ht_model_resident(m)) * sizeof(float);
     p->mem.shed_model = gone * (2 + nst) + acts_shed(m);
     p->mem.shed_versions = p->tbw ? 2 * gone : 0;
 }
@@ -148,9 +160,10 @@ int ht_pipe_local_shrink(ht_job *j, pipe_state *p) {
     }
     if (m->pbase != 0 || m->pres != m->nparams) return HT_OK;
     ht_dev_finish(j->dev);
-    m->params = narrow(j->dev, m->params, lo, n, "parameters (stage)");
-    m->grads = narrow(j->dev, m->grads, lo, n, "gradients (stage)");
-    if (n) ht_buf_zero(j->dev, m->grads, 0, n * sizeof(float));
+    ht_model_stage_tail(m, p->bounds[st], p->bounds[st + 1], lo, n, &m->tail_off, &m->tail_n);
+    m->params = narrow(m, m->params, lo, n, "parameters (stage)");
+    m->grads = narrow(m, m->grads, lo, n, "gradients (stage)");
+    if (n + m->tail_n) ht_buf_zero(j->dev, m->grads, 0, (n + m->tail_n) * sizeof(float));
     narrow_optim(j, lo, n);
     m->pbase = lo, m->pres = n;
     narrow_acts(m, p->bounds[st], p->bounds[st + 1]);

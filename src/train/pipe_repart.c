@@ -178,6 +178,18 @@ static void move_range(ht_job *j, const win *s, const win *d, size_t off, size_t
     }
 }
 
+/* A tied head's copy of wte (n floats, after the window: at float sa of s, da of d) and its
+ * optimizer state, from the old buffers to the new ones on this rank. */
+static void tail_copy(ht_job *j, const win *s, const win *d, size_t sa, size_t da, size_t n) {
+    for (int k = -1; k < ht_optim_state_count(d->o); k++) {
+        ht_buf *sb = s->params, *db = d->params;
+        const char *name;
+        size_t bn;
+        if (k >= 0) ht_optim_state(s->o, k, &name, &sb, &bn), ht_optim_state(d->o, k, &name, &db, &bn);
+        ht_buf_copy(j->dev, db, da * sizeof(float), sb, sa * sizeof(float), n * sizeof(float));
+    }
+}
+
 /* Every rank holds only its stage: its new stage's window is allocated (parameters, zeroed
  * gradients, activations for the new layers, the optimizer over the window), the layers it
  * keeps are copied on the device, those that change rank arrive from their old rank with
@@ -190,9 +202,12 @@ static void move_window(ht_job *j, const pipe_state *p, const int *old) {
     layer_window(m, p->bounds[me], p->bounds[me + 1], &lo, &hi);
     ht_optim o_old = j->opt;
     win s = {.params = m->params, .o = &o_old, .base = m->pbase};
+    const size_t old_pres = m->pres, old_tail = m->tail_n;
     m->params = NULL; /* kept in s till the moves are done; the rest freed now */
+    ht_model_stage_tail(m, p->bounds[me], p->bounds[me + 1], lo, hi - lo, &m->tail_off,
+                        &m->tail_n);
     ht_model_restage(m, lo, hi - lo, p->bounds[me], p->bounds[me + 1]);
-    ht_optim_init(&j->opt, j->dev, &o_old.cfg, hi - lo);
+    ht_optim_init(&j->opt, j->dev, &o_old.cfg, ht_model_resident(m));
     j->opt.t = o_old.t, j->opt.track_norm = o_old.track_norm;
     win d = {.params = m->params, .o = &j->opt, .base = lo};
     for (int l = 0; l < m->nlayers; l++)
@@ -204,6 +219,11 @@ static void move_window(ht_job *j, const pipe_state *p, const int *old) {
         if (!ly->nparams || (from != me && to != me)) continue;
         move_range(j, &s, &d, ly->woff, ly->nparams, base + from, base + to, h);
     }
+    if (old_tail && m->tail_n == old_tail) /* a tied head's copy of wte stays with the head */
+        tail_copy(j, &s, &d, old_pres, m->pres, old_tail);
+    else if (old_tail || m->tail_n)
+        ht_die(HT_ERUNTIME, "pipe: rank %d's copy of the tied wte would change with the cut "
+                            "(a bug: the head never changes stage)", j->rank);
     free(h);
     ht_dev_finish(j->dev);
     ht_buf_free(s.params);

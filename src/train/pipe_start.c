@@ -10,10 +10,12 @@
  * buffers of its own (pipe_calib_win.c), and after the plan ht_pipe_start_stage allocates the
  * stage, initialises it and loads the checkpoint's part (the first load, with no window yet,
  * read only the checkpoint's headers: train/checkpoint.c reads a rank's ranges). Otherwise
- * (interleaved, chimera and zb-v run several stages a rank; a tied head, model.init_from, a
- * sharded optimizer) the whole model is built and pipe_local.c narrows it after the plan, or
- * keeps it. pipe.rebalance on the hetero cut starts as the hetero cut does, and a new cut
- * moves each rank's window (pipe_repart.c). */
+ * (interleaved, chimera and zb-v run several stages a rank; a sharded optimizer) the whole
+ * model is built and pipe_local.c narrows it after the plan, or keeps it. pipe.rebalance on
+ * the hetero cut starts as the hetero cut does, and a new cut moves each rank's window
+ * (pipe_repart.c). A tied GPT's last stage holds a copy of wte after its window (ht_model_stage_tail; its
+ * gradient is summed with the first stage's, train/pipe_tied.h); model.init_from fills only
+ * the window and that copy. */
 #include <stdlib.h>
 
 #include "config/modes.h"
@@ -22,6 +24,7 @@
 #include "plan/job.h"
 #include "train/checkpoint.h"
 #include "train/engine_pipe.h"
+#include "train/init_from.h"
 
 /* 1 when every rank of this job runs one stage and may hold only it; 2 when, besides, the
  * cut and this rank's stage follow from the config and the description (before the plan). */
@@ -33,9 +36,7 @@ static int stage_only(const ht_job *j) {
     const int one_stage = k == HT_PIPE_GPIPE || k == HT_PIPE_1F1B || k == HT_PIPE_2BW ||
                           k == HT_PIPE_ZBH1 || k == HT_PIPE_HEPIPE;
     /* pipe.rebalance (the hetero cut) moves a rank's window with its stage (pipe_repart.c) */
-    if (!one_stage || cfg->model.tie_embeddings ||
-        cfg->model.init_from[0] || cfg->cluster.shard != HT_SHARD_NONE ||
-        j->world % cfg->pipe.stages)
+    if (!one_stage || cfg->cluster.shard != HT_SHARD_NONE || j->world % cfg->pipe.stages)
         return 0;
     return 1 + (!cal && !cal1 && k != HT_PIPE_HEPIPE && cfg->pipe.partition != HT_PART_HETERO &&
                 !cfg->pipe.nstage_ranks && !cfg->pipe.replicate);
@@ -45,7 +46,7 @@ int ht_pipe_start_window(ht_job *j, const ht_model *m, size_t *pbase, size_t *pr
                          int *hi) {
     const ht_config *cfg = j->cfg;
     const int D = cfg->pipe.stages;
-    const int how = m->tied ? 0 : stage_only(j);
+    const int how = stage_only(j);
     if (how == 1) { /* nothing yet: ht_pipe_start_stage after the plan */
         *pbase = *pres = 0, *lo = *hi = 0;
         return 2;
@@ -76,22 +77,27 @@ int ht_pipe_start_window(ht_job *j, const ht_model *m, size_t *pbase, size_t *pr
         e = l->woff + l->nparams, any = 1;
     }
     *pbase = any ? a : 0, *pres = any ? e - a : 0;
+    /* the last stage of a tied GPT: wte's copy after its window (the hook's model is j's) */
+    ht_model_stage_tail(m, *lo, *hi, *pbase, *pres, &j->model.tail_off, &j->model.tail_n);
     return 1;
 }
 
 int ht_pipe_start_stage(ht_job *j, int lo, int hi, size_t pbase, size_t pres) {
     ht_model *m = &j->model;
+    ht_model_stage_tail(m, lo, hi, pbase, pres, &m->tail_off, &m->tail_n);
     ht_model_restage(m, pbase, pres, lo, hi);
     ht_model_init_params(m, j->cfg->train.seed);
+    int rc = ht_job_init_from(j);
+    if (rc != HT_OK) return rc;
     ht_optim o; /* the same optimizer over the window (its state is still empty) */
-    ht_optim_init(&o, j->dev, &j->opt.cfg, pres);
+    ht_optim_init(&o, j->dev, &j->opt.cfg, ht_model_resident(m));
     o.t = j->opt.t, o.track_norm = j->opt.track_norm;
     ht_optim_free(&j->opt);
     j->opt = o;
     j->eng.windowed = 1;
     if (!j->eng.resumed) return HT_OK;
     int64_t step = 0; /* the same checkpoint again, now its window's ranges */
-    int rc = ht_checkpoint_load(j->cfg->checkpoint.path, m, &j->opt, &step, j->cfg->optim.type);
+    rc = ht_checkpoint_load(j->cfg->checkpoint.path, m, &j->opt, &step, j->cfg->optim.type);
     if (rc == HT_OK && step != j->start)
         rc = ht_error(HT_EINPUT, "%s: changed while the job started (step %lld, then %lld)",
                       j->cfg->checkpoint.path, (long long)j->start, (long long)step);

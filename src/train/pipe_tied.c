@@ -86,10 +86,21 @@ int ht_pipe_tied_parts(const ht_pipe_tied *t, int st, size_t off, size_t n, size
     return k;
 }
 
+/* Where this member holds wte (floats into params / grads): in the first stage's window, or
+ * the last stage's copy after its own. */
+static size_t held_at(const ht_pipe_tied *t, const ht_model *m) {
+    const size_t at = ht_model_local(m, t->off);
+    if (at == (size_t)-1 || ht_model_local(m, t->off + t->n - 1) != at + t->n - 1)
+        ht_die(HT_ERUNTIME, "pipe: rank %d holds a stage with the tied wte but not wte "
+                            "(parameters [%zu, %zu), copy of %zu floats)",
+               ht_comm_rank(), m->pbase, m->pbase + m->pres, m->tail_n);
+    return at;
+}
+
 void ht_pipe_tied_reduce(const ht_pipe_tied *t, ht_model *m, float *host) {
     if (!t->on || !t->mine || t->p < 2 || !t->n) return;
     const double t0 = ht_now();
-    const size_t off = t->off * sizeof(float), bytes = t->n * sizeof(float);
+    const size_t off = held_at(t, m) * sizeof(float), bytes = t->n * sizeof(float);
     ht_buf_read(m->dev, m->grads, off, bytes, host);
     ht_comm_group_allreduce(host, t->n, t->members, t->p, t->tag);
     ht_buf_write(m->dev, m->grads, off, bytes, host);
@@ -101,9 +112,10 @@ void ht_pipe_tied_verify(ht_pipe_tied *t, ht_model *m) {
     uint32_t mine[2] = {(uint32_t)t->mine, 0};
     enum { CHUNK = 1 << 20 };
     float *h = t->mine ? ht_xmalloc((t->n < CHUNK ? t->n : CHUNK) * sizeof(float)) : NULL;
+    const size_t base = t->mine ? held_at(t, m) : 0;
     for (size_t at = 0; t->mine && at < t->n; at += CHUNK) { /* in pieces: wte may be large */
         const size_t k = t->n - at < CHUNK ? t->n - at : CHUNK;
-        ht_buf_read(m->dev, m->params, (t->off + at) * sizeof(float), k * sizeof(float), h);
+        ht_buf_read(m->dev, m->params, (base + at) * sizeof(float), k * sizeof(float), h);
         mine[1] = ht_crc32c(mine[1], h, k * sizeof(float));
     }
     free(h);

@@ -19,7 +19,7 @@
 #include "io/trace.h"
 #include "train/checkpoint.h"
 #include "train/engine.h"
-#include "train/hf_gpt2.h"
+#include "train/init_from.h"
 #include "train/vtime.h"
 #include "train/zero.h"
 
@@ -63,21 +63,6 @@ static int resume(ht_job *j) {
     return rc;
 }
 
-/* model.init_from: weights to start from (a fresh run only: --resume with a checkpoint
- * present loads that instead). */
-static int init_from(ht_job *j) {
-    const char *from = j->cfg->model.init_from;
-    if (!*from || (j->opts->resume && file_exists(j->cfg->checkpoint.path))) return HT_OK;
-    int rc = ht_check_input(from, "key 'model.init_from'");
-    int hf = rc == HT_OK && ht_hf_gpt2_is(from);
-    if (rc == HT_OK)
-        rc = hf ? ht_hf_gpt2_load(from, &j->model) : ht_checkpoint_load_params(from, &j->model, NULL);
-    if (rc == HT_OK)
-        ht_log_info("model: initial weights from %s (%s)", from,
-                    hf ? "Hugging Face GPT-2" : "a hettrain checkpoint");
-    return rc;
-}
-
 /* --trace-layers: a span per layer's forward ("fwd fc2") and backward ("bwd fc2"; a fused
  * pair "fwd fc1+relu1"), and the loss ("loss"). */
 static void trace_layer(void *ctx, int layer, int n, int kind, double t0, double t1) {
@@ -112,7 +97,7 @@ static int setup_net(ht_job *j) {
     if ((rc = ht_model_attach_stage(&j->model, j->dev, pbase, pres, lo, hi)) != HT_OK) return rc;
     if (ht_log_level() >= HT_LOG_DEBUG) ht_model_print(&j->model, stderr);
     ht_model_init_params(&j->model, cfg->train.seed);
-    if ((rc = init_from(j)) != HT_OK) return rc;
+    if ((rc = ht_job_init_from(j)) != HT_OK) return rc;
     if ((rc = ht_vtime_setup(cfg, &j->model, j->rank, j->world)) != HT_OK) return rc;
     if (j->opts->trace_layers) {
         j->model.layer_hook = trace_layer;
@@ -135,7 +120,7 @@ static int setup_model(ht_job *j) {
         ht_optim_init_slice(&j->opt, j->dev, &ocfg, j->model.nparams,
                             j->eng.zero_cut[j->rank], j->eng.zero_cut[j->rank + 1]);
     } else {
-        ht_optim_init(&j->opt, j->dev, &ocfg, j->model.pres); /* a stage's window, or all */
+        ht_optim_init(&j->opt, j->dev, &ocfg, ht_model_resident(&j->model)); /* a stage's, or all */
     }
     j->sched = ht_lr_sched_from(cfg);
     /* an epoch: every training sample, or as many windows as the stream has tokens */

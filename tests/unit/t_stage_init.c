@@ -53,6 +53,60 @@ static void check_stage(ht_dev *d, const float *whole, const ht_model *w, int lo
     ht_model_free(&m);
 }
 
+/* A tied GPT (the head reads wte): the last stage holds wte's copy after its window,
+ * initialised as the whole model's wte; the head reads it there; a middle stage holds none;
+ * ht_model_put fills the window and the copy from layout ranges. */
+static void check_tied(ht_dev *d) {
+    ht_model w, m;
+    if (!tap_ok(ht_model_gpt(&w, d, V, T, L, C, H, 0.0f, B, 1) == HT_OK &&
+                    ht_model_gpt_desc(&m, V, T, L, C, H, 0.0f, B, 1) == HT_OK,
+                "tied GPT built whole and described"))
+        return;
+    ht_model_init_params(&w, SEED);
+    float *whole = malloc(w.nparams * sizeof(float));
+    ht_buf_read(d, w.params, 0, w.nparams * sizeof(float), whole);
+    const int n = w.nlayers;
+    size_t a, np, toff, tn;
+    window(&m, 2, 3, &a, &np);
+    ht_model_stage_tail(&m, 2, 3, a, np, &toff, &tn);
+    tap_ok(tn == 0, "tied: a middle stage needs no copy of wte");
+    window(&m, 0, 2, &a, &np);
+    ht_model_stage_tail(&m, 0, 2, a, np, &toff, &tn);
+    tap_ok(tn == 0 && a == 0, "tied: the first stage holds wte in its window");
+    window(&m, n - 2, n, &a, &np);
+    ht_model_stage_tail(&m, n - 2, n, a, np, &m.tail_off, &m.tail_n);
+    tap_ok(m.tail_off == 0 && m.tail_n == (size_t)V * C,
+           "tied: the last stage needs wte's %d floats at 0 (got %zu at %zu)", V * C, m.tail_n,
+           m.tail_off);
+    ht_model_attach_stage(&m, d, a, np, n - 2, n);
+    ht_model_init_params(&m, SEED);
+    const size_t held = ht_model_resident(&m);
+    float *got = malloc(held * sizeof(float));
+    ht_buf_read(d, m.params, 0, held * sizeof(float), got);
+    tap_ok(ht_buf_size(m.params) == held * sizeof(float) && held == np + (size_t)V * C &&
+               !memcmp(got, whole + a, np * sizeof(float)) &&
+               !memcmp(got + np, whole, (size_t)V * C * sizeof(float)),
+           "tied: the last stage's window and wte's copy after it initialised as the whole "
+           "model's, bit for bit");
+    const ht_layer *head = &m.layers[n - 1];
+    tap_ok(head->t[0].tied && ht_model_local(&m, head->t[0].off) == np &&
+               ht_model_local(&m, a) == 0 && ht_model_local(&m, (size_t)V * C) == (size_t)-1,
+           "tied: the head's weight lives at the copy (float %zu), the window at 0, wpe nowhere",
+           np);
+    float *src = malloc(w.nparams * sizeof(float)), *put = calloc(held, sizeof(float));
+    for (size_t i = 0; i < w.nparams; i++)
+        src[i] = (float)i;
+    int in_other = ht_model_put(&m, 0 + (size_t)V * C, a - (size_t)V * C, src + V * C, put);
+    ht_model_put(&m, 0, w.nparams, src, put);
+    int okp = !in_other && ht_model_holds(&m, 0, 1) && !ht_model_holds(&m, (size_t)V * C, 1);
+    for (size_t i = 0; i < held; i++)
+        okp &= put[i] == (float)(i < np ? a + i : i - np);
+    tap_ok(okp, "tied: ht_model_put fills the window and the copy, nothing of other stages");
+    free(src), free(put), free(got), free(whole);
+    ht_model_free(&m);
+    ht_model_free(&w);
+}
+
 int main(void) {
     ht_dev *d = test_dev_open();
     ht_model w;
@@ -67,6 +121,7 @@ int main(void) {
     check_stage(d, whole, &w, n - 1, n);
     free(whole);
     ht_model_free(&w);
+    check_tied(d);
     ht_dev_close(d);
     return tap_done();
 }
