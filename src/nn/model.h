@@ -104,6 +104,11 @@ typedef struct ht_model {
      * (0, nparams) unless a pipeline rank keeps only its stage; tensor offsets (t[].off, woff)
      * stay global, ht_layer_param/grad subtract pbase */
     size_t pbase, pres;
+    /* grads holds floats [gbase, gbase + gres) of the layout: the parameter window unless
+     * ht_model_grad_window set another before attaching (ZeRO-2's per-slice gradients);
+     * ht_layer_grad subtracts gbase. gwin: set by ht_model_grad_window. */
+    size_t gbase, gres;
+    int gwin;
     int stage_lo, stage_hi; /* the layers the activation buffers hold (ht_model_attach_stage) */
     /* Activation i (i = 0..nlayers) is the input of layer i; activation nlayers holds the
      * logits. It is (max_batch, width[i]) at act_off[i] floats in `acts`; its gradient is at
@@ -202,6 +207,10 @@ int ht_model_attach(ht_model *m, ht_dev *d);
  * act_off stays the whole model's: the pipeline rebases it). pres = 0, lo = hi = 0: nothing
  * yet (a pipeline rank whose stage the plan decides later: ht_model_restage). */
 int ht_model_attach_stage(ht_model *m, ht_dev *d, size_t pbase, size_t pres, int lo, int hi);
+/* Before attaching (a description): the gradient buffer will hold only floats [gbase,
+ * gbase + gres) of the layout (data parallel ZeRO-2: a rank keeps its slice's gradients;
+ * backward of layers whose gradients lie outside runs through ht_model_backward_into). */
+void ht_model_grad_window(ht_model *m, size_t gbase, size_t gres);
 /* An attached model's parameter, gradient (zeroed), activation, saved-state and workspace
  * buffers replaced by those of another window and stage (the parameters' values are gone). */
 void ht_model_restage(ht_model *m, size_t pbase, size_t pres, int lo, int hi);
@@ -269,6 +278,12 @@ void ht_model_loss_forward(ht_model *m, int B, int with_grad);
  * accumulate adds into grads (micro-batches). Dropout masks follow the current
  * ht_model_set_training state, which must be the one of the forward. */
 void ht_model_backward_range(ht_model *m, int lo, int hi, int B, float grad_scale, int accumulate);
+/* ht_model_backward_range (accumulate 0) with the layers' gradients written into g, whose
+ * float 0 is float gbase of the layout, instead of grads: a staging region for gradients
+ * outside the gradient window (the caller reduces them and reuses g). The layers' gradient
+ * tensors must lie in [gbase, gbase + size of g). */
+void ht_model_backward_into(ht_model *m, int lo, int hi, int B, float grad_scale, ht_buf *g,
+                            size_t gbase);
 /* The same in zero-bubble halves (issue 27): HT_BW_INPUT runs each layer's input-gradient
  * half (a layer kind without a split: its whole backward), and later HT_BW_WEIGHTS, with the
  * same arguments and the same buffers untouched in between, the remaining weight gradients.
