@@ -61,7 +61,7 @@ void ht_reduce_window(const ht_bucket *b, int nb, size_t lo, size_t hi, size_t *
     for (int k = 0; k < nb; k++) {
         if (!b[k].n) continue;
         const size_t e = b[k].off + b[k].n;
-        if (b[k].off < hi && e > lo) { /* intersects the slice */
+        if (lo < hi && b[k].off < hi && e > lo) { /* intersects the (non-empty) slice */
             if (!any || b[k].off < a) a = b[k].off;
             if (!any || e > z) z = e;
             any = 1;

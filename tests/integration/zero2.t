@@ -62,7 +62,7 @@ REF=ps check gs "ZeRO-2 bucketed with batch shares (24, 8): within 1e-6 of plain
 # full-batch gradient, so the losses stay those of the equal split to rounding
 mpi "${g2[@]}" --set cluster.split=speed --set cluster.exclude_slow=false \
     --set 'cluster.slowdown=[1, 3]' --set log.metrics="$TMP/sp.jsonl"
-split=$(grep -c "speed" "$TMP/err")
+split=$(grep -c "cluster: shares by measured speed" "$TMP/err")
 losses "$TMP/sp.jsonl" >"$TMP/sp.loss"
 ok $([ $RC -eq 0 ] && [ "$split" -ge 1 ] && same_losses "$TMP/p.loss" "$TMP/sp.loss" 20 1e-5; echo $?) \
     "ZeRO-2 bucketed with the speed split and the rebalancer: within 1e-5 of the equal split (exit $RC)"
