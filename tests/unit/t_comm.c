@@ -2,8 +2,9 @@
  * rank, broadcast and all-gather; the nonblocking all-reduce (ring: the blocking one's bits;
  * several outstanding at once, odd lengths, waited in any order); the nonblocking
  * reduce-scatter on unequal owners' counts (ring half and MPI); the gradient bucket plan of
- * sync/bsp.c and ZeRO-2's gradient window (pure). Run under mpirun by tests/integration/comm.t (3 and 4 ranks); run
- * alone (as prove does) it is a valid 1-rank test of the same checks. */
+ * sync/bsp.c and ZeRO-2's gradient window (pure). Run under mpirun by
+ * tests/integration/comm.t (3 and 4 ranks); run alone (as prove does) it is a valid 1-rank
+ * test of the same checks. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
