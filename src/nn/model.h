@@ -99,7 +99,8 @@ typedef struct ht_model {
     int tied; /* a GPT whose head weight is wte: the head's backward writes wte's gradient
                * first, the embedding's adds to it (so only whole-model backward is valid) */
     size_t nparams;
-    ht_buf *params, *grads; /* (pres) each: floats [pbase, pbase + pres) of the layout */
+    ht_buf *params, *grads; /* params: floats [pbase, pbase + pres) of the layout; grads:
+                             * [gbase, gbase + gres), the same unless ht_model_grad_window */
     /* the resident window of the parameter layout (train/pipe_local.c): the whole model
      * (0, nparams) unless a pipeline rank keeps only its stage; tensor offsets (t[].off, woff)
      * stay global, ht_layer_param/grad subtract pbase */
