@@ -280,8 +280,8 @@ void ht_model_loss_forward(ht_model *m, int B, int with_grad);
  * ht_model_set_training state, which must be the one of the forward. */
 void ht_model_backward_range(ht_model *m, int lo, int hi, int B, float grad_scale, int accumulate);
 /* ht_model_backward_range (accumulate 0) with the layers' gradients written into g, whose
- * float 0 is float gbase of the layout, instead of grads: a staging region for gradients
- * outside the gradient window (the caller reduces them and reuses g). The layers' gradient
+ * float 0 is float gbase of the layout, instead of grads as laid out (ZeRO-2: a bucket outside
+ * the gradient window passes through the gradient buffer from its start). The layers' gradient
  * tensors must lie in [gbase, gbase + size of g). */
 void ht_model_backward_into(ht_model *m, int lo, int hi, int B, float grad_scale, ht_buf *g,
                             size_t gbase);

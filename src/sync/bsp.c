@@ -37,12 +37,9 @@ typedef struct bsp {
     size_t *counts;
     float *mine;
     int rs; /* cluster.shard = "gradients": gradients reduce-scattered into the slices */
-    /* rs, bucketed: the slices' first floats (world + 1), the owners' floats of each bucket
-     * (nb x world, made with the buckets), and the staging region for the buckets outside
-     * the model's gradient window (ht_model_grad_window; NULL while unneeded) */
+    /* rs: the slices' first floats (world + 1); bucketed: the owners' floats of each bucket
+     * (nb x world, made with the buckets) */
     size_t *cut, *bcnt;
-    ht_buf *stage;
-    size_t stage_n;
 } bsp;
 
 static void bsp_open(ht_sync *s) {
@@ -84,17 +81,11 @@ static void owners_of(const bsp *p, const ht_bucket *b, size_t *cnt) {
     }
 }
 
-/* ZeRO-2, bucketed: the owners' counts per bucket, and the staging region when a bucket lies
- * outside the gradient window. */
-static void rs_make(bsp *p, const ht_model *m) {
+/* ZeRO-2, bucketed: the owners' counts per bucket. */
+static void rs_make(bsp *p) {
     p->bcnt = ht_xmalloc((size_t)p->nb * (size_t)p->world * sizeof *p->bcnt);
-    for (int k = 0; k < p->nb; k++) {
+    for (int k = 0; k < p->nb; k++)
         owners_of(p, &p->b[k], p->bcnt + (size_t)k * (size_t)p->world);
-        if (p->b[k].off < m->gbase || p->b[k].off + p->b[k].n > m->gbase + m->gres)
-            if (p->b[k].n > p->stage_n) p->stage_n = p->b[k].n;
-    }
-    if (p->stage_n)
-        p->stage = ht_buf_new(m->dev, p->stage_n * sizeof(float), "gradient staging");
 }
 
 static void buckets_make(bsp *p, const ht_model *m) {
@@ -104,7 +95,7 @@ static void buckets_make(bsp *p, const ht_model *m) {
     p->req = ht_xcalloc((size_t)p->nb, sizeof *p->req);
     p->t0 = ht_xcalloc((size_t)p->nb, sizeof(double));
     p->t1 = ht_xcalloc((size_t)p->nb, sizeof(double));
-    if (p->rs) rs_make(p, m);
+    if (p->rs) rs_make(p);
 }
 
 static void bsp_close(ht_sync *s) {
@@ -118,7 +109,6 @@ static void bsp_close(ht_sync *s) {
     free(p->mine);
     free(p->cut);
     free(p->bcnt);
-    if (p->stage) ht_buf_free(p->stage);
     free(p);
     s->impl = NULL;
 }
@@ -232,13 +222,15 @@ static double bucket_start(ht_sync *s, int k, int B, float grad_scale, int stop_
     ht_model *m = s->m;
     const ht_bucket *b = &p->b[k];
     const size_t n = s->n;
-    /* ZeRO-2's per-slice gradients: a bucket outside the window goes through the staging */
+    /* ZeRO-2's per-slice gradients: a bucket outside the window passes through the gradient
+     * buffer from its start; nothing there is needed while it does (the buckets before it
+     * were read to the host, the slice's sums are written after the last) */
     const int staged = b->off < m->gbase || b->off + b->n > m->gbase + m->gres;
-    ht_buf *g = staged ? p->stage : m->grads;
+    ht_buf *g = m->grads;
     const size_t gb = staged ? b->off : m->gbase; /* g's first float in the layout */
-    if (staged && b->n > p->stage_n)
+    if (staged && b->n > m->gres)
         ht_die(HT_ERUNTIME, "bsp: bucket %d (%zu floats) outside the gradient window exceeds "
-                            "its staging region (%zu)", k, b->n, p->stage_n);
+                            "the gradient buffer (%zu)", k, b->n, m->gres);
     double a = ht_now();
     if (B > 0 && staged)
         ht_model_backward_into(m, b->lo, b->hi, B, k == 0 ? grad_scale : 1.0f, g, gb);

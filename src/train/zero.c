@@ -62,12 +62,13 @@ void ht_zero_setup(ht_job *j, int rc) {
     size_t wlo, whi, stage;
     ht_reduce_window(b, nb, cut[j->rank], cut[j->rank + 1], &wlo, &whi, &stage);
     free(b);
-    ht_model_grad_window(m, wlo, whi - wlo);
+    /* the other buckets pass through the same buffer (sync/bsp.c): at least the largest */
+    const size_t gres = whi - wlo > stage ? whi - wlo : stage;
+    ht_model_grad_window(m, wlo, gres);
     ht_log_info("cluster.shard = gradients: rank %d holds the gradients of [%zu, %zu) (its "
-                "slice's buckets) and a %zu-float staging region for the other buckets: %zu "
-                "bytes instead of %zu",
-                j->rank, wlo, whi, stage, (whi - wlo + stage) * sizeof(float),
-                m->nparams * sizeof(float));
+                "slice's buckets; the other buckets, at most %zu floats, pass through the same "
+                "buffer): %zu bytes instead of %zu",
+                j->rank, wlo, whi, stage, gres * sizeof(float), m->nparams * sizeof(float));
 }
 
 void ht_zero_backward(ht_job *j, int B, float grad_scale) {
@@ -78,17 +79,13 @@ void ht_zero_backward(ht_job *j, int B, float grad_scale) {
     }
     ht_bucket *b;
     int nb = buckets_of(j, &b);
-    size_t wlo, whi, stage;
-    ht_reduce_window(b, nb, m->gbase, m->gbase + m->gres, &wlo, &whi, &stage);
-    ht_buf *st = ht_buf_new(m->dev, (stage ? stage : 1) * sizeof(float), "gradient staging");
     for (int k = 0; k < nb; k++) {
         const float sc = k == 0 ? grad_scale : 1.0f; /* scales the top gradient, once */
         if (b[k].off >= m->gbase && b[k].off + b[k].n <= m->gbase + m->gres)
             ht_model_backward_range(m, b[k].lo, b[k].hi, B, sc, 0);
-        else
-            ht_model_backward_into(m, b[k].lo, b[k].hi, B, sc, st, b[k].off);
+        else /* through the buffer's start, as bsp does */
+            ht_model_backward_into(m, b[k].lo, b[k].hi, B, sc, m->grads, b[k].off);
     }
     ht_dev_finish(m->dev);
-    ht_buf_free(st);
     free(b);
 }

@@ -2,7 +2,7 @@
 # cluster.shard = "gradients" (ZeRO-2) with cluster.overlap: backward bucket by bucket, each
 # bucket reduce-scattered to the owners of its parts (our ring's reduce-scatter half, or
 # MPI_Ireduce_scatter) while the layers below still compute; a rank's gradient buffer holds
-# only the buckets that meet its slice, the others go through a staging region. Losses equal
+# only the buckets that meet its slice, and the others pass through it. Losses equal
 # plain all-reduce's within 1e-6: ring and MPI, unequal batch shares, the speed split with the
 # rebalancer, resume, and 3 ranks with unequal device memory. The gradient memory that a rank
 # saves is checked against the hand-computed bucket layout.
@@ -15,7 +15,8 @@ fi
 # 8-16-12-3: fc1 = [0, 144), fc2 = [144, 348), fc3 = [348, 387). Buckets of 0.0001 MiB (105
 # bytes) close after each linear layer: [348, 387), [144, 348), [0, 144). The slices (equal
 # memory, multiples of 8): rank 0 [0, 192), rank 1 [192, 387). Rank 0's buckets meet fc1 and
-# fc2: it holds [0, 348) and stages fc3 (39 floats); rank 1 holds [144, 387), stages fc1 (144).
+# fc2: it holds [0, 348) (1392 bytes), fc3 (39 floats) passes through; rank 1 holds [144,
+# 387) (972 bytes), fc1 (144 floats) passes through.
 cat >"$TMP/job.cfg" <<'CFG'
 model = { hidden = [16, 12]; };
 data = { kind = "synthetic"; samples = 600; features = 8; classes = 3; seed = 3; };
@@ -39,11 +40,11 @@ losses "$TMP/p.jsonl" >"$TMP/p.loss"
 ok $RC "plain all-reduce on 2 ranks, 3 buckets (exit $RC)"
 
 mpi -v "${g2[@]}" --set log.metrics="$TMP/r.jsonl"
-w0=$(grep -c "rank 0 holds the gradients of \[0, 348) .* a 39-float staging region" "$TMP/err")
-w1=$(grep -c "rank 1 holds the gradients of \[144, 387) .* a 144-float staging region" "$TMP/err")
+w0=$(grep -c "rank 0 holds the gradients of \[0, 348) .* at most 39 floats.*: 1392 bytes instead of 1548" "$TMP/err")
+w1=$(grep -c "rank 1 holds the gradients of \[144, 387) .* at most 144 floats.*: 972 bytes instead of 1548" "$TMP/err")
 bk=$(grep -c "192 of 387 summed here; bucket by bucket during backward" "$TMP/err")
 ok $([ "$w0" -eq 1 ] && [ "$w1" -eq 1 ] && [ "$bk" -eq 1 ]; echo $?) \
-    "each rank holds the buckets that meet its slice, the others staged (rank 0 [0, 348) + 39, rank 1 [144, 387) + 144)"
+    "each rank holds the buckets that meet its slice, the others pass through (rank 0 [0, 348), rank 1 [144, 387))"
 check r "ZeRO-2 bucketed, our ring's reduce-scatter: 20 losses within 1e-6 of plain all-reduce"
 
 mpi -q "${g2[@]}" --set cluster.allreduce=mpi --set log.metrics="$TMP/m.jsonl"
@@ -80,7 +81,8 @@ ok $([ $saved -eq 0 ] && [ $RC -eq 0 ] && same_losses "$TMP/p10.loss" "$TMP/rs.l
 
 # 3 ranks with unequal device memory (1000, 3000, 2000 MB: one value per rank through
 # mpirun's colon syntax): slices of 387 in proportion 1:3:2, multiples of 8: [0, 64),
-# [64, 256), [256, 387)
+# [64, 256), [256, 387). Rank 0's slice meets fc1 only, [0, 144); fc2 (204 floats) must pass
+# through its buffer, so that holds 204 floats (816 bytes).
 mpirun_ht 3 "$HETTRAIN" "${args[@]}" -q "${tiny[@]}" --set log.metrics="$TMP/p3.jsonl" >"$TMP/out" 2>"$TMP/err"
 RC=$?
 losses "$TMP/p3.jsonl" >"$TMP/p3.loss"
@@ -90,14 +92,16 @@ mpirun_ht 1 "$HETTRAIN" "${args[@]}" "${g2[@]}" --set device.memory_mb=1000 --se
     -np 1 "$HETTRAIN" "${args[@]}" "${g2[@]}" --set device.memory_mb=2000 >"$TMP/out" 2>"$TMP/err"
 RC=$?
 cut3=$(grep -c "rank 0 keeps the optimizer state of parameters \[0, 64) .*device memory 1000 MB" "$TMP/err")
+win3=$(grep -c "rank 0 holds the gradients of \[0, 144) .* at most 204 floats.*: 816 bytes" "$TMP/err")
 REF=p3 check g3 "ZeRO-2 bucketed on 3 ranks with memory 1000, 3000, 2000 MB: within 1e-6 of plain"
-ok $([ "$cut3" -eq 1 ]; echo $?) "rank 0 of 3 keeps [0, 64): its memory's sixth, in multiples of 8"
+ok $([ "$cut3" -eq 1 ] && [ "$win3" -eq 1 ]; echo $?) \
+    "rank 0 of 3 keeps [0, 64) (its memory's sixth, in multiples of 8); its buffer: fc1, widened to fc2's 204 floats that pass through"
 
 # memory: 8-64x6-3, one bucket per linear layer: fc1 [0, 576), fc2..fc6 4160 floats each from
 # 576 on (fc4 = [8896, 13056)), fc7 [21376, 21571). Slices [0, 10784), [10784, 21571). Rank 0
-# holds fc1..fc4 = 13056 floats plus a 4160-float staging region: 21571 - 17216 = 4355 floats
-# (17420 bytes) less than a whole gradient buffer; rank 1 holds fc4..fc7 = [8896, 21571),
-# 12675 floats, and stages 4160: 4736 floats (18944 bytes) less. ZeRO-1 keeps the whole
+# holds fc1..fc4 = [0, 13056), through which the others (4160 floats at most) pass: 21571 -
+# 13056 = 8515 floats (34060 bytes) less than a whole gradient buffer; rank 1 holds fc4..fc7
+# = [8896, 21571), 12675 floats: 8896 floats (35584 bytes) less. ZeRO-1 keeps the whole
 # buffer, and everything else is the same: each rank's peak must drop by exactly that.
 sed 's/hidden = \[16, 12\]/hidden = [64, 64, 64, 64, 64, 64]/' "$TMP/job.cfg" >"$TMP/d.cfg"
 peaks() { sed -nE 's/^\[rank ([01])\] debug: step 3: device memory [0-9]+ bytes in buffers \(peak ([0-9]+)\)/\1 \2/p' "$TMP/err" | sort; }
@@ -107,9 +111,9 @@ peaks >"$TMP/z1.peak"
 mpirun_ht 2 "$HETTRAIN" -c "$TMP/d.cfg" -v --set train.steps=3 "${g2[@]}" >"$TMP/out" 2>"$TMP/err"
 RC=$((RC + $?))
 peaks >"$TMP/z2.peak"
-printf '0 17420\n1 18944\n' >"$TMP/want"
+printf '0 34060\n1 35584\n' >"$TMP/want"
 ok $([ $RC -eq 0 ] && [ "$(wc -l <"$TMP/z1.peak")" -eq 2 ] && [ "$(wc -l <"$TMP/z2.peak")" -eq 2 ] &&
      join "$TMP/z1.peak" "$TMP/z2.peak" | join - "$TMP/want" | awk '{ if ($2 - $3 != $4) bad = 1; n++ } END { exit bad || n != 2 }'; echo $?) \
-    "per-slice gradients: each rank's peak drops by the hand-computed 17420 and 18944 bytes against ZeRO-1 (exit $RC)"
+    "per-slice gradients: each rank's peak drops by the hand-computed 34060 and 35584 bytes against ZeRO-1 (exit $RC)"
 diag "peaks (rank, ZeRO-1, ZeRO-2): $(join "$TMP/z1.peak" "$TMP/z2.peak" | tr '\n' ';')"
 done_testing
