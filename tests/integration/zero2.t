@@ -97,6 +97,34 @@ REF=p3 check g3 "ZeRO-2 bucketed on 3 ranks with memory 1000, 3000, 2000 MB: wit
 ok $([ "$cut3" -eq 1 ] && [ "$win3" -eq 1 ]; echo $?) \
     "rank 0 of 3 keeps [0, 64) (its memory's sixth, in multiples of 8); its buffer: fc1, widened to fc2's 204 floats that pass through"
 
+# a GPT (blocks, LayerNorm, embedding; dropout by global row) in 1-KB buckets, its head
+# separate and tied to wte (then backward writes wte's gradient from the head's bucket: the
+# gradient buffer stays whole)
+for i in $(seq 200); do printf 'line %d: the %s sat on the mat.\n' "$i" "$( [ $((i % 3)) -eq 0 ] && echo cat || echo dog)"; done >"$TMP/text.txt"
+cat >"$TMP/gpt.cfg" <<CFG
+model = { type = "gpt"; n_layer = 2; d_model = 16; n_head = 2; context = 8; dropout = 0.1; };
+data = { kind = "text"; path = "$TMP/text.txt"; val_fraction = 0.1; };
+train = { batch = 4; steps = 6; seed = 7; };
+optim = { type = "adamw"; lr = 0.01; clip = 0.5; };
+log = { every = 1; progress = "none"; };
+CFG
+kb=(--set cluster.bucket_first_mb=0.001 --set cluster.bucket_cap_mb=0.001)
+for tie in false true; do
+    mpirun_ht 2 "$HETTRAIN" -c "$TMP/gpt.cfg" -q "${kb[@]}" --set model.tie_embeddings=$tie \
+        --set log.metrics="$TMP/gp$tie.jsonl" >"$TMP/out" 2>"$TMP/err"
+    RC=$?
+    mpirun_ht 2 "$HETTRAIN" -c "$TMP/gpt.cfg" "${kb[@]}" --set model.tie_embeddings=$tie \
+        --set cluster.shard=gradients --set log.metrics="$TMP/gg$tie.jsonl" >"$TMP/out" 2>"$TMP/err"
+    RC=$((RC + $?))
+    win=$(grep -c "rank 0 holds the gradients of" "$TMP/err")
+    losses "$TMP/gp$tie.jsonl" >"$TMP/gp$tie.loss"
+    losses "$TMP/gg$tie.jsonl" >"$TMP/gg$tie.loss"
+    ok $([ $RC -eq 0 ] && [ "$win" -eq $([ $tie = true ] && echo 0 || echo 1) ] &&
+         same_losses "$TMP/gp$tie.loss" "$TMP/gg$tie.loss" 6 1e-6; echo $?) \
+        "GPT, head tied $tie: ZeRO-2 bucketed within 1e-6 of plain (window: $([ $tie = true ] && echo none, whole buffer || echo rank 0 a part); exit $RC)"
+    [ $RC -eq 0 ] || diag "$(tail -3 "$TMP/err")"
+done
+
 # memory: 8-64x6-3, one bucket per linear layer: fc1 [0, 576), fc2..fc6 4160 floats each from
 # 576 on (fc4 = [8896, 13056)), fc7 [21376, 21571). Slices [0, 10784), [10784, 21571). Rank 0
 # holds fc1..fc4 = [0, 13056), through which the others (4160 floats at most) pass: 21571 -
