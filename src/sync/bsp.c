@@ -1,8 +1,11 @@
 /* The bsp policy (see bsp.h): the bucket plan (pure), then the worker side. Its backward
  * either runs in one piece and sums all gradients after it (one rank, or cluster.overlap =
  * false), or runs bucket by bucket, reads each bucket to the host and starts its nonblocking
- * all-reduce, progressing the outstanding ones between device calls, and measures how much
- * of the communication ran while backward was still going. Its step is the optimizer step.
+ * all-reduce (cluster.shard = "gradients": its reduce-scatter to the owners of its parts;
+ * the buckets outside the rank's gradient window pass through the gradient buffer),
+ * progressing the outstanding ones between device calls, and measures how much of the
+ * communication ran while backward was still going. Its step is the optimizer step (sharded:
+ * the slice's update, then the parameters all-gathered).
  * Emulated slowdown (DESIGN.md) idles where a slower device would still compute. All MPI
  * goes through src/comm, all device traffic through src/ocl. */
 #include "sync/bsp.h"
