@@ -525,6 +525,7 @@ ht_comm_req *ht_comm_iallreduce_sum_f64(double *buf, size_t n) {
         q->done = 1;
         return q;
     }
+    q->what = "MPI_Iallreduce";
     q->n = n; /* no tag: MPI matches collectives by their order on the communicator */
     q->mr = ht_xmalloc(sizeof *q->mr);
     CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, ht_comm_count(n, "MPI_Iallreduce"), MPI_DOUBLE,
