@@ -86,9 +86,10 @@ __kernel void optim_norm_final(__global const float *part, const int ng, __globa
 
 /* torch.optim.SGD, momentum 0: g += wd*w (coupled L2); w -= lr*g. */
 __kernel void optim_sgd(__global float *w, __global const float *g, __global const float *stat,
-                        const int n, const float lr, const float wd, const int off) {
+                        const int n, const float lr, const float wd, const int off,
+                        const int goff) {
     w += off; /* a data-parallel rank's slice (cluster.shard): the state starts at 0 */
-    g += off;
+    g += goff; /* its gradients: at off, or at 0 of a per-slice gradient buffer (ZeRO-2) */
     OPTIM_FIRST(i, n);
     const float sc = stat[1];
     if (i + OPTIM_VEC <= (uint)n) {
@@ -112,9 +113,9 @@ __kernel void optim_sgd(__global float *w, __global const float *g, __global con
 __kernel void optim_sgd_momentum(__global float *w, __global const float *g, __global float *buf,
                                  __global const float *stat, const int n, const float lr,
                                  const float wd, const float mu, const int nesterov,
-                                 const int first, const int off) {
+                                 const int first, const int off, const int goff) {
     w += off;
-    g += off;
+    g += goff;
     OPTIM_FIRST(i, n);
     const float sc = stat[1];
     if (i + OPTIM_VEC <= (uint)n) {
@@ -149,9 +150,9 @@ __kernel void optim_adamw(__global float *w, __global const float *g, __global f
                           __global float *v, __global const float *stat, const int n,
                           const float decay, const float b1, const float omb1, const float b2,
                           const float omb2, const float step_size, const float bc2_sqrt,
-                          const float eps, const int off) {
+                          const float eps, const int off, const int goff) {
     w += off;
-    g += off;
+    g += goff;
     OPTIM_FIRST(i, n);
     const float sc = stat[1];
     if (i + OPTIM_VEC <= (uint)n) {

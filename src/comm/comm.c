@@ -328,6 +328,13 @@ struct ht_comm_req {
     int *members; /* ring: the world ranks in ring order (all ranks, or a group) */
     int p, pos;   /* ring: members, and this rank's index among them */
     int nsteps, nseg, done;
+    size_t *bounds; /* reduce-scatter (ring): rank o owns [bounds[o], bounds[o+1]); ring chunk
+                     * c is owner (c + p - 1) % p's, the one rank c - 1 ends with; NULL: an
+                     * all-reduce's equal chunks */
+    float *recv;              /* reduce-scatter: this rank's part goes here */
+    size_t rlo, rn;           /* reduce-scatter: its offset in buf and its floats */
+    const char *what;         /* the call, for the watchdog */
+    int *cnt;                 /* MPI_Ireduce_scatter's counts: MPI's until completion */
     MPI_Request *mr;          /* MPI_Iallreduce: mr[0]; ring: receive 2j, send 2j+1 */
     int *rs, *ss;             /* ring, per segment: next step to receive, to send */
     float *tmp;               /* ring: a slot of segmax floats per segment */
@@ -363,7 +370,10 @@ static void ring_range(const ht_comm_req *q, int s, int send, int j, size_t *lo,
     else /* all-gather: received values are copied, not added: bitwise identical ranks */
         c = send ? (r + 1 - (s - p + 1) + 2 * p) % p : (r - (s - p + 1) + 2 * p) % p;
     size_t clo, chi, a, b;
-    ht_comm_ring_chunk(q->n, p, c, &clo, &chi);
+    if (q->bounds)
+        clo = q->bounds[(c + p - 1) % p], chi = q->bounds[(c + p - 1) % p + 1];
+    else
+        ht_comm_ring_chunk(q->n, p, c, &clo, &chi);
     ht_comm_ring_chunk(chi - clo, q->nseg, j, &a, &b);
     *lo = clo + a;
     *hi = clo + b;
@@ -430,6 +440,7 @@ static void progress_one(ht_comm_req *q, int block) {
         else
             CHECK(MPI_Testsome(2 * q->nseg, q->mr, &got, idx, MPI_STATUSES_IGNORE));
         if (got == MPI_UNDEFINED) { /* nothing in flight, nothing to post: all steps done */
+            if (q->recv && q->rn) memcpy(q->recv, q->buf + q->rlo, q->rn * sizeof(float));
             q->done = 1;
             return;
         }
@@ -448,8 +459,21 @@ static void enqueue(ht_comm_req *q) {
     g_nreqs++;
 }
 
+static ht_comm_req *ring_new(float *buf, size_t n, const int *members, int p, int pos, int tag,
+                             const size_t *bounds);
+static void ring_begin(ht_comm_req *q, int nsteps);
+
 /* A ring request over members[0..p) (world ranks; this rank at index pos) with tag. */
 static ht_comm_req *ring_start(float *buf, size_t n, const int *members, int p, int pos, int tag) {
+    ht_comm_req *q = ring_new(buf, n, members, p, pos, tag, NULL);
+    ring_begin(q, 2 * (p - 1));
+    return q;
+}
+
+/* A ring request's fields before its segments: bounds (p + 1 owner offsets, copied: a
+ * reduce-scatter) or NULL (an all-reduce's equal chunks). */
+static ht_comm_req *ring_new(float *buf, size_t n, const int *members, int p, int pos, int tag,
+                             const size_t *bounds) {
     ht_comm_req *q = ht_xcalloc(1, sizeof *q);
     q->buf = buf;
     q->n = n;
@@ -457,24 +481,42 @@ static ht_comm_req *ring_start(float *buf, size_t n, const int *members, int p, 
     q->p = p;
     q->pos = pos;
     q->tag = tag;
+    q->what = "ring all-reduce";
     q->members = ht_xmalloc((size_t)p * sizeof(int));
     for (int i = 0; i < p; i++)
         q->members[i] = members ? members[i] : i;
-    size_t lo, hi;
-    ht_comm_ring_chunk(n, p, 0, &lo, &hi); /* chunk 0 is a largest one */
-    size_t per = RING_SEG_BYTES / sizeof(float), nseg = (hi - lo + per - 1) / per;
+    if (bounds) {
+        q->bounds = ht_xmalloc((size_t)(p + 1) * sizeof *q->bounds);
+        memcpy(q->bounds, bounds, (size_t)(p + 1) * sizeof *q->bounds);
+    }
+    return q;
+}
+
+/* Cuts q's chunks into segments, posts the first step and makes q outstanding; nsteps:
+ * 2(p-1) for an all-reduce, p-1 for the reduce-scatter half. */
+static void ring_begin(ht_comm_req *q, int nsteps) {
+    const int p = q->p;
+    size_t big = 0; /* the largest chunk */
+    for (int c = 0; c < p; c++) {
+        size_t lo, hi;
+        if (q->bounds)
+            lo = q->bounds[c], hi = q->bounds[c + 1];
+        else
+            ht_comm_ring_chunk(q->n, p, c, &lo, &hi);
+        if (hi - lo > big) big = hi - lo;
+    }
+    size_t per = RING_SEG_BYTES / sizeof(float), nseg = (big + per - 1) / per;
     q->nseg = nseg < 1 ? 1 : nseg > RING_SEG_MAX ? RING_SEG_MAX : (int)nseg;
-    q->segmax = (hi - lo + (size_t)q->nseg - 1) / (size_t)q->nseg;
+    q->segmax = (big + (size_t)q->nseg - 1) / (size_t)q->nseg;
     q->tmp = ht_xmalloc((q->segmax ? (size_t)q->nseg * q->segmax : 1) * sizeof(float));
     q->mr = ht_xmalloc(2 * (size_t)q->nseg * sizeof *q->mr);
     for (int i = 0; i < 2 * q->nseg; i++)
         q->mr[i] = MPI_REQUEST_NULL;
     q->rs = ht_xcalloc((size_t)q->nseg, sizeof(int));
     q->ss = ht_xcalloc((size_t)q->nseg, sizeof(int));
-    q->nsteps = 2 * (p - 1);
+    q->nsteps = nsteps;
     ring_post(q); /* the first step goes out now: the neighbours can start */
     enqueue(q);
-    return q;
 }
 
 ht_comm_req *ht_comm_iallreduce_sum_f64(double *buf, size_t n) {
@@ -483,6 +525,7 @@ ht_comm_req *ht_comm_iallreduce_sum_f64(double *buf, size_t n) {
         q->done = 1;
         return q;
     }
+    q->what = "MPI_Iallreduce";
     q->n = n; /* no tag: MPI matches collectives by their order on the communicator */
     q->mr = ht_xmalloc(sizeof *q->mr);
     CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, ht_comm_count(n, "MPI_Iallreduce"), MPI_DOUBLE,
@@ -503,12 +546,59 @@ ht_comm_req *ht_comm_iallreduce(float *buf, size_t n, int ring) {
     q->buf = buf;
     q->n = n;
     q->tag = tag;
+    q->what = "MPI_Iallreduce";
     q->mr = ht_xmalloc(sizeof *q->mr);
     /* what a ring would move: MPI's own algorithm may move less or more */
     ht_comm_sent_bytes += 2 * (g_size - 1) * n * sizeof(float) / g_size;
     ht_comm_recv_bytes += 2 * (g_size - 1) * n * sizeof(float) / g_size;
     CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, ht_comm_count(n, "MPI_Iallreduce"), MPI_FLOAT, MPI_SUM,
                          ht_comm_cur, &q->mr[0]));
+    enqueue(q);
+    return q;
+}
+
+ht_comm_req *ht_comm_ireduce_scatter(float *buf, float *recv, const size_t *counts, int ring) {
+    size_t n = 0, lo = 0;
+    for (int r = 0; r < g_size; r++) {
+        if (r == g_rank) lo = n;
+        n += counts[r];
+    }
+    const size_t mine = counts[g_rank];
+    if (g_size == 1 || !ht_comm_active() || n == 0) {
+        ht_comm_req *q = ht_xcalloc(1, sizeof *q);
+        if (mine) memmove(recv, buf + lo, mine * sizeof(float));
+        q->done = 1; /* nothing to exchange; no tag used, as on every rank */
+        return q;
+    }
+    int tag = TAG_BASE + (int)(g_seq++ % TAG_RANGE);
+    if (ring) {
+        size_t *cut = ht_xmalloc((size_t)(g_size + 1) * sizeof *cut);
+        cut[0] = 0;
+        for (int r = 0; r < g_size; r++)
+            cut[r + 1] = cut[r] + counts[r];
+        ht_comm_req *q = ring_new(buf, n, NULL, g_size, g_rank, tag, cut);
+        free(cut);
+        q->what = "ring reduce-scatter";
+        q->recv = recv, q->rlo = lo, q->rn = mine;
+        ring_begin(q, g_size - 1); /* the reduce-scatter half: rank r ends with chunk r */
+        return q;
+    }
+    int *cnt = ht_xcalloc((size_t)g_size, sizeof(int));
+    for (int r = 0; r < g_size; r++)
+        cnt[r] = ht_comm_count(counts[r], "MPI_Ireduce_scatter");
+    ht_comm_req *q = ht_xcalloc(1, sizeof *q);
+    q->buf = buf;
+    q->n = n;
+    q->tag = tag;
+    q->what = "MPI_Ireduce_scatter";
+    q->mr = ht_xmalloc(sizeof *q->mr);
+    /* what a ring would move */
+    ht_comm_sent_bytes += (n - mine) * sizeof(float);
+    ht_comm_recv_bytes += (n - mine) * sizeof(float);
+    /* recv may be empty (a rank that owns none of buf): MPI needs a valid address anyway */
+    CHECK(MPI_Ireduce_scatter(buf, mine ? recv : buf, cnt, MPI_FLOAT, MPI_SUM, ht_comm_cur,
+                              &q->mr[0]));
+    q->cnt = cnt; /* the counts stay valid until the request completes */
     enqueue(q);
     return q;
 }
@@ -536,7 +626,7 @@ int ht_comm_test(ht_comm_req *r) {
 void ht_comm_wait(ht_comm_req *r) {
     if (!r) return;
     /* a ring step waits for the left neighbour's data */
-    ht_comm_wait_begin(r->ring ? "ring all-reduce" : "MPI_Iallreduce",
+    ht_comm_wait_begin(r->what ? r->what : "all-reduce",
                        r->ring ? r->members[(r->pos + r->p - 1) % r->p] : HT_COMM_ANY);
     /* Poll rather than block on r alone: the others' ring steps must keep moving, or a
      * neighbour waiting on one of them (in another order) could wait for us forever. */
@@ -552,6 +642,8 @@ void ht_comm_wait(ht_comm_req *r) {
             break;
         }
     free(r->tmp);
+    free(r->bounds);
+    free(r->cnt);
     free(r->mr);
     free(r->rs);
     free(r->ss);

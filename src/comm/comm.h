@@ -87,6 +87,14 @@ ht_comm_req *ht_comm_iallreduce(float *buf, size_t n, int ring);
 /* The same for doubles, always MPI_Iallreduce (as ht_comm_allreduce_sum_f64, nonblocking): a
  * few figures reduced while the caller computes. Counts no traffic, as the blocking one. */
 ht_comm_req *ht_comm_iallreduce_sum_f64(double *buf, size_t n);
+/* Starts the sum over ranks of buf[0..n), n the counts' total, of which rank r receives only
+ * its part: counts[r] FLOATS at the offset of the counts before it, written to recv (which
+ * holds counts[rank]; an owner of nothing may pass any pointer). Collective and progressed
+ * as ht_comm_iallreduce; buf and recv belong to the request until ht_comm_wait returns.
+ * ring = 1: our ring's reduce-scatter half (p-1 steps over chunks that are the owners'
+ * parts, unequal in general; each part summed along the ring in a fixed order; buf is
+ * overwritten), ring = 0: MPI_Ireduce_scatter. */
+ht_comm_req *ht_comm_ireduce_scatter(float *buf, float *recv, const size_t *counts, int ring);
 /* Moves every outstanding request on as far as it can without blocking; returns 1 when `r`
  * is complete (its buffer holds the sum), 0 otherwise. r may be NULL (progress only). */
 int ht_comm_test(ht_comm_req *r);

@@ -99,7 +99,8 @@ typedef struct ht_model {
     int tied; /* a GPT whose head weight is wte: the head's backward writes wte's gradient
                * first, the embedding's adds to it (so only whole-model backward is valid) */
     size_t nparams;
-    ht_buf *params, *grads; /* (pres) each: floats [pbase, pbase + pres) of the layout */
+    ht_buf *params, *grads; /* params: floats [pbase, pbase + pres) of the layout; grads:
+                             * [gbase, gbase + gres), the same unless ht_model_grad_window */
     /* the resident window of the parameter layout (train/pipe_local.c): the whole model
      * (0, nparams) unless a pipeline rank keeps only its stage; tensor offsets (t[].off, woff)
      * stay global, ht_layer_param/grad subtract pbase */
@@ -108,6 +109,11 @@ typedef struct ht_model {
      * stage's head reading wte): a copy of layout floats [tail_off, tail_off + tail_n) kept
      * after the window, at [pres, pres + tail_n) of params and grads (0: none) */
     size_t tail_off, tail_n;
+    /* grads holds floats [gbase, gbase + gres) of the layout: the parameter window unless
+     * ht_model_grad_window set another before attaching (ZeRO-2's per-slice gradients);
+     * ht_layer_grad subtracts gbase. gwin: set by ht_model_grad_window. */
+    size_t gbase, gres;
+    int gwin;
     int stage_lo, stage_hi; /* the layers the activation buffers hold (ht_model_attach_stage) */
     /* Activation i (i = 0..nlayers) is the input of layer i; activation nlayers holds the
      * logits. It is (max_batch, width[i]) at act_off[i] floats in `acts`; its gradient is at
@@ -208,6 +214,10 @@ int ht_model_attach(ht_model *m, ht_dev *d);
 int ht_model_attach_stage(ht_model *m, ht_dev *d, size_t pbase, size_t pres, int lo, int hi);
 /* (Both take the tied copy, ht_model_stage_tail, from m->tail_off / tail_n as set before the
  * call: params and grads hold pres + tail_n floats.) */
+/* Before attaching (a description): the gradient buffer will hold only floats [gbase,
+ * gbase + gres) of the layout (data parallel ZeRO-2: a rank keeps its slice's gradients;
+ * backward of layers whose gradients lie outside runs through ht_model_backward_into). */
+void ht_model_grad_window(ht_model *m, size_t gbase, size_t gres);
 /* An attached model's parameter, gradient (zeroed), activation, saved-state and workspace
  * buffers replaced by those of another window and stage (the parameters' values are gone). */
 void ht_model_restage(ht_model *m, size_t pbase, size_t pres, int lo, int hi);
@@ -295,6 +305,12 @@ void ht_model_loss_forward(ht_model *m, int B, int with_grad);
  * accumulate adds into grads (micro-batches). Dropout masks follow the current
  * ht_model_set_training state, which must be the one of the forward. */
 void ht_model_backward_range(ht_model *m, int lo, int hi, int B, float grad_scale, int accumulate);
+/* ht_model_backward_range (accumulate 0) with the layers' gradients written into g, whose
+ * float 0 is float gbase of the layout, instead of grads as laid out (ZeRO-2: a bucket outside
+ * the gradient window passes through the gradient buffer from its start). The layers' gradient
+ * tensors must lie in [gbase, gbase + size of g). */
+void ht_model_backward_into(ht_model *m, int lo, int hi, int B, float grad_scale, ht_buf *g,
+                            size_t gbase);
 /* The same in zero-bubble halves (issue 27): HT_BW_INPUT runs each layer's input-gradient
  * half (a layer kind without a split: its whole backward), and later HT_BW_WEIGHTS, with the
  * same arguments and the same buffers untouched in between, the remaining weight gradients.

@@ -39,12 +39,15 @@ static void alloc_stage(ht_model *m, size_t pbase, size_t pres, int lo, int hi) 
     size_t pbytes = (pres + m->tail_n) * sizeof(float), abytes = m->act_floats * sizeof(float);
     const int whole = pres == m->nparams && lo == 0 && hi == m->nlayers;
     m->params = ht_buf_new(d, pbytes ? pbytes : sizeof(float), whole ? "parameters" : "parameters (stage)");
-    m->grads = ht_buf_new(d, pbytes ? pbytes : sizeof(float), whole ? "gradients" : "gradients (stage)");
+    if (!m->gwin) m->gbase = pbase, m->gres = pres;
+    const size_t gbytes = (m->gres + (m->gwin ? 0 : m->tail_n)) * sizeof(float); /* + tied copy */
+    m->grads = ht_buf_new(d, gbytes ? gbytes : sizeof(float),
+                          m->gwin ? "gradients (slice)" : whole ? "gradients" : "gradients (stage)");
     m->acts = ht_buf_new(d, abytes ? abytes : sizeof(float), "activations");
     m->dacts = ht_buf_new(d, abytes ? abytes : sizeof(float), "activation gradients");
     m->saved = ht_buf_new(d, (m->save_floats ? m->save_floats : 1) * sizeof(float), "saved state");
     m->work = ht_buf_new(d, (m->work_floats ? m->work_floats : 1) * sizeof(float), "workspace");
-    if (pbytes) ht_buf_zero(d, m->grads, 0, pbytes);
+    if (gbytes) ht_buf_zero(d, m->grads, 0, gbytes);
     m->pbase = pbase, m->pres = pres;
     m->stage_lo = lo, m->stage_hi = hi;
 }
@@ -70,6 +73,10 @@ void ht_model_restage(ht_model *m, size_t pbase, size_t pres, int lo, int hi) {
     for (size_t i = 0; i < sizeof b / sizeof *b; i++)
         ht_buf_free(b[i]);
     alloc_stage(m, pbase, pres, lo, hi);
+}
+
+void ht_model_grad_window(ht_model *m, size_t gbase, size_t gres) {
+    m->gbase = gbase, m->gres = gres, m->gwin = 1;
 }
 
 /* ---------------------------------------------------------------- builders */
@@ -244,7 +251,9 @@ ht_view ht_layer_param(const ht_model *m, const ht_layer *l, int j) {
 }
 
 ht_view ht_layer_grad(const ht_model *m, const ht_layer *l, int j) {
-    return j < l->ntensors ? ht_view_at(m->grads, tensor_at(m, &l->t[j])) : ht_view_none();
+    if (j >= l->ntensors) return ht_view_none();
+    /* ZeRO-2's gradient window (data parallel, never a tied tail) or the parameters' layout */
+    return ht_view_at(m->grads, m->gwin ? l->t[j].off - m->gbase : tensor_at(m, &l->t[j]));
 }
 
 /* With a layer hook: the queue idle before a timed piece (returns its start), and finished
@@ -295,6 +304,15 @@ void ht_model_forward(ht_model *m, int B, int with_grad) {
 
 void ht_model_backward_range(ht_model *m, int lo, int hi, int B, float grad_scale, int accumulate) {
     ht_model_backward_part(m, lo, hi, B, grad_scale, accumulate, HT_BW_WHOLE);
+}
+
+void ht_model_backward_into(ht_model *m, int lo, int hi, int B, float grad_scale, ht_buf *g,
+                            size_t gbase) {
+    ht_buf *keep = m->grads;
+    const size_t kbase = m->gbase;
+    m->grads = g, m->gbase = gbase; /* ht_layer_grad's base while the layers enqueue */
+    ht_model_backward_part(m, lo, hi, B, grad_scale, 0, HT_BW_WHOLE);
+    m->grads = keep, m->gbase = kbase;
 }
 
 /* Layer j's share of a backward part (a = the fused activation, or none) */

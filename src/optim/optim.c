@@ -166,7 +166,10 @@ static void grad_norm(ht_optim *o, ht_buf *grads) {
 
 void ht_optim_step(ht_optim *o, ht_buf *params, ht_buf *grads, float lr) {
     const size_t bytes = o->n_full * sizeof(float);
-    if (ht_buf_size(params) < bytes || ht_buf_size(grads) < bytes)
+    /* per-slice gradients (ht_optim_grads_from): the slice at off - gbase */
+    const size_t goff = o->gwin ? o->off - o->gbase : o->off;
+    const size_t gbytes = o->gwin ? (goff + o->n) * sizeof(float) : bytes;
+    if (ht_buf_size(params) < bytes || ht_buf_size(grads) < gbytes)
         ht_die(HT_ERUNTIME,
                "optimizer step over %zu floats: params (%zu bytes) or grads (%zu bytes) "
                "too small",
@@ -177,6 +180,9 @@ void ht_optim_step(ht_optim *o, ht_buf *params, ht_buf *grads, float lr) {
     if (o->n == 0) return;
     ht_vcost(HT_VC_OPTIM, 0, 0, 0, o->n); /* virtual time (hettrain-smpi) */
     o->norm_valid = o->cfg.clip > 0 || o->track_norm;
+    if (o->norm_valid && !given && o->gwin)
+        ht_die(HT_ERUNTIME, "optimizer: the norm of per-slice gradients must be given "
+                            "(ht_optim_set_norm)");
     if (o->norm_valid && !given) grad_norm(o, grads);
 
     const ht_optim_cfg *c = &o->cfg;
@@ -191,17 +197,17 @@ void ht_optim_step(ht_optim *o, ht_buf *params, ht_buf *grads, float lr) {
                   HT_BUF(o->v), HT_BUF(o->stat), HT_INT(o->n), HT_FLOAT(decay), HT_FLOAT(c->beta1),
                   HT_FLOAT(1.0 - (double)c->beta1), HT_FLOAT(c->beta2),
                   HT_FLOAT(1.0 - (double)c->beta2), HT_FLOAT((double)lr / bc1), HT_FLOAT(sqrt(bc2)),
-                  HT_FLOAT(c->eps), HT_INT(o->off));
+                  HT_FLOAT(c->eps), HT_INT(o->off), HT_INT(goff));
     } else if (c->momentum > 0) {
         /* torch.optim.SGD (_single_tensor_sgd), dampening 0: the buffer starts as g */
         ht_launch(o->dev, "optim_sgd_momentum", 1, &gws, &lws, HT_BUF(params), HT_BUF(grads),
                   HT_BUF(o->m), HT_BUF(o->stat), HT_INT(o->n), HT_FLOAT(lr),
                   HT_FLOAT(c->weight_decay), HT_FLOAT(c->momentum), HT_INT(c->nesterov),
-                  HT_INT(o->t == 1), HT_INT(o->off));
+                  HT_INT(o->t == 1), HT_INT(o->off), HT_INT(goff));
     } else {
         ht_launch(o->dev, "optim_sgd", 1, &gws, &lws, HT_BUF(params), HT_BUF(grads),
                   HT_BUF(o->stat), HT_INT(o->n), HT_FLOAT(lr), HT_FLOAT(c->weight_decay),
-                  HT_INT(o->off));
+                  HT_INT(o->off), HT_INT(goff));
     }
 }
 
@@ -228,6 +234,13 @@ void ht_optim_shard(ht_optim *o, size_t lo, size_t hi) {
     o->v = slice(o->dev, o->v, lo, hi, "optim.v");
     o->off = lo;
     o->n = hi - lo;
+}
+
+void ht_optim_grads_from(ht_optim *o, size_t gbase) {
+    if (gbase > o->off)
+        ht_die(HT_ERUNTIME, "optimizer: gradient buffer from %zu past the slice at %zu", gbase,
+               o->off);
+    o->gbase = gbase, o->gwin = 1;
 }
 
 void ht_optim_set_norm(ht_optim *o, float norm) {

@@ -30,6 +30,8 @@ typedef struct ht_optim {
     size_t n;       /* floats in each state buffer: those the update covers */
     size_t n_full;  /* floats in params and grads (n unless sharded) */
     size_t off;     /* the update covers params[off, off + n) (0 unless sharded) */
+    size_t gbase;   /* gwin: the gradient buffer starts at float gbase of the layout */
+    int gwin;       /* ht_optim_grads_from was called */
     int64_t t;      /* steps taken; a checkpoint restores it with the state buffers */
     ht_buf *m, *v;  /* SGD: momentum buffer in m (NULL when momentum == 0);
                      * AdamW: first and second moments */
@@ -69,6 +71,11 @@ void ht_optim_track_norm(ht_optim *o, int on);
  * so waits for the queue. NAN when the last step computed no norm (clip == 0 and norm
  * tracking off, or no step taken yet). */
 float ht_optim_last_grad_norm(ht_optim *o);
+
+/* From now on the steps' gradient buffer holds floats [gbase, ...) of the layout only, with
+ * this rank's slice at off - gbase (ZeRO-2's per-slice gradients, gbase <= off); its norm
+ * must then be given (ht_optim_set_norm) for every step that needs one. */
+void ht_optim_grads_from(ht_optim *o, size_t gbase);
 
 /* The global gradient norm of the next step, computed by the caller (ZeRO-2: each rank holds
  * the summed gradients of its slice only, so the norm is a sum over ranks): that step skips

@@ -53,3 +53,21 @@ int ht_reduce_plan(const ht_model *m, size_t first_bytes, size_t cap_bytes, ht_b
     }
     return nb;
 }
+
+void ht_reduce_window(const ht_bucket *b, int nb, size_t lo, size_t hi, size_t *wlo, size_t *whi,
+                      size_t *stage) {
+    size_t a = lo, z = lo, st = 0;
+    int any = 0;
+    for (int k = 0; k < nb; k++) {
+        if (!b[k].n) continue;
+        const size_t e = b[k].off + b[k].n;
+        if (lo < hi && b[k].off < hi && e > lo) { /* intersects the (non-empty) slice */
+            if (!any || b[k].off < a) a = b[k].off;
+            if (!any || e > z) z = e;
+            any = 1;
+        } else if (b[k].n > st) {
+            st = b[k].n;
+        }
+    }
+    *wlo = a, *whi = any ? z : a, *stage = st;
+}

@@ -22,4 +22,12 @@ typedef struct ht_bucket {
 int ht_reduce_plan(const ht_model *m, size_t first_bytes, size_t cap_bytes, ht_bucket *out,
                    int max);
 
+/* Pure: ZeRO-2's per-slice gradients for the slice [lo, hi) of the parameters, bucket by
+ * bucket: the gradient buffer holds [*wlo, *whi), the union of the buckets b[0..nb) that
+ * intersect the slice (their backward writes there; an empty slice: an empty window at lo),
+ * and *stage floats (the largest bucket outside it) hold each other bucket's gradients
+ * while it is reduced. */
+void ht_reduce_window(const ht_bucket *b, int nb, size_t lo, size_t hi, size_t *wlo, size_t *whi,
+                      size_t *stage);
+
 #endif

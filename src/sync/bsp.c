@@ -1,8 +1,11 @@
 /* The bsp policy (see bsp.h): the bucket plan (pure), then the worker side. Its backward
  * either runs in one piece and sums all gradients after it (one rank, or cluster.overlap =
  * false), or runs bucket by bucket, reads each bucket to the host and starts its nonblocking
- * all-reduce, progressing the outstanding ones between device calls, and measures how much
- * of the communication ran while backward was still going. Its step is the optimizer step.
+ * all-reduce (cluster.shard = "gradients": its reduce-scatter to the owners of its parts;
+ * the buckets outside the rank's gradient window pass through the gradient buffer),
+ * progressing the outstanding ones between device calls, and measures how much of the
+ * communication ran while backward was still going. Its step is the optimizer step (sharded:
+ * the slice's update, then the parameters all-gathered).
  * Emulated slowdown (DESIGN.md) idles where a slower device would still compute. All MPI
  * goes through src/comm, all device traffic through src/ocl. */
 #include "sync/bsp.h"
@@ -37,6 +40,9 @@ typedef struct bsp {
     size_t *counts;
     float *mine;
     int rs; /* cluster.shard = "gradients": gradients reduce-scattered into the slices */
+    /* rs: the slices' first floats (world + 1); bucketed: the owners' floats of each bucket
+     * (nb x world, made with the buckets) */
+    size_t *cut, *bcnt;
 } bsp;
 
 static void bsp_open(ht_sync *s) {
@@ -55,12 +61,34 @@ static void bsp_open(ht_sync *s) {
         ht_comm_allgather(&mine, sizeof mine, p->counts);
         p->mine = ht_xmalloc(mine ? mine : 1);
         p->rs = cfg->cluster.shard == HT_SHARD_GRADIENTS;
+        p->cut = ht_xmalloc((size_t)(p->world + 1) * sizeof *p->cut);
+        p->cut[0] = 0;
+        for (int r = 0; r < p->world; r++)
+            p->cut[r + 1] = p->cut[r] + p->counts[r] / sizeof(float);
         if (p->rs)
             ht_log_info("cluster.shard = gradients: the gradients are reduce-scattered, %zu of "
-                        "%zu summed here; reduced after backward in one piece",
-                        s->opt->n, s->n);
+                        "%zu summed here; %s",
+                        s->opt->n, s->n,
+                        p->overlap ? "bucket by bucket during backward"
+                                   : "after backward in one piece");
     }
     s->impl = p;
+}
+
+/* ZeRO-2, bucketed: the floats of bucket b that each rank owns (its slice's part). */
+static void owners_of(const bsp *p, const ht_bucket *b, size_t *cnt) {
+    for (int r = 0; r < p->world; r++) {
+        size_t lo = b->off > p->cut[r] ? b->off : p->cut[r];
+        size_t hi = b->off + b->n < p->cut[r + 1] ? b->off + b->n : p->cut[r + 1];
+        cnt[r] = hi > lo ? hi - lo : 0;
+    }
+}
+
+/* ZeRO-2, bucketed: the owners' counts per bucket. */
+static void rs_make(bsp *p) {
+    p->bcnt = ht_xmalloc((size_t)p->nb * (size_t)p->world * sizeof *p->bcnt);
+    for (int k = 0; k < p->nb; k++)
+        owners_of(p, &p->b[k], p->bcnt + (size_t)k * (size_t)p->world);
 }
 
 static void buckets_make(bsp *p, const ht_model *m) {
@@ -70,6 +98,7 @@ static void buckets_make(bsp *p, const ht_model *m) {
     p->req = ht_xcalloc((size_t)p->nb, sizeof *p->req);
     p->t0 = ht_xcalloc((size_t)p->nb, sizeof(double));
     p->t1 = ht_xcalloc((size_t)p->nb, sizeof(double));
+    if (p->rs) rs_make(p);
 }
 
 static void bsp_close(ht_sync *s) {
@@ -81,6 +110,8 @@ static void bsp_close(ht_sync *s) {
     free(p->host);
     free(p->counts);
     free(p->mine);
+    free(p->cut);
+    free(p->bcnt);
     free(p);
     s->impl = NULL;
 }
@@ -121,21 +152,32 @@ static double busy_before(const bsp *p, double until) {
 
 /* ---------------------------------------------------------------- one piece */
 
+/* ZeRO-2, the slice's summed gradients in p->mine: to the device (at the slice's place in the
+ * gradient window), and the stop flags and the slice's sum of squares (double) summed over
+ * ranks in one all-reduce; the global norm to the optimizer. The stop flag in host[n]. */
+static void slice_done(ht_sync *s, int stop) {
+    bsp *p = s->impl;
+    const ht_optim *o = s->opt;
+    const ht_model *m = s->m;
+    ht_buf_write(m->dev, m->grads, (o->off - m->gbase) * sizeof(float), o->n * sizeof(float),
+                 p->mine);
+    ht_vcost(HT_VC_H2D, 0, 0, 0, o->n);
+    double sums[2] = {stop ? 1.0 : 0.0, 0.0};
+    for (size_t i = 0; i < o->n; i++)
+        sums[1] += (double)p->mine[i] * (double)p->mine[i];
+    ht_comm_allreduce_sum_f64(sums, 2);
+    p->host[s->n] = (float)sums[0];
+    ht_optim_set_norm(s->opt, (float)sqrt(sums[1]));
+}
+
 /* ZeRO-2: each rank receives the sum of its slice of the gradients only (written at its
  * offset; the rest of its gradient buffer stays unreduced and is never read), the stop flag
  * and the slice's sum of squares summed apart; the global norm (clipping) from those sums,
  * in double: another summation order than the device's norm pass. */
 static void reduce_scatter(ht_sync *s) {
     bsp *p = s->impl;
-    const ht_optim *o = s->opt;
     ht_comm_reduce_scatter_sum(p->host, p->mine, p->counts);
-    ht_buf_write(s->m->dev, s->m->grads, o->off * sizeof(float), o->n * sizeof(float), p->mine);
-    double sums[2] = {p->host[s->n], 0.0};
-    for (size_t i = 0; i < o->n; i++)
-        sums[1] += (double)p->mine[i] * (double)p->mine[i];
-    ht_comm_allreduce_sum_f64(sums, 2);
-    p->host[s->n] = (float)sums[0];
-    ht_optim_set_norm(s->opt, (float)sqrt(sums[1]));
+    slice_done(s, p->host[s->n] > 0);
 }
 
 /* After a backward in one piece that took the step compute_s seconds so far: idles for the
@@ -183,22 +225,32 @@ static double bucket_start(ht_sync *s, int k, int B, float grad_scale, int stop_
     ht_model *m = s->m;
     const ht_bucket *b = &p->b[k];
     const size_t n = s->n;
+    /* ZeRO-2's per-slice gradients: a bucket outside the window passes through the gradient
+     * buffer from its start; nothing there is needed while it does (the buckets before it
+     * were read to the host, the slice's sums are written after the last) */
+    const int staged = b->off < m->gbase || b->off + b->n > m->gbase + m->gres;
+    ht_buf *g = m->grads;
+    const size_t gb = staged ? b->off : m->gbase; /* g's first float in the layout */
+    if (staged && b->n > m->gres)
+        ht_die(HT_ERUNTIME, "bsp: bucket %d (%zu floats) outside the gradient window exceeds "
+                            "the gradient buffer (%zu)", k, b->n, m->gres);
     double a = ht_now();
-    if (B > 0)
+    if (B > 0 && staged)
+        ht_model_backward_into(m, b->lo, b->hi, B, k == 0 ? grad_scale : 1.0f, g, gb);
+    else if (B > 0)
         ht_model_backward_range(m, b->lo, b->hi, B, k == 0 ? grad_scale : 1.0f, 0);
     else if (b->n) /* share 0: this rank adds nothing to the sum */
-        ht_buf_zero(m->dev, m->grads, b->off * sizeof(float), b->n * sizeof(float));
+        ht_buf_zero(m->dev, g, (b->off - gb) * sizeof(float), b->n * sizeof(float));
     poll(p, k);
     size_t len = b->n;
-    if (k == 0) {
+    if (k == 0 && !p->rs) {
         /* the first bucket ends at the top of the buffer: the stop flag rides along, so
-         * every rank stops after the same step */
+         * every rank stops after the same step (ZeRO-2: summed after the buckets) */
         p->host[n] = stop_flag ? 1.0f : 0.0f;
         len++;
     }
-    if (b->n)
-    {
-        ht_buf_read(m->dev, m->grads, b->off * sizeof(float), b->n * sizeof(float),
+    if (b->n) {
+        ht_buf_read(m->dev, g, (b->off - gb) * sizeof(float), b->n * sizeof(float),
                     p->host + b->off);
         ht_vcost(HT_VC_D2H, 0, 0, 0, b->n); /* virtual time: the staging, as hetsim's */
     } else
@@ -207,7 +259,13 @@ static double bucket_start(ht_sync *s, int k, int B, float grad_scale, int stop_
     idle_poll(p, k, (s->slowdown - 1) * dt);
     p->t0[k] = ht_now();
     p->t1[k] = 0;
-    p->req[k] = ht_comm_iallreduce(p->host + (k == 0 ? n - b->n : b->off), len, p->ring);
+    if (p->rs) { /* each owner receives the sum of its part of the bucket */
+        const size_t *cnt = p->bcnt + (size_t)k * (size_t)p->world, me = p->cut[ht_comm_rank()];
+        float *into = p->mine + (b->off > me ? b->off - me : 0);
+        p->req[k] = ht_comm_ireduce_scatter(p->host + b->off, into, cnt, p->ring);
+    } else {
+        p->req[k] = ht_comm_iallreduce(p->host + (k == 0 ? n - b->n : b->off), len, p->ring);
+    }
     poll(p, k + 1);
     return dt;
 }
@@ -219,17 +277,22 @@ static void backward_bucketed(ht_sync *s, int B, float grad_scale, double t_star
     ht_dev_finish(m->dev); /* the forward */
     double compute = ht_now() - t_start;
     idle_poll(p, 0, (s->slowdown - 1) * compute);
+    const int stop = ht_stop_requested();
     for (int k = 0; k < p->nb; k++)
-        compute += bucket_start(s, k, B, grad_scale, ht_stop_requested());
+        compute += bucket_start(s, k, B, grad_scale, stop);
     double t_end_bwd = ht_now();
     for (int k = 0; k < p->nb; k++) {
         ht_comm_wait(p->req[k]);
         p->req[k] = NULL;
         if (p->t1[k] == 0) p->t1[k] = ht_now();
-        ht_trace_span("all-reduce bucket", p->t0[k], p->t1[k]);
+        ht_trace_span(p->rs ? "reduce-scatter bucket" : "all-reduce bucket", p->t0[k], p->t1[k]);
     }
-    ht_buf_write(m->dev, m->grads, 0, s->n * sizeof(float), p->host);
-    ht_vcost(HT_VC_H2D, 0, 0, 0, s->n);
+    if (p->rs) {
+        slice_done(s, stop);
+    } else {
+        ht_buf_write(m->dev, m->grads, 0, s->n * sizeof(float), p->host);
+        ht_vcost(HT_VC_H2D, 0, 0, 0, s->n);
+    }
     s->stop = p->host[s->n] > 0;
     double t_done = ht_now();
     ht_trace_span("all-reduce (not hidden)", t_end_bwd, t_done);
@@ -247,7 +310,7 @@ static void backward_bucketed(ht_sync *s, int B, float grad_scale, double t_star
  * overlapped, waiting for slower ranks shows up in comm_s). */
 static void bsp_backward(ht_sync *s, int B, float grad_scale, double t_start) {
     bsp *p = s->impl;
-    if (p->world > 1 && p->overlap && !p->rs) {
+    if (p->world > 1 && p->overlap) {
         backward_bucketed(s, B, grad_scale, t_start);
         return;
     }

@@ -70,12 +70,13 @@ static int profile_model(const ht_config *cfg, const ht_model *m, const ht_devin
 
 /* This rank's forward + backward on the first s samples of the loaded batch: the best of
  * `reps` timed passes, emulated slowdown included. */
-static double time_pass(ht_model *m, int s, float scale, int reps, double slowdown) {
+static double time_pass(ht_job *j, int s, float scale, int reps, double slowdown) {
+    ht_model *m = &j->model;
     double best = INFINITY;
     for (int k = 0; k < reps; k++) {
         double t0 = ht_now();
         ht_model_forward(m, s, 1);
-        ht_model_backward(m, s, scale);
+        ht_zero_backward(j, s, scale); /* ZeRO-2's per-slice gradients: bucket by bucket */
         ht_dev_finish(m->dev);
         double t = ht_now() - t0;
         if (t < best) best = t;
@@ -99,9 +100,9 @@ static int split_by_speed(ht_job *j) {
         ht_source_batch(&j->src, &j->model, 0, j->B, cl->lo, cl->hi);
         ht_model_set_training(&j->model, 1, j->cfg->train.seed, 0);
         const float scale = (float)(1.0 / j->rows);
-        time_pass(&j->model, s1, scale, 1, 1);
-        double t1 = time_pass(&j->model, s1, scale, 2, cl->slowdown);
-        double t2 = time_pass(&j->model, s2, scale, 2, cl->slowdown);
+        time_pass(j, s1, scale, 1, 1);
+        double t1 = time_pass(j, s1, scale, 2, cl->slowdown);
+        double t2 = time_pass(j, s2, scale, 2, cl->slowdown);
         ht_plan_affine_from(s1, t1 > 1e-9 ? t1 : 1e-9, s2, t2, &sp, &fx);
     }
     /* every rank's model, then the plan's split (plan/job.h: the one hetsim simulates) */

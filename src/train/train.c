@@ -86,10 +86,12 @@ static int setup_net(ht_job *j) {
      * batch the model is built for: a pipeline's micro-batch) */
     int rc = ht_fit_check(cfg, ht_dev_info(j->dev), src->train.features, src->train.classes,
                           j->model_batch);
+    if (rc == HT_OK)
+        rc = ht_build_desc(&j->model, cfg, src->train.features, src->train.classes,
+                           j->model_batch);
+    /* ZeRO: the cut (collective), and ZeRO-2's gradient window before anything is allocated */
+    if (j->eng.zero_init) ht_zero_setup(j, rc);
     if (rc != HT_OK) return rc;
-    if ((rc = ht_build_desc(&j->model, cfg, src->train.features, src->train.classes,
-                            j->model_batch)) != HT_OK)
-        return rc;
     /* a pipeline stage known now: only its window is ever allocated (train/pipe_start.c) */
     size_t pbase = 0, pres = j->model.nparams;
     int lo = 0, hi = j->model.nlayers;
@@ -112,13 +114,13 @@ static int setup_model(ht_job *j) {
     const ht_config *cfg = j->cfg;
     const ht_source *src = &j->src;
     int rc = setup_net(j);
-    if (j->eng.zero_init) ht_comm_exit_if_any(rc); /* the cut below is collective */
+    if (j->eng.zero_init) ht_comm_exit_if_any(rc); /* ranks that failed after the cut */
     if (rc != HT_OK) return rc;
     ht_optim_cfg ocfg = ht_optim_cfg_from(cfg);
     if (j->eng.zero_init) { /* ZeRO: this rank's slice of the state, never the whole */
-        j->eng.zero_cut = ht_zero_cut(j);
         ht_optim_init_slice(&j->opt, j->dev, &ocfg, j->model.nparams,
                             j->eng.zero_cut[j->rank], j->eng.zero_cut[j->rank + 1]);
+        if (j->model.gwin) ht_optim_grads_from(&j->opt, j->model.gbase); /* ZeRO-2 */
     } else {
         ht_optim_init(&j->opt, j->dev, &ocfg, ht_model_resident(&j->model)); /* a stage's, or all */
     }

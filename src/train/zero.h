@@ -20,4 +20,17 @@ int ht_zero_check(ht_job *j);
  * entries, multiples of 8; ht_checkpoint_shard_cuts). The caller frees it. */
 size_t *ht_zero_cut(ht_job *j);
 
+/* Setup, collective, after the model's description (rc: this rank's result so far; any rank's
+ * error ends every rank first): the cut (eng.zero_cut), and for cluster.shard = "gradients"
+ * with cluster.overlap (bucketed), the model's gradient window (ht_model_grad_window: the
+ * buckets that intersect this rank's slice, ht_reduce_window; the buffer at least as long as
+ * the largest other bucket, which passes through it), unless a tied head makes backward
+ * write across buckets. */
+void ht_zero_setup(ht_job *j, int rc);
+
+/* ht_model_backward for a model whose gradients may be windowed (ht_zero_setup): bucket by
+ * bucket, those outside the window through the buffer's start (their values are lost). For
+ * timed passes (the speed split), not for training steps. */
+void ht_zero_backward(ht_job *j, int B, float grad_scale);
+
 #endif

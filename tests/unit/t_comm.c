@@ -1,8 +1,10 @@
 /* The comm layer: ring all-reduce against MPI_Allreduce and bitwise identical on every
  * rank, broadcast and all-gather; the nonblocking all-reduce (ring: the blocking one's bits;
- * several outstanding at once, odd lengths, waited in any order); the gradient bucket plan
- * of sync/bsp.c (pure). Run under mpirun by tests/integration/comm.t (3 and 4 ranks); run
- * alone (as prove does) it is a valid 1-rank test of the same checks. */
+ * several outstanding at once, odd lengths, waited in any order); the nonblocking
+ * reduce-scatter on unequal owners' counts (ring half and MPI); the gradient bucket plan of
+ * sync/bsp.c and ZeRO-2's gradient window (pure). Run under mpirun by
+ * tests/integration/comm.t (3 and 4 ranks); run alone (as prove does) it is a valid 1-rank
+ * test of the same checks. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -124,6 +126,80 @@ static void test_nonblocking(int rank, int p, double tol) {
            "outstanding count: %d while in flight, 0 after the waits", outstanding);
 }
 
+/* The nonblocking reduce-scatter (ring half and MPI_Ireduce_scatter) on owners' counts
+ * that differ, are zero, or give one rank everything, lengths up to 300k floats (the ring's
+ * segments): each rank's part equals the exact sum (double, from the pure values) within
+ * tol; all cases outstanding at once, waited in another order on rank 0. */
+static void test_reduce_scatter(int rank, int p, double tol) {
+    enum { NC = 5 };
+    size_t cnt[NC][64];
+    for (int r = 0; r < p; r++) {
+        cnt[0][r] = 7;                            /* equal */
+        cnt[1][r] = r == p - 1 ? 1001 : 0;        /* one owner of everything */
+        cnt[2][r] = r == 0 ? 0 : (size_t)(13 * r); /* rank 0 owns nothing */
+        cnt[3][r] = 100003 * (size_t)(r + 1);     /* unequal, several segments */
+        cnt[4][r] = r == 1 ? 3 : 40000;           /* a small part among large ones */
+    }
+    float *buf[2][NC], *out[2][NC];
+    ht_comm_req *req[2][NC];
+    size_t off[NC], tot[NC];
+    for (int c = 0; c < NC; c++) {
+        off[c] = tot[c] = 0;
+        for (int r = 0; r < p; r++) {
+            if (r == rank) off[c] = tot[c];
+            tot[c] += cnt[c][r];
+        }
+        for (int w = 0; w < 2; w++) {
+            buf[w][c] = malloc(tot[c] * sizeof(float) + 1);
+            out[w][c] = malloc(cnt[c][rank] * sizeof(float) + 1);
+            for (size_t i = 0; i < tot[c]; i++)
+                buf[w][c][i] = val(rank + c, i);
+        }
+    }
+    for (int c = 0; c < NC; c++)
+        for (int w = 0; w < 2; w++) {
+            req[w][c] = ht_comm_ireduce_scatter(buf[w][c], out[w][c], cnt[c], w == 0);
+            ht_comm_test(NULL);
+        }
+    for (int j = 0; j < NC; j++) {
+        int c = rank == 0 ? NC - 1 - j : j;
+        ht_comm_wait(req[0][c]);
+        ht_comm_wait(req[1][c]);
+    }
+    int good[2] = {1, 1};
+    for (int c = 0; c < NC; c++) {
+        for (size_t i = 0; i < cnt[c][rank]; i++) {
+            double e = 0;
+            for (int r = 0; r < p; r++)
+                e += val(r + c, off[c] + i);
+            for (int w = 0; w < 2; w++)
+                good[w] &= fabs(out[w][c][i] - e) <= tol;
+        }
+        for (int w = 0; w < 2; w++)
+            free(buf[w][c]), free(out[w][c]);
+    }
+    tap_ok(all_ranks(good[0]), "%d ring reduce-scatters (unequal, zero, single-owner counts) "
+           "outstanding at once: each part the exact sum within %.1e", NC, tol);
+    tap_ok(all_ranks(good[1]), "the same by MPI_Ireduce_scatter, among them: within %.1e", tol);
+    tap_ok(all_ranks(ht_comm_outstanding() == 0), "none outstanding after the waits");
+}
+
+/* ZeRO-2's gradient window (pure): fc1 [0, 544), fc2 [544, 1336), fc3 [1336, 1436) in the
+ * three 105-byte buckets. */
+static void test_window(const ht_bucket *b, int nb) {
+    size_t lo, hi, st;
+    int ok = 1;
+    ht_reduce_window(b, nb, 0, 720, &lo, &hi, &st);
+    ok &= lo == 0 && hi == 1336 && st == 100; /* fc1 and fc2 meet [0, 720): fc3 staged */
+    ht_reduce_window(b, nb, 720, 1436, &lo, &hi, &st);
+    ok &= lo == 544 && hi == 1436 && st == 544; /* fc2, fc3: fc1 staged */
+    ht_reduce_window(b, nb, 544, 1336, &lo, &hi, &st);
+    ok &= lo == 544 && hi == 1336 && st == 544; /* exactly fc2: the larger outside staged */
+    ht_reduce_window(b, nb, 720, 720, &lo, &hi, &st);
+    ok &= lo == hi && st == 792; /* an empty slice: every bucket staged */
+    tap_ok(ok, "gradient windows: the buckets meeting a slice, the largest other staged");
+}
+
 /* The bucket plan on model descriptions (no device): reverse layer order, tiling the
  * gradient buffer downward from its top, sizes, fused pairs kept together. */
 static int plan_ok(const ht_model *m, const ht_bucket *b, int nb) {
@@ -157,6 +233,8 @@ static void test_bucket_plan(void) {
     tap_ok(nb == 2 && plan_ok(&m, b, nb) && b[0].lo == 4 && b[1].lo == 0,
            "mlp, 1-byte first bucket then 1 MiB cap: fc3 alone, then the rest");
     tap_ok(ht_reduce_plan(&m, 105, 105, NULL, 0) == 3, "counting without output");
+    nb = ht_reduce_plan(&m, 105, 105, b, 64);
+    test_window(b, nb);
     ht_model_free(&m);
     if (ht_model_gpt(&m, NULL, 256, 16, 3, 32, 4, 0, 2, 0) != HT_OK) {
         tap_ok(0, "gpt description builds");
@@ -242,6 +320,7 @@ int main(int argc, char **argv) {
     }
 
     test_nonblocking(rank, p, tol);
+    test_reduce_scatter(rank, p, tol);
     test_bucket_plan();
 
     char word[16] = "";
