@@ -12,7 +12,13 @@ loss = model == "gpt"
 key = "val_loss" if loss else "val_acc"
 reached = (lambda v: v <= target) if loss else (lambda v: v >= target)
 rows, curves = {}, {}
+failed = {}
 for p in pols:
+    try:  # bench_emulate.sh writes the exit status of a run that failed (a divergence: 1)
+        failed[p] = open(f"{out}/{tag}-{p}.failed").read().strip()
+        continue
+    except OSError:
+        pass
     recs = [json.loads(l) for l in open(f"{out}/{tag}-{p}.jsonl")]
     ev = [r for r in recs if r["type"] == "eval" and r[key] is not None]
     sy = [r for r in recs if r["type"] == "sync"]
@@ -41,6 +47,8 @@ for p, r in rows.items():
     st = r["step"] if r["step"] is not None else "-"
     f_ = f"{r['fin']:.3f}" if loss else f"{100 * r['fin']:.2f}%"
     print(f"| {p} | {tta} | {st} | {sp} | {f_} | {r['total']:.3f} | {r['sent'] / 1e6:,.0f} |")
+for p, rc in failed.items():
+    print(f"| {p} | failed (exit {rc}: {out}/{tag}-{p}.err) | - | - | - | - | - |")
 if plot != "1":
     sys.exit(0)
 # text plot: one letter per policy, virtual time on a log axis (the policies differ by 100x)
