@@ -185,6 +185,14 @@ int ht_emulate_cli(int argc, char **argv) {
     ht_emulate_write_platform(&c, n, fp, fh);
     if (fclose(fp) | fclose(fh)) ht_die(HT_ERUNTIME, "emulate: writing %s failed", a.out);
     setenv("HT_EMULATE_CLUSTER", cl, 1);
+    /* Every rank is in one process, so one PoCL serves all their queues. PoCL 3.1's pthread
+     * device then aborts now and then (pocl_release_dlhandle_cache: ref_count > 0): it
+     * releases a finished kernel's cached work-group function by kernel hash and local size
+     * only, so with commands of several queues in flight it can drop another entry's
+     * reference. Its basic device runs each command inline, from its cache look-up to its
+     * release, so none overlap: same kernels, same results, one thread (virtual time does
+     * not depend on it). A POCL_DEVICES the user set stays. */
+    setenv("POCL_DEVICES", "basic", 0);
     char np[16];
     snprintf(np, sizeof np, "%d", n);
     char *cmd[16 + 2 * 64 + 32];

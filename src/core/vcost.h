@@ -19,5 +19,9 @@ typedef void (*ht_vcost_fn)(int what, int layer, int n, int B, size_t nparams);
 
 void ht_vcost_set(ht_vcost_fn fn); /* NULL: no sink */
 void ht_vcost(int what, int layer, int n, int B, size_t nparams);
+/* on != 0: reports are dropped until ht_vcost_pause(0) (an evaluation is an observer: it
+ * takes no virtual time, so that rank 0 trains as fast as its device while it also evaluates,
+ * as the asynchronous policies' other workers do not wait for it) */
+void ht_vcost_pause(int on);
 
 #endif

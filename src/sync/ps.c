@@ -6,8 +6,10 @@
  * parameters came from and its compute seconds), then pull the parameters back; the pull
  * reply may be held by the server. A server serves whichever worker's push arrives first
  * (nonblocking receives posted for every worker), so no worker blocks another. Every gradient
- * is applied scaled by its share of the global batch (b / train.batch): train.batch samples'
- * worth of pushes move the parameters as far as one bsp step.
+ * is applied as its share of the global batch (b / train.batch) of a step: train.batch samples'
+ * worth of pushes move the parameters as far as one bsp step. SGD scales the gradient; AdamW,
+ * whose update does not change when its gradients are scaled, takes the share of the learning
+ * rate (before 2026-11-28 it scaled the gradient too, so every push was a whole step).
  *
  *   asp   apply at once, reply at once.
  *   ssp   apply at once; reply when the worker's next clock c is allowed: every active worker
@@ -238,23 +240,26 @@ typedef struct server {
     /* dasp */
     int *state, *group, *pushed, units;
     float *acc; /* [W] x len: a SYNC group's summed gradients, by group number */
+    double *accw; /* [W] the shares summed into each group's acc */
     int *nacc;  /* [W] members summed per group */
     int64_t last_assign;
     ht_metrics *log;
     ht_sync_stats *st;
 } server;
 
-/* One optimizer update of the shard with gradient g (len floats, scaled in place by scale).
- * Virtual time (core/vcost.h), as hetsim's ps_apply charges it: the scaling pass, the copies
- * to and from the device and the optimizer step (which reports itself). */
-static void apply(server *v, float *g, double scale) {
-    if (scale != 1) {
+/* One optimizer update of the shard with gradient g (len floats, scaled in place by gscale)
+ * at lrscale x the schedule's rate. Virtual time (core/vcost.h), as hetsim's ps_apply charges
+ * it: the scaling pass, the copies to and from the device and the optimizer step (which
+ * reports itself). */
+static void apply(server *v, float *g, double gscale, double lrscale) {
+    if (gscale != 1) {
         for (size_t i = 0; i < v->len; i++)
-            g[i] = (float)(g[i] * scale);
+            g[i] = (float)(g[i] * gscale);
         ht_vcost(HT_VC_HOST, 0, 0, 0, v->len);
     }
     int64_t step = v->samples / v->cfg->train.batch;
     float lr = (float)ht_lr_at(&v->sched, step < v->total ? step : v->total - 1, v->total);
+    lr = (float)(lr * lrscale);
     ht_buf_write(v->dev, v->grads, 0, v->len * sizeof(float), g);
     ht_vcost(HT_VC_H2D, 0, 0, 0, v->len);
     ht_optim_step(&v->opt, v->params, v->grads, lr);
@@ -262,6 +267,13 @@ static void apply(server *v, float *g, double scale) {
     ht_vcost(HT_VC_D2H, 0, 0, 0, v->len);
     v->version++;
     v->st->steps++;
+}
+
+/* An update worth `share` of a bsp step, from gradient g (rules.h ht_ps_share_scales). */
+static void apply_share(server *v, float *g, double share) {
+    double gs, ls;
+    ht_ps_share_scales(v->opt.cfg.type == HT_OPT_ADAMW, share, &gs, &ls);
+    apply(v, g, gs, ls);
 }
 
 static int64_t min_clock(const server *v) { return ht_ssp_min_clock(v->clock, v->active, v->W); }
@@ -306,9 +318,17 @@ static void reply(server *v, int w) {
 
 /* DASP: applies SYNC group g's summed gradients as one update; its members may go on. */
 static void flush_group(server *v, int g) {
-    apply(v, v->acc + (size_t)g * v->len, 1.0);
-    memset(v->acc + (size_t)g * v->len, 0, v->len * sizeof(float));
+    /* acc holds sum share_i g_i: SGD applies it as is; AdamW its mean gradient at accw of
+     * the rate (scaling its gradient would change nothing) */
+    float *a = v->acc + (size_t)g * v->len;
+    double sum = v->accw[g];
+    if (v->opt.cfg.type == HT_OPT_ADAMW && sum > 0)
+        apply(v, a, 1.0 / sum, sum);
+    else
+        apply(v, a, 1.0, 1.0);
+    memset(a, 0, v->len * sizeof(float));
     v->nacc[g] = 0;
+    v->accw[g] = 0;
     for (int w = 0; w < v->W; w++)
         if (v->group[w] == g) v->pushed[w] = 0;
 }
@@ -362,7 +382,7 @@ static void on_push(server *v, int w) {
      * parameters as far as one bsp step (and a SYNC group of all workers is exactly bsp) */
     double share = (double)h->samples / v->cfg->train.batch;
     if (v->mode != HT_SYNC_DASP) {
-        apply(v, PAYLOAD(h), share);
+        apply_share(v, PAYLOAD(h), share);
     } else if (v->state[w] == HT_DASP_SYNC) {
         float *a = v->acc + (size_t)v->group[w] * v->len;
         const float *g = PAYLOAD(h);
@@ -370,9 +390,10 @@ static void on_push(server *v, int w) {
             a[i] += (float)(share * g[i]);
         ht_vcost(HT_VC_HOST, 0, 0, 0, v->len);
         v->nacc[v->group[w]]++;
+        v->accw[v->group[w]] += share;
         v->pushed[w] = 1;
     } else {
-        apply(v, PAYLOAD(h), share * ht_dasp_scale(sigma, v->units));
+        apply_share(v, PAYLOAD(h), share * ht_dasp_scale(sigma, v->units));
     }
     v->pending[w] = 1;
     v->since[w] = now;
@@ -399,6 +420,7 @@ static void server_free(server *v) {
     free(v->pushed);
     free(v->acc);
     free(v->nacc);
+    free(v->accw);
     free(v->x);
     if (v->params) ht_buf_free(v->params);
     if (v->grads) ht_buf_free(v->grads);
@@ -443,6 +465,7 @@ static int server_open(server *v, const msg_hdr *h, const char *sel) {
     v->group = ht_xcalloc((size_t)W, sizeof(int));
     v->pushed = ht_xcalloc((size_t)W, sizeof(int));
     v->nacc = ht_xcalloc((size_t)W, sizeof(int));
+    v->accw = ht_xcalloc((size_t)W, sizeof(double));
     if (v->mode == HT_SYNC_DASP) v->acc = ht_xcalloc((size_t)W * v->len + 1, sizeof(float));
     for (int w = 0; w < W; w++) {
         /* the largest message: a final shard with its optimizer state */
@@ -476,7 +499,7 @@ static void server_begin(server *v, const msg_hdr *h) {
     size_t bytes = sizeof(msg_hdr) + v->len * sizeof(float);
     for (int w = 0; w < v->W; w++) {
         v->active[w] = 1;
-        v->pending[w] = v->pushed[w] = v->nacc[w] = 0;
+        v->pending[w] = v->pushed[w] = v->nacc[w] = 0, v->accw[w] = 0;
         v->clock[w] = 0;
         v->tau[w] = 0;
         v->state[w] = HT_DASP_ASYNC;

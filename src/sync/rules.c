@@ -104,6 +104,11 @@ double ht_dasp_scale(int64_t sigma, int units) {
     return r < 1.0 ? r : 1.0;
 }
 
+void ht_ps_share_scales(int adamw, double share, double *gscale, double *lrscale) {
+    *gscale = adamw ? 1.0 : share;
+    *lrscale = adamw ? share : 1.0;
+}
+
 /* ---------------------------------------------------------- P-Reduce group generator */
 
 /* P-Reduce (Miao et al.): the first P ready workers average together, so fast workers do not

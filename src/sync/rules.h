@@ -57,6 +57,12 @@ int ht_dasp_assign(const double *tau, const int *active, int n, double similar, 
  * k times slower than the rest is scaled by about 1/k. units < 1 counts as 1. */
 double ht_dasp_scale(int64_t sigma, int units);
 
+/* A parameter server's update worth `share` of a bsp step (a push's b / train.batch, times
+ * DASP's staleness factor): SGD scales the gradient by share (*gscale = share, *lrscale = 1);
+ * AdamW (adamw != 0), whose step is the same for any scaling of its gradients, takes share of
+ * the learning rate instead (*gscale = 1, *lrscale = share). */
+void ht_ps_share_scales(int adamw, double share, double *gscale, double *lrscale);
+
 /* ---------------------------------------------------------- P-Reduce group generator */
 
 /* First-come first-served groups of ready workers. Rules, checked in this order by

@@ -11,6 +11,7 @@
 #include "comm/comm.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "core/vcost.h"
 #include "plan/job.h"
 #include "train/checkpoint.h"
 
@@ -105,15 +106,21 @@ static void dev_memory(const ht_job *j, int64_t done) {
                  (unsigned long long)now, (unsigned long long)peak);
 }
 
-/* Rank 0 evaluates its model at step `done`. */
+/* Rank 0 evaluates its model at step `done`. Under emulation its forward passes take no
+ * virtual time (ht_vcost_pause): the asynchronous policies' other workers train on while rank
+ * 0 evaluates, so time_s, which leaves the evaluations out, would otherwise run behind them
+ * (and worker 0 would lose steps to it). */
 static void evaluate(ht_job *j, int64_t done) {
     double t0 = ht_now();
+    ht_vcost_pause(1);
     if (j->eng.evaluate)
         j->eng.evaluate(j, &j->rep.vloss, &j->rep.vacc);
     else if (j->eng.gather)
         j->eng.gather(j);
+    if (j->rank == 0 && !j->eng.evaluate)
+        ht_source_evaluate(&j->model, &j->src, &j->rep.vloss, &j->rep.vacc);
+    ht_vcost_pause(0);
     if (j->rank == 0) {
-        if (!j->eng.evaluate) ht_source_evaluate(&j->model, &j->src, &j->rep.vloss, &j->rep.vacc);
         j->rep.t_eval += ht_now() - t0;
         if (j->metrics)
             ht_metrics_eval(j->metrics, done, j->rep.vloss, j->rep.vacc, ht_now() - j->rep.t_loop - j->rep.t_eval);

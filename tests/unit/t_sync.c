@@ -209,6 +209,14 @@ static void test_dasp(void) {
     tap_ok(near(ht_dasp_scale(9, 3), 1.0 / 3, 1e-15), "scale: sigma 9, units 3 -> 1/3");
     tap_ok(ht_dasp_scale(4, 0) == 0.25, "scale: units 0 counts as 1");
     tap_ok(ht_dasp_scale(2, -5) == 0.5, "scale: negative units count as 1");
+
+    /* a server update worth 1/8 of a step: SGD's gradient x 1/8; AdamW's rate x 1/8 (its
+     * step m/(sqrt(v)+eps) is the same for g and g/8, so scaling g would change nothing) */
+    double gs, ls;
+    ht_ps_share_scales(0, 0.125, &gs, &ls);
+    tap_ok(gs == 0.125 && ls == 1.0, "server share 1/8, SGD: gradient x 1/8, rate x 1");
+    ht_ps_share_scales(1, 0.125, &gs, &ls);
+    tap_ok(gs == 1.0 && ls == 0.125, "server share 1/8, AdamW: gradient x 1, rate x 1/8");
 }
 
 /* ---------------------------------------------------------- P-Reduce group generator */

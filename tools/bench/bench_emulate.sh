@@ -13,7 +13,7 @@
 # it. Every figure is deterministic: the same command gives the same table on any machine.
 #   tools/bench/bench_emulate.sh [POLICIES...]        (from the repository root)
 #   env: W (8), MIX (std | tail), MODEL (mlp | gpt), TARGET (0.90; gpt: 2.5), EPOCHS (3;
-#        mlp), STEPS (300; gpt), EVAL (5; gpt 20), OUT (bench-emulate), HT_BUILD (build),
+#        mlp), STEPS (200; gpt), EVAL (5; gpt 10), OUT (bench-emulate), HT_BUILD (build),
 #        HT_SMPI_BIN (default $HT_BUILD-smpi/hettrain-smpi), SET (one more --set for every
 #        policy, e.g. SET=sync.period=4), PLOT (1: print the text plot), GFLOPS (2000: the
 #        full-speed device's peak; 20: compute-bound, as CPU nodes), HIDDEN (the MLP's hidden
@@ -23,10 +23,15 @@
 . "$(dirname "$0")/common.sh"
 W=${W:-8}; MIX=${MIX:-std}; MODEL=${MODEL:-mlp}; OUT=${OUT:-bench-emulate}; PLOT=${PLOT:-1}
 HOST=${HOST:-0}; GFLOPS=${GFLOPS:-2000}
-EPOCHS=${EPOCHS:-3}; STEPS=${STEPS:-300}
+EPOCHS=${EPOCHS:-3}
 if [ "$MODEL" = gpt ]; then
-    TARGET=${TARGET:-2.5}; EVAL=${EVAL:-20}; job=conf/shakespeare-gpt.cfg
-    len=(--set train.steps="$STEPS" --set train.eval_every="$EVAL" --set train.eval_batches=4)
+    # a tiny GPT (2 blocks of width 64, 4 heads, context 32: 0.12M parameters), so that a
+    # policy's run takes minutes of wall time even at 16 emulated ranks; batch 64 sequences
+    # (8 a worker at 8 workers, 1 at 64), warm-up 20 steps, cosine decay over STEPS
+    TARGET=${TARGET:-2.5}; EVAL=${EVAL:-10}; STEPS=${STEPS:-200}; job=conf/shakespeare-gpt.cfg
+    len=(--set train.steps="$STEPS" --set train.eval_every="$EVAL" --set train.eval_batches=4
+         --set model.n_layer=2 --set model.d_model=64 --set model.context=32
+         --set train.batch=64 --set optim.warmup=20)
 else
     TARGET=${TARGET:-0.90}; EVAL=${EVAL:-5}; job=conf/mnist-mlp.cfg
     len=(--set train.epochs="$EPOCHS" --set train.eval_every="$EVAL")
@@ -74,12 +79,14 @@ for p in "${policies[@]}"; do
     # the server's device: full speed (the mix is over the workers)
     if [ "$p" = bsp ]; then cluster "$W"; else cluster "$W" | sed -E "s/^hosts = \( (.*) \);/hosts = ( \1, { devices = [\"g1\"]; } );/"; fi >"$OUT/cluster-$W-$MIX-$p.cfg"
     echo "bench_emulate: $MODEL $MIX $p ($np ranks)..." >&2
+    rm -f "$OUT/$tag-$p.jsonl" "$OUT/$tag-$p.failed"
     "$build/hettrain" emulate --cluster "$OUT/cluster-$W-$MIX-$p.cfg" -c "$job" \
         --smpi "$smpi" --out "$OUT/platform-$tag-$p" --set sync.mode="$p" "${len[@]}" \
         --set checkpoint.path='""' \
         --set log.metrics="$OUT/$tag-$p.jsonl" --set sync.log="$OUT/$tag-$p.log" \
         ${SET:+--set "$SET"} -- -q \
-        >"$OUT/$tag-$p.out" 2>"$OUT/$tag-$p.err" || { tail -20 "$OUT/$tag-$p.err"; exit 1; }
+        >"$OUT/$tag-$p.out" 2>"$OUT/$tag-$p.err" ||
+        { echo $? >"$OUT/$tag-$p.failed"; tail -5 "$OUT/$tag-$p.err" >&2; }
 done
 
 /usr/bin/python3 "$(dirname "$0")/emulate_table.py" "$OUT" "$tag" "$TARGET" "$PLOT" "${policies[@]}"
