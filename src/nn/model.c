@@ -257,7 +257,9 @@ void ht_model_stage_tail(const ht_model *m, int lo, int hi, size_t pbase, size_t
 }
 
 size_t ht_model_local(const ht_model *m, size_t off) {
-    if (off >= m->pbase && off < m->pbase + m->pres) return off - m->pbase;
+    for (int w = 0; w < m->nwin; w++) /* the windows (several: a rank's stages), packed */
+        if (off >= m->win[w].base && off < m->win[w].base + m->win[w].n)
+            return m->win[w].at + (off - m->win[w].base);
     if (off >= m->tail_off && off < m->tail_off + m->tail_n) return m->pres + (off - m->tail_off);
     return (size_t)-1;
 }
@@ -271,7 +273,9 @@ static int put_part(size_t off, size_t n, const float *src, size_t lo, size_t le
 }
 
 int ht_model_put(const ht_model *m, size_t off, size_t n, const float *src, float *host) {
-    int any = put_part(off, n, src, m->pbase, m->pres, host);
+    int any = 0;
+    for (int w = 0; w < m->nwin; w++)
+        any |= put_part(off, n, src, m->win[w].base, m->win[w].n, host + m->win[w].at);
     return put_part(off, n, src, m->tail_off, m->tail_n, host + m->pres) | any;
 }
 
@@ -280,7 +284,9 @@ static int overlaps(size_t off, size_t n, size_t lo, size_t len) {
 }
 
 int ht_model_holds(const ht_model *m, size_t off, size_t n) {
-    return overlaps(off, n, m->pbase, m->pres) || overlaps(off, n, m->tail_off, m->tail_n);
+    for (int w = 0; w < m->nwin; w++)
+        if (overlaps(off, n, m->win[w].base, m->win[w].n)) return 1;
+    return overlaps(off, n, m->tail_off, m->tail_n);
 }
 
 double ht_model_flops_per_sample(const ht_model *m) {

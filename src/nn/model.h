@@ -58,6 +58,16 @@ typedef struct ht_param_tensor {
 
 #define HT_LAYER_MAX_TENSORS 12
 
+/* Chunks (layer ranges) a model can be attached as: a pipeline rank of an interleaved,
+ * Chimera or zero-bubble V schedule runs several stages (ht_model_attach_chunks). */
+#define HT_MODEL_MAX_CHUNKS 16
+
+/* A resident parameter window: floats [base, base + n) of the layout, held at float `at` of
+ * params and grads (windows ascend and do not touch; at is the sum of the earlier n). */
+typedef struct ht_pwin {
+    size_t base, n, at;
+} ht_pwin;
+
 struct ht_layer_ops;
 
 /* One layer of the chain. in/out are floats per sample (int32 tokens for an embedding's
@@ -99,22 +109,28 @@ typedef struct ht_model {
     int tied; /* a GPT whose head weight is wte: the head's backward writes wte's gradient
                * first, the embedding's adds to it (so only whole-model backward is valid) */
     size_t nparams;
-    ht_buf *params, *grads; /* params: floats [pbase, pbase + pres) of the layout; grads:
-                             * [gbase, gbase + gres), the same unless ht_model_grad_window */
-    /* the resident window of the parameter layout (train/pipe_local.c): the whole model
-     * (0, nparams) unless a pipeline rank keeps only its stage; tensor offsets (t[].off, woff)
-     * stay global, ht_layer_param/grad subtract pbase */
+    ht_buf *params, *grads; /* params: the resident windows of the layout, packed; grads: the
+                             * same unless ht_model_grad_window set [gbase, gbase + gres) */
+    /* the resident windows of the parameter layout (train/pipe_local.c): the whole model
+     * (0, nparams) unless a pipeline rank keeps only its stages' parameters; tensor offsets
+     * (t[].off, woff) stay global, ht_layer_param/grad map them (ht_model_span). pbase is the
+     * first window's base, pres the floats of all windows (of params, of grads) */
     size_t pbase, pres;
     /* a pipeline stage with a tied layer whose shared tensor lies outside the window (the last
      * stage's head reading wte): a copy of layout floats [tail_off, tail_off + tail_n) kept
-     * after the window, at [pres, pres + tail_n) of params and grads (0: none) */
+     * after the windows, at [pres, pres + tail_n) of params and grads (0: none) */
     size_t tail_off, tail_n;
     /* grads holds floats [gbase, gbase + gres) of the layout: the parameter window unless
      * ht_model_grad_window set another before attaching (ZeRO-2's per-slice gradients);
      * ht_layer_grad subtracts gbase. gwin: set by ht_model_grad_window. */
     size_t gbase, gres;
     int gwin;
-    int stage_lo, stage_hi; /* the layers the activation buffers hold (ht_model_attach_stage) */
+    int nwin;
+    ht_pwin win[HT_MODEL_MAX_CHUNKS];
+    /* the layer ranges the activation buffers hold (ht_model_attach_stage / _chunks): each
+     * chunk in ht_model_stage_floats's layout, the buffers as large as the largest */
+    int nchunk;
+    int chunk_lo[HT_MODEL_MAX_CHUNKS], chunk_hi[HT_MODEL_MAX_CHUNKS];
     /* Activation i (i = 0..nlayers) is the input of layer i; activation nlayers holds the
      * logits. It is (max_batch, width[i]) at act_off[i] floats in `acts`; its gradient is at
      * the same offset in `dacts` (dacts at nlayers: softmax - onehot, unscaled). */
@@ -245,6 +261,25 @@ int ht_model_holds(const ht_model *m, size_t off, size_t n);
  * [0, nlayers) gives the whole model's act_floats, save_floats and work_floats. Pure. */
 void ht_model_stage_floats(const ht_model *m, int lo, int hi, int B, size_t *act, size_t *save,
                            size_t *work);
+
+/* Several stages (chunks) at once, layers [lo[k], hi[k]) for k < n (n <= HT_MODEL_MAX_CHUNKS):
+ * the parameters of their layers as resident windows (overlapping or adjacent ranges merged;
+ * a Chimera rank's two replicas of one stage are one window), activation, saved-state and
+ * workspace buffers as large as the largest chunk's ht_model_stage_floats (the executor runs
+ * one chunk at a time in them). HT_EINPUT for too many chunks or a bad range. */
+int ht_model_attach_chunks(ht_model *m, ht_dev *d, int n, const int *lo, const int *hi);
+/* ht_model_restage for chunks (parameters and gradients zeroed, their values gone). */
+int ht_model_restage_chunks(ht_model *m, int n, const int *lo, const int *hi);
+/* The windows of chunks [lo[k], hi[k]) (their layers' parameters, merged, packed): returns
+ * their number (<= n), the floats they hold in *floats. Pure. */
+int ht_model_chunk_windows(const ht_model *m, int n, const int *lo, const int *hi, ht_pwin *win,
+                           size_t *floats);
+/* The largest of the chunks' ht_model_stage_floats at B samples. Pure. */
+void ht_model_chunk_floats(const ht_model *m, int n, const int *lo, const int *hi, int B,
+                           size_t *act, size_t *save, size_t *work);
+/* The float of params/grads that holds layout floats [off, off + n), when they lie in one
+ * resident window (or in the tied copy); (size_t)-1 when they do not. */
+size_t ht_model_span(const ht_model *m, size_t off, size_t n);
 
 void ht_model_free(ht_model *m);
 /* HT_OK when every layer's tensors at `batch` samples stay within 2^31 - 1 elements (the

@@ -30,16 +30,17 @@ int ht_model_attach(ht_model *m, ht_dev *d) {
     return ht_model_attach_stage(m, d, 0, m->nparams, 0, m->nlayers);
 }
 
-/* The parameter window's and the stage's buffers (params, grads zeroed, activations, their
+/* The buffers of the windows and chunks set in m (params, grads zeroed, activations, their
  * gradients, saved state, workspace). */
-static void alloc_stage(ht_model *m, size_t pbase, size_t pres, int lo, int hi) {
+static void alloc_bufs(ht_model *m) {
     ht_dev *d = m->dev;
-    ht_model_stage_floats(m, lo, hi, m->max_batch, &m->act_floats, &m->save_floats,
-                          &m->work_floats);
-    size_t pbytes = (pres + m->tail_n) * sizeof(float), abytes = m->act_floats * sizeof(float);
-    const int whole = pres == m->nparams && lo == 0 && hi == m->nlayers;
+    ht_model_chunk_floats(m, m->nchunk, m->chunk_lo, m->chunk_hi, m->max_batch, &m->act_floats,
+                          &m->save_floats, &m->work_floats);
+    size_t pbytes = ht_model_resident_bytes(m), abytes = m->act_floats * sizeof(float);
+    const int whole = m->pres == m->nparams && m->nchunk == 1 && m->chunk_lo[0] == 0 &&
+                      m->chunk_hi[0] == m->nlayers;
     m->params = ht_buf_new(d, pbytes ? pbytes : sizeof(float), whole ? "parameters" : "parameters (stage)");
-    if (!m->gwin) m->gbase = pbase, m->gres = pres;
+    if (!m->gwin) m->gbase = m->pbase, m->gres = m->pres;
     const size_t gbytes = (m->gres + (m->gwin ? 0 : m->tail_n)) * sizeof(float); /* + tied copy */
     m->grads = ht_buf_new(d, gbytes ? gbytes : sizeof(float),
                           m->gwin ? "gradients (slice)" : whole ? "gradients" : "gradients (stage)");
@@ -48,31 +49,81 @@ static void alloc_stage(ht_model *m, size_t pbase, size_t pres, int lo, int hi) 
     m->saved = ht_buf_new(d, (m->save_floats ? m->save_floats : 1) * sizeof(float), "saved state");
     m->work = ht_buf_new(d, (m->work_floats ? m->work_floats : 1) * sizeof(float), "workspace");
     if (gbytes) ht_buf_zero(d, m->grads, 0, gbytes);
-    m->pbase = pbase, m->pres = pres;
-    m->stage_lo = lo, m->stage_hi = hi;
 }
 
-int ht_model_attach_stage(ht_model *m, ht_dev *d, size_t pbase, size_t pres, int lo, int hi) {
-    size_t B = (size_t)m->max_batch;
-    int rows = m->rows;
-    m->dev = d;
-    size_t nrows = B * (size_t)rows;
-    alloc_stage(m, pbase, pres, lo, hi);
+/* One window [pbase, pbase + pres) and one chunk [lo, hi). */
+static void set_stage(ht_model *m, size_t pbase, size_t pres, int lo, int hi) {
+    m->nwin = 1, m->win[0] = (ht_pwin){pbase, pres, 0};
+    m->pbase = pbase, m->pres = pres;
+    m->nchunk = 1, m->chunk_lo[0] = lo, m->chunk_hi[0] = hi;
+}
+
+/* The windows of chunks [lo[k], hi[k]); HT_EINPUT for too many or a bad range. */
+static int set_chunks(ht_model *m, int n, const int *lo, const int *hi) {
+    if (n < 1 || n > HT_MODEL_MAX_CHUNKS)
+        return ht_error(HT_EINPUT, "nn: %d chunks, expected 1 to %d", n, HT_MODEL_MAX_CHUNKS);
+    for (int k = 0; k < n; k++)
+        if (lo[k] < 0 || lo[k] > hi[k] || hi[k] > m->nlayers)
+            return ht_error(HT_EINPUT, "nn: chunk %d is layers [%d, %d) of %d", k, lo[k], hi[k],
+                            m->nlayers);
+    size_t floats;
+    m->nwin = ht_model_chunk_windows(m, n, lo, hi, m->win, &floats);
+    m->pbase = m->nwin ? m->win[0].base : 0, m->pres = floats;
+    m->nchunk = n;
+    for (int k = 0; k < n; k++)
+        m->chunk_lo[k] = lo[k], m->chunk_hi[k] = hi[k];
+    return HT_OK;
+}
+
+/* The labels, losses and host copies (max_batch rows), the release hook. */
+static void alloc_rows(ht_model *m) {
+    ht_dev *d = m->dev;
+    size_t nrows = (size_t)m->max_batch * (size_t)m->rows;
     m->labels = ht_buf_new(d, nrows * sizeof(int32_t), "labels");
     m->losses = ht_buf_new(d, nrows * sizeof(float), "losses");
     m->correct = ht_buf_new(d, nrows * sizeof(int32_t), "correct flags");
     m->host_loss = ht_xmalloc(nrows * sizeof(float));
     m->host_correct = ht_xmalloc(nrows * sizeof(int32_t));
     m->release = release;
+}
+
+int ht_model_attach_chunks(ht_model *m, ht_dev *d, int n, const int *lo, const int *hi) {
+    int rc = set_chunks(m, n, lo, hi);
+    if (rc != HT_OK) return rc;
+    m->dev = d;
+    alloc_bufs(m);
+    alloc_rows(m);
     return HT_OK;
 }
 
-void ht_model_restage(ht_model *m, size_t pbase, size_t pres, int lo, int hi) {
+/* ht_model_restage's freeing part. */
+static void free_bufs(ht_model *m) {
     ht_dev_finish(m->dev);
     ht_buf *b[] = {m->params, m->grads, m->acts, m->dacts, m->saved, m->work};
     for (size_t i = 0; i < sizeof b / sizeof *b; i++)
         ht_buf_free(b[i]);
-    alloc_stage(m, pbase, pres, lo, hi);
+}
+
+int ht_model_restage_chunks(ht_model *m, int n, const int *lo, const int *hi) {
+    int rc = set_chunks(m, n, lo, hi);
+    if (rc != HT_OK) return rc;
+    free_bufs(m);
+    alloc_bufs(m);
+    return HT_OK;
+}
+
+int ht_model_attach_stage(ht_model *m, ht_dev *d, size_t pbase, size_t pres, int lo, int hi) {
+    m->dev = d;
+    set_stage(m, pbase, pres, lo, hi);
+    alloc_bufs(m);
+    alloc_rows(m);
+    return HT_OK;
+}
+
+void ht_model_restage(ht_model *m, size_t pbase, size_t pres, int lo, int hi) {
+    free_bufs(m);
+    set_stage(m, pbase, pres, lo, hi);
+    alloc_bufs(m);
 }
 
 void ht_model_grad_window(ht_model *m, size_t gbase, size_t gres) {
@@ -163,7 +214,8 @@ void ht_model_init_params(ht_model *m, uint64_t seed) {
     if (!n) return;
     float *p = ht_xmalloc(n * sizeof(float));
     uint64_t stream = ht_rng_stream(seed, 0x1a17 /* "init" */);
-    init_range(m, stream, m->pbase, m->pbase + m->pres, p); /* the resident window only */
+    for (int w = 0; w < m->nwin; w++) /* the resident windows only */
+        init_range(m, stream, m->win[w].base, m->win[w].base + m->win[w].n, p + m->win[w].at);
     init_range(m, stream, m->tail_off, m->tail_off + m->tail_n, p + m->pres); /* tied copy */
     ht_buf_write(m->dev, m->params, 0, n * sizeof(float), p);
     free(p);
@@ -238,22 +290,29 @@ ht_view ht_model_saved(const ht_model *m, int i) {
 
 ht_view ht_model_work(const ht_model *m) { return ht_view_at(m->work, 0); }
 
-/* Where tensor t starts in params / grads: a tied one whose storage the window lacks reads
- * the copy after it. */
-static size_t tensor_at(const ht_model *m, const ht_param_tensor *t) {
-    if (t->tied && m->tail_n && t->off == m->tail_off) return m->pres;
-    return t->off - m->pbase;
+/* Where tensor j of l is in params/grads: a tied one whose storage the windows lack reads
+ * the copy after them; else its resident window's place (one window, the common case: its
+ * offset less pbase). */
+static size_t local(const ht_model *m, const ht_layer *l, int j) {
+    const size_t off = l->t[j].off;
+    if (l->t[j].tied && m->tail_n && off == m->tail_off) return m->pres;
+    if (m->nwin == 1 && off >= m->pbase) return off - m->pbase;
+    const size_t at = ht_model_span(m, off, 0);
+    if (at == (size_t)-1)
+        ht_die(HT_ERUNTIME, "nn: %s.%s (parameter float %zu) is not resident on this rank",
+               l->name, l->t[j].name, off);
+    return at;
 }
 
 /* A tensor the layer lacks (a linear layer without bias) is no view: the ops skip it. */
 ht_view ht_layer_param(const ht_model *m, const ht_layer *l, int j) {
-    return j < l->ntensors ? ht_view_at(m->params, tensor_at(m, &l->t[j])) : ht_view_none();
+    return j < l->ntensors ? ht_view_at(m->params, local(m, l, j)) : ht_view_none();
 }
 
 ht_view ht_layer_grad(const ht_model *m, const ht_layer *l, int j) {
     if (j >= l->ntensors) return ht_view_none();
     /* ZeRO-2's gradient window (data parallel, never a tied tail) or the parameters' layout */
-    return ht_view_at(m->grads, m->gwin ? l->t[j].off - m->gbase : tensor_at(m, &l->t[j]));
+    return ht_view_at(m->grads, m->gwin ? l->t[j].off - m->gbase : local(m, l, j));
 }
 
 /* With a layer hook: the queue idle before a timed piece (returns its start), and finished
@@ -367,7 +426,8 @@ void ht_model_keep_bw(ht_model *m) {
     ht_model_keep_bw_layout(m);
     if (!m->saved) return;
     size_t act, work; /* a pipeline stage attached alone: its layers' saved state only */
-    ht_model_stage_floats(m, m->stage_lo, m->stage_hi, m->max_batch, &act, &m->save_floats, &work);
+    ht_model_chunk_floats(m, m->nchunk, m->chunk_lo, m->chunk_hi, m->max_batch, &act,
+                          &m->save_floats, &work);
     ht_buf_free(m->saved);
     m->saved = ht_buf_new(m->dev, (m->save_floats ? m->save_floats : 1) * sizeof(float),
                           "saved state");

@@ -10,19 +10,19 @@
 #include "pipe/schedule.h"
 #include "plan/job.h"
 
-/* 1 when every rank of a pipeline job of `world` ranks holds only its stage from start-up on
- * (train/pipe_start.c's rule: one stage a rank: gpipe, 1f1b, 2bw, zb-h1, hepipe; no
- * pipe.rebalance on the hetero cut, no sharded optimizer; a tied GPT's last stage holds a
- * copy of wte);
+/* 1 when every rank of a pipeline job of `world` ranks holds only its stages from start-up on
+ * (train/pipe_start.c's rule: gpipe, 1f1b, 2bw, zb-h1, hepipe, and with one window per stage
+ * interleaved, chimera, zb-v; no sharded optimizer; a tied GPT's last stage holds a copy of
+ * wte; a tied head or model.init_from with several stages a rank builds the whole model);
  * 0 when every rank builds the whole model, if only at start-up. Kept in step with
  * pipe_start.c by tests/integration/plan_fit.t, which runs what the planner proposes. */
 int ht_plan_stage_local(const ht_config *cfg, int world);
 
 /* Bytes the pipeline executor allocates on schedule rank q of plan p, whose stream s the plan
  * generated (s->nbuf: its slots), as train/pipe_mem.c predicts them after the run: the model
- * as built at one micro-batch plus the further slots (ht_mem_executor), less what a
- * stage-local rank never holds (the other stages' parameters, gradients, optimizer state and
- * activation buffers; 2bw's second versions of them). The tiled GEMM's packing workspace is
+ * as built at one micro-batch plus the further slots (ht_mem_executor), or on a stage-local
+ * rank only its stages' parameters, gradients, optimizer state and buffers
+ * (ht_mem_executor_local). The tiled GEMM's packing workspace is
  * not counted (as there: it is a few MB at the 85M GPT's widths). */
 double ht_plan_exec_bytes(const ht_config *cfg, const ht_model *m, const ht_plan *p,
                           const ht_pipe_sched *s, int opt_states, int world, int q);

@@ -106,6 +106,15 @@ typedef struct ht_mem_exec_use {
 double ht_mem_executor(const ht_mem_desc *d, const ht_mem_desc *dB, int B, int mb, int rows,
                        int nchunk, const int *lo, const int *hi, int nslot, int weight_versions,
                        const uint8_t *rc, ht_mem_exec_use *u);
+/* The same on a rank that holds only its chunks (mem_local.c; issue 24): model is the
+ * weights, gradients and optimizer state of the chunks' layers (a layer in two chunks, as on
+ * Chimera's middle rank, once), the model's own buffers sized for the largest chunk at B
+ * samples (arena, its gradient, saved state, workspace) and labels, losses and flags of
+ * B x rows; versions is 2BW's second copy of those weights and gradients; slots as above; no
+ * work set (the own buffers hold the largest chunk). */
+double ht_mem_executor_local(const ht_mem_desc *d, const ht_mem_desc *dB, int B, int mb, int rows,
+                             int nchunk, const int *lo, const int *hi, int nslot,
+                             int weight_versions, const uint8_t *rc, ht_mem_exec_use *u);
 
 /* The most micro-batches in flight that stage [lo, hi) fits in `limit` bytes with the layers
  * rc recomputed (NULL: none): the largest n with ht_mem_stage(.., n, ..) <= limit, capped at

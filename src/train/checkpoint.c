@@ -242,9 +242,9 @@ static int read_part(ht_st_file *f, const char *path, const char *name, size_t o
 }
 
 /* Checks format and model signature and every parameter tensor's dtype and shape (from the
- * header), then reads only what the model holds (a pipeline stage's window [pbase, pbase +
- * pres) and a tied head's copy of wte after it; the whole model otherwise) into a host copy
- * laid out as its params buffer (*params, to free). */
+ * header), then reads only what the model holds (a pipeline rank's windows, m->win, one per
+ * stage it runs, and a tied head's copy of wte after them; the whole model otherwise) into a
+ * host copy laid out as its params buffer (*params, to free). */
 static int read_params(ht_st_file *f, const char *path, const ht_model *m, float **params) {
     char sig[256];
     ht_model_signature(m, sig, sizeof sig);
@@ -266,8 +266,9 @@ static int read_params(ht_st_file *f, const char *path, const ht_model *m, float
         for (int j = 0; j < pt[i].ndim; j++)
             n *= (size_t)pt[i].shape[j];
         rc = ht_st_expect_f32(f, pt[i].name, pt[i].ndim, pt[i].shape);
-        if (rc == HT_OK)
-            rc = read_part(f, path, pt[i].name, pt[i].off, n, m->pbase, m->pres, p);
+        for (int w = 0; rc == HT_OK && w < m->nwin; w++) /* the windows: a rank's stages */
+            rc = read_part(f, path, pt[i].name, pt[i].off, n, m->win[w].base, m->win[w].n,
+                           p + m->win[w].at);
         if (rc == HT_OK)
             rc = read_part(f, path, pt[i].name, pt[i].off, n, m->tail_off, m->tail_n, p + m->pres);
     }
@@ -276,6 +277,18 @@ static int read_params(ht_st_file *f, const char *path, const ht_model *m, float
         free(p);
     else
         *params = p;
+    return rc;
+}
+
+/* Optimizer state `name`'s floats at each of m's windows, packed into sp as params is. */
+static int read_state_windows(ht_st_file *f, const char *path, const ht_model *m,
+                              const char *name, float *sp) {
+    int rc = HT_OK;
+    for (int w = 0; rc == HT_OK && w < m->nwin; w++) {
+        const ht_pwin *x = &m->win[w];
+        rc = ht_st_read_f32(f, name, x->base, x->n, sp + x->at);
+        if (rc == HT_OK) rc = check_finite_part(path, name, sp + x->at, x->n, x->base, m->nparams);
+    }
     return rc;
 }
 
@@ -298,6 +311,10 @@ static int read_states(ht_st_file *f, const char *path, const ht_model *m, ht_op
         if (rc == HT_OK && (at > m->nparams || w > m->nparams - at))
             rc = ht_error(HT_ERUNTIME, "optimizer state '%s' [%zu, %zu) beyond the %zu of %s",
                           name, at, at + w, m->nparams, path);
+        if (rc == HT_OK && m->nwin > 1) { /* several stages' windows (o->off is 0 there) */
+            rc = read_state_windows(f, path, m, name, sp[i]);
+            continue;
+        }
         if (rc == HT_OK) rc = ht_st_read_f32(f, name, at, w, sp[i]);
         if (rc == HT_OK) rc = check_finite_part(path, name, sp[i], w, at, m->nparams);
         if (rc == HT_OK && m->tail_n)

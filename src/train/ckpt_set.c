@@ -72,17 +72,18 @@ static int shard_tensors(ht_model *m, ht_optim *o, size_t lo, size_t hi, int64_t
             n *= (size_t)pt[i].shape[d];
         if (pt[i].off >= lo && pt[i].off < hi && pt[i].off + n > end) end = pt[i].off + n;
     }
-    /* a pipeline rank holds only its window [pbase, pbase + pres) of the parameters, and its
-     * optimizer state runs parallel to that window (from o->off within it under cluster.shard) */
-    const size_t obase = m->pbase + o->off;
-    if (end > lo && (lo < m->pbase || end > m->pbase + m->pres)) {
+    /* a pipeline rank holds only its windows of the parameters (m->win, ht_model_span), and
+     * its optimizer state runs parallel to them (from o->off within them under cluster.shard) */
+    const size_t at = end > lo ? ht_model_span(m, lo, end - lo) : 0;
+    if (at == (size_t)-1) {
         free(pt);
         return ht_error(HT_ERUNTIME, "checkpoint shard [%zu, %zu): this rank holds parameters "
-                                     "[%zu, %zu) only", lo, end, m->pbase, m->pbase + m->pres);
+                                     "[%zu, %zu) in %d window(s), not these", lo, end, m->pbase,
+                        m->pbase + m->pres, m->nwin);
     }
     bufs[0] = ht_xmalloc((end - lo ? end - lo : 1) * sizeof(float));
-    if (end > lo) ht_buf_read(m->dev, m->params, (lo - m->pbase) * sizeof(float),
-                              (end - lo) * sizeof(float), bufs[0]);
+    if (end > lo) ht_buf_read(m->dev, m->params, at * sizeof(float), (end - lo) * sizeof(float),
+                              bufs[0]);
     *nt = 0;
     for (int i = 0; rc == HT_OK && i < np; i++) {
         if (pt[i].off < lo || pt[i].off >= hi) continue;
@@ -106,13 +107,15 @@ static int shard_tensors(ht_model *m, ht_optim *o, size_t lo, size_t hi, int64_t
          * [obase, obase + n) of it (cluster.shard, a pipeline stage) */
         size_t a = lo, b = hi;
         if (b == a) continue; /* an empty piece would share its name with the next one's */
-        if (a < obase || b > obase + n) {
+        const size_t oa = ht_model_span(m, a, b - a);
+        if (oa == (size_t)-1 || oa < o->off || oa - o->off + (b - a) > n) {
             rc = ht_error(HT_ERUNTIME, "checkpoint shard [%zu, %zu) of '%s': this rank holds "
-                                       "[%zu, %zu) only", a, b, name, obase, obase + n);
+                                       "[%zu, %zu) only", a, b, name, m->pbase + o->off,
+                          m->pbase + o->off + n);
             break;
         }
         bufs[1 + i] = ht_xmalloc((b - a) * sizeof(float));
-        ht_buf_read(m->dev, buf, (a - obase) * sizeof(float), (b - a) * sizeof(float),
+        ht_buf_read(m->dev, buf, (oa - o->off) * sizeof(float), (b - a) * sizeof(float),
                     bufs[1 + i]);
         ht_st_tensor *x = &t[(*nt)++];
         snprintf(pname[*nt - 1], 96, "%s%c%zu", name, HT_ST_SET_PIECE, a);

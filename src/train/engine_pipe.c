@@ -79,12 +79,13 @@ void ht_pipe_send_state(ht_job *j, size_t off, size_t n, int from, int to, int t
             size_t bn;
             ht_optim_state(&j->opt, k, &name, &b, &bn);
         }
+        const size_t at = ht_pipe_local_bytes(&j->model, off, n);
         if (j->rank == from) {
-            ht_buf_read(j->dev, b, (off - j->model.pbase) * sizeof(float), n * sizeof(float), h);
+            ht_buf_read(j->dev, b, at, n * sizeof(float), h);
             ht_comm_send(h, n * sizeof(float), to, tag);
         } else {
             ht_comm_recv(h, n * sizeof(float), from, tag);
-            ht_buf_write(j->dev, b, (off - j->model.pbase) * sizeof(float), n * sizeof(float), h);
+            ht_buf_write(j->dev, b, at, n * sizeof(float), h);
         }
     }
     free(h);

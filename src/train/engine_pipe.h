@@ -65,21 +65,24 @@ ht_plan_cluster ht_pipe_plan_cluster(const ht_job *j, const pipe_state *p);
 void ht_pipe_adopt_plan(pipe_state *p, ht_plan *plan, ht_pipe_params *pp, double **times);
 
 /* pipe_local.c: a rank running one stage narrows its parameters, gradients and optimizer
- * state to that stage's window (not with a tied head, re-partitioning or several stages per
- * rank: then every rank keeps the whole model and rank 0 gathers); sets p->local; logs which
- * on rank 0. Before the executor is built. */
+ * state to that stage's window, or allocates its stages' windows when it started with none
+ * (pipe_start.c); not with a tied head, re-partitioning or, when built whole, several stages
+ * per rank: then every rank keeps the whole model and rank 0 gathers; sets p->local; logs
+ * which on rank 0. Before the executor is built. */
 int ht_pipe_local_shrink(ht_job *j, pipe_state *p);
 
 /* pipe_start.c (the engine's j->eng.window): 1 with this rank's stage, layers [*lo, *hi) and
  * its parameter window [*pbase, *pbase + *pres), when the cut follows from the config and
  * the description alone and the rank runs that one stage; 2 with an empty window when the
- * rank will hold one stage that the plan decides (then ht_pipe_start_stage); 0: build the
+ * rank will hold stages that the plan decides (then ht_pipe_start_chunks); 0: build the
  * whole model. */
 int ht_pipe_start_window(ht_job *j, const ht_model *m, size_t *pbase, size_t *pres, int *lo,
                          int *hi);
-/* After the plan, on a rank started with an empty window: its stage's buffers, parameters
- * initialised as the one-process run's, the optimizer over them, and on --resume the
- * checkpoint's part loaded. */
+/* After the plan, on a rank started with an empty window: its stages' buffers (chunk k:
+ * layers [lo[k], hi[k])), parameters initialised as the one-process run's, the optimizer
+ * over them, and on --resume the checkpoint's part loaded. */
+int ht_pipe_start_chunks(ht_job *j, int n, const int *lo, const int *hi);
+/* The same for one stage whose window is given: parameters [pbase, pbase + pres). */
 int ht_pipe_start_stage(ht_job *j, int lo, int hi, size_t pbase, size_t pres);
 
 /* pipe_eval.c (when p->local): validation as a forward-only pass over the stages, its loss

@@ -23,6 +23,7 @@ void ht_calib_win_begin(ht_model *m, int l, ht_calib_win *w) {
     w->saved = m->saved, w->work = m->work;
     w->pbase = m->pbase, w->pres = m->pres, w->act_off = m->act_off;
     w->tail_off = m->tail_off, w->tail_n = m->tail_n;
+    w->nwin = m->nwin, w->win0 = m->win[0];
     w->save_off = ly->save_off;
     size_t act, save, work;
     ht_model_stage_floats(m, l, l + 1, m->max_batch, &act, &save, &work);
@@ -36,6 +37,7 @@ void ht_calib_win_begin(ht_model *m, int l, ht_calib_win *w) {
     m->saved = zeroed(m->dev, save, "calibration saved state");
     m->work = ht_buf_new(m->dev, (work ? work : 1) * sizeof(float), "calibration workspace");
     m->pbase = ly->nparams ? ly->woff : 0, m->pres = ly->nparams;
+    m->nwin = 1, m->win[0] = (ht_pwin){m->pbase, m->pres, 0};
     /* the layer's input at 0, its output after it, then (l > 0) the inputs an upload writes */
     m->act_off = ht_xmalloc((size_t)(m->nlayers + 1) * sizeof *m->act_off);
     memcpy(m->act_off, w->act_off, (size_t)(m->nlayers + 1) * sizeof *m->act_off);
@@ -55,5 +57,6 @@ void ht_calib_win_end(ht_model *m, int l, ht_calib_win *w) {
     m->saved = w->saved, m->work = w->work;
     m->pbase = w->pbase, m->pres = w->pres, m->act_off = w->act_off;
     m->tail_off = w->tail_off, m->tail_n = w->tail_n;
+    m->nwin = w->nwin, m->win[0] = w->win0;
     m->layers[l].save_off = w->save_off;
 }

@@ -634,7 +634,7 @@ static void reduce_stage(ht_pipe_exec *x, int s) {
     if (p >= 2 && n > 0) {
         double t0 = ht_now();
         for (int k = 0, np = ht_pipe_tied_parts(&x->tied, s, off, n, at, cnt); k < np; k++) {
-            const size_t o = (at[k] - x->m->pbase) * sizeof(float), b = cnt[k] * sizeof(float);
+            const size_t o = ht_pipe_local_bytes(x->m, at[k], cnt[k]), b = cnt[k] * sizeof(float);
             ht_buf_read(x->m->dev, x->m->grads, o, b, x->red);
             ht_comm_group_allreduce(x->red, cnt[k], members, p, HT_COMM_GROUP_TAG + s);
             ht_buf_write(x->m->dev, x->m->grads, o, b, x->red);
@@ -783,8 +783,8 @@ double ht_pipe_exec_grad_sq(ht_pipe_exec *x) {
         if (!ht_pipe_exec_owns(x, s)) continue;
         size_t off, n;
         ht_pipe_exec_stage_params(x, s, &off, &n);
-        off -= x->m->pbase; /* the resident window; x->red holds any of this rank's stages */
-        ht_buf_read(x->m->dev, x->m->grads, off * sizeof(float), n * sizeof(float), x->red);
+        off = ht_pipe_local_bytes(x->m, off, n); /* x->red holds any of this rank's stages */
+        ht_buf_read(x->m->dev, x->m->grads, off, n * sizeof(float), x->red);
         for (size_t i = 0; i < n; i++)
             sq += (double)x->red[i] * x->red[i];
     }

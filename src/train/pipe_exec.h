@@ -117,6 +117,9 @@ double ht_pipe_exec_grad_sq(ht_pipe_exec *x);
 int ht_pipe_exec_owns(const ht_pipe_exec *x, int s);
 /* Parameter range [*off, *off + *n) of stage s (floats). */
 void ht_pipe_exec_stage_params(const ht_pipe_exec *x, int s, size_t *off, size_t *n);
+/* The byte offset in m's params/grads of layout floats [off, off + n), which this rank holds
+ * (in one of its resident windows; pipe_local.c); a runtime error when it does not. */
+size_t ht_pipe_local_bytes(const ht_model *m, size_t off, size_t n);
 /* World rank that owns stage s (see ht_pipe_exec_owns). */
 int ht_pipe_exec_owner(const ht_pipe_exec *x, int s);
 

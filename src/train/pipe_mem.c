@@ -115,11 +115,10 @@ int ht_pipe_mem_validate(ht_pipe_mem *pm, const ht_model *m, ht_dev *dev, int ki
     const int nc = ht_plan_mem_chunks(kind, dec->Q, v, bounds, prank, lo, hi);
     const uint8_t *rc = dec->layers + (size_t)prank * L;
     ht_mem_exec_use e;
-    ht_mem_executor(&d, &dB, built, mb, m->rows, nc, lo, hi, nslot, weight_versions, rc, &e);
+    (pm->local ? ht_mem_executor_local : ht_mem_executor)(&d, &dB, built, mb, m->rows, nc, lo, hi,
+                                                           nslot, weight_versions, rc, &e);
     free(lo);
     ht_mem_desc_free(&d), ht_mem_desc_free(&dB);
-    e.model -= pm->shed_model, e.versions -= weight_versions > 1 ? pm->shed_versions : 0;
-    e.total -= pm->shed_model + (weight_versions > 1 ? pm->shed_versions : 0);
     uint64_t now, peak, gemm;
     ht_dev_mem(dev, &now, &peak, &gemm, 0);
     /* per rank: pipeline rank, peak, GEMM workspace, predicted total and its parts */

@@ -9,10 +9,11 @@
  * gathered figures; here it is logged on rank 0 (predicted
  * bytes against the limit, the recomputed layers) and written as "pipe_memory" metrics.
  *
- * What it bounds is the prediction of a stage's own memory: every rank still allocates the
- * whole model's parameters, optimizer state and one activation set of every layer for a
- * micro-batch (the executor's design, so that checkpoints are the one-process format and rank
- * 0 can evaluate), which the prediction leaves out; ht_pipe_mem_validate measures both. */
+ * What it bounds is the prediction of a stage's own memory. A rank that holds only its stages
+ * (train/pipe_local.c) allocates about that; one that keeps the whole model (a tied head,
+ * pipe.rebalance, ...) also holds every layer's parameters, optimizer state and one
+ * activation set for a micro-batch, which the stage plan leaves out; ht_pipe_mem_validate
+ * measures what is allocated against the executor's prediction for either. */
 #ifndef HT_TRAIN_PIPE_MEM_H
 #define HT_TRAIN_PIPE_MEM_H
 
@@ -37,9 +38,9 @@ typedef struct ht_pipe_mem {
     int from_cfg;       /* the limit is device.memory_mb (else the devices' reports) */
     ht_plan_mem dec;    /* the plan's decision, per schedule rank */
     int *inflight;      /* hepipe under "auto": the plan's in-flight limits, or NULL */
-    /* this rank's parameter, gradient and optimizer state (model) and 2bw versions bytes
-     * that it does not hold (train/pipe_local.c), out of ht_pipe_mem_validate's prediction */
-    double shed_model, shed_versions;
+    /* 1: this rank holds only its stages (train/pipe_local.c): ht_pipe_mem_validate predicts
+     * with ht_mem_executor_local, else with the whole model as built (ht_mem_executor) */
+    int local;
 } ht_pipe_mem;
 
 /* Gathers every rank's limit and device name (collective: all ranks call it). */

@@ -7,15 +7,17 @@
  * so no device buffer of the whole model ever exists and the measured peak covers start-up.
  * Where the plan decides the cut (hepipe and the hetero cut time every layer first, replicated
  * stages), a rank starts with no parameters at all: the calibration times each layer in
- * buffers of its own (pipe_calib_win.c), and after the plan ht_pipe_start_stage allocates the
+ * buffers of its own (pipe_calib_win.c), and after the plan ht_pipe_start_chunks allocates the
  * stage, initialises it and loads the checkpoint's part (the first load, with no window yet,
- * read only the checkpoint's headers: train/checkpoint.c reads a rank's ranges). Otherwise
- * (interleaved, chimera and zb-v run several stages a rank; a sharded optimizer) the whole
- * model is built and pipe_local.c narrows it after the plan, or keeps it. pipe.rebalance on
- * the hetero cut starts as the hetero cut does, and a new cut moves each rank's window
- * (pipe_repart.c). A tied GPT's last stage holds a copy of wte after its window (ht_model_stage_tail; its
- * gradient is summed with the first stage's, train/pipe_tied.h); model.init_from fills only
- * the window and that copy. */
+ * read only the checkpoint's headers: train/checkpoint.c reads a rank's ranges). Ranks of
+ * interleaved, chimera and zb-v run several stages (chunks) each: they start the same way and
+ * after the plan allocate one parameter window per chunk (nn: ht_model_attach_chunks).
+ * Otherwise (a sharded optimizer; a tied head or model.init_from with several stages a rank)
+ * the whole model is built and pipe_local.c narrows it after the plan, or keeps it.
+ * pipe.rebalance on the hetero cut starts as the hetero cut does, and a new cut moves each
+ * rank's window (pipe_repart.c). A tied GPT's last stage holds a copy of wte after its window
+ * (ht_model_stage_tail; its gradient is summed with the first stage's, train/pipe_tied.h);
+ * model.init_from fills only the window and that copy. */
 #include <stdlib.h>
 
 #include "config/modes.h"
@@ -26,20 +28,28 @@
 #include "train/engine_pipe.h"
 #include "train/init_from.h"
 
-/* 1 when every rank of this job runs one stage and may hold only it; 2 when, besides, the
- * cut and this rank's stage follow from the config and the description (before the plan). */
+/* 1 when every rank of this job may hold only its stages (one, or several: interleaved's
+ * chunks, Chimera's two directions, zb-v's V), allocated after the plan; 2 when, besides, a
+ * rank runs one stage and the cut and its stage follow from the config and the description
+ * (allocated now). */
 static int stage_only(const ht_job *j) {
     const ht_config *cfg = j->cfg;
     const int k = cfg->pipe.schedule;
     int cal, cal1;
     ht_plan_needs(cfg, j->world, &cal, &cal1);
-    const int one_stage = k == HT_PIPE_GPIPE || k == HT_PIPE_1F1B || k == HT_PIPE_2BW ||
-                          k == HT_PIPE_ZBH1 || k == HT_PIPE_HEPIPE;
-    /* pipe.rebalance (the hetero cut) moves a rank's window with its stage (pipe_repart.c) */
-    if (!one_stage || cfg->cluster.shard != HT_SHARD_NONE || j->world % cfg->pipe.stages)
+    const int several = k == HT_PIPE_INTERLEAVED || k == HT_PIPE_CHIMERA || k == HT_PIPE_ZBV;
+    const int kinds = k == HT_PIPE_GPIPE || k == HT_PIPE_1F1B || k == HT_PIPE_2BW ||
+                      k == HT_PIPE_ZBH1 || k == HT_PIPE_HEPIPE || several;
+    /* pipe.rebalance (the hetero cut) moves a rank's window with its stage (pipe_repart.c);
+     * a model holds at most HT_MODEL_MAX_CHUNKS windows; the tied copy and init_from serve
+     * one window */
+    if (!kinds || (several && (cfg->model.tie_embeddings || cfg->model.init_from[0])) ||
+        (k == HT_PIPE_INTERLEAVED && cfg->pipe.chunks > HT_MODEL_MAX_CHUNKS) ||
+        cfg->cluster.shard != HT_SHARD_NONE || j->world % cfg->pipe.stages)
         return 0;
-    return 1 + (!cal && !cal1 && k != HT_PIPE_HEPIPE && cfg->pipe.partition != HT_PART_HETERO &&
-                !cfg->pipe.nstage_ranks && !cfg->pipe.replicate);
+    return 1 + (!several && !cal && !cal1 && k != HT_PIPE_HEPIPE &&
+                cfg->pipe.partition != HT_PART_HETERO && !cfg->pipe.nstage_ranks &&
+                !cfg->pipe.replicate);
 }
 
 int ht_pipe_start_window(ht_job *j, const ht_model *m, size_t *pbase, size_t *pres, int *lo,
@@ -47,7 +57,7 @@ int ht_pipe_start_window(ht_job *j, const ht_model *m, size_t *pbase, size_t *pr
     const ht_config *cfg = j->cfg;
     const int D = cfg->pipe.stages;
     const int how = stage_only(j);
-    if (how == 1) { /* nothing yet: ht_pipe_start_stage after the plan */
+    if (how == 1) { /* nothing yet: ht_pipe_start_chunks after the plan */
         *pbase = *pres = 0, *lo = *hi = 0;
         return 2;
     }
@@ -82,24 +92,44 @@ int ht_pipe_start_window(ht_job *j, const ht_model *m, size_t *pbase, size_t *pr
     return 1;
 }
 
-int ht_pipe_start_stage(ht_job *j, int lo, int hi, size_t pbase, size_t pres) {
+/* The stage's values, the optimizer over the resident windows and, on --resume, the
+ * checkpoint's part of them. */
+static int start_state(ht_job *j) {
     ht_model *m = &j->model;
-    ht_model_stage_tail(m, lo, hi, pbase, pres, &m->tail_off, &m->tail_n);
-    ht_model_restage(m, pbase, pres, lo, hi);
     ht_model_init_params(m, j->cfg->train.seed);
     int rc = ht_job_init_from(j);
     if (rc != HT_OK) return rc;
-    ht_optim o; /* the same optimizer over the window (its state is still empty) */
+    ht_optim o; /* the same optimizer over the windows (its state is still empty) */
     ht_optim_init(&o, j->dev, &j->opt.cfg, ht_model_resident(m));
     o.t = j->opt.t, o.track_norm = j->opt.track_norm;
     ht_optim_free(&j->opt);
     j->opt = o;
     j->eng.windowed = 1;
     if (!j->eng.resumed) return HT_OK;
-    int64_t step = 0; /* the same checkpoint again, now its window's ranges */
+    int64_t step = 0; /* the same checkpoint again, now its windows' ranges */
     rc = ht_checkpoint_load(j->cfg->checkpoint.path, m, &j->opt, &step, j->cfg->optim.type);
     if (rc == HT_OK && step != j->start)
         rc = ht_error(HT_EINPUT, "%s: changed while the job started (step %lld, then %lld)",
                       j->cfg->checkpoint.path, (long long)j->start, (long long)step);
     return rc;
+}
+
+int ht_pipe_start_chunks(ht_job *j, int n, const int *lo, const int *hi) {
+    ht_model *m = &j->model;
+    m->tail_off = m->tail_n = 0;
+    if (n == 1) { /* one stage: a tied head's copy of wte after the window */
+        ht_pwin w[1];
+        size_t f;
+        const int nw = ht_model_chunk_windows(m, 1, lo, hi, w, &f);
+        ht_model_stage_tail(m, lo[0], hi[0], nw ? w[0].base : 0, f, &m->tail_off, &m->tail_n);
+    }
+    int rc = ht_model_restage_chunks(m, n, lo, hi);
+    return rc == HT_OK ? start_state(j) : rc;
+}
+
+int ht_pipe_start_stage(ht_job *j, int lo, int hi, size_t pbase, size_t pres) {
+    ht_model *m = &j->model;
+    ht_model_stage_tail(m, lo, hi, pbase, pres, &m->tail_off, &m->tail_n);
+    ht_model_restage(m, pbase, pres, lo, hi);
+    return start_state(j);
 }

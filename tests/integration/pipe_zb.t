@@ -7,7 +7,8 @@
 # sequence of one process within a relative 2e-5 per step and to its final parameters (every
 # tensor within 1e-4 of its largest), as tests/integration/pipe.t checks the other schedules; so do a recomputing
 # pipeline (its B runs the whole backward), the CNN (conv and linear split) and the tied GPT
-# (5e-4, as pipe_tied.t). A zb-v checkpoint resumes in one process and continues its losses.
+# (5e-4, as pipe_tied.t). A zb-v checkpoint (a sharded set) resumes in one process and
+# continues its losses.
 # zb-het logs the F, B and W times it planned from, B and W measured apart.
 . "$(dirname "$0")/../lib/lib.sh"
 . "$(dirname "$0")/../lib/mpi.sh"
@@ -100,7 +101,9 @@ ok $? "--trace: 4 BWD and 4 BWD_W on each rank"
 
 # a zb-v checkpoint resumes in one process: the one-process sequence
 run 2 gpt stop --set pipe.schedule=zb-v --set pipe.stages=2 --set pipe.micro_batches=4 --stop-after 2
-[ $RC -eq 0 ] && [ -s "$TMP/stop.ckpt" ]; ok $? "zb-v, --stop-after 2: exit 0, checkpoint written"
+# (a sharded set: each rank holds only its stages and writes their shards)
+[ $RC -eq 0 ] && [ -s "$TMP/stop.ckpt.safetensors.index.json" ]
+ok $? "zb-v, --stop-after 2: exit 0, checkpoint set written"
 cp "$TMP/stop.jsonl" "$TMP/r1.jsonl"
 run 1 gpt r1 --resume --set checkpoint.path="$TMP/stop.ckpt"
 [ $RC -eq 0 ] && same_losses "$TMP/gpt1.loss" "$TMP/r1.loss" 4 2e-5

@@ -3,8 +3,8 @@
 # GPT whose parameters and AdamW state alone (counted here from the architecture) exceed
 # device.memory_mb. The planner refuses data parallel (every rank would hold the whole
 # model) and every pipeline whose ranks would allocate more than the limit, by what the
-# trainer allocates (only its stage where each rank holds only its stage, the whole model
-# where it does not); the job it writes, launched by its own mpirun line, trains with every
+# trainer allocates (only its stages where each rank holds only its stages, interleaved and
+# chimera included, the whole model where it does not); the job it writes, launched by its own mpirun line, trains with every
 # rank's measured peak of device buffers (start-up included) within the limit, and the
 # losses equal one process's without a limit. A limit nothing fits: exit 2, naming the
 # configuration that came closest and its shortfall.
@@ -46,8 +46,11 @@ ok $? "hettrain plan proposes a pipeline: $what"
 [ $RC -eq 0 ] || diag "$(tail -5 "$TMP/plan.out")"
 [ "$(grep -c '^  data parallel, .* split *does not fit: every rank holds the whole model' "$TMP/plan.out")" -eq 2 ]
 ok $? "data parallel (equal and speed split) does not fit: every rank would hold the whole model"
-grep -Eq '^  (interleaved|chimera) .*does not fit: .*every rank holds the whole model' "$TMP/plan.out"
-ok $? "interleaved and chimera do not fit: their ranks build the whole model"
+# (they hold one window per stage they run, two stages a rank here: sized by those)
+grep -Eq '^  interleaved .*does not fit: .*\(its stage\)' "$TMP/plan.out" &&
+    grep -Eq '^  chimera .*does not fit: .*\(its stage\)' "$TMP/plan.out" &&
+    ! grep -Eq '^  (interleaved|chimera) .*every rank holds the whole model' "$TMP/plan.out"
+ok $? "interleaved and chimera do not fit: sized by the stages each rank holds (two a rank)"
 # the plan's figure for its largest rank
 planned=$(sed -nE 's/^memory: each pipeline rank holds only its stage; the largest, pipeline rank [0-9]+, allocates ([0-9.]+) MB.*/\1/p' "$TMP/plan.out")
 [ -n "$planned" ] && awk -v p="$planned" -v l=$LIMIT_MB 'BEGIN { exit !(p <= l) }'
