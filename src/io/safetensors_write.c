@@ -194,6 +194,7 @@ int ht_st_write(const char *path, const ht_st_tensor *t, int nt, const char *con
      * once turned the system's device into a regular file) */
     if (ht_check_replaceable(path, "checkpoint") != HT_OK) return HT_EINPUT;
     ht_remove_stale_tmp(path); /* leftovers of a killed writer */
+    save_pause_ms();           /* a bad HT_FAILPOINT ends the run before any temp file */
     int64_t *nbytes = ht_xmalloc((size_t)(nt > 0 ? nt : 1) * sizeof *nbytes);
     int rc = check_args(t, nt, meta_keys, meta_vals, nmeta, nbytes);
     if (rc) {
