@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/crc32c.h"
@@ -153,12 +154,47 @@ static size_t put_header(ht_jbuf *h, const ht_st_tensor *t, int nt, const char *
     return at;
 }
 
+/* Fault injection for the tests that kill writers mid-save (tests/README.md):
+ * HT_FAILPOINT=save-pause:MS sleeps MS ms once the temp file is written and synced, before
+ * the rename commits it, so that a kill lands inside the save however loaded the machine is.
+ * Unset: 0, no pause. */
+static long save_pause_ms(void) {
+    static long ms = -1; /* -1: not read yet */
+    if (ms < 0) {
+        const char *e = getenv("HT_FAILPOINT");
+        ms = 0;
+        if (e && *e) {
+            const char *pre = "save-pause:";
+            char *end = NULL;
+            long v = -1;
+            if (!strncmp(e, pre, strlen(pre)) && e[strlen(pre)] >= '0' && e[strlen(pre)] <= '9') {
+                errno = 0;
+                v = strtol(e + strlen(pre), &end, 10);
+                if (errno || *end) v = -1;
+            }
+            if (v < 1 || v > 600000)
+                ht_die(HT_EINPUT, "HT_FAILPOINT='%s': expected save-pause:MS, MS from 1 to 600000 "
+                                  "(a fault-injection knob for tests)", e);
+            ms = v;
+        }
+    }
+    return ms;
+}
+
+static void failpoint_save_pause(void) {
+    long ms = save_pause_ms();
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (ms > 0 && nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
 int ht_st_write(const char *path, const ht_st_tensor *t, int nt, const char *const *meta_keys,
                 const char *const *meta_vals, int nmeta) {
     /* never rename over a device, FIFO, socket or directory (checkpoint.path = "/dev/full"
      * once turned the system's device into a regular file) */
     if (ht_check_replaceable(path, "checkpoint") != HT_OK) return HT_EINPUT;
     ht_remove_stale_tmp(path); /* leftovers of a killed writer */
+    save_pause_ms();           /* a bad HT_FAILPOINT ends the run before any temp file */
     int64_t *nbytes = ht_xmalloc((size_t)(nt > 0 ? nt : 1) * sizeof *nbytes);
     int rc = check_args(t, nt, meta_keys, meta_vals, nmeta, nbytes);
     if (rc) {
@@ -196,6 +232,7 @@ int ht_st_write(const char *path, const ht_st_tensor *t, int nt, const char *con
     int cr = close(fd);
     fd = -1;
     if (cr != 0) goto fail;
+    failpoint_save_pause();
     what = "rename";
     if (rename(tmp, path) != 0) goto fail;
     /* Make the rename itself durable; a failure here loses nothing already on disk. */

@@ -162,13 +162,14 @@ fi
 
 # --- the writer killed in the middle of a save. A 3.6 MB checkpoint saved after every step:
 # each round resumes from what the last one left and waits until the writer has created its
-# temp file (it is then between open and rename); odd rounds kill it (SIGKILL) at once, even
-# ones let that save finish, wait for the next one and kill after a random 0-40 ms. Whether
-# the temp file stayed says that the kill hit the save itself.
+# temp file (it is then between open and rename); odd rounds kill it (SIGKILL) at once (their
+# saves pause before the rename: HT_FAILPOINT, so this always hits a save), even ones let
+# that save finish, wait for the next one and kill after a random 0-40 ms. Whether the temp
+# file stayed says that the kill hit the save itself.
 . "$(dirname "$0")/../lib/killed_saves.sh"
 big_cfg "path = \"$TMP/big.ckpt\";"
 for r in $(seq $ROUNDS); do
-    start_writer
+    start_writer $([ $((r % 2)) -eq 1 ] && echo $FAILPOINT)
     tmpf="$TMP/big.ckpt.tmp.$pid"
     t0=$SECONDS
     # till: busy-waits while the condition holds, the writer lives, at most 120 s

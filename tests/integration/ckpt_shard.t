@@ -178,13 +178,14 @@ else
 fi
 
 # --- writers killed (SIGKILL) in the middle of sharded saves, one after every step: odd
-# rounds as soon as a shard's temp file or .next exists, even ones 0-40 ms later
+# rounds as soon as a shard's temp file or .next exists (their saves pause before each rename:
+# HT_FAILPOINT, so these always hit a save), even ones 0-40 ms later
 mkdir "$TMP/k"
 . "$(dirname "$0")/../lib/killed_saves.sh"
 big_cfg "path = \"$TMP/k/big.safetensors\"; shards = 3;"
 for r in $(seq $ROUNDS); do
     touch "$TMP/mark"
-    start_writer
+    start_writer $([ $((r % 2)) -eq 1 ] && echo $FAILPOINT)
     t0=$SECONDS
     # this writer's temp files, or a .next it wrote (an earlier round's may still be there)
     saving() {

@@ -122,8 +122,9 @@ diag "$(measured tbw)"
 
 
 # --- 4 stage ranks killed together with SIGKILL in the middle of their sharded saves (one
-# after every step): odd rounds as soon as a shard's temp file or .next exists, even ones
-# 0-40 ms later; each next run resumes from a complete set, and so does one process at the end
+# after every step): odd rounds as soon as a shard's temp file or .next exists (their saves
+# pause before each rename: HT_FAILPOINT, so these always hit a save), even ones 0-40 ms
+# later; each next run resumes from a complete set, and so does one process at the end
 mkdir "$TMP/k"
 . "$(dirname "$0")/../lib/killed_saves.sh"
 ROUNDS=4 hits=0 resumed=0 prev=-1 order=0 steps=""
@@ -139,7 +140,8 @@ ranks_of() {
 }
 for r in $(seq $ROUNDS); do
     touch "$TMP/mark"
-    mpirun_ht 4 "$HETTRAIN" -c "$TMP/kill.cfg" --resume --set pipe.stages=4 \
+    HT_FAILPOINT=$([ $((r % 2)) -eq 1 ] && echo $FAILPOINT) \
+        mpirun_ht 4 "$HETTRAIN" -c "$TMP/kill.cfg" --resume --set pipe.stages=4 \
         --set pipe.schedule=1f1b --set pipe.micro_batches=4 >"$TMP/k.out" 2>"$TMP/k.err" &
     pid=$!
     t0=$SECONDS

@@ -16,9 +16,15 @@ checkpoint = { $1 every = 1; };
 CFG
 }
 
-# start_writer: one round's run resuming from what the last one left, in the background ($pid)
+# FAILPOINT: the fault injection of rounds that kill at once (tests/README.md): each save
+# pauses 10 s between its complete temp file and the rename, so the kill lands inside the
+# save however loaded the machine is (the kill ends the pause: no time lost)
+FAILPOINT=save-pause:10000
+
+# start_writer [HT_FAILPOINT]: one round's run resuming from what the last one left, in the
+# background ($pid)
 start_writer() {
-    "$HETTRAIN" -c "$TMP/big.cfg" --resume >"$TMP/k.out" 2>"$TMP/k.err" &
+    HT_FAILPOINT=${1:-} "$HETTRAIN" -c "$TMP/big.cfg" --resume >"$TMP/k.out" 2>"$TMP/k.err" &
     pid=$!
 }
 
