@@ -59,6 +59,7 @@ void ht_sim_model_from(ht_sim_model *sm, const ht_model *m, const char *optim) {
      * reads p, g, m, v and writes p, m, v */
     sm->optim_bytes_per_param = adam ? 28 : 20;
     sm->optim_state_floats = adam ? 2 : 1;
+    sm->adamw = adam;
 }
 
 void ht_sim_model_free(ht_sim_model *sm) {

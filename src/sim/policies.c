@@ -170,6 +170,9 @@ static void run_ps(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_sim
     int bound = flags & HT_SYNC_F_STALENESS ? p->staleness : dasp && p->max_ahead > 0 ? p->max_ahead : -1;
     int64_t samples = 0, budget = (int64_t)p->steps * p->B;
     int b = p->B / W;
+    /* a push is b / B of a step: SGD scales the gradient by it (a host pass), AdamW its rate */
+    double gs, ls;
+    ht_ps_share_scales(sm->adamw, (double)b / p->B, &gs, &ls);
     for (int i; (i = next_worker(w, W)) >= 0;) {
         double t = w[i].t;
         samples += b;
@@ -177,7 +180,7 @@ static void run_ps(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_sim
         if (dasp && v.state[i] == HT_DASP_SYNC) {
             dasp_push(&v, i, t);
         } else {
-            double done = ps_apply(&v, i, t, W > 1, 1); /* scaled by b / B unless alone */
+            double done = ps_apply(&v, i, t, gs != 1, 1);
             if (done > *end) *end = done;
             /* ssp (and dasp's max_ahead for ASYNC workers): held while too far ahead */
             if (bound >= 0 && !ht_ssp_may_run(v.clk[i], ht_ssp_min_clock(v.clk, v.active, W), bound)) {

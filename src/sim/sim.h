@@ -113,6 +113,7 @@ typedef struct ht_sim_model {
     double in_bytes;    /* per sample input */
     int optim_bytes_per_param; /* optimizer traffic per parameter: sgd 20, adamw 28 */
     int optim_state_floats;    /* per parameter besides params and grads: sgd 1, adamw 2 */
+    int adamw;                 /* a parameter server scales AdamW's rate, not its gradient */
 } ht_sim_model;
 
 /* Description of m (built with d == NULL is enough); optim "sgd" | "adamw". */

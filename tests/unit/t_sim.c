@@ -617,6 +617,18 @@ static void sync_policies(void) {
     rc = ht_sim_run_sync(&c, &sm, &p, &r);
     tap_ok(rc == HT_OK && fabs(r.makespan - 9 * cc) < 1e-9 * cc, "asp, same: %.6g = 9 c", r.makespan);
     ht_sim_result_free(&r);
+    /* host passes priced: an SGD server scales each half-batch push (a pass); an AdamW one
+     * scales its rate instead (src/sync/ps.c), so the same run is shorter */
+    c.host_add_gbs = 1e-3;
+    double ms[2];
+    for (int a = 0; a < 2; a++) {
+        sm.adamw = a;
+        rc = ht_sim_run_sync(&c, &sm, &p, &r);
+        ms[a] = rc == HT_OK ? r.makespan : -1;
+        ht_sim_result_free(&r);
+    }
+    tap_ok(ms[1] > 0 && ms[0] > ms[1], "asp, AdamW server: no scaling pass (%.6g s < SGD's %.6g s)",
+           ms[1], ms[0]);
     free_all(&c, &sm, &m);
 }
 
