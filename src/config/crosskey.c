@@ -258,12 +258,20 @@ int ht_config_check_world(const ht_config *cfg, int world) {
                           "key 'cluster.devices': found %d values, expected 1 (for all ranks) "
                           "or %d (one per rank)",
                           cfg->cluster.ndevices, world, world);
-    /* a pipeline splits the batch into replicas x micro-batches (its engine checks that) */
-    if (!cfg->cluster.nshares && cfg->pipe.schedule == HT_PIPE_NONE && cfg->train.batch < world)
+    /* a pipeline splits the batch into replicas x micro-batches (its engine checks that); a
+     * policy's server or coordinator ranks take no samples (sync_world checks their count) */
+    const ht_sync_row *row = ht_sync_row_of(cfg->sync.mode);
+    int takers = world;
+    if (!(row->flags & HT_SYNC_F_LOCKSTEP))
+        takers -= ht_sync_extra_ranks(cfg->sync.mode, cfg->sync.servers);
+    if (takers < 1) takers = world;
+    if (!cfg->cluster.nshares && cfg->pipe.schedule == HT_PIPE_NONE && cfg->train.batch < takers)
         return world_fail(cfg, "",
-                          "key 'train.batch': found %d, expected at least %d so that every "
-                          "rank gets a sample",
-                          cfg->train.batch, world, world);
+                          takers == world ? "key 'train.batch': found %d, expected at least "
+                                            "%d so that every rank gets a sample"
+                                          : "key 'train.batch': found %d, expected at least "
+                                            "%d so that every worker gets a sample",
+                          cfg->train.batch, takers, world);
     const char *key = NULL;
     char msg[1024], at[HT_PATH_MAX + 32];
     if (world_rules(cfg, world, &key, msg, sizeof msg) == HT_OK) return HT_OK;

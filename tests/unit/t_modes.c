@@ -227,6 +227,17 @@ static void test_world_rules(void) {
             "job.cfg:4: key 'sync.mode': \"asp\" needs 2 parameter server rank(s)",
             "at least 3 ranks under mpirun; found 2");
     accepted(rc ? rc : ht_config_check_world(&c, 3), "asp with 2 servers on 3 ranks: accepted");
+    /* a server takes no samples: batch 16 feeds 16 workers and the server, not 17 workers */
+    rc = cfg_load(&c, job("sync = { mode = \"asp\"; };\n"), NULL);
+    accepted(rc ? rc : ht_config_check_world(&c, 17), "asp, batch 16 on 16 workers + 1 server");
+    refused(rc ? rc : ht_config_check_world(&c, 18), "asp, batch 16 on 17 workers + 1 server",
+            "key 'train.batch': found 16, expected at least 17 so that every worker gets a "
+            "sample (the job runs 18 ranks under mpirun)",
+            NULL);
+    rc = cfg_load(&c, job(""), NULL);
+    refused(rc ? rc : ht_config_check_world(&c, 17), "bsp, batch 16 on 17 ranks",
+            "key 'train.batch': found 16, expected at least 17 so that every rank gets a sample",
+            NULL);
     rc = cfg_load(&c, job("sync = { mode = \"gossip\"; };\n"), NULL);
     refused(rc ? rc : ht_config_check_world(&c, 1), "gossip in one process",
             "\"gossip\" needs 1 coordinator rank plus at least one worker", NULL);
