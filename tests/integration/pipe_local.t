@@ -40,21 +40,6 @@ pp() {
     [ $RC -eq 0 ] || diag "$(tail -3 "$TMP/$name.err")"
     losses "$TMP/$name.jsonl" >"$TMP/$name.loss" 2>/dev/null
 }
-# measured NAME: "rank peak gemm predicted" per pipe_memory_measured record
-measured() {
-    grep '"type":"pipe_memory_measured"' "$TMP/$1.jsonl" | sed -E \
-        's/.*"rank":([0-9]+),.*"allocated_peak_bytes":([^,]+),"gemm_workspace_bytes":([^,]+),"predicted_bytes":([^,]+),.*/\1 \2 \3 \4/'
-}
-# local_ok NAME NP [BOUND]: NP records; every rank's peak below BOUND (default STATE); every
-# prediction within 10% of the measured peak less the GEMM packing (not modelled)
-local_ok() {
-    measured "$1" | awk -v s="${3:-$STATE}" -v np="$2" '
-        { n++; held = $2 - $3; e = ($4 - held) / held; if (e < 0) e = -e
-          if (e > 0.10) bad = 1; if ($2 >= s) bad = 1 }
-        END { exit bad || n != np }'
-}
-# eval_of NAME: the evaluation records' "step val_loss"
-eval_of() { grep '"type":"eval"' "$TMP/$1.jsonl" | sed -E 's/.*"step":([0-9]+),"val_loss":([^,]+),.*/\1 \2/'; }
 
 one_process
 ok $? "GPT ($NPARAMS parameters), one process: reference run"

@@ -53,18 +53,6 @@ one() {
     [ $RC -eq 0 ] || diag "$(tail -3 "$TMP/$name.err")"
     losses "$TMP/$name.jsonl" >"$TMP/$name.loss" 2>/dev/null
 }
-measured() {
-    grep '"type":"pipe_memory_measured"' "$TMP/$1.jsonl" | sed -E \
-        's/.*"rank":([0-9]+),.*"allocated_peak_bytes":([^,]+),"gemm_workspace_bytes":([^,]+),"predicted_bytes":([^,]+),.*/\1 \2 \3 \4/'
-}
-# local_ok NAME NP: NP records, every peak below STATE, every prediction within 10% of the
-# peak less the GEMM packing (not modelled)
-local_ok() {
-    measured "$1" | awk -v s="$STATE" -v np="$2" '
-        { n++; held = $2 - $3; e = ($4 - held) / held; if (e < 0) e = -e
-          if (e > 0.10) bad = 1; if ($2 >= s) bad = 1 }
-        END { exit bad || n != np }'
-}
 # same_eval A B: the validation losses of B's evaluations equal A's at the same steps (1e-5)
 same_eval() {
     local e

@@ -50,3 +50,20 @@ one_process() {
     losses "$TMP/one.jsonl" >"$TMP/one.loss"
     return $rc
 }
+
+# Stage-local memory records (pipe_local*.t). measured NAME: "rank peak gemm predicted" per
+# pipe_memory_measured record of $TMP/NAME.jsonl
+measured() {
+    grep '"type":"pipe_memory_measured"' "$TMP/$1.jsonl" | sed -E \
+        's/.*"rank":([0-9]+),.*"allocated_peak_bytes":([^,]+),"gemm_workspace_bytes":([^,]+),"predicted_bytes":([^,]+),.*/\1 \2 \3 \4/'
+}
+# local_ok NAME NP [BOUND]: NP records; every rank's peak below BOUND (default STATE); every
+# prediction within 10% of the measured peak less the GEMM packing (not modelled)
+local_ok() {
+    measured "$1" | awk -v s="${3:-$STATE}" -v np="$2" '
+        { n++; held = $2 - $3; e = ($4 - held) / held; if (e < 0) e = -e
+          if (e > 0.10) bad = 1; if ($2 >= s) bad = 1 }
+        END { exit bad || n != np }'
+}
+# eval_of NAME: the evaluation records' "step val_loss"
+eval_of() { grep '"type":"eval"' "$TMP/$1.jsonl" | sed -E 's/.*"step":([0-9]+),"val_loss":([^,]+),.*/\1 \2/'; }
