@@ -519,15 +519,28 @@ static void ring_begin(ht_comm_req *q, int nsteps) {
     enqueue(q);
 }
 
-ht_comm_req *ht_comm_iallreduce_sum_f64(double *buf, size_t n) {
+/* A request already complete: nothing to exchange (no tag used, as on every rank). */
+static ht_comm_req *done_req(void) {
     ht_comm_req *q = ht_xcalloc(1, sizeof *q);
-    if (g_size == 1 || !ht_comm_active() || n == 0) {
-        q->done = 1;
-        return q;
-    }
-    q->what = "MPI_Iallreduce";
-    q->n = n; /* no tag: MPI matches collectives by their order on the communicator */
+    q->done = 1;
+    return q;
+}
+
+/* A request for one MPI nonblocking collective on buf's n elements, its handle at mr[0]. */
+static ht_comm_req *mpi_req(float *buf, size_t n, int tag, const char *what) {
+    ht_comm_req *q = ht_xcalloc(1, sizeof *q);
+    q->buf = buf;
+    q->n = n;
+    q->tag = tag;
+    q->what = what;
     q->mr = ht_xmalloc(sizeof *q->mr);
+    return q;
+}
+
+ht_comm_req *ht_comm_iallreduce_sum_f64(double *buf, size_t n) {
+    if (g_size == 1 || !ht_comm_active() || n == 0) return done_req();
+    /* no tag: MPI matches collectives by their order on the communicator */
+    ht_comm_req *q = mpi_req(NULL, n, 0, "MPI_Iallreduce");
     CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, ht_comm_count(n, "MPI_Iallreduce"), MPI_DOUBLE,
                          MPI_SUM, ht_comm_cur, &q->mr[0]));
     enqueue(q);
@@ -535,19 +548,10 @@ ht_comm_req *ht_comm_iallreduce_sum_f64(double *buf, size_t n) {
 }
 
 ht_comm_req *ht_comm_iallreduce(float *buf, size_t n, int ring) {
-    if (g_size == 1 || !ht_comm_active() || n == 0) {
-        ht_comm_req *q = ht_xcalloc(1, sizeof *q);
-        q->done = 1; /* nothing to exchange; no tag used, as on every rank */
-        return q;
-    }
+    if (g_size == 1 || !ht_comm_active() || n == 0) return done_req();
     int tag = TAG_BASE + (int)(g_seq++ % TAG_RANGE);
     if (ring) return ring_start(buf, n, NULL, g_size, g_rank, tag);
-    ht_comm_req *q = ht_xcalloc(1, sizeof *q);
-    q->buf = buf;
-    q->n = n;
-    q->tag = tag;
-    q->what = "MPI_Iallreduce";
-    q->mr = ht_xmalloc(sizeof *q->mr);
+    ht_comm_req *q = mpi_req(buf, n, tag, "MPI_Iallreduce");
     /* what a ring would move: MPI's own algorithm may move less or more */
     ht_comm_sent_bytes += 2 * (g_size - 1) * n * sizeof(float) / g_size;
     ht_comm_recv_bytes += 2 * (g_size - 1) * n * sizeof(float) / g_size;
@@ -565,10 +569,8 @@ ht_comm_req *ht_comm_ireduce_scatter(float *buf, float *recv, const size_t *coun
     }
     const size_t mine = counts[g_rank];
     if (g_size == 1 || !ht_comm_active() || n == 0) {
-        ht_comm_req *q = ht_xcalloc(1, sizeof *q);
         if (mine) memmove(recv, buf + lo, mine * sizeof(float));
-        q->done = 1; /* nothing to exchange; no tag used, as on every rank */
-        return q;
+        return done_req();
     }
     int tag = TAG_BASE + (int)(g_seq++ % TAG_RANGE);
     if (ring) {
@@ -586,12 +588,7 @@ ht_comm_req *ht_comm_ireduce_scatter(float *buf, float *recv, const size_t *coun
     int *cnt = ht_xcalloc((size_t)g_size, sizeof(int));
     for (int r = 0; r < g_size; r++)
         cnt[r] = ht_comm_count(counts[r], "MPI_Ireduce_scatter");
-    ht_comm_req *q = ht_xcalloc(1, sizeof *q);
-    q->buf = buf;
-    q->n = n;
-    q->tag = tag;
-    q->what = "MPI_Ireduce_scatter";
-    q->mr = ht_xmalloc(sizeof *q->mr);
+    ht_comm_req *q = mpi_req(buf, n, tag, "MPI_Ireduce_scatter");
     /* what a ring would move */
     ht_comm_sent_bytes += (n - mine) * sizeof(float);
     ht_comm_recv_bytes += (n - mine) * sizeof(float);
