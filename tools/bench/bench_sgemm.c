@@ -5,8 +5,13 @@
  * input-gradient, weight-gradient) and at the GPTs' (GPT-small and the 85M GPT; the same list
  * as tools/bench/torch_peer.py sgemm).
  * Each repetition times one call of each library back to back (ours waits for the
- * device), and the best of N is printed: on a shared machine the minimum is the figure
- * least disturbed by other processes; the load average is printed before and after.
+ * device), and the best and the median of N are printed: on a shared machine the minimum is
+ * the figure least disturbed by other processes, but for a 0.1-1 ms product it is also a
+ * lucky draw of how fast PoCL's worker threads woke up, which the median is not; the load
+ * average is printed before and after. "queued ms" is the mean of N calls enqueued back to
+ * back with one wait at the end, as a training step issues them (no wake-up between calls).
+ * Before the shapes, the round trip of an empty kernel (enqueue, run, clFinish: what every
+ * product pays once on top of its kernels) with 1 work-item and with 64 work-groups.
  * --offset F places every operand F floats into its buffer, as the model's views into
  * its parameter and activation arenas are (0: operands at the start of their buffers).
  * --only S runs the shapes whose name contains S; --profile prints the per-kernel device
@@ -69,12 +74,55 @@ static void loadavg(const char *when) {
     printf("load average %s: %s", when, line);
 }
 
-static double time_ours(ht_dev *d, const shape *s, ht_buf *a, ht_buf *b, ht_buf *c, size_t off) {
+static void call_ours(ht_dev *d, const shape *s, ht_buf *a, ht_buf *b, ht_buf *c, size_t off) {
     size_t lda = s->ta ? s->m : s->k, ldb = s->tb ? s->k : s->n;
-    double t0 = ht_now();
     ht_sgemm(d, s->ta, s->tb, s->m, s->n, s->k, 1, a, off, lda, b, off, ldb, 0, c, off, s->n);
+}
+
+static double time_ours(ht_dev *d, const shape *s, ht_buf *a, ht_buf *b, ht_buf *c, size_t off) {
+    double t0 = ht_now();
+    call_ours(d, s, a, b, c, off);
     ht_dev_finish(d);
     return ht_now() - t0;
+}
+
+/* Mean seconds a call of `reps` calls enqueued back to back, one wait at the end. */
+static double time_queued(ht_dev *d, const shape *s, ht_buf *a, ht_buf *b, ht_buf *c,
+                          size_t off, int reps) {
+    ht_dev_finish(d);
+    double t0 = ht_now();
+    for (int r = 0; r < reps; r++) call_ours(d, s, a, b, c, off);
+    ht_dev_finish(d);
+    return (ht_now() - t0) / reps;
+}
+
+static int cmp_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* The median of t[0..n-1] (sorts t). */
+static double median(double *t, int n) {
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+/* Best and median microseconds of an empty kernel's enqueue + clFinish over `groups`
+ * work-groups of one work-item (t: reps doubles of scratch). */
+static void launch_trip(ht_dev *d, size_t groups, int reps, double *t) {
+    size_t one = 1;
+    ht_launch(d, "prof_empty", 1, &groups, &one, HT_INT(0));
+    ht_dev_finish(d);
+    for (int r = 0; r < reps; r++) {
+        double t0 = ht_now();
+        ht_launch(d, "prof_empty", 1, &groups, &one, HT_INT(0));
+        ht_dev_finish(d);
+        t[r] = (ht_now() - t0) * 1e6;
+    }
+    double best = t[0];
+    for (int r = 1; r < reps; r++) best = t[r] < best ? t[r] : best;
+    printf("empty kernel, %zu work-group%s: enqueue + finish best %.1f us, median %.1f us\n",
+           groups, groups > 1 ? "s" : "", best, median(t, reps));
 }
 
 #ifdef HT_HAVE_OPENBLAS
@@ -127,12 +175,17 @@ int main(int argc, char **argv) {
            *c = ht_buf_new(d, total * 4, "C");
     ht_buf_write(d, a, 0, total * 4, ha);
     ht_buf_write(d, b, 0, total * 4, hb);
-    printf("device: %s (%s)%s%s, operands at offset %zu floats, best of %d\n",
+    printf("device: %s (%s)%s%s, operands at offset %zu floats, best and median of %d\n",
            ht_dev_info(d)->name, ht_dev_info(d)->platform, tuning ? ", tuning " : "",
            tuning ? tuning : "", off, reps);
     loadavg("before");
-    printf("%-18s %2s %5s %5s %5s %9s %12s %12s %7s %9s\n", "shape", "op", "M", "N", "K",
-           "ours ms", "hettrain GF/s", "OpenBLAS GF/s", "ratio", "max err");
+    double *tt = ht_xmalloc((size_t)reps * sizeof *tt), *tb = ht_xmalloc((size_t)reps * sizeof *tb);
+    launch_trip(d, 1, reps, tt);
+    launch_trip(d, 64, reps, tt);
+    /* best first (the columns scripts read: ms, GF/s, OpenBLAS GF/s), then the medians */
+    printf("%-18s %2s %5s %5s %5s %9s %12s %12s %7s %9s %8s %8s %8s %9s\n", "shape", "op", "M",
+           "N", "K", "ours ms", "hettrain GF/s", "OpenBLAS GF/s", "ratio", "max err", "med ms",
+           "med GF/s", "BLAS med", "queued ms");
     for (size_t i = 0; i < sizeof SHAPES / sizeof *SHAPES; i++) {
         const shape *s = &SHAPES[i];
         if (only && !strstr(s->what, only)) continue;
@@ -144,13 +197,16 @@ int main(int argc, char **argv) {
         time_blas(s, ha + off, hb + off, hc + off);
 #endif
         for (int r = 0; r < reps; r++) {
-            double t = time_ours(d, s, a, b, c, off);
+            double t = tt[r] = time_ours(d, s, a, b, c, off);
             if (t < best) best = t;
+            tb[r] = 1e30;
 #ifdef HT_HAVE_OPENBLAS
-            t = time_blas(s, ha + off, hb + off, hc + off);
+            t = tb[r] = time_blas(s, ha + off, hb + off, hc + off);
             if (t < best_blas) best_blas = t;
 #endif
         }
+        double med = median(tt, reps), med_blas = median(tb, reps);
+        double queued = time_queued(d, s, a, b, c, off, reps);
 #ifdef HT_HAVE_OPENBLAS
         /* largest difference to OpenBLAS, relative to the largest |C| entry */
         size_t nc = (size_t)s->m * s->n;
@@ -167,15 +223,16 @@ int main(int argc, char **argv) {
         double blas = 0;
 #endif
         double ours = flop / best * 1e-9;
-        printf("%-18s %c%c %5d %5d %5d %9.3f %12.1f %12.1f %7.2f %9.1e\n", s->what,
-               s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->m, s->n, s->k, best * 1e3, ours, blas,
-               blas > 0 ? ours / blas : 0, err);
+        printf("%-18s %c%c %5d %5d %5d %9.3f %12.1f %12.1f %7.2f %9.1e %8.3f %8.1f %8.1f %9.3f\n",
+               s->what, s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->m, s->n, s->k, best * 1e3, ours,
+               blas, blas > 0 ? ours / blas : 0, err, med * 1e3, flop / med * 1e-9,
+               blas > 0 ? flop / med_blas * 1e-9 : 0, queued * 1e3);
         fflush(stdout);
     }
     loadavg("after");
     if (profile) ht_dev_profile_report(d, stdout);
     ht_buf_free(a), ht_buf_free(b), ht_buf_free(c);
     ht_dev_close(d);
-    free(ha), free(hb), free(hc), free(got);
+    free(ha), free(hb), free(hc), free(got), free(tt), free(tb);
     return 0;
 }
