@@ -184,3 +184,43 @@ __kernel void gemm_rows(__global float *C, const int co, const int ldc, __global
     }
     gemm_store_tile(C + co, ldc, M, N, m0, n0, c0, c1, c2, c3, c4, c5, alpha, beta);
 }
+
+/* gemm_packed with both operands read in place, one launch instead of three: A(i, l) =
+ * A[ao + i*sai + l*sal] (A or A^T), B(l, j) = B[bo + l*ldb + j] (B, not B^T), for products
+ * of at most 16 rows (the n = 10 layer's weight gradient), where each B panel serves at most
+ * three tiles and copying B into panels costs more than it saves (gemm.c picks it).
+ * Rows past M repeat row M-1 and are not stored; columns past N read as 0, as packing pads
+ * them, and each sum runs over l in the same order as gemm_packed's: the same bits. */
+__kernel void gemm_direct(__global float *C, const int co, const int ldc, __global const float *A,
+                          const int ao, const int sai, const int sal, __global const float *B,
+                          const int bo, const int ldb, const int M, const int N, const int K,
+                          const float alpha, const float beta) {
+    const int j = get_global_id(0), i = get_global_id(1);
+    const int n0 = GEMM_TN * j, m0 = GEMM_TM * i;
+    if (n0 >= N || m0 >= M) return;
+    __global const float *a0 = A + ao + min(m0, M - 1) * sai;
+    __global const float *a1 = A + ao + min(m0 + 1, M - 1) * sai;
+    __global const float *a2 = A + ao + min(m0 + 2, M - 1) * sai;
+    __global const float *a3 = A + ao + min(m0 + 3, M - 1) * sai;
+    __global const float *a4 = A + ao + min(m0 + 4, M - 1) * sai;
+    __global const float *a5 = A + ao + min(m0 + 5, M - 1) * sai;
+    __global const float *b = B + bo + n0;
+    const int nb = min(GEMM_TN, N - n0);
+    float16 c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f, c4 = 0.0f, c5 = 0.0f;
+    if (nb == GEMM_TN) {
+        for (int l = 0; l < K; l++) {
+            const float16 bv = vload16(0, b + l * ldb);
+            const int o = l * sal;
+            GEMM_FMA6(bv, a0[o], a1[o], a2[o], a3[o], a4[o], a5[o]);
+        }
+    } else { /* the last, partial column panel */
+        for (int l = 0; l < K; l++) {
+            float t[GEMM_TN];
+            for (int q = 0; q < GEMM_TN; q++) t[q] = q < nb ? b[l * ldb + q] : 0.0f;
+            const float16 bv = vload16(0, t);
+            const int o = l * sal;
+            GEMM_FMA6(bv, a0[o], a1[o], a2[o], a3[o], a4[o], a5[o]);
+        }
+    }
+    gemm_store_tile(C + co, ldc, M, N, m0, n0, c0, c1, c2, c3, c4, c5, alpha, beta);
+}

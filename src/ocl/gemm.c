@@ -3,7 +3,9 @@
  * 16-column panels first, then A's 6-row panels), then gemm_packed computes the 6x16 tiles
  * (see cl/gemm.cl for the scheme and why). With a single column panel (n <= 16) and A's rows
  * along k, A is read in place by gemm_rows instead: packing it cost as much as the product
- * (the n = 10 layer's forward: 0.12 -> 0.08 ms at batch 256). Chosen by ht_sgemm_at (blas.c)
+ * (the n = 10 layer's forward: 0.12 -> 0.08 ms at batch 256). Products of at most 16 rows
+ * with B not transposed read both in place (gemm_direct): one launch instead of three, and
+ * no copy of the wide operand (the n = 10 layer's weight gradient copied 1 MB). Chosen by ht_sgemm_at (blas.c)
  * where measurement found it faster than CLBlast (choose.c); ht_dev_opts.gemm (default from
  * $HT_GEMM) forces either path (tests, benchmarks, the CLBlast tuner). Each element's sum
  * over k runs in order. */
@@ -70,10 +72,14 @@ void ht_gemm_tiled(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size
                    size_t ldb, float beta, ht_buf *c, size_t c_off, size_t ldc, const char *file,
                    int line) {
     size_t pb = packed_b(n, k);
-    /* one B panel and A's rows along k: A is read in place (gemm_rows) */
-    int rows = !trans_a && n <= TN && fits_int(a_off, m * lda);
-    ht_buf *ws = workspace(d, pb + (rows ? 0 : packed_a(m, k)));
-    if (k > 0) {
+    /* at most 16 rows of C (the n = 10 layer's weight gradient) with B's rows along n: both
+     * read in place (gemm_direct; not for k <= 16 with many rows: under load it timed no
+     * faster than packing at 256x1024x10); else one B panel and A's rows along k: A is read
+     * in place (gemm_rows) */
+    int direct = !trans_b && m <= TN;
+    int rows = !direct && !trans_a && n <= TN && fits_int(a_off, m * lda);
+    ht_buf *ws = direct ? NULL : workspace(d, pb + (rows ? 0 : packed_a(m, k)));
+    if (k > 0 && !direct) {
         /* B(l, j) = b[j*ldb + l] (B^T stored) or b[l*ldb + j]; A(i, l) likewise */
         pack(d, ws, 0, b, b_off, trans_b ? ldb : 1, trans_b ? 1 : ldb, n, k, TN, file, line);
         if (!rows)
@@ -84,7 +90,7 @@ void ht_gemm_tiled(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size
     size_t tiles_m = (m + TM - 1) / TM, tiles_n = (n + TN - 1) / TN;
     size_t want = 4 * (size_t)(d->info.compute_units ? d->info.compute_units : 1);
     size_t l1 = tiles_m * tiles_n / want,
-           cap = ht_kernel_max_wg(d, rows ? "gemm_rows" : "gemm_packed");
+           cap = ht_kernel_max_wg(d, direct ? "gemm_direct" : rows ? "gemm_rows" : "gemm_packed");
     if (l1 > 16) l1 = 16;
     if (l1 > tiles_m) l1 = tiles_m;
     if (l1 > cap) l1 = cap;
@@ -95,7 +101,14 @@ void ht_gemm_tiled(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size
     snprintf(name, sizeof name, "sgemm %c%c %zux%zux%zu", trans_a ? 'T' : 'N', trans_b ? 'T' : 'N',
              m, n, k);
     d->prof_name = name;
-    if (rows)
+    if (direct)
+        ht_launch_at(d, "gemm_direct", 2, gws, lws, 15,
+                     (ht_arg[]){HT_BUF(c), HT_INT(c_off), HT_INT(ldc), HT_BUF(a), HT_INT(a_off),
+                                HT_INT(trans_a ? 1 : lda), HT_INT(trans_a ? lda : 1), HT_BUF(b),
+                                HT_INT(b_off), HT_INT(ldb), HT_INT(m), HT_INT(n), HT_INT(k),
+                                HT_FLOAT(alpha), HT_FLOAT(beta)},
+                     file, line);
+    else if (rows)
         ht_launch_at(d, "gemm_rows", 2, gws, lws, 13,
                      (ht_arg[]){HT_BUF(c), HT_INT(c_off), HT_INT(ldc), HT_BUF(a), HT_INT(a_off),
                                 HT_INT(lda), HT_BUF(ws), HT_INT(0), HT_INT(m), HT_INT(n), HT_INT(k),

@@ -8,7 +8,9 @@
  * alpha and beta, beta = 0 over a NaN-filled C (never read), k = 0 (C = beta C). The
  * device's launch counts prove which of our paths ran (CLBlast packs nothing with our
  * kernels): B packed by the run or the gather kernel, and A packed (gemm_packed) or read in
- * place (gemm_rows: one column panel, A not transposed). Shapes stay small: our kernels run ~0.03 GFLOP/s
+ * place (gemm_rows: one column panel, A not transposed), or neither packed (gemm_direct:
+ * B not transposed, m at most 16; the only path of ours without packing when k > 0,
+ * and the choice is forced to ours, whose kernels take every shape of this file). Shapes stay small: our kernels run ~0.03 GFLOP/s
  * on llvmpipe. */
 #include <math.h>
 #include <stdio.h>
@@ -68,21 +70,23 @@ static void check(ht_dev *d, int ta, int tb, int m, int n, int k, float alpha, f
     ht_buf_read(d, bc, 0, g.nc * 4, g.c);
     ref_gemm_diff e = ref_gemm_check(&g);
     counts n_ = launches(d);
-    int rows = !ta && n <= 16; /* gemm.c: A read in place */
+    int direct = !tb && m <= 16; /* gemm.c: both read in place */
+    int rows = !direct && !ta && n <= 16;      /* gemm.c: A read in place */
     /* B(l, j): its panel rows (j) are contiguous unless B is stored transposed; A(i, l)
      * likewise unless A is not transposed. k = 0 packs nothing; gemm_rows packs no A. */
     long bp = tb ? n_.b_gather : n_.b_run, bo = tb ? n_.b_run : n_.b_gather;
     long ap = ta ? n_.a_run : n_.a_gather, ao = ta ? n_.a_gather : n_.a_run;
     int paths = n_.products == 1 && bo == 0 && ao == 0 &&
-                (k == 0 ? bp == 0 && ap == 0 : bp >= 1 && (rows ? ap == 0 : ap >= 1));
+                (k == 0 || direct ? bp == 0 && ap == 0 : bp >= 1 && (rows ? ap == 0 : ap >= 1));
     tap_ok(!e.bad && !e.touched && paths,
            "tiled %c%c m=%d n=%d k=%d alpha=%g beta=%g pad %d offsets %zu/%zu/%zu (%s%s): "
            "%zu of %zu outside %.1e (worst inside %.2e), %zu outside C's window changed",
            ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, beta, pad, oa, ob, oc,
-           k == 0 ? "no packing"
-           : rows ? "gemm_rows"
-                  : "gemm_packed",
-           k == 0 ? ""
+           k == 0   ? "no packing"
+           : direct ? "gemm_direct"
+           : rows   ? "gemm_rows"
+                    : "gemm_packed",
+           k == 0 || direct ? ""
            : tb   ? ", B gathered"
                   : ", B run",
            e.bad, (size_t)m * n, e.tol, e.worst, e.touched);
@@ -120,6 +124,16 @@ int main(void) {
     check(d, 0, 1, 23, 33, 517, 0.25f, 0.0f, 1, 0, 9, 0);
     check(d, 0, 0, 5, 16, 263, 1.0f, 0.25f, 2, 1, 1, 1); /* n = 16: one panel, gemm_rows */
     check(d, 1, 1, 12, 48, 18, -2.0f, 1.0f, 0, 0, 0, 0); /* whole tiles, both axes */
+    /* gemm_packed with A gathered (m, k > 16, B not transposed), gemm_rows with B run */
+    check(d, 0, 0, 29, 37, 23, 0.5f, 1.0f, 3, 2, 5, 1);
+    check(d, 0, 0, 25, 16, 263, 1.0f, 0.25f, 2, 1, 1, 1);
+    /* k <= 16 with many rows stays packed (the n = 10 layer's input gradient) */
+    check(d, 0, 0, 67, 37, 10, 1.0f, 0.0f, 3, 5, 3, 7);
+    check(d, 1, 0, 71, 50, 16, -0.5f, 1.5f, 1, 3, 0, 2);
+    /* gemm_direct: m <= 16 with k long (the n = 10 layer's weight gradient), both A layouts,
+     * partial row and column tiles, m = 16 exactly; beta = 0 over NaN and beta != 0 */
+    check(d, 1, 0, 10, 53, 70, 1.0f, 0.0f, 2, 3, 3, 3);
+    check(d, 0, 0, 16, 35, 300, 2.0f, 0.5f, 0, 1, 2, 0);
     /* k = 0: C = beta C, no packing */
     check(d, 0, 0, 6, 20, 0, 1.0f, 0.5f, 1, 0, 0, 2);
     ht_dev_close(d);
