@@ -159,28 +159,30 @@ __kernel void gemm_packed(__global float *C, const int co, const int ldc, __glob
     gemm_store_tile(C + co, ldc, M, N, m0, n0, c0, c1, c2, c3, c4, c5, alpha, beta);
 }
 
-/* gemm_packed with A read in place, A(i, l) = A[ao + i*lda + l] (rows along k: A, not A^T),
- * for a single B panel (N <= 16, the n = 10 layer), where packing A would cost as much as
- * the product: six rows 4 KiB apart are six streams, within L1's eight ways. Rows past M
- * repeat row M-1 and are not stored. */
+/* gemm_packed with A read in place, A(i, l) = A[ao + i*sai + l*sal] (A: sai = lda, sal = 1,
+ * six rows along k, six streams within L1's eight ways; A^T: sai = 1, sal = lda, six
+ * neighbours per step), B from its packed panels: for products where packing A costs a
+ * sizeable part of the product (k or n small: each A element is used ceil(N/16) times).
+ * Rows past M repeat row M-1 and are not stored; the same fma chain as gemm_packed. */
 __kernel void gemm_rows(__global float *C, const int co, const int ldc, __global const float *A,
-                        const int ao, const int lda, __global const float *P, const int bo,
-                        const int M, const int N, const int K, const float alpha,
+                        const int ao, const int sai, const int sal, __global const float *P,
+                        const int bo, const int M, const int N, const int K, const float alpha,
                         const float beta) {
     const int j = get_global_id(0), i = get_global_id(1);
     const int n0 = GEMM_TN * j, m0 = GEMM_TM * i;
     if (n0 >= N || m0 >= M) return;
-    __global const float *a0 = A + ao + min(m0, M - 1) * lda;
-    __global const float *a1 = A + ao + min(m0 + 1, M - 1) * lda;
-    __global const float *a2 = A + ao + min(m0 + 2, M - 1) * lda;
-    __global const float *a3 = A + ao + min(m0 + 3, M - 1) * lda;
-    __global const float *a4 = A + ao + min(m0 + 4, M - 1) * lda;
-    __global const float *a5 = A + ao + min(m0 + 5, M - 1) * lda;
+    __global const float *a0 = A + ao + min(m0, M - 1) * sai;
+    __global const float *a1 = A + ao + min(m0 + 1, M - 1) * sai;
+    __global const float *a2 = A + ao + min(m0 + 2, M - 1) * sai;
+    __global const float *a3 = A + ao + min(m0 + 3, M - 1) * sai;
+    __global const float *a4 = A + ao + min(m0 + 4, M - 1) * sai;
+    __global const float *a5 = A + ao + min(m0 + 5, M - 1) * sai;
     __global const float *b = P + bo + n0 * K;
     float16 c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f, c4 = 0.0f, c5 = 0.0f;
     for (int l = 0; l < K; l++) {
         const float16 bv = vload16(l, b);
-        GEMM_FMA6(bv, a0[l], a1[l], a2[l], a3[l], a4[l], a5[l]);
+        const int o = l * sal;
+        GEMM_FMA6(bv, a0[o], a1[o], a2[o], a3[o], a4[o], a5[o]);
     }
     gemm_store_tile(C + co, ldc, M, N, m0, n0, c0, c1, c2, c3, c4, c5, alpha, beta);
 }

@@ -67,55 +67,107 @@ static void pack(ht_dev *d, ht_buf *ws, size_t wso, const ht_buf *x, size_t off,
                  file, line);
 }
 
-void ht_gemm_tiled(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
-                   const ht_buf *a, size_t a_off, size_t lda, const ht_buf *b, size_t b_off,
-                   size_t ldb, float beta, ht_buf *c, size_t c_off, size_t ldc, const char *file,
-                   int line) {
-    size_t pb = packed_b(n, k);
-    /* at most 16 rows of C (the n = 10 layer's weight gradient) with B's rows along n: both
-     * read in place (gemm_direct; not for k <= 16 with many rows: under load it timed no
-     * faster than packing at 256x1024x10); else one B panel and A's rows along k: A is read
-     * in place (gemm_rows) */
-    int direct = !trans_b && m <= TN;
-    int rows = !direct && !trans_a && n <= TN && fits_int(a_off, m * lda);
-    ht_buf *ws = direct ? NULL : workspace(d, pb + (rows ? 0 : packed_a(m, k)));
-    if (k > 0 && !direct) {
-        /* B(l, j) = b[j*ldb + l] (B^T stored) or b[l*ldb + j]; A(i, l) likewise */
-        pack(d, ws, 0, b, b_off, trans_b ? ldb : 1, trans_b ? 1 : ldb, n, k, TN, file, line);
-        if (!rows)
-            pack(d, ws, pb, a, a_off, trans_a ? 1 : lda, trans_a ? lda : 1, m, k, TM, file, line);
+/* Which of the three ways a product runs: HT_TILED_PACKED (pack A and B, gemm_packed),
+ * HT_TILED_ROWS (pack B, read A in place: gemm_rows) or HT_TILED_DIRECT (both in place:
+ * gemm_direct; B not transposed). All three run the same fma chain over l for each element
+ * of C, so the choice changes the time only, never the bits. Forced by
+ * ht_gemm_tiled_force (tests) or $HT_GEMM_KERNEL=packed|rows|direct (benchmarks), where the
+ * shape allows it; else by kind_auto. */
+static int kind_forced(const ht_dev *d) {
+    static int env = -1;
+    if (d->gemm_kind) return d->gemm_kind;
+    if (env == -1) {
+        const char *e = getenv("HT_GEMM_KERNEL");
+        env = 0;
+        if (e && !strcmp(e, "packed")) env = HT_TILED_PACKED;
+        if (e && !strcmp(e, "rows")) env = HT_TILED_ROWS;
+        if (e && !strcmp(e, "direct")) env = HT_TILED_DIRECT;
     }
-    /* Work-groups of up to 16 tiles down a column (one B panel), fewer where there are so few
-     * columns that each compute unit would not get about 4 groups (the n = 10 layer). */
+    return env;
+}
+
+void ht_gemm_tiled_force(ht_dev *d, int kind) { d->gemm_kind = kind; }
+
+/* From interleaved timings of the three ways at the benchmark models' shapes
+ * (bench_sgemm --kinds; BENCHMARKS.md 2026-11-28 15:xx): A read in place (its rows along k:
+ * six streams) matched or beat packing it at every shape with k <= 1024 (GPT-small's
+ * 1024 x 128..512 x 128..512 products 0-15% less time, the MLP's fc1 forward 9%), and was
+ * 2% slower at k = 3072 (the 85M GPT's fc2 forward: its rows 12 KiB apart share one L1
+ * set). A^T in place (six neighbours a step, one line per step) lost 10-40% at every TN
+ * shape but the one with at most 16 rows. Both operands in place won only there (the
+ * n = 10 layer's weight gradient, 30% less time: no 1 MB copy of B). */
+static int kind_auto(int trans_a, int trans_b, size_t m, size_t n, size_t k) {
+    if (!trans_b && m <= TN) return HT_TILED_DIRECT;
+    if (!trans_a && (n <= TN || k <= 1024)) return HT_TILED_ROWS;
+    return HT_TILED_PACKED;
+}
+
+static int kind_of(const ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t k,
+                   size_t a_off, size_t lda) {
+    int kind = kind_forced(d);
+    if (!kind) kind = kind_auto(trans_a, trans_b, m, n, k);
+    if (kind == HT_TILED_DIRECT && trans_b) kind = HT_TILED_ROWS;
+    /* A's in-place indices (rows past M clamp to M-1) must fit an int */
+    if (kind != HT_TILED_PACKED && !fits_int(a_off, (trans_a ? k : m) * lda))
+        kind = HT_TILED_PACKED;
+    return kind;
+}
+
+/* Work-groups of up to 16 tiles down a column (one B panel), fewer where there are so few
+ * columns that each compute unit would not get about 4 groups (the n = 10 layer). */
+static void range(ht_dev *d, const char *kernel, size_t m, size_t n, size_t gws[2],
+                  size_t lws[2]) {
     size_t tiles_m = (m + TM - 1) / TM, tiles_n = (n + TN - 1) / TN;
     size_t want = 4 * (size_t)(d->info.compute_units ? d->info.compute_units : 1);
-    size_t l1 = tiles_m * tiles_n / want,
-           cap = ht_kernel_max_wg(d, direct ? "gemm_direct" : rows ? "gemm_rows" : "gemm_packed");
+    size_t l1 = tiles_m * tiles_n / want, cap = ht_kernel_max_wg(d, kernel);
     if (l1 > 16) l1 = 16;
     if (l1 > tiles_m) l1 = tiles_m;
     if (l1 > cap) l1 = cap;
     if (l1 < 1) l1 = 1;
-    size_t gws[2] = {tiles_n, (tiles_m + l1 - 1) / l1 * l1}, lws[2] = {1, l1};
+    gws[0] = tiles_n, gws[1] = (tiles_m + l1 - 1) / l1 * l1, lws[0] = 1, lws[1] = l1;
+}
+
+void ht_gemm_tiled(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
+                   const ht_buf *a, size_t a_off, size_t lda, const ht_buf *b, size_t b_off,
+                   size_t ldb, float beta, ht_buf *c, size_t c_off, size_t ldc, const char *file,
+                   int line) {
+    int kind = kind_of(d, trans_a, trans_b, m, n, k, a_off, lda);
+    size_t pb = packed_b(n, k);
+    ht_buf *ws = kind == HT_TILED_DIRECT
+                     ? NULL
+                     : workspace(d, pb + (kind == HT_TILED_ROWS ? 0 : packed_a(m, k)));
+    if (k > 0 && kind != HT_TILED_DIRECT) {
+        /* B(l, j) = b[j*ldb + l] (B^T stored) or b[l*ldb + j]; A(i, l) likewise */
+        pack(d, ws, 0, b, b_off, trans_b ? ldb : 1, trans_b ? 1 : ldb, n, k, TN, file, line);
+        if (kind == HT_TILED_PACKED)
+            pack(d, ws, pb, a, a_off, trans_a ? 1 : lda, trans_a ? lda : 1, m, k, TM, file, line);
+    }
+    const char *kernel = kind == HT_TILED_DIRECT ? "gemm_direct"
+                         : kind == HT_TILED_ROWS ? "gemm_rows"
+                                                 : "gemm_packed";
+    size_t gws[2], lws[2];
+    range(d, kernel, m, n, gws, lws);
     /* profiled as CLBlast's calls are: hetprof reads the GEMM shapes from these names */
     char name[96];
     snprintf(name, sizeof name, "sgemm %c%c %zux%zux%zu", trans_a ? 'T' : 'N', trans_b ? 'T' : 'N',
              m, n, k);
     d->prof_name = name;
-    if (direct)
-        ht_launch_at(d, "gemm_direct", 2, gws, lws, 15,
+    /* A(i, l) = a[a_off + i*sai + l*sal] */
+    int sai = trans_a ? 1 : (int)lda, sal = trans_a ? (int)lda : 1;
+    if (kind == HT_TILED_DIRECT)
+        ht_launch_at(d, kernel, 2, gws, lws, 15,
                      (ht_arg[]){HT_BUF(c), HT_INT(c_off), HT_INT(ldc), HT_BUF(a), HT_INT(a_off),
-                                HT_INT(trans_a ? 1 : lda), HT_INT(trans_a ? lda : 1), HT_BUF(b),
-                                HT_INT(b_off), HT_INT(ldb), HT_INT(m), HT_INT(n), HT_INT(k),
-                                HT_FLOAT(alpha), HT_FLOAT(beta)},
+                                HT_INT(sai), HT_INT(sal), HT_BUF(b), HT_INT(b_off), HT_INT(ldb),
+                                HT_INT(m), HT_INT(n), HT_INT(k), HT_FLOAT(alpha), HT_FLOAT(beta)},
                      file, line);
-    else if (rows)
-        ht_launch_at(d, "gemm_rows", 2, gws, lws, 13,
+    else if (kind == HT_TILED_ROWS)
+        ht_launch_at(d, kernel, 2, gws, lws, 14,
                      (ht_arg[]){HT_BUF(c), HT_INT(c_off), HT_INT(ldc), HT_BUF(a), HT_INT(a_off),
-                                HT_INT(lda), HT_BUF(ws), HT_INT(0), HT_INT(m), HT_INT(n), HT_INT(k),
-                                HT_FLOAT(alpha), HT_FLOAT(beta)},
+                                HT_INT(sai), HT_INT(sal), HT_BUF(ws), HT_INT(0), HT_INT(m),
+                                HT_INT(n), HT_INT(k), HT_FLOAT(alpha), HT_FLOAT(beta)},
                      file, line);
     else
-        ht_launch_at(d, "gemm_packed", 2, gws, lws, 11,
+        ht_launch_at(d, kernel, 2, gws, lws, 11,
                      (ht_arg[]){HT_BUF(c), HT_INT(c_off), HT_INT(ldc), HT_BUF(ws), HT_INT(pb),
                                 HT_INT(0), HT_INT(m), HT_INT(n), HT_INT(k), HT_FLOAT(alpha),
                                 HT_FLOAT(beta)},

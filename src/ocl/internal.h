@@ -40,6 +40,7 @@ struct ht_dev {
     long prof_zero;  /* folded events without (no timestamps: rusticl reports 2 and 3 ns) */
     size_t prof_resolution; /* CL_DEVICE_PROFILING_TIMER_RESOLUTION, ns (rusticl: 0) */
     int gemm; /* HT_GEMM_* from ht_dev_opts */
+    int gemm_kind; /* HT_TILED_*: how the tiled path runs every product (0: per shape, gemm.c) */
     int native; /* runs native kernels and is a CPU device (native.c) */
     long native_calls; /* products the native path enqueued (ht_dev_native_calls) */
     volatile int native_bad; /* a native kernel got other addresses than expected (native.c) */

@@ -180,6 +180,14 @@ void ht_sgemm_at(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t
     ht_sgemm_at((d), (ta), (tb), (m), (n), (k), (alpha), (a), (aoff), (lda), (b), (boff), (ldb),   \
                 (beta), (c), (coff), (ldc), __FILE__, __LINE__)
 
+/* How the tiled SGEMM path (HT_GEMM_TILED) computes a product: pack both operands
+ * (gemm_packed), pack B and read A in place (gemm_rows), or read both in place (gemm_direct,
+ * B not transposed). The same bits each way; 0 lets src/ocl/gemm.c pick per shape.
+ * ht_gemm_tiled_force(d, kind) forces one for every product on d where the shape allows it
+ * (tests); $HT_GEMM_KERNEL=packed|rows|direct likewise for every device (benchmarks). */
+enum { HT_TILED_AUTO, HT_TILED_PACKED, HT_TILED_ROWS, HT_TILED_DIRECT };
+void ht_gemm_tiled_force(ht_dev *d, int kind);
+
 /* The SGEMM variant of a device. With HT_GEMM=auto it is chosen by measurement
  * (src/ocl/choose.c): at the first ht_sgemm every variant is timed on layer-shaped products
  * (small ones, then batch 256 x width 512 for those within 8x of the best) and the fastest

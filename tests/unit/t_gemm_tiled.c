@@ -55,47 +55,62 @@ static counts launches(ht_dev *d) {
     return n;
 }
 
+static const char *const KIND[] = {"auto", "gemm_packed", "gemm_rows", "gemm_direct"};
+
 /* One product with A, B and C at float offsets oa, ob, oc in their buffers and leading
- * dimensions pad wider than the operands. */
+ * dimensions pad wider than the operands, computed each of the tiled path's ways
+ * (ht_gemm_tiled_force: packed, rows, direct where B is not transposed, then gemm.c's own
+ * pick), each checked against the reference, the launches proving the way, and every way's
+ * C equal bit for bit to the packed way's (gemm.c: one fma chain over l for every element,
+ * which the pipelines' equality with one process relies on). */
 static void check(ht_dev *d, int ta, int tb, int m, int n, int k, float alpha, float beta, int pad,
                   size_t oa, size_t ob, size_t oc) {
     ref_gemm_case g = ref_gemm_case_new(ta, tb, m, n, k, alpha, beta, pad, oa, ob, oc);
     ht_buf *ba = ht_buf_new(d, g.na * 4, "A"), *bb = ht_buf_new(d, g.nb * 4, "B"),
            *bc = ht_buf_new(d, g.nc * 4, "C");
+    float *packed = ht_xmalloc(g.nc * 4);
     ht_buf_write(d, ba, 0, g.na * 4, g.a);
     ht_buf_write(d, bb, 0, g.nb * 4, g.b);
-    ht_buf_write(d, bc, 0, g.nc * 4, g.c0);
-    ht_dev_profile_reset(d);
-    ht_sgemm(d, ta, tb, m, n, k, alpha, ba, oa, g.lda, bb, ob, g.ldb, beta, bc, oc, g.ldc);
-    ht_buf_read(d, bc, 0, g.nc * 4, g.c);
-    ref_gemm_diff e = ref_gemm_check(&g);
-    counts n_ = launches(d);
-    int direct = !tb && m <= 16; /* gemm.c: both read in place */
-    int rows = !direct && !ta && n <= 16;      /* gemm.c: A read in place */
-    /* B(l, j): its panel rows (j) are contiguous unless B is stored transposed; A(i, l)
-     * likewise unless A is not transposed. k = 0 packs nothing; gemm_rows packs no A. */
-    long bp = tb ? n_.b_gather : n_.b_run, bo = tb ? n_.b_run : n_.b_gather;
-    long ap = ta ? n_.a_run : n_.a_gather, ao = ta ? n_.a_gather : n_.a_run;
-    int paths = n_.products == 1 && bo == 0 && ao == 0 &&
-                (k == 0 || direct ? bp == 0 && ap == 0 : bp >= 1 && (rows ? ap == 0 : ap >= 1));
-    tap_ok(!e.bad && !e.touched && paths,
-           "tiled %c%c m=%d n=%d k=%d alpha=%g beta=%g pad %d offsets %zu/%zu/%zu (%s%s): "
-           "%zu of %zu outside %.1e (worst inside %.2e), %zu outside C's window changed",
-           ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, beta, pad, oa, ob, oc,
-           k == 0   ? "no packing"
-           : direct ? "gemm_direct"
-           : rows   ? "gemm_rows"
-                    : "gemm_packed",
-           k == 0 || direct ? ""
-           : tb   ? ", B gathered"
-                  : ", B run",
-           e.bad, (size_t)m * n, e.tol, e.worst, e.touched);
-    if (e.bad)
-        tap_diag("first bad element %zu: got %g, expected %g", e.first, (double)g.c[e.first],
-                 (double)g.r[e.first]);
-    if (!paths)
-        tap_diag("launches: B packs %ld run %ld gather, A packs %ld run %ld gather, %ld products",
-                 n_.b_run, n_.b_gather, n_.a_run, n_.a_gather, n_.products);
+    static const int order[] = {HT_TILED_PACKED, HT_TILED_ROWS, HT_TILED_DIRECT, HT_TILED_AUTO};
+    for (int o = 0; o < 4; o++) {
+        int kind = order[o];
+        if (kind == HT_TILED_DIRECT && tb) continue; /* gemm_direct reads B's rows in place */
+        ht_buf_write(d, bc, 0, g.nc * 4, g.c0);
+        ht_dev_profile_reset(d);
+        ht_gemm_tiled_force(d, kind);
+        ht_sgemm(d, ta, tb, m, n, k, alpha, ba, oa, g.lda, bb, ob, g.ldb, beta, bc, oc, g.ldc);
+        ht_gemm_tiled_force(d, HT_TILED_AUTO);
+        ht_buf_read(d, bc, 0, g.nc * 4, g.c);
+        ref_gemm_diff e = ref_gemm_check(&g);
+        counts n_ = launches(d);
+        /* B(l, j): its panel rows (j) are contiguous unless B is stored transposed; A(i, l)
+         * likewise unless A is not transposed (or a leading dimension is 1). k = 0 packs nothing; gemm_rows packs no A,
+         * gemm_direct nothing. Auto's way is gemm.c's to pick: any of the three. */
+        int b_run = !tb || g.ldb == 1, a_run = ta || g.lda == 1; /* gemm.c: stride 1 */
+        long bp = b_run ? n_.b_run : n_.b_gather, bo = b_run ? n_.b_gather : n_.b_run;
+        long ap = a_run ? n_.a_run : n_.a_gather, ao = a_run ? n_.a_gather : n_.a_run;
+        int paths = n_.products == 1 && bo == 0 && ao == 0;
+        if (k == 0 || kind == HT_TILED_DIRECT) paths = paths && bp == 0 && ap == 0;
+        else if (kind == HT_TILED_ROWS) paths = paths && bp >= 1 && ap == 0;
+        else if (kind == HT_TILED_PACKED) paths = paths && bp >= 1 && ap >= 1;
+        if (kind == HT_TILED_PACKED) memcpy(packed, g.c, g.nc * 4);
+        int same = !memcmp(packed, g.c, g.nc * 4);
+        tap_ok(!e.bad && !e.touched && paths && same,
+               "tiled %c%c m=%d n=%d k=%d alpha=%g beta=%g pad %d offsets %zu/%zu/%zu, %s%s: "
+               "%zu of %zu outside %.1e (worst inside %.2e), %zu outside C's window changed, "
+               "%s gemm_packed's bits",
+               ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, beta, pad, oa, ob, oc, KIND[kind],
+               k == 0 ? " (no packing)" : "", e.bad, (size_t)m * n, e.tol, e.worst, e.touched,
+               same ? "equal to" : "NOT equal to");
+        if (e.bad)
+            tap_diag("first bad element %zu: got %g, expected %g", e.first,
+                     (double)g.c[e.first], (double)g.r[e.first]);
+        if (!paths)
+            tap_diag("launches: B packs %ld run %ld gather, A packs %ld run %ld gather, %ld "
+                     "products",
+                     n_.b_run, n_.b_gather, n_.a_run, n_.a_gather, n_.products);
+    }
+    free(packed);
     ht_buf_free(ba), ht_buf_free(bb), ht_buf_free(bc);
     ref_gemm_case_free(&g);
 }
@@ -124,16 +139,18 @@ int main(void) {
     check(d, 0, 1, 23, 33, 517, 0.25f, 0.0f, 1, 0, 9, 0);
     check(d, 0, 0, 5, 16, 263, 1.0f, 0.25f, 2, 1, 1, 1); /* n = 16: one panel, gemm_rows */
     check(d, 1, 1, 12, 48, 18, -2.0f, 1.0f, 0, 0, 0, 0); /* whole tiles, both axes */
-    /* gemm_packed with A gathered (m, k > 16, B not transposed), gemm_rows with B run */
+    /* m, k > 16 with B not transposed; n = 16 */
     check(d, 0, 0, 29, 37, 23, 0.5f, 1.0f, 3, 2, 5, 1);
     check(d, 0, 0, 25, 16, 263, 1.0f, 0.25f, 2, 1, 1, 1);
-    /* k <= 16 with many rows stays packed (the n = 10 layer's input gradient) */
+    /* k <= 16 with many rows (the n = 10 layer's input gradient) */
     check(d, 0, 0, 67, 37, 10, 1.0f, 0.0f, 3, 5, 3, 7);
     check(d, 1, 0, 71, 50, 16, -0.5f, 1.5f, 1, 3, 0, 2);
-    /* gemm_direct: m <= 16 with k long (the n = 10 layer's weight gradient), both A layouts,
-     * partial row and column tiles, m = 16 exactly; beta = 0 over NaN and beta != 0 */
+    /* m <= 16 with k long (the n = 10 layer's weight gradient), both A layouts, partial row
+     * and column tiles, m = 16 exactly; beta = 0 over NaN and beta != 0 */
     check(d, 1, 0, 10, 53, 70, 1.0f, 0.0f, 2, 3, 3, 3);
     check(d, 0, 0, 16, 35, 300, 2.0f, 0.5f, 0, 1, 2, 0);
+    /* A^T in place over several row tiles and work-groups, with k past 256 */
+    check(d, 1, 1, 100, 40, 300, 1.0f, 0.0f, 1, 7, 2, 5);
     /* k = 0: C = beta C, no packing */
     check(d, 0, 0, 6, 20, 0, 1.0f, 0.5f, 1, 0, 0, 2);
     ht_dev_close(d);

@@ -9,19 +9,23 @@
  * the figure least disturbed by other processes, but for a 0.1-1 ms product it is also a
  * lucky draw of how fast PoCL's worker threads woke up, which the median is not; the load
  * average is printed before and after. "queued ms" is the mean of N calls enqueued back to
- * back with one wait at the end, as a training step issues them (no wake-up between calls).
+ * back with one wait at the end, as a training step issues them (no wake-up between calls);
+ * "cpu ms" the median CPU time of the process a call (PoCL's worker threads and ours), which
+ * other processes on a loaded machine disturb less than the wall time.
  * Before the shapes, the round trip of an empty kernel (enqueue, run, clFinish: what every
  * product pays once on top of its kernels) with 1 work-item and with 64 work-groups.
  * --offset F places every operand F floats into its buffer, as the model's views into
  * its parameter and activation arenas are (0: operands at the start of their buffers).
- * --only S runs the shapes whose name contains S; --profile prints the per-kernel device
+ * --only S runs the shapes whose name contains S; --kinds times the tiled path's three ways
+ * (packed, rows, direct: src/ocl/gemm.c) against each other instead; --profile prints the per-kernel device
  * times of our calls at the end (e.g. packing vs the GEMM kernel of the tiled path).
  * usage: bench_sgemm [--device SEL] [--reps N] [--offset F] [--tuning FILE] [--only S]
- *                    [--profile] */
+ *                    [--profile] [--kinds] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/err.h"
 #include "core/log.h"
@@ -79,11 +83,22 @@ static void call_ours(ht_dev *d, const shape *s, ht_buf *a, ht_buf *b, ht_buf *c
     ht_sgemm(d, s->ta, s->tb, s->m, s->n, s->k, 1, a, off, lda, b, off, ldb, 0, c, off, s->n);
 }
 
-static double time_ours(ht_dev *d, const shape *s, ht_buf *a, ht_buf *b, ht_buf *c, size_t off) {
-    double t0 = ht_now();
+/* CPU seconds of this process (all its threads: PoCL's workers do the products). */
+static double cpu_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Wall seconds of one call and its wait; its CPU seconds in *cpu. */
+static double time_ours(ht_dev *d, const shape *s, ht_buf *a, ht_buf *b, ht_buf *c, size_t off,
+                        double *cpu) {
+    double c0 = cpu_now(), t0 = ht_now();
     call_ours(d, s, a, b, c, off);
     ht_dev_finish(d);
-    return ht_now() - t0;
+    double t = ht_now() - t0;
+    *cpu = cpu_now() - c0;
+    return t;
 }
 
 /* Mean seconds a call of `reps` calls enqueued back to back, one wait at the end. */
@@ -135,9 +150,36 @@ static double time_blas(const shape *s, const float *a, const float *b, float *c
 }
 #endif
 
+/* --kinds: the three ways of the tiled path (ht_gemm_tiled_force) interleaved call by call,
+ * so that a loaded machine's slow moments fall on each alike; median wall and CPU ms. */
+static void compare_kinds(ht_dev *d, const shape *s, ht_buf *a, ht_buf *b, ht_buf *c, size_t off,
+                          int reps) {
+    static const char *const name[] = {"auto", "packed", "rows", "direct"};
+    double *t = ht_xmalloc(4 * (size_t)reps * sizeof *t), *u = ht_xmalloc(4 * (size_t)reps * sizeof *u);
+    int nk = s->tb ? 3 : 4;
+    for (int kind = 0; kind < nk; kind++) {
+        ht_gemm_tiled_force(d, kind);
+        time_ours(d, s, a, b, c, off, &u[0]);
+    }
+    for (int r = 0; r < reps; r++)
+        for (int kind = 0; kind < nk; kind++) {
+            ht_gemm_tiled_force(d, kind);
+            t[kind * reps + r] = time_ours(d, s, a, b, c, off, &u[kind * reps + r]);
+        }
+    ht_gemm_tiled_force(d, HT_TILED_AUTO);
+    printf("%-18s %c%c %5d %5d %5d  median ms (cpu ms):", s->what, s->ta ? 'T' : 'N',
+           s->tb ? 'T' : 'N', s->m, s->n, s->k);
+    for (int kind = 0; kind < nk; kind++)
+        printf(" %s %.3f (%.3f)", name[kind], median(t + kind * reps, reps) * 1e3,
+               median(u + kind * reps, reps) * 1e3);
+    printf("\n");
+    fflush(stdout);
+    free(t), free(u);
+}
+
 int main(int argc, char **argv) {
     const char *sel = "", *tuning = NULL, *only = NULL;
-    int reps = 10, profile = 0;
+    int reps = 10, profile = 0, kinds = 0;
     long offset = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc) sel = argv[++i];
@@ -146,8 +188,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--tuning") && i + 1 < argc) tuning = argv[++i];
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--profile")) profile = 1;
+        else if (!strcmp(argv[i], "--kinds")) kinds = 1;
         else ht_die(HT_EINPUT, "usage: bench_sgemm [--device SEL] [--reps N] [--offset F] "
-                               "[--tuning FILE] [--only S] [--profile]");
+                               "[--tuning FILE] [--only S] [--profile] [--kinds]");
     }
     if (reps < 1 || offset < 0 || offset > (1L << 24))
         ht_die(HT_EINPUT, "--reps must be >= 1 and --offset in 0..16777216 floats");
@@ -179,25 +222,31 @@ int main(int argc, char **argv) {
            ht_dev_info(d)->name, ht_dev_info(d)->platform, tuning ? ", tuning " : "",
            tuning ? tuning : "", off, reps);
     loadavg("before");
-    double *tt = ht_xmalloc((size_t)reps * sizeof *tt), *tb = ht_xmalloc((size_t)reps * sizeof *tb);
+    double *tt = ht_xmalloc((size_t)reps * sizeof *tt), *tb = ht_xmalloc((size_t)reps * sizeof *tb),
+           *tc = ht_xmalloc((size_t)reps * sizeof *tc);
     launch_trip(d, 1, reps, tt);
     launch_trip(d, 64, reps, tt);
     /* best first (the columns scripts read: ms, GF/s, OpenBLAS GF/s), then the medians */
-    printf("%-18s %2s %5s %5s %5s %9s %12s %12s %7s %9s %8s %8s %8s %9s\n", "shape", "op", "M",
+    printf("%-18s %2s %5s %5s %5s %9s %12s %12s %7s %9s %8s %8s %8s %9s %7s\n", "shape", "op", "M",
            "N", "K", "ours ms", "hettrain GF/s", "OpenBLAS GF/s", "ratio", "max err", "med ms",
-           "med GF/s", "BLAS med", "queued ms");
+           "med GF/s", "BLAS med", "queued ms", "cpu ms");
     for (size_t i = 0; i < sizeof SHAPES / sizeof *SHAPES; i++) {
         const shape *s = &SHAPES[i];
         if (only && !strstr(s->what, only)) continue;
+        if (kinds) {
+            compare_kinds(d, s, a, b, c, off, reps);
+            continue;
+        }
         double flop = 2.0 * s->m * s->n * s->k;
         /* warm-up (CLBlast compiles its kernels on first use) */
-        time_ours(d, s, a, b, c, off);
+        double cpu;
+        time_ours(d, s, a, b, c, off, &cpu);
         double best = 1e30, best_blas = 1e30, err = 0;
 #ifdef HT_HAVE_OPENBLAS
         time_blas(s, ha + off, hb + off, hc + off);
 #endif
         for (int r = 0; r < reps; r++) {
-            double t = tt[r] = time_ours(d, s, a, b, c, off);
+            double t = tt[r] = time_ours(d, s, a, b, c, off, &tc[r]);
             if (t < best) best = t;
             tb[r] = 1e30;
 #ifdef HT_HAVE_OPENBLAS
@@ -205,7 +254,7 @@ int main(int argc, char **argv) {
             if (t < best_blas) best_blas = t;
 #endif
         }
-        double med = median(tt, reps), med_blas = median(tb, reps);
+        double med = median(tt, reps), med_blas = median(tb, reps), med_cpu = median(tc, reps);
         double queued = time_queued(d, s, a, b, c, off, reps);
 #ifdef HT_HAVE_OPENBLAS
         /* largest difference to OpenBLAS, relative to the largest |C| entry */
@@ -223,16 +272,16 @@ int main(int argc, char **argv) {
         double blas = 0;
 #endif
         double ours = flop / best * 1e-9;
-        printf("%-18s %c%c %5d %5d %5d %9.3f %12.1f %12.1f %7.2f %9.1e %8.3f %8.1f %8.1f %9.3f\n",
+        printf("%-18s %c%c %5d %5d %5d %9.3f %12.1f %12.1f %7.2f %9.1e %8.3f %8.1f %8.1f %9.3f %7.3f\n",
                s->what, s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->m, s->n, s->k, best * 1e3, ours,
                blas, blas > 0 ? ours / blas : 0, err, med * 1e3, flop / med * 1e-9,
-               blas > 0 ? flop / med_blas * 1e-9 : 0, queued * 1e3);
+               blas > 0 ? flop / med_blas * 1e-9 : 0, queued * 1e3, med_cpu * 1e3);
         fflush(stdout);
     }
     loadavg("after");
     if (profile) ht_dev_profile_report(d, stdout);
     ht_buf_free(a), ht_buf_free(b), ht_buf_free(c);
     ht_dev_close(d);
-    free(ha), free(hb), free(hc), free(got), free(tt), free(tb);
+    free(ha), free(hb), free(hc), free(got), free(tt), free(tb), free(tc);
     return 0;
 }
