@@ -8,8 +8,9 @@ after warm-up.
   gpt:    byte-level, 4 pre-LN blocks, d_model 128, 4 heads, context 64, batch 16, AdamW, clip 1.0
   gpt85m: the same blocks, 12 layers, d_model 768, 12 heads, context 256, batch 8 (85M parameters)
   gpt1k:  gpt at context 1024, batch 2
-  sgemm:  torch.matmul GFLOP/s, best of --steps calls, at bench_sgemm's shapes (1024^3, the
-          MLP's and the GPTs' products), operands transposed as there ('sgemm NAME GFLOPS' lines)
+  sgemm:  torch.matmul GFLOP/s, best and median of --steps calls, at bench_sgemm's shapes (1024^3,
+          the MLP's and the GPTs' products; --only S: those whose name contains S), operands
+          transposed as there ('sgemm NAME BEST MEDIAN' lines, GFLOP/s)
 Attention is F.scaled_dot_product_attention(is_causal=True), PyTorch 2's fused kernel, as a
 PyTorch 2 user would write it (--attn manual: the explicit softmax(QK^T)V of PyTorch 1).
 Prints 'peer_per_s N' (samples/s for mlp and cnn, tokens/s for the GPTs).
@@ -60,6 +61,7 @@ p.add_argument("--threads", type=int, default=2)
 p.add_argument("--steps", type=int, default=30)
 p.add_argument("--warmup", type=int, default=3)
 p.add_argument("--attn", choices=["sdpa", "manual"], default="sdpa")
+p.add_argument("--only", default="", help="sgemm: the shapes whose name contains this")
 p.add_argument("--device", default="cpu", help="cpu, or cuda on a GPU node (tools/device-check)")
 a = p.parse_args()
 torch.set_num_threads(a.threads)
@@ -119,20 +121,25 @@ SHAPES = [("square 1024^3", 0, 0, 1024, 1024, 1024), ("fc1 fwd", 0, 1, 256, 1024
           ("g85 fc2 dX", 0, 0, 2048, 3072, 768), ("g85 fc dW", 1, 0, 3072, 768, 2048),
           ("g85 head fwd", 0, 1, 2048, 256, 768), ("g85 head dW", 1, 0, 256, 768, 2048)]
 if a.model == "sgemm":
-    print(f"torch {torch.__version__}, {a.device}, {a.threads} threads, best of {a.steps}")
+    print(f"torch {torch.__version__}, {a.device}, {a.threads} threads, best and median of {a.steps}")
     for name, ta, tb, m, n, k in SHAPES:
+        if a.only not in name:
+            continue
         # stored as the model stores them: op(A) = A^T when ta, op(B) = B^T when tb
         A = torch.randn(k, m).t() if ta else torch.randn(m, k)
         B = torch.randn(n, k).t() if tb else torch.randn(k, n)
         C = torch.empty(m, n)
         for _ in range(3):
             torch.matmul(A, B, out=C)
-        best = 1e30
+        ts = []
         for _ in range(a.steps):
             t0 = time.perf_counter()
             torch.matmul(A, B, out=C)
-            best = min(best, time.perf_counter() - t0)
-        print(f"sgemm {name.replace(' ', '_')} {2 * m * n * k / best / 1e9:.1f}")
+            ts.append(time.perf_counter() - t0)
+        ts.sort()
+        med = ts[len(ts) // 2] if len(ts) % 2 else 0.5 * (ts[len(ts) // 2 - 1] + ts[len(ts) // 2])
+        flop = 2 * m * n * k
+        print(f"sgemm {name.replace(' ', '_')} {flop / ts[0] / 1e9:.1f} {flop / med / 1e9:.1f}")
     sys.exit(0)
 
 if a.model == "mlp":
