@@ -123,21 +123,24 @@ static double median(double *t, int n) {
 }
 
 /* Best and median microseconds of an empty kernel's enqueue + clFinish over `groups`
- * work-groups of one work-item (t: reps doubles of scratch). */
-static void launch_trip(ht_dev *d, size_t groups, int reps, double *t) {
+ * work-groups of one work-item, and the median CPU microseconds of the process for it (t,
+ * u: reps doubles of scratch). */
+static void launch_trip(ht_dev *d, size_t groups, int reps, double *t, double *u) {
     size_t one = 1;
     ht_launch(d, "prof_empty", 1, &groups, &one, HT_INT(0));
     ht_dev_finish(d);
     for (int r = 0; r < reps; r++) {
-        double t0 = ht_now();
+        double c0 = cpu_now(), t0 = ht_now();
         ht_launch(d, "prof_empty", 1, &groups, &one, HT_INT(0));
         ht_dev_finish(d);
         t[r] = (ht_now() - t0) * 1e6;
+        u[r] = (cpu_now() - c0) * 1e6;
     }
     double best = t[0];
     for (int r = 1; r < reps; r++) best = t[r] < best ? t[r] : best;
-    printf("empty kernel, %zu work-group%s: enqueue + finish best %.1f us, median %.1f us\n",
-           groups, groups > 1 ? "s" : "", best, median(t, reps));
+    printf("empty kernel, %zu work-group%s: enqueue + finish best %.1f us, median %.1f us "
+           "(CPU %.1f us)\n",
+           groups, groups > 1 ? "s" : "", best, median(t, reps), median(u, reps));
 }
 
 #ifdef HT_HAVE_OPENBLAS
@@ -224,8 +227,8 @@ int main(int argc, char **argv) {
     loadavg("before");
     double *tt = ht_xmalloc((size_t)reps * sizeof *tt), *tb = ht_xmalloc((size_t)reps * sizeof *tb),
            *tc = ht_xmalloc((size_t)reps * sizeof *tc);
-    launch_trip(d, 1, reps, tt);
-    launch_trip(d, 64, reps, tt);
+    launch_trip(d, 1, reps, tt, tc);
+    launch_trip(d, 64, reps, tt, tc);
     /* best first (the columns scripts read: ms, GF/s, OpenBLAS GF/s), then the medians */
     printf("%-18s %2s %5s %5s %5s %9s %12s %12s %7s %9s %8s %8s %8s %9s %7s\n", "shape", "op", "M",
            "N", "K", "ours ms", "hettrain GF/s", "OpenBLAS GF/s", "ratio", "max err", "med ms",
