@@ -189,8 +189,8 @@ __kernel void gemm_rows(__global float *C, const int co, const int ldc, __global
 
 /* gemm_packed with both operands read in place, one launch instead of three: A(i, l) =
  * A[ao + i*sai + l*sal] (A or A^T), B(l, j) = B[bo + l*ldb + j] (B, not B^T), for products
- * of at most 16 rows (the n = 10 layer's weight gradient), where each B panel serves at most
- * three tiles and copying B into panels costs more than it saves (gemm.c picks it).
+ * where copying B into panels costs more than it saves, e.g. of at most 16 rows (the n = 10
+ * layer's weight gradient: each B panel serves at most three tiles; gemm.c picks).
  * Rows past M repeat row M-1 and are not stored; columns past N read as 0, as packing pads
  * them, and each sum runs over l in the same order as gemm_packed's: the same bits. */
 __kernel void gemm_direct(__global float *C, const int co, const int ldc, __global const float *A,

@@ -1,14 +1,13 @@
 /* Row-major SGEMM on CPU devices with the packed register-tiled kernels of cl/gemm.cl
  * instead of CLBlast: both operands are packed into panels in a per-device workspace (B's
  * 16-column panels first, then A's 6-row panels), then gemm_packed computes the 6x16 tiles
- * (see cl/gemm.cl for the scheme and why). With a single column panel (n <= 16) and A's rows
- * along k, A is read in place by gemm_rows instead: packing it cost as much as the product
- * (the n = 10 layer's forward: 0.12 -> 0.08 ms at batch 256). Products of at most 16 rows
- * with B not transposed read both in place (gemm_direct): one launch instead of three, and
- * no copy of the wide operand (the n = 10 layer's weight gradient copied 1 MB). Chosen by ht_sgemm_at (blas.c)
- * where measurement found it faster than CLBlast (choose.c); ht_dev_opts.gemm (default from
- * $HT_GEMM) forces either path (tests, benchmarks, the CLBlast tuner). Each element's sum
- * over k runs in order. */
+ * (see cl/gemm.cl for the scheme and why). Where packing an operand does not pay, it is read
+ * in place: A by gemm_rows (B still packed), both by gemm_direct (B not transposed); one
+ * launch fewer each, and for the small products (GPT-small's 1024 x 128..512 x 128..512, the
+ * n = 10 layer) the packing was a sizeable part of the time. kind_auto says which, per shape.
+ * Chosen by ht_sgemm_at (blas.c) where measurement found it faster than CLBlast (choose.c);
+ * ht_dev_opts.gemm (default from $HT_GEMM) forces either path (tests, benchmarks, the
+ * CLBlast tuner). Each element's sum over k runs in order, the same fma chain every way. */
 #include "ocl/internal.h"
 
 #include <limits.h>
