@@ -106,16 +106,16 @@ void gemm_store_tile(__global float *C, const int ldc, const int M, const int N,
         const int l0 = GEMM_PK * get_global_id(1);                                                 \
         if (p0 >= panels || l0 >= K) return;                                                       \
         const int p1 = min(p0 + pp, panels), l1 = min(l0 + GEMM_PK, K);                            \
-        for (int l = l0; l < l1; l++) {                                                            \
-            __global const float *s = src + so + l * sl;                                           \
-            for (int p = p0; p < p1; p++) {                                                        \
-                __global float *d = dst + dso + (p * K + l) * (W);                                 \
-                if ((p + 1) * (W) <= rows) {                                                       \
-                    GEMM_COPY##W(d, s + p * (W));                                                  \
-                } else {                                                                           \
+        for (int p = p0; p < p1; p++) { /* a panel at a time: steps l0..l1 are one run */      \
+            __global float *d = dst + dso + (p * K + l0) * (W);                                    \
+            __global const float *s = src + so + l0 * sl + p * (W);                                \
+            if ((p + 1) * (W) <= rows) {                                                           \
+                for (int l = 0; l < l1 - l0; l++)                                                  \
+                    GEMM_COPY##W(d + l * (W), s + l * sl);                                         \
+            } else {                                                                               \
+                for (int l = 0; l < l1 - l0; l++)                                                  \
                     for (int i = 0; i < (W); i++)                                                  \
-                        d[i] = p * (W) + i < rows ? s[p * (W) + i] : 0.0f;                         \
-                }                                                                                  \
+                        d[l * (W) + i] = p * (W) + i < rows ? s[l * sl + i] : 0.0f;                \
             }                                                                                      \
         }                                                                                          \
     }
