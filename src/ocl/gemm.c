@@ -87,14 +87,14 @@ static int kind_forced(const ht_dev *d) {
 
 void ht_gemm_tiled_force(ht_dev *d, int kind) { d->gemm_kind = kind; }
 
-/* From interleaved timings of the three ways at the benchmark models' shapes
- * (bench_sgemm --kinds; BENCHMARKS.md 2026-11-28 15:xx): A read in place (its rows along k:
- * six streams) matched or beat packing it at every shape with k <= 1024 (GPT-small's
- * 1024 x 128..512 x 128..512 products 0-15% less time, the MLP's fc1 forward 9%), and was
- * 2% slower at k = 3072 (the 85M GPT's fc2 forward: its rows 12 KiB apart share one L1
- * set). A^T in place (six neighbours a step, one line per step) lost 10-40% at every TN
- * shape but the one with at most 16 rows. Both operands in place won only there (the
- * n = 10 layer's weight gradient, 30% less time: no 1 MB copy of B). */
+/* From interleaved timings of the three ways at the benchmark models' shapes, in CPU time
+ * (bench_sgemm --kinds; BENCHMARKS.md 2026-11-28 15:13, a loaded machine): A read in place
+ * (its rows along k: six streams) took 1-15% less than packing it at GPT-small's
+ * 1024 x 128..512 x 128..512 products and the MLP's forwards, and 3% more at k = 3072 (the
+ * 85M GPT's fc2 forward: rows 12 KiB apart share one L1 set). A^T in place (six neighbours
+ * a step, a new line every step) took 10-40% more at every TN shape but the one with at most
+ * 16 rows. Both in place paid only there (the n = 10 layer's weight gradient: 13% less CPU,
+ * 21% less wall, no 1 MB copy of B). Which way runs never changes the bits. */
 static int kind_auto(int trans_a, int trans_b, size_t m, size_t n, size_t k) {
     if (!trans_b && m <= TN) return HT_TILED_DIRECT;
     if (!trans_a && (n <= TN || k <= 1024)) return HT_TILED_ROWS;

@@ -1,17 +1,16 @@
 /* Our own SGEMM kernels (src/ocl/gemm.c, cl/gemm.cl), forced (ht_dev_opts.gemm =
  * HT_GEMM_TILED, what HT_GEMM=tiled sets) whatever the device's measured choice, which on
  * rusticl and GPUs is CLBlast: so they are tested on every device the suite runs on
- * (tests/integration/rusticl.t runs this file on Mesa's rusticl too). Each product is checked against a
- * plain-C reference in double on odd shapes: partial 6-row and 16-column tiles, k = 1, k
- * past the packing chunks, all four transposes, offsets into A, B and C, leading dimensions
- * wider than the operands (the pad must stay untouched, as must C before its offset),
- * alpha and beta, beta = 0 over a NaN-filled C (never read), k = 0 (C = beta C). The
- * device's launch counts prove which of our paths ran (CLBlast packs nothing with our
- * kernels): B packed by the run or the gather kernel, and A packed (gemm_packed) or read in
- * place (gemm_rows: one column panel, A not transposed), or neither packed (gemm_direct:
- * B not transposed, m at most 16; the only path of ours without packing when k > 0,
- * and the choice is forced to ours, whose kernels take every shape of this file). Shapes stay small: our kernels run ~0.03 GFLOP/s
- * on llvmpipe. */
+ * (tests/integration/rusticl.t runs this file on Mesa's rusticl too). Each product is checked
+ * against a plain-C reference in double on odd shapes: partial 6-row and 16-column tiles,
+ * k = 1, k past the packing chunks, all four transposes, offsets into A, B and C, leading
+ * dimensions wider than the operands (the pad must stay untouched, as must C before its
+ * offset), alpha and beta, beta = 0 over a NaN-filled C (never read), k = 0 (C = beta C).
+ * Each product runs each of the tiled path's ways, forced: both operands packed
+ * (gemm_packed), A read in place (gemm_rows), both read in place (gemm_direct, B not
+ * transposed), and gemm.c's own pick; the device's launch counts prove which ran (CLBlast
+ * packs nothing with our kernels), and every way must give the packed way's bits. Shapes
+ * stay small: our kernels run ~0.03 GFLOP/s on llvmpipe. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,9 +60,9 @@ static const char *const KIND[] = {"auto", "gemm_packed", "gemm_rows", "gemm_dir
  * dimensions pad wider than the operands, computed each of the tiled path's ways
  * (ht_gemm_tiled_force: packed, rows, direct where B is not transposed, then gemm.c's own
  * pick; `all` 0: packed and gemm.c's pick only, for the larger shapes, as our kernels run
- * ~0.03 GFLOP/s on rusticl), each checked against the reference, the launches proving the way, and every way's
- * C equal bit for bit to the packed way's (gemm.c: one fma chain over l for every element,
- * which the pipelines' equality with one process relies on). */
+ * ~0.03 GFLOP/s on rusticl), each checked against the reference, the launches proving the
+ * way, and every way's C equal bit for bit to the packed way's (gemm.c: one fma chain over l
+ * for every element, which the pipelines' equality with one process relies on). */
 static void check_ways(ht_dev *d, int all, int ta, int tb, int m, int n, int k, float alpha,
                        float beta, int pad, size_t oa, size_t ob, size_t oc) {
     ref_gemm_case g = ref_gemm_case_new(ta, tb, m, n, k, alpha, beta, pad, oa, ob, oc);
@@ -86,8 +85,9 @@ static void check_ways(ht_dev *d, int all, int ta, int tb, int m, int n, int k, 
         ref_gemm_diff e = ref_gemm_check(&g);
         counts n_ = launches(d);
         /* B(l, j): its panel rows (j) are contiguous unless B is stored transposed; A(i, l)
-         * likewise unless A is not transposed (or a leading dimension is 1). k = 0 packs nothing; gemm_rows packs no A,
-         * gemm_direct nothing. Auto's way is gemm.c's to pick: any of the three. */
+         * likewise unless A is not transposed (or a leading dimension is 1). k = 0 packs
+         * nothing; gemm_rows packs no A, gemm_direct nothing. Auto's way is gemm.c's to
+         * pick: any of the three. */
         int b_run = !tb || g.ldb == 1, a_run = ta || g.lda == 1; /* gemm.c: stride 1 */
         long bp = b_run ? n_.b_run : n_.b_gather, bo = b_run ? n_.b_gather : n_.b_run;
         long ap = a_run ? n_.a_run : n_.a_gather, ao = a_run ? n_.a_gather : n_.a_run;

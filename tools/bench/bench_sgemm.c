@@ -17,8 +17,9 @@
  * --offset F places every operand F floats into its buffer, as the model's views into
  * its parameter and activation arenas are (0: operands at the start of their buffers).
  * --only S runs the shapes whose name contains S; --kinds times the tiled path's three ways
- * (packed, rows, direct: src/ocl/gemm.c) against each other instead; --profile prints the per-kernel device
- * times of our calls at the end (e.g. packing vs the GEMM kernel of the tiled path).
+ * (packed, rows, direct: src/ocl/gemm.c) against each other instead; --profile prints the
+ * per-kernel device times of our calls at the end (e.g. packing vs the GEMM kernel of the
+ * tiled path).
  * usage: bench_sgemm [--device SEL] [--reps N] [--offset F] [--tuning FILE] [--only S]
  *                    [--profile] [--kinds] */
 #include <math.h>
@@ -146,7 +147,8 @@ static void launch_trip(ht_dev *d, size_t groups, int reps, double *t, double *u
 #ifdef HT_HAVE_OPENBLAS
 static double time_blas(const shape *s, const float *a, const float *b, float *c) {
     int lda = s->ta ? s->m : s->k, ldb = s->tb ? s->k : s->n;
-    enum CBLAS_TRANSPOSE ta = s->ta ? CblasTrans : CblasNoTrans, tb = s->tb ? CblasTrans : CblasNoTrans;
+    enum CBLAS_TRANSPOSE ta = s->ta ? CblasTrans : CblasNoTrans,
+                         tb = s->tb ? CblasTrans : CblasNoTrans;
     double t0 = ht_now();
     cblas_sgemm(CblasRowMajor, ta, tb, s->m, s->n, s->k, 1, a, lda, b, ldb, 0, c, s->n);
     return ht_now() - t0;
@@ -158,7 +160,8 @@ static double time_blas(const shape *s, const float *a, const float *b, float *c
 static void compare_kinds(ht_dev *d, const shape *s, ht_buf *a, ht_buf *b, ht_buf *c, size_t off,
                           int reps) {
     static const char *const name[] = {"auto", "packed", "rows", "direct"};
-    double *t = ht_xmalloc(4 * (size_t)reps * sizeof *t), *u = ht_xmalloc(4 * (size_t)reps * sizeof *u);
+    double *t = ht_xmalloc(4 * (size_t)reps * sizeof *t),
+           *u = ht_xmalloc(4 * (size_t)reps * sizeof *u);
     int nk = s->tb ? 3 : 4;
     for (int kind = 0; kind < nk; kind++) {
         ht_gemm_tiled_force(d, kind);
@@ -275,7 +278,8 @@ int main(int argc, char **argv) {
         double blas = 0;
 #endif
         double ours = flop / best * 1e-9;
-        printf("%-18s %c%c %5d %5d %5d %9.3f %12.1f %12.1f %7.2f %9.1e %8.3f %8.1f %8.1f %9.3f %7.3f\n",
+        printf("%-18s %c%c %5d %5d %5d %9.3f %12.1f %12.1f %7.2f %9.1e %8.3f %8.1f %8.1f %9.3f "
+               "%7.3f\n",
                s->what, s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->m, s->n, s->k, best * 1e3, ours,
                blas, blas > 0 ? ours / blas : 0, err, med * 1e3, flop / med * 1e-9,
                blas > 0 ? flop / med_blas * 1e-9 : 0, queued * 1e3, med_cpu * 1e3);
