@@ -243,27 +243,6 @@ int ht_model_param_tensors(const ht_model *m, ht_param_tensor *out, int max) {
 
 /* ---------------------------------------------------------------- a stage's windows */
 
-void ht_model_stage_tail(const ht_model *m, int lo, int hi, size_t pbase, size_t pres, size_t *off,
-                         size_t *n) {
-    *off = *n = 0;
-    for (int i = lo; i < hi; i++)
-        for (int j = 0; j < m->layers[i].ntensors; j++) {
-            const ht_param_tensor *t = &m->layers[i].t[j];
-            size_t c = 1;
-            for (int k = 0; k < t->ndim; k++)
-                c *= (size_t)t->shape[k];
-            if (t->tied && (t->off < pbase || t->off + c > pbase + pres)) *off = t->off, *n = c;
-        }
-}
-
-size_t ht_model_local(const ht_model *m, size_t off) {
-    for (int w = 0; w < m->nwin; w++) /* the windows (several: a rank's stages), packed */
-        if (off >= m->win[w].base && off < m->win[w].base + m->win[w].n)
-            return m->win[w].at + (off - m->win[w].base);
-    if (off >= m->tail_off && off < m->tail_off + m->tail_n) return m->pres + (off - m->tail_off);
-    return (size_t)-1;
-}
-
 /* [off, off + n) ∩ [lo, lo + len) into dst (dst[0] is layout float lo); 1 when not empty. */
 static int put_part(size_t off, size_t n, const float *src, size_t lo, size_t len, float *dst) {
     const size_t a = off > lo ? off : lo, b = off + n < lo + len ? off + n : lo + len;
@@ -276,7 +255,7 @@ int ht_model_put(const ht_model *m, size_t off, size_t n, const float *src, floa
     int any = 0;
     for (int w = 0; w < m->nwin; w++)
         any |= put_part(off, n, src, m->win[w].base, m->win[w].n, host + m->win[w].at);
-    return put_part(off, n, src, m->tail_off, m->tail_n, host + m->pres) | any;
+    return any;
 }
 
 static int overlaps(size_t off, size_t n, size_t lo, size_t len) {
@@ -286,7 +265,7 @@ static int overlaps(size_t off, size_t n, size_t lo, size_t len) {
 int ht_model_holds(const ht_model *m, size_t off, size_t n) {
     for (int w = 0; w < m->nwin; w++)
         if (overlaps(off, n, m->win[w].base, m->win[w].n)) return 1;
-    return overlaps(off, n, m->tail_off, m->tail_n);
+    return 0;
 }
 
 double ht_model_flops_per_sample(const ht_model *m) {

@@ -61,6 +61,9 @@ typedef struct ht_param_tensor {
 /* Chunks (layer ranges) a model can be attached as: a pipeline rank of an interleaved,
  * Chimera or zero-bubble V schedule runs several stages (ht_model_attach_chunks). */
 #define HT_MODEL_MAX_CHUNKS 16
+/* The windows such chunks can need: one per chunk, and one for a tied tensor (wte) a chunk's
+ * tied layer (the head) reads from outside them. */
+#define HT_MODEL_MAX_WINDOWS (HT_MODEL_MAX_CHUNKS + 1)
 
 /* A resident parameter window: floats [base, base + n) of the layout, held at float `at` of
  * params and grads (windows ascend and do not touch; at is the sum of the earlier n). */
@@ -113,20 +116,18 @@ typedef struct ht_model {
                              * same unless ht_model_grad_window set [gbase, gbase + gres) */
     /* the resident windows of the parameter layout (train/pipe_local.c): the whole model
      * (0, nparams) unless a pipeline rank keeps only its stages' parameters; tensor offsets
-     * (t[].off, woff) stay global, ht_layer_param/grad map them (ht_model_span). pbase is the
-     * first window's base, pres the floats of all windows (of params, of grads) */
+     * (t[].off, woff) stay global, ht_layer_param/grad map them (ht_model_span). A tied layer
+     * (a GPT's head reading wte) without the tensor it shares among its stage's parameters
+     * holds that tensor's range as one more window: a copy (the last stage's wte). pbase is
+     * the first window's base, pres the floats of all windows (of params, of grads) */
     size_t pbase, pres;
-    /* a pipeline stage with a tied layer whose shared tensor lies outside the window (the last
-     * stage's head reading wte): a copy of layout floats [tail_off, tail_off + tail_n) kept
-     * after the windows, at [pres, pres + tail_n) of params and grads (0: none) */
-    size_t tail_off, tail_n;
     /* grads holds floats [gbase, gbase + gres) of the layout: the parameter window unless
      * ht_model_grad_window set another before attaching (ZeRO-2's per-slice gradients);
      * ht_layer_grad subtracts gbase. gwin: set by ht_model_grad_window. */
     size_t gbase, gres;
     int gwin;
     int nwin;
-    ht_pwin win[HT_MODEL_MAX_CHUNKS];
+    ht_pwin win[HT_MODEL_MAX_WINDOWS];
     /* the layer ranges the activation buffers hold (ht_model_attach_stage / _chunks): each
      * chunk in ht_model_stage_floats's layout, the buffers as large as the largest */
     int nchunk;
@@ -222,14 +223,13 @@ int ht_model_gpt_desc(ht_model *m, int vocab, int T, int n_layer, int d_model, i
  * max_batch); ht_model_free frees them. */
 int ht_model_attach(ht_model *m, ht_dev *d);
 /* The same for a pipeline stage, layers [lo, hi), whose parameters are the floats [pbase,
- * pbase + pres) of the layout (the others are never allocated): params and grads hold pres
- * floats, the activation, saved-state and workspace buffers layers [lo, hi) at max_batch in
+ * pbase + pres) of the layout (the others are never allocated) and, when a tied layer among
+ * them reads a tensor outside that range, the tensor's range as a window before or after it
+ * (ht_model_stage_windows): params and grads hold those floats, the activation, saved-state and workspace buffers layers [lo, hi) at max_batch in
  * ht_model_stage_floats's layout (act_floats, save_floats and work_floats become its sizes;
  * act_off stays the whole model's: the pipeline rebases it). pres = 0, lo = hi = 0: nothing
  * yet (a pipeline rank whose stage the plan decides later: ht_model_restage). */
 int ht_model_attach_stage(ht_model *m, ht_dev *d, size_t pbase, size_t pres, int lo, int hi);
-/* (Both take the tied copy, ht_model_stage_tail, from m->tail_off / tail_n as set before the
- * call: params and grads hold pres + tail_n floats.) */
 /* Before attaching (a description): the gradient buffer will hold only floats [gbase,
  * gbase + gres) of the layout (data parallel ZeRO-2: a rank keeps its slice's gradients;
  * backward of layers whose gradients lie outside runs through ht_model_backward_into). */
@@ -237,24 +237,16 @@ void ht_model_grad_window(ht_model *m, size_t gbase, size_t gres);
 /* An attached model's parameter, gradient (zeroed), activation, saved-state and workspace
  * buffers replaced by those of another window and stage (the parameters' values are gone). */
 void ht_model_restage(ht_model *m, size_t pbase, size_t pres, int lo, int hi);
-/* Floats params and grads hold: the window and the tied copy after it. */
-static inline size_t ht_model_resident(const ht_model *m) { return m->pres + m->tail_n; }
-static inline size_t ht_model_resident_bytes(const ht_model *m) {
-    return ht_model_resident(m) * sizeof(float);
-}
-/* The tied copy a stage of layers [lo, hi) with parameter window [pbase, pbase + pres) needs:
- * the layout range of a shared tensor that a tied layer there reads and the window lacks
- * (*off, *n; *n = 0: none). Pure. */
-void ht_model_stage_tail(const ht_model *m, int lo, int hi, size_t pbase, size_t pres, size_t *off,
-                         size_t *n);
-/* Where layout float `off` lives in params / grads: in the window, in the tied copy, or
- * (size_t)-1 when this model does not hold it. */
-size_t ht_model_local(const ht_model *m, size_t off);
-/* Layout floats [off, off + n), src, into host (ht_model_resident floats, laid out as params):
- * the part in the window and the part in the tied copy; the rest is not this model's. 0 when
- * none of it is held. */
+/* The windows of a stage with parameter window [pbase, pbase + pres) and layers [lo, hi):
+ * that window (none when pres is 0) and the ranges of the tensors its tied layers read from
+ * outside it, merged and packed as ht_model_chunk_windows; their number, the floats in
+ * *floats. Pure. */
+int ht_model_stage_windows(const ht_model *m, size_t pbase, size_t pres, int lo, int hi,
+                           ht_pwin *win, size_t *floats);
+/* Layout floats [off, off + n), src, into host (pres floats, laid out as params): the parts
+ * in m's windows; the rest is not this model's. 0 when none of it is held. */
 int ht_model_put(const ht_model *m, size_t off, size_t n, const float *src, float *host);
-/* 1 when m holds any of layout floats [off, off + n) (in its window or its tied copy). */
+/* 1 when m holds any of layout floats [off, off + n) (in one of its windows). */
 int ht_model_holds(const ht_model *m, size_t off, size_t n);
 /* Floats of a stage's activations (its input at 0, its layers' outputs, then for lo > 0 the
  * inputs a batch upload writes), saved state and workspace for layers [lo, hi) at B samples;
@@ -270,15 +262,16 @@ void ht_model_stage_floats(const ht_model *m, int lo, int hi, int B, size_t *act
 int ht_model_attach_chunks(ht_model *m, ht_dev *d, int n, const int *lo, const int *hi);
 /* ht_model_restage for chunks (parameters and gradients zeroed, their values gone). */
 int ht_model_restage_chunks(ht_model *m, int n, const int *lo, const int *hi);
-/* The windows of chunks [lo[k], hi[k]) (their layers' parameters, merged, packed): returns
- * their number (<= n), the floats they hold in *floats. Pure. */
+/* The windows of chunks [lo[k], hi[k]) (their layers' parameters and the tensors their tied
+ * layers share, merged, packed in ascending order): returns their number (at most
+ * HT_MODEL_MAX_WINDOWS; win has room for that many), the floats they hold in *floats. Pure. */
 int ht_model_chunk_windows(const ht_model *m, int n, const int *lo, const int *hi, ht_pwin *win,
                            size_t *floats);
 /* The largest of the chunks' ht_model_stage_floats at B samples. Pure. */
 void ht_model_chunk_floats(const ht_model *m, int n, const int *lo, const int *hi, int B,
                            size_t *act, size_t *save, size_t *work);
 /* The float of params/grads that holds layout floats [off, off + n), when they lie in one
- * resident window (or in the tied copy); (size_t)-1 when they do not. */
+ * resident window; (size_t)-1 when they do not. */
 size_t ht_model_span(const ht_model *m, size_t off, size_t n);
 
 void ht_model_free(ht_model *m);
@@ -293,9 +286,8 @@ int ht_model_check_batch(const ht_model *m, int batch);
  * k of the flat buffer draws counter k of a stream derived from seed, so it is
  * deterministic for the seed and independent of anything else. Uploaded once. */
 void ht_model_init_params(ht_model *m, uint64_t seed);
-/* (ht_model_init_params draws element k of the layout from counter k of one stream, so a
- * window [pbase, pbase + pres) gets the whole model's values without the others; so does the
- * tied copy.) */
+/* (ht_model_init_params draws element k of the layout from counter k of one stream, so each
+ * window gets the whole model's values without the others, a tied copy included.) */
 
 /* ---------------------------------------------------------------- batches */
 

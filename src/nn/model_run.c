@@ -36,12 +36,12 @@ static void alloc_bufs(ht_model *m) {
     ht_dev *d = m->dev;
     ht_model_chunk_floats(m, m->nchunk, m->chunk_lo, m->chunk_hi, m->max_batch, &m->act_floats,
                           &m->save_floats, &m->work_floats);
-    size_t pbytes = ht_model_resident_bytes(m), abytes = m->act_floats * sizeof(float);
+    size_t pbytes = m->pres * sizeof(float), abytes = m->act_floats * sizeof(float);
     const int whole = m->pres == m->nparams && m->nchunk == 1 && m->chunk_lo[0] == 0 &&
                       m->chunk_hi[0] == m->nlayers;
     m->params = ht_buf_new(d, pbytes ? pbytes : sizeof(float), whole ? "parameters" : "parameters (stage)");
     if (!m->gwin) m->gbase = m->pbase, m->gres = m->pres;
-    const size_t gbytes = (m->gres + (m->gwin ? 0 : m->tail_n)) * sizeof(float); /* + tied copy */
+    const size_t gbytes = m->gres * sizeof(float);
     m->grads = ht_buf_new(d, gbytes ? gbytes : sizeof(float),
                           m->gwin ? "gradients (slice)" : whole ? "gradients" : "gradients (stage)");
     m->acts = ht_buf_new(d, abytes ? abytes : sizeof(float), "activations");
@@ -51,10 +51,13 @@ static void alloc_bufs(ht_model *m) {
     if (gbytes) ht_buf_zero(d, m->grads, 0, gbytes);
 }
 
-/* One window [pbase, pbase + pres) and one chunk [lo, hi). */
+/* One window [pbase, pbase + pres) (and a tied layer's shared tensor outside it) and one
+ * chunk [lo, hi). */
 static void set_stage(ht_model *m, size_t pbase, size_t pres, int lo, int hi) {
-    m->nwin = 1, m->win[0] = (ht_pwin){pbase, pres, 0};
-    m->pbase = pbase, m->pres = pres;
+    size_t floats;
+    m->nwin = ht_model_stage_windows(m, pbase, pres, lo, hi, m->win, &floats);
+    if (!m->nwin) m->nwin = 1, m->win[0] = (ht_pwin){pbase, 0, 0}; /* none: pbase kept */
+    m->pbase = m->win[0].base, m->pres = floats;
     m->nchunk = 1, m->chunk_lo[0] = lo, m->chunk_hi[0] = hi;
 }
 
@@ -210,13 +213,12 @@ static void init_range(const ht_model *m, uint64_t stream, size_t lo, size_t hi,
 }
 
 void ht_model_init_params(ht_model *m, uint64_t seed) {
-    const size_t n = ht_model_resident(m);
+    const size_t n = m->pres;
     if (!n) return;
     float *p = ht_xmalloc(n * sizeof(float));
     uint64_t stream = ht_rng_stream(seed, 0x1a17 /* "init" */);
     for (int w = 0; w < m->nwin; w++) /* the resident windows only */
         init_range(m, stream, m->win[w].base, m->win[w].base + m->win[w].n, p + m->win[w].at);
-    init_range(m, stream, m->tail_off, m->tail_off + m->tail_n, p + m->pres); /* tied copy */
     ht_buf_write(m->dev, m->params, 0, n * sizeof(float), p);
     free(p);
 }
@@ -290,12 +292,10 @@ ht_view ht_model_saved(const ht_model *m, int i) {
 
 ht_view ht_model_work(const ht_model *m) { return ht_view_at(m->work, 0); }
 
-/* Where tensor j of l is in params/grads: a tied one whose storage the windows lack reads
- * the copy after them; else its resident window's place (one window, the common case: its
- * offset less pbase). */
+/* Where tensor j of l is in params/grads: its resident window's place (one window, the common
+ * case: its offset less pbase; a tied one's shared tensor may be a window of its own). */
 static size_t local(const ht_model *m, const ht_layer *l, int j) {
     const size_t off = l->t[j].off;
-    if (l->t[j].tied && m->tail_n && off == m->tail_off) return m->pres;
     if (m->nwin == 1 && off >= m->pbase) return off - m->pbase;
     const size_t at = ht_model_span(m, off, 0);
     if (at == (size_t)-1)
@@ -311,7 +311,7 @@ ht_view ht_layer_param(const ht_model *m, const ht_layer *l, int j) {
 
 ht_view ht_layer_grad(const ht_model *m, const ht_layer *l, int j) {
     if (j >= l->ntensors) return ht_view_none();
-    /* ZeRO-2's gradient window (data parallel, never a tied tail) or the parameters' layout */
+    /* ZeRO-2's gradient window (data parallel: one window) or the parameters' layout */
     return ht_view_at(m->grads, m->gwin ? l->t[j].off - m->gbase : local(m, l, j));
 }
 

@@ -9,14 +9,13 @@
 
 int ht_plan_stage_local(const ht_config *cfg, int world) {
     const int k = cfg->pipe.schedule;
-    /* one stage a rank, or several: one window per stage (at most HT_MODEL_MAX_CHUNKS; a tied
-     * head's copy and model.init_from serve one window); pipe.rebalance moves a rank's window
-     * with its stage (train/pipe_repart.c) */
+    /* one stage a rank, or several: one window per stage (at most HT_MODEL_MAX_CHUNKS), and
+     * a tied head's copy of wte one more; pipe.rebalance moves a rank's window with its stage
+     * (train/pipe_repart.c) */
     const int several = k == HT_PIPE_INTERLEAVED || k == HT_PIPE_CHIMERA || k == HT_PIPE_ZBV;
     const int kinds = k == HT_PIPE_GPIPE || k == HT_PIPE_1F1B || k == HT_PIPE_2BW ||
                       k == HT_PIPE_ZBH1 || k == HT_PIPE_HEPIPE || several;
-    return kinds && !(several && (cfg->model.tie_embeddings || cfg->model.init_from[0])) &&
-           !(k == HT_PIPE_INTERLEAVED && cfg->pipe.chunks > HT_MODEL_MAX_CHUNKS) &&
+    return kinds && !(k == HT_PIPE_INTERLEAVED && cfg->pipe.chunks > HT_MODEL_MAX_CHUNKS) &&
            cfg->cluster.shard == HT_SHARD_NONE && cfg->pipe.stages > 0 &&
            world % cfg->pipe.stages == 0;
 }

@@ -243,7 +243,7 @@ static int read_part(ht_st_file *f, const char *path, const char *name, size_t o
 
 /* Checks format and model signature and every parameter tensor's dtype and shape (from the
  * header), then reads only what the model holds (a pipeline rank's windows, m->win, one per
- * stage it runs, and a tied head's copy of wte after them; the whole model otherwise) into a
+ * stage it runs and a tied head's copy of wte; the whole model otherwise) into a
  * host copy laid out as its params buffer (*params, to free). */
 static int read_params(ht_st_file *f, const char *path, const ht_model *m, float **params) {
     char sig[256];
@@ -260,7 +260,7 @@ static int read_params(ht_st_file *f, const char *path, const ht_model *m, float
     int np = ht_model_param_tensors((ht_model *)m, NULL, 0), rc = HT_OK;
     ht_param_tensor *pt = ht_xmalloc((size_t)(np ? np : 1) * sizeof *pt);
     ht_model_param_tensors((ht_model *)m, pt, np);
-    float *p = ht_xmalloc((ht_model_resident(m) ? ht_model_resident(m) : 1) * sizeof(float));
+    float *p = ht_xmalloc((m->pres ? m->pres : 1) * sizeof(float));
     for (int i = 0; rc == HT_OK && i < np; i++) {
         size_t n = 1;
         for (int j = 0; j < pt[i].ndim; j++)
@@ -269,8 +269,6 @@ static int read_params(ht_st_file *f, const char *path, const ht_model *m, float
         for (int w = 0; rc == HT_OK && w < m->nwin; w++) /* the windows: a rank's stages */
             rc = read_part(f, path, pt[i].name, pt[i].off, n, m->win[w].base, m->win[w].n,
                            p + m->win[w].at);
-        if (rc == HT_OK)
-            rc = read_part(f, path, pt[i].name, pt[i].off, n, m->tail_off, m->tail_n, p + m->pres);
     }
     free(pt);
     if (rc != HT_OK)
@@ -304,21 +302,18 @@ static int read_states(ht_st_file *f, const char *path, const ht_model *m, ht_op
         size_t n;
         ht_optim_state(o, i, &name, &buf, &n);
         int64_t shape[1] = {(int64_t)m->nparams};
-        const size_t at = m->pbase + o->off;
-        const size_t w = n - m->tail_n; /* a tied head's copy of wte: its state after */
+        const size_t at = m->pbase + o->off, w = n;
         sp[i] = ht_xmalloc((n ? n : 1) * sizeof(float));
         rc = ht_st_expect_f32(f, name, 1, shape);
         if (rc == HT_OK && (at > m->nparams || w > m->nparams - at))
             rc = ht_error(HT_ERUNTIME, "optimizer state '%s' [%zu, %zu) beyond the %zu of %s",
                           name, at, at + w, m->nparams, path);
-        if (rc == HT_OK && m->nwin > 1) { /* several stages' windows (o->off is 0 there) */
+        if (rc == HT_OK && m->nwin > 1) { /* several windows (o->off is 0 there) */
             rc = read_state_windows(f, path, m, name, sp[i]);
             continue;
         }
         if (rc == HT_OK) rc = ht_st_read_f32(f, name, at, w, sp[i]);
         if (rc == HT_OK) rc = check_finite_part(path, name, sp[i], w, at, m->nparams);
-        if (rc == HT_OK && m->tail_n)
-            rc = read_part(f, path, name, 0, m->nparams, m->tail_off, m->tail_n, sp[i] + w);
     }
     return rc;
 }
@@ -364,8 +359,8 @@ int ht_checkpoint_load(const char *path, ht_model *m, ht_optim *o, int64_t *step
     rc = read_params(f, path, m, &params);
     if (rc == HT_OK) rc = read_steps(f, path, optim_name, &fstep, &ot);
     if (rc == HT_OK) rc = read_states(f, path, m, o, sp);
-    if (rc == HT_OK) { /* a pipeline stage's window (m->pbase, m->pres) and tied copy only */
-        ht_buf_write(m->dev, m->params, 0, ht_model_resident_bytes(m), params);
+    if (rc == HT_OK) { /* a pipeline rank's windows only */
+        ht_buf_write(m->dev, m->params, 0, m->pres * sizeof(float), params);
         for (int i = 0; i < ns; i++) {
             const char *name;
             ht_buf *buf;
@@ -393,7 +388,7 @@ int ht_checkpoint_load_params(const char *path, ht_model *m, int64_t *step) {
     rc = read_params(f, path, m, &params);
     if (rc == HT_OK) rc = meta_int(f, path, "step", &fstep);
     if (rc == HT_OK) {
-        ht_buf_write(m->dev, m->params, 0, ht_model_resident_bytes(m), params);
+        ht_buf_write(m->dev, m->params, 0, m->pres * sizeof(float), params);
         if (step) *step = fstep;
     }
     free(params);

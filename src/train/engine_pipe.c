@@ -360,7 +360,7 @@ static void clip_global(ht_job *j, pipe_state *p) {
     ht_comm_allreduce_sum_f64(&sq, 1);
     double c = p->clip / (sqrt(sq) + 1e-6);
     if (c < 1)
-        ht_scale(j->dev, ht_view_at(j->model.grads, 0), ht_model_resident(&j->model), (float)c);
+        ht_scale(j->dev, ht_view_at(j->model.grads, 0), j->model.pres, (float)c);
 }
 
 /* The checker's bubble under the stage times measured in this run (each stage's mean FWD and

@@ -82,8 +82,6 @@ int ht_pipe_start_window(ht_job *j, const ht_model *m, size_t *pbase, size_t *pr
  * layers [lo[k], hi[k])), parameters initialised as the one-process run's, the optimizer
  * over them, and on --resume the checkpoint's part loaded. */
 int ht_pipe_start_chunks(ht_job *j, int n, const int *lo, const int *hi);
-/* The same for one stage whose window is given: parameters [pbase, pbase + pres). */
-int ht_pipe_start_stage(ht_job *j, int lo, int hi, size_t pbase, size_t pres);
 
 /* pipe_eval.c (when p->local): validation as a forward-only pass over the stages, its loss
  * and accuracy on every rank; the checkpoint as one set with a shard per stage, written by

@@ -304,7 +304,7 @@ int ht_hf_gpt2_load(const char *path, ht_model *m) {
     ht_model_param_tensors(m, t, nt);
     /* a pipeline stage holds its window and tied copy only: every tensor is checked, only
      * those floats are copied */
-    const size_t held = ht_model_resident(m);
+    const size_t held = m->pres;
     float *params = ht_xmalloc((held ? held : 1) * sizeof(float));
     if (held) ht_buf_read(m->dev, m->params, 0, held * sizeof(float), params);
     for (int i = 0; rc == HT_OK && i < nt; i++)

@@ -22,9 +22,9 @@ int ht_job_init_from(ht_job *j) {
     int hf = rc == HT_OK && ht_hf_gpt2_is(from);
     if (rc == HT_OK)
         rc = hf ? ht_hf_gpt2_load(from, &j->model) : ht_checkpoint_load_params(from, &j->model, NULL);
-    if (rc == HT_OK && ht_model_resident(&j->model))
+    if (rc == HT_OK && j->model.pres)
         ht_log_info("model: initial weights from %s (%s)%s", from,
                     hf ? "Hugging Face GPT-2" : "a hettrain checkpoint",
-                    ht_model_resident(&j->model) < j->model.nparams ? ", this stage's only" : "");
+                    j->model.pres < j->model.nparams ? ", this stage's only" : "");
     return rc;
 }

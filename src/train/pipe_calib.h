@@ -24,9 +24,9 @@ void ht_pipe_plan_calibrate_bw(ht_model *m, int mb, double slowdown, double *tim
  * begin and freed by end. */
 typedef struct ht_calib_win {
     ht_buf *params, *grads, *acts, *dacts, *saved, *work;
-    size_t pbase, pres, tail_off, tail_n, *act_off, save_off;
+    size_t pbase, pres, *act_off, save_off;
     int nwin;
-    ht_pwin win0;
+    ht_pwin win[HT_MODEL_MAX_WINDOWS];
 } ht_calib_win;
 void ht_calib_win_begin(ht_model *m, int l, ht_calib_win *w);
 void ht_calib_win_end(ht_model *m, int l, ht_calib_win *w);

@@ -22,22 +22,23 @@ void ht_calib_win_begin(ht_model *m, int l, ht_calib_win *w) {
     w->params = m->params, w->grads = m->grads, w->acts = m->acts, w->dacts = m->dacts;
     w->saved = m->saved, w->work = m->work;
     w->pbase = m->pbase, w->pres = m->pres, w->act_off = m->act_off;
-    w->tail_off = m->tail_off, w->tail_n = m->tail_n;
-    w->nwin = m->nwin, w->win0 = m->win[0];
+    w->nwin = m->nwin;
+    memcpy(w->win, m->win, sizeof w->win);
     w->save_off = ly->save_off;
     size_t act, save, work;
     ht_model_stage_floats(m, l, l + 1, m->max_batch, &act, &save, &work);
-    /* a tied head reads the tensor it shares from a copy after its own (none) */
-    ht_model_stage_tail(m, l, l + 1, ly->nparams ? ly->woff : 0, ly->nparams, &m->tail_off,
-                        &m->tail_n);
-    m->params = zeroed(m->dev, ly->nparams + m->tail_n, "calibration parameters");
-    m->grads = zeroed(m->dev, ly->nparams + m->tail_n, "calibration gradients");
+    /* a tied head reads the tensor it shares from a window of its own */
+    size_t floats;
+    m->nwin = ht_model_stage_windows(m, ly->nparams ? ly->woff : 0, ly->nparams, l, l + 1, m->win,
+                                     &floats);
+    m->params = zeroed(m->dev, floats, "calibration parameters");
+    m->grads = zeroed(m->dev, floats, "calibration gradients");
     m->acts = zeroed(m->dev, act, "calibration activations");
     m->dacts = zeroed(m->dev, act, "calibration activation gradients");
     m->saved = zeroed(m->dev, save, "calibration saved state");
     m->work = ht_buf_new(m->dev, (work ? work : 1) * sizeof(float), "calibration workspace");
-    m->pbase = ly->nparams ? ly->woff : 0, m->pres = ly->nparams;
-    m->nwin = 1, m->win[0] = (ht_pwin){m->pbase, m->pres, 0};
+    if (!m->nwin) m->nwin = 1, m->win[0] = (ht_pwin){0, 0, 0};
+    m->pbase = m->win[0].base, m->pres = floats;
     /* the layer's input at 0, its output after it, then (l > 0) the inputs an upload writes */
     m->act_off = ht_xmalloc((size_t)(m->nlayers + 1) * sizeof *m->act_off);
     memcpy(m->act_off, w->act_off, (size_t)(m->nlayers + 1) * sizeof *m->act_off);
@@ -56,7 +57,7 @@ void ht_calib_win_end(ht_model *m, int l, ht_calib_win *w) {
     m->params = w->params, m->grads = w->grads, m->acts = w->acts, m->dacts = w->dacts;
     m->saved = w->saved, m->work = w->work;
     m->pbase = w->pbase, m->pres = w->pres, m->act_off = w->act_off;
-    m->tail_off = w->tail_off, m->tail_n = w->tail_n;
-    m->nwin = w->nwin, m->win[0] = w->win0;
+    m->nwin = w->nwin;
+    memcpy(m->win, w->win, sizeof w->win);
     m->layers[l].save_off = w->save_off;
 }

@@ -279,7 +279,7 @@ static void groups_init(ht_pipe_exec *x, const ht_pipe_place *pl, int mb) {
 /* 2BW: the second weight version and gradient buffer, each instruction's batch. */
 static void init_2bw(ht_pipe_exec *x) {
     ht_model *m = x->m;
-    const size_t bytes = (ht_model_resident(m) ? ht_model_resident(m) : 1) * sizeof(float);
+    const size_t bytes = (m->pres ? m->pres : 1) * sizeof(float);
     x->tbw = 1;
     x->pv[0] = m->params, x->gv[0] = m->grads;
     x->pv[1] = ht_buf_new(m->dev, bytes, "2bw second weight version");
@@ -296,8 +296,8 @@ static void free_2bw(ht_pipe_exec *x) {
     ht_model *m = x->m;
     for (int i = 0; i < x->len; i++) /* every receive was matched in its period */
         msg_wait(&x->msgs[i]);
-    if (x->newest == 1 && ht_model_resident(m))
-        ht_buf_copy(m->dev, x->pv[0], 0, x->pv[1], 0, ht_model_resident_bytes(m));
+    if (x->newest == 1 && m->pres)
+        ht_buf_copy(m->dev, x->pv[0], 0, x->pv[1], 0, m->pres * sizeof(float));
     m->params = x->pv[0], m->grads = x->gv[0];
     ht_buf_free(x->pv[1]);
     ht_buf_free(x->gv[1]);
@@ -691,7 +691,7 @@ void ht_pipe_exec_step(ht_pipe_exec *x, int64_t step, uint64_t seed, float grad_
     double t_step = ht_now();
     memset(&x->st, 0, offsetof(ht_pipe_stats, slot_bytes));
     *loss_sum = 0;
-    ht_buf_zero(x->m->dev, x->m->grads, 0, ht_model_resident_bytes(x->m));
+    ht_buf_zero(x->m->dev, x->m->grads, 0, x->m->pres * sizeof(float));
     for (int i = 0; i < x->len; i++) /* every receive of the step posted now */
         if (x->ins[i].op == HT_PI_RECV_ACT || x->ins[i].op == HT_PI_RECV_GRAD)
             msg_irecv(&x->msgs[i], x->msgs[i].tag);
@@ -734,7 +734,7 @@ int ht_pipe_exec_2bw_period(ht_pipe_exec *x, int64_t t, int has_cur, uint64_t se
     /* batch t runs on W(t-1): the newest unless a drain just made W(t) (the other then holds
      * W(t-1)); at the start only one version exists */
     x->cur_p = x->pend < 0 && x->has_older ? 1 - x->newest : x->newest;
-    if (has_cur) ht_buf_zero(m->dev, x->gv[t & 1], 0, ht_model_resident_bytes(m));
+    if (has_cur) ht_buf_zero(m->dev, x->gv[t & 1], 0, m->pres * sizeof(float));
     for (int i = 0; i < x->len; i++) {
         const int op = x->ins[i].op;
         if ((op == HT_PI_RECV_ACT || op == HT_PI_RECV_GRAD) && runs_2bw(x, i, has_cur)) {
@@ -761,7 +761,7 @@ int ht_pipe_exec_2bw_period(ht_pipe_exec *x, int64_t t, int has_cur, uint64_t se
     int step = x->pend >= 0; /* batch t-1's gradient is whole: W(t) = W(t-1) - lr g(t-1) */
     if (step) {
         const int dst = 1 - x->newest; /* W(t-2), last read by batch t-1's backwards */
-        ht_buf_copy(m->dev, x->pv[dst], 0, x->pv[x->newest], 0, ht_model_resident_bytes(m));
+        ht_buf_copy(m->dev, x->pv[dst], 0, x->pv[x->newest], 0, m->pres * sizeof(float));
         x->newest = dst, x->has_older = 1;
         m->grads = x->gv[x->pend & 1];
         tied_reduce(x);

@@ -11,11 +11,11 @@
  * until ht_pipe_start_chunks here); otherwise the rank built the whole model and one stage is
  * narrowed here (the measured peak restarts then). Kept whole on every rank (the log says
  * which applies; rank 0 then gathers): a sharded optimizer, and several stages a rank on a
- * model built whole (a tied head or model.init_from with several stages a rank).
- * pipe.rebalance moves a stage-local rank's window with its stage (pipe_repart.c).
- * A tied GPT's last stage keeps a copy of wte after its window (its gradient summed with the
- * first stage's, train/pipe_tied.h), and the optimizer state for it: both copies take the same
- * step from the same summed gradient, so no update need be sent.
+ * model built whole. pipe.rebalance moves a stage-local rank's window with its stage
+ * (pipe_repart.c). A tied GPT's rank that runs the head but not the embedding keeps a copy
+ * of wte as one more window (its gradient summed with the first stage's, train/pipe_tied.h),
+ * and the optimizer state for it: both copies take the same step from the same summed
+ * gradient, so no update need be sent.
  * The model's own activation, activation-gradient, saved-state and workspace buffers (the
  * executor's first slot) hold the largest of its stages, at the model's batch (one
  * micro-batch). The memory model then predicts the stages' buffers alone
@@ -69,35 +69,33 @@ static const char *whole_reason(const ht_job *j, const pipe_state *p) {
     return NULL;
 }
 
-/* Floats [lo, lo + n) of the whole-model buffer b, then m's tied copy's [tail_off, tail_off +
- * tail_n), in a new buffer of their own; b freed. */
-static ht_buf *narrow(const ht_model *m, ht_buf *b, size_t lo, size_t n, const char *what) {
+/* m's windows of the whole-model buffer b, packed in a new buffer of their own; b freed. */
+static ht_buf *narrow(const ht_model *m, ht_buf *b, const char *what) {
     ht_dev *d = m->dev;
-    ht_buf *o = ht_buf_new(d, (n + m->tail_n ? n + m->tail_n : 1) * sizeof(float), what);
-    if (n) ht_buf_copy(d, o, 0, b, lo * sizeof(float), n * sizeof(float));
-    if (m->tail_n)
-        ht_buf_copy(d, o, n * sizeof(float), b, m->tail_off * sizeof(float),
-                    m->tail_n * sizeof(float));
+    ht_buf *o = ht_buf_new(d, (m->pres ? m->pres : 1) * sizeof(float), what);
+    for (int w = 0; w < m->nwin; w++)
+        if (m->win[w].n)
+            ht_buf_copy(d, o, m->win[w].at * sizeof(float), b, m->win[w].base * sizeof(float),
+                        m->win[w].n * sizeof(float));
     ht_buf_free(b);
     return o;
 }
 
-/* The optimizer again over the window [lo, lo + n) and m's tied copy, its state theirs in
- * the old one's. */
-static void narrow_optim(ht_job *j, size_t lo, size_t n) {
+/* The optimizer again over m's windows, its state theirs in the old (whole-model) one's. */
+static void narrow_optim(ht_job *j) {
     const ht_model *m = &j->model;
     ht_optim o;
-    ht_optim_init(&o, j->dev, &j->opt.cfg, n + m->tail_n ? n + m->tail_n : 1);
-    for (int k = 0; k < ht_optim_state_count(&o) && n + m->tail_n; k++) {
+    ht_optim_init(&o, j->dev, &j->opt.cfg, m->pres ? m->pres : 1);
+    for (int k = 0; k < ht_optim_state_count(&o) && m->pres; k++) {
         const char *name;
         ht_buf *from, *to;
         size_t fn, tn;
         ht_optim_state(&j->opt, k, &name, &from, &fn);
         ht_optim_state(&o, k, &name, &to, &tn);
-        if (n) ht_buf_copy(j->dev, to, 0, from, lo * sizeof(float), n * sizeof(float));
-        if (m->tail_n)
-            ht_buf_copy(j->dev, to, n * sizeof(float), from, m->tail_off * sizeof(float),
-                        m->tail_n * sizeof(float));
+        for (int w = 0; w < m->nwin; w++)
+            if (m->win[w].n)
+                ht_buf_copy(j->dev, to, m->win[w].at * sizeof(float), from,
+                            m->win[w].base * sizeof(float), m->win[w].n * sizeof(float));
     }
     o.t = j->opt.t;
     o.track_norm = j->opt.track_norm;
@@ -128,7 +126,7 @@ static int stage_windows(ht_job *j, pipe_state *p, int n, const int *st) {
     for (int k = 0; k < n; k++)
         lo[k] = p->bounds[st[k]], hi[k] = p->bounds[st[k] + 1];
     if (j->eng.windowed == 2 && (rc = ht_pipe_start_chunks(j, n, lo, hi)) != HT_OK) return rc;
-    ht_pwin w[HT_MODEL_MAX_CHUNKS];
+    ht_pwin w[HT_MODEL_MAX_WINDOWS];
     size_t floats;
     const int nw = ht_model_chunk_windows(m, n, lo, hi, w, &floats);
     int same = floats == m->pres;
@@ -190,13 +188,13 @@ int ht_pipe_local_shrink(ht_job *j, pipe_state *p) {
     const size_t n = any ? hi - lo : 0;
     if (m->pbase != 0 || m->pres != m->nparams) return HT_OK;
     ht_dev_finish(j->dev);
-    ht_model_stage_tail(m, p->bounds[st], p->bounds[st + 1], lo, n, &m->tail_off, &m->tail_n);
-    m->params = narrow(m, m->params, lo, n, "parameters (stage)");
-    m->grads = narrow(m, m->grads, lo, n, "gradients (stage)");
-    if (n + m->tail_n) ht_buf_zero(j->dev, m->grads, 0, (n + m->tail_n) * sizeof(float));
-    narrow_optim(j, lo, n);
-    m->pbase = lo, m->pres = n;
-    m->nwin = 1, m->win[0] = (ht_pwin){lo, n, 0};
+    size_t floats; /* the stage's window, and a tied head's copy of wte */
+    m->nwin = ht_model_stage_windows(m, lo, n, p->bounds[st], p->bounds[st + 1], m->win, &floats);
+    m->pbase = m->nwin ? m->win[0].base : 0, m->pres = floats;
+    m->params = narrow(m, m->params, "parameters (stage)");
+    m->grads = narrow(m, m->grads, "gradients (stage)");
+    if (m->pres) ht_buf_zero(j->dev, m->grads, 0, m->pres * sizeof(float));
+    narrow_optim(j);
     narrow_acts(m, p->bounds[st], p->bounds[st + 1]);
     p->mem.local = 1; /* the memory model predicts the stages' buffers (pipe_mem.c) */
     ht_dev_finish(j->dev);

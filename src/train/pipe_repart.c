@@ -136,12 +136,30 @@ static void move_layers(ht_job *j, const pipe_state *p, const int *old) {
 
 /* ---- stage-local ranks (p->local): the window moves with the cut ---------------------- */
 
-/* A rank's parameter window: its buffers and base in the flat layout. */
+/* A rank's parameter windows: its buffers and where they hold the flat layout (a tied
+ * head's copy of wte is one of them). */
 typedef struct win {
     ht_buf *params;
     ht_optim *o;
-    size_t base;
+    int nwin;
+    ht_pwin w[HT_MODEL_MAX_WINDOWS];
 } win;
+
+/* Where x holds layout floats [off, off + n) (floats into its buffers); dies when it does
+ * not (a bug: the moves cover what each side holds). */
+static size_t at_of(const win *x, size_t off, size_t n) {
+    for (int k = 0; k < x->nwin; k++)
+        if (off >= x->w[k].base && off + n <= x->w[k].base + x->w[k].n)
+            return x->w[k].at + (off - x->w[k].base);
+    ht_die(HT_ERUNTIME, "pipe: parameters [%zu, %zu) are not in this rank's windows while the "
+                        "cut changes", off, off + n);
+}
+
+static win win_of(const ht_model *m, ht_buf *params, ht_optim *o) {
+    win x = {.params = params, .o = o, .nwin = m->nwin};
+    memcpy(x.w, m->win, (size_t)m->nwin * sizeof *x.w);
+    return x;
+}
 
 /* The parameters [lo, hi) of layers [a, b) (empty: lo = hi = 0). */
 static void layer_window(const ht_model *m, int a, int b, size_t *lo, size_t *hi) {
@@ -166,28 +184,34 @@ static void move_range(ht_job *j, const win *s, const win *d, size_t off, size_t
         size_t bn;
         if (k >= 0) ht_optim_state(s->o, k, &name, &sb, &bn), ht_optim_state(d->o, k, &name, &db, &bn);
         if (from == to)
-            ht_buf_copy(j->dev, db, (off - d->base) * sizeof(float), sb,
-                        (off - s->base) * sizeof(float), n * sizeof(float));
+            ht_buf_copy(j->dev, db, at_of(d, off, n) * sizeof(float), sb,
+                        at_of(s, off, n) * sizeof(float), n * sizeof(float));
         else if (j->rank == from) {
-            ht_buf_read(j->dev, sb, (off - s->base) * sizeof(float), n * sizeof(float), h);
+            ht_buf_read(j->dev, sb, at_of(s, off, n) * sizeof(float), n * sizeof(float), h);
             ht_comm_send(h, n * sizeof(float), to, TAG_MOVE);
         } else {
             ht_comm_recv(h, n * sizeof(float), from, TAG_MOVE);
-            ht_buf_write(j->dev, db, (off - d->base) * sizeof(float), n * sizeof(float), h);
+            ht_buf_write(j->dev, db, at_of(d, off, n) * sizeof(float), n * sizeof(float), h);
         }
     }
 }
 
-/* A tied head's copy of wte (n floats, after the window: at float sa of s, da of d) and its
- * optimizer state, from the old buffers to the new ones on this rank. */
-static void tail_copy(ht_job *j, const win *s, const win *d, size_t sa, size_t da, size_t n) {
-    for (int k = -1; k < ht_optim_state_count(d->o); k++) {
-        ht_buf *sb = s->params, *db = d->params;
-        const char *name;
-        size_t bn;
-        if (k >= 0) ht_optim_state(s->o, k, &name, &sb, &bn), ht_optim_state(d->o, k, &name, &db, &bn);
-        ht_buf_copy(j->dev, db, da * sizeof(float), sb, sa * sizeof(float), n * sizeof(float));
-    }
+/* The tied tensors the new windows d hold outside layers [a, b)'s parameters (the last
+ * stage's copy of wte: the head never changes stage, so the old windows s hold it too),
+ * with their optimizer state, copied on this rank. */
+static void tied_copy(ht_job *j, const win *s, const win *d, int a, int b, float *h) {
+    const ht_model *m = &j->model;
+    size_t lo, hi;
+    layer_window(m, a, b, &lo, &hi);
+    for (int i = a; i < b; i++)
+        for (int k = 0; k < m->layers[i].ntensors; k++) {
+            const ht_param_tensor *t = &m->layers[i].t[k];
+            size_t n = 1;
+            for (int e = 0; e < t->ndim; e++)
+                n *= (size_t)t->shape[e];
+            if (t->tied && (t->off < lo || t->off + n > hi))
+                move_range(j, s, d, t->off, n, j->rank, j->rank, h);
+        }
 }
 
 /* Every rank holds only its stage: its new stage's window is allocated (parameters, zeroed
@@ -201,15 +225,12 @@ static void move_window(ht_job *j, const pipe_state *p, const int *old) {
     size_t lo, hi, mx = 1;
     layer_window(m, p->bounds[me], p->bounds[me + 1], &lo, &hi);
     ht_optim o_old = j->opt;
-    win s = {.params = m->params, .o = &o_old, .base = m->pbase};
-    const size_t old_pres = m->pres, old_tail = m->tail_n;
+    win s = win_of(m, m->params, &o_old);
     m->params = NULL; /* kept in s till the moves are done; the rest freed now */
-    ht_model_stage_tail(m, p->bounds[me], p->bounds[me + 1], lo, hi - lo, &m->tail_off,
-                        &m->tail_n);
-    ht_model_restage(m, lo, hi - lo, p->bounds[me], p->bounds[me + 1]);
-    ht_optim_init(&j->opt, j->dev, &o_old.cfg, ht_model_resident(m));
+    ht_model_restage(m, lo, hi - lo, p->bounds[me], p->bounds[me + 1]); /* + a tied copy */
+    ht_optim_init(&j->opt, j->dev, &o_old.cfg, m->pres);
     j->opt.t = o_old.t, j->opt.track_norm = o_old.track_norm;
-    win d = {.params = m->params, .o = &j->opt, .base = lo};
+    win d = win_of(m, m->params, &j->opt);
     for (int l = 0; l < m->nlayers; l++)
         if (m->layers[l].nparams > mx) mx = m->layers[l].nparams;
     float *h = ht_xmalloc(mx * sizeof(float));
@@ -219,11 +240,7 @@ static void move_window(ht_job *j, const pipe_state *p, const int *old) {
         if (!ly->nparams || (from != me && to != me)) continue;
         move_range(j, &s, &d, ly->woff, ly->nparams, base + from, base + to, h);
     }
-    if (old_tail && m->tail_n == old_tail) /* a tied head's copy of wte stays with the head */
-        tail_copy(j, &s, &d, old_pres, m->pres, old_tail);
-    else if (old_tail || m->tail_n)
-        ht_die(HT_ERUNTIME, "pipe: rank %d's copy of the tied wte would change with the cut "
-                            "(a bug: the head never changes stage)", j->rank);
+    tied_copy(j, &s, &d, p->bounds[me], p->bounds[me + 1], h);
     free(h);
     ht_dev_finish(j->dev);
     ht_buf_free(s.params);

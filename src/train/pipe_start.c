@@ -12,12 +12,12 @@
  * read only the checkpoint's headers: train/checkpoint.c reads a rank's ranges). Ranks of
  * interleaved, chimera and zb-v run several stages (chunks) each: they start the same way and
  * after the plan allocate one parameter window per chunk (nn: ht_model_attach_chunks).
- * Otherwise (a sharded optimizer; a tied head or model.init_from with several stages a rank)
- * the whole model is built and pipe_local.c narrows it after the plan, or keeps it.
- * pipe.rebalance on the hetero cut starts as the hetero cut does, and a new cut moves each
- * rank's window (pipe_repart.c). A tied GPT's last stage holds a copy of wte after its window
- * (ht_model_stage_tail; its gradient is summed with the first stage's, train/pipe_tied.h);
- * model.init_from fills only the window and that copy. */
+ * Otherwise (a sharded optimizer) the whole model is built and pipe_local.c narrows it after
+ * the plan, or keeps it. pipe.rebalance on the hetero cut starts as the hetero cut does, and a
+ * new cut moves each rank's window (pipe_repart.c). A tied GPT's rank that runs the head but
+ * not the embedding holds a copy of wte as one more window (nn: ht_model_chunk_windows; its
+ * gradient is summed with the first stage's, train/pipe_tied.h); model.init_from fills only
+ * the windows. */
 #include <stdlib.h>
 
 #include "config/modes.h"
@@ -41,10 +41,8 @@ static int stage_only(const ht_job *j) {
     const int kinds = k == HT_PIPE_GPIPE || k == HT_PIPE_1F1B || k == HT_PIPE_2BW ||
                       k == HT_PIPE_ZBH1 || k == HT_PIPE_HEPIPE || several;
     /* pipe.rebalance (the hetero cut) moves a rank's window with its stage (pipe_repart.c);
-     * a model holds at most HT_MODEL_MAX_CHUNKS windows; the tied copy and init_from serve
-     * one window */
-    if (!kinds || (several && (cfg->model.tie_embeddings || cfg->model.init_from[0])) ||
-        (k == HT_PIPE_INTERLEAVED && cfg->pipe.chunks > HT_MODEL_MAX_CHUNKS) ||
+     * a model holds at most HT_MODEL_MAX_CHUNKS chunks */
+    if (!kinds || (k == HT_PIPE_INTERLEAVED && cfg->pipe.chunks > HT_MODEL_MAX_CHUNKS) ||
         cfg->cluster.shard != HT_SHARD_NONE || j->world % cfg->pipe.stages)
         return 0;
     return 1 + (!several && !cal && !cal1 && k != HT_PIPE_HEPIPE &&
@@ -86,9 +84,7 @@ int ht_pipe_start_window(ht_job *j, const ht_model *m, size_t *pbase, size_t *pr
         if (!any) a = l->woff;
         e = l->woff + l->nparams, any = 1;
     }
-    *pbase = any ? a : 0, *pres = any ? e - a : 0;
-    /* the last stage of a tied GPT: wte's copy after its window (the hook's model is j's) */
-    ht_model_stage_tail(m, *lo, *hi, *pbase, *pres, &j->model.tail_off, &j->model.tail_n);
+    *pbase = any ? a : 0, *pres = any ? e - a : 0; /* (a tied head's wte: one more window) */
     return 1;
 }
 
@@ -100,7 +96,7 @@ static int start_state(ht_job *j) {
     int rc = ht_job_init_from(j);
     if (rc != HT_OK) return rc;
     ht_optim o; /* the same optimizer over the windows (its state is still empty) */
-    ht_optim_init(&o, j->dev, &j->opt.cfg, ht_model_resident(m));
+    ht_optim_init(&o, j->dev, &j->opt.cfg, m->pres);
     o.t = j->opt.t, o.track_norm = j->opt.track_norm;
     ht_optim_free(&j->opt);
     j->opt = o;
@@ -115,21 +111,6 @@ static int start_state(ht_job *j) {
 }
 
 int ht_pipe_start_chunks(ht_job *j, int n, const int *lo, const int *hi) {
-    ht_model *m = &j->model;
-    m->tail_off = m->tail_n = 0;
-    if (n == 1) { /* one stage: a tied head's copy of wte after the window */
-        ht_pwin w[1];
-        size_t f;
-        const int nw = ht_model_chunk_windows(m, 1, lo, hi, w, &f);
-        ht_model_stage_tail(m, lo[0], hi[0], nw ? w[0].base : 0, f, &m->tail_off, &m->tail_n);
-    }
-    int rc = ht_model_restage_chunks(m, n, lo, hi);
+    int rc = ht_model_restage_chunks(&j->model, n, lo, hi);
     return rc == HT_OK ? start_state(j) : rc;
-}
-
-int ht_pipe_start_stage(ht_job *j, int lo, int hi, size_t pbase, size_t pres) {
-    ht_model *m = &j->model;
-    ht_model_stage_tail(m, lo, hi, pbase, pres, &m->tail_off, &m->tail_n);
-    ht_model_restage(m, pbase, pres, lo, hi);
-    return start_state(j);
 }

@@ -87,13 +87,13 @@ int ht_pipe_tied_parts(const ht_pipe_tied *t, int st, size_t off, size_t n, size
 }
 
 /* Where this member holds wte (floats into params / grads): in the first stage's window, or
- * the last stage's copy after its own. */
+ * the window of the last stage's copy. */
 static size_t held_at(const ht_pipe_tied *t, const ht_model *m) {
-    const size_t at = ht_model_local(m, t->off);
-    if (at == (size_t)-1 || ht_model_local(m, t->off + t->n - 1) != at + t->n - 1)
+    const size_t at = ht_model_span(m, t->off, t->n);
+    if (at == (size_t)-1)
         ht_die(HT_ERUNTIME, "pipe: rank %d holds a stage with the tied wte but not wte "
-                            "(parameters [%zu, %zu), copy of %zu floats)",
-               ht_comm_rank(), m->pbase, m->pbase + m->pres, m->tail_n);
+                            "(%zu parameters in %d window(s) from %zu)",
+               ht_comm_rank(), m->pres, m->nwin, m->pbase);
     return at;
 }
 

@@ -1,8 +1,8 @@
 /* A tied head under a pipeline, as Megatron-LM keeps it: GPT-2's head reads wte, which the
  * embedding on the first stage owns. The ranks of the last stage hold a copy of wte that the
- * head reads and whose gradient its backward writes: after their stage's window when they
- * hold only their stage (nn/model.h, tail_off; with its own optimizer state), else in the
- * whole flat buffer; no rank of a middle stage holds it. Both copies start equal (every
+ * head reads and whose gradient its backward writes: a window of its own when they hold
+ * only their stages (nn/model.h, ht_model_chunk_windows; with its own optimizer state), else
+ * in the whole flat buffer; no rank of a middle stage holds it. Both copies start equal (every
  * holder initialises or loads the same tensor). After a step's backwards their gradients are summed over every
  * rank holding the first or the last stage (data-parallel replicas, both Chimera directions,
  * every rank of a replicated stage) in one ring all-reduce; the first stage's own

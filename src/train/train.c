@@ -122,7 +122,7 @@ static int setup_model(ht_job *j) {
                             j->eng.zero_cut[j->rank], j->eng.zero_cut[j->rank + 1]);
         if (j->model.gwin) ht_optim_grads_from(&j->opt, j->model.gbase); /* ZeRO-2 */
     } else {
-        ht_optim_init(&j->opt, j->dev, &ocfg, ht_model_resident(&j->model)); /* a stage's, or all */
+        ht_optim_init(&j->opt, j->dev, &ocfg, j->model.pres); /* a stage's, or all */
     }
     j->sched = ht_lr_sched_from(cfg);
     /* an epoch: every training sample, or as many windows as the stream has tokens */

@@ -53,9 +53,9 @@ static void check_stage(ht_dev *d, const float *whole, const ht_model *w, int lo
     ht_model_free(&m);
 }
 
-/* A tied GPT (the head reads wte): the last stage holds wte's copy after its window,
- * initialised as the whole model's wte; the head reads it there; a middle stage holds none;
- * ht_model_put fills the window and the copy from layout ranges. */
+/* A tied GPT (the head reads wte): the last stage holds wte's copy as one more window (before
+ * its own: windows ascend), initialised as the whole model's wte; the head reads it there; a
+ * middle stage holds none; ht_model_put fills the window and the copy from layout ranges. */
 static void check_tied(ht_dev *d) {
     ht_model w, m;
     if (!tap_ok(ht_model_gpt(&w, d, V, T, L, C, H, 0.0f, B, 1) == HT_OK &&
@@ -66,41 +66,44 @@ static void check_tied(ht_dev *d) {
     float *whole = malloc(w.nparams * sizeof(float));
     ht_buf_read(d, w.params, 0, w.nparams * sizeof(float), whole);
     const int n = w.nlayers;
-    size_t a, np, toff, tn;
+    const size_t VC = (size_t)V * C;
+    size_t a, np, f;
+    ht_pwin win[HT_MODEL_MAX_WINDOWS];
     window(&m, 2, 3, &a, &np);
-    ht_model_stage_tail(&m, 2, 3, a, np, &toff, &tn);
-    tap_ok(tn == 0, "tied: a middle stage needs no copy of wte");
+    int nw = ht_model_stage_windows(&m, a, np, 2, 3, win, &f);
+    tap_ok(nw == 1 && win[0].base == a && f == np, "tied: a middle stage needs no copy of wte");
     window(&m, 0, 2, &a, &np);
-    ht_model_stage_tail(&m, 0, 2, a, np, &toff, &tn);
-    tap_ok(tn == 0 && a == 0, "tied: the first stage holds wte in its window");
+    nw = ht_model_stage_windows(&m, a, np, 0, 2, win, &f);
+    tap_ok(nw == 1 && a == 0 && f == np, "tied: the first stage holds wte in its window");
     window(&m, n - 2, n, &a, &np);
-    ht_model_stage_tail(&m, n - 2, n, a, np, &m.tail_off, &m.tail_n);
-    tap_ok(m.tail_off == 0 && m.tail_n == (size_t)V * C,
-           "tied: the last stage needs wte's %d floats at 0 (got %zu at %zu)", V * C, m.tail_n,
-           m.tail_off);
+    nw = ht_model_stage_windows(&m, a, np, n - 2, n, win, &f);
+    tap_ok(nw == 2 && win[0].base == 0 && win[0].n == VC && win[0].at == 0 && win[1].base == a &&
+               win[1].n == np && win[1].at == VC && f == np + VC,
+           "tied: the last stage needs wte's %zu floats at 0 as a window before its own (got %d "
+           "windows, the first %zu floats at %zu)", VC, nw, win[0].n, win[0].base);
     ht_model_attach_stage(&m, d, a, np, n - 2, n);
     ht_model_init_params(&m, SEED);
-    const size_t held = ht_model_resident(&m);
+    const size_t held = m.pres;
     float *got = malloc(held * sizeof(float));
     ht_buf_read(d, m.params, 0, held * sizeof(float), got);
-    tap_ok(ht_buf_size(m.params) == held * sizeof(float) && held == np + (size_t)V * C &&
-               !memcmp(got, whole + a, np * sizeof(float)) &&
-               !memcmp(got + np, whole, (size_t)V * C * sizeof(float)),
-           "tied: the last stage's window and wte's copy after it initialised as the whole "
+    tap_ok(ht_buf_size(m.params) == held * sizeof(float) && held == np + VC && m.nwin == 2 &&
+               !memcmp(got, whole, VC * sizeof(float)) &&
+               !memcmp(got + VC, whole + a, np * sizeof(float)),
+           "tied: the last stage's copy of wte and its window initialised as the whole "
            "model's, bit for bit");
     const ht_layer *head = &m.layers[n - 1];
-    tap_ok(head->t[0].tied && ht_model_local(&m, head->t[0].off) == np &&
-               ht_model_local(&m, a) == 0 && ht_model_local(&m, (size_t)V * C) == (size_t)-1,
-           "tied: the head's weight lives at the copy (float %zu), the window at 0, wpe nowhere",
-           np);
+    tap_ok(head->t[0].tied && ht_model_span(&m, head->t[0].off, VC) == 0 &&
+               ht_model_span(&m, a, np) == VC && ht_model_span(&m, VC, 1) == (size_t)-1,
+           "tied: the head's weight lives at the copy (float 0), the window at %zu, wpe nowhere",
+           VC);
     float *src = malloc(w.nparams * sizeof(float)), *put = calloc(held, sizeof(float));
     for (size_t i = 0; i < w.nparams; i++)
         src[i] = (float)i;
-    int in_other = ht_model_put(&m, 0 + (size_t)V * C, a - (size_t)V * C, src + V * C, put);
+    int in_other = ht_model_put(&m, VC, a - VC, src + VC, put);
     ht_model_put(&m, 0, w.nparams, src, put);
-    int okp = !in_other && ht_model_holds(&m, 0, 1) && !ht_model_holds(&m, (size_t)V * C, 1);
+    int okp = !in_other && ht_model_holds(&m, 0, 1) && !ht_model_holds(&m, VC, 1);
     for (size_t i = 0; i < held; i++)
-        okp &= put[i] == (float)(i < np ? a + i : i - np);
+        okp &= put[i] == (float)(i < VC ? i : a + (i - VC));
     tap_ok(okp, "tied: ht_model_put fills the window and the copy, nothing of other stages");
     free(src), free(put), free(got), free(whole);
     ht_model_free(&m);
