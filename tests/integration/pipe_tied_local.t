@@ -8,7 +8,12 @@
 # set 2 stages write holds wte once and no head.weight; it resumes in one process and in 3
 # stages with the one-process losses. model.init_from (a Hugging Face GPT-2 export, and a
 # hettrain set) on 2 stages, each rank reading its stage only, gives the one-process run's
-# losses from the same weights.
+# losses from the same weights. Several stages a rank: interleaved (v 2, 2 ranks: rank 1 runs
+# the head without the embedding and holds wte's copy as one more window), Chimera (4 ranks:
+# ranks 0 and 3 run both ends and hold wte once, ranks 1 and 2 none) and zb-v (2 ranks: rank 0
+# runs both ends) keep only their stages from start-up, below the same bound, with the
+# one-process losses; interleaved's set resumes in one process, and model.init_from under
+# interleaved gives the one-process losses from the same file.
 . "$(dirname "$0")/../lib/lib.sh"
 . "$(dirname "$0")/../lib/mpi.sh"
 . "$(dirname "$0")/../lib/pipe_gpt.sh"
@@ -78,15 +83,19 @@ same_losses "$TMP/one12.loss" "$TMP/d2.loss" 2 2e-5 && same_eval one d2
 ok $? "2 stages: the one-process losses and validation loss (a forward-only pass over the stages)"
 grep -q "tied head: wte on the 2 ranks of the first and last stages is bit-equal" "$TMP/d2.err"
 ok $? "2 stages: the last stage's copy of wte is bit-equal to the first stage's (logged)"
-/usr/bin/python3 - "$TMP" <<'PY'
+# wte_once NAME K: NAME's set of K shards holds embed.wte once and no head.weight
+wte_once() {
+    /usr/bin/python3 - "$TMP/$1.ckpt" "$2" <<'PY'
 import glob, json, struct, sys
-names = []
-for p in sorted(glob.glob(sys.argv[1] + '/d2.ckpt-0000?-of-00002.safetensors')):
+names, paths = [], sorted(glob.glob(sys.argv[1] + '-0000?-of-0000%s.safetensors' % sys.argv[2]))
+for p in paths:
     b = open(p, 'rb').read()
     names += [k for k in json.loads(b[8:8 + struct.unpack('<Q', b[:8])[0]]) if '#' not in k]
-sys.exit(0 if names.count('embed.wte') == 1 and 'head.weight' not in names and len(names) > 2
-         else 1)
+sys.exit(0 if len(paths) == int(sys.argv[2]) and names.count('embed.wte') == 1 and
+         'head.weight' not in names and len(names) > 2 else 1)
 PY
+}
+wte_once d2 2
 ok $? "the 2-stage set holds embed.wte in one shard only and no head.weight"
 
 mkdir "$TMP/s1" "$TMP/s3" "$TMP/si" && cp "$TMP"/d2.ckpt* "$TMP/s1/" && cp "$TMP"/d2.ckpt* "$TMP/s3/" &&
@@ -123,6 +132,16 @@ for src in hf/model.safetensors si/d2.ckpt; do
         same_losses "$TMP/i1$n.loss" "$TMP/i2$n.loss" 2 2e-5 && local_ok i2$n 2
     ok $? "model.init_from $src on 2 stages, each rank reading its stage: one process's losses from it, peaks below $STATE B"
 done
+# interleaved, v 2, on 2 ranks: stages 0 (embed, h0) and 2 (h2) on rank 0, 1 (h1) and 3 (h3,
+# lnf, head) on rank 1, which holds wte's copy as a window of its own; the same cut from a
+# file (model.init_from)
+MULTI='keeps only its stage.*one window per stage it runs.*from start-up'
+IL=(--set pipe.schedule=interleaved --set pipe.chunks=2)
+pp iil 2 "${IL[@]}" --set model.init_from="$TMP/hf/model.safetensors" --set train.steps=2
+[ $RC -eq 0 ] && grep -q "$MULTI" "$TMP/iil.err" && grep -q "this stage's only" "$TMP/iil.err" &&
+    same_losses "$TMP/i1hf.loss" "$TMP/iil.loss" 2 2e-5 && local_ok iil 2
+ok $? "model.init_from under interleaved v 2 (each rank reading its windows): one process's losses from the file, peaks below $STATE B"
+
 # hepipe: the plan decides the cut after timing every layer, so the ranks start with no stage
 # and read their part of the file once it is allocated
 pp ih 2 --set pipe.schedule=hepipe --set model.init_from="$TMP/hf/model.safetensors" \
@@ -130,6 +149,37 @@ pp ih 2 --set pipe.schedule=hepipe --set model.init_from="$TMP/hf/model.safetens
 [ $RC -eq 0 ] && grep -q "$STAGED" "$TMP/ih.err" && grep -q "this stage's only" "$TMP/ih.err" &&
     same_losses "$TMP/i1hf.loss" "$TMP/ih.loss" 2 2e-5
 ok $? "model.init_from on 2 hepipe ranks (the stage allocated after the plan): one process's losses"
+
+pp il 2 "${IL[@]}" --stop-after 2
+[ $RC -eq 0 ] && grep -q "$MULTI" "$TMP/il.err" && local_ok il 2
+ok $? "interleaved v 2, 2 ranks (rank 1 holds wte's copy as a window): each rank keeps only its stages from start-up, peaks below $STATE B, predictions within 10%"
+diag "$(measured il)"
+same_losses "$TMP/one12.loss" "$TMP/il.loss" 2 2e-5 && same_eval one il &&
+    grep -q "tied head: wte on the 2 ranks of the first and last stages is bit-equal" "$TMP/il.err"
+ok $? "interleaved v 2: the one-process losses and validation loss; wte's two copies bit-equal (logged)"
+mkdir "$TMP/sil" && cp "$TMP"/il.ckpt* "$TMP/sil/" && wte_once il 4
+ok $? "interleaved's set: 4 shards, embed.wte in one of them, no head.weight"
+one ril --resume --set checkpoint.path="$TMP/sil/il.ckpt"
+[ $RC -eq 0 ] && same_losses "$TMP/one34.loss" "$TMP/ril.loss" 2 2e-5
+ok $? "interleaved's set (step 2) resumes in one process: the one-process steps 3-4"
+
+# Chimera on 4 ranks and zb-v on 2, cut embed+h0 | h1 | h2 | h3+lnf+head (zb-v's balanced
+# cut): the ends share a rank (wte held once there), so the holders are 2 Chimera ranks and 1
+# zb-v rank. zb-v with 8 micro-batches of 1: with 4 of 2 its rank 0 keeps more activations in
+# flight than the bound leaves (6.15 MB)
+for run in "ch 4 chimera 2 pipe.boundaries=[2,3,4]" "zv 2 zb-v 1 pipe.micro_batches=8"; do
+    set -- $run
+    pp "$1" "$2" --set pipe.schedule="$3" --set "$5"
+    [ $RC -eq 0 ] && grep -q "$MULTI" "$TMP/$1.err" && local_ok "$1" "$2"
+    ok $? "$3, $2 ranks: each rank keeps only its stages from start-up, peaks below $STATE B, predictions within 10%"
+    diag "$(measured "$1")"
+    same_losses "$TMP/one.loss" "$TMP/$1.loss" 4 2e-5 && same_eval one "$1" &&
+        grep -q "tied head: wte on the $4 ranks of the first and last stages is bit-equal" \
+            "$TMP/$1.err" && wte_once "$1" 4 &&
+        "$HETTRAIN" ckpt merge "$TMP/$1.ckpt" "$TMP/$1m.ckpt" 2>"$TMP/merge.err" &&
+        same_params "$TMP/one.ckpt" "$TMP/$1m.ckpt" 1e-3
+    ok $? "$3, $2 ranks: the one-process losses and validation losses; wte on $4 rank(s), bit-equal; the set holds wte once and the one-process parameters"
+done
 
 # hettrain plan under a 3 MB limit (below the whole model's state): a stage-local pipeline
 # whose largest rank's figure, wte's copy on the last stage counted, is the measured peak's

@@ -3,7 +3,10 @@
  * worked out here from the layers, sorted, a stage held twice or two adjacent ones merged;
  * the packed buffer holds the whole model's initial values of each window bit for bit; every
  * tensor a chunk's layer uses reads those values through ht_layer_param; a tensor of a layer
- * outside the chunks is not resident; the activation buffers are the largest chunk's. */
+ * outside the chunks is not resident; the activation buffers are the largest chunk's. A tied
+ * GPT's rank that runs the head without the embedding holds wte (not wpe) as one more window,
+ * which the head's weight reads; with the embedding, wte is its window's and no copy is
+ * added. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,6 +82,37 @@ static void check(ht_dev *d, const float *whole, const char *what, int n, const 
     ht_model_free(&m);
 }
 
+/* A tied GPT (the head's weight is wte, V x C floats at 0): chunks lo/hi attached hold want
+ * windows, the first [0, first_n); the head reads wte's values there; wpe is resident only
+ * when the embedding's chunk is held. */
+static void check_tied(ht_dev *d, const char *what, int n, const int *lo, const int *hi,
+                       int want, size_t first_n, int wpe_held) {
+    ht_model w, m;
+    if (!tap_ok(ht_model_gpt(&w, d, V, T, L, C, H, 0.0f, B, 1) == HT_OK &&
+                    ht_model_gpt_desc(&m, V, T, L, C, H, 0.0f, B, 1) == HT_OK &&
+                    ht_model_attach_chunks(&m, d, n, lo, hi) == HT_OK,
+                "%s: tied GPT built whole, and attached as the chunks", what))
+        return;
+    ht_model_init_params(&w, SEED);
+    ht_model_init_params(&m, SEED);
+    float *whole = malloc(w.nparams * sizeof(float)), *got = malloc(m.pres * sizeof(float));
+    ht_buf_read(d, w.params, 0, w.nparams * sizeof(float), whole);
+    ht_buf_read(d, m.params, 0, m.pres * sizeof(float), got);
+    const ht_layer *head = &m.layers[m.nlayers - 1];
+    const size_t VC = (size_t)V * C;
+    ht_view hv = ht_layer_param(&m, head, 0);
+    int ok = m.nwin == want && m.win[0].base == 0 && m.win[0].n == first_n && head->t[0].tied &&
+             hv.buf == m.params && hv.off == 0 && !memcmp(got, whole, VC * sizeof(float));
+    for (int k = 0; k < m.nwin; k++)
+        ok &= !memcmp(got + m.win[k].at, whole + m.win[k].base, m.win[k].n * sizeof(float));
+    ok &= (ht_model_span(&m, VC, 1) != (size_t)-1) == wpe_held;
+    tap_ok(ok, "%s: %d window(s), the first wte%s at float 0, the head's weight reads it, each "
+               "window the whole model's values", what, want, wpe_held ? " and wpe" : " alone");
+    free(whole), free(got);
+    ht_model_free(&m);
+    ht_model_free(&w);
+}
+
 int main(void) {
     ht_dev *d = test_dev_open();
     ht_model w;
@@ -102,6 +136,16 @@ int main(void) {
     {   /* zb-v's last rank: stages D-1 and D, adjacent */
         const int lo[] = {2, 3}, hi[] = {3, 4}, wl[] = {2}, wh[] = {3};
         check(d, whole, "zb-v's turn (adjacent stages)", 2, lo, hi, 1, wl, wh);
+    }
+    {   /* tied, interleaved rank 1: h1, and lnf + head: wte's copy, h1, lnf */
+        const int lo[] = {2, 4}, hi[] = {3, 6};
+        check_tied(d, "tied, interleaved rank 1 (the head, no embedding)", 2, lo, hi, 3,
+                   (size_t)V * C, 0);
+    }
+    {   /* tied, zb-v rank 0: the embedding and the head: one window, no copy */
+        const int lo[] = {0, 5}, hi[] = {1, 6};
+        check_tied(d, "tied, zb-v rank 0 (embedding and head)", 2, lo, hi, 1,
+                   (size_t)V * C + (size_t)T * C, 1);
     }
     ht_model bad;
     int lo[] = {0, 4}, hi[] = {2, 9};
