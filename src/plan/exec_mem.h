@@ -12,8 +12,8 @@
 
 /* 1 when every rank of a pipeline job of `world` ranks holds only its stages from start-up on
  * (train/pipe_start.c's rule: gpipe, 1f1b, 2bw, zb-h1, hepipe, and with one window per stage
- * interleaved, chimera, zb-v; no sharded optimizer; a tied GPT's last stage holds a copy of
- * wte; a tied head or model.init_from with several stages a rank builds the whole model);
+ * interleaved, chimera, zb-v; no sharded optimizer; a tied GPT's rank that runs the head
+ * without the embedding holds a copy of wte as one more window);
  * 0 when every rank builds the whole model, if only at start-up. Kept in step with
  * pipe_start.c by tests/integration/plan_fit.t, which runs what the planner proposes. */
 int ht_plan_stage_local(const ht_config *cfg, int world);

@@ -65,10 +65,10 @@ ht_plan_cluster ht_pipe_plan_cluster(const ht_job *j, const pipe_state *p);
 void ht_pipe_adopt_plan(pipe_state *p, ht_plan *plan, ht_pipe_params *pp, double **times);
 
 /* pipe_local.c: a rank running one stage narrows its parameters, gradients and optimizer
- * state to that stage's window, or allocates its stages' windows when it started with none
- * (pipe_start.c); not with a tied head, re-partitioning or, when built whole, several stages
- * per rank: then every rank keeps the whole model and rank 0 gathers; sets p->local; logs
- * which on rank 0. Before the executor is built. */
+ * state to that stage's windows, or allocates its stages' windows when it started with none
+ * (pipe_start.c); not with a sharded optimizer or, when built whole, several stages per rank:
+ * then every rank keeps the whole model and rank 0 gathers; sets p->local; logs which on
+ * rank 0. Before the executor is built. */
 int ht_pipe_local_shrink(ht_job *j, pipe_state *p);
 
 /* pipe_start.c (the engine's j->eng.window): 1 with this rank's stage, layers [*lo, *hi) and

@@ -302,8 +302,8 @@ int ht_hf_gpt2_load(const char *path, ht_model *m) {
     int nt = ht_model_param_tensors(m, NULL, 0);
     ht_param_tensor *t = ht_xmalloc((size_t)nt * sizeof *t);
     ht_model_param_tensors(m, t, nt);
-    /* a pipeline stage holds its window and tied copy only: every tensor is checked, only
-     * those floats are copied */
+    /* a pipeline rank holds its windows only (a tied copy of wte among them): every tensor
+     * is checked, only those floats are copied */
     const size_t held = m->pres;
     float *params = ht_xmalloc((held ? held : 1) * sizeof(float));
     if (held) ht_buf_read(m->dev, m->params, 0, held * sizeof(float), params);
