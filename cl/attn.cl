@@ -176,7 +176,8 @@ __kernel void tf_attn_bwd_kv(__global float *dqkv, const int dqo, __global const
 
 /* The same maps with one work-group per (b, h) when its tiles fit in local memory (the host
  * checks): K (forward) or V (backward) is first copied transposed into local memory,
- * kt[i*Tp + t2] (Tp = T rounded up to 8, zero padded), so that 8 scores at a time come from
+ * kt[i*Ts + t2] (Tp = T rounded up to 8, Ts = Tp + 8: a row stride of a multiple of 1 KiB put
+ * a column's 64 rows in 4 of the L1's 64 sets; zero padded), so that 8 scores at a time come from
  * float8 multiply-adds over the head dimension, with no horizontal sums. Work-item l takes
  * rows l, l+L, ... in each phase. */
 
@@ -219,13 +220,14 @@ __kernel void tf_attn_fwd_wg(__global float *out, const int oo, __global float *
                              const int NH, __local float *kt, __local float *srow) {
     const int bh = get_group_id(0), lid = get_local_id(0), L = get_local_size(0);
     const int h = bh % NH, b = bh / NH, hs = C / NH, C3 = 3 * C, Tp = (T + 7) / 8 * 8;
+    const int Ts = Tp + 8; /* tile row stride, as in flash.cl */
     __global const float *qb = qkv + qo + (size_t)b * T * C3 + h * hs;
-    tf_attn_transpose(kt, qb + C, C3, T, Tp, hs, lid, L);
+    tf_attn_transpose(kt, qb + C, C3, T, Ts, hs, lid, L);
     barrier(CLK_LOCAL_MEM_FENCE);
     const float scale = 1.0f / sqrt((float)hs);
     __local float *s = srow + lid * Tp;
     for (int t = lid; t < T; t += L) {
-        const float inv = 1.0f / tf_attn_exp_row(s, qb + (size_t)t * C3, kt, Tp, t, hs, scale).y;
+        const float inv = 1.0f / tf_attn_exp_row(s, qb + (size_t)t * C3, kt, Ts, t, hs, scale).y;
         __global float *a = att + ao + ((size_t)bh * T + t) * T;
         int t2 = 0;
         for (; t2 + 8 <= T; t2 += 8) vstore8(t2 <= t ? vload8(0, s + t2) * inv : 0.0f, 0, a + t2);
@@ -236,24 +238,25 @@ __kernel void tf_attn_fwd_wg(__global float *out, const int oo, __global float *
 }
 
 /* Both backward passes in one group: query rows (pre-softmax gradient g into local memory,
- * dq), a barrier, then key rows (dk, dv), as tf_attn_bwd_q and tf_attn_bwd_kv. gl is T*Tp. */
+ * dq), a barrier, then key rows (dk, dv), as tf_attn_bwd_q and tf_attn_bwd_kv. gl is T*Ts. */
 __kernel void tf_attn_bwd_wg(__global float *dqkv, const int dqo, __global const float *dout,
                              const int doo, __global const float *qkv, const int qo,
                              __global const float *att, const int ao, const int T, const int C,
                              const int NH, __local float *vt, __local float *gl) {
     const int bh = get_group_id(0), lid = get_local_id(0), L = get_local_size(0);
     const int h = bh % NH, b = bh / NH, hs = C / NH, C3 = 3 * C, Tp = (T + 7) / 8 * 8;
+    const int Ts = Tp + 8; /* row stride of vt and gl, as in flash.cl */
     __global const float *qb = qkv + qo + (size_t)b * T * C3 + h * hs;
     __global const float *db = dout + doo + (size_t)b * T * C + h * hs;
     __global const float *ab = att + ao + (size_t)bh * T * T;
-    tf_attn_transpose(vt, qb + 2 * C, C3, T, Tp, hs, lid, L);
+    tf_attn_transpose(vt, qb + 2 * C, C3, T, Ts, hs, lid, L);
     barrier(CLK_LOCAL_MEM_FENCE);
     const float scale = 1.0f / sqrt((float)hs);
     for (int t = lid; t < T; t += L) {
         __global const float *d = db + (size_t)t * C;
         __global const float *a = ab + (size_t)t * T;
-        __local float *g = gl + t * Tp;
-        for (int j = 0; j <= t / 8; j++) vstore8(tf_wsum8_gl(d, 1, vt + 8 * j, Tp, hs), j, g);
+        __local float *g = gl + t * Ts;
+        for (int j = 0; j <= t / 8; j++) vstore8(tf_wsum8_gl(d, 1, vt + 8 * j, Ts, hs), j, g);
         const int n = t + 1;
         float8 s8 = 0.0f;
         int t2 = 0;
@@ -269,7 +272,7 @@ __kernel void tf_attn_bwd_wg(__global float *dqkv, const int dqo, __global const
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int t2 = lid; t2 < T; t2 += L) {
         __global float *dk = dqkv + dqo + ((size_t)b * T + t2) * C3 + C + h * hs;
-        tf_rows_lg(dk, 1.0f, gl + t2 * Tp + t2, Tp, qb + (size_t)t2 * C3, C3, T - t2, hs);
+        tf_rows_lg(dk, 1.0f, gl + t2 * Ts + t2, Ts, qb + (size_t)t2 * C3, C3, T - t2, hs);
         tf_rows_gg(dk + C, 1.0f, ab + (size_t)t2 * T + t2, T, db + (size_t)t2 * C, C, T - t2, hs);
     }
 }

@@ -277,10 +277,11 @@ static size_t attn_wg_local_size(ht_dev *d, const char *name, int T) {
     return l < cap ? l : cap;
 }
 
-/* Local bytes of the per-head kernels: a transposed (hs, Tp) tile plus `rows` rows of Tp. */
+/* Local bytes of the per-head kernels: a transposed (hs, Tp + 8) tile plus `rows` rows of
+ * Tp + 8 (an upper bound: the forward's rows are Tp). */
 static size_t attn_wg_bytes(int T, int hs, size_t rows) {
     size_t Tp = ((size_t)T + 7) / 8 * 8;
-    return ((size_t)hs + rows) * Tp * sizeof(float);
+    return ((size_t)hs + rows) * (Tp + 8) * sizeof(float);
 }
 
 /* Per head where it fits: on PoCL (2 cores, C = 128, NH = 4, B*T = 1024; best of 40,
@@ -301,7 +302,7 @@ void ht_attention_forward(ht_dev *d, ht_view out, ht_view att, ht_view qkv, int 
         size_t g = (size_t)B * (size_t)NH * l;
         ht_launch(d, k, 1, &g, &l, HT_BUF(out.buf), HT_INT(ioff(out.off, "out")), HT_BUF(att.buf),
                   HT_INT(ioff(att.off, "att")), HT_BUF(qkv.buf), HT_INT(ioff(qkv.off, "qkv")),
-                  HT_INT(T), HT_INT(C), HT_INT(NH), HT_LOCAL((size_t)hs * Tp * sizeof(float)),
+                  HT_INT(T), HT_INT(C), HT_INT(NH), HT_LOCAL((size_t)hs * (Tp + 8) * sizeof(float)),
                   HT_LOCAL(l * Tp * sizeof(float)));
         return;
     }
@@ -324,8 +325,8 @@ void ht_attention_backward(ht_dev *d, ht_view dqkv, ht_view scratch, ht_view dou
         ht_launch(d, k, 1, &g, &l, HT_BUF(dqkv.buf), HT_INT(ioff(dqkv.off, "dqkv")),
                   HT_BUF(dout.buf), HT_INT(ioff(dout.off, "dout")), HT_BUF(qkv.buf),
                   HT_INT(ioff(qkv.off, "qkv")), HT_BUF(att.buf), HT_INT(ioff(att.off, "att")),
-                  HT_INT(T), HT_INT(C), HT_INT(NH), HT_LOCAL((size_t)hs * Tp * sizeof(float)),
-                  HT_LOCAL((size_t)T * Tp * sizeof(float)));
+                  HT_INT(T), HT_INT(C), HT_INT(NH), HT_LOCAL((size_t)hs * (Tp + 8) * sizeof(float)),
+                  HT_LOCAL((size_t)T * (Tp + 8) * sizeof(float)));
         return;
     }
     ht_arg args[] = {HT_BUF(dqkv.buf),    HT_INT(ioff(dqkv.off, "dqkv")),
