@@ -49,6 +49,31 @@ float tf_attn_dot(__global const float *a, __global const float *b, const int n)
 TF_WSUM8(tf_wsum8_gg, __global, __global)
 TF_WSUM8(tf_wsum8_lg, __local, __global)
 TF_WSUM8(tf_wsum8_gl, __global, __local)
+/* Two neighbouring float8 blocks of tf_wsum8_gl (ws = 1) in one pass: each weight load feeds
+ * two multiply-adds, with each block's sums in the same order as tf_wsum8_gl's. */
+void tf_wsum8x2_gl(float8 *r0, float8 *r1, __global const float *w, __local const float *x,
+                   const int xs, const int n) {
+    float8 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
+    int r = 0;
+    for (; r + 4 <= n; r += 4) {
+        __local const float *x0 = x + (size_t)r * xs;
+        const float w0 = w[r], w1 = w[r + 1], w2 = w[r + 2], w3 = w[r + 3];
+        a0 += w0 * vload8(0, x0);
+        b0 += w0 * vload8(1, x0);
+        a1 += w1 * vload8(0, x0 + xs);
+        b1 += w1 * vload8(1, x0 + xs);
+        a2 += w2 * vload8(0, x0 + 2 * xs);
+        b2 += w2 * vload8(1, x0 + 2 * xs);
+        a3 += w3 * vload8(0, x0 + 3 * xs);
+        b3 += w3 * vload8(1, x0 + 3 * xs);
+    }
+    for (; r < n; r++) {
+        a0 += w[r] * vload8(0, x + (size_t)r * xs);
+        b0 += w[r] * vload8(1, x + (size_t)r * xs);
+    }
+    *r0 = (a0 + a1) + (a2 + a3);
+    *r1 = (b0 + b1) + (b2 + b3);
+}
 TF_WSUM1(tf_wsum1_gg, __global, __global)
 TF_WSUM1(tf_wsum1_lg, __local, __global)
 
@@ -197,11 +222,18 @@ float2 tf_attn_exp_row(__local float *s, __global const float *q, __local const 
                        const int ks, const int t, const int hs, const float scale) {
     const int nc = t / 8 + 1; /* chunks holding keys 0..t */
     float8 m8 = -INFINITY;
-    for (int j = 0; j < nc; j++) {
-        float8 s8 = tf_wsum8_gl(q, 1, kt + 8 * j, ks, hs) * scale;
-        s8 = select(s8, (float8)(-INFINITY), tf_attn_key8(j) > (float)t);
+    for (int j = 0; j < nc; j += 2) {
+        float8 s8, s9 = -INFINITY;
+        if (j + 1 < nc) {
+            tf_wsum8x2_gl(&s8, &s9, q, kt + 8 * j, ks, hs);
+            s9 = select(s9 * scale, (float8)(-INFINITY), tf_attn_key8(j + 1) > (float)t);
+            vstore8(s9, j + 1, s);
+        } else {
+            s8 = tf_wsum8_gl(q, 1, kt + 8 * j, ks, hs);
+        }
+        s8 = select(s8 * scale, (float8)(-INFINITY), tf_attn_key8(j) > (float)t);
         vstore8(s8, j, s);
-        m8 = fmax(m8, s8);
+        m8 = fmax(m8, fmax(s8, s9));
     }
     const float4 m4 = fmax(m8.lo, m8.hi);
     const float m = fmax(fmax(m4.x, m4.y), fmax(m4.z, m4.w));
@@ -256,7 +288,14 @@ __kernel void tf_attn_bwd_wg(__global float *dqkv, const int dqo, __global const
         __global const float *d = db + (size_t)t * C;
         __global const float *a = ab + (size_t)t * T;
         __local float *g = gl + t * Ts;
-        for (int j = 0; j <= t / 8; j++) vstore8(tf_wsum8_gl(d, 1, vt + 8 * j, Ts, hs), j, g);
+        int j = 0;
+        for (; j + 1 <= t / 8; j += 2) {
+            float8 g0, g1;
+            tf_wsum8x2_gl(&g0, &g1, d, vt + 8 * j, Ts, hs);
+            vstore8(g0, j, g);
+            vstore8(g1, j + 1, g);
+        }
+        if (j <= t / 8) vstore8(tf_wsum8_gl(d, 1, vt + 8 * j, Ts, hs), j, g);
         const int n = t + 1;
         float8 s8 = 0.0f;
         int t2 = 0;
