@@ -220,6 +220,25 @@ float8 tf_flash_p8(float8 *g, __global const float *a, __local const float *xt,
     return p8;
 }
 
+/* Chunks j and j + 1 of tf_flash_p8 in one pass over each tile (tf_wsum8x2_gl), each with
+ * tf_flash_p8's arithmetic: returns p of chunk j, *p1 that of j + 1, *g0 and *g1 their dS. */
+float8 tf_flash_p8x2(float8 *p1, float8 *g0, float8 *g1, __global const float *a,
+                     __local const float *xt, __global const float *b, __local const float *yt,
+                     const int j, const int Ts, const int hs, const float scale,
+                     const float8 lse0, const float8 lse1, const float8 D0, const float8 D1,
+                     const int last) {
+    float8 s0, s1, u0, u1;
+    tf_wsum8x2_gl(&s0, &s1, a, xt + 8 * j, Ts, hs);
+    tf_wsum8x2_gl(&u0, &u1, b, yt + 8 * j, Ts, hs);
+    s0 *= scale; /* own statements, as in tf_flash_p8: no multiply-add contracted with lse */
+    s1 *= scale;
+    const float8 p0 = select(exp(s0 - lse0), (float8)0.0f, tf_attn_key8(j) > (float)last);
+    *p1 = select(exp(s1 - lse1), (float8)0.0f, tf_attn_key8(j + 1) > (float)last);
+    *g0 = p0 * (u0 - D0) * scale;
+    *g1 = *p1 * (u1 - D1) * scale;
+    return p0;
+}
+
 /* Backward, query rows: p and g = dS rows (prow, grow: L*Tp each) from K^T and V^T, dq = g K;
  * D_t = dO_t . O_t and lse_t kept in local dl, ll (Tp each) for the key rows. */
 void tf_flash_bwd_wg_q(__global float *dqkv, __global const float *db,
@@ -236,7 +255,15 @@ void tf_flash_bwd_wg_q(__global float *dqkv, __global const float *db,
         const float Di = tf_attn_dot(d, ob + (size_t)t * C, hs), lt = lb[t];
         dl[t] = Di;
         ll[t] = lt;
-        for (int j = 0; j <= t / 8; j++) {
+        int j = 0;
+        for (; j + 1 <= t / 8; j += 2) {
+            float8 p1, g0, g1;
+            tf_flash_p8x2(&p1, &g0, &g1, q, kt, d, vt, j, Ts, hs, scale, (float8)lt, (float8)lt,
+                          (float8)Di, (float8)Di, t);
+            vstore8(g0, j, g);
+            vstore8(g1, j + 1, g);
+        }
+        if (j <= t / 8) {
             float8 g8;
             tf_flash_p8(&g8, q, kt, d, vt, j, Ts, hs, scale, (float8)lt, (float8)Di, t);
             vstore8(g8, j, g);
@@ -258,7 +285,17 @@ void tf_flash_bwd_wg_kv(__global float *dqkv, __global const float *db,
     __local float *p = prow + lid * Tp, *g = grow + lid * Tp;
     for (int t2 = lid; t2 < T; t2 += L) {
         __global const float *k = qb + (size_t)t2 * C3 + C, *v = k + C;
-        for (int j = t2 / 8; j < Tp / 8; j++) {
+        int j = t2 / 8;
+        for (; j + 1 < Tp / 8; j += 2) {
+            float8 p1, g0, g1;
+            vstore8(tf_flash_p8x2(&p1, &g0, &g1, k, qt, v, dot, j, Ts, hs, scale, vload8(j, ll),
+                                  vload8(j + 1, ll), vload8(j, dl), vload8(j + 1, dl), Tp),
+                    j, p);
+            vstore8(p1, j + 1, p);
+            vstore8(g0, j, g);
+            vstore8(g1, j + 1, g);
+        }
+        for (; j < Tp / 8; j++) {
             float8 g8;
             vstore8(tf_flash_p8(&g8, k, qt, v, dot, j, Ts, hs, scale, vload8(j, ll), vload8(j, dl),
                                 Tp),
