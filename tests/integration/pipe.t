@@ -6,6 +6,7 @@
 # 1e-4 of its largest value): micro-batches sum the batch's gradient in another order, so not
 # bit for bit. A 4-stage checkpoint resumes in one process and continues the one-process
 # losses, and the reverse. Bad pipeline settings exit 2 naming the keys.
+# tests/run: alone (the hetero cut comes from measured start-up times)
 . "$(dirname "$0")/../lib/lib.sh"
 . "$(dirname "$0")/../lib/mpi.sh"
 . "$(dirname "$0")/../lib/pipe_gpt.sh"
