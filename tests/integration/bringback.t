@@ -6,6 +6,7 @@
 # rank 0's slowdown in the run, rank 1 stays out (the control). The emulated slowdown starts
 # exactly at its step on bsp, 1F1B pipelines and gossip (read from --trace), and bad
 # cluster.slowdown_from settings exit 2 naming the key.
+# tests/run: alone (the rebalancer's moves come from measured step times)
 . "$(dirname "$0")/../lib/lib.sh"
 . "$(dirname "$0")/../lib/mpi.sh"
 

@@ -7,6 +7,7 @@
 # the losses stay the same (with cluster.exclude_slow it leaves the job; rank 0 never does);
 # stop + resume continues the 4-rank sequence exactly; bad
 # cluster settings exit 2 naming file:line.
+# tests/run: alone (the speed split's shares and the rebalancer's moves come from measured step times)
 . "$(dirname "$0")/../lib/lib.sh"
 . "$(dirname "$0")/../lib/mpi.sh"
 

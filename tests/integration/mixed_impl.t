@@ -10,6 +10,7 @@
 # "speed" a rusticl rank emulated 100x slower is left out (share 0) and the losses are the
 # one-process ones, with cluster.exclude_slow = false (it synchronises) and by default (it
 # leaves the job).
+# tests/run: alone (the speed split's shares come from measured step times)
 . "$(dirname "$0")/../lib/lib.sh"
 . "$(dirname "$0")/../lib/mpi.sh"
 export RUSTICL_ENABLE=llvmpipe

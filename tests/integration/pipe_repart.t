@@ -14,6 +14,7 @@
 # data-parallel replicas of the pipeline (4 ranks). Every rank holds only its stage (issue
 # 24): a move allocates the new window, receives what arrives and frees what left, and the
 # measured peak after it is the plan's for the new stage (stage_mem).
+# tests/run: alone (the re-partition comes from measured step times)
 . "$(dirname "$0")/../lib/lib.sh"
 . "$(dirname "$0")/../lib/mpi.sh"
 . "$(dirname "$0")/../lib/pipe_gpt.sh"

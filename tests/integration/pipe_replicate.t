@@ -9,6 +9,7 @@
 # placement. The hetero partition's choice follows layer times measured at start-up on shared
 # cores, so the explicit placements cover what must be certain: pieces from two ranks to two,
 # unaligned pieces and a last stage over three ranks, hepipe, and 2 data-parallel replicas.
+# tests/run: alone (the stages' ranks come from the measured speed split)
 . "$(dirname "$0")/../lib/lib.sh"
 . "$(dirname "$0")/../lib/mpi.sh"
 . "$(dirname "$0")/../lib/pipe_gpt.sh"

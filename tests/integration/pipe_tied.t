@@ -14,6 +14,7 @@
 # Without the exchange (tried by hand) the 2-stage losses differ from step 2 on by 1.7e-3
 # relative, and the CRC check stops the run: the checks can fail. A 2-stage checkpoint holds the one-process run's tensors
 # (wte once, no head.weight) and resumes in one process to the same losses.
+# tests/run: alone (the hetero cut and the re-partition come from measured step times)
 . "$(dirname "$0")/../lib/lib.sh"
 . "$(dirname "$0")/../lib/mpi.sh"
 . "$(dirname "$0")/../lib/pipe_gpt.sh"

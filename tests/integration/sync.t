@@ -6,6 +6,7 @@
 # never lets a worker run more than s clocks ahead (from the workers' own records); preduce
 # with P = all workers gives bsp's parameters; SAP weights are the closed form of the timestamps; bad
 # combinations exit 2. Gossip never waits for a peer: with one worker frozen, the others train on.
+# tests/run: alone (ssp's waits, asp's spread and dasp's states come from the workers' timing)
 . "$(dirname "$0")/../lib/lib.sh"
 . "$(dirname "$0")/../lib/mpi.sh"
 

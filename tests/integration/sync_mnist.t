@@ -5,6 +5,7 @@
 # a coordinator rank. Plain gossip trains 15 epochs (conf/README.md#sync): its models drift
 # apart between exchanges, and at 10 epochs it ends at 94.9-95.2%. So does gossip-adaptive
 # (95.15% at 10 epochs, below 95% in one CI run of 2026-11-28; 95.65% at 15).
+# tests/run: alone (the asynchronous policies' accuracy depends on the workers' relative pace)
 . "$(dirname "$0")/../lib/lib.sh"
 . "$(dirname "$0")/../lib/mpi.sh"
 if [ ! -f "$HT_DATA/mnist/t10k-images-idx3-ubyte.gz" ]; then
