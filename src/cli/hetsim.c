@@ -217,15 +217,19 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
     for (int q = 0; q < plan.mem.Q; q++)
         any |= plan.mem.any[q];
     if (any) ht_pipe_add_recompute(&s, plan.mem.any);
+    /* each rank's memory: what the trainer allocates (the executor's model, sim/calib.h) */
+    double *bytes = ht_xcalloc((size_t)plan.pp.D, sizeof *bytes);
+    ht_sim_plan_bytes(cfg, j->m, j->sm, &plan, &s, n, bytes);
     ht_sim_pipe p = {.s = &s, .W = W, .mb = mb, .bounds = bounds, .alg = alg,
                      .chain = no_flush ? 4 : 0, .P = D,
                      .first = ht_pipe_groups_replicated(&g) ? g.first : NULL, .off = g.off,
-                     .cnt = g.cnt};
+                     .cnt = g.cnt, .rank_bytes = bytes};
     if (j->stages) {
         j->stages[0] = 0;
         if (p.first) groups_text(&g, bounds, j->stages, 256);
     }
     if (rc == HT_OK) rc = ht_sim_run_pipe(j->c, j->sm, &p, trace != NULL, trace, r);
+    free(bytes);
     ht_pipe_sched_free(&s);
     ht_plan_free(&plan);
     return rc;
@@ -387,7 +391,7 @@ static void plan_memory_note(const job *j, const ht_sim_cand *k) {
         printf("memory: every rank holds the whole model: %.2f MB%s\n", k->need_mem / 1e6, limit);
     else
         printf("memory: %s; the largest, pipeline rank %d, allocates %.2f MB%s, the GEMM "
-               "packing workspace aside\n",
+               "packing workspace included\n",
                k->local ? "each pipeline rank holds only its stage"
                         : "every pipeline rank holds the whole model's parameters, gradients "
                           "and optimizer state",

@@ -16,20 +16,20 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "core/gemm_tiles.h"
 
-/* The numbers of cl/gemm.cl: tile rows and columns, and the packing work per work-item. */
-#define TM 6         /* GEMM_TM */
-#define TN 16        /* GEMM_TN */
-#define PACK_RUN 128 /* GEMM_RUN */
-#define PACK_K 16    /* GEMM_PK */
-#define PACK_L 256   /* GEMM_PL */
+/* The numbers of cl/gemm.cl (core/gemm_tiles.h, which the memory model reads too). */
+#define TM HT_GEMM_TM
+#define TN HT_GEMM_TN
+#define PACK_RUN HT_GEMM_PACK_RUN
+#define PACK_K HT_GEMM_PACK_K
+#define PACK_L HT_GEMM_PACK_L
 
 /* Whether every index the kernels compute fits in an int. */
 static int fits_int(size_t a, size_t b) { return a <= (size_t)INT_MAX && b <= (size_t)INT_MAX - a; }
 
-/* Floats of the packed panels of B (ceil(n/16) x 16 x k) and A (ceil(m/6) x 6 x k). */
-static size_t packed_b(size_t n, size_t k) { return (n + TN - 1) / TN * TN * k; }
-static size_t packed_a(size_t m, size_t k) { return (m + TM - 1) / TM * TM * k; }
+static size_t packed_b(size_t n, size_t k) { return ht_gemm_packed_b(n, k); }
+static size_t packed_a(size_t m, size_t k) { return ht_gemm_packed_a(m, k); }
 
 int ht_gemm_tiled_wanted(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t k,
                          const ht_buf *a, const ht_buf *b, const ht_buf *c) {

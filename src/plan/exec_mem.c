@@ -5,6 +5,7 @@
 
 #include "config/modes.h"
 #include "core/err.h"
+#include "plan/gemm_ws.h"
 #include "plan/partition.h"
 
 int ht_plan_stage_local(const ht_config *cfg, int world) {
@@ -45,5 +46,6 @@ double ht_plan_whole_bytes(const ht_model *m, int B, int opt_states) {
     size_t act, save, work;
     ht_model_stage_floats(m, 0, m->nlayers, B, &act, &save, &work);
     return (double)m->nparams * sizeof(float) * (2 + opt_states) +
-           (2.0 * act + save + work) * sizeof(float) + 12.0 * B * m->rows;
+           (2.0 * act + save + work) * sizeof(float) + 12.0 * B * m->rows +
+           (double)ht_plan_gemm_ws(m, 0, m->nlayers, B) * sizeof(float);
 }

@@ -16,6 +16,13 @@ double *ht_sim_calibration(const ht_sim_cluster *c, const ht_sim_model *sm, int 
 
 /* ht_plan_job for cfg's job on ranks 0..n-1 of c, with the costs ht_plan_needs asks for from
  * the cost model and the hosts of the first replica's ranks as the trainer gathers them. */
+/* What each schedule rank q < plan->pp.D of the plan allocates in the trainer, into bytes[q]:
+ * the executor's buffers (plan/exec_mem.h: its stages only where every rank holds only its
+ * stages, the same model as the memory decision's stage plan, else the whole model), or the
+ * decision's stage plan where that is larger. s: the plan's stream (its slots). */
+void ht_sim_plan_bytes(const ht_config *cfg, const ht_model *m, const ht_sim_model *sm,
+                       const ht_plan *plan, const ht_pipe_sched *s, int n, double *bytes);
+
 int ht_sim_job_plan(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_model *m,
                     const ht_config *cfg, int n, ht_plan *plan);
 

@@ -117,14 +117,13 @@ static int cut_by_speed(const ht_sim_cluster *c, const ht_model *m, const ht_sim
  * recomputation against it). The largest into k; past device.memory_mb the candidate does
  * not fit (and is tried again with recomputation). */
 static int fit_limit(const ht_config *cfg, const ht_model *m, const ht_sim_model *sm,
-                     const ht_plan *plan, const ht_pipe_sched *s, int n, ht_sim_cand *k) {
+                     const ht_plan *plan, const ht_pipe_sched *s, int n, ht_sim_cand *k,
+                     double *bytes) {
     k->local = ht_plan_stage_local(cfg, n);
     k->need_mem = 0, k->need_rank = 0;
-    for (int q = 0; q < plan->pp.D; q++) {
-        double b = ht_plan_exec_bytes(cfg, m, plan, s, sm->optim_state_floats, n, q);
-        if (plan->mem.plan && plan->mem.plan[q].use.total > b) b = plan->mem.plan[q].use.total;
-        if (b > k->need_mem) k->need_mem = b, k->need_rank = q;
-    }
+    ht_sim_plan_bytes(cfg, m, sm, plan, s, n, bytes);
+    for (int q = 0; q < plan->pp.D; q++)
+        if (bytes[q] > k->need_mem) k->need_mem = bytes[q], k->need_rank = q;
     const double lim = cfg->device.memory_mb * 1e6;
     if (lim <= 0 || k->need_mem <= lim) return HT_OK;
     return ht_error(HT_EINPUT,
@@ -152,19 +151,22 @@ static int simulate_pipe(const ht_sim_cluster *c, int n, const ht_model *m,
     memcpy(k->off, plan.grp.off, (size_t)k->D * sizeof *k->off);
     memcpy(k->cnt, plan.grp.cnt, (size_t)k->D * sizeof *k->cnt);
     ht_pipe_sched s;
+    double *bytes = ht_xcalloc((size_t)plan.pp.D, sizeof *bytes);
     if ((rc = ht_plan_schedule(&cfg, &plan.pp, &s)) == HT_OK &&
-        (rc = fit_limit(&cfg, m, sm, &plan, &s, n, k)) != HT_OK)
+        (rc = fit_limit(&cfg, m, sm, &plan, &s, n, k, bytes)) != HT_OK)
         ht_pipe_sched_free(&s);
     else if (rc == HT_OK) {
         int any = 0;
         for (int q = 0; q < plan.mem.Q; q++)
             any |= plan.mem.any[q];
         if (any) ht_pipe_add_recompute(&s, plan.mem.any);
-        ht_sim_pipe p = {.s = &s, .W = k->W, .mb = mb, .bounds = k->bounds, .alg = dp->alg};
+        ht_sim_pipe p = {.s = &s, .W = k->W, .mb = mb, .bounds = k->bounds, .alg = dp->alg,
+                         .rank_bytes = bytes};
         if (k->Q < k->D) p.P = k->D, p.first = k->first, p.off = k->off, p.cnt = k->cnt;
         rc = ht_sim_run_pipe(c, sm, &p, 0, NULL, r);
         ht_pipe_sched_free(&s);
     }
+    free(bytes);
     ht_plan_free(&plan);
     return rc;
 }

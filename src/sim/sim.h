@@ -258,6 +258,10 @@ typedef struct ht_sim_pipe {
      * between the ranks whose samples overlap, REDUCE_GRADS spans a stage's ranks. */
     int P;
     const int *first, *off, *cnt;
+    /* [D] what each schedule rank allocates in the trainer (ht_sim_plan_bytes: the executor
+     * allocates its slots at start-up, so this is its peak), or NULL: the simulator's own
+     * tally of parameters, gradients and optimizer state and the slots in use */
+    const double *rank_bytes;
 } ht_sim_pipe;
 
 int ht_sim_run_pipe(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_sim_pipe *p,
