@@ -31,6 +31,7 @@ double ht_plan_exec_bytes(const ht_config *cfg, const ht_model *m, const ht_plan
     ht_mem_desc d, dB;
     ht_mem_desc_from_model(&d, m, mb, opt_states);
     ht_mem_desc_from_model(&dB, m, B, opt_states);
+    ht_mem_desc_calibrated(&d, m, ht_plan_calib_samples(cfg, world, mb));
     const uint8_t *rc = p->mem.layers ? p->mem.layers + (size_t)q * L : NULL;
     const int nslot = s->nbuf[q] > 0 ? s->nbuf[q] : 1;
     ht_mem_exec_use e; /* (train/pipe_mem.c's prediction after the run) */
@@ -40,6 +41,12 @@ double ht_plan_exec_bytes(const ht_config *cfg, const ht_model *m, const ht_plan
     ht_mem_desc_free(&d), ht_mem_desc_free(&dB);
     free(lo);
     return total;
+}
+
+int ht_plan_calib_samples(const ht_config *cfg, int world, int mb) {
+    int cal, cal1;
+    ht_plan_needs(cfg, world, &cal, &cal1);
+    return cal ? mb : cal1 ? 1 : 0;
 }
 
 double ht_plan_whole_bytes(const ht_model *m, int B, int opt_states) {

@@ -27,6 +27,11 @@ int ht_plan_stage_local(const ht_config *cfg, int world);
 double ht_plan_exec_bytes(const ht_config *cfg, const ht_model *m, const ht_plan *p,
                           const ht_pipe_sched *s, int opt_states, int world, int q);
 
+/* The samples at which every rank times every layer at start-up (ht_plan_needs: hepipe, the
+ * hetero partition; at the micro-batch mb, or at 1 sample for replicated stages alone), or
+ * 0: no such calibration (see ht_mem_desc_calibrated). */
+int ht_plan_calib_samples(const ht_config *cfg, int world, int mb);
+
 /* Bytes a rank that holds the whole model at B samples allocates (one process, data
  * parallel: build/fit.c's total, which device.memory_mb bounds there): parameters, gradients,
  * opt_states floats a parameter, activations and their gradients, saved state, workspace,

@@ -63,6 +63,10 @@ void ht_part_times_from_model(const ht_model *m, int R, const double *flops_per_
         }
 }
 
+void ht_mem_desc_calibrated(ht_mem_desc *d, const ht_model *m, int samples) {
+    d->gemm_floor = samples > 0 ? (double)ht_plan_gemm_ws(m, 0, m->nlayers, samples) * 4 : 0;
+}
+
 void ht_mem_desc_free(ht_mem_desc *d) {
     free(d->out_bytes);
     memset(d, 0, sizeof *d);
@@ -125,7 +129,7 @@ double ht_mem_executor(const ht_mem_desc *d, const ht_mem_desc *dB, int B, int m
 }
 
 double ht_mem_gemm(const ht_mem_desc *d, int nchunk, const int *lo, const int *hi) {
-    double g = 0;
+    double g = d->gemm_floor;
     for (int c = 0; c < nchunk && d->gemm_bytes; c++)
         for (int l = lo[c]; l < hi[c]; l++)
             if (d->gemm_bytes[l] > g) g = d->gemm_bytes[l];

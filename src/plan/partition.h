@@ -48,6 +48,8 @@ typedef struct ht_mem_desc {
     int rows;            /* loss rows per sample (labels, losses, flags: 3 x 4 bytes each) */
     double *gemm_bytes;  /* [L] the tiled GEMM's packing workspace for the layer's largest
                             product at the description's mb (not per sample; plan/gemm_ws.h) */
+    double gemm_floor;   /* what that workspace reaches whatever a rank's stages: a start-up
+                            calibration that times every layer (ht_mem_desc_calibrated), or 0 */
 } ht_mem_desc;
 
 /* Fills d from a model (built with or without a device: only the description is read) for
@@ -56,6 +58,10 @@ typedef struct ht_mem_desc {
  * bytes. Free with ht_mem_desc_free. */
 void ht_mem_desc_from_model(ht_mem_desc *d, const struct ht_model *m, int mb, int opt_states);
 void ht_mem_desc_free(ht_mem_desc *d);
+/* Every rank times every layer of the model at `samples` at start-up (hepipe's order, the
+ * hetero partition: train/pipe_calib.c), so the packing workspace grows to the whole
+ * model's largest product there: sets d->gemm_floor (samples 0: none). */
+void ht_mem_desc_calibrated(ht_mem_desc *d, const struct ht_model *m, int samples);
 
 /* A rank's predicted memory, by part: what the executor allocates on a rank that holds only
  * its stages (mem_local.c; the same model as ht_mem_executor_local at B = mb). */

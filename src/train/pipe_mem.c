@@ -10,6 +10,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "io/metrics.h"
+#include "plan/job.h"
 
 
 
@@ -19,6 +20,7 @@ void ht_pipe_mem_init(ht_pipe_mem *pm, const ht_config *cfg, const ht_devinfo *d
     pm->P = P, pm->world = world;
     pm->mode = cfg->pipe.recompute;
     pm->from_cfg = cfg->device.memory_mb > 0;
+    ht_plan_needs(cfg, world, &pm->cal, &pm->cal1);
     struct {
         double limit;
         char name[128];
@@ -111,6 +113,7 @@ int ht_pipe_mem_validate(ht_pipe_mem *pm, const ht_model *m, ht_dev *dev, int ki
     ht_mem_desc d, dB;
     ht_mem_desc_from_model(&d, m, mb, opt_states);
     ht_mem_desc_from_model(&dB, m, built, opt_states);
+    ht_mem_desc_calibrated(&d, m, pm->cal ? mb : pm->cal1 ? 1 : 0);
     int *lo = ht_xmalloc((size_t)2 * dec->Q * v * sizeof *lo), *hi = lo + dec->Q * v;
     const int nc = ht_plan_mem_chunks(kind, dec->Q, v, bounds, prank, lo, hi);
     const uint8_t *rc = dec->layers + (size_t)prank * L;

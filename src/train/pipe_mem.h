@@ -41,6 +41,8 @@ typedef struct ht_pipe_mem {
     /* 1: this rank holds only its stages (train/pipe_local.c): ht_pipe_mem_validate predicts
      * with ht_mem_executor_local, else with the whole model as built (ht_mem_executor) */
     int local;
+    int cal, cal1; /* every layer timed at start-up at the micro-batch, at 1 sample
+                      (ht_plan_needs: the GEMM packing grows to the whole model's there) */
 } ht_pipe_mem;
 
 /* Gathers every rank's limit and device name (collective: all ranks call it). */

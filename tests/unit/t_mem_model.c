@@ -30,6 +30,18 @@ static void test_gemm_ws(void) {
     tap_ok(rc == HT_OK && all == 1088 && fc2 == 704 && relu == 0,
            "MLP 8-16-4 at 32 rows: 1088 floats (fc1's dW), fc2 alone 704, relu 0 (got %zu %zu %zu)",
            all, fc2, relu);
+    /* a rank that times every layer at start-up (hepipe, hetero) reaches the whole model's
+     * largest product whatever its stage: fc2's stage 4 x 1088 bytes instead of 4 x 704 */
+    ht_mem_desc dm;
+    ht_mem_desc_from_model(&dm, &m, 32, 0);
+    int lo2[] = {2}, hi2[] = {3};
+    double own = ht_mem_gemm(&dm, 1, lo2, hi2);
+    ht_mem_desc_calibrated(&dm, &m, 32);
+    double cal = ht_mem_gemm(&dm, 1, lo2, hi2);
+    tap_ok(own == 4 * 704 && cal == 4 * 1088,
+           "fc2's stage: 2816 bytes of packing, 4352 after a calibration of every layer (got %g %g)",
+           own, cal);
+    ht_mem_desc_free(&dm);
     ht_model_free(&m);
     /* 8-64-4: fc1's forward 32x64x8 packs A too (4 panels): 64 x 8 + 36 x 8 = 800; dW 64x8
      * over 32: 16 x 32 + 66 x 32 = 2624 */

@@ -13,7 +13,7 @@
 static double out[] = {20, 30, 40}, keep[] = {25, 30, 45}, param[] = {100, 200, 300},
               state[] = {300, 600, 900}, work[] = {1, 5, 2}, fwd[] = {1, 1, 3},
               save[] = {5, 0, 5}, arena[] = {20, 30, 40}; /* keep = arena + save */
-static ht_mem_desc d = {3, 10, out, keep, param, state, work, save, arena, 0, 0, 0, 0, NULL};
+static ht_mem_desc d = {3, 10, out, keep, param, state, work, save, arena, 0, 0, 0, 0, NULL, 0};
 
 /* Stage [1, 3), 2 samples per micro-batch, as the executor allocates it (no loss rows, no
  * GEMM workspace here). Per sample: the arena 20 (input) + 10 (the LOAD's model input) +

@@ -30,7 +30,7 @@ static ht_mem_desc *uniform_desc(desc_store *s, int L, double in, double out, do
         s->work[l] = 0, s->save[l] = keep - out, s->arena[l] = out;
     }
     s->d = (ht_mem_desc){L, in, s->out, s->keep, s->param, s->state, s->work, s->save, s->arena,
-                         0, 0, 0, 0, NULL};
+                         0, 0, 0, 0, NULL, 0};
     return &s->d;
 }
 
@@ -47,7 +47,7 @@ static void test_memory(void) {
     double out[] = {20, 30, 40}, keep[] = {25, 30, 45}, param[] = {100, 200, 300},
            state[] = {300, 600, 900}, work[] = {1, 5, 2}, fwd[] = {1, 1, 3}, save[] = {5, 0, 5},
            arena[] = {20, 30, 40};
-    ht_mem_desc d = {3, 10, out, keep, param, state, work, save, arena, 0, 0, 0, 0, NULL};
+    ht_mem_desc d = {3, 10, out, keep, param, state, work, save, arena, 0, 0, 0, 0, NULL, 0};
     ht_mem_use u;
     /* what the executor allocates (no loss rows, no GEMM workspace here): stage [1,3), 2
      * samples, 3 slots: state 600+900; the arena 20 (input) + 10 (the model input a LOAD
