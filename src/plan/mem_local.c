@@ -79,15 +79,18 @@ double ht_mem_executor_local(const ht_mem_desc *d, const ht_mem_desc *dB, int B,
 
 double ht_mem_rank(const ht_mem_desc *d, int nchunk, const int *lo, const int *hi, int mb,
                    int slots, int weight_versions, const uint8_t *rc, ht_mem_use *u) {
-    parts p; /* the executor's model at B = mb (a pipeline builds its model at a micro-batch) */
+    /* the executor's model at B = mb (a pipeline builds its model at a micro-batch) */
+    const int B = mb;
+    parts p;
     parts_of(d, d, nchunk, lo, hi, rc, &p);
     ht_mem_use m = {0};
     m.state = p.state + (weight_versions > 1 ? 2 * p.params : 0);
     m.acts = (double)slots * slot_bytes(&p, mb, d->rows);
-    /* the own buffers: slot 0 of a plain rank (counted in acts), where a recomputing rank
-     * rebuilds one micro-batch for its BWD */
-    m.live = p.recomputes ? own_bytes(&p, mb, d->rows) - (double)mb * p.work : 0;
-    m.work = (double)mb * p.work + p.gemm;
+    /* the own buffers: a plain rank's slot 0 (in acts; here what B holds beyond mb), where a
+     * recomputing rank rebuilds one micro-batch for its BWD */
+    const double own = own_bytes(&p, B, d->rows) - (double)B * p.work;
+    m.live = p.recomputes ? own : own - (slot_bytes(&p, mb, d->rows));
+    m.work = (double)B * p.work + p.gemm;
     m.total = m.state + m.acts + m.live + m.work;
     if (u) *u = m;
     return m.total;

@@ -113,7 +113,7 @@ int ht_pipe_mem_validate(ht_pipe_mem *pm, const ht_model *m, ht_dev *dev, int ki
     ht_mem_desc d, dB;
     ht_mem_desc_from_model(&d, m, mb, opt_states);
     ht_mem_desc_from_model(&dB, m, built, opt_states);
-    ht_mem_desc_calibrated(&d, m, pm->cal ? mb : pm->cal1 ? 1 : 0);
+    ht_mem_desc_calibrated(&d, m, pm->cal ? built : pm->cal1 ? 1 : 0); /* at the micro-batch */
     int *lo = ht_xmalloc((size_t)2 * dec->Q * v * sizeof *lo), *hi = lo + dec->Q * v;
     const int nc = ht_plan_mem_chunks(kind, dec->Q, v, bounds, prank, lo, hi);
     const uint8_t *rc = dec->layers + (size_t)prank * L;
