@@ -21,10 +21,24 @@ static inline size_t ht_gemm_packed_a(size_t m, size_t k) {
     return (m + HT_GEMM_TM - 1) / HT_GEMM_TM * HT_GEMM_TM * k;
 }
 
-/* The workspace floats of C(m, n) = op(A)(m, k) op(B)(k, n): B's panels, and A's unless A is
- * read in place (one column panel, A not transposed: gemm_rows). */
-static inline size_t ht_gemm_ws_floats(int trans_a, size_t m, size_t n, size_t k) {
-    return ht_gemm_packed_b(n, k) + (!trans_a && n <= HT_GEMM_TN ? 0 : ht_gemm_packed_a(m, k));
+/* The ways a product runs (src/ocl/gemm.c; the values of ocl.h's HT_TILED_*): both operands
+ * packed (gemm_packed), B packed and A read in place (gemm_rows), both in place
+ * (gemm_direct). */
+enum { HT_GEMM_WAY_PACKED = 1, HT_GEMM_WAY_ROWS = 2, HT_GEMM_WAY_DIRECT = 3 };
+
+/* The way gemm.c picks for C(m, n) = op(A)(m, k) op(B)(k, n) unless forced (its kind_auto:
+ * see there for the measurements behind it). */
+static inline int ht_gemm_way(int trans_a, int trans_b, size_t m, size_t n, size_t k) {
+    if (!trans_b && m <= HT_GEMM_TN) return HT_GEMM_WAY_DIRECT;
+    if (!trans_a && (n <= HT_GEMM_TN || k <= 1024)) return HT_GEMM_WAY_ROWS;
+    return HT_GEMM_WAY_PACKED;
+}
+
+/* The workspace floats of that product: B's panels and A's, B's alone, or none. */
+static inline size_t ht_gemm_ws_floats(int trans_a, int trans_b, size_t m, size_t n, size_t k) {
+    const int way = ht_gemm_way(trans_a, trans_b, m, n, k);
+    return way == HT_GEMM_WAY_DIRECT ? 0
+           : ht_gemm_packed_b(n, k) + (way == HT_GEMM_WAY_ROWS ? 0 : ht_gemm_packed_a(m, k));
 }
 
 #endif

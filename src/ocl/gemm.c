@@ -96,9 +96,12 @@ void ht_gemm_tiled_force(ht_dev *d, int kind) { d->gemm_kind = kind; }
  * 16 rows. Both in place paid only there (the n = 10 layer's weight gradient: 13% less CPU,
  * 21% less wall, no 1 MB copy of B). Which way runs never changes the bits. */
 static int kind_auto(int trans_a, int trans_b, size_t m, size_t n, size_t k) {
-    if (!trans_b && m <= TN) return HT_TILED_DIRECT;
-    if (!trans_a && (n <= TN || k <= 1024)) return HT_TILED_ROWS;
-    return HT_TILED_PACKED;
+    /* the rule is core/gemm_tiles.h's, which the memory model sizes the workspace by */
+    _Static_assert((int)HT_GEMM_WAY_PACKED == (int)HT_TILED_PACKED &&
+                       (int)HT_GEMM_WAY_ROWS == (int)HT_TILED_ROWS &&
+                       (int)HT_GEMM_WAY_DIRECT == (int)HT_TILED_DIRECT,
+                   "core/gemm_tiles.h's ways are ocl.h's");
+    return ht_gemm_way(trans_a, trans_b, m, n, k);
 }
 
 static int kind_of(const ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t k,

@@ -4,10 +4,10 @@
 #include "core/gemm_tiles.h"
 
 /* The largest of a linear map's products at N rows, in -> out (src/nn/ops.c: forward
- * x W^T, dW = dy^T x, dx = dy W where dx is wanted). */
+ * x W^T (NT), dW = dy^T x (TN), dx = dy W (NN) where dx is wanted). */
 static size_t linear(size_t N, size_t in, size_t out, int with_dx) {
-    size_t f = ht_gemm_ws_floats(0, N, out, in), w = ht_gemm_ws_floats(1, out, in, N);
-    size_t x = with_dx ? ht_gemm_ws_floats(0, N, in, out) : 0;
+    size_t f = ht_gemm_ws_floats(0, 1, N, out, in), w = ht_gemm_ws_floats(1, 0, out, in, N);
+    size_t x = with_dx ? ht_gemm_ws_floats(0, 0, N, in, out) : 0;
     size_t a = f > w ? f : w;
     return a > x ? a : x;
 }

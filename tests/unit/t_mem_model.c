@@ -1,6 +1,8 @@
 /* The memory model's shared parts (pure), against figures worked out by hand: the tiled
- * GEMM's packing workspace (plan/gemm_ws.h, with the tile numbers of core/gemm_tiles.h: B's
- * panels ceil(n/16) 16 k floats, A's ceil(m/6) 6 k unless A is read in place), the stage plan
+ * GEMM's packing workspace (plan/gemm_ws.h, with the tile numbers and ways of
+ * core/gemm_tiles.h: B's panels ceil(n/16) 16 k floats, A's ceil(m/6) 6 k; A read in place
+ * when not transposed and n <= 16 or k <= 1024, both in place when B is not transposed and
+ * m <= 16), the stage plan
  * being the executor's prediction (ht_mem_rank = ht_mem_executor_local at B = mb, for
  * every chunk layout and recomputation), and a data-parallel rank's bytes with
  * cluster.shard (plan/zero_mem.h: the cut in proportion to memory, multiples of 8; ZeRO-2's
@@ -21,48 +23,49 @@
 static void test_gemm_ws(void) {
     ht_model m;
     int h16[] = {16}, h64[] = {64};
-    /* 8-16-4 at 32 rows. fc1: forward 32x16x8, one column panel: B 16 x 8 = 128, A in place;
-     * dW 16x8 over k 32: B 16 x 32 + A 18 x 32 = 1088; no dx (the first layer). fc2:
-     * forward 16 x 16 = 256; dW 4x16 over 32: 16 x 32 + 6 x 32 = 704; dx 32x16 over 4: 64. */
+    /* 8-16-4 at 32 rows. fc1: forward 32x16x8, A in place: B 16 x 8 = 128; dW 16x8 over k
+     * 32 (16 rows, B not transposed): both in place, 0; no dx (the first layer). fc2: forward
+     * B 16 x 16 = 256; dW 4x16: 0; dx 32x16 over 4, A in place: 16 x 4 = 64. */
     int rc = ht_model_mlp_desc(&m, 8, h16, 1, 4, "relu", 32);
-    size_t all = ht_plan_gemm_ws(&m, 0, 3, 32), fc2 = ht_plan_gemm_ws(&m, 2, 3, 32),
+    size_t all = ht_plan_gemm_ws(&m, 0, 3, 32), fc1 = ht_plan_gemm_ws(&m, 0, 1, 32),
            relu = ht_plan_gemm_ws(&m, 1, 2, 32);
-    tap_ok(rc == HT_OK && all == 1088 && fc2 == 704 && relu == 0,
-           "MLP 8-16-4 at 32 rows: 1088 floats (fc1's dW), fc2 alone 704, relu 0 (got %zu %zu %zu)",
-           all, fc2, relu);
+    tap_ok(rc == HT_OK && all == 256 && fc1 == 128 && relu == 0,
+           "MLP 8-16-4 at 32 rows: 256 floats (fc2's forward), fc1 alone 128, relu 0 (got %zu %zu %zu)",
+           all, fc1, relu);
     /* a rank that times every layer at start-up (hepipe, hetero) reaches the whole model's
-     * largest product whatever its stage: fc2's stage 4 x 1088 bytes instead of 4 x 704 */
+     * largest product whatever its stage: fc1's stage 4 x 256 bytes instead of 4 x 128 */
     ht_mem_desc dm;
     ht_mem_desc_from_model(&dm, &m, 32, 0);
-    int lo2[] = {2}, hi2[] = {3};
+    int lo2[] = {0}, hi2[] = {1};
     double own = ht_mem_gemm(&dm, 1, lo2, hi2);
     ht_mem_desc_calibrated(&dm, &m, 32);
     double cal = ht_mem_gemm(&dm, 1, lo2, hi2);
-    tap_ok(own == 4 * 704 && cal == 4 * 1088,
-           "fc2's stage: 2816 bytes of packing, 4352 after a calibration of every layer (got %g %g)",
+    tap_ok(own == 4 * 128 && cal == 4 * 256,
+           "fc1's stage: 512 bytes of packing, 1024 after a calibration of every layer (got %g %g)",
            own, cal);
     ht_mem_desc_free(&dm);
     ht_model_free(&m);
-    /* 8-64-4: fc1's forward 32x64x8 packs A too (4 panels): 64 x 8 + 36 x 8 = 800; dW 64x8
-     * over 32: 16 x 32 + 66 x 32 = 2624 */
+    /* 8-64-4: fc1's forward 32x64x8 reads A in place (k <= 1024): 64 x 8 = 512; dW 64x8
+     * over 32 (A transposed, 64 rows): packed, 16 x 32 + 66 x 32 = 2624 */
     rc = ht_model_mlp_desc(&m, 8, h64, 1, 4, "relu", 32);
     all = ht_plan_gemm_ws(&m, 0, 1, 32);
     tap_ok(rc == HT_OK && all == 2624, "MLP 8-64-4, fc1 at 32 rows: 2624 floats (got %zu)", all);
     ht_model_free(&m);
-    /* a GPT block, C 32, T 16, 2 samples (32 rows): the largest product is fc's dx (32 rows,
-     * 32 columns, k 128) or the MLP projection's forward (the same shape): 32 x 128 + 36 x
-     * 128 = 8704 */
+    /* a GPT block, C 32, T 16, 2 samples (32 rows): the forwards and input gradients read A
+     * in place (k <= 1024: at most 128 x 32 of B's panels); the weight gradients pack both:
+     * fc's 128x32 over 32, 32 x 32 + 132 x 32 = 5248, the projection's 32x128, 128 x 32 +
+     * 36 x 32 = 5248 */
     rc = ht_model_gpt_desc(&m, 64, 16, 1, 32, 2, 0.0f, 2, 0);
     int blk = -1;
     for (int l = 0; l < m.nlayers; l++)
         if (m.layers[l].kind == HT_LAYER_BLOCK) blk = l;
     size_t b = blk >= 0 ? ht_plan_gemm_ws(&m, blk, blk + 1, 2) : 0;
-    tap_ok(rc == HT_OK && b == 8704, "GPT block C 32 at 32 rows: 8704 floats (got %zu)", b);
+    tap_ok(rc == HT_OK && b == 5248, "GPT block C 32 at 32 rows: 5248 floats (got %zu)", b);
     /* the description carries it in bytes at its micro-batch */
     ht_mem_desc d;
     ht_mem_desc_from_model(&d, &m, 2, 2);
-    tap_ok(blk >= 0 && d.gemm_bytes[blk] == 4.0 * 8704 && d.rows == 16,
-           "ht_mem_desc: the block's packing 4 x 8704 bytes, 16 loss rows a sample");
+    tap_ok(blk >= 0 && d.gemm_bytes[blk] == 4.0 * 5248 && d.rows == 16,
+           "ht_mem_desc: the block's packing 4 x 5248 bytes, 16 loss rows a sample");
     ht_mem_desc_free(&d);
     ht_model_free(&m);
 }
