@@ -181,9 +181,16 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
                        .overlap = cfg->cluster.overlap, .bucket_first_mb = cfg->cluster.bucket_first_mb,
                        .bucket_cap_mb = cfg->cluster.bucket_cap_mb,
                        .steps = cfg->cluster.rebalance ? j->steps : 1,
-                       .exclude = cfg->cluster.exclude_slow};
+                       .exclude = cfg->cluster.exclude_slow, .shard = cfg->cluster.shard};
+        /* each rank's memory and slice, as the trainer allocates and cuts them */
+        size_t *cut = ht_xmalloc((size_t)(n + 1) * sizeof *cut);
+        double *bytes = ht_xmalloc((size_t)n * sizeof *bytes);
+        ht_sim_dp_memory(j->c, cfg, j->m, j->sm, n, cut, bytes);
+        p.cut = cut, p.rank_bytes = bytes;
         *W_out = n;
-        return ht_sim_run_dp(j->c, n, j->m, j->sm, &p, trace != NULL, trace, r, shares);
+        int rc = ht_sim_run_dp(j->c, n, j->m, j->sm, &p, trace != NULL, trace, r, shares);
+        free(cut), free(bytes);
+        return rc;
     }
     int D = cfg->pipe.stages, N = cfg->pipe.micro_batches;
     if (n % D)
@@ -217,15 +224,19 @@ static int simulate(const job *j, int n, const char *trace, ht_sim_result *r, in
     for (int q = 0; q < plan.mem.Q; q++)
         any |= plan.mem.any[q];
     if (any) ht_pipe_add_recompute(&s, plan.mem.any);
+    /* each rank's memory: what the trainer allocates (the executor's model, sim/calib.h) */
+    double *bytes = ht_xcalloc((size_t)plan.pp.D, sizeof *bytes);
+    ht_sim_plan_bytes(cfg, j->m, j->sm, &plan, &s, n, bytes);
     ht_sim_pipe p = {.s = &s, .W = W, .mb = mb, .bounds = bounds, .alg = alg,
                      .chain = no_flush ? 4 : 0, .P = D,
                      .first = ht_pipe_groups_replicated(&g) ? g.first : NULL, .off = g.off,
-                     .cnt = g.cnt};
+                     .cnt = g.cnt, .rank_bytes = bytes};
     if (j->stages) {
         j->stages[0] = 0;
         if (p.first) groups_text(&g, bounds, j->stages, 256);
     }
     if (rc == HT_OK) rc = ht_sim_run_pipe(j->c, j->sm, &p, trace != NULL, trace, r);
+    free(bytes);
     ht_pipe_sched_free(&s);
     ht_plan_free(&plan);
     return rc;
@@ -383,11 +394,16 @@ static void plan_memory_note(const job *j, const ht_sim_cand *k) {
     const double lim = j->cfg->device.memory_mb * 1e6;
     char limit[96] = "";
     if (lim > 0) snprintf(limit, sizeof limit, " (device.memory_mb: %.2f MB)", lim / 1e6);
-    if (k->kind < 0)
+    if (k->kind < 0 && k->local)
+        printf("memory: every rank holds the whole model's parameters and its slice of the %s "
+               "(cluster.shard = \"%s\"); the largest, rank %d, allocates %.2f MB%s\n",
+               k->shard == HT_SHARD_GRADIENTS ? "gradients and optimizer state" : "optimizer state",
+               ht_shard_names[k->shard], k->need_rank, k->need_mem / 1e6, limit);
+    else if (k->kind < 0)
         printf("memory: every rank holds the whole model: %.2f MB%s\n", k->need_mem / 1e6, limit);
     else
         printf("memory: %s; the largest, pipeline rank %d, allocates %.2f MB%s, the GEMM "
-               "packing workspace aside\n",
+               "packing workspace included\n",
                k->local ? "each pipeline rank holds only its stage"
                         : "every pipeline rank holds the whole model's parameters, gradients "
                           "and optimizer state",

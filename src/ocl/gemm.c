@@ -16,20 +16,20 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "core/gemm_tiles.h"
 
-/* The numbers of cl/gemm.cl: tile rows and columns, and the packing work per work-item. */
-#define TM 6         /* GEMM_TM */
-#define TN 16        /* GEMM_TN */
-#define PACK_RUN 128 /* GEMM_RUN */
-#define PACK_K 16    /* GEMM_PK */
-#define PACK_L 256   /* GEMM_PL */
+/* The numbers of cl/gemm.cl (core/gemm_tiles.h, which the memory model reads too). */
+#define TM HT_GEMM_TM
+#define TN HT_GEMM_TN
+#define PACK_RUN HT_GEMM_PACK_RUN
+#define PACK_K HT_GEMM_PACK_K
+#define PACK_L HT_GEMM_PACK_L
 
 /* Whether every index the kernels compute fits in an int. */
 static int fits_int(size_t a, size_t b) { return a <= (size_t)INT_MAX && b <= (size_t)INT_MAX - a; }
 
-/* Floats of the packed panels of B (ceil(n/16) x 16 x k) and A (ceil(m/6) x 6 x k). */
-static size_t packed_b(size_t n, size_t k) { return (n + TN - 1) / TN * TN * k; }
-static size_t packed_a(size_t m, size_t k) { return (m + TM - 1) / TM * TM * k; }
+static size_t packed_b(size_t n, size_t k) { return ht_gemm_packed_b(n, k); }
+static size_t packed_a(size_t m, size_t k) { return ht_gemm_packed_a(m, k); }
 
 int ht_gemm_tiled_wanted(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t k,
                          const ht_buf *a, const ht_buf *b, const ht_buf *c) {
@@ -96,9 +96,12 @@ void ht_gemm_tiled_force(ht_dev *d, int kind) { d->gemm_kind = kind; }
  * 16 rows. Both in place paid only there (the n = 10 layer's weight gradient: 13% less CPU,
  * 21% less wall, no 1 MB copy of B). Which way runs never changes the bits. */
 static int kind_auto(int trans_a, int trans_b, size_t m, size_t n, size_t k) {
-    if (!trans_b && m <= TN) return HT_TILED_DIRECT;
-    if (!trans_a && (n <= TN || k <= 1024)) return HT_TILED_ROWS;
-    return HT_TILED_PACKED;
+    /* the rule is core/gemm_tiles.h's, which the memory model sizes the workspace by */
+    _Static_assert((int)HT_GEMM_WAY_PACKED == (int)HT_TILED_PACKED &&
+                       (int)HT_GEMM_WAY_ROWS == (int)HT_TILED_ROWS &&
+                       (int)HT_GEMM_WAY_DIRECT == (int)HT_TILED_DIRECT,
+                   "core/gemm_tiles.h's ways are ocl.h's");
+    return ht_gemm_way(trans_a, trans_b, m, n, k);
 }
 
 static int kind_of(const ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t k,

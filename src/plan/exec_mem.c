@@ -5,6 +5,7 @@
 
 #include "config/modes.h"
 #include "core/err.h"
+#include "plan/gemm_ws.h"
 #include "plan/partition.h"
 
 int ht_plan_stage_local(const ht_config *cfg, int world) {
@@ -30,6 +31,7 @@ double ht_plan_exec_bytes(const ht_config *cfg, const ht_model *m, const ht_plan
     ht_mem_desc d, dB;
     ht_mem_desc_from_model(&d, m, mb, opt_states);
     ht_mem_desc_from_model(&dB, m, B, opt_states);
+    ht_mem_desc_calibrated(&d, m, ht_plan_calib_samples(cfg, world, mb));
     const uint8_t *rc = p->mem.layers ? p->mem.layers + (size_t)q * L : NULL;
     const int nslot = s->nbuf[q] > 0 ? s->nbuf[q] : 1;
     ht_mem_exec_use e; /* (train/pipe_mem.c's prediction after the run) */
@@ -41,9 +43,16 @@ double ht_plan_exec_bytes(const ht_config *cfg, const ht_model *m, const ht_plan
     return total;
 }
 
+int ht_plan_calib_samples(const ht_config *cfg, int world, int mb) {
+    int cal, cal1;
+    ht_plan_needs(cfg, world, &cal, &cal1);
+    return cal ? mb : cal1 ? 1 : 0;
+}
+
 double ht_plan_whole_bytes(const ht_model *m, int B, int opt_states) {
     size_t act, save, work;
     ht_model_stage_floats(m, 0, m->nlayers, B, &act, &save, &work);
     return (double)m->nparams * sizeof(float) * (2 + opt_states) +
-           (2.0 * act + save + work) * sizeof(float) + 12.0 * B * m->rows;
+           (2.0 * act + save + work) * sizeof(float) + 12.0 * B * m->rows +
+           (double)ht_plan_gemm_ws(m, 0, m->nlayers, B) * sizeof(float);
 }

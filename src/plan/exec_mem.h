@@ -22,15 +22,20 @@ int ht_plan_stage_local(const ht_config *cfg, int world);
  * generated (s->nbuf: its slots), as train/pipe_mem.c predicts them after the run: the model
  * as built at one micro-batch plus the further slots (ht_mem_executor), or on a stage-local
  * rank only its stages' parameters, gradients, optimizer state and buffers
- * (ht_mem_executor_local). The tiled GEMM's packing workspace is
- * not counted (as there: it is a few MB at the 85M GPT's widths). */
+ * (ht_mem_executor_local, the stage plan's model), the tiled GEMM's packing workspace of the
+ * rank's largest product included. */
 double ht_plan_exec_bytes(const ht_config *cfg, const ht_model *m, const ht_plan *p,
                           const ht_pipe_sched *s, int opt_states, int world, int q);
+
+/* The samples at which every rank times every layer at start-up (ht_plan_needs: hepipe, the
+ * hetero partition; at the micro-batch mb, or at 1 sample for replicated stages alone), or
+ * 0: no such calibration (see ht_mem_desc_calibrated). */
+int ht_plan_calib_samples(const ht_config *cfg, int world, int mb);
 
 /* Bytes a rank that holds the whole model at B samples allocates (one process, data
  * parallel: build/fit.c's total, which device.memory_mb bounds there): parameters, gradients,
  * opt_states floats a parameter, activations and their gradients, saved state, workspace,
- * labels, losses and flags. */
+ * labels, losses and flags, and the GEMM packing workspace of its largest product. */
 double ht_plan_whole_bytes(const ht_model *m, int B, int opt_states);
 
 #endif

@@ -11,6 +11,7 @@
 
 #include "core/err.h"
 #include "pipe/sched_2bw.h"
+#include "plan/exec_mem.h"
 
 static const char *src_of(const ht_config *cfg) { return cfg->source[0] ? cfg->source : "--set"; }
 
@@ -54,6 +55,7 @@ static int decide(const ht_config *cfg, const ht_model *m, const ht_plan_cluster
                                .weight_versions =
                                    ht_pipe_kind_has(p->pp.kind, HT_PIPE_F_NO_FLUSH) ? 2 : 1,
                                .fwd = fwd,
+                               .calib = ht_plan_calib_samples(cfg, cl->world, p->mb),
                                .limit = cl->dev_limit,
                                .from_cfg = cfg->device.memory_mb > 0,
                                .dev_rank = cl->dev_rank,

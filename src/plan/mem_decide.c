@@ -100,6 +100,7 @@ static void plan_member(const dctx *c, int mq, int slots, double limit, uint8_t 
     const ht_plan_mem_in *in = c->in;
     ht_mem_desc d;
     ht_mem_desc_from_model(&d, in->m, mq, in->opt_states);
+    ht_mem_desc_calibrated(&d, in->m, in->calib);
     const double lim = c->mode == HT_RECOMP_AUTO ? limit : 0;
     ht_mem_plan_rank(&d, c->t, c->fused, c->nc, c->lo, c->hi, mq, slots,
                      in->flexible ? 1 : slots, in->N, in->weight_versions, lim, set, p);

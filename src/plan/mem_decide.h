@@ -36,6 +36,8 @@ typedef struct ht_plan_mem_in {
     const int *slots;           /* [Q] in flight by the schedule (flexible: what it would like) */
     int flexible;               /* hepipe: may hold as few as 1 */
     int opt_states, weight_versions;
+    int calib;                  /* samples of the start-up calibration of every layer, or 0
+                                   (ht_plan_calib_samples: its GEMM packing) */
     const double *fwd;          /* [Q * L] seconds per sample of each layer, or NULL: FLOPs */
     const double *limit;        /* [P] or NULL */
     /* for the error message: device.memory_mb set, the world rank setting each pipeline

@@ -11,6 +11,7 @@
 
 #include "core/err.h"
 #include "nn/model.h"
+#include "plan/gemm_ws.h"
 #include "plan/partition.h"
 
 /* ---------------------------------------------------------------- description */
@@ -20,7 +21,7 @@ void ht_mem_desc_from_model(ht_mem_desc *d, const ht_model *m, int mb, int opt_s
     memset(d, 0, sizeof *d);
     d->L = L;
     d->in_bytes = (double)m->in_features * 4;
-    double *all = ht_xcalloc((size_t)(7 * (L ? L : 1)), sizeof *all);
+    double *all = ht_xcalloc((size_t)(8 * (L ? L : 1)), sizeof *all);
     d->out_bytes = all;
     d->keep_bytes = all + L;
     d->param_bytes = all + 2 * L;
@@ -28,6 +29,8 @@ void ht_mem_desc_from_model(ht_mem_desc *d, const ht_model *m, int mb, int opt_s
     d->work_bytes = all + 4 * L;
     d->save_bytes = all + 5 * L;
     d->arena_bytes = all + 6 * L;
+    d->gemm_bytes = all + 7 * L;
+    d->rows = m->rows;
     if (mb < 1) mb = 1;
     for (int l = 0; l < L; l++) {
         const ht_layer *y = &m->layers[l];
@@ -46,6 +49,7 @@ void ht_mem_desc_from_model(ht_mem_desc *d, const ht_model *m, int mb, int opt_s
         d->save_bytes[l] = (double)y->save * 4;
         /* act_bytes is the output (unless it aliases the input) plus the saved state */
         d->arena_bytes[l] = d->keep_bytes[l] - d->save_bytes[l];
+        d->gemm_bytes[l] = (double)ht_plan_gemm_ws(m, l, l + 1, mb) * 4;
     }
 }
 
@@ -59,84 +63,21 @@ void ht_part_times_from_model(const ht_model *m, int R, const double *flops_per_
         }
 }
 
+void ht_mem_desc_calibrated(ht_mem_desc *d, const ht_model *m, int samples) {
+    d->gemm_floor = samples > 0 ? (double)ht_plan_gemm_ws(m, 0, m->nlayers, samples) * 4 : 0;
+}
+
 void ht_mem_desc_free(ht_mem_desc *d) {
     free(d->out_bytes);
     memset(d, 0, sizeof *d);
-}
-
-/* ---------------------------------------------------------------- one stage */
-
-static double in_bytes_of(const ht_mem_desc *d, int lo) {
-    return lo == 0 ? d->in_bytes : d->out_bytes[lo - 1];
-}
-
-/* Per sample: bytes one slot keeps, bytes the one micro-batch in BWD needs besides. */
-static void per_sample(const ht_mem_desc *d, int lo, int hi, const uint8_t *rc, double *slot,
-                       double *live, double *work) {
-    *slot = in_bytes_of(d, lo);
-    *live = lo > 0 ? in_bytes_of(d, lo) : 0; /* the gradient sent back (none on stage 0) */
-    *work = 0;
-    for (int l = lo; l < hi; l++) {
-        if (rc && rc[l])
-            *live += d->keep_bytes[l];
-        else
-            *slot += d->keep_bytes[l];
-        *live += d->out_bytes[l]; /* the gradient arriving at each boundary */
-        if (d->work_bytes[l] > *work) *work = d->work_bytes[l];
-    }
-}
-
-static double state_of(const ht_mem_desc *d, int lo, int hi, int weight_versions) {
-    double s = 0;
-    for (int l = lo; l < hi; l++)
-        s += d->state_bytes[l] + (weight_versions - 1) * d->param_bytes[l];
-    if (d->tied_layer > 0 && d->tied_layer >= lo && d->tied_layer < hi && lo > 0) /* the tied head's copy of wte */
-        s += d->tied_state + (weight_versions - 1) * d->tied_param;
-    return s;
-}
-
-double ht_mem_stage(const ht_mem_desc *d, int lo, int hi, int mb, int slots, int weight_versions,
-                    const uint8_t *rc, ht_mem_use *u) {
-    return ht_mem_rank(d, 1, &lo, &hi, mb, slots, weight_versions, rc, u);
-}
-
-double ht_mem_rank(const ht_mem_desc *d, int nchunk, const int *lo, const int *hi, int mb,
-                   int slots, int weight_versions, const uint8_t *rc, ht_mem_use *u) {
-    ht_mem_use m = {0};
-    double slot_max = 0, live_max = 0, work_max = 0;
-    for (int c = 0; c < nchunk; c++) {
-        double slot, live, work;
-        per_sample(d, lo[c], hi[c], rc, &slot, &live, &work);
-        m.state += state_of(d, lo[c], hi[c], weight_versions);
-        if (slot > slot_max) slot_max = slot;
-        if (live > live_max) live_max = live;
-        if (work > work_max) work_max = work;
-    }
-    m.acts = (double)slots * mb * slot_max;
-    m.live = (double)mb * live_max;
-    m.work = (double)mb * work_max;
-    m.total = m.state + m.acts + m.live + m.work;
-    if (u) *u = m;
-    return m.total;
-}
-
-int ht_mem_max_slots(const ht_mem_desc *d, int lo, int hi, int mb, int weight_versions,
-                     const uint8_t *rc, double limit, int cap) {
-    if (limit <= 0) return cap;
-    double base = ht_mem_stage(d, lo, hi, mb, 0, weight_versions, rc, NULL);
-    double per = ht_mem_stage(d, lo, hi, mb, 1, weight_versions, rc, NULL) - base; /* a slot */
-    if (base + per > limit) return 0;
-    if (per <= 0) return cap;
-    double n = floor((limit - base) / per);
-    return n >= cap ? cap : (int)n;
 }
 
 /* ---------------------------------------------------------------- the executor */
 
 /* Per sample: one slot's arena (stage input, outputs, a LOAD's model input after stage 0),
  * its saved state, and what a recomputing slot keeps. */
-static void exec_chunk(const ht_mem_desc *d, int lo, int hi, const uint8_t *rc, double *arena,
-                       double *save, double *keep) {
+void ht_mem_chunk(const ht_mem_desc *d, int lo, int hi, const uint8_t *rc, double *arena,
+                  double *save, double *keep) {
     const double in = lo == 0 ? d->in_bytes : d->out_bytes[lo - 1];
     const double load = lo > 0 ? d->in_bytes : 0;
     *arena = in + load, *save = 0, *keep = in + load;
@@ -167,7 +108,7 @@ double ht_mem_executor(const ht_mem_desc *d, const ht_mem_desc *dB, int B, int m
     double a_max = 0, s_max = 0, k_max = 0;
     for (int c = 0; c < nchunk; c++) {
         double a, s, k;
-        exec_chunk(d, lo[c], hi[c], recomputes ? rc : NULL, &a, &s, &k);
+        ht_mem_chunk(d, lo[c], hi[c], recomputes ? rc : NULL, &a, &s, &k);
         if (a > a_max) a_max = a;
         if (s > s_max) s_max = s;
         if (k > k_max) k_max = k;
@@ -181,9 +122,18 @@ double ht_mem_executor(const ht_mem_desc *d, const ht_mem_desc *dB, int B, int m
     const int fits = mb * a_max <= B * arena && mb * s_max <= B * save;
     m.work = recomputes && !fits ? mb * (2 * a_max + s_max) : 0;
     m.versions = weight_versions > 1 ? 2 * params : 0;
-    m.total = m.model + m.slots + m.work + m.versions;
+    m.gemm = ht_mem_gemm(d, nchunk, lo, hi);
+    m.total = m.model + m.slots + m.work + m.versions + m.gemm;
     if (u) *u = m;
     return m.total;
+}
+
+double ht_mem_gemm(const ht_mem_desc *d, int nchunk, const int *lo, const int *hi) {
+    double g = d->gemm_floor;
+    for (int c = 0; c < nchunk && d->gemm_bytes; c++)
+        for (int l = lo[c]; l < hi[c]; l++)
+            if (d->gemm_bytes[l] > g) g = d->gemm_bytes[l];
+    return g;
 }
 
 /* ---------------------------------------------------------------- recomputation */

@@ -45,6 +45,11 @@ typedef struct ht_mem_desc {
                             holds the tied head but not layer 0 holds besides (its copy,
                             src/train/pipe_tied.h) */
     double tied_param;   /* wte's parameters alone (a second weight version's copy) */
+    int rows;            /* loss rows per sample (labels, losses, flags: 3 x 4 bytes each) */
+    double *gemm_bytes;  /* [L] the tiled GEMM's packing workspace for the layer's largest
+                            product at the description's mb (not per sample; plan/gemm_ws.h) */
+    double gemm_floor;   /* what that workspace reaches whatever a rank's stages: a start-up
+                            calibration that times every layer (ht_mem_desc_calibrated), or 0 */
 } ht_mem_desc;
 
 /* Fills d from a model (built with or without a device: only the description is read) for
@@ -53,14 +58,23 @@ typedef struct ht_mem_desc {
  * bytes. Free with ht_mem_desc_free. */
 void ht_mem_desc_from_model(ht_mem_desc *d, const struct ht_model *m, int mb, int opt_states);
 void ht_mem_desc_free(ht_mem_desc *d);
+/* Every rank times every layer of the model at `samples` at start-up (hepipe's order, the
+ * hetero partition: train/pipe_calib.c), so the packing workspace grows to the whole
+ * model's largest product there: sets d->gemm_floor (samples 0: none). */
+void ht_mem_desc_calibrated(ht_mem_desc *d, const struct ht_model *m, int samples);
 
-/* A rank's predicted memory, by part. */
+/* A rank's predicted memory, by part: what the executor allocates on a rank that holds only
+ * its stages (mem_local.c; the same model as ht_mem_executor_local at B = mb). */
 typedef struct ht_mem_use {
-    double state;  /* weights (weight_versions copies) + gradients + optimizer state */
-    double acts;   /* slots x (stage input + kept activations of the layers not recomputed) */
-    double live;   /* one micro-batch's activations of the recomputed layers, rebuilt for its
-                      BWD, plus its activation gradients at the stage's boundaries */
-    double work;   /* workspace: mb x the largest per-sample workspace of the stage's layers */
+    double state;  /* weights + gradients + optimizer state of the layers held (a tied head's
+                      copy of wte included), and 2BW's second weight version and gradients */
+    double acts;   /* slots x one slot: the largest chunk's arena (stage input, outputs, the
+                      model input a LOAD writes), its gradient and saved state, or on a
+                      recomputing rank what the slot keeps; labels, losses, flags */
+    double live;   /* a recomputing rank's own buffers, where one micro-batch is rebuilt for
+                      its BWD (a plain rank's are its first slot, in acts) */
+    double work;   /* mb x the largest per-sample workspace of the chunks' layers, and the
+                      tiled GEMM's packing workspace of their largest product */
     double total;
 } ht_mem_use;
 
@@ -76,8 +90,9 @@ double ht_mem_stage(const ht_mem_desc *d, int lo, int hi, int mb, int slots, int
 
 /* A rank holding several chunks (interleaved, Chimera: nchunk ranges lo[c]..hi[c]) and `slots`
  * slots in all (the checker's peak for that rank): weights of every chunk, slots sized for
- * the largest chunk (an upper bound), one micro-batch's live part and workspace of the
- * largest. rc as above over the model's layers (NULL: none). Returns u->total. */
+ * the largest chunk, as the executor allocates them (ht_mem_executor_local at B = mb; linear
+ * in slots, slots = 0 giving what does not grow with them). rc as above over the model's
+ * layers (NULL: none). Returns u->total. */
 double ht_mem_rank(const ht_mem_desc *d, int nchunk, const int *lo, const int *hi, int mb,
                    int slots, int weight_versions, const uint8_t *rc, ht_mem_use *u);
 
@@ -97,11 +112,14 @@ double ht_mem_rank(const ht_mem_desc *d, int nchunk, const int *lo, const int *h
  *          outputs and state, and runs its stages in the model's own buffers...
  *   work:  ...or, where those cannot hold its largest chunk, in one work set of its own
  *          (arena, its gradient, saved state);
- *   versions: 2BW's second weight version and gradient buffer (weight_versions 2).
- * The difference to ht_mem_rank is the memory the executor holds beyond what the stage needs
- * (the whole model as the first slot, a gradient arena per slot). Bytes; total in *u. */
+ *   versions: 2BW's second weight version and gradient buffer (weight_versions 2);
+ *   gemm:  the tiled GEMM's packing workspace (the chunks' largest product at mb).
+ * On a rank that holds only its chunks this is ht_mem_rank's model; here the model is whole.
+ * Bytes; total in *u. */
 typedef struct ht_mem_exec_use {
-    double model, slots, work, versions, total;
+    double model, slots, work, versions;
+    double gemm; /* the tiled GEMM's packing workspace: the chunks' largest product at mb */
+    double total;
 } ht_mem_exec_use;
 double ht_mem_executor(const ht_mem_desc *d, const ht_mem_desc *dB, int B, int mb, int rows,
                        int nchunk, const int *lo, const int *hi, int nslot, int weight_versions,
@@ -115,6 +133,13 @@ double ht_mem_executor(const ht_mem_desc *d, const ht_mem_desc *dB, int B, int m
 double ht_mem_executor_local(const ht_mem_desc *d, const ht_mem_desc *dB, int B, int mb, int rows,
                              int nchunk, const int *lo, const int *hi, int nslot,
                              int weight_versions, const uint8_t *rc, ht_mem_exec_use *u);
+
+/* Per sample, chunk [lo, hi)'s arena (its input, its outputs, after the first stage the model
+ * input a LOAD writes), saved state, and what a slot keeps with the layers rc recomputes. */
+void ht_mem_chunk(const ht_mem_desc *d, int lo, int hi, const uint8_t *rc, double *arena,
+                  double *save, double *keep);
+/* The packing workspace of the chunks' largest product (bytes, at d's mb). */
+double ht_mem_gemm(const ht_mem_desc *d, int nchunk, const int *lo, const int *hi);
 
 /* The most micro-batches in flight that stage [lo, hi) fits in `limit` bytes with the layers
  * rc recomputed (NULL: none): the largest n with ht_mem_stage(.., n, ..) <= limit, capped at

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 
 #include "core/err.h"
+#include "plan/exec_mem.h"
+#include "plan/zero_mem.h"
 #include "plan/pipe_plan.h"
 
 double *ht_sim_calibration(const ht_sim_cluster *c, const ht_sim_model *sm, int n, int samples) {
@@ -47,4 +49,31 @@ int ht_sim_job_plan(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_mo
     int rc = ht_plan_job(cfg, m, &cl, &k, plan);
     free((void *)k.cal), free((void *)k.cal1), free(limit);
     return rc;
+}
+
+void ht_sim_plan_bytes(const ht_config *cfg, const ht_model *m, const ht_sim_model *sm,
+                       const ht_plan *plan, const ht_pipe_sched *s, int n, double *bytes) {
+    for (int q = 0; q < plan->pp.D; q++) {
+        double b = ht_plan_exec_bytes(cfg, m, plan, s, sm->optim_state_floats, n, q);
+        if (plan->mem.plan && plan->mem.plan[q].use.total > b) b = plan->mem.plan[q].use.total;
+        bytes[q] = b;
+    }
+}
+
+void ht_sim_dp_memory(const ht_sim_cluster *c, const ht_config *cfg, const ht_model *m,
+                      const ht_sim_model *sm, int n, size_t *cut, double *bytes) {
+    double *w = ht_xmalloc((size_t)n * sizeof *w);
+    int known = 1;
+    for (int r = 0; r < n; r++) {
+        w[r] = cfg->device.memory_mb > 0 ? cfg->device.memory_mb
+                                         : c->types[c->rank_type[r]].mem_gb * 1e3;
+        known &= w[r] > 0;
+    }
+    for (int r = 0; r < n && !known; r++)
+        w[r] = 1;
+    ht_plan_shard_cuts(m->nparams, w, n, cut);
+    for (int r = 0; r < n; r++)
+        bytes[r] = ht_plan_dp_rank_bytes(cfg, m, cfg->train.batch, sm->optim_state_floats, n, w,
+                                         r, NULL, NULL);
+    free(w);
 }

@@ -16,6 +16,21 @@ double *ht_sim_calibration(const ht_sim_cluster *c, const ht_sim_model *sm, int 
 
 /* ht_plan_job for cfg's job on ranks 0..n-1 of c, with the costs ht_plan_needs asks for from
  * the cost model and the hosts of the first replica's ranks as the trainer gathers them. */
+/* What each schedule rank q < plan->pp.D of the plan allocates in the trainer, into bytes[q]:
+ * the executor's buffers (plan/exec_mem.h: its stages only where every rank holds only its
+ * stages, the same model as the memory decision's stage plan, else the whole model), or the
+ * decision's stage plan where that is larger. s: the plan's stream (its slots). */
+void ht_sim_plan_bytes(const ht_config *cfg, const ht_model *m, const ht_sim_model *sm,
+                       const ht_plan *plan, const ht_pipe_sched *s, int n, double *bytes);
+
+/* A data-parallel job of cfg on ranks 0..n-1 of c: what each rank allocates into bytes[n]
+ * (plan/zero_mem.h: the whole model at the global batch, with cluster.shard only its slice of
+ * the optimizer state, and of the gradients with "gradients"), and the slices into cut[n + 1],
+ * cut in proportion to each rank's memory as the trainer cuts them (device.memory_mb, else
+ * the rank's device kind's mem_gb; equal where neither is known). */
+void ht_sim_dp_memory(const ht_sim_cluster *c, const ht_config *cfg, const ht_model *m,
+                      const ht_sim_model *sm, int n, size_t *cut, double *bytes);
+
 int ht_sim_job_plan(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_model *m,
                     const ht_config *cfg, int n, ht_plan *plan);
 

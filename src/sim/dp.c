@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/choices.h"
 #include "core/err.h"
 #include "nn/model.h"
 #include "plan/job.h"
@@ -63,6 +64,17 @@ static int split(const ht_sim_cluster *c, int n, const ht_sim_model *sm, const h
     return rc;
 }
 
+/* The sharded step's end (cluster.shard): the slice to the host, the parameters (n floats)
+ * all-gathered (collective ag), all of them to the device. */
+static void gather_params(ht_sim *s, const ht_sim_cluster *c, int r, const ht_sim_dp *p,
+                          size_t n, int ag, int name) {
+    double d2h, h2d = ht_sim_host_copy(c, r, &d2h);
+    ht_sim_compute(s, r, 4.0 * (double)(p->cut[r + 1] - p->cut[r]) * d2h, HT_SIM_CAT_COMM, name);
+    ht_sim_coll(s, r, ag, name);
+    ht_sim_wait(s, r, ag, name);
+    ht_sim_compute(s, r, 4.0 * (double)n * h2d, HT_SIM_CAT_COMM, name);
+}
+
 /* Pushes one step's ops for the split `share`; an excluded rank (out[r]) has none and is in
  * no reduction, as the trainer's ranks that left the job (src/train/ranks.c). */
 static void build_step(ht_sim *s, const ht_sim_cluster *c, int n, const ht_sim_model *sm,
@@ -72,12 +84,17 @@ static void build_step(ht_sim *s, const ht_sim_cluster *c, int n, const ht_sim_m
     for (int r = 0; r < n; r++)
         if (!out[r]) all[nin++] = r;
     int *ids = ht_xmalloc((size_t)nb * sizeof *ids);
+    const int sharded = p->shard != HT_SHARD_NONE && p->cut && nin > 1;
+    const int rs = sharded && p->shard == HT_SHARD_GRADIENTS; /* reduce-scatter the buckets */
     for (int k = 0; k < nb; k++)
-        ids[k] = ht_sim_coll_new(s, all, nin, 4.0 * (double)bk[k].n, p->alg);
+        ids[k] = rs ? ht_sim_coll_half(s, all, nin, 4.0 * (double)bk[k].n, p->alg, HT_SIM_RS)
+                    : ht_sim_coll_new(s, all, nin, 4.0 * (double)bk[k].n, p->alg);
+    const size_t nparams = (size_t)(sm->param_bytes / 4);
+    const int ag = sharded ? ht_sim_coll_half(s, all, nin, sm->param_bytes, p->alg, HT_SIM_AG) : -1;
     int nf = ht_sim_name(s, "forward"), nbw = ht_sim_name(s, "backward");
     int nrd = ht_sim_name(s, "read grads"), nal = ht_sim_name(s, "allreduce");
     int nwr = ht_sim_name(s, "write grads"), nop = ht_sim_name(s, "optimizer");
-    int nld = ht_sim_name(s, "load batch");
+    int nld = ht_sim_name(s, "load batch"), nag = ht_sim_name(s, "all-gather (parameters)");
     for (int r = 0; r < n; r++) {
         if (out[r]) continue;
         double d2h, h2d = ht_sim_host_copy(c, r, &d2h);
@@ -105,15 +122,21 @@ static void build_step(ht_sim *s, const ht_sim_cluster *c, int n, const ht_sim_m
                 if (serial) ht_sim_wait(s, r, ids[k], nal);
             }
         }
+        /* the sums back to the device: every bucket's, or (reduce-scatter) the slice once */
+        const double slice = sharded ? 4.0 * (double)(p->cut[r + 1] - p->cut[r]) : sm->param_bytes;
         for (int k = 0; nin > 1 && k < nb; k++) {
             if (!serial) ht_sim_wait(s, r, ids[k], nal);
-            ht_sim_compute(s, r, 4.0 * (double)bk[k].n * h2d, HT_SIM_CAT_COMM, nwr);
+            if (!rs) ht_sim_compute(s, r, 4.0 * (double)bk[k].n * h2d, HT_SIM_CAT_COMM, nwr);
         }
-        ht_sim_compute(s, r, ht_sim_optim_time(c, r, sm, sm->param_bytes), HT_SIM_CAT_OPT, nop);
+        if (rs) ht_sim_compute(s, r, slice * h2d, HT_SIM_CAT_COMM, nwr);
+        ht_sim_compute(s, r, ht_sim_optim_time(c, r, sm, slice), HT_SIM_CAT_OPT, nop);
+        if (sharded) gather_params(s, c, r, p, nparams, ag, nag);
         double act = sm->in_bytes;
         for (int i = 0; i < sm->nlayers; i++)
             act += sm->l[i].act_bytes;
-        ht_sim_mem_base(s, r, sm->param_bytes * (2 + sm->optim_state_floats) + act * share[r]);
+        ht_sim_mem_base(s, r, p->rank_bytes ? p->rank_bytes[r]
+                                            : sm->param_bytes * (2 + sm->optim_state_floats) +
+                                                  act * share[r]);
     }
     free(all);
     free(ids);

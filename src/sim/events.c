@@ -25,7 +25,7 @@ typedef struct msg { /* one (src, dst, tag) slot of the message table */
 } msg;
 
 typedef struct coll {
-    int *members, n, alg, joined;
+    int *members, n, alg, joined, half; /* half: HT_SIM_RS or HT_SIM_AG, else 0 */
     double bytes, tmax, start, end;
     int done;
 } coll;
@@ -150,6 +150,12 @@ int ht_sim_coll_new(ht_sim *s, const int *members, int n, double bytes, int alg)
     return s->nco++;
 }
 
+int ht_sim_coll_half(ht_sim *s, const int *members, int n, double bytes, int alg, int half) {
+    int id = ht_sim_coll_new(s, members, n, bytes, alg);
+    s->co[id].half = half;
+    return id;
+}
+
 void ht_sim_coll(ht_sim *s, int r, int id, int name) {
     ht_sim_push(s, r, (ht_sim_op){.kind = HT_SIM_COLL, .cat = HT_SIM_CAT_COMM, .peer = id,
                                   .name = name});
@@ -186,12 +192,30 @@ double ht_sim_coll_cost(int alg, int n, double bytes, ht_sim_link l, double add_
     return rd < ring ? rd : ring;
 }
 
-double ht_sim_ring_cost(const ht_sim_cluster *c, int alg, const int *members, int n,
-                        double bytes) {
+/* One half of the ring: n - 1 steps of one chunk (the reduce-scatter's adds as the
+ * all-reduce's); MPI's reduce-scatter and all-gather taken as the same ring (what Open MPI
+ * runs for large messages). */
+static double half_cost(int half, int n, double bytes, ht_sim_link l, double add_Bps) {
+    if (n <= 1 || bytes <= 0) return 0;
+    const double chunk = bytes / n;
+    if (l.ring_Bps > 0) return (n - 1) * (l.latency_s + chunk / l.ring_Bps);
+    double t = (n - 1) * (l.latency_s + chunk / l.bw_Bps);
+    if (half == HT_SIM_RS && add_Bps > 0) t += (n - 1) * 3.0 * chunk / add_Bps;
+    return t;
+}
+
+static double coll_cost_of(const ht_sim_cluster *c, int alg, int half, const int *members,
+                           int n, double bytes) {
     ht_sim_link l = {0, INFINITY, INFINITY}; /* one link without a measured step: 0, from bw */
     for (int k = 0; k < n; k++)
         l = ht_sim_link_slower(l, ht_sim_link_of(c, members[k], members[(k + 1) % n]));
-    return ht_sim_coll_cost(alg, n, bytes, l, c->host_add_gbs * 1e9);
+    return half ? half_cost(half, n, bytes, l, c->host_add_gbs * 1e9)
+                : ht_sim_coll_cost(alg, n, bytes, l, c->host_add_gbs * 1e9);
+}
+
+double ht_sim_ring_cost(const ht_sim_cluster *c, int alg, const int *members, int n,
+                        double bytes) {
+    return coll_cost_of(c, alg, 0, members, n, bytes);
 }
 
 /* ---------------------------------------------------------------- message table */
@@ -298,9 +322,12 @@ static void coll_complete(ht_sim *s, int id, ht_sim_rank *acc) {
     for (int k = 0; k < c->n; k++)
         if (s->nic[c->members[k]] > start) start = s->nic[c->members[k]];
     c->start = start;
-    c->end = start + ht_sim_ring_cost(s->c, c->alg, c->members, c->n, c->bytes);
+    c->end = start + coll_cost_of(s->c, c->alg, c->half, c->members, c->n, c->bytes);
     c->done = 1;
-    double sent = c->n > 1 ? (c->alg == HT_SIM_RING ? 2.0 * (c->n - 1) / c->n * c->bytes : c->bytes) : 0;
+    double sent = c->n > 1 ? (c->half ? (c->n - 1.0) / c->n * c->bytes
+                              : c->alg == HT_SIM_RING ? 2.0 * (c->n - 1) / c->n * c->bytes
+                                                      : c->bytes)
+                           : 0;
     for (int k = 0; k < c->n; k++) {
         int r = c->members[k];
         s->nic[r] = c->end;

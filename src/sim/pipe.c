@@ -256,7 +256,7 @@ static void push_rank(ht_sim *sim, ctx *x, int w, int p, const int *ids, int max
          * only its input from its FWD to its RECOMPUTE */
         int bf = in->buf, frees = in->op == (x->split ? HT_PI_BWD_W : HT_PI_BWD);
         if (in->op == HT_PI_BWD && x->split) bf = -1; /* the slot stays for the W */
-        if (bf >= 0 && bf < s->nbuf[d] && st >= 0 && st < x->S) {
+        if (!x->p->rank_bytes && bf >= 0 && bf < s->nbuf[d] && st >= 0 && st < x->S) {
             int rec = recompute[st];
             double want = frees                                ? 0
                           : rec && in->op != HT_PI_RECOMPUTE ? x->inb[st] * mb
@@ -351,7 +351,8 @@ static int run_sched(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_s
             held(&x, x.q_of[pr], mask);
             for (int st = 0; st < x.S; st++)
                 b += mask[st] ? stage_params(&x, st) : 0;
-            ht_sim_mem_base(sim, w * x.P + pr, b * (2 + sm->optim_state_floats));
+            ht_sim_mem_base(sim, w * x.P + pr, p->rank_bytes ? p->rank_bytes[x.q_of[pr]]
+                                                             : b * (2 + sm->optim_state_floats));
         }
     rc = ht_sim_run(sim, res);
     if (rc == HT_OK && trace_on && trace) rc = ht_sim_write_trace(sim, trace);

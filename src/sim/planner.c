@@ -19,10 +19,12 @@
 #include "plan/exec_mem.h"
 #include "plan/job.h"
 #include "plan/pipe_plan.h"
+#include "plan/zero_mem.h"
 
 const char *ht_sim_cand_name(const ht_sim_cand *k, char *buf, size_t n) {
     if (k->kind < 0)
-        snprintf(buf, n, "data parallel, %s split", k->speed ? "speed" : "equal");
+        snprintf(buf, n, "data parallel, %s split%s%s", k->speed ? "speed" : "equal",
+                 k->shard ? ", shard " : "", k->shard ? ht_shard_names[k->shard] : "");
     else if (ht_pipe_kind_has(k->kind, HT_PIPE_F_CHUNKS))
         snprintf(buf, n, "%s D=%d v=%d x%d replicas, N=%d%s", ht_pipe_kind_names[k->kind], k->D,
                  k->v, k->W, k->N, k->recompute ? ", recompute" : "");
@@ -45,6 +47,7 @@ void ht_sim_cand_config(const ht_config *base, const ht_sim_cand *k, ht_config *
         c->pipe.schedule = HT_PIPE_NONE;
         c->cluster.split = k->speed ? HT_SPLIT_SPEED : HT_SPLIT_EQUAL;
         c->cluster.nshares = 0;
+        c->cluster.shard = k->shard;
         return;
     }
     c->pipe.schedule = k->kind;
@@ -117,14 +120,13 @@ static int cut_by_speed(const ht_sim_cluster *c, const ht_model *m, const ht_sim
  * recomputation against it). The largest into k; past device.memory_mb the candidate does
  * not fit (and is tried again with recomputation). */
 static int fit_limit(const ht_config *cfg, const ht_model *m, const ht_sim_model *sm,
-                     const ht_plan *plan, const ht_pipe_sched *s, int n, ht_sim_cand *k) {
+                     const ht_plan *plan, const ht_pipe_sched *s, int n, ht_sim_cand *k,
+                     double *bytes) {
     k->local = ht_plan_stage_local(cfg, n);
     k->need_mem = 0, k->need_rank = 0;
-    for (int q = 0; q < plan->pp.D; q++) {
-        double b = ht_plan_exec_bytes(cfg, m, plan, s, sm->optim_state_floats, n, q);
-        if (plan->mem.plan && plan->mem.plan[q].use.total > b) b = plan->mem.plan[q].use.total;
-        if (b > k->need_mem) k->need_mem = b, k->need_rank = q;
-    }
+    ht_sim_plan_bytes(cfg, m, sm, plan, s, n, bytes);
+    for (int q = 0; q < plan->pp.D; q++)
+        if (bytes[q] > k->need_mem) k->need_mem = bytes[q], k->need_rank = q;
     const double lim = cfg->device.memory_mb * 1e6;
     if (lim <= 0 || k->need_mem <= lim) return HT_OK;
     return ht_error(HT_EINPUT,
@@ -152,19 +154,22 @@ static int simulate_pipe(const ht_sim_cluster *c, int n, const ht_model *m,
     memcpy(k->off, plan.grp.off, (size_t)k->D * sizeof *k->off);
     memcpy(k->cnt, plan.grp.cnt, (size_t)k->D * sizeof *k->cnt);
     ht_pipe_sched s;
+    double *bytes = ht_xcalloc((size_t)plan.pp.D, sizeof *bytes);
     if ((rc = ht_plan_schedule(&cfg, &plan.pp, &s)) == HT_OK &&
-        (rc = fit_limit(&cfg, m, sm, &plan, &s, n, k)) != HT_OK)
+        (rc = fit_limit(&cfg, m, sm, &plan, &s, n, k, bytes)) != HT_OK)
         ht_pipe_sched_free(&s);
     else if (rc == HT_OK) {
         int any = 0;
         for (int q = 0; q < plan.mem.Q; q++)
             any |= plan.mem.any[q];
         if (any) ht_pipe_add_recompute(&s, plan.mem.any);
-        ht_sim_pipe p = {.s = &s, .W = k->W, .mb = mb, .bounds = k->bounds, .alg = dp->alg};
+        ht_sim_pipe p = {.s = &s, .W = k->W, .mb = mb, .bounds = k->bounds, .alg = dp->alg,
+                         .rank_bytes = bytes};
         if (k->Q < k->D) p.P = k->D, p.first = k->first, p.off = k->off, p.cnt = k->cnt;
         rc = ht_sim_run_pipe(c, sm, &p, 0, NULL, r);
         ht_pipe_sched_free(&s);
     }
+    free(bytes);
     ht_plan_free(&plan);
     return rc;
 }
@@ -183,9 +188,20 @@ static void evaluate(const ht_sim_cluster *c, int n, const ht_model *m, const ht
     ht_sim_result r;
     int rc;
     if (k->kind < 0) {
+        ht_config cfg;
+        ht_sim_cand_config(base, k, &cfg);
         ht_sim_dp p = *dp; /* the job's reduction settings, as hetsim runs the written job */
-        p.speed = k->speed, p.shares = NULL, p.steps = 0;
+        p.speed = k->speed, p.shares = NULL, p.steps = 0, p.shard = k->shard;
+        size_t *cut = ht_xmalloc((size_t)(n + 1) * sizeof *cut);
+        double *bytes = ht_xmalloc((size_t)n * sizeof *bytes);
+        ht_sim_dp_memory(c, &cfg, m, sm, n, cut, bytes); /* as the trainer allocates */
+        p.cut = cut, p.rank_bytes = bytes;
+        k->need_mem = 0, k->need_rank = 0;
+        for (int i = 0; i < n; i++)
+            if (bytes[i] > k->need_mem) k->need_mem = bytes[i], k->need_rank = i;
+        k->local = ht_plan_zero_init(&cfg, n);
         rc = ht_sim_run_dp(c, n, m, sm, &p, 0, NULL, &r, NULL);
+        free(cut), free(bytes);
     } else {
         rc = simulate_pipe(c, n, m, sm, base, dp, k, &r);
     }
@@ -204,15 +220,21 @@ static void evaluate(const ht_sim_cluster *c, int n, const ht_model *m, const ht
     /* device.memory_mb: a data-parallel rank holds the whole model at the global batch (the
      * trainer's fit check, build/fit.c); a pipeline's ranks were checked by fit_limit */
     const double lim = base->device.memory_mb * 1e6;
-    if (k->kind < 0) {
-        k->need_mem = ht_plan_whole_bytes(m, B, sm->optim_state_floats), k->need_rank = 0;
-        if (lim > 0 && k->need_mem > lim) {
-            k->ok = 0;
+    if (k->kind < 0 && lim > 0 && k->need_mem > lim) {
+        k->ok = 0;
+        if (k->local) /* sharded from start-up (k->local: plan/zero_mem.h) */
+            snprintf(k->why, sizeof k->why,
+                     "does not fit: rank %d would allocate %.2f MB (the whole model, its slice "
+                     "of the %s) at train.batch %d; device.memory_mb is %.2f MB",
+                     k->need_rank, k->need_mem / 1e6,
+                     k->shard == HT_SHARD_GRADIENTS ? "gradients and optimizer state"
+                                                    : "optimizer state",
+                     B, lim / 1e6);
+        else
             snprintf(k->why, sizeof k->why,
                      "does not fit: every rank holds the whole model, %.2f MB at train.batch %d; "
                      "device.memory_mb is %.2f MB",
                      k->need_mem / 1e6, B, lim / 1e6);
-        }
     }
     /* memory: the smallest device the configuration runs on, 90% usable; where every
      * pipeline rank builds the whole model, the largest rank's allocation on each */
@@ -255,8 +277,10 @@ int ht_sim_plan_job(const ht_sim_cluster *c, int n, const ht_model *m, const ht_
     const int B = dp->B;
     int cap = 64, k = 0;
     ht_sim_cand *v = ht_xcalloc((size_t)cap, sizeof *v);
+    const int shard = base->cluster.shard; /* the job's own, for its data-parallel rows */
     for (int sp = 0; sp < 2 && n > 1; sp++)
-        v[k++] = (ht_sim_cand){.kind = -1, .speed = sp, .D = 1, .W = n, .N = 1, .v = 1};
+        v[k++] = (ht_sim_cand){.kind = -1, .speed = sp, .shard = shard, .D = 1, .W = n, .N = 1,
+                               .v = 1};
     if (n == 1) v[k++] = (ht_sim_cand){.kind = -1, .D = 1, .W = 1, .N = 1, .v = 1};
     int maxS = ht_pipe_max_stages(m), mixed = 0;
     for (int i = 1; i < n; i++) /* a cut by device speed is worth trying on mixed devices */
@@ -286,12 +310,18 @@ int ht_sim_plan_job(const ht_sim_cluster *c, int n, const ht_model *m, const ht_
     for (int i = 0; i < k; i++)
         evaluate(c, n, m, sm, base, dp, &v[i]);
     /* recomputation where memory needs it: pipelines that do not fit, again with every
-     * stage keeping only its inputs (pipe.recompute = "all") */
+     * stage keeping only its inputs (pipe.recompute = "all"); data parallel with an equal split
+     * (every rank sharded from start-up) again with its optimizer state sharded (ZeRO-1), and
+     * its gradients too (ZeRO-2) */
     for (int i = 0, k0 = k; i < k0; i++)
-        if (v[i].kind >= 0 && !v[i].ok && !strncmp(v[i].why, "does not fit", 12)) {
+        for (int t = 0; t < 2; t++) {
+            const ht_sim_cand *x = &v[i];
+            const int pipe = x->kind >= 0, dp_eq = x->kind < 0 && !x->speed && !x->shard && n > 1;
+            if (x->ok || strncmp(x->why, "does not fit", 12) || !(pipe ? t == 0 : dp_eq)) continue;
             if (k == cap) v = ht_xrealloc(v, (size_t)(cap *= 2) * sizeof *v);
             v[k] = v[i];
-            v[k].recompute = 1;
+            if (pipe) v[k].recompute = 1;
+            else v[k].shard = t ? HT_SHARD_GRADIENTS : HT_SHARD_OPTIMIZER;
             v[k].why[0] = 0;
             evaluate(c, n, m, sm, base, dp, &v[k++]);
         }

@@ -169,6 +169,11 @@ void ht_sim_recv(ht_sim *s, int r, int from, int64_t tag, int name);
 /* A collective over members[0..n) reducing `bytes` with algorithm alg; returns its id.
  * Every member must push HT_SIM_COLL (start) and later HT_SIM_WAIT with that id. */
 int ht_sim_coll_new(ht_sim *s, const int *members, int n, double bytes, int alg);
+/* Half an all-reduce of `bytes` (the whole buffer): a reduce-scatter (HT_SIM_RS, each member
+ * ends with the sum of its part) or an all-gather (HT_SIM_AG): n - 1 ring steps of one chunk,
+ * the reduce-scatter's adds included. */
+enum { HT_SIM_RS = 1, HT_SIM_AG = 2 };
+int ht_sim_coll_half(ht_sim *s, const int *members, int n, double bytes, int alg, int half);
 void ht_sim_coll(ht_sim *s, int r, int id, int name);
 void ht_sim_wait(ht_sim *s, int r, int id, int name);
 /* Memory: the last op pushed on rank r also changes its memory by delta bytes (at the op's
@@ -231,6 +236,14 @@ typedef struct ht_sim_dp {
                                reported */
     int exclude;            /* speed split: a rank but rank 0 that the start-up split leaves
                                out (share 0) takes no part (cluster.exclude_slow) */
+    /* cluster.shard (ZeRO) as src/sync/bsp.c runs it: with "optimizer" each rank updates its
+     * slice [cut[r], cut[r+1]) and the parameters are all-gathered; with "gradients" the
+     * buckets are reduce-scattered instead of all-reduced and only the slice is written back.
+     * cut: [n + 1] floats (plan/zero_mem.h), NULL without sharding */
+    int shard;
+    const size_t *cut;
+    const double *rank_bytes; /* [n] what each rank allocates (plan/zero_mem.h), or NULL: the
+                                 simulator's own tally */
 } ht_sim_dp;
 
 /* Simulates one step of m over the cluster's first n ranks. out_shares (may be NULL) gets
@@ -258,6 +271,10 @@ typedef struct ht_sim_pipe {
      * between the ranks whose samples overlap, REDUCE_GRADS spans a stage's ranks. */
     int P;
     const int *first, *off, *cnt;
+    /* [D] what each schedule rank allocates in the trainer (ht_sim_plan_bytes: the executor
+     * allocates its slots at start-up, so this is its peak), or NULL: the simulator's own
+     * tally of parameters, gradients and optimizer state and the slots in use */
+    const double *rank_bytes;
 } ht_sim_pipe;
 
 int ht_sim_run_pipe(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_sim_pipe *p,
@@ -298,6 +315,8 @@ int ht_sim_run_sync(const ht_sim_cluster *c, const ht_sim_model *sm, const ht_si
 typedef struct ht_sim_cand {
     int kind;        /* -1: data parallel, else ht_pipe_kind */
     int speed;       /* data parallel: speed split */
+    int shard;       /* data parallel: cluster.shard (HT_SHARD_*; tried where the unsharded
+                        state does not fit device.memory_mb) */
     int by_speed;    /* gpipe / 1f1b: stages cut by device speed (else balanced FLOPs) */
     int rep;         /* gpipe / 1f1b: the trainer's hetero partition with replicated stages
                         (pipe.replicate): Q stages on the D ranks, first / off / cnt as in

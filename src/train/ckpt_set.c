@@ -9,22 +9,14 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "plan/zero_mem.h"
 #include "train/checkpoint.h"
 
 #define CKPT_FORMAT "hettrain-checkpoint-1"
 #define MAX_STATES 8
 
 void ht_checkpoint_shard_cuts(size_t n, const double *weight, int k, size_t *cut) {
-    double sum = 0, acc = 0;
-    for (int i = 0; i < k; i++)
-        sum += weight[i];
-    cut[0] = 0;
-    cut[k] = n;
-    for (int i = 1; i < k; i++) {
-        acc += weight[i - 1];
-        size_t c = (size_t)((double)n * acc / sum) / 8 * 8; /* the update's float8 loads */
-        cut[i] = c < cut[i - 1] ? cut[i - 1] : c > n ? n : c;
-    }
+    ht_plan_shard_cuts(n, weight, k, cut); /* the plan sizes sharded ranks by the same cut */
 }
 
 void ht_checkpoint_shard_ranges(const ht_model *m, const double *weight, int k, size_t *cut) {

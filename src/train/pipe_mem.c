@@ -10,6 +10,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "io/metrics.h"
+#include "plan/job.h"
 
 
 
@@ -19,6 +20,7 @@ void ht_pipe_mem_init(ht_pipe_mem *pm, const ht_config *cfg, const ht_devinfo *d
     pm->P = P, pm->world = world;
     pm->mode = cfg->pipe.recompute;
     pm->from_cfg = cfg->device.memory_mb > 0;
+    ht_plan_needs(cfg, world, &pm->cal, &pm->cal1);
     struct {
         double limit;
         char name[128];
@@ -111,6 +113,7 @@ int ht_pipe_mem_validate(ht_pipe_mem *pm, const ht_model *m, ht_dev *dev, int ki
     ht_mem_desc d, dB;
     ht_mem_desc_from_model(&d, m, mb, opt_states);
     ht_mem_desc_from_model(&dB, m, built, opt_states);
+    ht_mem_desc_calibrated(&d, m, pm->cal ? built : pm->cal1 ? 1 : 0); /* at the micro-batch */
     int *lo = ht_xmalloc((size_t)2 * dec->Q * v * sizeof *lo), *hi = lo + dec->Q * v;
     const int nc = ht_plan_mem_chunks(kind, dec->Q, v, bounds, prank, lo, hi);
     const uint8_t *rc = dec->layers + (size_t)prank * L;
@@ -121,23 +124,26 @@ int ht_pipe_mem_validate(ht_pipe_mem *pm, const ht_model *m, ht_dev *dev, int ki
     ht_mem_desc_free(&d), ht_mem_desc_free(&dB);
     uint64_t now, peak, gemm;
     ht_dev_mem(dev, &now, &peak, &gemm, 0);
-    /* per rank: pipeline rank, peak, GEMM workspace, predicted total and its parts */
-    enum { F = 8 };
-    double mine[F] = {prank, (double)peak, (double)gemm, e.total, e.model, e.slots + e.work,
-                      e.versions, dec->plan[prank].use.total};
+    /* per rank: pipeline rank, peak, GEMM workspace, predicted total less the workspace and
+     * its parts, the stage plan, the predicted workspace */
+    enum { F = 9 };
+    double mine[F] = {prank,   (double)peak, (double)gemm, e.total - e.gemm,          e.model,
+                      e.slots + e.work, e.versions, dec->plan[prank].use.total, e.gemm};
     double *all = ht_xmalloc((size_t)pm->world * F * sizeof *all);
     ht_comm_allgather(mine, sizeof mine, all);
     int rc2 = HT_OK;
     for (int r = 0; ht_comm_rank() == 0 && r < pm->world && rc2 == HT_OK; r++) {
         const double *a = all + (size_t)r * F;
         const double held = a[1] - a[2], err = held > 0 ? (a[3] - held) / held : 0;
+        const double etot = a[1] > 0 ? (a[3] + a[8] - a[1]) / a[1] : 0;
         ht_log_info("memory: rank %d (pipeline rank %d): allocated %.3f MB at peak, %.3f MB of "
-                    "it the tiled GEMM's packing (not modelled); predicted %.3f MB for the rest "
+                    "it the tiled GEMM's packing (predicted %.3f); predicted %.3f MB for the rest "
                     "(the model as built %.3f, pipeline slots and work set %.3f, 2bw %.3f): "
-                    "error %+.2f%%; the stage plan that decides recomputation: %.3f MB; "
-                    "limit %.2f MB (%s)",
-                    r, (int)a[0], a[1] / 1e6, a[2] / 1e6, a[3] / 1e6, a[4] / 1e6, a[5] / 1e6,
-                    a[6] / 1e6, 100 * err, a[7] / 1e6, limit_of(pm, (int)a[0]) / 1e6,
+                    "error %+.2f%%, %+.2f%% with the packing; the stage plan that decides "
+                    "recomputation: %.3f MB; limit %.2f MB (%s)",
+                    r, (int)a[0], a[1] / 1e6, a[2] / 1e6, a[8] / 1e6, a[3] / 1e6, a[4] / 1e6,
+                    a[5] / 1e6, a[6] / 1e6, 100 * err, 100 * etot, a[7] / 1e6,
+                    limit_of(pm, (int)a[0]) / 1e6,
                     pm->from_cfg ? "device.memory_mb" : "the device's reported memory");
         if (a[1] > limit_of(pm, (int)a[0]))
             ht_log_warn("memory: rank %d allocated %.3f MB, more than its limit of %.2f MB%s: "
@@ -146,15 +152,17 @@ int ht_pipe_mem_validate(ht_pipe_mem *pm, const ht_model *m, ht_dev *dev, int ki
                         "holds only its stage)",
                         r, a[1] / 1e6, limit_of(pm, (int)a[0]) / 1e6,
                         pm->from_cfg ? " (device.memory_mb)" : "", a[7] / 1e6, a[4] / 1e6);
+        /* predicted_bytes leaves the packing out (compared with the peak less the measured
+         * packing); predicted_gemm_bytes is the packing predicted */
         if (metrics)
             rc2 = ht_metrics_write(metrics,
                                    "type=%s rank=%d prank=%d allocated_peak_bytes=%g "
                                    "gemm_workspace_bytes=%g predicted_bytes=%g "
                                    "predicted_model_bytes=%g predicted_pipeline_bytes=%g "
                                    "predicted_2bw_bytes=%g error=%g plan_bytes=%g "
-                                   "limit_bytes=%g",
+                                   "limit_bytes=%g predicted_gemm_bytes=%g",
                                    "pipe_memory_measured", r, (int)a[0], a[1], a[2], a[3], a[4],
-                                   a[5], a[6], err, a[7], limit_of(pm, (int)a[0]));
+                                   a[5], a[6], err, a[7], limit_of(pm, (int)a[0]), a[8]);
     }
     free(all);
     return rc2;

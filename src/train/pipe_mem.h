@@ -41,6 +41,8 @@ typedef struct ht_pipe_mem {
     /* 1: this rank holds only its stages (train/pipe_local.c): ht_pipe_mem_validate predicts
      * with ht_mem_executor_local, else with the whole model as built (ht_mem_executor) */
     int local;
+    int cal, cal1; /* every layer timed at start-up at the micro-batch, at 1 sample
+                      (ht_plan_needs: the GEMM packing grows to the whole model's there) */
 } ht_pipe_mem;
 
 /* Gathers every rank's limit and device name (collective: all ranks call it). */
@@ -56,12 +58,12 @@ const double *ht_pipe_mem_part_limits(const ht_pipe_mem *pm);
 void ht_pipe_mem_adopt(ht_pipe_mem *pm, ht_plan_mem *dec, int **inflight);
 
 /* After the run (collective): each rank's device memory as allocated (ht_dev_mem: the peak,
- * and the tiled GEMM's packing workspace within it, which no model here covers: it follows the
- * GEMM path's panel sizes) against the executor's predicted allocation (ht_mem_executor, from
- * the layer description; `built` is the batch the model was built for) and the stage plan
- * the recompute decision used (ht_mem_rank). Rank 0 logs a line per rank with the error of the
- * prediction against the peak less the GEMM workspace, and writes "pipe_memory_measured"
- * records. nslot: the executor's slots on this rank. */
+ * and the tiled GEMM's packing workspace within it) against the executor's predicted
+ * allocation (ht_mem_executor, from the layer description; `built` is the batch the model was
+ * built for; the packing predicted apart, plan/gemm_ws.h) and the stage plan the recompute
+ * decision used (ht_mem_rank). Rank 0 logs a line per rank with the error of the prediction
+ * against the peak less the GEMM workspace and of the whole prediction against the peak,
+ * and writes "pipe_memory_measured" records. nslot: the executor's slots on this rank. */
 int ht_pipe_mem_validate(ht_pipe_mem *pm, const ht_model *m, ht_dev *dev, int kind, int v,
                          const int *bounds, int built, int mb, int prank, int nslot,
                          int opt_states, int weight_versions, struct ht_metrics *metrics);

@@ -58,7 +58,7 @@ measured() {
         's/.*"rank":([0-9]+),.*"allocated_peak_bytes":([^,]+),"gemm_workspace_bytes":([^,]+),"predicted_bytes":([^,]+),.*/\1 \2 \3 \4/'
 }
 # local_ok NAME NP [BOUND]: NP records; every rank's peak below BOUND (default STATE); every
-# prediction within 10% of the measured peak less the GEMM packing (not modelled)
+# prediction within 10% of the measured peak less the GEMM packing (predicted apart: predicted_gemm_bytes)
 local_ok() {
     measured "$1" | awk -v s="${3:-$STATE}" -v np="$2" '
         { n++; held = $2 - $3; e = ($4 - held) / held; if (e < 0) e = -e

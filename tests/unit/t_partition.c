@@ -30,7 +30,7 @@ static ht_mem_desc *uniform_desc(desc_store *s, int L, double in, double out, do
         s->work[l] = 0, s->save[l] = keep - out, s->arena[l] = out;
     }
     s->d = (ht_mem_desc){L, in, s->out, s->keep, s->param, s->state, s->work, s->save, s->arena,
-                         0, 0, 0};
+                         0, 0, 0, 0, NULL, 0};
     return &s->d;
 }
 
@@ -47,53 +47,62 @@ static void test_memory(void) {
     double out[] = {20, 30, 40}, keep[] = {25, 30, 45}, param[] = {100, 200, 300},
            state[] = {300, 600, 900}, work[] = {1, 5, 2}, fwd[] = {1, 1, 3}, save[] = {5, 0, 5},
            arena[] = {20, 30, 40};
-    ht_mem_desc d = {3, 10, out, keep, param, state, work, save, arena, 0, 0, 0};
+    ht_mem_desc d = {3, 10, out, keep, param, state, work, save, arena, 0, 0, 0, 0, NULL, 0};
     ht_mem_use u;
-    /* stage [1,3), 2 samples, 3 slots: state 600+900; slot 20 (input) + 30 + 45 = 95 per
-     * sample -> 3*2*95 = 570; live (20 + 30 + 40) * 2 = 180; work 5 * 2 = 10 */
+    /* what the executor allocates (no loss rows, no GEMM workspace here): stage [1,3), 2
+     * samples, 3 slots: state 600+900; the arena 20 (input) + 10 (the model input a LOAD
+     * writes) + 30 + 40 = 100 B/sample, saved 5: a slot holds the arena, its gradient and
+     * the saved state, 2 (2 100 + 5) = 410, 3 slots 1230 (the first is the model's own
+     * buffers); work 5 * 2 = 10 */
     double t = ht_mem_stage(&d, 1, 3, 2, 3, 1, NULL, &u);
-    tap_ok(t == 2260 && u.state == 1500 && u.acts == 570 && u.live == 180 && u.work == 10,
-           "stage memory by hand: %g = %g + %g + %g + %g (want 2260 = 1500+570+180+10)", t, u.state,
+    tap_ok(t == 2740 && u.state == 1500 && u.acts == 1230 && u.live == 0 && u.work == 10,
+           "stage memory by hand: %g = %g + %g + %g + %g (want 2740 = 1500+1230+0+10)", t, u.state,
            u.acts, u.live, u.work);
     uint8_t rc[3] = {0, 0, 1};
+    /* recomputing layer 2: a slot keeps 20 + 10 + 30 = 60 B/sample and one float each of
+     * gradient arena and saved state: 2 60 + 8 = 128, 3 slots 384; the own buffers (410)
+     * rebuild one micro-batch */
     t = ht_mem_stage(&d, 1, 3, 2, 3, 1, rc, &u);
-    tap_ok(t == 2080 && u.acts == 300 && u.live == 270,
-           "recomputing layer 2 moves its 45 B/sample from 3 slots to one: %g (want 2080)", t);
+    tap_ok(t == 2304 && u.acts == 384 && u.live == 410,
+           "recomputing layer 2 keeps 60 of 100 B/sample in each slot: %g (want 2304)", t);
     t = ht_mem_stage(&d, 1, 3, 2, 3, 2, NULL, &u);
-    tap_ok(t == 2760 && u.state == 2000, "two weight versions add the parameters: %g (want 2760)",
-           t);
-    /* stage 0 has no input gradient: live = (20 + 30) * 1, slot = 10 + 25 + 30 */
+    tap_ok(t == 3740 && u.state == 2500,
+           "two weight versions add the parameters and their gradients: %g (want 3740)", t);
+    /* stage 0: arena 10 + 20 + 30 = 60, saved 5: 2 slots of 125; work 5 */
     t = ht_mem_stage(&d, 0, 2, 1, 2, 1, NULL, &u);
-    tap_ok(t == 900 + 130 + 50 + 5, "first stage: %g (want 1085)", t);
+    tap_ok(t == 900 + 250 + 5, "first stage: %g (want 1155)", t);
     int lo[] = {0, 2}, hi[] = {1, 3};
-    /* chunks [0,1) and [2,3): state 300+900; slot max(10+25, 30+45) = 75; live max(20, 70) */
+    /* chunks [0,1) and [2,3): state 300+900; slots sized for the larger chunk, arena
+     * max(10 + 20, 30 + 10 + 40) = 80, saved 5: 4 x 165; work max(1, 2) */
     t = ht_mem_rank(&d, 2, lo, hi, 1, 4, 1, NULL, &u);
-    tap_ok(t == 1200 + 300 + 70 + 2, "two chunks on one rank: %g (want 1572)", t);
+    tap_ok(t == 1200 + 660 + 2, "two chunks on one rank: %g (want 1862)", t);
 
-    /* slots that fit: 1690 B without any, 190 B per slot */
-    int a = ht_mem_max_slots(&d, 1, 3, 2, 1, NULL, 2260, 8),
-        b = ht_mem_max_slots(&d, 1, 3, 2, 1, NULL, 1879, 8),
-        c = ht_mem_max_slots(&d, 1, 3, 2, 1, NULL, 1880, 8),
+    /* slots that fit: 1510 B without any, 410 B per slot */
+    int a = ht_mem_max_slots(&d, 1, 3, 2, 1, NULL, 2740, 8),
+        b = ht_mem_max_slots(&d, 1, 3, 2, 1, NULL, 1919, 8),
+        c = ht_mem_max_slots(&d, 1, 3, 2, 1, NULL, 1920, 8),
         e = ht_mem_max_slots(&d, 1, 3, 2, 1, NULL, 1e9, 8), f = ht_mem_max_slots(&d, 1, 3, 2, 1,
                                                                                   NULL, 0, 8);
     tap_ok(a == 3 && b == 0 && c == 1 && e == 8 && f == 8,
-           "slots that fit 2260 / 1879 / 1880 B: 3 / 0 / 1, capped at 8, no limit 8 (got %d %d "
+           "slots that fit 2740 / 1919 / 1920 B: 3 / 0 / 1, capped at 8, no limit 8 (got %d %d "
            "%d %d %d)",
            a, b, c, e, f);
 
     double extra;
     uint8_t set[3] = {9, 9, 9};
-    int fits = ht_mem_choose_recompute(&d, fwd, 1, 3, 2, 3, 1, 2200, set, &extra, &u);
-    /* layer 1 frees 30 B per 1 s of forward, layer 2 45 per 3: layer 1 first; with it the
-     * slot is 20 + 45 = 65 -> 390, live (90 + 30) * 2 = 240: 1500 + 390 + 240 + 10 = 2140 */
-    tap_ok(fits && set[0] == 9 && set[1] == 1 && set[2] == 0 && extra == 2 && u.total == 2140,
-           "recompute for 2200 B: layer 1 only, +2 s, 2140 B (got %d %d, %g s, %g B)", set[1],
+    int fits = ht_mem_choose_recompute(&d, fwd, 1, 3, 2, 3, 1, 2400, set, &extra, &u);
+    /* layer 1 frees 30 B per 1 s of forward, layer 2 45 per 3: layer 1 first; with it a slot
+     * keeps 30 + 45 = 75 -> 2 75 + 8 = 158, 3 slots 474; own buffers 410, work 10:
+     * 1500 + 474 + 410 + 10 = 2394 */
+    tap_ok(fits && set[0] == 9 && set[1] == 1 && set[2] == 0 && extra == 2 && u.total == 2394,
+           "recompute for 2400 B: layer 1 only, +2 s, 2394 B (got %d %d, %g s, %g B)", set[1],
            set[2], extra, u.total);
-    fits = ht_mem_choose_recompute(&d, fwd, 1, 3, 2, 3, 1, 2000, set, &extra, &u);
-    tap_ok(fits && set[1] == 1 && set[2] == 1 && extra == 8 && u.total == 1960,
-           "recompute for 2000 B: both layers, +8 s, 1960 B (got %g s, %g B)", extra, u.total);
-    fits = ht_mem_choose_recompute(&d, fwd, 1, 3, 2, 3, 1, 1900, set, &extra, &u);
-    tap_ok(!fits && set[1] && set[2] && u.total == 1960, "1900 B does not fit even so");
+    /* both: a slot keeps 30 -> 68, 3 slots 204: 1500 + 204 + 410 + 10 = 2124 */
+    fits = ht_mem_choose_recompute(&d, fwd, 1, 3, 2, 3, 1, 2200, set, &extra, &u);
+    tap_ok(fits && set[1] == 1 && set[2] == 1 && extra == 8 && u.total == 2124,
+           "recompute for 2200 B: both layers, +8 s, 2124 B (got %g s, %g B)", extra, u.total);
+    fits = ht_mem_choose_recompute(&d, fwd, 1, 3, 2, 3, 1, 2100, set, &extra, &u);
+    tap_ok(!fits && set[1] && set[2] && u.total == 2124, "2100 B does not fit even so");
     fits = ht_mem_choose_recompute(&d, fwd, 1, 3, 2, 1, 1, 1000, set, &extra, &u);
     tap_ok(!fits && !set[1] && !set[2] && extra == 0,
            "one slot: recomputing frees nothing, so nothing is chosen");
@@ -286,12 +295,13 @@ static void test_memory_moves_layers(void) {
 static void test_memory_recompute(void) {
     desc_store ds;
     hcase h;
-    /* 4 layers keeping 100 B per sample, nothing else; f = b = 1; 4 micro-batches of 1:
-     * the first stage holds 2 slots. Even split: stage 0 needs 2 x 200 = 400 > 350, with
-     * layer 0 (the first on ties) recomputed 2 x 100 + 100 = 300, time 2 + 2 + 1 = 5; moving
-     * a layer instead would make a stage of 3 layers, time 6. */
+    /* 4 layers keeping 100 B per sample (saved state), nothing else; f = 1, b = 2; 4
+     * micro-batches of 1: the first stage holds 2 slots. Even split: stage 0 needs 2 x 200 =
+     * 400 > 350; recomputing layer 0 alone keeps layer 1's 100 B in each slot besides the own
+     * buffers' 200: 200 + 2 x (100 + 8) = 416, no gain; both layers: 200 + 2 x 8 = 216, time
+     * 2 x 3 + 2 = 8. Moving a layer instead (1 + 3 layers: 200 and 300 B) takes 9. */
     ht_part_input *in = hcase_init(&h, uniform_desc(&ds, 4, 0, 0, 100, 0), 2, 4, 4);
-    fill(h.bwd, 8, 1);
+    fill(h.bwd, 8, 2);
     fill(h.lim, 2, 350);
     in->mem_limit = h.lim;
     in->allow_recompute = 1;
@@ -300,27 +310,27 @@ static void test_memory_recompute(void) {
     int r0 = rc == HT_OK ? p.stage[0].rank[0] : 0, r1 = rc == HT_OK ? p.stage[1].rank[0] : 0;
     const uint8_t *c0 = rc == HT_OK ? p.recompute + r0 * 4 : NULL;
     const uint8_t *c1 = rc == HT_OK ? p.recompute + r1 * 4 : NULL;
-    tap_ok(rc == HT_OK && p.D == 2 && nlayers(&p, r0) == 2 && c0[0] == 1 && c0[1] == 0 &&
-               !c1[2] && !c1[3] && p.bottleneck == 5 && p.mem[r0].total == 300 &&
+    tap_ok(rc == HT_OK && p.D == 2 && nlayers(&p, r0) == 2 && c0[0] == 1 && c0[1] == 1 &&
+               !c1[2] && !c1[3] && p.bottleneck == 8 && p.mem[r0].total == 216 &&
                p.mem[r1].total == 200,
-           "tight memory turns on recomputation of layer 0 on the first stage (5 s, 300 B)");
+           "tight memory turns on recomputation of the first stage (8 s, 216 B)");
     if (rc == HT_OK) {
-        /* stage 0: 100 B live + 100 B per slot within 350 -> 2 slots; stage 1: 200 B per
-         * slot -> 1 */
+        /* stage 0: 200 B of own buffers + 8 B per slot within 350: 18, capped at the 4
+         * micro-batches; stage 1: 200 B per slot -> 1 */
         int b[3], mi[2];
         double st[2];
         ht_partition_export(&p, in->model, 1, b, st, mi);
-        tap_ok(b[0] == 0 && b[1] == 2 && b[2] == 4 && st[0] == 5 && st[1] == 4 && mi[0] == 2 &&
+        tap_ok(b[0] == 0 && b[1] == 2 && b[2] == 4 && st[0] == 8 && st[1] == 6 && mi[0] == 4 &&
                    mi[1] == 1,
-               "exported: bounds 0,2,4, stage times 5,4, slot limits 2,1 (got %d,%d,%d %g,%g "
+               "exported: bounds 0,2,4, stage times 8,6, slot limits 4,1 (got %d,%d,%d %g,%g "
                "%d,%d)",
                b[0], b[1], b[2], st[0], st[1], mi[0], mi[1]);
     }
     if (rc == HT_OK) ht_partition_free(&p);
     in->allow_recompute = 0;
     rc = ht_part_hetero(in, &p);
-    tap_ok(rc == HT_OK && p.stage[0].hi == 1 && p.bottleneck == 6,
-           "without recomputation a layer moves instead (stage 0 = layer 0 only, 6 s)");
+    tap_ok(rc == HT_OK && p.stage[0].hi == 1 && p.bottleneck == 9,
+           "without recomputation a layer moves instead (stage 0 = layer 0 only, 9 s)");
     if (rc == HT_OK) ht_partition_free(&p);
 }
 

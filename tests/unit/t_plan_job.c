@@ -401,22 +401,28 @@ static void memory_same(const ht_model *m, const ht_sim_model *sm) {
     ht_sim_cluster_free(&c);
 }
 
-/* By hand: 1f1b on 2 ranks, 2 micro-batches of 8, stages [0, 10) and [10, 17). Every layer
- * keeps its output for its backward (fc: 16 floats, fc9: 8; relu does not run in place), 64
- * bytes a sample; a relu is fused into the fc below it, so they are recomputed together.
- * Rank 0 holds 2 micro-batches in flight (1F1B: D - q), rank 1 one. Rank 0 per sample: a slot
- * keeps its input (8 floats, 32 bytes) and 10 outputs (640), the micro-batch in backward the
- * gradients at 10 boundaries (640); its state 1232 parameters x 4 x (2 + optimizer floats).
- * None recomputed: state + 2 x 8 x 672 + 8 x 640 = state + 15872; each pair recomputed moves
- * 128 bytes a sample from both slots to the one in backward: 1024 bytes less. Rank 1: 952
- * parameters, a slot 64 + 6 x 64 + 32 = 480, backward 480: state + 8 x 480 + 8 x 480. A limit
- * 1.5 pairs below rank 0's need: rank 1 fits as it is; rank 0 recomputes two pairs, the
- * relus first (64 bytes kept per 16 FLOPs, against an fc's 272 or 528), lowest first among
- * equals: layers 0-3, predicted state + 13824, and room for 2 in flight. */
+/* By hand: 1f1b on 2 ranks, 2 micro-batches of 8, stages [0, 10) and [10, 17), as the executor
+ * allocates them. Every layer keeps its output for its backward (fc: 16 floats, fc9: 8; relu
+ * does not run in place), 64 bytes a sample; a relu is fused into the fc below it, so they
+ * are recomputed together. Rank 0 holds 2 micro-batches in flight (1F1B: D - q), rank 1 one.
+ * A slot holds the stage's arena (its input and outputs), the arena's gradient and 12 bytes
+ * a sample of labels, losses and flags; rank 0's arena is 32 + 10 x 64 = 672 bytes a sample:
+ * a slot 8 (2 x 672 + 12) = 10848. The tiled GEMM's packing for the largest product, an
+ * fc 16 -> 16's (or 16 -> 8's) forward at 8 rows: B's panels 16 x 16 = 256 floats, 1024 bytes
+ * (A read in place; the gradients, 8 or 16 rows with B not transposed, read both in place).
+ * State: 1232 parameters x 4 x (2 + optimizer floats).
+ * None recomputed: state + 2 x 10848 + 1024 = state + 22720. Recomputing p pairs: the own
+ * buffers (10848) rebuild one micro-batch and each slot keeps 8 (672 - 128 p) + 8 + 96:
+ * state + 22832 - 2048 p. Rank 1: 952 parameters, arena 64 (input) + 32 (the LOAD's model
+ * input) + 6 x 64 + 32 = 512, one slot 8 (1024 + 12) = 8288: state + 9312. A limit 1.5 pairs
+ * below rank 0's need (state + 19648): rank 1 fits as it is; rank 0 recomputes two pairs
+ * (one gives 20784), the relus first (64 bytes kept per 16 FLOPs, against an fc's 272 or
+ * 528), lowest first among equals: layers 0-3, predicted state + 18736, and room for 2 in
+ * flight ((19648 - 11872) / 3432). */
 static void memory_by_hand(const ht_model *m, const ht_sim_model *sm) {
     const double opt = 2 + sm->optim_state_floats;
     const double state0 = 1232 * 4 * opt, state1 = 952 * 4 * opt;
-    const double limit = state0 + 15872 - 1536;
+    const double limit = state0 + 22720 - 3072;
     char mem[64];
     snprintf(mem, sizeof mem, "device.memory_mb=%.6f", limit / 1e6);
     ht_sim_cluster c;
@@ -431,15 +437,15 @@ static void memory_by_hand(const ht_model *m, const ht_sim_model *sm) {
     if (p.mem.Q == 2) recomputed(&p, 0, l0, sizeof l0, &n0), recomputed(&p, 1, l1, sizeof l1, &n1);
     const int ok0 = p.mem.Q == 2 && !strcmp(l0, "0,1,2,3") && p.mem.any[0] &&
                     p.mem.plan[0].fits && p.mem.plan[0].slots == 2 &&
-                    p.mem.plan[0].max_slots == 2 && p.mem.plan[0].use.total == state0 + 13824;
+                    p.mem.plan[0].max_slots == 2 && p.mem.plan[0].use.total == state0 + 18736;
     tap_ok(ok0, "rank 0 recomputes layers %s (by hand: 0,1,2,3), %d in flight (2), predicted "
            "%.0f bytes (by hand %.0f) under a limit of %.0f",
            l0, p.mem.Q == 2 ? p.mem.plan[0].slots : -1, p.mem.Q == 2 ? p.mem.plan[0].use.total : -1,
-           state0 + 13824, limit);
+           state0 + 18736, limit);
     tap_ok(p.mem.Q == 2 && n1 == 0 && !p.mem.any[1] && p.mem.plan[1].slots == 1 &&
-               p.mem.plan[1].use.total == state1 + 7680,
+               p.mem.plan[1].use.total == state1 + 9312,
            "rank 1 recomputes nothing (%s), predicted %.0f bytes (by hand %.0f)", l1,
-           p.mem.Q == 2 ? p.mem.plan[1].use.total : -1, state1 + 7680);
+           p.mem.Q == 2 ? p.mem.plan[1].use.total : -1, state1 + 9312);
     ht_plan_free(&p);
     /* "none" under the same limit keeps every layer, past the limit (the engine warns) */
     const char *none[] = {"train.batch=16", "pipe.micro_batches=2", "pipe.schedule=\"1f1b\"",
@@ -448,10 +454,10 @@ static void memory_by_hand(const ht_model *m, const ht_sim_model *sm) {
     memset(&p, 0, sizeof p);
     both("memory by hand, pipe.recompute none", none, m, &c, sm, 2, &p);
     tap_ok(p.mem.Q == 2 && !p.mem.any[0] && !p.mem.any[1] &&
-               p.mem.plan[0].use.total == state0 + 15872,
+               p.mem.plan[0].use.total == state0 + 22720,
            "\"none\": nothing recomputed, rank 0 predicted %.0f bytes (by hand %.0f), past its "
            "limit",
-           p.mem.Q == 2 ? p.mem.plan[0].use.total : -1, state0 + 15872);
+           p.mem.Q == 2 ? p.mem.plan[0].use.total : -1, state0 + 22720);
     ht_plan_free(&p);
     ht_sim_cluster_free(&c);
 }

@@ -28,7 +28,7 @@ static void tcase_init(tcase *t, int L) {
     for (int l = 0; l < L; l++)
         t->param[l] = 100, t->state[l] = 300;
     t->d = (ht_mem_desc){L, 0, t->out, t->keep, t->param, t->state, t->work, t->save, t->arena,
-                         0, 0, 0};
+                         0, 0, 0, 0, NULL, 0};
     for (int i = 0; i < 2 * L; i++)
         t->fwd[i] = 1e-3, t->bwd[i] = 2e-3;
     t->in = (ht_part_input){.model = &t->d, .R = 2, .fwd = t->fwd, .bwd = t->bwd, .B = 8,

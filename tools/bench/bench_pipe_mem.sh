@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The pipeline memory model against the device memory hettrain allocates (issue 11), from one
 # run: per schedule and pipe.recompute ("none" / "all"), each rank's peak allocation (ht_dev_mem:
-# every hettrain buffer; the tiled GEMM's packing workspace shown apart, not modelled), the
+# every hettrain buffer; the tiled GEMM's packing workspace shown apart, predicted apart), the
 # executor's predicted allocation (ht_mem_executor) and its error, the stage plan that the
 # recompute decision uses (ht_mem_rank), and the step time (samples/s, interleaved rounds,
 # median) with recomputation on against off.
