@@ -349,9 +349,23 @@ static int read_steps(ht_st_file *f, const char *path, const char *optim_name, i
 int ht_checkpoint_load(const char *path, ht_model *m, ht_optim *o, int64_t *step,
                        const char *optim_name) {
     ht_st_file *f = NULL;
-    int rc = ht_st_open_header(&f, path);
-    if (rc != HT_OK) return rc;
-    note_unverified(f, path);
+    int rc = ht_checkpoint_open(&f, path);
+    if (rc == HT_OK) rc = ht_checkpoint_load_from(f, path, m, o, step, optim_name);
+    ht_st_close(f);
+    return rc;
+}
+
+int ht_checkpoint_open(ht_st_file **f, const char *path) {
+    *f = NULL;
+    int rc = ht_st_open_header(f, path);
+    if (rc == HT_OK) note_unverified(*f, path);
+    if (rc == HT_OK) ht_log_debug("%s: checkpoint headers read", path); /* counted by tests */
+    return rc;
+}
+
+int ht_checkpoint_load_from(ht_st_file *f, const char *path, ht_model *m, ht_optim *o,
+                            int64_t *step, const char *optim_name) {
+    int rc = HT_OK;
     float *params = NULL, *sp[MAX_STATES] = {0};
     int64_t fstep = 0, ot = 0;
     int ns = ht_optim_state_count(o);
@@ -374,7 +388,6 @@ int ht_checkpoint_load(const char *path, ht_model *m, ht_optim *o, int64_t *step
     free(params);
     for (int i = 0; i < MAX_STATES; i++)
         free(sp[i]);
-    ht_st_close(f);
     return rc;
 }
 

@@ -42,6 +42,14 @@ const float *ht_checkpoint_tensor(const ht_st_file *f, const char *path, const c
  * integers in range (optimizer_steps <= step). Nothing changes on the device then. */
 int ht_checkpoint_load(const char *path, ht_model *m, ht_optim *o, int64_t *step,
                        const char *optim_name);
+/* ht_checkpoint_load in two parts, for a caller that loads the same checkpoint more than once
+ * (the late-start pipeline: the step and the checks at --resume, its window after the plan):
+ * open reads the headers only (a file or a set; the descriptors stay open, so a later load
+ * reads the same file even if a save replaced it meanwhile); load_from reads the model's
+ * window and the optimizer's slice from f (any number of times); ht_st_close(f) at the end. */
+int ht_checkpoint_open(ht_st_file **f, const char *path);
+int ht_checkpoint_load_from(ht_st_file *f, const char *path, ht_model *m, ht_optim *o,
+                            int64_t *step, const char *optim_name);
 /* Only the parameters (inference: generation), after the same format and model checks;
  * *step (may be NULL) is the step it was saved at. */
 int ht_checkpoint_load_params(const char *path, ht_model *m, int64_t *step);

@@ -83,6 +83,10 @@ typedef struct ht_job_engine {
                   int *hi);
     int windowed; /* 1: the model holds its window; 2: none yet (the engine allocates it) */
     int resumed;  /* --resume loaded a checkpoint (the engine may load its window again) */
+    /* windowed == 2 and resumed: --resume's checkpoint, its headers read and its files open,
+     * so that the window's load after the plan reads them once (closed by that load, or at
+     * the end) */
+    struct ht_st_file *ckpt;
     void *state; /* the engine's; freed with free() at finish when still set */
 } ht_job_engine;
 

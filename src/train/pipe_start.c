@@ -8,8 +8,9 @@
  * Where the plan decides the cut (hepipe and the hetero cut time every layer first, replicated
  * stages), a rank starts with no parameters at all: the calibration times each layer in
  * buffers of its own (pipe_calib_win.c), and after the plan ht_pipe_start_chunks allocates the
- * stage, initialises it and loads the checkpoint's part (the first load, with no window yet,
- * read only the checkpoint's headers: train/checkpoint.c reads a rank's ranges). Ranks of
+ * stage, initialises it and loads the checkpoint's part (--resume, with no window yet, read
+ * only the checkpoint's headers and kept the files open in j->eng.ckpt: the headers are read
+ * once; train/checkpoint.c reads a rank's ranges). Ranks of
  * interleaved, chimera and zb-v run several stages (chunks) each: they start the same way and
  * after the plan allocate one parameter window per chunk (nn: ht_model_attach_chunks).
  * Otherwise (a sharded optimizer) the whole model is built and pipe_local.c narrows it after
@@ -102,8 +103,16 @@ static int start_state(ht_job *j) {
     j->opt = o;
     j->eng.windowed = 1;
     if (!j->eng.resumed) return HT_OK;
-    int64_t step = 0; /* the same checkpoint again, now its windows' ranges */
-    rc = ht_checkpoint_load(j->cfg->checkpoint.path, m, &j->opt, &step, j->cfg->optim.type);
+    /* the same checkpoint, opened at --resume (train.c: headers read once), now its windows'
+     * ranges; the step was read then */
+    int64_t step = 0;
+    ht_st_file *f = j->eng.ckpt;
+    j->eng.ckpt = NULL;
+    if (!f) rc = ht_checkpoint_open(&f, j->cfg->checkpoint.path);
+    if (rc == HT_OK)
+        rc = ht_checkpoint_load_from(f, j->cfg->checkpoint.path, m, &j->opt, &step,
+                                     j->cfg->optim.type);
+    ht_st_close(f);
     if (rc == HT_OK && step != j->start)
         rc = ht_error(HT_EINPUT, "%s: changed while the job started (step %lld, then %lld)",
                       j->cfg->checkpoint.path, (long long)j->start, (long long)step);

@@ -56,7 +56,16 @@ static int resume(ht_job *j) {
         ht_log_info("no checkpoint at %s yet; starting from step 0", ckpt);
         return HT_OK;
     }
-    int rc = ht_checkpoint_load(ckpt, &j->model, &j->opt, &j->start, j->cfg->optim.type);
+    /* a rank with no window yet (windowed 2) reads the headers and the step now, its window
+     * after the plan from the same opened file (train/pipe_start.c) */
+    ht_st_file *f = NULL;
+    int rc = ht_checkpoint_open(&f, ckpt);
+    if (rc == HT_OK)
+        rc = ht_checkpoint_load_from(f, ckpt, &j->model, &j->opt, &j->start, j->cfg->optim.type);
+    if (rc == HT_OK && j->eng.windowed == 2)
+        j->eng.ckpt = f;
+    else
+        ht_st_close(f);
     if (rc == HT_OK) rc = ht_checkpoint_check_step(ckpt, j->start, j->total);
     if (rc == HT_OK) ht_log_info("resumed from %s at step %lld", ckpt, (long long)j->start);
     j->eng.resumed = rc == HT_OK;
@@ -185,6 +194,7 @@ static int finish(ht_job *j, int rc) {
     ht_source_free(&j->src);
     free(j->eng.state);
     free(j->eng.zero_cut);
+    ht_st_close(j->eng.ckpt);
     return rc;
 }
 

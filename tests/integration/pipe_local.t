@@ -77,7 +77,7 @@ for n in 2 2h 1; do
             --set log.metrics="$TMP/r$n.jsonl")
     case $n in
     1) "$HETTRAIN" "${common[@]}" >/dev/null 2>"$TMP/r$n.err" ;;
-    *) mpirun_ht 2 "$HETTRAIN" "${common[@]}" --set pipe.stages=2 --set pipe.micro_batches=4 \
+    *) mpirun_ht 2 "$HETTRAIN" "${common[@]}" -v --set pipe.stages=2 --set pipe.micro_batches=4 \
            --set pipe.schedule="$([ $n = 2h ] && echo hepipe || echo 1f1b)" \
            >/dev/null 2>"$TMP/r$n.err" ;;
     esac
@@ -90,6 +90,11 @@ for n in 2 2h 1; do
     ok $? "the set 4 stage ranks wrote at step 3 resumes in $how: steps 4-5 lose as one process's"
     [ $RC -eq 0 ] || diag "$(tail -3 "$TMP/r$n.err")"
 done
+# hepipe's ranks learn their window after the plan: each read the set's headers once (at
+# --resume), its window later from the same opened files (it read them twice before)
+for q in 0 1; do grep -c "^\[rank $q\] debug: .*f4.ckpt: checkpoint headers read" "$TMP/r2h.err"; done |
+    tr '\n' ' ' | grep -qx '1 1 '
+ok $? "hepipe, 2 stages resumed: each rank read the checkpoint's headers once"
 # the peak from start-up on within 10% of the stage-only prediction: the whole model's other
 # stage would add 2.2 MB (28%) on rank 0 and 5.8 MB on rank 1 (stage 0 is the larger here)
 grep -q 'every pipeline rank keeps only its stage.*from start-up' "$TMP/r2h.err" &&
