@@ -213,8 +213,10 @@ void ht_comm_allgatherv(const void *send, size_t bytes, void *recv, const size_t
         displ[r] = ht_comm_count(off, "MPI_Allgatherv displacement");
         off += counts[r];
     }
+    /* send already at its place in recv: MPI's in-place form (MPI forbids the alias) */
+    const void *from = send == (const char *)recv + displ[g_rank] ? MPI_IN_PLACE : send;
     WAITING("MPI_Allgatherv", HT_COMM_ANY,
-            CHECK(MPI_Allgatherv(send, ht_comm_count(bytes, "MPI_Allgatherv"), MPI_BYTE, recv, cnt,
+            CHECK(MPI_Allgatherv(from, ht_comm_count(bytes, "MPI_Allgatherv"), MPI_BYTE, recv, cnt,
                                  displ, MPI_BYTE, ht_comm_cur)));
     free(cnt);
     free(displ);

@@ -46,7 +46,8 @@ void ht_comm_allgather(const void *send, size_t bytes, void *recv);
 /* Rank r's `bytes` (which may differ per rank) from send go to root's recv, rank after rank;
  * counts[r] is rank r's byte count (root only: gather the counts first). recv and counts
  * are used only on root. */
-/* Every rank's `bytes` (counts[r] from rank r) concatenated in rank order on every rank. */
+/* Every rank's `bytes` (counts[r] from rank r) concatenated in rank order on every rank;
+ * send may be this rank's place in recv (in place). */
 void ht_comm_allgatherv(const void *send, size_t bytes, void *recv, const size_t *counts);
 /* MPI_Reduce_scatter: the sum over ranks of send (the counts' total floats); rank r receives
  * its part, counts[r] BYTES at the offset of the counts before it, in recv. */

@@ -29,7 +29,8 @@ typedef struct bsp {
     int ring;        /* 1: ht_comm_ring_allreduce, 0: MPI_Allreduce */
     int overlap;     /* cluster.overlap */
     size_t first, cap; /* bucket sizes in bytes */
-    float *host;       /* nparams + 1: gradients, then the stop flag */
+    float *host;       /* nparams + 1: gradients, then the stop flag (not sharded and bucketed) */
+    float stopf;       /* sharded: the stop flags' sum */
     /* the buckets, made on the first overlapped step */
     int nb;
     ht_bucket *b;
@@ -43,7 +44,14 @@ typedef struct bsp {
     /* rs: the slices' first floats (world + 1); bucketed: the owners' floats of each bucket
      * (nb x world, made with the buckets) */
     size_t *cut, *bcnt;
+    /* rs, bucketed: the host copies of the buckets in flight, RS_SLOTS slots of the largest
+     * bucket (bucket k in slot k % RS_SLOTS), so that host memory follows the slice, not the
+     * model; the parameters' all-gather goes through them in rounds */
+    float *stage;
+    size_t slot;
 } bsp;
+
+#define RS_SLOTS 2
 
 static void bsp_open(ht_sync *s) {
     const ht_config *cfg = s->cfg;
@@ -54,24 +62,27 @@ static void bsp_open(ht_sync *s) {
     p->overlap = cfg->cluster.overlap;
     p->first = (size_t)ceil(cfg->cluster.bucket_first_mb * mib);
     p->cap = (size_t)ceil(cfg->cluster.bucket_cap_mb * mib);
-    p->host = ht_xmalloc((s->n + 1) * sizeof(float));
     if (s->opt->n != s->n && p->world > 1) { /* the optimizer updates a slice (ZeRO-1) */
         size_t mine = s->opt->n * sizeof(float);
         p->counts = ht_xmalloc((size_t)p->world * sizeof *p->counts);
         ht_comm_allgather(&mine, sizeof mine, p->counts);
         p->mine = ht_xmalloc(mine ? mine : 1);
-        p->rs = cfg->cluster.shard == HT_SHARD_GRADIENTS;
+        /* ZeRO-1 too: only the slice's sums are needed (reduce-scatter + all-gather is the
+         * all-reduce's traffic); ZeRO-2 differs by its gradient window (train/zero.c) */
+        p->rs = 1;
         p->cut = ht_xmalloc((size_t)(p->world + 1) * sizeof *p->cut);
         p->cut[0] = 0;
         for (int r = 0; r < p->world; r++)
             p->cut[r + 1] = p->cut[r] + p->counts[r] / sizeof(float);
-        if (p->rs)
-            ht_log_info("cluster.shard = gradients: the gradients are reduce-scattered, %zu of "
-                        "%zu summed here; %s",
-                        s->opt->n, s->n,
-                        p->overlap ? "bucket by bucket during backward"
-                                   : "after backward in one piece");
+        ht_log_info("cluster.shard = %s: the gradients are reduce-scattered, %zu of %zu summed "
+                    "here; %s",
+                    cfg->cluster.shard == HT_SHARD_GRADIENTS ? "gradients" : "optimizer",
+                    s->opt->n, s->n,
+                    p->overlap ? "bucket by bucket during backward" : "after backward in one piece");
     }
+    /* the whole gradient on the host: not for a sharded bucketed rank (its slots) */
+    if (!(p->rs && p->overlap))
+        p->host = ht_xmalloc((s->n + 1) * sizeof(float));
     s->impl = p;
 }
 
@@ -84,11 +95,14 @@ static void owners_of(const bsp *p, const ht_bucket *b, size_t *cnt) {
     }
 }
 
-/* ZeRO-2, bucketed: the owners' counts per bucket. */
+/* ZeRO-2, bucketed: the owners' counts per bucket, and the host slots (the largest bucket). */
 static void rs_make(bsp *p) {
     p->bcnt = ht_xmalloc((size_t)p->nb * (size_t)p->world * sizeof *p->bcnt);
-    for (int k = 0; k < p->nb; k++)
+    for (int k = 0; k < p->nb; k++) {
         owners_of(p, &p->b[k], p->bcnt + (size_t)k * (size_t)p->world);
+        if (p->b[k].n > p->slot) p->slot = p->b[k].n;
+    }
+    p->stage = ht_xmalloc((p->slot ? RS_SLOTS * p->slot : 1) * sizeof(float));
 }
 
 static void buckets_make(bsp *p, const ht_model *m) {
@@ -112,6 +126,7 @@ static void bsp_close(ht_sync *s) {
     free(p->mine);
     free(p->cut);
     free(p->bcnt);
+    free(p->stage);
     free(p);
     s->impl = NULL;
 }
@@ -166,7 +181,7 @@ static void slice_done(ht_sync *s, int stop) {
     for (size_t i = 0; i < o->n; i++)
         sums[1] += (double)p->mine[i] * (double)p->mine[i];
     ht_comm_allreduce_sum_f64(sums, 2);
-    p->host[s->n] = (float)sums[0];
+    p->stopf = (float)sums[0];
     ht_optim_set_norm(s->opt, (float)sqrt(sums[1]));
 }
 
@@ -207,7 +222,7 @@ static void reduce_whole(ht_sync *s, double compute_s, int *stop) {
         ht_comm_allreduce_sum(p->host, n + 1);
     if (!p->rs) ht_buf_write(m->dev, m->grads, 0, n * sizeof(float), p->host);
     if (!p->rs) ht_vcost(HT_VC_H2D, 0, 0, 0, n);
-    *stop = p->host[n] > 0;
+    *stop = (p->rs ? p->stopf : p->host[n]) > 0;
     double t3 = ht_now();
     s->st.wait_s += t2 - t1;
     s->st.comm_s += (t1 - t0) + (t3 - t2);
@@ -217,6 +232,18 @@ static void reduce_whole(ht_sync *s, double compute_s, int *stop) {
 }
 
 /* ---------------------------------------------------------------- bucketed */
+
+/* Sharded, bucketed: the host slot of bucket k, once the bucket that used it before has been
+ * reduced (its request waited for here). */
+static float *rs_slot(bsp *p, int k) {
+    const int old = k - RS_SLOTS;
+    if (old >= 0 && p->req[old]) {
+        ht_comm_wait(p->req[old]);
+        p->req[old] = NULL;
+        if (p->t1[old] == 0) p->t1[old] = ht_now();
+    }
+    return p->stage + (size_t)(k % RS_SLOTS) * p->slot;
+}
 
 /* Backward of bucket k, its gradients to the host and its all-reduce started; returns the
  * seconds of compute (emulated slowdown not included). */
@@ -243,6 +270,7 @@ static double bucket_start(ht_sync *s, int k, int B, float grad_scale, int stop_
         ht_buf_zero(m->dev, g, (b->off - gb) * sizeof(float), b->n * sizeof(float));
     poll(p, k);
     size_t len = b->n;
+    float *h = p->rs ? rs_slot(p, k) : p->host + b->off; /* the bucket's host copy */
     if (k == 0 && !p->rs) {
         /* the first bucket ends at the top of the buffer: the stop flag rides along, so
          * every rank stops after the same step (ZeRO-2: summed after the buckets) */
@@ -250,8 +278,7 @@ static double bucket_start(ht_sync *s, int k, int B, float grad_scale, int stop_
         len++;
     }
     if (b->n) {
-        ht_buf_read(m->dev, g, (b->off - gb) * sizeof(float), b->n * sizeof(float),
-                    p->host + b->off);
+        ht_buf_read(m->dev, g, (b->off - gb) * sizeof(float), b->n * sizeof(float), h);
         ht_vcost(HT_VC_D2H, 0, 0, 0, b->n); /* virtual time: the staging, as hetsim's */
     } else
         ht_dev_finish(m->dev);
@@ -262,7 +289,7 @@ static double bucket_start(ht_sync *s, int k, int B, float grad_scale, int stop_
     if (p->rs) { /* each owner receives the sum of its part of the bucket */
         const size_t *cnt = p->bcnt + (size_t)k * (size_t)p->world, me = p->cut[ht_comm_rank()];
         float *into = p->mine + (b->off > me ? b->off - me : 0);
-        p->req[k] = ht_comm_ireduce_scatter(p->host + b->off, into, cnt, p->ring);
+        p->req[k] = ht_comm_ireduce_scatter(h, into, cnt, p->ring);
     } else {
         p->req[k] = ht_comm_iallreduce(p->host + (k == 0 ? n - b->n : b->off), len, p->ring);
     }
@@ -293,7 +320,7 @@ static void backward_bucketed(ht_sync *s, int B, float grad_scale, double t_star
         ht_buf_write(m->dev, m->grads, 0, s->n * sizeof(float), p->host);
         ht_vcost(HT_VC_H2D, 0, 0, 0, s->n);
     }
-    s->stop = p->host[s->n] > 0;
+    s->stop = (p->rs ? p->stopf : p->host[s->n]) > 0;
     double t_done = ht_now();
     ht_trace_span("all-reduce (not hidden)", t_end_bwd, t_done);
     s->st.compute_s += compute * s->slowdown;
@@ -326,6 +353,39 @@ static void bsp_backward(ht_sync *s, int B, float grad_scale, double t_start) {
     s->stop = stop;
 }
 
+/* Sharded: each rank updated its slice; all of them to every rank, in rounds through the host
+ * buffer (the whole gradient copy, or a bucketed rank's slots: host memory stays the slice's):
+ * round j gathers floats [j q, (j + 1) q) of every slice, in place (this rank's part read
+ * from the device at its place), and writes the others' parts to the device (its own is
+ * there). */
+static void gather_params(ht_sync *s) {
+    bsp *p = s->impl;
+    ht_model *m = s->m;
+    const int me = ht_comm_rank(), w = p->world;
+    float *buf = p->host ? p->host : p->stage;
+    const size_t cap = p->host ? s->n + 1 : RS_SLOTS * p->slot;
+    const size_t q = cap / (size_t)w > 0 ? cap / (size_t)w : 1;
+    size_t most = 0, *c = ht_xmalloc((size_t)w * sizeof *c), *at = ht_xmalloc((size_t)w * sizeof *at);
+    for (int r = 0; r < w; r++)
+        if (p->cut[r + 1] - p->cut[r] > most) most = p->cut[r + 1] - p->cut[r];
+    for (size_t lo = 0; lo < most; lo += q) {
+        size_t tot = 0;
+        for (int r = 0; r < w; r++) {
+            const size_t len = p->cut[r + 1] - p->cut[r];
+            const size_t f = len > lo ? (len - lo < q ? len - lo : q) : 0;
+            c[r] = f * sizeof(float), at[r] = tot, tot += f;
+        }
+        if (c[me])
+            ht_buf_read(m->dev, m->params, (p->cut[me] + lo) * sizeof(float), c[me], buf + at[me]);
+        ht_comm_allgatherv(buf + at[me], c[me], buf, c);
+        for (int r = 0; r < w; r++)
+            if (r != me && c[r])
+                ht_buf_write(m->dev, m->params, (p->cut[r] + lo) * sizeof(float), c[r], buf + at[r]);
+    }
+    free(c);
+    free(at);
+}
+
 /* The summed gradients are the same on every rank: one identical optimizer step. */
 static void bsp_step(ht_sync *s, int b, float lr) {
     (void)b;
@@ -333,12 +393,8 @@ static void bsp_step(ht_sync *s, int b, float lr) {
     s->global += s->cfg->train.batch;
     bsp *p = s->impl;
     if (!p->counts) return;
-    /* ZeRO-1: each rank updated its slice; all of them to every rank */
-    const ht_optim *o = s->opt;
     double t0 = ht_now();
-    ht_buf_read(s->m->dev, s->m->params, o->off * sizeof(float), o->n * sizeof(float), p->mine);
-    ht_comm_allgatherv(p->mine, o->n * sizeof(float), p->host, p->counts);
-    ht_buf_write(s->m->dev, s->m->params, 0, s->n * sizeof(float), p->host);
+    gather_params(s);
     double t1 = ht_now();
     s->st.comm_s += t1 - t0;
     ht_trace_span("all-gather (parameters)", t0, t1);

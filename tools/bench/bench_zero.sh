@@ -9,7 +9,11 @@
 # buckets that meet its slice plus one staging bucket ("grads"); "grads1" reduces in one piece
 # after backward (cluster.overlap = false) and keeps the whole gradient buffer.
 # Env: NP (2), HIDDEN (1024), DEPTH (2: hidden layers of width HIDDEN on 784 inputs), BATCH
-# (64), BUCKET_MB (cluster.bucket_first_mb and bucket_cap_mb for every mode; unset: defaults)
+# (64), BUCKET_MB (cluster.bucket_first_mb and bucket_cap_mb for every mode; unset: defaults),
+# PIN=1 (a core and one PoCL thread per rank), BUILDS="DIR..." (builds compared, every mode
+# of every build in each round: old against new; default HT_BUILD).
+# "host MB": each rank's VmHWM at exit (/usr/bin/time %M), which holds the PoCL CPU device's
+# buffers too; the host copies of the gradients are the difference between modes.
 . "$(dirname "$0")/common.sh"
 steps=${1:-40}; rounds=${2:-3}
 np=${NP:-2}; hidden=${HIDDEN:-1024}; batch=${BATCH:-64}; depth=${DEPTH:-2}
@@ -25,26 +29,39 @@ train = { batch = $batch; steps = $steps; seed = 7; };
 optim = { type = "adamw"; lr = 0.001; };
 log = { every = 1000; progress = "none"; };
 CFG
-run() { # run NAME ARGS
-    local name=$1; shift
-    mpirun -np "$np" --oversubscribe "$build/hettrain" -c "$tmp/job.cfg" -v "$@" \
+pin_ranks
+builds=(${BUILDS:-$build})
+run() { # run NAME BUILD ARGS
+    local name=$1 b=$2; shift 2
+    mpirun -np "$np" --oversubscribe "${bind[@]}" sh -c \
+        'exec /usr/bin/time -f %M -o "$0.$OMPI_COMM_WORLD_RANK" "$@"' "$tmp/$name.hwm" \
+        "$b/hettrain" -c "$tmp/job.cfg" -v "$@" \
         >"$tmp/$name.out" 2>"$tmp/$name.err" || { cat "$tmp/$name.err" >&2; exit 1; }
     sed -nE 's/.* ([0-9.]+) samples\/s.*/\1/p' "$tmp/$name.out" >>"$tmp/$name.sps"
+    for ((q = 0; q < np; q++)); do tail -1 "$tmp/$name.hwm.$q" >>"$tmp/$name.host.$q"; done
 }
 echo "== MLP 784-[$layers]-10 AdamW, batch $batch, $np ranks, $steps steps, $rounds rounds${BUCKET_MB:+, buckets $BUCKET_MB MiB}"
-echo "   $(nproc) cores, ranks share them; load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "   $(nproc) cores, ranks share them${PIN:+ (pinned, one PoCL thread each)}; load $(cut -d' ' -f1-3 /proc/loadavg)"
+modes=(plain zero grads grads1)
 for ((r = 0; r < rounds; r++)); do
-    run plain --set cluster.shard=none
-    run zero --set cluster.shard=optimizer
-    run grads --set cluster.shard=gradients
-    run grads1 --set cluster.shard=gradients --set cluster.overlap=false
+    for ((i = 0; i < ${#builds[@]}; i++)); do
+        b=${builds[i]}
+        run plain$i "$b" --set cluster.shard=none
+        run zero$i "$b" --set cluster.shard=optimizer
+        run grads$i "$b" --set cluster.shard=gradients
+        run grads1$i "$b" --set cluster.shard=gradients --set cluster.overlap=false
+    done
 done
-printf '%-10s %4s %12s %12s %10s\n' mode rank "now MB" "peak MB" samples/s
-for m in plain zero grads grads1; do
-    sps=$(sort -n "$tmp/$m.sps" | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
-    for ((q = 0; q < np; q++)); do
-        sed -nE "s/^\[rank $q\] debug: step $steps: device memory ([0-9]+) bytes in buffers \(peak ([0-9]+)\)/\1 \2/p" \
-            "$tmp/$m.err" | tail -1 | awk -v m=$m -v q=$q -v s="$sps" \
-            '{ printf "%-10s %4d %12.2f %12.2f %10s\n", m, q, $1 / 1e6, $2 / 1e6, s }'
+for ((i = 0; i < ${#builds[@]}; i++)); do
+    [ ${#builds[@]} -gt 1 ] && echo "-- build ${builds[i]}"
+    printf '%-10s %4s %12s %12s %10s %10s\n' mode rank "now MB" "peak MB" "host MB" samples/s
+    for m in "${modes[@]}"; do
+        sps=$(median <"$tmp/$m$i.sps")
+        for ((q = 0; q < np; q++)); do
+            host=$(median <"$tmp/$m$i.host.$q")
+            sed -nE "s/^\[rank $q\] debug: step $steps: device memory ([0-9]+) bytes in buffers \(peak ([0-9]+)\)/\1 \2/p" \
+                "$tmp/$m$i.err" | tail -1 | awk -v m=$m -v q=$q -v s="$sps" -v h="$host" \
+                '{ printf "%-10s %4d %12.2f %12.2f %10.2f %10s\n", m, q, $1 / 1e6, $2 / 1e6, h / 1024, s }'
+        done
     done
 done
