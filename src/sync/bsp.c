@@ -46,9 +46,11 @@ typedef struct bsp {
     size_t *cut, *bcnt;
     /* rs, bucketed: the host copies of the buckets in flight, RS_SLOTS slots of the largest
      * bucket (bucket k in slot k % RS_SLOTS), so that host memory follows the slice, not the
-     * model; the parameters' all-gather goes through them in rounds */
+     * model (whole: the slots would hold the whole gradient; then it is at its layout offsets
+     * and nothing waits); the parameters' all-gather goes through them in rounds */
     float *stage;
-    size_t slot;
+    size_t slot, scap; /* the largest bucket; the stage's floats */
+    int whole;
 } bsp;
 
 #define RS_SLOTS 2
@@ -96,13 +98,21 @@ static void owners_of(const bsp *p, const ht_bucket *b, size_t *cnt) {
 }
 
 /* ZeRO-2, bucketed: the owners' counts per bucket, and the host slots (the largest bucket). */
-static void rs_make(bsp *p) {
+static void rs_make(bsp *p, size_t n) {
     p->bcnt = ht_xmalloc((size_t)p->nb * (size_t)p->world * sizeof *p->bcnt);
     for (int k = 0; k < p->nb; k++) {
         owners_of(p, &p->b[k], p->bcnt + (size_t)k * (size_t)p->world);
         if (p->b[k].n > p->slot) p->slot = p->b[k].n;
     }
-    p->stage = ht_xmalloc((p->slot ? RS_SLOTS * p->slot : 1) * sizeof(float));
+    p->whole = RS_SLOTS * p->slot >= n;
+    p->scap = p->whole ? n : RS_SLOTS * p->slot;
+    p->stage = ht_xmalloc((p->scap ? p->scap : 1) * sizeof(float));
+    const size_t mine = p->cut[ht_comm_rank() + 1] - p->cut[ht_comm_rank()];
+    ht_log_debug("bsp: host copies of the gradients: the slice (%zu floats) and %s: %zu bytes "
+                 "instead of %zu (the whole gradient)",
+                 mine, p->whole ? "the whole gradient (two buckets would be more)"
+                                : "2 slots of the largest bucket",
+                 (mine + p->scap) * sizeof(float), (mine + n + 1) * sizeof(float));
 }
 
 static void buckets_make(bsp *p, const ht_model *m) {
@@ -112,7 +122,7 @@ static void buckets_make(bsp *p, const ht_model *m) {
     p->req = ht_xcalloc((size_t)p->nb, sizeof *p->req);
     p->t0 = ht_xcalloc((size_t)p->nb, sizeof(double));
     p->t1 = ht_xcalloc((size_t)p->nb, sizeof(double));
-    if (p->rs) rs_make(p);
+    if (p->rs) rs_make(p, m->nparams);
 }
 
 static void bsp_close(ht_sync *s) {
@@ -236,6 +246,7 @@ static void reduce_whole(ht_sync *s, double compute_s, int *stop) {
 /* Sharded, bucketed: the host slot of bucket k, once the bucket that used it before has been
  * reduced (its request waited for here). */
 static float *rs_slot(bsp *p, int k) {
+    if (p->whole) return p->stage + p->b[k].off;
     const int old = k - RS_SLOTS;
     if (old >= 0 && p->req[old]) {
         ht_comm_wait(p->req[old]);
@@ -362,8 +373,9 @@ static void gather_params(ht_sync *s) {
     bsp *p = s->impl;
     ht_model *m = s->m;
     const int me = ht_comm_rank(), w = p->world;
+    if (!p->host && !p->b) buckets_make(p, m); /* the slots (made by the first backward) */
     float *buf = p->host ? p->host : p->stage;
-    const size_t cap = p->host ? s->n + 1 : RS_SLOTS * p->slot;
+    const size_t cap = p->host ? s->n + 1 : p->scap;
     const size_t q = cap / (size_t)w > 0 ? cap / (size_t)w : 1;
     size_t most = 0, *c = ht_xmalloc((size_t)w * sizeof *c), *at = ht_xmalloc((size_t)w * sizeof *at);
     for (int r = 0; r < w; r++)

@@ -133,12 +133,27 @@ done
 # buffer, and everything else is the same: each rank's peak must drop by exactly that.
 sed 's/hidden = \[16, 12\]/hidden = [64, 64, 64, 64, 64, 64]/' "$TMP/job.cfg" >"$TMP/d.cfg"
 peaks() { sed -nE 's/^\[rank ([01])\] debug: step 3: device memory [0-9]+ bytes in buffers \(peak ([0-9]+)\)/\1 \2/p' "$TMP/err" | sort; }
-mpirun_ht 2 "$HETTRAIN" -c "$TMP/d.cfg" -v --set train.steps=3 "${tiny[@]}" --set cluster.shard=optimizer >"$TMP/out" 2>"$TMP/err"
+mpirun_ht 2 "$HETTRAIN" -c "$TMP/d.cfg" -q --set train.steps=3 "${tiny[@]}" --set log.metrics="$TMP/dp.jsonl" >"$TMP/out" 2>"$TMP/err"
 RC=$?
+mpirun_ht 2 "$HETTRAIN" -c "$TMP/d.cfg" -v --set train.steps=3 "${tiny[@]}" --set cluster.shard=optimizer \
+    --set log.metrics="$TMP/d1.jsonl" >"$TMP/out" 2>"$TMP/err"
+RC=$((RC + $?))
 peaks >"$TMP/z1.peak"
-mpirun_ht 2 "$HETTRAIN" -c "$TMP/d.cfg" -v --set train.steps=3 "${g2[@]}" >"$TMP/out" 2>"$TMP/err"
+mpirun_ht 2 "$HETTRAIN" -c "$TMP/d.cfg" -v --set train.steps=3 "${g2[@]}" --set log.metrics="$TMP/d2.jsonl" >"$TMP/out" 2>"$TMP/err"
 RC=$((RC + $?))
 peaks >"$TMP/z2.peak"
+# 7 buckets through 2 host slots: bucket k waits for bucket k - 2's reduce-scatter
+for z in d1 d2; do losses "$TMP/$z.jsonl" >"$TMP/$z.loss"; done
+losses "$TMP/dp.jsonl" >"$TMP/dp.loss"
+ok $([ $RC -eq 0 ] && same_losses "$TMP/dp.loss" "$TMP/d1.loss" 3 1e-6 && same_losses "$TMP/dp.loss" "$TMP/d2.loss" 3 1e-6; echo $?) \
+    "8-64x6-3 in 7 buckets through 2 host slots: ZeRO-1 and ZeRO-2 losses within 1e-6 of plain (exit $RC)"
+# host: the slice and two slots of the largest bucket (fc2..fc6, 4160 floats), not the whole
+# gradient (21571 + 1 for the stop flag) beside the slice: rank 0 (10784 + 8320) x 4 bytes,
+# rank 1 (10787 + 8320) x 4
+h0=$(grep -c "^\[rank 0\] debug: bsp: host copies .* 76416 bytes instead of 129424" "$TMP/err")
+h1=$(grep -c "^\[rank 1\] debug: bsp: host copies .* 76428 bytes instead of 129436" "$TMP/err")
+ok $([ "$h0" -eq 1 ] && [ "$h1" -eq 1 ]; echo $?) \
+    "host copies of the gradients: each rank's slice and 2 slots of the largest bucket (76416 and 76428 bytes, not 129424 and 129436)"
 printf '0 34060\n1 35584\n' >"$TMP/want"
 ok $([ $RC -eq 0 ] && [ "$(wc -l <"$TMP/z1.peak")" -eq 2 ] && [ "$(wc -l <"$TMP/z2.peak")" -eq 2 ] &&
      join "$TMP/z1.peak" "$TMP/z2.peak" | join - "$TMP/want" | awk '{ if ($2 - $3 != $4) bad = 1; n++ } END { exit bad || n != 2 }'; echo $?) \

@@ -11,7 +11,8 @@
 # Env: NP (2), HIDDEN (1024), DEPTH (2: hidden layers of width HIDDEN on 784 inputs), BATCH
 # (64), BUCKET_MB (cluster.bucket_first_mb and bucket_cap_mb for every mode; unset: defaults),
 # PIN=1 (a core and one PoCL thread per rank), BUILDS="DIR..." (builds compared, every mode
-# of every build in each round: old against new; default HT_BUILD).
+# of every build in each round: old against new; default HT_BUILD), MODES (a subset of
+# "plain zero grads grads1").
 # "host MB": each rank's VmHWM at exit (/usr/bin/time %M), which holds the PoCL CPU device's
 # buffers too; the host copies of the gradients are the difference between modes.
 . "$(dirname "$0")/common.sh"
@@ -42,25 +43,26 @@ run() { # run NAME BUILD ARGS
 }
 echo "== MLP 784-[$layers]-10 AdamW, batch $batch, $np ranks, $steps steps, $rounds rounds${BUCKET_MB:+, buckets $BUCKET_MB MiB}"
 echo "   $(nproc) cores, ranks share them${PIN:+ (pinned, one PoCL thread each)}; load $(cut -d' ' -f1-3 /proc/loadavg)"
-modes=(plain zero grads grads1)
+modes=(${MODES:-plain zero grads grads1})
+declare -A opts=([plain]="--set cluster.shard=none" [zero]="--set cluster.shard=optimizer"
+    [grads]="--set cluster.shard=gradients"
+    [grads1]="--set cluster.shard=gradients --set cluster.overlap=false")
 for ((r = 0; r < rounds; r++)); do
     for ((i = 0; i < ${#builds[@]}; i++)); do
-        b=${builds[i]}
-        run plain$i "$b" --set cluster.shard=none
-        run zero$i "$b" --set cluster.shard=optimizer
-        run grads$i "$b" --set cluster.shard=gradients
-        run grads1$i "$b" --set cluster.shard=gradients --set cluster.overlap=false
+        for m in "${modes[@]}"; do
+            run "$m-$i" "${builds[i]}" ${opts[$m]}
+        done
     done
 done
 for ((i = 0; i < ${#builds[@]}; i++)); do
     [ ${#builds[@]} -gt 1 ] && echo "-- build ${builds[i]}"
     printf '%-10s %4s %12s %12s %10s %10s\n' mode rank "now MB" "peak MB" "host MB" samples/s
     for m in "${modes[@]}"; do
-        sps=$(median <"$tmp/$m$i.sps")
+        sps=$(median <"$tmp/$m-$i.sps")
         for ((q = 0; q < np; q++)); do
-            host=$(median <"$tmp/$m$i.host.$q")
+            host=$(median <"$tmp/$m-$i.host.$q")
             sed -nE "s/^\[rank $q\] debug: step $steps: device memory ([0-9]+) bytes in buffers \(peak ([0-9]+)\)/\1 \2/p" \
-                "$tmp/$m$i.err" | tail -1 | awk -v m=$m -v q=$q -v s="$sps" -v h="$host" \
+                "$tmp/$m-$i.err" | tail -1 | awk -v m=$m -v q=$q -v s="$sps" -v h="$host" \
                 '{ printf "%-10s %4d %12.2f %12.2f %10.2f %10s\n", m, q, $1 / 1e6, $2 / 1e6, h / 1024, s }'
         done
     done
