@@ -1,8 +1,9 @@
 /* The bsp policy (see bsp.h): the bucket plan (pure), then the worker side. Its backward
  * either runs in one piece and sums all gradients after it (one rank, or cluster.overlap =
  * false), or runs bucket by bucket, reads each bucket to the host and starts its nonblocking
- * all-reduce (cluster.shard = "gradients": its reduce-scatter to the owners of its parts;
- * the buckets outside the rank's gradient window pass through the gradient buffer),
+ * all-reduce (cluster.shard, "optimizer" or "gradients": its reduce-scatter to the owners of
+ * its parts, through two host slots; with "gradients" the buckets outside the rank's
+ * gradient window pass through the gradient buffer),
  * progressing the outstanding ones between device calls, and measures how much of the
  * communication ran while backward was still going. Its step is the optimizer step (sharded:
  * the slice's update, then the parameters all-gathered).
@@ -80,7 +81,8 @@ static void bsp_open(ht_sync *s) {
                     "here; %s",
                     cfg->cluster.shard == HT_SHARD_GRADIENTS ? "gradients" : "optimizer",
                     s->opt->n, s->n,
-                    p->overlap ? "bucket by bucket during backward" : "after backward in one piece");
+                    p->overlap ? "bucket by bucket during backward"
+                               : "after backward in one piece");
     }
     /* the whole gradient on the host: not for a sharded bucketed rank (its slots) */
     if (!(p->rs && p->overlap))
@@ -377,7 +379,8 @@ static void gather_params(ht_sync *s) {
     float *buf = p->host ? p->host : p->stage;
     const size_t cap = p->host ? s->n + 1 : p->scap;
     const size_t q = cap / (size_t)w > 0 ? cap / (size_t)w : 1;
-    size_t most = 0, *c = ht_xmalloc((size_t)w * sizeof *c), *at = ht_xmalloc((size_t)w * sizeof *at);
+    size_t most = 0, *c = ht_xmalloc((size_t)w * sizeof *c);
+    size_t *at = ht_xmalloc((size_t)w * sizeof *at);
     for (int r = 0; r < w; r++)
         if (p->cut[r + 1] - p->cut[r] > most) most = p->cut[r + 1] - p->cut[r];
     for (size_t lo = 0; lo < most; lo += q) {
@@ -392,7 +395,8 @@ static void gather_params(ht_sync *s) {
         ht_comm_allgatherv(buf + at[me], c[me], buf, c);
         for (int r = 0; r < w; r++)
             if (r != me && c[r])
-                ht_buf_write(m->dev, m->params, (p->cut[r] + lo) * sizeof(float), c[r], buf + at[r]);
+                ht_buf_write(m->dev, m->params, (p->cut[r] + lo) * sizeof(float), c[r],
+                             buf + at[r]);
     }
     free(c);
     free(at);

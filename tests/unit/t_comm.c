@@ -1,8 +1,8 @@
 /* The comm layer: ring all-reduce against MPI_Allreduce and bitwise identical on every
  * rank, broadcast and all-gather; the nonblocking all-reduce (ring: the blocking one's bits;
  * several outstanding at once, odd lengths, waited in any order); the nonblocking
- * reduce-scatter on unequal owners' counts (ring half and MPI); the gradient bucket plan of
- * sync/bsp.c and ZeRO-2's gradient window (pure). Run under mpirun by
+ * reduce-scatter on unequal owners' counts (ring half and MPI); the all-gather in place; the
+ * gradient bucket plan of sync/bsp.c and ZeRO-2's gradient window (pure). Run under mpirun by
  * tests/integration/comm.t (3 and 4 ranks); run alone (as prove does) it is a valid 1-rank
  * test of the same checks. */
 #include <math.h>
@@ -249,6 +249,32 @@ static void test_bucket_plan(void) {
     ht_model_free(&m);
 }
 
+/* ht_comm_allgatherv with send at this rank's place in recv (MPI_IN_PLACE inside, as the
+ * sharded parameters' all-gather calls it) and unequal byte counts, one of them zero: every
+ * rank's part lands in rank order, the values of val(). */
+static void test_allgatherv_in_place(int rank, int p) {
+    size_t *cnt = malloc((size_t)p * sizeof *cnt), tot = 0, at = 0;
+    for (int r = 0; r < p; r++) {
+        cnt[r] = r == 1 ? 0 : (size_t)(1000 * r + 3) * sizeof(float);
+        if (r == rank) at = tot;
+        tot += cnt[r] / sizeof(float);
+    }
+    float *buf = malloc((tot + 1) * sizeof(float));
+    for (size_t i = 0; i < tot; i++)
+        buf[i] = -7.0f; /* what others' parts must replace */
+    for (size_t i = 0; i < cnt[rank] / sizeof(float); i++)
+        buf[at + i] = val(rank, i);
+    ht_comm_allgatherv(buf + at, cnt[rank], buf, cnt);
+    int good = 1;
+    size_t o = 0;
+    for (int r = 0; r < p; r++)
+        for (size_t i = 0; i < cnt[r] / sizeof(float); i++)
+            good &= buf[o++] == val(r, i);
+    tap_ok(all_ranks(good), "allgatherv in place: %zu floats from %d rank(s) in rank order", tot, p);
+    free(buf);
+    free(cnt);
+}
+
 int main(int argc, char **argv) {
     ht_comm_init(&argc, &argv);
     int rank = ht_comm_rank(), p = ht_comm_size();
@@ -321,6 +347,7 @@ int main(int argc, char **argv) {
 
     test_nonblocking(rank, p, tol);
     test_reduce_scatter(rank, p, tol);
+    test_allgatherv_in_place(rank, p);
     test_bucket_plan();
 
     char word[16] = "";
