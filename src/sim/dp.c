@@ -85,7 +85,7 @@ static void build_step(ht_sim *s, const ht_sim_cluster *c, int n, const ht_sim_m
         if (!out[r]) all[nin++] = r;
     int *ids = ht_xmalloc((size_t)nb * sizeof *ids);
     const int sharded = p->shard != HT_SHARD_NONE && p->cut && nin > 1;
-    const int rs = sharded && p->shard == HT_SHARD_GRADIENTS; /* reduce-scatter the buckets */
+    const int rs = sharded; /* ZeRO-1 and ZeRO-2 reduce-scatter the buckets (sync/bsp.c) */
     for (int k = 0; k < nb; k++)
         ids[k] = rs ? ht_sim_coll_half(s, all, nin, 4.0 * (double)bk[k].n, p->alg, HT_SIM_RS)
                     : ht_sim_coll_new(s, all, nin, 4.0 * (double)bk[k].n, p->alg);
