@@ -29,18 +29,32 @@ int ht_plan_zero_init(const ht_config *cfg, int world) {
     return c->cluster.shard != HT_SHARD_NONE && world > 1 && !may_exclude;
 }
 
-/* ZeRO-2's gradient buffer on the slice [lo, hi) (floats): train/zero.c's window. */
-static size_t grad_floats(const ht_config *cfg, const ht_model *m, size_t lo, size_t hi) {
+int ht_plan_buckets(const ht_config *cfg, const ht_model *m, ht_bucket **out) {
     const double mib = 1024.0 * 1024.0; /* cluster.bucket_*_mb, as sync/bsp.c cuts them */
     const size_t first = (size_t)ceil(cfg->cluster.bucket_first_mb * mib);
     const size_t cap = (size_t)ceil(cfg->cluster.bucket_cap_mb * mib);
     const int nb = ht_reduce_plan(m, first, cap, NULL, 0);
-    ht_bucket *b = ht_xcalloc((size_t)(nb ? nb : 1), sizeof *b);
-    ht_reduce_plan(m, first, cap, b, nb);
-    size_t wlo, whi, stage;
-    ht_reduce_window(b, nb, lo, hi, &wlo, &whi, &stage);
+    *out = ht_xcalloc((size_t)(nb ? nb : 1), sizeof **out);
+    ht_reduce_plan(m, first, cap, *out, nb);
+    return nb;
+}
+
+int ht_plan_zero2_windowed(const ht_config *cfg, const ht_model *m) {
+    return cfg->cluster.shard == HT_SHARD_GRADIENTS && cfg->cluster.overlap && !m->tied;
+}
+
+size_t ht_plan_zero2_grad(const ht_config *cfg, const ht_model *m, size_t lo, size_t hi,
+                          size_t *wlo, size_t *whi, size_t *stage) {
+    ht_bucket *b;
+    const int nb = ht_plan_buckets(cfg, m, &b);
+    size_t a, z, st;
+    ht_reduce_window(b, nb, lo, hi, &a, &z, &st);
     free(b);
-    return whi - wlo > stage ? whi - wlo : stage;
+    if (wlo) *wlo = a;
+    if (whi) *whi = z;
+    if (stage) *stage = st;
+    /* the other buckets pass through the same buffer (sync/bsp.c): at least the largest */
+    return z - a > st ? z - a : st;
 }
 
 double ht_plan_dp_rank_bytes(const ht_config *cfg, const ht_model *m, int B, int opt_states,
@@ -54,8 +68,9 @@ double ht_plan_dp_rank_bytes(const ht_config *cfg, const ht_model *m, int B, int
         a = cut[r], z = cut[r + 1];
         free(cut);
         bytes -= (double)(n - (z - a)) * sizeof(float) * opt_states;
-        if (cfg->cluster.shard == HT_SHARD_GRADIENTS && cfg->cluster.overlap && !m->tied)
-            bytes -= (double)(n - grad_floats(cfg, m, a, z)) * sizeof(float);
+        if (ht_plan_zero2_windowed(cfg, m))
+            bytes -= (double)(n - ht_plan_zero2_grad(cfg, m, a, z, NULL, NULL, NULL)) *
+                     sizeof(float);
     }
     if (lo) *lo = a;
     if (hi) *hi = z;

@@ -1,13 +1,12 @@
 /* cluster.shard (ZeRO): the slices of the optimizer state, in proportion to device memory. */
 #include "train/zero.h"
 
-#include <math.h>
 #include <stdlib.h>
 
 #include "comm/comm.h"
 #include "core/err.h"
 #include "core/log.h"
-#include "plan/buckets.h"
+#include "plan/zero_mem.h"
 #include "train/checkpoint.h"
 
 int ht_zero_check(ht_job *j) {
@@ -38,32 +37,17 @@ size_t *ht_zero_cut(ht_job *j) {
     return cut;
 }
 
-/* cluster.bucket_first_mb / bucket_cap_mb in bytes, as bsp cuts them (sync/bsp.c). */
-static int buckets_of(const ht_job *j, ht_bucket **out) {
-    const double mib = 1024.0 * 1024.0;
-    const size_t first = (size_t)ceil(j->cfg->cluster.bucket_first_mb * mib);
-    const size_t cap = (size_t)ceil(j->cfg->cluster.bucket_cap_mb * mib);
-    int nb = ht_reduce_plan(&j->model, first, cap, NULL, 0);
-    *out = ht_xcalloc((size_t)nb, sizeof **out);
-    ht_reduce_plan(&j->model, first, cap, *out, nb);
-    return nb;
-}
-
 void ht_zero_setup(ht_job *j, int rc) {
     ht_comm_exit_if_any(rc); /* the cut is collective: no rank may have left */
     j->eng.zero_cut = ht_zero_cut(j);
     ht_model *m = &j->model;
     const ht_config *c = j->cfg;
     /* the bucketed ZeRO-2 path only; a tied head writes wte's gradient from another bucket */
-    if (c->cluster.shard != HT_SHARD_GRADIENTS || !c->cluster.overlap || m->tied) return;
-    ht_bucket *b;
-    int nb = buckets_of(j, &b);
+    if (!ht_plan_zero2_windowed(c, m)) return;
     const size_t *cut = j->eng.zero_cut;
     size_t wlo, whi, stage;
-    ht_reduce_window(b, nb, cut[j->rank], cut[j->rank + 1], &wlo, &whi, &stage);
-    free(b);
-    /* the other buckets pass through the same buffer (sync/bsp.c): at least the largest */
-    const size_t gres = whi - wlo > stage ? whi - wlo : stage;
+    const size_t gres = ht_plan_zero2_grad(c, m, cut[j->rank], cut[j->rank + 1], &wlo, &whi,
+                                           &stage);
     ht_model_grad_window(m, wlo, gres);
     ht_log_info("cluster.shard = gradients: rank %d holds the gradients of [%zu, %zu) (its "
                 "slice's buckets; the other buckets, at most %zu floats, pass through the same "
@@ -78,7 +62,7 @@ void ht_zero_backward(ht_job *j, int B, float grad_scale) {
         return;
     }
     ht_bucket *b;
-    int nb = buckets_of(j, &b);
+    const int nb = ht_plan_buckets(j->cfg, m, &b);
     for (int k = 0; k < nb; k++) {
         const float sc = k == 0 ? grad_scale : 1.0f; /* scales the top gradient, once */
         if (b[k].off >= m->gbase && b[k].off + b[k].n <= m->gbase + m->gres)
