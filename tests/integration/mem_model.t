@@ -35,6 +35,19 @@ CFG
 # hepipe orders its micro-batches by the layer times the trainer measures at start-up, and
 # hetsim by its cost model's, so with 4 micro-batches they may hold different numbers in
 # flight (seen: 2 or 3 on rank 0); with 2 every order holds 2 on rank 0
+# within K RC ERR WHAT: one check that both ranks' $TMP/K.meas and $TMP/K.sim ("rank bytes"
+# lines) agree within 10%, the run having exited RC (its stderr in ERR)
+within() {
+    local table
+    table=$(join "$TMP/$1.meas" "$TMP/$1.sim" |
+        awk '{ printf "rank %d measured %.3f MB, hetsim %.3f MB (%+.1f%%); ", $1, $2 / 1e6, $3 / 1e6, 100 * ($3 - $2) / $2 }')
+    [ "$2" -eq 0 ] && join "$TMP/$1.meas" "$TMP/$1.sim" |
+        awk '{ n++; e = ($3 - $2) / $2; if (e < 0) e = -e; if (e > 0.10) bad = 1 }
+             END { exit bad || n != 2 }'
+    ok $? "$4, 2 ranks: hetsim's per-rank memory within 10% of the measured peak: $table"
+    [ "$2" -eq 0 ] || diag "$(tail -3 "$3")"
+}
+
 for run in "1f1b" "gpipe" "interleaved --set pipe.chunks=2" "chimera" "zb-h1" "zb-v" \
     "hepipe --set pipe.micro_batches=2" "2bw"; do
     set -- $run
@@ -49,13 +62,7 @@ for run in "1f1b" "gpipe" "interleaved --set pipe.chunks=2" "chimera" "zb-h1" "z
         sed -E 's/.*"prank":([0-9]+),"allocated_peak_bytes":([^,]+),.*/\1 \2/' | sort >"$TMP/$k.meas"
     "$HETSIM" --cluster "$TMP/c2.cfg" -c "$TMP/gpt.cfg" "${args[@]}" 2>&1 |
         awk 'NF == 8 && $1 ~ /^[0-9]+$/ { print $1, $7 * 1e6 }' | sort >"$TMP/$k.sim"
-    table=$(join "$TMP/$k.meas" "$TMP/$k.sim" |
-        awk '{ printf "rank %d measured %.3f MB, hetsim %.3f MB (%+.1f%%); ", $1, $2 / 1e6, $3 / 1e6, 100 * ($3 - $2) / $2 }')
-    [ $rc -eq 0 ] && join "$TMP/$k.meas" "$TMP/$k.sim" |
-        awk '{ n++; e = ($3 - $2) / $2; if (e < 0) e = -e; if (e > 0.10) bad = 1 }
-             END { exit bad || n != 2 }'
-    ok $? "$k, 2 ranks: hetsim's per-rank memory within 10% of the measured peak: $table"
-    [ $rc -eq 0 ] || diag "$(tail -3 "$TMP/$k.err")"
+    within "$k" $rc "$TMP/$k.err" "$k"
 done
 
 # data parallel: MLP 8-256-256-3 (68867 parameters, AdamW), buckets of 0.05 / 0.1 MiB so that
@@ -76,13 +83,7 @@ for sh in none optimizer gradients; do
     # a data-parallel table has 9 columns (the share)
     "$HETSIM" --cluster "$TMP/c2.cfg" -c "$TMP/mlp.cfg" --set cluster.shard=$sh 2>&1 |
         awk 'NF == 9 && $1 ~ /^[0-9]+$/ { print $1, $8 * 1e6 }' | sort >"$TMP/$sh.sim"
-    table=$(join "$TMP/$sh.meas" "$TMP/$sh.sim" |
-        awk '{ printf "rank %d measured %.3f MB, hetsim %.3f MB (%+.1f%%); ", $1, $2 / 1e6, $3 / 1e6, 100 * ($3 - $2) / $2 }')
-    [ $rc -eq 0 ] && join "$TMP/$sh.meas" "$TMP/$sh.sim" |
-        awk '{ n++; e = ($3 - $2) / $2; if (e < 0) e = -e; if (e > 0.10) bad = 1 }
-             END { exit bad || n != 2 }'
-    ok $? "data parallel, cluster.shard $sh, 2 ranks: hetsim's per-rank memory within 10% of the measured peak: $table"
-    [ $rc -eq 0 ] || diag "$(tail -3 "$TMP/dp.err")"
+    within "$sh" $rc "$TMP/dp.err" "data parallel, cluster.shard $sh"
 done
 # the step's traffic (hetsim's bytes moved, 2 ranks, P = 68867 parameters): all-reduce 4P a
 # rank (2 x (n-1)/n x 4P) in all 8P; ZeRO-1 and ZeRO-2 reduce-scatter and all-gather

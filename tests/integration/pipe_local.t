@@ -16,18 +16,7 @@
 . "$(dirname "$0")/../lib/pipe_gpt.sh"
 need_text
 
-L=4 C=96 T=16 V=256
-cat >"$TMP/gpt.cfg" <<CFG
-model = { type = "gpt"; n_layer = $L; d_model = $C; n_head = 2; context = $T; dropout = 0.1; };
-data = { kind = "text"; path = "$TEXT"; val_fraction = 0.1; };
-train = { batch = 8; steps = 3; seed = 5; eval_every = 2; eval_batches = 2; };
-optim = { type = "adamw"; lr = 0.003; weight_decay = 0.1; clip = 0.5; };
-log = { every = 1; progress = "none"; };
-CFG
-# wte, wpe; per block ln1 2C, qkv 3C^2+3C, proj C^2+C, ln2 2C, fc 4C^2+4C, fc2 4C^2+C; lnf 2C;
-# the untied head C V + V
-NPARAMS=$((V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C + C * V + V))
-STATE=$((NPARAMS * 4 * 3)) # parameters, AdamW's m and v
+local_gpt_job 4
 
 # pp NAME NP ARGS: NP ranks, NP stages
 pp() {

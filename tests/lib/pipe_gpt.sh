@@ -67,3 +67,21 @@ local_ok() {
 }
 # eval_of NAME: the evaluation records' "step val_loss"
 eval_of() { grep '"type":"eval"' "$TMP/$1.jsonl" | sed -E 's/.*"step":([0-9]+),"val_loss":([^,]+),.*/\1 \2/'; }
+
+# local_gpt_job L: the stage-local memory tests' GPT (L blocks of width 96, context 16, vocabulary
+# 256, untied head) in $TMP/gpt.cfg, 3 steps; sets L C T V, NPARAMS and STATE (its parameters
+# and AdamW's m and v, bytes)
+local_gpt_job() {
+    L=$1 C=96 T=16 V=256
+    cat >"$TMP/gpt.cfg" <<CFG
+model = { type = "gpt"; n_layer = $L; d_model = $C; n_head = 2; context = $T; dropout = 0.1; };
+data = { kind = "text"; path = "$TEXT"; val_fraction = 0.1; };
+train = { batch = 8; steps = 3; seed = 5; eval_every = 2; eval_batches = 2; };
+optim = { type = "adamw"; lr = 0.003; weight_decay = 0.1; clip = 0.5; };
+log = { every = 1; progress = "none"; };
+CFG
+    # wte, wpe; per block ln1 2C, qkv 3C^2+3C, proj C^2+C, ln2 2C, fc 4C^2+4C, fc2 4C^2+C;
+    # lnf 2C; the untied head C V + V
+    NPARAMS=$((V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C + C * V + V))
+    STATE=$((NPARAMS * 4 * 3))
+}
