@@ -183,6 +183,64 @@ static void compare_kinds(ht_dev *d, const shape *s, ht_buf *a, ht_buf *b, ht_bu
     free(t), free(u);
 }
 
+/* What a row needs: the device, its operand buffers at float offset off and their host copies
+ * (OpenBLAS's operands and C), and room for reps timings (ours, OpenBLAS's, our CPU time). */
+typedef struct {
+    ht_dev *d;
+    ht_buf *a, *b, *c;
+    float *ha, *hb, *hc, *got;
+    size_t off;
+    int reps;
+    double *tt, *tb, *tc;
+} bench;
+
+/* One shape's row: best and median of reps calls beside OpenBLAS's, the queued mean, the CPU
+ * time and the largest difference to OpenBLAS. */
+static void one_shape(const bench *x, const shape *s) {
+    double flop = 2.0 * s->m * s->n * s->k;
+    /* warm-up (CLBlast compiles its kernels on first use) */
+    double cpu;
+    time_ours(x->d, s, x->a, x->b, x->c, x->off, &cpu);
+    double best = 1e30, best_blas = 1e30, err = 0;
+#ifdef HT_HAVE_OPENBLAS
+    time_blas(s, x->ha + x->off, x->hb + x->off, x->hc + x->off);
+#endif
+    for (int r = 0; r < x->reps; r++) {
+        double t = x->tt[r] = time_ours(x->d, s, x->a, x->b, x->c, x->off, &x->tc[r]);
+        if (t < best) best = t;
+        x->tb[r] = 1e30;
+#ifdef HT_HAVE_OPENBLAS
+        t = x->tb[r] = time_blas(s, x->ha + x->off, x->hb + x->off, x->hc + x->off);
+        if (t < best_blas) best_blas = t;
+#endif
+    }
+    double med = median(x->tt, x->reps), med_blas = median(x->tb, x->reps);
+    double med_cpu = median(x->tc, x->reps);
+    double queued = time_queued(x->d, s, x->a, x->b, x->c, x->off, x->reps);
+#ifdef HT_HAVE_OPENBLAS
+    /* largest difference to OpenBLAS, relative to the largest |C| entry */
+    size_t nc = (size_t)s->m * s->n;
+    ht_buf_read(x->d, x->c, x->off * 4, nc * 4, x->got);
+    double cmax = 0;
+    for (size_t j = 0; j < nc; j++) {
+        double e = fabs((double)x->got[j] - x->hc[x->off + j]);
+        if (e > err) err = e;
+        if (fabs(x->hc[x->off + j]) > cmax) cmax = fabs(x->hc[x->off + j]);
+    }
+    err = cmax > 0 ? err / cmax : err;
+    double blas = flop / best_blas * 1e-9;
+#else
+    double blas = 0;
+#endif
+    double ours = flop / best * 1e-9;
+    printf("%-18s %c%c %5d %5d %5d %9.3f %12.1f %12.1f %7.2f %9.1e %8.3f %8.1f %8.1f %9.3f "
+           "%7.3f\n",
+           s->what, s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->m, s->n, s->k, best * 1e3, ours,
+           blas, blas > 0 ? ours / blas : 0, err, med * 1e3, flop / med * 1e-9,
+           blas > 0 ? flop / med_blas * 1e-9 : 0, queued * 1e3, med_cpu * 1e3);
+    fflush(stdout);
+}
+
 int main(int argc, char **argv) {
     const char *sel = "", *tuning = NULL, *only = NULL;
     int reps = 10, profile = 0, kinds = 0;
@@ -230,6 +288,7 @@ int main(int argc, char **argv) {
     loadavg("before");
     double *tt = ht_xmalloc((size_t)reps * sizeof *tt), *tb = ht_xmalloc((size_t)reps * sizeof *tb),
            *tc = ht_xmalloc((size_t)reps * sizeof *tc);
+    const bench x = {d, a, b, c, ha, hb, hc, got, off, reps, tt, tb, tc};
     launch_trip(d, 1, reps, tt, tc);
     launch_trip(d, 64, reps, tt, tc);
     /* best first (the columns scripts read: ms, GF/s, OpenBLAS GF/s), then the medians */
@@ -243,47 +302,7 @@ int main(int argc, char **argv) {
             compare_kinds(d, s, a, b, c, off, reps);
             continue;
         }
-        double flop = 2.0 * s->m * s->n * s->k;
-        /* warm-up (CLBlast compiles its kernels on first use) */
-        double cpu;
-        time_ours(d, s, a, b, c, off, &cpu);
-        double best = 1e30, best_blas = 1e30, err = 0;
-#ifdef HT_HAVE_OPENBLAS
-        time_blas(s, ha + off, hb + off, hc + off);
-#endif
-        for (int r = 0; r < reps; r++) {
-            double t = tt[r] = time_ours(d, s, a, b, c, off, &tc[r]);
-            if (t < best) best = t;
-            tb[r] = 1e30;
-#ifdef HT_HAVE_OPENBLAS
-            t = tb[r] = time_blas(s, ha + off, hb + off, hc + off);
-            if (t < best_blas) best_blas = t;
-#endif
-        }
-        double med = median(tt, reps), med_blas = median(tb, reps), med_cpu = median(tc, reps);
-        double queued = time_queued(d, s, a, b, c, off, reps);
-#ifdef HT_HAVE_OPENBLAS
-        /* largest difference to OpenBLAS, relative to the largest |C| entry */
-        size_t nc = (size_t)s->m * s->n;
-        ht_buf_read(d, c, off * 4, nc * 4, got);
-        double cmax = 0;
-        for (size_t j = 0; j < nc; j++) {
-            double e = fabs((double)got[j] - hc[off + j]);
-            if (e > err) err = e;
-            if (fabs(hc[off + j]) > cmax) cmax = fabs(hc[off + j]);
-        }
-        err = cmax > 0 ? err / cmax : err;
-        double blas = flop / best_blas * 1e-9;
-#else
-        double blas = 0;
-#endif
-        double ours = flop / best * 1e-9;
-        printf("%-18s %c%c %5d %5d %5d %9.3f %12.1f %12.1f %7.2f %9.1e %8.3f %8.1f %8.1f %9.3f "
-               "%7.3f\n",
-               s->what, s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->m, s->n, s->k, best * 1e3, ours,
-               blas, blas > 0 ? ours / blas : 0, err, med * 1e3, flop / med * 1e-9,
-               blas > 0 ? flop / med_blas * 1e-9 : 0, queued * 1e3, med_cpu * 1e3);
-        fflush(stdout);
+        one_shape(&x, s);
     }
     loadavg("after");
     if (profile) ht_dev_profile_report(d, stdout);
