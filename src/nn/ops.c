@@ -51,6 +51,11 @@ static const char *act_fwd_kernel(ht_act act) {
     return act == HT_ACT_RELU ? "nn_relu_fwd" : "nn_gelu_fwd";
 }
 
+/* Operations an element of an activation and of its derivative (cl/act.cl; exp as one), for
+ * the profile's roofline only. */
+static double act_flops(ht_act act) { return act == HT_ACT_RELU ? 1 : act == HT_ACT_GELU ? 12 : 0; }
+static double grad_flops(ht_act act) { return act == HT_ACT_RELU ? 1 : 20; }
+
 /* ---------------------------------------------------------------- linear */
 
 static void bias_act_pass(ht_dev *d, ht_view y, ht_view a, ht_view b, int B, int out, ht_act act) {
@@ -66,6 +71,8 @@ static void bias_act_pass(ht_dev *d, ht_view y, ht_view a, ht_view b, int B, int
     ht_arg args[] = {
         HT_BUF(y.buf), HT_INT(ioff(y.off, "y")), HT_BUF(b.buf), HT_INT(ioff(b.off, "b")),
         HT_BUF(abuf),  HT_INT(ioff(aoff, "a")),  HT_INT(out),   HT_INT(B)};
+    double n = (double)B * out; /* y read and written, a written unless no activation */
+    work(d, n * (1 + act_flops(act)), (act == HT_ACT_NONE ? 2 : 3) * n + out);
     launch_rows(d, k, out, B, (int)(sizeof args / sizeof *args), args);
 }
 
@@ -104,6 +111,7 @@ void ht_linear_backward(ht_dev *d, ht_view dx, ht_view dw, ht_view db, ht_view d
                          HT_BUF(db.buf),  HT_INT(ioff(db.off, "db")),
                          HT_INT(out),     HT_INT(B),
                          HT_FLOAT(scale), HT_INT(accumulate != 0)};
+        work(d, (double)B * out, (double)B * out + 2.0 * out);
         launch_cols(d, "nn_bias_bwd", out, (int)(sizeof args / sizeof *args), args);
     }
     linear_gemms_backward(d, dx, dw, dy, x, w, B, in, out, scale, accumulate);
@@ -152,6 +160,7 @@ void ht_linear_act_backward_input(ht_dev *d, ht_view dx, ht_view db, ht_view dy,
                          HT_BUF(db.buf),  HT_INT(ioff(db.off, "db")),
                          HT_INT(out),     HT_INT(B),
                          HT_FLOAT(scale), HT_INT(accumulate != 0)};
+        work(d, (double)n * (3 + grad_flops(act)), 3.0 * (double)n + 2.0 * out);
         launch_cols(d, act == HT_ACT_RELU ? "nn_relu_bwd_bias" : "nn_gelu_bwd_bias", out,
                     (int)(sizeof args / sizeof *args), args);
     } else
@@ -169,6 +178,7 @@ void ht_act_forward(ht_dev *d, ht_act act, ht_view y, ht_view x, size_t n) {
                         n * sizeof(float));
         return;
     }
+    work(d, (double)n * act_flops(act), 2.0 * (double)n);
     ht_launch1d(d, act_fwd_kernel(act), vec_items(n), HT_BUF(y.buf), HT_INT(ioff(y.off, "y")),
                 HT_BUF(x.buf), HT_INT(ioff(x.off, "x")), HT_INT(isize(n, "activation")));
 }
@@ -178,6 +188,7 @@ void ht_act_backward(ht_dev *d, ht_act act, ht_view dx, ht_view dy, ht_view x, s
     if (n == 0) return;
     /* the identity has no backward pass of its own: callers fold it into the next op */
     if (act == HT_ACT_NONE) ht_die(HT_ERUNTIME, "nn: ht_act_backward called with no activation");
+    work(d, (double)n * (2 + grad_flops(act)), 3.0 * (double)n);
     ht_launch1d(d, act == HT_ACT_RELU ? "nn_relu_bwd" : "nn_gelu_bwd", vec_items(n), HT_BUF(dx.buf),
                 HT_INT(ioff(dx.off, "dx")), HT_BUF(dy.buf), HT_INT(ioff(dy.off, "dy")),
                 HT_BUF(x.buf), HT_INT(ioff(x.off, "x")), HT_INT(isize(n, "activation")),
@@ -188,6 +199,7 @@ void ht_act_backward(ht_dev *d, ht_act act, ht_view dx, ht_view dy, ht_view x, s
 
 void ht_scale(ht_dev *d, ht_view x, size_t n, float alpha) {
     if (n == 0 || alpha == 1.0f) return;
+    work(d, (double)n, 2.0 * (double)n);
     ht_launch1d(d, "scale_f32", vec_items(n), HT_BUF(x.buf), HT_INT(ioff(x.off, "x")),
                 HT_INT(isize(n, "scale")), HT_FLOAT(alpha));
 }
@@ -217,6 +229,9 @@ void ht_softmax_xent_watch(ht_dev *d, ht_view loss, ht_view correct, ht_view dlo
     int a_dl = ioff(dl.off, "dlogits"), a_lg = ioff(logits.off, "logits");
     int a_lab = ioff(labels.off, "labels");
     const int cpu = !strcmp(ht_dev_info(d)->type, "cpu");
+    /* max, exp, sum and scale a logit; logits read, gradient written, labels and loss */
+    double bc = (double)B * C;
+    work(d, 4.0 * bc, (1 + with_grad) * bc + 3.0 * B);
     if (C <= (cpu ? XENT_ROW_MAX_C_CPU : XENT_ROW_MAX_C)) {
         ht_launch1d(d, "nn_softmax_xent_rows", (size_t)B, HT_BUF(loss.buf), HT_INT(a_loss),
                     HT_BUF(correct.buf), HT_INT(a_corr), HT_BUF(dl.buf), HT_INT(a_dl),
@@ -232,6 +247,7 @@ void ht_softmax_xent_watch(ht_dev *d, ht_view loss, ht_view correct, ht_view dlo
     if (cap > 256) cap = 256;
     if (l > cap) l = cap;
     size_t gws = (size_t)B * l;
+    work(d, 4.0 * bc, (1 + with_grad) * bc + 3.0 * B);
     ht_launch(d, k, 1, &gws, &l, HT_BUF(loss.buf), HT_INT(a_loss), HT_BUF(correct.buf),
               HT_INT(a_corr), HT_BUF(dl.buf), HT_INT(a_dl), HT_BUF(logits.buf), HT_INT(a_lg),
               HT_BUF(labels.buf), HT_INT(a_lab), HT_INT(C), HT_FLOAT(grad_scale), HT_INT(with_grad),

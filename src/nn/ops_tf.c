@@ -58,6 +58,8 @@ void ht_embed_forward(ht_dev *d, ht_view out, ht_view tokens, ht_view wte, ht_vi
                      HT_BUF(wpe.buf),    HT_INT(ioff(wpe.off, "wpe")),
                      HT_INT(BT),         HT_INT(T),
                      HT_INT(C),          HT_INT(V)};
+    double btc = (double)BT * C; /* a wte and a wpe row added per output row */
+    work(d, btc, 3.0 * btc + BT);
     launch_2d(d, "tf_embed_fwd", ((size_t)C + 15) / 16, (size_t)BT, NARGS(args), args);
 }
 
@@ -90,11 +92,14 @@ void ht_embed_backward(ht_dev *d, ht_view dwte, ht_view dwpe, ht_view dout, ht_v
     size_t l0 = pow2_at_most(ht_kernel_max_wg(d, "tf_embed_bwd_wte"));
     if (l0 > 16) l0 = 16;
     size_t lws[2] = {l0, 1}, gws[2] = {round_up((size_t)V, l0), nblk};
+    double btc = (double)BT * C, vc = (double)V * C;
+    work(d, btc, btc + BT + (acc_wte ? 2 : 1) * vc); /* dout and the tokens once, dwte */
     ht_launch_at(d, "tf_embed_bwd_wte", 2, gws, lws, NARGS(a1), a1, __FILE__, __LINE__);
     ht_arg a2[] = {HT_BUF(dwpe.buf), HT_INT(ioff(dwpe.off, "dwpe")),
                    HT_BUF(dout.buf), HT_INT(ioff(dout.off, "dout")),
                    HT_INT(B),        HT_INT(T),
                    HT_INT(C),        HT_INT(acc_wpe != 0)};
+    work(d, btc, btc + (acc_wpe ? 2.0 : 1.0) * T * C);
     launch_2d(d, "tf_embed_bwd_wpe", ((size_t)C + 15) / 16, (size_t)T, NARGS(a2), a2);
 }
 
@@ -112,6 +117,8 @@ void ht_layernorm_forward(ht_dev *d, ht_view out, ht_view mean, ht_view rstd, ht
                      HT_BUF(b.buf),      HT_INT(ioff(b.off, "b")),
                      HT_INT(N),          HT_INT(C),
                      HT_FLOAT(HT_LN_EPS)};
+    double n = (double)N * C; /* mean, variance, normalise, scale, shift */
+    work(d, 8.0 * n, 2.0 * n + 2.0 * C + 2.0 * N);
     launch_items(d, "tf_ln_fwd", (size_t)N, NARGS(args), args);
 }
 
@@ -134,6 +141,8 @@ void ht_layernorm_backward_input(ht_dev *d, ht_view dinp, ht_view dout, ht_view 
                    HT_INT(N),
                    HT_INT(C),
                    HT_INT(add_dinp != 0)};
+    double n = (double)N * C; /* dout, inp, [dinp] read, dinp written */
+    work(d, 10.0 * n, (add_dinp ? 4 : 3) * n + C + 2.0 * N);
     launch_items(d, "tf_ln_bwd_dx", (size_t)N, NARGS(a1), a1);
 }
 
@@ -156,6 +165,8 @@ void ht_layernorm_backward_weights(ht_dev *d, ht_view dw, ht_view db, ht_view do
                    HT_INT(N),
                    HT_INT(C),
                    HT_INT(accumulate != 0)};
+    double n = (double)N * C;
+    work(d, 4.0 * n, 2.0 * n + 2.0 * N + (accumulate ? 4 : 2) * C);
     launch_items(d, "tf_ln_bwd_dwb", ((size_t)C + 7) / 8, NARGS(a2), a2);
 }
 
@@ -177,6 +188,7 @@ void ht_residual_forward(ht_dev *d, ht_view out, ht_view a, ht_view b, size_t n)
                      HT_BUF(b.buf),
                      HT_INT(ioff(b.off, "b")),
                      HT_INT(isize(n, "residual"))};
+    work(d, (double)n, 3.0 * (double)n);
     launch_items(d, "tf_add", (n + 15) / 16, NARGS(args), args);
 }
 
@@ -193,6 +205,7 @@ static void acc_into(ht_dev *d, ht_view y, ht_view x, size_t n, int accumulate) 
                      HT_INT(ioff(x.off, "dout")),
                      HT_INT(isize(n, "residual")),
                      HT_INT(1)};
+    work(d, (double)n, 3.0 * (double)n);
     launch_items(d, "tf_acc", (n + 15) / 16, NARGS(args), args);
 }
 
@@ -235,6 +248,7 @@ static void dropout(ht_dev *d, ht_view y, ht_view x, size_t n, float p, uint64_t
                      HT_FLOAT(scale),
                      HT_INT((int32_t)(uint32_t)(first & 0xffffffffu)),
                      HT_INT((int32_t)(uint32_t)(first >> 32))};
+    work(d, 12.0 * (double)n, 2.0 * (double)n); /* a counter hash and a scale an element */
     launch_items(d, "tf_dropout", (n + 7) / 8, NARGS(args), args);
 }
 
@@ -269,6 +283,17 @@ static int attn_rows(int B, int T, int C, int NH) {
 }
 
 
+/* The work of an attention kernel for the profile's roofline, over the causal pairs
+ * P = B NH T(T+1)/2: `products` matrix products of 2 P hs operations each (scores, att.V and
+ * their gradients), `per_pair` more operations a pair (softmax and its gradient), and
+ * `rows` B T C blocks (q, k, v, out, their gradients) plus `pairs` P-sized matrices (the
+ * stored attention) moved. */
+static void attn_work(ht_dev *d, int B, int T, int C, int NH, double products, double per_pair,
+                      double rows, double pairs) {
+    double P = (double)B * NH * T * (T + 1.0) / 2.0;
+    work(d, products * 2.0 * P * (C / NH) + per_pair * P, rows * B * T * C + pairs * P);
+}
+
 /* Work-group size of the per-head kernels: T rounded up to a power of two, at most 64. */
 static size_t attn_wg_local_size(ht_dev *d, const char *name, int T) {
     size_t l = 1, cap = pow2_at_most(ht_kernel_max_wg(d, name));
@@ -298,6 +323,7 @@ void ht_attention_forward(ht_dev *d, ht_view out, ht_view att, ht_view qkv, int 
     int rows = attn_rows(B, T, C, NH), hs = C / NH;
     const char *k = "tf_attn_fwd_wg";
     size_t l = attn_wg_local_size(d, k, T), Tp = ((size_t)T + 7) / 8 * 8;
+    attn_work(d, B, T, C, NH, 2, 5, 4, 1); /* qkv read, out and att written */
     if (attn_use_heads(d, attn_wg_bytes(T, hs, l))) {
         size_t g = (size_t)B * (size_t)NH * l;
         ht_launch(d, k, 1, &g, &l, HT_BUF(out.buf), HT_INT(ioff(out.off, "out")), HT_BUF(att.buf),
@@ -321,6 +347,7 @@ void ht_attention_backward(ht_dev *d, ht_view dqkv, ht_view scratch, ht_view dou
     const char *k = "tf_attn_bwd_wg";
     size_t l = attn_wg_local_size(d, k, T), Tp = ((size_t)T + 7) / 8 * 8;
     if (attn_use_heads(d, attn_wg_bytes(T, hs, (size_t)T))) {
+        attn_work(d, B, T, C, NH, 4, 4, 7, 1); /* qkv, dout, att read; dqkv written */
         size_t g = (size_t)B * (size_t)NH * l;
         ht_launch(d, k, 1, &g, &l, HT_BUF(dqkv.buf), HT_INT(ioff(dqkv.off, "dqkv")),
                   HT_BUF(dout.buf), HT_INT(ioff(dout.off, "dout")), HT_BUF(qkv.buf),
@@ -336,7 +363,9 @@ void ht_attention_backward(ht_dev *d, ht_view dqkv, ht_view scratch, ht_view dou
                      HT_BUF(att.buf),     HT_INT(ioff(att.off, "att")),
                      HT_INT(B),           HT_INT(T),
                      HT_INT(C),           HT_INT(NH)};
+    attn_work(d, B, T, C, NH, 2, 4, 4, 2); /* dq: dout, k, v, att read, the scores' grad kept */
     launch_items(d, "tf_attn_bwd_q", (size_t)rows, NARGS(args), args);
+    attn_work(d, B, T, C, NH, 2, 0, 4, 2); /* dk, dv from it, att, q and dout */
     launch_items(d, "tf_attn_bwd_kv", (size_t)rows, NARGS(args), args);
 }
 
@@ -366,6 +395,7 @@ void ht_attention_flash_forward(ht_dev *d, ht_view out, ht_view lse, ht_view qkv
     int rows = flash_rows(B, T, C, NH), hs = C / NH;
     size_t l = flash_wg(d, "tf_flash_fwd_wg", T, (size_t)hs, 1), Tp = ((size_t)T + 7) / 8 * 8;
     size_t Ts = Tp + 8; /* row stride of the transposed tiles (cl/flash.cl) */
+    attn_work(d, B, T, C, NH, 2, 5, 4, 0); /* qkv read, out written (lse: a row's float) */
     if (l) {
         size_t g = (size_t)B * (size_t)NH * l;
         ht_launch(d, "tf_flash_fwd_wg", 1, &g, &l, HT_BUF(out.buf), HT_INT(ioff(out.off, "out")),
@@ -400,6 +430,7 @@ void ht_attention_flash_backward(ht_dev *d, ht_view dqkv, ht_view dsum, ht_view 
     int rows = flash_rows(B, T, C, NH), hs = C / NH;
     size_t l = flash_wg(d, "tf_flash_bwd_wg", T, 2 * (size_t)hs + 2, 2);
     if (l) {
+        attn_work(d, B, T, C, NH, 5, 6, 8, 0); /* scores recomputed; qkv, dout, out, dqkv */
         flash_backward_wg(d, l, dqkv, dout, out, qkv, lse, B, T, C, NH);
         return;
     }
@@ -411,9 +442,11 @@ void ht_attention_flash_backward(ht_dev *d, ht_view dqkv, ht_view dsum, ht_view 
                   HT_BUF(lse.buf),  HT_INT(ioff(lse.off, "lse")),
                   HT_INT(B),        HT_INT(T),
                   HT_INT(C),        HT_INT(NH)};
+    attn_work(d, B, T, C, NH, 3, 6, 6, 0); /* scores again, dP, dq; qkv, dout, out, dq */
     launch_items(d, "tf_flash_bwd_q", (size_t)rows, NARGS(q), q);
     /* pass 2 takes the same arguments less out */
     ht_arg kv[] = {q[0], q[1], q[2], q[3], q[4], q[5], q[8], q[9], q[10], q[11], q[12], q[13], q[14], q[15]};
+    attn_work(d, B, T, C, NH, 4, 6, 6, 0); /* scores, dP, dk, dv; qkv, dout, dk, dv */
     launch_items(d, "tf_flash_bwd_kv", (size_t)rows, NARGS(kv), kv);
 }
 
@@ -434,6 +467,8 @@ void ht_residual_layernorm_forward(ht_dev *d, ht_view res, ht_view out, ht_view 
                      HT_BUF(bias.buf), HT_INT(ioff(bias.off, "bias")),
                      HT_INT(N),        HT_INT(C),
                      HT_FLOAT(HT_LN_EPS)};
+    double n = (double)N * C; /* a + b kept as res, then LayerNorm of it */
+    work(d, 9.0 * n, 4.0 * n + 2.0 * C + 2.0 * N);
     launch_items(d, "tf_add_ln_fwd", (size_t)N, NARGS(args), args);
 }
 
@@ -450,5 +485,7 @@ void ht_residual_layernorm_backward_input(ht_dev *d, ht_view dx, ht_view dres, h
                      HT_BUF(mean.buf), HT_INT(ioff(mean.off, "mean")),
                      HT_BUF(rstd.buf), HT_INT(ioff(rstd.off, "rstd")),
                      HT_INT(N),        HT_INT(C)};
+    double n = (double)N * C; /* dres, dout, inp read, dx written */
+    work(d, 11.0 * n, 4.0 * n + C + 2.0 * N);
     launch_items(d, "tf_add_ln_bwd_dx", (size_t)N, NARGS(args), args);
 }

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "core/err.h"
+#include "ocl/ocl.h"
 
 static inline int ioff(size_t off, const char *what) {
     if (off > (size_t)INT_MAX)
@@ -18,6 +19,12 @@ static inline int ioff(size_t off, const char *what) {
 static inline int isize(size_t n, const char *what) {
     if (n > (size_t)INT_MAX) ht_die(HT_ERUNTIME, "nn: %s size %zu exceeds 2^31 elements", what, n);
     return (int)n;
+}
+
+/* The next launch's work for --profile's roofline: operations, and floats moved at least
+ * (each operand read once, each result written once), 4 bytes each. */
+static inline void work(ht_dev *d, double flops, double floats) {
+    ht_prof_work(d, flops, 4.0 * floats);
 }
 
 static inline size_t pow2_at_least(size_t n) {

@@ -368,6 +368,7 @@ void ht_sgemm_at(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size_t
     char name[96];
     snprintf(name, sizeof name, "sgemm %c%c %zux%zux%zu", trans_a ? 'T' : 'N', trans_b ? 'T' : 'N',
              m, n, k);
+    ht_gemm_work(d, m, n, k, beta); /* CLBlast's event is its last kernel's */
     if (d->profile == HT_PROF_HOST) ht_prof_host_end(d, name, t0);
     if (ev && d->profile == HT_PROF_EVENTS) ht_prof_record(d, name, ev);
     else if (ev) clReleaseEvent(ev);

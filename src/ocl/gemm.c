@@ -60,6 +60,7 @@ static void pack(ht_dev *d, ht_buf *ws, size_t wso, const ht_buf *x, size_t off,
     if (sr != 1) gws[0] = (k + PACK_L - 1) / PACK_L, gws[1] = panels;
     const char *name = w == TM ? (sr == 1 ? "gemm_pack6_run" : "gemm_pack6_gather")
                                : (sr == 1 ? "gemm_pack16_run" : "gemm_pack16_gather");
+    ht_prof_work(d, 0.0, 2.0 * sizeof(float) * (double)rows * (double)k); /* read, write */
     ht_launch_at(d, name, 2, gws, lws, 8,
                  (ht_arg[]){HT_BUF(ws), HT_INT(wso), HT_BUF(x), HT_INT(off), HT_INT(sr), HT_INT(sl),
                             HT_INT(rows), HT_INT(k)},
@@ -156,6 +157,7 @@ void ht_gemm_tiled(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, size
     d->prof_name = name;
     /* A(i, l) = a[a_off + i*sai + l*sal] */
     int sai = trans_a ? 1 : (int)lda, sal = trans_a ? (int)lda : 1;
+    ht_gemm_work(d, m, n, k, beta);
     if (kind == HT_TILED_DIRECT)
         ht_launch_at(d, kernel, 2, gws, lws, 15,
                      (ht_arg[]){HT_BUF(c), HT_INT(c_off), HT_INT(ldc), HT_BUF(a), HT_INT(a_off),

@@ -13,15 +13,17 @@ typedef struct ht_kern {
     size_t max_wg;
 } ht_kern;
 
+/* flops < 0: the launch's work was not given (ht_prof_work) */
 typedef struct ht_prof_rec {
     char name[96];
     cl_event ev;
+    double flops, bytes;
 } ht_prof_rec;
 
 typedef struct ht_prof_sum {
     char name[96];
-    long count;
-    double seconds;
+    long count, nwork; /* calls; those whose work was given */
+    double seconds, flops, bytes;
 } ht_prof_sum;
 
 struct ht_dev {
@@ -49,6 +51,8 @@ struct ht_dev {
     ht_prof_sum *sums;
     int nsums, capsums;
     const char *prof_name;  /* when set, the name ht_launch_at profiles its kernel under */
+    double work_flops, work_bytes; /* ht_prof_work's, for the next launch when work_set */
+    int work_set;
     ht_gemm_choice gemm_choice; /* HT_GEMM_AUTO: the measured path (choose.c); 0 = not yet */
     char cache_dir[1024];       /* program cache directory (program.c), also the GEMM choice's */
     int use_cache;
@@ -82,7 +86,14 @@ cl_device_id ht_ocl_device_id(int index, cl_platform_id *platform);
 /* Program build with the disk cache (program.c). */
 int ht_program_build(ht_dev *d, const ht_dev_opts *opts);
 
-/* Profiling: takes ownership of ev (launch.c). */
+/* The work of C(m,n) = alpha op(A) op(B) + beta C for the profile's roofline, given by each
+ * SGEMM path right before the launch it is profiled under. */
+static inline void ht_gemm_work(ht_dev *d, size_t m, size_t n, size_t k, float beta) {
+    ht_prof_work(d, ht_roof_gemm_flops((double)m, (double)n, (double)k),
+                 ht_roof_gemm_bytes((double)m, (double)n, (double)k, beta != 0.0f));
+}
+
+/* Profiling: takes ownership of ev, and the work ht_prof_work gave (prof.c). */
 void ht_prof_record(ht_dev *d, const char *name, cl_event ev);
 /* Host timing of one launch (profile == HT_PROF_HOST): ht_prof_host_begin finishes the queue
  * and returns the time; ht_prof_host_end finishes it again and adds the difference to name. */

@@ -166,6 +166,7 @@ void ht_gemm_native(ht_dev *d, int trans_a, int trans_b, size_t m, size_t n, siz
              m, n, k);
     cl_event ev = NULL;
     double t0 = d->profile == HT_PROF_HOST ? ht_prof_host_begin(d) : 0.0;
+    ht_gemm_work(d, m, n, k, beta);
     cl_int err = clEnqueueNativeKernel(d->queue, run_sgemm, &x, sizeof x, (cl_uint)x.nmem, mems,
                                        locs, 0, NULL, d->profile == HT_PROF_EVENTS ? &ev : NULL);
     if (err != CL_SUCCESS) {

@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/roofline.h" /* ht_roof: the ceilings the profile table compares with */
+
 /* ---------------------------------------------------------------- devices */
 
 typedef struct ht_devinfo {
@@ -218,8 +220,16 @@ int ht_dev_clblast_param(ht_dev *d, const char *kernel, const char *name, size_t
 
 /* Per-kernel totals (count, seconds, share) from profiling events or host timing; needs
  * opts.profile. A device whose events all carried no timestamps (a timer resolution of 0,
- * or end - start <= 1 ns: rusticl gives start = 2, end = 3) gets a line saying so and counts only, never zero times with shares. */
-void ht_dev_profile_report(ht_dev *d, FILE *f);
+ * or end - start <= 1 ns: rusticl gives start = 2, end = 3) gets a line saying so and counts only, never zero times with shares.
+ * With roof (the device's ceilings, src/prof/roof.c), each kernel whose launches all had
+ * their work given also gets its GFLOP/s, GB/s and roofline (core/roofline.h), and a last
+ * line names the kernel with the most time above its roofline; roof NULL: no such columns.
+ * f NULL: only folds the finished events into the totals. */
+void ht_dev_profile_report(ht_dev *d, FILE *f, const ht_roof *roof);
+/* The work of the next launch on d, for the roofline columns: its floating-point operations
+ * and the bytes it must move at least (each operand read once, each result written once).
+ * Taken by that launch (also when it is not profiled); launches without it show none. */
+void ht_prof_work(ht_dev *d, double flops, double bytes);
 /* Whether the events folded so far all lacked timestamps (then the times are unknown). */
 int ht_dev_profile_no_timestamps(const ht_dev *d);
 void ht_dev_profile_reset(ht_dev *d);

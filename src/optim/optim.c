@@ -153,6 +153,7 @@ void ht_optim_track_norm(ht_optim *o, int on) { o->track_norm = on != 0; }
  * group, pass 2 (a single group) adds them. No float atomics, fixed shapes: deterministic. */
 static void grad_norm(ht_optim *o, ht_buf *grads) {
     size_t gws = o->norm_groups * o->norm_local, lws = o->norm_local;
+    ht_prof_work(o->dev, 2.0 * (double)o->n_full, 4.0 * (double)o->n_full);
     if (o->norm_chunk > 0)
         ht_launch(o->dev, "optim_sumsq_chunk", 1, &gws, &lws, HT_BUF(grads), HT_INT(o->n_full),
                   HT_INT(o->norm_chunk), HT_BUF(o->part), HT_LOCAL(lws * sizeof(float)));
@@ -160,6 +161,7 @@ static void grad_norm(ht_optim *o, ht_buf *grads) {
         ht_launch(o->dev, "optim_sumsq_stride", 1, &gws, &lws, HT_BUF(grads), HT_INT(o->n_full),
                   HT_BUF(o->part), HT_LOCAL(lws * sizeof(float)));
     gws = lws = o->final_local;
+    ht_prof_work(o->dev, (double)o->norm_groups, 4.0 * (double)o->norm_groups + 8.0);
     ht_launch(o->dev, "optim_norm_final", 1, &gws, &lws, HT_BUF(o->part), HT_INT(o->norm_groups),
               HT_BUF(o->stat), HT_FLOAT(o->cfg.clip), HT_LOCAL(lws * sizeof(float)));
 }
@@ -193,6 +195,8 @@ void ht_optim_step(ht_optim *o, ht_buf *params, ht_buf *grads, float lr) {
         const double bc1 = 1.0 - pow((double)c->beta1, (double)o->t);
         const double bc2 = 1.0 - pow((double)c->beta2, (double)o->t);
         const double decay = 1.0 - (double)lr * (double)c->weight_decay;
+        /* w, g, m, v read; w, m, v written: 28 bytes and about 12 operations a parameter */
+        ht_prof_work(o->dev, 12.0 * (double)o->n, 28.0 * (double)o->n);
         ht_launch(o->dev, "optim_adamw", 1, &gws, &lws, HT_BUF(params), HT_BUF(grads), HT_BUF(o->m),
                   HT_BUF(o->v), HT_BUF(o->stat), HT_INT(o->n), HT_FLOAT(decay), HT_FLOAT(c->beta1),
                   HT_FLOAT(1.0 - (double)c->beta1), HT_FLOAT(c->beta2),
@@ -200,11 +204,13 @@ void ht_optim_step(ht_optim *o, ht_buf *params, ht_buf *grads, float lr) {
                   HT_FLOAT(c->eps), HT_INT(o->off), HT_INT(goff));
     } else if (c->momentum > 0) {
         /* torch.optim.SGD (_single_tensor_sgd), dampening 0: the buffer starts as g */
+        ht_prof_work(o->dev, 6.0 * (double)o->n, 20.0 * (double)o->n); /* w, g, buf; w, buf */
         ht_launch(o->dev, "optim_sgd_momentum", 1, &gws, &lws, HT_BUF(params), HT_BUF(grads),
                   HT_BUF(o->m), HT_BUF(o->stat), HT_INT(o->n), HT_FLOAT(lr),
                   HT_FLOAT(c->weight_decay), HT_FLOAT(c->momentum), HT_INT(c->nesterov),
                   HT_INT(o->t == 1), HT_INT(o->off), HT_INT(goff));
     } else {
+        ht_prof_work(o->dev, 3.0 * (double)o->n, 12.0 * (double)o->n); /* w, g read; w written */
         ht_launch(o->dev, "optim_sgd", 1, &gws, &lws, HT_BUF(params), HT_BUF(grads),
                   HT_BUF(o->stat), HT_INT(o->n), HT_FLOAT(lr), HT_FLOAT(c->weight_decay),
                   HT_INT(o->off), HT_INT(goff));

@@ -179,7 +179,7 @@ int ht_prof_gemm_shapes(ht_model *m, int B, ht_prof_gemm *out, int max) {
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f) return 0;
-    ht_dev_profile_report(m->dev, f);
+    ht_dev_profile_report(m->dev, f, NULL);
     fclose(f);
     ht_dev_profile_reset(m->dev);
     int n = 0;

@@ -16,6 +16,7 @@
 #include "plan/job.h"
 #include "plan/plan.h"
 #include "prof/profile.h"
+#include "prof/roof.h"
 #include "sync/sync.h"
 #include "train/checkpoint.h"
 #include "train/engine.h"
@@ -252,7 +253,7 @@ static int dp_run(ht_job *j, ht_train_result *res) {
     j->eng.loss_flag = NULL;
     ht_sync_stats st = ht_sync_close(s);
     if (rc == HT_OK && cl->world > 1) rc = ht_cluster_sync_records(cl, &L, &st, j->metrics);
-    if (rc == HT_OK && opts->profile) ht_dev_profile_report(j->dev, stderr);
+    if (rc == HT_OK && opts->profile) ht_prof_roof_report(j->dev, stderr);
     ht_trace_set_step(-1);
     if (rc == HT_OK && opts->trace) rc = ht_cluster_trace_write(cl, opts->trace);
     return rc;

@@ -18,6 +18,7 @@
 #include "io/trace.h"
 #include "nn/ops.h"
 #include "plan/bounds.h"
+#include "prof/roof.h"
 #include "train/pipe_bw.h"
 #include "train/pipe_exec.h"
 #include "pipe/sched_2bw.h"
@@ -595,7 +596,7 @@ static int run(ht_job *j, ht_train_result *res) {
         j->eng.save = NULL;
         j->eng.state = NULL;
     }
-    if (rc == HT_OK && j->opts->profile) ht_dev_profile_report(j->dev, stderr);
+    if (rc == HT_OK && j->opts->profile) ht_prof_roof_report(j->dev, stderr);
     ht_trace_set_step(-1);
     if (rc == HT_OK && j->opts->trace) rc = ht_cluster_trace_write(j->cl, j->opts->trace);
     ht_pipe_exec_free(p.x);

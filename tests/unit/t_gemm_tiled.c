@@ -34,7 +34,7 @@ static counts launches(ht_dev *d) {
     counts n = {0};
     FILE *f = tmpfile();
     if (!f) return (counts){-1, -1, -1, -1, -1};
-    ht_dev_profile_report(d, f);
+    ht_dev_profile_report(d, f, NULL);
     rewind(f);
     char line[512], k[256];
     long c;

@@ -43,8 +43,10 @@ done
 echo "load after: $(uptime)"
 echo "hettrain device: $(sed -nE 's/^device [0-9]+: (.*), kernels.*/\1/p' "$tmp/err" | head -1)"
 echo "peer: $(head -1 "$tmp/torch")"
-echo "per-kernel device time, hettrain's last round (--profile, top 12):"
+echo "per-kernel device time and roofline, hettrain's last round (--profile, top 12):"
+cat "$tmp/out" "$tmp/err" | grep '^profile: device'
 cat "$tmp/out" "$tmp/err" | sed -n '/^kernel /,$p' | head -13
+cat "$tmp/out" "$tmp/err" | grep '^roofline:'
 med() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 mo=$(med "${ours[@]}"); mp=$(med "${peer[@]}")
 printf 'median %-10s hettrain %.1f, PyTorch 2 %.1f, ratio %.2fx\n' "$unit" "$mo" "$mp" \

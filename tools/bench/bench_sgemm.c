@@ -305,7 +305,7 @@ int main(int argc, char **argv) {
         one_shape(&x, s);
     }
     loadavg("after");
-    if (profile) ht_dev_profile_report(d, stdout);
+    if (profile) ht_dev_profile_report(d, stdout, NULL);
     ht_buf_free(a), ht_buf_free(b), ht_buf_free(c);
     ht_dev_close(d);
     free(ha), free(hb), free(hc), free(got), free(tt), free(tb), free(tc);

@@ -23,8 +23,10 @@ dev=$(sed -nE 's/^device [0-9]+: (.*), kernels.*/\1/p' "$tmp/err" | head -1)
 peer=$(sed -nE 's/^peer_per_s //p' "$tmp/torch")
 echo "== $model ($cfg), $steps steps; $(head -1 "$tmp/torch")"
 echo "hettrain device: $dev"
-echo "per-kernel device time (hettrain --profile, top 12):"
+echo "per-kernel device time and roofline (hettrain --profile, top 12):"
+grep '^profile: device' "$tmp/err"
 sed -n '/^kernel/,$p' "$tmp/err" | head -13
+grep '^roofline:' "$tmp/err"
 printf '%-28s %12s\n' "" "$unit"
 printf '%-28s %12.0f\n' "hettrain (OpenCL)" "$ours"
 printf '%-28s %12.0f\n' "PyTorch CPU, 2 threads" "$peer"
