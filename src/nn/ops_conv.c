@@ -78,6 +78,8 @@ static void launch_tiles(ht_dev *d, const char *name, int M, int N, int S, int n
 static void tiled_gemm(ht_dev *d, ht_buf *c, size_t co, int ldc, int slice, const ht_buf *a,
                        size_t ao, int sam, int sal, const ht_buf *b, size_t bo, int ldb, int M,
                        int N, int L, int S, int Ls) {
+    double m = M, n = N, l = L; /* A and B once, S slices of C written */
+    work(d, 2.0 * m * n * l, m * l + l * n + (double)S * m * n);
     LAUNCH_TILES(d, "conv_gemm", M, N, S, HT_BUF(c), HT_INT(co), HT_INT(ldc), HT_INT(slice),
                  HT_BUF(a), HT_INT(ao), HT_INT(sam), HT_INT(sal), HT_BUF(b), HT_INT(bo),
                  HT_INT(ldb), HT_INT(M), HT_INT(N), HT_INT(L), HT_INT(Ls));
@@ -86,6 +88,7 @@ static void tiled_gemm(ht_dev *d, ht_buf *c, size_t co, int ldc, int slice, cons
 /* dst(planes, Hp, Wp) = src(planes, H, W) padded by p with zeros. */
 static void pad_planes(ht_dev *d, ht_buf *dst, size_t dsto, const ht_buf *src, size_t srco,
                        int planes, int H, int W, int p, int Hp, int Wp) {
+    work(d, 0.0, (double)planes * ((double)H * W + (double)Hp * Wp));
     ht_launch1d(d, "conv_pad", (size_t)planes * Hp, HT_BUF(dst), HT_INT(dsto), HT_BUF(src),
                 HT_INT(srco), HT_INT(planes), HT_INT(H), HT_INT(W), HT_INT(p), HT_INT(Hp),
                 HT_INT(Wp));
@@ -143,6 +146,7 @@ static size_t at(ht_view v, int b0, int ch, size_t plane) {
 /* col(K, n*P) = im2col of samples [b0, b0+n) of x. */
 static void im2col(const conv_ctx *c, ht_view x, int b0, int n) {
     const ht_conv2d_shape *s = c->s;
+    work(c->d, 0.0, (double)n * s->cin * s->h * s->w + (double)c->p.K * n * c->p.P);
     LAUNCH2(c->d, "conv_im2col", (size_t)n, (size_t)c->p.K, HT_BUF(c->ws), HT_INT(c->wo + c->p.col),
             HT_BUF(x.buf), HT_INT(at(x, b0, s->cin, s->h * s->w)), HT_INT(s->cin), HT_INT(s->h),
             HT_INT(s->w), HT_INT(s->k), HT_INT(s->stride), HT_INT(s->pad), HT_INT(c->p.Ho),
@@ -160,6 +164,15 @@ static void pad_input(const conv_ctx *c, ht_view x, int b0, int n) {
 
 static const char *act_kernel(ht_act act, const char *none, const char *relu, const char *gelu) {
     return act == HT_ACT_RELU ? relu : act == HT_ACT_GELU ? gelu : none;
+}
+
+/* The forward product's work for the profile's roofline: 2 cout K N operations, W, the bias
+ * and `in` floats of input once, y (and a) written; GELU counted as 12 operations. */
+static void fwd_work(ht_dev *d, const ht_conv2d_shape *s, const conv_plan *p, int n, double in,
+                     ht_act act) {
+    double out = (double)s->cout * n * p->P, acts = act == HT_ACT_NONE ? 0 : 1;
+    work(d, 2.0 * out * p->K + out * (1 + acts * (act == HT_ACT_GELU ? 12 : 1)),
+         in + (double)s->cout * p->K + s->cout + (1 + acts) * out);
 }
 
 /* Per chunk of nb samples, y = W(cout, K) col(K, N) + b and a = act(y) in NCHW:
@@ -191,6 +204,7 @@ void ht_conv2d_forward(ht_dev *d, ht_view y, ht_view a, ht_view x, ht_view w, ht
             pad_input(&c, x, b0, n);
             size_t gws[3] = {((size_t)p->Wo + 15) / 16, 0, (size_t)n * p->Ho}, lws[3] = {1, 1, 1};
             tile_rows(d, k, s->cout, &gws[1], &lws[1]);
+            fwd_work(d, s, p, n, (double)n * s->cin * p->Hp * p->Wp, act);
             ht_launch(d, k, 3, gws, lws, HT_BUF(y.buf), HT_INT(y.off + yo), HT_BUF(av.buf),
                       HT_INT(av.off + yo), HT_BUF(bv.buf), HT_INT(bv.off), HT_INT(b.buf != NULL),
                       HT_BUF(w.buf), HT_INT(w.off), HT_BUF(c.ws), HT_INT(wo + p->xp),
@@ -202,6 +216,7 @@ void ht_conv2d_forward(ht_dev *d, ht_view y, ht_view a, ht_view x, ht_view w, ht
         if (c.alg.fwd == HT_CONV_ALG_TILED) {
             const char *k =
                 act_kernel(act, "conv_gemm_out", "conv_gemm_out_relu", "conv_gemm_out_gelu");
+            fwd_work(d, s, p, n, (double)p->K * N, act);
             LAUNCH_TILES(d, k, s->cout, N, 1, HT_BUF(y.buf), HT_INT(y.off + yo), HT_BUF(av.buf),
                          HT_INT(av.off + yo), HT_BUF(bv.buf), HT_INT(bv.off), HT_INT(b.buf != NULL),
                          HT_BUF(w.buf), HT_INT(w.off), HT_BUF(c.ws), HT_INT(wo + p->col),
@@ -210,6 +225,8 @@ void ht_conv2d_forward(ht_dev *d, ht_view y, ht_view a, ht_view x, ht_view w, ht
         }
         ht_sgemm(d, 0, 0, (size_t)s->cout, (size_t)N, (size_t)p->K, 1.0f, w.buf, w.off,
                  (size_t)p->K, c.ws, wo + p->col, (size_t)N, 0.0f, c.ws, wo + p->g, (size_t)N);
+        double out = (double)s->cout * N; /* g read, y (and a) written, the bias added */
+        work(d, out * (act == HT_ACT_GELU ? 13 : 2), (act == HT_ACT_NONE ? 2 : 3) * out + s->cout);
         LAUNCH2(d, act_kernel(act, "conv_out_fwd", "conv_out_relu_fwd", "conv_out_gelu_fwd"),
                 ((size_t)p->P + 15) / 16, (size_t)n * s->cout, HT_BUF(y.buf), HT_INT(y.off + yo),
                 HT_BUF(av.buf), HT_INT(av.off + yo), HT_BUF(c.ws), HT_INT(wo + p->g),
@@ -239,6 +256,8 @@ static void weight_grad(const conv_ctx *c, ht_view dw, int n, int acc) {
         direct = S == 1;
         size_t gws[3] = {((size_t)C + 15) / 16, 0, (size_t)S}, lws[3] = {1, 1, 1};
         tile_rows(c->d, "conv_igemm_dw", K, &gws[1], &lws[1]);
+        work(c->d, 2.0 * K * C * N, (double)n * s->cin * p->Hp * p->Wp + (double)C * N +
+                                        (double)K * C * (direct ? 1 + acc : S));
         ht_launch(c->d, "conv_igemm_dw", 3, gws, lws, HT_BUF(direct ? dw.buf : c->ws),
                   HT_INT(direct ? dw.off : wo + p->wpart), HT_INT(direct), HT_INT(acc),
                   HT_BUF(c->ws), HT_INT(wo + p->xp), HT_BUF(c->ws), HT_INT(wo + p->gt),
@@ -248,6 +267,7 @@ static void weight_grad(const conv_ctx *c, ht_view dw, int n, int acc) {
         tiled_gemm(c->d, c->ws, wo + p->wpart, C, K * C, c->ws, wo + p->col, N, 1, c->ws,
                    wo + p->gt, C, K, C, N, S, Ls);
     }
+    if (!direct) work(c->d, (double)S * K * C, (double)K * C * (S + 1 + acc));
     if (!direct)
         LAUNCH2(c->d, "conv_dw_reduce", (size_t)K, (size_t)C, HT_BUF(dw.buf), HT_INT(dw.off),
                 HT_BUF(c->ws), HT_INT(wo + p->wpart), HT_INT(K), HT_INT(C), HT_INT(S), HT_INT(acc));
@@ -265,6 +285,8 @@ static void input_grad(const conv_ctx *c, ht_view dx, ht_view w, int b0, int n) 
                    p->Wq);
         size_t gws[3] = {((size_t)s->w + 15) / 16, 0, (size_t)n * s->h}, lws[3] = {1, 1, 1};
         tile_rows(c->d, "conv_igemm_dx", s->cin, &gws[1], &lws[1]);
+        work(c->d, 2.0 * K * C * N, (double)C * K + (double)C * n * p->Hq * p->Wq +
+                                        (double)n * s->cin * s->h * s->w);
         ht_launch(c->d, "conv_igemm_dx", 3, gws, lws, HT_BUF(dx.buf), HT_INT(dxo), HT_BUF(w.buf),
                   HT_INT(w.off), HT_BUF(c->ws), HT_INT(wo + p->gp), HT_INT(s->cin), HT_INT(s->h),
                   HT_INT(s->w), HT_INT(s->k), HT_INT(C), HT_INT(p->Hq), HT_INT(p->Wq), HT_INT(n));
@@ -276,6 +298,7 @@ static void input_grad(const conv_ctx *c, ht_view dx, ht_view w, int b0, int n) 
     else
         ht_sgemm(c->d, 1, 0, (size_t)K, (size_t)N, (size_t)C, 1.0f, w.buf, w.off, (size_t)K, c->ws,
                  wo + p->g, (size_t)N, 0.0f, c->ws, wo + p->col, (size_t)N);
+    work(c->d, (double)K * N, (double)K * N + (double)n * s->cin * s->h * s->w);
     ht_launch1d(c->d, "conv_col2im", (size_t)n * s->cin * s->h, HT_BUF(dx.buf), HT_INT(dxo),
                 HT_BUF(c->ws), HT_INT(wo + p->col), HT_INT(s->cin), HT_INT(s->h), HT_INT(s->w),
                 HT_INT(s->k), HT_INT(s->stride), HT_INT(s->pad), HT_INT(p->Ho), HT_INT(p->Wo),
@@ -319,6 +342,9 @@ void ht_conv2d_backward(ht_dev *d, ht_view dx, ht_view dw, ht_view db, ht_view d
         else if (with_w)
             im2col(&c, x, b0, n);
         int parts = n; /* bias partials per channel */
+        double out = (double)C * n * p->P; /* da (and y) read, g and/or gt written */
+        work(d, out * (act == HT_ACT_GELU ? 22 : 3),
+             out * ((act == HT_ACT_NONE ? 1 : 2) + (g ? 1 : 0) + (gt ? 1 : 0)));
         if (gt) {
             size_t gws[3] = {(size_t)n, ((size_t)C + 15) / 16, (size_t)pixel_blocks(p->P)};
             parts = n * pixel_blocks(p->P);
@@ -331,6 +357,7 @@ void ht_conv2d_backward(ht_dev *d, ht_view dx, ht_view dw, ht_view db, ht_view d
                     HT_INT(wo + p->bpart), HT_BUF(da.buf), HT_INT(da.off + yo), HT_BUF(yv.buf),
                     HT_INT(yv.off + yo), HT_FLOAT(scale), HT_INT(C), HT_INT(p->P), HT_INT(n));
         }
+        if (with_w && db.buf) work(d, (double)parts * C, (double)C * (parts + 1 + acc));
         if (with_w && db.buf)
             ht_launch1d(d, "conv_bias_grad", (size_t)C, HT_BUF(db.buf), HT_INT(db.off),
                         HT_BUF(c.ws), HT_INT(wo + p->bpart), HT_INT(C), HT_INT(parts), HT_INT(acc));
@@ -349,6 +376,14 @@ static void pool_begin(const ht_pool2d_shape *s, ht_view in, ht_view out, const 
     fits(out, (size_t)s->B * s->c * ht_pool2d_oh(s) * ht_pool2d_ow(s), op, out_name);
 }
 
+/* A pooling pass's work for the profile's roofline: `reads` and `writes` of the input's and
+ * output's sizes, an operation an input element. */
+static void pool_work(ht_dev *d, const ht_pool2d_shape *s, double in_reads, double out_moves) {
+    double in = (double)s->B * s->c * s->h * s->w;
+    double out = (double)s->B * s->c * ht_pool2d_oh(s) * ht_pool2d_ow(s);
+    work(d, in, in_reads * in + out_moves * out);
+}
+
 /* 2x2 windows at stride 2 without padding have kernels of their own (8 windows per step). */
 static int pool_is_2x2(const ht_pool2d_shape *s) { return s->k == 2 && s->stride == 2 && !s->pad; }
 
@@ -364,6 +399,7 @@ static size_t pool2_items(int planes, int Ho, int R) { return (size_t)planes * (
 
 void ht_maxpool2d_forward(ht_dev *d, ht_view y, ht_view x, const ht_pool2d_shape *s) {
     pool_begin(s, x, y, "ht_maxpool2d_forward", "x", "y");
+    pool_work(d, s, 1, 1); /* x read, y written */
     int Ho = ht_pool2d_oh(s), Wo = ht_pool2d_ow(s), planes = s->B * s->c;
     if (pool_is_2x2(s)) {
         int R = pool2_rows(planes, Ho);
@@ -382,6 +418,7 @@ void ht_maxpool2d_backward(ht_dev *d, ht_view dx, ht_view dy, ht_view x, const h
     pool_begin(s, dx, dy, op, "dx", "dy");
     fits(x, (size_t)s->B * s->c * s->h * s->w, op, "x");
     int Ho = ht_pool2d_oh(s), Wo = ht_pool2d_ow(s), planes = s->B * s->c;
+    pool_work(d, s, 2, 1); /* x read, dx written, dy read */
     if (pool_is_2x2(s)) {
         int R = pool2_rows(planes, Ho);
         ht_launch1d(d, "pool_max2_bwd", pool2_items(planes, Ho, R), HT_BUF(dx.buf),
@@ -398,6 +435,7 @@ void ht_maxpool2d_backward(ht_dev *d, ht_view dx, ht_view dy, ht_view x, const h
 void ht_avgpool2d_forward(ht_dev *d, ht_view y, ht_view x, const ht_pool2d_shape *s,
                           int include_pad) {
     pool_begin(s, x, y, "ht_avgpool2d_forward", "x", "y");
+    pool_work(d, s, 1, 1);
     int Ho = ht_pool2d_oh(s), Wo = ht_pool2d_ow(s), planes = s->B * s->c;
     ht_launch1d(d, "pool_avg_fwd", (size_t)planes * Ho, HT_BUF(y.buf), HT_INT(y.off), HT_BUF(x.buf),
                 HT_INT(x.off), HT_INT(s->h), HT_INT(s->w), HT_INT(Ho), HT_INT(Wo), HT_INT(s->k),
@@ -407,6 +445,7 @@ void ht_avgpool2d_forward(ht_dev *d, ht_view y, ht_view x, const ht_pool2d_shape
 void ht_avgpool2d_backward(ht_dev *d, ht_view dx, ht_view dy, const ht_pool2d_shape *s,
                            int include_pad) {
     pool_begin(s, dx, dy, "ht_avgpool2d_backward", "dx", "dy");
+    pool_work(d, s, 1, 1); /* dx written, dy read */
     int Ho = ht_pool2d_oh(s), Wo = ht_pool2d_ow(s), planes = s->B * s->c;
     ht_launch1d(d, "pool_avg_bwd", (size_t)planes, HT_BUF(dx.buf), HT_INT(dx.off), HT_BUF(dy.buf),
                 HT_INT(dy.off), HT_INT(s->h), HT_INT(s->w), HT_INT(Ho), HT_INT(Wo), HT_INT(s->k),

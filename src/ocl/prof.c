@@ -124,16 +124,20 @@ static void roof_cols(FILE *f, const ht_prof_sum *s, const ht_roof *roof) {
 
 /* The kernel with the most time above its roofline, and the kernels' time and bound in all. */
 static void roof_summary(const ht_dev *d, FILE *f, const ht_roof *roof, double total) {
-    int worst = -1;
+    int worst = -1, above = 0;
     double worst_gap = 0, with = 0, bound = 0;
     for (int i = 0; i < d->nsums; i++) {
         const ht_prof_sum *s = &d->sums[i];
         if (s->nwork != s->count || s->seconds <= 0) continue;
         double rs = ht_roof_seconds(roof, s->flops, s->bytes);
         with += s->seconds, bound += rs;
+        above += s->flops / roof->flops > 1.05 * s->seconds;
         if (s->seconds - rs > worst_gap) worst_gap = s->seconds - rs, worst = i;
     }
     if (total <= 0 || with <= 0) return;
+    if (above)
+        fprintf(f, "roofline: %d kernel(s) ran faster than the compute ceiling: it was measured "
+                   "low (another process, or a core taken away while it ran); run again\n", above);
     fprintf(f, "roofline: kernels with known work take %.1f%% of the device time and run at %.0f%% "
                "of their roofline together\n", 100.0 * with / total, 100.0 * bound / with);
     if (worst < 0) return;

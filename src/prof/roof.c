@@ -1,15 +1,18 @@
 /* The ceilings of --profile's roofline (core/roofline.h), measured on the device after a
  * run: the best of a few runs of multiply-add chains (compute: fma() or mad(), the faster;
  * cl/prof.cl says why both) and of a streaming copy over buffers larger than a CPU's caches
- * (memory), and the median round trip of an empty kernel (launch). Best, not median, for the two ceilings: a ceiling is what the device can
- * do, and on a shared machine the slower runs measure the other processes. */
+ * (memory), and the median round trip of an empty kernel (launch). Best, not median, for the
+ * two ceilings: a ceiling is what the device can do, and on a shared machine the slower runs
+ * measure the other processes. After the run, not before: a CPU's clock after minutes of work
+ * can be well below a short burst's (this machine: 158 GFLOP/s after the 85M GPT's steps,
+ * 186-199 after a few seconds' work), and the run's kernels ran at the former. */
 #include "prof/roof.h"
 
 #include <stdlib.h>
 
 #include "core/log.h"
 
-enum { REPS = 5, LAUNCHES = 50 };
+enum { REPS = 8, LAUNCHES = 50 };
 
 static double run_fma(ht_dev *d, const char *k, ht_buf *out, size_t items, int iters) {
     double t0 = ht_now();
@@ -20,7 +23,9 @@ static double run_fma(ht_dev *d, const char *k, ht_buf *out, size_t items, int i
 }
 
 /* Kernel k's multiply-add rate: enough work-items to fill every compute unit several times
- * over, and iterations for about 20 ms a run (scaled from a short first run). */
+ * over, and iterations for about 10 ms a run (scaled from a short first run); the runs 30 ms
+ * apart, since this VM's second core was seen missing for ~250 ms at a time (half the rate
+ * in every run of a burst). */
 static double measure_flops(ht_dev *d, const char *k) {
     const ht_devinfo *info = ht_dev_info(d);
     size_t items = (size_t)(info->compute_units ? info->compute_units : 1) * info->max_wg * 4;
@@ -30,10 +35,11 @@ static double measure_flops(ht_dev *d, const char *k) {
     int iters = 64;
     double t = run_fma(d, k, out, items, iters); /* also creates the kernel */
     t = run_fma(d, k, out, items, iters);
-    double want = 0.02 / (t > 1e-6 ? t : 1e-6) * iters;
+    double want = 0.01 / (t > 1e-6 ? t : 1e-6) * iters;
     iters = want > 1 << 20 ? 1 << 20 : want < 64 ? 64 : (int)want;
     double best = 0;
     for (int r = 0; r < REPS; r++) {
+        if (r) ht_sleep(0.03);
         double rate = 128.0 * (double)iters * (double)items / run_fma(d, k, out, items, iters);
         if (rate > best) best = rate;
     }

@@ -7,13 +7,15 @@
 # momentum SGD moves 20 bytes a parameter (w, g, buf read; w, buf written), the roofline time
 # is max(operations / compute, bytes / bandwidth) from the printed ceilings, the bound the
 # larger term (launch when the time is below the empty kernel's), and the last line names the
-# kernel with the most time above its roofline. A GPT job's kernels all have their work given.
+# kernel with the most time above its roofline. A GPT job's and a CNN's kernels all have their
+# work given.
 . "$(dirname "$0")/../lib/lib.sh"
-# 512 features -> 512 -> 256 -> 3 classes: 262,656 + 131,328 + 771 = 394,755 parameters;
-# batch 128, so that the large products are compute-bound and the small ones launch-bound
+# 1024 features -> 1024 -> 256 -> 3 classes: 1,049,600 + 262,400 + 771 = 1,312,771
+# parameters; batch 128, so that the large products are compute-bound (1.4 ms at 200 GFLOP/s,
+# over an empty kernel's round trip even under load) and the small ones launch-bound
 cat >"$TMP/job.cfg" <<'CFG'
-model = { hidden = [512, 256]; activation = "relu"; };
-data = { kind = "synthetic"; samples = 1024; features = 512; classes = 3; seed = 3; };
+model = { hidden = [1024, 256]; activation = "relu"; };
+data = { kind = "synthetic"; samples = 1024; features = 1024; classes = 3; seed = 3; };
 train = { batch = 128; steps = 6; seed = 7; eval_every = 0; };
 optim = { type = "sgd"; lr = 0.05; momentum = 0.9; };
 log = { progress = "none"; metrics = ""; };
@@ -51,7 +53,7 @@ for name, r in rows.items():
         M, N, K = map(float, g.groups())
         work[name] = (2 * M * N * K, 4 * (M * K + K * N + M * N))
     if name == "optim_sgd_momentum":
-        work[name] = (None, 20 * 394755)
+        work[name] = (None, 20 * 1312771)
 for name, (fl, by) in work.items():
     r = rows[name]
     t = r["mean_us"] * 1e-6
@@ -111,4 +113,13 @@ if [ -f "$SHAKESPEARE" ]; then
 else
     ok 1 "GPT: $SHAKESPEARE not present (data/README.md)"
 fi
+# the MNIST CNN: convolutions (implicit GEMM, im2col, padding, bias and weight-gradient
+# passes) and pooling carry their work too
+run_ht -c conf/mnist-cnn.cfg -q --profile "${DEV[@]}" --set train.batch=16 --set train.steps=2 \
+    --set train.eval_every=0 --set log.progress=none --set checkpoint.path= --set log.metrics=
+[ $RC -eq 0 ] && grep -q "^conv_" <<<"$ERR" && grep -q "^pool_" <<<"$ERR" &&
+    grep -q "^roofline: kernels with known work take 100.0% of the device time" <<<"$ERR"
+ok $? "CNN: every kernel has its work given (exit $RC)"
+grep -q "^roofline: kernels with known work take 100.0%" <<<"$ERR" ||
+    diag "$(sed -n '/^kernel /,$p' <<<"$ERR" | grep ' - ')" "$(tail -3 <<<"$ERR")"
 done_testing
