@@ -13,6 +13,7 @@
 #include "core/rng.h"
 #include "data/data.h"
 #include "build/build.h"
+#include "prof/roof.h"
 
 /* ---------------------------------------------------------------- the model */
 
@@ -96,10 +97,7 @@ static void do_d2h(void *c) {
 }
 
 static void measure_links(ht_dev *d, const reps *r, ht_prof_dev *out) {
-    const ht_devinfo *info = ht_dev_info(d);
-    size_t bytes = (size_t)(r->quick ? 16 : 64) << 20;
-    while (bytes > 1 << 20 && (bytes > info->max_alloc || 3 * bytes > info->global_mem / 2))
-        bytes /= 2;
+    size_t bytes = ht_prof_copy_bytes(d, (size_t)(r->quick ? 16 : 64) << 20);
     xfer x = {d, ht_buf_new(d, bytes, "prof copy src"), ht_buf_new(d, bytes, "prof copy dst"),
               ht_xmalloc(bytes), bytes};
     memset(x.host, 0, bytes);

@@ -47,11 +47,16 @@ static double measure_flops(ht_dev *d, const char *k) {
     return best;
 }
 
-static double measure_bytes(ht_dev *d) {
+size_t ht_prof_copy_bytes(ht_dev *d, size_t want) {
     const ht_devinfo *info = ht_dev_info(d);
-    size_t bytes = (size_t)64 << 20;
+    size_t bytes = want;
     while (bytes > 1 << 20 && (bytes > info->max_alloc || 3 * bytes > info->global_mem / 2))
         bytes /= 2;
+    return bytes;
+}
+
+static double measure_bytes(ht_dev *d) {
+    size_t bytes = ht_prof_copy_bytes(d, (size_t)64 << 20);
     ht_buf *a = ht_buf_new(d, bytes, "roofline copy src"), *b = ht_buf_new(d, bytes, "roofline copy dst");
     size_t n = bytes / 16;
     double best = 0;
